@@ -6,6 +6,7 @@
  * link-time dependency on them and loads on hosts without rdma-core.
  */
 #include "dcx_seam.h"
+#include "dcx_seam_symbols.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/compiler_def.h>
@@ -14,70 +15,6 @@
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
-
-
-typedef enum {
-    UCT_DCX_HW_LIB_VERBS,
-    UCT_DCX_HW_LIB_MLX5
-} uct_dcx_hw_lib_t;
-
-
-typedef struct {
-    uct_dcx_hw_lib_t lib;
-    const char       *symbol;
-    const char       *version;  /* ELF symbol version node */
-    size_t           offset;    /* slot in uct_dcx_verbs_ops_t */
-} uct_dcx_hw_symbol_t;
-
-
-#define UCT_DCX_HW_SYM(_lib, _slot, _symbol, _version) \
-    { UCT_DCX_HW_LIB_##_lib, _symbol, _version, \
-      offsetof(uct_dcx_verbs_ops_t, _slot) }
-
-
-/* Versions are the ones rdma-core has exported since the call was added
- * (libibverbs.map / libmlx5.map); a newer rdma-core keeps them. */
-static const uct_dcx_hw_symbol_t uct_dcx_hw_symbols[] = {
-    UCT_DCX_HW_SYM(VERBS, get_device_list,      "ibv_get_device_list",      "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, free_device_list,     "ibv_free_device_list",     "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, get_device_name,      "ibv_get_device_name",      "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, get_device_guid,      "ibv_get_device_guid",      "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, open_device,          "ibv_open_device",          "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, close_device,         "ibv_close_device",         "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, query_device,         "ibv_query_device",         "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, query_gid,            "ibv_query_gid",            "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, query_pkey,           "ibv_query_pkey",           "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, alloc_pd,             "ibv_alloc_pd",             "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, dealloc_pd,           "ibv_dealloc_pd",           "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, reg_mr_iova2,         "ibv_reg_mr_iova2",         "IBVERBS_1.8"),
-    UCT_DCX_HW_SYM(VERBS, dereg_mr,             "ibv_dereg_mr",             "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, create_comp_channel,  "ibv_create_comp_channel",  "IBVERBS_1.0"),
-    UCT_DCX_HW_SYM(VERBS, destroy_comp_channel, "ibv_destroy_comp_channel", "IBVERBS_1.0"),
-    UCT_DCX_HW_SYM(VERBS, destroy_cq,           "ibv_destroy_cq",           "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, get_cq_event,         "ibv_get_cq_event",         "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, ack_cq_events,        "ibv_ack_cq_events",        "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, create_srq,           "ibv_create_srq",           "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, modify_srq,           "ibv_modify_srq",           "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, query_srq,            "ibv_query_srq",            "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, destroy_srq,          "ibv_destroy_srq",          "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, modify_qp,            "ibv_modify_qp",            "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, query_qp,             "ibv_query_qp",             "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, destroy_qp,           "ibv_destroy_qp",           "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, qp_to_qp_ex,          "ibv_qp_to_qp_ex",          "IBVERBS_1.6"),
-    UCT_DCX_HW_SYM(VERBS, create_ah,            "ibv_create_ah",            "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, destroy_ah,           "ibv_destroy_ah",           "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, get_async_event,      "ibv_get_async_event",      "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, ack_async_event,      "ibv_ack_async_event",      "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(VERBS, wc_status_str,        "ibv_wc_status_str",        "IBVERBS_1.1"),
-    UCT_DCX_HW_SYM(MLX5,  mlx5dv_is_supported,  "mlx5dv_is_supported",      "MLX5_1.8"),
-    UCT_DCX_HW_SYM(MLX5,  mlx5dv_open_device,   "mlx5dv_open_device",       "MLX5_1.7"),
-    UCT_DCX_HW_SYM(MLX5,  mlx5dv_query_device,  "mlx5dv_query_device",      "MLX5_1.0"),
-    UCT_DCX_HW_SYM(MLX5,  mlx5dv_create_qp,     "mlx5dv_create_qp",         "MLX5_1.3"),
-    UCT_DCX_HW_SYM(MLX5,  mlx5dv_qp_ex_from_ibv_qp_ex,
-                   "mlx5dv_qp_ex_from_ibv_qp_ex", "MLX5_1.10"),
-    UCT_DCX_HW_SYM(MLX5,  mlx5dv_create_mkey,   "mlx5dv_create_mkey",       "MLX5_1.10"),
-    UCT_DCX_HW_SYM(MLX5,  mlx5dv_destroy_mkey,  "mlx5dv_destroy_mkey",      "MLX5_1.10"),
-};
 
 
 /* The compat ibv_query_device, resolved for the query_device_ex fallback. */
@@ -171,18 +108,6 @@ uct_dcx_hw_no_mlx5_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex *qp)
     return NULL;
 }
 
-static struct mlx5dv_mkey *
-uct_dcx_hw_no_mlx5_create_mkey(struct mlx5dv_mkey_init_attr *attr)
-{
-    errno = EOPNOTSUPP;
-    return NULL;
-}
-
-static int uct_dcx_hw_no_mlx5_destroy_mkey(struct mlx5dv_mkey *mkey)
-{
-    return EOPNOTSUPP;
-}
-
 static void uct_dcx_hw_set_no_mlx5(uct_dcx_verbs_ops_t *ops)
 {
     ops->mlx5dv_is_supported         = uct_dcx_hw_no_mlx5_is_supported;
@@ -190,20 +115,22 @@ static void uct_dcx_hw_set_no_mlx5(uct_dcx_verbs_ops_t *ops)
     ops->mlx5dv_query_device         = uct_dcx_hw_no_mlx5_query_device;
     ops->mlx5dv_create_qp            = uct_dcx_hw_no_mlx5_create_qp;
     ops->mlx5dv_qp_ex_from_ibv_qp_ex = uct_dcx_hw_no_mlx5_qp_ex_from_ibv_qp_ex;
-    ops->mlx5dv_create_mkey          = uct_dcx_hw_no_mlx5_create_mkey;
-    ops->mlx5dv_destroy_mkey         = uct_dcx_hw_no_mlx5_destroy_mkey;
+    ops->mlx5dv_create_mkey          = uct_dcx_seam_no_create_mkey;
+    ops->mlx5dv_destroy_mkey         = uct_dcx_seam_no_destroy_mkey;
 }
 
-static int uct_dcx_hw_resolve(void *handle, uct_dcx_hw_lib_t lib,
+static int uct_dcx_hw_resolve(void *handle, uct_dcx_seam_lib_t lib,
                               const char *lib_name, uct_dcx_verbs_ops_t *ops)
 {
-    const uct_dcx_hw_symbol_t *sym;
+    const uct_dcx_seam_symbol_t *sym;
     void *func;
 
-    for (sym = uct_dcx_hw_symbols;
-         sym < uct_dcx_hw_symbols + ucs_static_array_size(uct_dcx_hw_symbols);
-         ++sym) {
-        if (sym->lib != lib) {
+    for (sym = uct_dcx_seam_symbols;
+         sym < uct_dcx_seam_symbols + uct_dcx_seam_num_symbols; ++sym) {
+        /* libmlx5 also provides the mkey calls. */
+        if ((sym->lib != lib) &&
+            !((lib == UCT_DCX_SEAM_LIB_MLX5) &&
+              (sym->lib == UCT_DCX_SEAM_LIB_UMR))) {
             continue;
         }
 
@@ -237,7 +164,7 @@ ucs_status_t uct_dcx_hw_binding_open(const char *verbs_lib,
         goto err;
     }
 
-    if (!uct_dcx_hw_resolve(binding->verbs_handle, UCT_DCX_HW_LIB_VERBS,
+    if (!uct_dcx_hw_resolve(binding->verbs_handle, UCT_DCX_SEAM_LIB_VERBS,
                             verbs_lib, &binding->ops)) {
         goto err_close_verbs;
     }
@@ -260,7 +187,7 @@ ucs_status_t uct_dcx_hw_binding_open(const char *verbs_lib,
         ucs_debug("dcx: cannot load %s (%s): DC needs mlx5, no hardware DC "
                   "devices", mlx5_lib, dlerror());
         uct_dcx_hw_set_no_mlx5(&binding->ops);
-    } else if (!uct_dcx_hw_resolve(binding->mlx5_handle, UCT_DCX_HW_LIB_MLX5,
+    } else if (!uct_dcx_hw_resolve(binding->mlx5_handle, UCT_DCX_SEAM_LIB_MLX5,
                                    mlx5_lib, &binding->ops)) {
         dlclose(binding->mlx5_handle);
         binding->mlx5_handle = NULL;

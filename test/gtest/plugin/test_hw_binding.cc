@@ -51,7 +51,7 @@ TEST(hw_binding, loads_rdma_core)
     expect_all_slots_filled(binding.ops);
     EXPECT_STREQ("remote access error",
                  binding.ops.wc_status_str(IBV_WC_REM_ACCESS_ERR));
-    uct_dcx_hw_binding_close(&binding);
+    uct_dcx_binding_close(&binding);
     EXPECT_EQ(nullptr, binding.verbs_handle);
 }
 
@@ -67,7 +67,7 @@ TEST(hw_binding, lists_no_dc_device_here)
     ASSERT_EQ(UCS_OK, uct_dcx_hw_binding_open(UCT_DCX_HW_VERBS_LIB,
                                               UCT_DCX_HW_MLX5_LIB, &binding));
     EXPECT_EQ(0u, uct_dcx_devices_scan(&binding, devices, 4));
-    uct_dcx_hw_binding_close(&binding);
+    uct_dcx_binding_close(&binding);
 }
 
 TEST(hw_binding, without_libmlx5)
@@ -95,7 +95,7 @@ TEST(hw_binding, without_libmlx5)
 
     /* No DC device without mlx5, whatever the host has. */
     EXPECT_EQ(0u, uct_dcx_devices_scan(&binding, devices, 4));
-    uct_dcx_hw_binding_close(&binding);
+    uct_dcx_binding_close(&binding);
 }
 
 TEST(hw_binding, without_libibverbs)
@@ -148,5 +148,33 @@ TEST(hw_binding, ucx_info_without_libmlx5)
     EXPECT_NE(std::string::npos,
               out.find("cannot load libmlx5-absent.so.1")) << out;
     EXPECT_NE(std::string::npos, out.find("DC needs mlx5")) << out;
+    EXPECT_EQ(1u, dcx_test::count(out, "Component: dcx")) << out;
+}
+
+TEST(emu_binding, missing_library_is_an_error_not_a_crash)
+{
+    uct_dcx_binding_t binding;
+
+    EXPECT_EQ(UCS_ERR_NO_DEVICE,
+              uct_dcx_emu_binding_open("libdcxemu-absent.so.0", &binding));
+    EXPECT_EQ(nullptr, binding.verbs_handle);
+    /* A library that is not a device model is refused as well. */
+    EXPECT_EQ(UCS_ERR_NO_DEVICE,
+              uct_dcx_emu_binding_open("libm.so.6", &binding));
+    EXPECT_EQ(nullptr, binding.verbs_handle);
+}
+
+TEST(emu_binding, ucx_info_with_missing_model)
+{
+    int status;
+    std::string out = dcx_test::run(
+            "UCX_DCX_EMU=y UCX_DCX_EMU_LIB=libdcxemu-absent.so.0 "
+            "LD_PRELOAD=" + dcx_test::plugin_path() + " ucx_info -d",
+            &status);
+
+    EXPECT_EQ(0, status) << out;
+    EXPECT_NE(std::string::npos,
+              out.find("cannot load the software DC device "
+                       "libdcxemu-absent.so.0")) << out;
     EXPECT_EQ(1u, dcx_test::count(out, "Component: dcx")) << out;
 }

@@ -29,6 +29,17 @@ ucs_config_field_t uct_dcx_global_config_table[] = {
      "at run time. DC needs it: without it no hardware device is DC-capable.",
      ucs_offsetof(uct_dcx_global_config_t, mlx5_lib), UCS_CONFIG_TYPE_STRING},
 
+    {"EMU", "n",
+     "Also list the devices of the software DC device (the device model,\n"
+     "libdcxemu), named dcxemu0, dcxemu1, ...: a DC device shared by the\n"
+     "processes of one host, for running and testing without mlx5 hardware.\n"
+     "'dcx-run --emu' sets it. Its own settings are DCXEMU_* variables.",
+     ucs_offsetof(uct_dcx_global_config_t, emu), UCS_CONFIG_TYPE_BOOL},
+
+    {"EMU_LIB", UCT_DCX_EMU_LIB_DEFAULT,
+     "The software DC device library loaded when UCX_DCX_EMU is set.",
+     ucs_offsetof(uct_dcx_global_config_t, emu_lib), UCS_CONFIG_TYPE_STRING},
+
     {NULL}
 };
 
@@ -36,6 +47,7 @@ ucs_config_field_t uct_dcx_global_config_table[] = {
 static struct {
     pthread_once_t    once;
     uct_dcx_binding_t hw;
+    uct_dcx_binding_t emu;
     uct_dcx_device_t  devices[UCT_DCX_MAX_DEVICES];
     unsigned          num_devices;
 } uct_dcx_devices = {
@@ -249,6 +261,17 @@ static void uct_dcx_devices_discover(void)
                 uct_dcx_devices_scan(&uct_dcx_devices.hw,
                                      uct_dcx_devices.devices,
                                      UCT_DCX_MAX_DEVICES);
+    }
+
+    if (uct_dcx_global_config.emu &&
+        (uct_dcx_emu_binding_open(uct_dcx_global_config.emu_lib,
+                                  &uct_dcx_devices.emu) == UCS_OK)) {
+        uct_dcx_devices.num_devices +=
+                uct_dcx_devices_scan(&uct_dcx_devices.emu,
+                                     uct_dcx_devices.devices +
+                                     uct_dcx_devices.num_devices,
+                                     UCT_DCX_MAX_DEVICES -
+                                     uct_dcx_devices.num_devices);
     }
 
     ucs_debug("dcx: %u DC-capable device(s)", uct_dcx_devices.num_devices);

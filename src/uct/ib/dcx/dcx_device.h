@@ -31,6 +31,8 @@ typedef struct uct_dcx_device {
 typedef struct uct_dcx_global_config {
     char *verbs_lib;
     char *mlx5_lib;
+    int  emu;       /* also list the software DC device's devices */
+    char *emu_lib;
 } uct_dcx_global_config_t;
 
 

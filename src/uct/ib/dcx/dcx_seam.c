@@ -5,7 +5,9 @@
 
 #include <ucs/sys/compiler_def.h>
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <string.h>
 
 
 #define UCT_DCX_SEAM_SYM(_lib, _slot, _symbol, _version) \
@@ -108,4 +110,15 @@ struct mlx5dv_mkey *uct_dcx_seam_no_create_mkey(struct mlx5dv_mkey_init_attr *at
 int uct_dcx_seam_no_destroy_mkey(struct mlx5dv_mkey *mkey)
 {
     return EOPNOTSUPP;
+}
+
+void uct_dcx_binding_close(uct_dcx_binding_t *binding)
+{
+    if (binding->mlx5_handle != NULL) {
+        dlclose(binding->mlx5_handle);
+    }
+    if (binding->verbs_handle != NULL) {
+        dlclose(binding->verbs_handle);
+    }
+    memset(binding, 0, sizeof(*binding));
 }

@@ -149,7 +149,19 @@ ucs_status_t uct_dcx_hw_binding_open(const char *verbs_lib,
                                      const char *mlx5_lib,
                                      uct_dcx_binding_t *binding);
 
-void uct_dcx_hw_binding_close(uct_dcx_binding_t *binding);
+/**
+ * Open the device-model binding: dlopen the software DC device library and
+ * resolve its "dcxemu_"-prefixed entry points.
+ *
+ * @return UCS_OK, or UCS_ERR_NO_DEVICE (logged as an error: the model was
+ *         asked for explicitly) when the library cannot be loaded or lacks a
+ *         required entry point.
+ */
+ucs_status_t uct_dcx_emu_binding_open(const char *emu_lib,
+                                      uct_dcx_binding_t *binding);
+
+/* Close a binding opened by either function above. */
+void uct_dcx_binding_close(uct_dcx_binding_t *binding);
 
 #ifdef __cplusplus
 }

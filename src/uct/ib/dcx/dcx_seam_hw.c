@@ -204,14 +204,3 @@ err:
     memset(binding, 0, sizeof(*binding));
     return UCS_ERR_NO_DEVICE;
 }
-
-void uct_dcx_hw_binding_close(uct_dcx_binding_t *binding)
-{
-    if (binding->mlx5_handle != NULL) {
-        dlclose(binding->mlx5_handle);
-    }
-    if (binding->verbs_handle != NULL) {
-        dlclose(binding->verbs_handle);
-    }
-    memset(binding, 0, sizeof(*binding));
-}

@@ -9,9 +9,13 @@
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
+#include <ucs/sys/sys.h>
+#include <ucm/api/ucm.h>
 
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 
 ucs_config_field_t uct_dcx_md_config_table[] = {
@@ -25,7 +29,24 @@ ucs_config_field_t uct_dcx_md_config_table[] = {
      "fails when DEVX is unavailable, 'no' never asks for it.",
      ucs_offsetof(uct_dcx_md_config_t, devx), UCS_CONFIG_TYPE_TERNARY_AUTO},
 
+    {"RCACHE", "try",
+     "Keep memory registrations in a registration cache, released when the\n"
+     "memory is unmapped. 'try' registers directly when the cache cannot be\n"
+     "created (e.g. memory hooks are disabled).",
+     ucs_offsetof(uct_dcx_md_config_t, rcache), UCS_CONFIG_TYPE_TERNARY},
+
+    {"", "", NULL,
+     ucs_offsetof(uct_dcx_md_config_t, rcache_config),
+     UCS_CONFIG_TYPE_TABLE(uct_md_config_rcache_table)},
+
     {NULL}
+};
+
+
+/* Direct registration cost of mlx5 (pinning and translation tables). */
+static const ucs_linear_func_t uct_dcx_md_reg_cost = {
+    .c = 16.0e-6,
+    .m = 0.06e-9
 };
 
 
@@ -67,7 +88,10 @@ static void uct_dcx_md_close(uct_md_h uct_md)
     int ret;
 
     if (md->device != NULL) {
-        ops = &md->device->binding->ops;
+        if (md->rcache != NULL) {
+            ucs_rcache_destroy(md->rcache);
+        }
+        ops = md->ops;
         ret = ops->dealloc_pd(md->pd);
         if (ret != 0) {
             ucs_warn("dcx: %s: dealloc_pd failed: %s", md->device->name,
@@ -85,25 +109,216 @@ static void uct_dcx_md_close(uct_md_h uct_md)
 
 static ucs_status_t uct_dcx_md_query(uct_md_h uct_md, uct_md_attr_t *attr)
 {
-    /* Memory registration and remote keys arrive with the data path; until
-     * then the memory domain honestly advertises no capability. */
+    uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
+
     memset(attr, 0, sizeof(*attr));
-    attr->reg_cost = ucs_linear_func_make(0, 0);
     UCS_CPU_ZERO(&attr->local_cpus);
+    if (md->device == NULL) {
+        /* The no-device memory domain registers nothing. */
+        return UCS_OK;
+    }
+
+    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
+                                 UCT_MD_FLAG_NEED_RKEY;
+    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->cap.max_reg          = md->max_mr_size;
+    attr->rkey_packed_size     = sizeof(uct_dcx_packed_rkey_t);
+    attr->reg_cost             = md->reg_cost;
+    memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
     return UCS_OK;
 }
 
-static ucs_status_t uct_dcx_md_mem_reg(uct_md_h md, void *address,
+static ucs_status_t uct_dcx_md_reg_mr(uct_dcx_md_t *md, void *address,
+                                      size_t length, unsigned flags,
+                                      uct_dcx_mem_t *memh)
+{
+    struct rlimit limit;
+    int err;
+
+    memh->mr = md->ops->reg_mr_iova2(md->pd, address, length,
+                                     (uintptr_t)address, UCT_DCX_MR_ACCESS);
+    if (ucs_likely(memh->mr != NULL)) {
+        return UCS_OK;
+    }
+
+    err = errno;
+    if (((err == ENOMEM) || (err == EAGAIN) || (err == EPERM)) &&
+        (getrlimit(RLIMIT_MEMLOCK, &limit) == 0) &&
+        (limit.rlim_cur != RLIM_INFINITY)) {
+        ucs_log(uct_md_reg_log_lvl(flags),
+                "dcx: %s: failed to register %p length %zu: %s; the locked "
+                "memory limit is %llu KiB: raise it (ulimit -l unlimited)",
+                md->device->name, address, length, strerror(err),
+                (unsigned long long)limit.rlim_cur / UCS_KBYTE);
+    } else {
+        ucs_log(uct_md_reg_log_lvl(flags),
+                "dcx: %s: failed to register %p length %zu: %s",
+                md->device->name, address, length, strerror(err));
+    }
+    return UCS_ERR_IO_ERROR;
+}
+
+static void uct_dcx_md_dereg_mr(uct_dcx_md_t *md, uct_dcx_mem_t *memh)
+{
+    int ret = md->ops->dereg_mr(memh->mr);
+
+    if (ret != 0) {
+        ucs_warn("dcx: %s: dereg_mr(%p) failed: %s", md->device->name,
+                 memh->mr, strerror(ret));
+    }
+}
+
+static ucs_status_t uct_dcx_md_mem_reg(uct_md_h uct_md, void *address,
                                        size_t length, unsigned flags,
                                        uct_mem_h *memh_p)
 {
-    return UCS_ERR_UNSUPPORTED;
+    uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
+    ucs_rcache_region_t *region;
+    uct_dcx_mem_t *memh;
+    ucs_status_t status;
+
+    if (md->device == NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    if (md->rcache != NULL) {
+        status = ucs_rcache_get(md->rcache, address, length,
+                                PROT_READ | PROT_WRITE, &flags, &region);
+        if (status != UCS_OK) {
+            return status;
+        }
+        *memh_p = &ucs_derived_of(region, uct_dcx_rcache_region_t)->memh;
+        return UCS_OK;
+    }
+
+    memh = ucs_malloc(sizeof(*memh), "uct_dcx_mem_t");
+    if (memh == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = uct_dcx_md_reg_mr(md, address, length, flags, memh);
+    if (status != UCS_OK) {
+        ucs_free(memh);
+        return status;
+    }
+
+    *memh_p = memh;
+    return UCS_OK;
 }
 
 static ucs_status_t
-uct_dcx_md_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params_t *params)
+uct_dcx_md_mem_dereg(uct_md_h uct_md, const uct_md_mem_dereg_params_t *params)
 {
-    return UCS_ERR_UNSUPPORTED;
+    uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
+    uct_dcx_mem_t *memh;
+
+    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
+
+    memh = params->memh;
+    if (md->rcache != NULL) {
+        ucs_rcache_region_put(md->rcache,
+                              &ucs_container_of(memh, uct_dcx_rcache_region_t,
+                                                memh)->super);
+        return UCS_OK;
+    }
+
+    uct_dcx_md_dereg_mr(md, memh);
+    ucs_free(memh);
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_dcx_md_mkey_pack(uct_md_h uct_md, uct_mem_h memh,
+                     const uct_md_mkey_pack_params_t *params,
+                     void *rkey_buffer)
+{
+    uct_dcx_packed_rkey_t *packed = rkey_buffer;
+
+    packed->rkey     = ((uct_dcx_mem_t*)memh)->mr->rkey;
+    packed->magic    = UCT_DCX_RKEY_MAGIC;
+    packed->version  = UCT_DCX_RKEY_VERSION;
+    packed->reserved = 0;
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_dcx_rcache_mem_reg_cb(void *context, ucs_rcache_t *rcache, void *arg,
+                          ucs_rcache_region_t *rregion, uint16_t rcache_flags)
+{
+    uct_dcx_rcache_region_t *region = ucs_derived_of(rregion,
+                                                     uct_dcx_rcache_region_t);
+    unsigned flags = *(unsigned*)arg;
+
+    if (rcache_flags & UCS_RCACHE_MEM_REG_HIDE_ERRORS) {
+        flags |= UCT_MD_MEM_FLAG_HIDE_ERRORS;
+    }
+
+    return uct_dcx_md_reg_mr(context, (void*)region->super.super.start,
+                             region->super.super.end -
+                             region->super.super.start, flags, &region->memh);
+}
+
+static void uct_dcx_rcache_mem_dereg_cb(void *context, ucs_rcache_t *rcache,
+                                        ucs_rcache_region_t *rregion)
+{
+    uct_dcx_md_dereg_mr(context,
+                        &ucs_derived_of(rregion, uct_dcx_rcache_region_t)->memh);
+}
+
+static void uct_dcx_rcache_dump_region_cb(void *context, ucs_rcache_t *rcache,
+                                          ucs_rcache_region_t *rregion,
+                                          char *buf, size_t max)
+{
+    uct_dcx_rcache_region_t *region = ucs_derived_of(rregion,
+                                                     uct_dcx_rcache_region_t);
+
+    snprintf(buf, max, "lkey 0x%x rkey 0x%x", region->memh.mr->lkey,
+             region->memh.mr->rkey);
+}
+
+static ucs_rcache_ops_t uct_dcx_rcache_ops = {
+    .mem_reg     = uct_dcx_rcache_mem_reg_cb,
+    .mem_dereg   = uct_dcx_rcache_mem_dereg_cb,
+    .dump_region = uct_dcx_rcache_dump_region_cb
+};
+
+static ucs_status_t uct_dcx_md_rcache_init(uct_dcx_md_t *md,
+                                           const uct_dcx_md_config_t *config)
+{
+    ucs_rcache_params_t params;
+    ucs_status_t status;
+
+    if (config->rcache == UCS_NO) {
+        md->reg_cost = uct_dcx_md_reg_cost;
+        return UCS_OK;
+    }
+
+    uct_md_set_rcache_params(&params, &config->rcache_config);
+    params.region_struct_size = sizeof(uct_dcx_rcache_region_t);
+    params.max_alignment      = ucs_get_page_size();
+    params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
+    params.context            = md;
+    params.ops                = &uct_dcx_rcache_ops;
+    params.flags              = UCS_RCACHE_FLAG_PURGE_ON_FORK;
+
+    status = ucs_rcache_create(&params, md->device->name, NULL, &md->rcache);
+    if (status == UCS_OK) {
+        md->reg_cost = ucs_linear_func_make(
+                uct_md_rcache_overhead(&config->rcache_config), 0);
+        return UCS_OK;
+    }
+
+    if (config->rcache == UCS_YES) {
+        ucs_error("dcx: %s: cannot create a registration cache: %s",
+                  md->device->name, ucs_status_string(status));
+        return status;
+    }
+
+    ucs_debug("dcx: %s: no registration cache (%s), registering directly",
+              md->device->name, ucs_status_string(status));
+    md->reg_cost = uct_dcx_md_reg_cost;
+    return UCS_OK;
 }
 
 static uct_md_ops_t uct_dcx_md_ops = {
@@ -115,7 +330,7 @@ static uct_md_ops_t uct_dcx_md_ops = {
     .mem_reg                = uct_dcx_md_mem_reg,
     .mem_dereg              = uct_dcx_md_mem_dereg,
     .mem_query              = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
-    .mkey_pack              = (uct_md_mkey_pack_func_t)ucs_empty_function_return_unsupported,
+    .mkey_pack              = uct_dcx_md_mkey_pack,
     .is_sockaddr_accessible = ucs_empty_function_return_zero_int,
     .detect_memory_type     = ucs_empty_function_return_unsupported,
 };
@@ -179,6 +394,22 @@ out_free_list:
     return status;
 }
 
+static ucs_status_t uct_dcx_md_query_device(uct_dcx_md_t *md)
+{
+    struct ibv_device_attr attr;
+    int ret;
+
+    ret = md->ops->query_device(md->ctx, &attr);
+    if (ret != 0) {
+        ucs_error("dcx: %s: query_device failed: %s", md->device->name,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    md->max_mr_size = attr.max_mr_size;
+    return UCS_OK;
+}
+
 static ucs_status_t
 uct_dcx_md_open(uct_component_t *component, const char *md_name,
                 const uct_md_config_t *uct_config, uct_md_h *md_p)
@@ -214,22 +445,35 @@ uct_dcx_md_open(uct_component_t *component, const char *md_name,
         goto err_free;
     }
 
-    status = uct_dcx_md_open_device(md, config->devx);
+    md->ops = &md->device->binding->ops;
+    status  = uct_dcx_md_open_device(md, config->devx);
     if (status != UCS_OK) {
         goto err_free;
     }
 
-    md->pd = md->device->binding->ops.alloc_pd(md->ctx);
+    status = uct_dcx_md_query_device(md);
+    if (status != UCS_OK) {
+        goto err_close_device;
+    }
+
+    md->pd = md->ops->alloc_pd(md->ctx);
     if (md->pd == NULL) {
         ucs_error("dcx: %s: alloc_pd failed: %m", md->device->name);
         status = UCS_ERR_IO_ERROR;
         goto err_close_device;
     }
 
+    status = uct_dcx_md_rcache_init(md, config);
+    if (status != UCS_OK) {
+        goto err_dealloc_pd;
+    }
+
 out:
     *md_p = &md->super;
     return UCS_OK;
 
+err_dealloc_pd:
+    md->ops->dealloc_pd(md->pd);
 err_close_device:
     md->device->binding->ops.close_device(md->ctx);
 err_free:
@@ -241,10 +485,19 @@ static ucs_status_t
 uct_dcx_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
                     uct_rkey_t *rkey_p, void **handle_p)
 {
-    /* No memory domain of this version packs remote keys. */
-    ucs_error("dcx: cannot unpack a remote key: not supported by this "
-              "version");
-    return UCS_ERR_UNSUPPORTED;
+    const uct_dcx_packed_rkey_t *packed = rkey_buffer;
+
+    if ((packed->magic != UCT_DCX_RKEY_MAGIC) ||
+        (packed->version != UCT_DCX_RKEY_VERSION) || (packed->reserved != 0)) {
+        ucs_error("dcx: malformed remote key (magic 0x%x version %u): not "
+                  "packed by a dcx memory domain of this version",
+                  packed->magic, packed->version);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    *rkey_p   = UCT_DCX_RKEY_TAG | packed->rkey;
+    *handle_p = NULL;
+    return UCS_OK;
 }
 
 uct_component_t uct_dcx_component = {

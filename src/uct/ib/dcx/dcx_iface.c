@@ -918,7 +918,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
                               &uct_dcx_iface_internal_ops, tl_md, worker,
                               params, tl_config);
 
-    if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_DEVICE) ||
+    if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE) ||
         (params->open_mode != UCT_IFACE_OPEN_MODE_DEVICE)) {
         ucs_error("dcx: only device open mode is supported");
         return UCS_ERR_UNSUPPORTED;

@@ -20,9 +20,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
 
 struct dcxemu_settings dcxemu_cfg;
 struct dcxemu_shm *dcxemu_fab;
@@ -42,9 +39,6 @@ static size_t map_size;
 static pthread_t engine_thread;
 static volatile int engine_stop;
 
-/* Liveness cache of peer members: a pidfd opened while the recorded start time matched. */
-static int peer_pidfd[DCXEMU_MAX_MEMBERS];
-static uint64_t peer_token[DCXEMU_MAX_MEMBERS];
 
 static void on_fork_child(void) { forked = 1; }
 
@@ -264,13 +258,30 @@ static uint64_t proc_starttime(pid_t pid)
     return v;
 }
 
-/* Under the fabric lock: is member m, as known by token, still the same running process?
- * The token is compared under the same lock the reaper takes, and the pidfd was opened while
- * the recorded start time matched, so a PID reused by another process never counts as alive. */
+/* Liveness: every member holds a POSIX record lock on byte <slot> of the fabric file for as
+ * long as it lives; the kernel drops it when the process dies, and a process that later gets the
+ * same PID does not hold it.  So "lock held by the recorded pid" identifies the very process
+ * (start times alone are only 10 ms ticks).  Checked under the fabric lock, the same lock the
+ * reaper takes, together with the slot token. */
+static int fab_fd = -1;
+
+static int slot_locked_by(int fd, int m, pid_t pid)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof(fl));
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = m;
+    fl.l_len = 1;
+    if (fcntl(fd, F_GETLK, &fl) != 0) {
+        return 0;
+    }
+    return fl.l_type != F_UNLCK && fl.l_pid == pid;
+}
+
 int dcxemu_member_alive(int m, uint64_t token)
 {
     struct dcxemu_shm_member *mb;
-    struct pollfd pfd;
     if (m < 0 || m >= DCXEMU_MAX_MEMBERS) {
         return 0;
     }
@@ -281,31 +292,7 @@ int dcxemu_member_alive(int m, uint64_t token)
     if (m == dcxemu_me) {
         return 1;
     }
-    if (peer_token[m] != token || peer_pidfd[m] < 0) {
-        int fd;
-        if (peer_pidfd[m] >= 0) {
-            close(peer_pidfd[m]);
-            peer_pidfd[m] = -1;
-        }
-        fd = (int)syscall(SYS_pidfd_open, mb->pid, 0);
-        if (fd < 0) {
-            return 0;
-        }
-        if (proc_starttime(mb->pid) != mb->starttime) {
-            close(fd);
-            return 0;
-        }
-        fcntl(fd, F_SETFD, FD_CLOEXEC);
-        peer_pidfd[m] = fd;
-        peer_token[m] = token;
-    }
-    pfd.fd = peer_pidfd[m];
-    pfd.events = POLLIN;
-    pfd.revents = 0;
-    if (poll(&pfd, 1, 0) != 0) {
-        return 0;   /* exited (or pidfd error) */
-    }
-    return 1;
+    return slot_locked_by(fab_fd, m, mb->pid);
 }
 
 int dcxemu_owner_is_me(uint16_t owner, uint64_t token)
@@ -395,12 +382,11 @@ static void *engine_main(void *arg)
 
 /* ---------------------------------------------------------------- attach ---- */
 
-static int all_members_dead(struct dcxemu_shm *f)
+static int all_members_dead(int fd, struct dcxemu_shm *f)
 {
     for (int m = 0; m < DCXEMU_MAX_MEMBERS; m++) {
         struct dcxemu_shm_member *mb = &f->members[m];
-        if (mb->in_use && mb->pid > 0 && kill(mb->pid, 0) == 0 &&
-            proc_starttime(mb->pid) == mb->starttime) {
+        if (mb->in_use && mb->pid > 0 && slot_locked_by(fd, m, mb->pid)) {
             return 0;
         }
     }
@@ -475,7 +461,7 @@ static int do_attach(void)
                     (size_t)st.st_size >= sizeof(*h) ? h->layout_version : 0,
                     (unsigned long long)DCXEMU_MAGIC, DCXEMU_LAYOUT_VERSION, dcxemu_cfg.fabric);
             err = EPROTO;
-        } else if (all_members_dead(h)) {
+        } else if (all_members_dead(fd, h)) {
             init = 1;   /* stale fabric: re-initialise with this process's settings */
         } else {
             total = h->total_size;
@@ -506,16 +492,20 @@ static int do_attach(void)
     if (init) {
         heap_init();
     }
-    for (int m = 0; m < DCXEMU_MAX_MEMBERS; m++) {
-        peer_pidfd[m] = -1;
-    }
+    fab_fd = fd;
     if ((err = dcxemu_lock()) != 0) {
         goto out_unmap;
     }
     dcxemu_reap_dead_members();
     for (int m = 0; m < DCXEMU_MAX_MEMBERS; m++) {
         struct dcxemu_shm_member *mb = &f->members[m];
-        if (!mb->in_use) {
+        struct flock fl;
+        memset(&fl, 0, sizeof(fl));
+        fl.l_type = F_WRLCK;
+        fl.l_whence = SEEK_SET;
+        fl.l_start = m;
+        fl.l_len = 1;
+        if (!mb->in_use && fcntl(fd, F_SETLK, &fl) == 0) {
             mb->in_use = 1;
             mb->pid = getpid();
             mb->starttime = proc_starttime(getpid());
@@ -533,8 +523,8 @@ static int do_attach(void)
         err = EAGAIN;
         goto out_unmap;
     }
+    /* keep fd open: closing any descriptor of the file would drop our liveness lock */
     flock(fd, LOCK_UN);
-    close(fd);
 
     pthread_mutexattr_init(&ra);
     pthread_mutexattr_settype(&ra, PTHREAD_MUTEX_RECURSIVE);
@@ -551,6 +541,7 @@ static int do_attach(void)
 out_unmap:
     munmap(f, total);
     dcxemu_fab = NULL;
+    fab_fd = -1;
 out_close:
     close(fd);
     return err;

@@ -368,7 +368,7 @@ static void fail(struct exec_out *o, uint32_t st, uint32_t synd)
 }
 
 /* Receive side of SEND / WRITE_IMM (fabric lock and SRQ lock held, SRQ not empty). */
-static void consume_srq(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct dcxemu_shm_qp *t,
+static int consume_srq(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct dcxemu_shm_qp *t,
                         struct dcxemu_shm_srq *srq, const struct iovec *liov, int nl,
                         uint64_t total, struct exec_out *o, int *wake_member)
 {
@@ -421,7 +421,11 @@ static void consume_srq(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct dcxem
             fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
             goto out;
         }
-        if (total > 0 && dcxemu_vm_copy(t->owner, 1, liov, nl, riov, nr) != 0) {
+        int cerr = total > 0 ? dcxemu_vm_copy(t->owner, 1, liov, nl, riov, nr) : 0;
+        if (cerr == ESRCH) {
+            return ESRCH;   /* the target is exiting: as unreachable, nothing consumed */
+        }
+        if (cerr != 0) {
             cqe.status = IBV_WC_LOC_PROT_ERR;
             cqe.vendor_err = SYND_LOC_PROT;
             fail(o, IBV_WC_REM_OP_ERR, SYND_REM_OP);
@@ -441,6 +445,18 @@ out:
             *wake_member = t->owner;
         }
     }
+    return 0;
+}
+
+/* A target that vanished mid-operation is unreachable (retried, then RETRY_EXC_ERR); any other
+ * failure to touch registered target memory is a remote access error. */
+static enum exec_result copy_failed(int err, struct exec_out *o)
+{
+    if (err == ESRCH) {
+        return EXEC_UNREACHABLE;
+    }
+    fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
+    return EXEC_DONE;
 }
 
 static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
@@ -532,15 +548,18 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
             goto out;
         }
         if (m != NULL) {
+            int cerr;
             riov.iov_base = mr_ptr(m, w->raddr);
             riov.iov_len = total;
-            if (dcxemu_vm_copy(t->owner, 1, liov, nl, &riov, 1) != 0) {
+            if ((cerr = dcxemu_vm_copy(t->owner, 1, liov, nl, &riov, 1)) != 0) {
                 pthread_mutex_unlock(&srq->lock);
-                fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
+                res = copy_failed(cerr, o);
                 goto out;
             }
         }
-        consume_srq(qp, w, t, srq, liov, nl, total, o, &wake);
+        if (consume_srq(qp, w, t, srq, liov, nl, total, o, &wake) != 0) {
+            res = EXEC_UNREACHABLE;
+        }
         pthread_mutex_unlock(&srq->lock);
         break;
     }
@@ -550,6 +569,7 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
         uint32_t right = rd ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
         struct dcxemu_shm_mr *m;
         struct iovec riov;
+        int cerr;
         if (total == 0) {
             break;   /* zero-length RDMA does not check the rkey */
         }
@@ -560,8 +580,8 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
         }
         riov.iov_base = mr_ptr(m, w->raddr);
         riov.iov_len = total;
-        if (dcxemu_vm_copy(t->owner, !rd, liov, nl, &riov, 1) != 0) {
-            fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
+        if ((cerr = dcxemu_vm_copy(t->owner, !rd, liov, nl, &riov, 1)) != 0) {
+            res = copy_failed(cerr, o);
             goto out;
         }
         if (rd) {
@@ -573,6 +593,7 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
     case DCXEMU_OP_FETCH_ADD: {
         struct dcxemu_shm_mr *m;
         uint64_t old, val;
+        int cerr;
         struct iovec riov, viov = { .iov_base = &old, .iov_len = 8 };
         if (w->raddr % 8 != 0) {
             fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
@@ -588,15 +609,15 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
         riov.iov_len = 8;
         /* Every device atomic runs under the fabric lock, so read-modify-write through
          * process_vm is atomic with respect to all other device atomics. */
-        if (dcxemu_vm_copy(t->owner, 0, &viov, 1, &riov, 1) != 0) {
-            fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
+        if ((cerr = dcxemu_vm_copy(t->owner, 0, &viov, 1, &riov, 1)) != 0) {
+            res = copy_failed(cerr, o);
             goto out;
         }
         if (w->opcode == DCXEMU_OP_FETCH_ADD || old == w->cmp) {
             struct iovec niov = { .iov_base = &val, .iov_len = 8 };
             val = w->opcode == DCXEMU_OP_FETCH_ADD ? old + w->swap_add : w->swap_add;
-            if (dcxemu_vm_copy(t->owner, 1, &niov, 1, &riov, 1) != 0) {
-                fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
+            if ((cerr = dcxemu_vm_copy(t->owner, 1, &niov, 1, &riov, 1)) != 0) {
+                res = copy_failed(cerr, o);
                 goto out;
             }
         }

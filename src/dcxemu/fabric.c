@@ -393,6 +393,9 @@ static int all_members_dead(int fd, struct dcxemu_shm *f)
     return 1;
 }
 
+/* The test suite takes this lock from outside the library to prove recovery. */
+_Static_assert(offsetof(struct dcxemu_shm, lock) == 32, "fabric lock offset is part of the layout");
+
 static void fabric_init(struct dcxemu_shm *f, size_t total)
 {
     memset(f, 0, sizeof(*f));

@@ -232,7 +232,31 @@ EMU_CHILD(attach)
     if (argc >= 2 && strcmp(argv[1], "die") == 0) {
         raise(SIGKILL);
     }
+    if (argc >= 2 && strcmp(argv[1], "bigcq") == 0) {
+        /* takes most of a 16 MiB heap, then dies without cleaning up */
+        dev d;
+        if (!d.open(0, 100000)) return 14;   /* 2^17 CQEs x 72 B: two never fit in 16 MiB */
+        write_full(1, "r", 1);
+        raise(SIGKILL);
+    }
     return 0;
+}
+
+/* lockholder <fabric>: take the fabric's robust lock directly and die holding it. */
+EMU_CHILD(lockholder)
+{
+    if (argc < 1) return 2;
+    int fd = shm_open(("/" + std::string(argv[0])).c_str(), O_RDWR, 0);
+    if (fd < 0) return 3;
+    void *p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return 4;
+    /* offset of struct dcxemu_shm.lock, pinned by a static assertion in fabric.c */
+    pthread_mutex_t *m = (pthread_mutex_t *)((char *)p + 32);
+    int r = pthread_mutex_lock(m);
+    if (r != 0 && r != EOWNERDEAD) return 5;
+    write_full(1, "r", 1);
+    raise(SIGKILL);
+    return 6;
 }
 
 /* --------------------------------------------------------------- parent side ---- */
@@ -703,6 +727,64 @@ TEST(emu_fabric, mismatch_refused)
     fchmod(fd, 0644);   /* readable by others: refused too */
     EXPECT_EQ(run_attach(f, { "attach", std::to_string(EACCES) }), 0);
     ::close(fd);
+}
+
+static int run_ready_child(const std::string &f, const std::vector<std::string> &args,
+                           const std::vector<std::string> &env = {})
+{
+    int p[2];
+    if (pipe(p) != 0) return -1;
+    pid_t c = fork();
+    if (c == 0) {
+        dup2(p[1], 1);
+        setenv("DCXEMU_FABRIC", f.c_str(), 1);
+        for (auto &e : env) putenv(strdup(e.c_str()));
+        std::vector<char *> av = { (char *)"/proc/self/exe", (char *)"--emu-child" };
+        for (auto &a : args) av.push_back((char *)a.c_str());
+        av.push_back(nullptr);
+        execv("/proc/self/exe", av.data());
+        _exit(127);
+    }
+    char r = 0;
+    bool ok = read_full(p[0], &r, 1, 10000);
+    int st = wait_child(c, 10000);
+    ::close(p[0]);
+    ::close(p[1]);
+    return ok && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL ? 0 : -1;
+}
+
+TEST_F(emu_mp, dead_lock_holder_never_wedges)
+{
+    /* a process dies holding the fabric lock; every member goes on */
+    ASSERT_EQ(run_ready_child(g_fabric, { "lockholder", g_fabric }), 0);
+    ibv_srq *srq = create_srq(d);
+    ibv_qp *dct = create_dct(d, srq, 3);
+    ASSERT_NE(dct, nullptr);
+    ASSERT_EQ(dct_to_rtr(dct), 0);
+    ibv_mr *rmr = dcxemu_ibv_reg_mr(d.pd, lbuf.data() + 65536, 4096, IBV_ACCESS_LOCAL_WRITE |
+                                    IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_TRUE(make_dci(d, c, d.lid));
+    lbuf[0] = 1;
+    ASSERT_EQ(post_one(c, OP_WRITE, lmr->lkey, lbuf.data(), 1, rmr->rkey,
+                       (uintptr_t)lbuf.data() + 65536, dct->qp_num, 3), 0);
+    ibv_wc_status st;
+    ASSERT_TRUE(status_of(&st, 5000));
+    EXPECT_EQ(st, IBV_WC_SUCCESS);
+    EXPECT_EQ(lbuf[65536], 1);
+    dcxemu_ibv_dereg_mr(rmr);
+    dcxemu_ibv_destroy_qp(dct);
+    dcxemu_ibv_destroy_srq(srq);
+}
+
+TEST(emu_fabric, dead_member_objects_reclaimed)
+{
+    /* heap of 16 MiB, a CQ ring of 9.4 MiB per member;
+     * each member dies holding one, and the next can only allocate if the reaper freed it */
+    std::string f = fresh_fabric();
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(run_ready_child(f, { "attach", "0", "bigcq" }, { "DCXEMU_HEAP_MB=16" }), 0)
+            << "member " << i;
+    }
 }
 
 TEST(emu_fabric, dead_member_slots_reclaimed)

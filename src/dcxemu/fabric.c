@@ -598,6 +598,25 @@ __attribute__((destructor)) static void dcxemu_fini(void)
 
 /* ---------------------------------------------------------------- memory access ---- */
 
+/* Place bytes in ascending order, as a NIC does: large memcpy implementations interleave pages,
+ * and a reader polling the last byte must see everything before it.  process_vm_* already copy
+ * page by page in order. */
+static void ascending_copy(void *dst, const void *src, size_t len)
+{
+    const size_t chunk = 4096;
+    size_t off = 0;
+    if (len == 0) {
+        return;
+    }
+    while (len - off > chunk) {
+        memmove((char *)dst + off, (const char *)src + off, chunk);
+        off += chunk;
+    }
+    memmove((char *)dst + off, (const char *)src + off, len - off - 1);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    ((volatile char *)dst)[len - 1] = ((const char *)src)[len - 1];
+}
+
 /* Copy between local iovecs and remote iovecs of member m (fabric lock held, liveness checked
  * by the caller under that same lock).  Bytes move in ascending order, at most IOV_MAX pieces per
  * system call.  Returns 0 or errno (EFAULT for unmapped memory, ESRCH for a vanished process). */
@@ -641,9 +660,9 @@ int dcxemu_vm_copy(int member, int to_remote, const struct iovec *local, int nl,
                 size_t off = 0;
                 for (int j = 0; j < k; j++) {
                     if (to_remote) {
-                        memmove((char *)rv.iov_base + off, piece[j].iov_base, piece[j].iov_len);
+                        ascending_copy((char *)rv.iov_base + off, piece[j].iov_base, piece[j].iov_len);
                     } else {
-                        memmove(piece[j].iov_base, (char *)rv.iov_base + off, piece[j].iov_len);
+                        ascending_copy(piece[j].iov_base, (char *)rv.iov_base + off, piece[j].iov_len);
                     }
                     off += piece[j].iov_len;
                 }

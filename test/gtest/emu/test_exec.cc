@@ -3,6 +3,9 @@
 
 #include <stdlib.h>
 
+#include <atomic>
+#include <thread>
+
 using namespace emu;
 
 namespace {
@@ -514,6 +517,58 @@ TEST_F(emu_exec, srq_limit_event)
     dcxemu_ibv_ack_async_event(&ev);
     ASSERT_EQ(dcxemu_ibv_query_srq(srq, &a), 0);
     EXPECT_EQ(a.srq_limit, 0u);   /* one-shot: disarmed */
+}
+
+TEST_F(emu_exec, ah_copied_at_set_dc_addr)
+{
+    ibv_ah_attr aa;
+    memset(&aa, 0, sizeof(aa));
+    aa.dlid = d.lid;
+    aa.port_num = 1;
+    ibv_ah *ah = dcxemu_ibv_create_ah(d.pd, &aa);
+    ASSERT_NE(ah, nullptr);
+    ibv_wr_start(c.qpx);
+    c.qpx->wr_id = 1;
+    c.qpx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_rdma_write(c.qpx, rmr->rkey, raddr(0));
+    mlx5dv_wr_set_dc_addr(c.dv, ah, dct->qp_num, key);
+    ASSERT_EQ(dcxemu_ibv_destroy_ah(ah), 0);   /* the WQE holds a copy of the AV */
+    ibv_wr_set_sge(c.qpx, lmr->lkey, (uintptr_t)lbuf.data(), 8);
+    ASSERT_EQ(ibv_wr_complete(c.qpx), 0);
+    ibv_wc wc;
+    ASSERT_TRUE(poll_one(d.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+}
+
+TEST_F(emu_exec, bytes_land_in_ascending_order)
+{
+    /* a reader polling the last byte of a large WRITE sees every earlier byte */
+    const size_t len = 8 << 20;
+    std::vector<char> src(len, 0x6b), dst(len, 0);
+    ibv_mr *smr = dcxemu_ibv_reg_mr(d.pd, src.data(), len, IBV_ACCESS_LOCAL_WRITE);
+    ibv_mr *dmr = dcxemu_ibv_reg_mr(d.pd, dst.data(), len, IBV_ACCESS_LOCAL_WRITE |
+                                    IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_TRUE(smr && dmr);
+    std::atomic<int> ok{-1};
+    std::thread reader([&] {
+        volatile char *last = &dst[len - 1];
+        uint64_t end = now_ms() + 10000;
+        while (*last != 0x6b && now_ms() < end) {
+        }
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        size_t missing = 0;
+        for (size_t i = 0; i < len; i++) missing += dst[i] != 0x6b;
+        ok = missing == 0;
+    });
+    usleep(2000);
+    ASSERT_EQ(post_one(c, OP_WRITE, smr->lkey, src.data(), (uint32_t)len, dmr->rkey,
+                       (uintptr_t)dst.data(), dct->qp_num, key), 0);
+    reader.join();
+    EXPECT_EQ(ok.load(), 1);
+    ibv_wc wc;
+    ASSERT_TRUE(poll_one(d.cq, &wc));
+    dcxemu_ibv_dereg_mr(smr);
+    dcxemu_ibv_dereg_mr(dmr);
 }
 
 } // namespace

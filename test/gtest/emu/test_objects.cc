@@ -5,6 +5,9 @@
 #include <stddef.h>
 #include <sys/mman.h>
 
+#include <atomic>
+#include <thread>
+
 using namespace emu;
 
 namespace {
@@ -387,6 +390,39 @@ TEST_F(emu_channel, solicited_only)
     send(IBV_SEND_SOLICITED);
     EXPECT_TRUE(event(2000));
     drain();
+}
+
+TEST_F(emu_channel, destroy_cq_waits_for_acks)
+{
+    ibv_cq *cq2 = dcxemu_ibv_create_cq(d.ctx, 8, nullptr, ch, 0);
+    ASSERT_NE(cq2, nullptr);
+    ibv_qp *q = create_dci(d, 16, 1, 0, true, cq2);
+    ASSERT_EQ(dci_to_rts(q), 0);
+    dci s;
+    s.qp = q;
+    s.qpx = dcxemu_ibv_qp_to_qp_ex(q);
+    s.dv = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(s.qpx);
+    s.ah = c.ah;
+    ASSERT_EQ(ibv_req_notify_cq(cq2, 0), 0);
+    ASSERT_EQ(post_one(s, OP_WRITE, mr->lkey, buf.data(), 8, mr->rkey, (uintptr_t)buf.data() + 64,
+                       dct->qp_num, 5), 0);
+    pollfd p = { ch->fd, POLLIN, 0 };
+    ASSERT_EQ(poll(&p, 1, 2000), 1);
+    ibv_cq *ev = nullptr;
+    void *x;
+    ASSERT_EQ(dcxemu_ibv_get_cq_event(ch, &ev, &x), 0);
+    EXPECT_EQ(ev, cq2);
+    ibv_wc wc;
+    ASSERT_TRUE(poll_one(cq2, &wc));
+    s.ah = nullptr;
+    destroy_dci(s);
+    std::atomic<int> destroyed{0};
+    std::thread t([&] { destroyed = dcxemu_ibv_destroy_cq(cq2) == 0 ? 1 : 2; });
+    usleep(20000);
+    EXPECT_EQ(destroyed.load(), 0);   /* blocked: one event not acked */
+    dcxemu_ibv_ack_cq_events(ev, 1);
+    t.join();
+    EXPECT_EQ(destroyed.load(), 1);
 }
 
 TEST_F(emu_channel, busy_destroy_rules)

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -239,6 +240,19 @@ EMU_CHILD(attach)
         write_full(1, "r", 1);
         raise(SIGKILL);
     }
+    return 0;
+}
+
+/* wqe <inline>: create a DCI asking for that much inline data; exit 0 on success, else errno */
+EMU_CHILD(wqe)
+{
+    if (argc < 1) return 2;
+    dev d;
+    if (!d.open()) return 3;
+    ibv_qp *qp = create_dci(d, 16, 1, (uint32_t)atoi(argv[0]));
+    if (qp == nullptr) return errno;
+    dcxemu_ibv_destroy_qp(qp);
+    d.close();
     return 0;
 }
 
@@ -785,6 +799,40 @@ TEST(emu_fabric, dead_member_objects_reclaimed)
         ASSERT_EQ(run_ready_child(f, { "attach", "0", "bigcq" }, { "DCXEMU_HEAP_MB=16" }), 0)
             << "member " << i;
     }
+}
+
+TEST(emu_fabric, shm_mode_0600_and_names)
+{
+    dev d;
+    ASSERT_TRUE(d.open());
+    struct stat st;
+    ASSERT_EQ(stat(("/dev/shm/" + g_fabric).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    EXPECT_EQ(st.st_uid, getuid());
+    EXPECT_EQ(std::string(d.ctx->device->dev_path), "/dev/shm/" + g_fabric);
+    d.close();
+}
+
+TEST(emu_fabric, max_wqe_size_setting)
+{
+    /* inline 500 needs a 768-byte WQE: refused at the default 512, accepted at 1024 */
+    std::string f = fresh_fabric();
+    EXPECT_EQ(run_attach(f, { "wqe", "500" }), EINVAL);
+    EXPECT_EQ(run_attach(f, { "wqe", "500" }, { "DCXEMU_MAX_WQE_SIZE=1024" }), 0);
+}
+
+TEST(emu_fabric, engine_idle_sleeps)
+{
+    dev d;
+    ASSERT_TRUE(d.open());
+    struct rusage a, b;
+    getrusage(RUSAGE_SELF, &a);
+    usleep(300000);
+    getrusage(RUSAGE_SELF, &b);
+    double used = (b.ru_utime.tv_sec - a.ru_utime.tv_sec + b.ru_stime.tv_sec - a.ru_stime.tv_sec) +
+                  (b.ru_utime.tv_usec - a.ru_utime.tv_usec + b.ru_stime.tv_usec - a.ru_stime.tv_usec) / 1e6;
+    EXPECT_LT(used, 0.03);   /* no busy polling while idle */
+    d.close();
 }
 
 TEST(emu_fabric, dead_member_slots_reclaimed)

@@ -171,6 +171,30 @@ TEST(emu_pd_mr, access_rules_and_busy_pd)
     d.close();
 }
 
+TEST(emu_pd_mr, freed_key_returns_with_new_tag)
+{
+    dev d;
+    ASSERT_TRUE(d.open());
+    std::vector<char> buf(4096);
+    ibv_mr *mr = dcxemu_ibv_reg_mr(d.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr);
+    uint32_t old = mr->rkey;
+    ASSERT_EQ(dcxemu_ibv_dereg_mr(mr), 0);
+    bool found = false;
+    for (int i = 0; i < 20000 && !found; i++) {
+        mr = dcxemu_ibv_reg_mr(d.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+        ASSERT_NE(mr, nullptr);
+        if ((mr->rkey >> 8) == (old >> 8)) {
+            found = true;
+            EXPECT_NE(mr->rkey, old);                     /* same index, new tag */
+            EXPECT_EQ(mr->rkey & 0xff, (old + 1) & 0xff);
+        }
+        ASSERT_EQ(dcxemu_ibv_dereg_mr(mr), 0);
+    }
+    EXPECT_TRUE(found);
+    d.close();
+}
+
 TEST(emu_pd_mr, ah_validation)
 {
     dev d;
@@ -586,6 +610,26 @@ static int mod(ibv_qp *qp, int state, int mask)
     a.min_rnr_timer = 2;
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
     return dcxemu_ibv_modify_qp(qp, &a, mask | IBV_QP_STATE);
+}
+
+TEST_F(emu_qp, freed_qp_number_returns_with_new_gen)
+{
+    ibv_qp *qp = create_dci(d, 1, 1, 0);
+    ASSERT_NE(qp, nullptr);
+    uint32_t old = qp->qp_num;
+    ASSERT_EQ(dcxemu_ibv_destroy_qp(qp), 0);
+    bool found = false;
+    for (int i = 0; i < 5000 && !found; i++) {
+        qp = create_dci(d, 1, 1, 0);
+        ASSERT_NE(qp, nullptr);
+        EXPECT_LT(qp->qp_num, 1u << 24);
+        if ((qp->qp_num & 0xfff) == (old & 0xfff)) {
+            found = true;
+            EXPECT_NE(qp->qp_num, old);
+        }
+        ASSERT_EQ(dcxemu_ibv_destroy_qp(qp), 0);
+    }
+    EXPECT_TRUE(found);
 }
 
 TEST_F(emu_qp, dci_modify_masks)

@@ -193,7 +193,7 @@ struct dcxemu_cq {
     uint64_t wc_flags;
     struct dcxemu_shm_cq *s;
     struct dcxemu_shm_cqe cur;     /* CQE read_* describe */
-    uint64_t batch;                /* CQEs consumed since start_poll */
+    pthread_mutex_t poll_lock;     /* start_poll .. end_poll */
     uint64_t events_delivered;
     uint32_t events_gotten;
     _Atomic int refcnt;            /* QPs attached */

@@ -926,18 +926,31 @@ static int req_notify_cq_op(struct ibv_cq *ibcq, int solicited_only)
 
 static inline struct dcxemu_cq *xcq(struct ibv_cq_ex *c) { return (struct dcxemu_cq *)c; }
 
-static void set_current(struct dcxemu_cq *cq, struct sq_free *f, int *nf)
+/* Extended polling.  The shared ring lock is held only while one CQE is taken (and consumed at
+ * once, which is also when mlx5 advances the SQ tail); the start..end critical section is a
+ * process-local lock.  So a poller that posts from inside its poll loop, with its send CQEs going
+ * to this very CQ, never blocks a producer that holds the fabric lock. */
+static int take_current(struct dcxemu_cq *cq)
 {
-    cq->cur = cq_ring(cq->s)[(cq->s->head + cq->batch) % cq->s->capacity];
+    struct dcxemu_shm_cq *s = cq->s;
+    struct sq_free f[1];
+    int nf = 0, err;
+    if ((err = dcxemu_shm_lock(&s->lock)) != 0) {
+        return err;
+    }
+    if (s->head == s->tail) {
+        pthread_mutex_unlock(&s->lock);
+        return ENOENT;
+    }
+    cq->cur = cq_ring(s)[s->head % s->capacity];
+    s->head++;
+    pthread_mutex_unlock(&s->lock);
     cq->cqx.status = (enum ibv_wc_status)cq->cur.status;
     cq->cqx.wr_id = cq->cur.wr_id;
-    note_free(f, nf, &cq->cur);
-    cq->batch++;
+    note_free(f, &nf, &cq->cur);
+    apply_frees(f, nf);
+    return 0;
 }
-
-/* SQ slots freed by CQEs consumed in this poll batch; applied at end_poll after unlocking. */
-static __thread struct sq_free batch_frees[MAX_FREES];
-static __thread int batch_nfrees;
 
 static int start_poll_op(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 {
@@ -947,40 +960,27 @@ static int start_poll_op(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
         return EINVAL;
     }
     CHECK_USABLE_RET();
-    if ((err = dcxemu_shm_lock(&cq->s->lock)) != 0) {
-        return err;
+    if (!cq->single_threaded) {
+        pthread_mutex_lock(&cq->poll_lock);
     }
-    if (cq->s->head == cq->s->tail) {
-        pthread_mutex_unlock(&cq->s->lock);
-        return ENOENT;
+    err = take_current(cq);
+    if (err != 0 && !cq->single_threaded) {
+        pthread_mutex_unlock(&cq->poll_lock);   /* no end_poll after a failed start_poll */
     }
-    cq->batch = 0;
-    batch_nfrees = 0;
-    set_current(cq, batch_frees, &batch_nfrees);
-    return 0;
+    return err;
 }
 
 static int next_poll_op(struct ibv_cq_ex *c)
 {
-    struct dcxemu_cq *cq = xcq(c);
-    if (cq->s->head + cq->batch == cq->s->tail) {
-        return ENOENT;
-    }
-    set_current(cq, batch_frees, &batch_nfrees);
-    return 0;
+    return take_current(xcq(c));
 }
 
 static void end_poll_op(struct ibv_cq_ex *c)
 {
     struct dcxemu_cq *cq = xcq(c);
-    struct sq_free f[MAX_FREES];
-    int nf = batch_nfrees;
-    memcpy(f, batch_frees, sizeof(f[0]) * (size_t)nf);
-    cq->s->head += cq->batch;
-    cq->batch = 0;
-    batch_nfrees = 0;
-    pthread_mutex_unlock(&cq->s->lock);
-    apply_frees(f, nf);
+    if (!cq->single_threaded) {
+        pthread_mutex_unlock(&cq->poll_lock);
+    }
 }
 
 static enum ibv_wc_opcode rd_opcode(struct ibv_cq_ex *c) { return (enum ibv_wc_opcode)xcq(c)->cur.opcode; }
@@ -1078,6 +1078,7 @@ static struct ibv_cq_ex *create_cq_ex_op(struct ibv_context *context,
     cq->cqx.cqe = (int)(cap - 1);
     pthread_mutex_init(&cq->cqx.mutex, NULL);
     pthread_cond_init(&cq->cqx.cond, NULL);
+    pthread_mutex_init(&cq->poll_lock, NULL);
     cq->cqx.start_poll = start_poll_op;
     cq->cqx.next_poll = next_poll_op;
     cq->cqx.end_poll = end_poll_op;

@@ -571,4 +571,42 @@ TEST_F(emu_exec, bytes_land_in_ascending_order)
     dcxemu_ibv_dereg_mr(dmr);
 }
 
+/* A poller that posts from inside start_poll..end_poll, with the new send CQE going to the CQ
+ * being polled, must not deadlock (the pattern of a transport answering in its poll loop). */
+TEST_F(emu_exec, post_inside_poll_loop)
+{
+    ibv_cq_init_attr_ex ca;
+    memset(&ca, 0, sizeof(ca));
+    ca.cqe = 64;
+    ibv_cq_ex *cq = dcxemu_ibv_create_cq_ex(d.ctx, &ca);
+    ASSERT_NE(cq, nullptr);
+    dci s;
+    s.qp = create_dci(d, 16, 1, 0, true, ibv_cq_ex_to_cq(cq));
+    ASSERT_NE(s.qp, nullptr);
+    ASSERT_EQ(dci_to_rts(s.qp), 0);
+    s.qpx = dcxemu_ibv_qp_to_qp_ex(s.qp);
+    s.dv = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(s.qpx);
+    s.ah = c.ah;
+    ASSERT_EQ(post_one(s, OP_WRITE, lmr->lkey, lbuf.data(), 8, rmr->rkey, raddr(0), dct->qp_num,
+                       key, 1), 0);
+    int seen = 0;
+    uint64_t end = now_ms() + 5000;
+    while (seen < 5 && now_ms() < end) {
+        ibv_poll_cq_attr pa = { 0 };
+        if (ibv_start_poll(cq, &pa) != 0) continue;
+        do {
+            EXPECT_EQ(cq->status, IBV_WC_SUCCESS);
+            if (++seen < 5) {
+                EXPECT_EQ(post_one(s, OP_WRITE, lmr->lkey, lbuf.data(), 8, rmr->rkey, raddr(0),
+                                   dct->qp_num, key, (uint64_t)seen + 1), 0);
+            }
+        } while (ibv_next_poll(cq) == 0);
+        ibv_end_poll(cq);
+    }
+    EXPECT_EQ(seen, 5);
+    s.ah = nullptr;
+    destroy_dci(s);
+    EXPECT_EQ(dcxemu_ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
+}
+
 } // namespace

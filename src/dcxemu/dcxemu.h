@@ -109,6 +109,7 @@ DCXEMU_API int dcxemu_ibv_destroy_ah(struct ibv_ah *ah);
 DCXEMU_API int dcxemu_ibv_get_async_event(struct ibv_context *context,
                                           struct ibv_async_event *event);
 DCXEMU_API void dcxemu_ibv_ack_async_event(struct ibv_async_event *event);
+DCXEMU_API const char *dcxemu_ibv_wc_status_str(enum ibv_wc_status status);
 
 #ifdef __cplusplus
 }

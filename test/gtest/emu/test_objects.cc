@@ -908,6 +908,8 @@ TEST(emu_fabric, forked_child_fails_cleanly)
 
 TEST(emu_fabric, malformed_input_errno)
 {
+    EXPECT_STREQ(dcxemu_ibv_wc_status_str(IBV_WC_RETRY_EXC_ERR), "transport retry counter exceeded");
+    EXPECT_STREQ(dcxemu_ibv_wc_status_str((ibv_wc_status)1000), "unknown");
     EXPECT_EQ(dcxemu_ibv_modify_qp(nullptr, nullptr, 0), EINVAL);
     EXPECT_EQ(dcxemu_ibv_query_device(nullptr, nullptr), EINVAL);
     EXPECT_EQ(dcxemu_ibv_dealloc_pd(nullptr), EINVAL);

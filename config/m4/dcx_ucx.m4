@@ -1,0 +1,110 @@
+# DCX_CHECK_UCX: find the installed UCX, its build configuration and the
+# matching UCX source tree whose internal headers the plugin compiles against.
+#
+# Sets and substitutes:
+#   UCX_VERSION        installed UCX version (e.g. 1.13.1)
+#   UCX_INFO           path of ucx_info of that installation
+#   UCX_CPPFLAGS       -I for the installed public headers (if not in /usr)
+#   UCX_LDFLAGS        -L for the installed libraries (if not in /usr)
+#   UCX_SRC            the UCX source tree (--with-ucx-src)
+#   UCX_BASE_IFACE_SIZE / UCX_BASE_EP_SIZE  layout fingerprint of libuct
+AC_DEFUN([DCX_CHECK_UCX], [
+AC_ARG_WITH([ucx],
+    [AS_HELP_STRING([--with-ucx=PREFIX], [UCX installation prefix (default: pkg-config ucx)])],
+    [], [with_ucx=pkgconfig])
+AC_ARG_WITH([ucx-src],
+    [AS_HELP_STRING([--with-ucx-src=DIR],
+        [source tree of exactly the installed UCX version; its internal headers
+         (uct/base, ucs/datastruct, ...) are not installed by distributions])],
+    [], [with_ucx_src=no])
+
+UCX_CPPFLAGS=""
+UCX_LDFLAGS=""
+AS_IF([test "x$with_ucx" = xpkgconfig], [
+    PKG_PROG_PKG_CONFIG
+    AS_IF([test -n "$PKG_CONFIG" && $PKG_CONFIG --exists ucx], [
+        UCX_VERSION=`$PKG_CONFIG --modversion ucx`
+        ucx_prefix=`$PKG_CONFIG --variable=prefix ucx`
+        ucx_libdir=`$PKG_CONFIG --variable=libdir ucx`
+        ucx_incdir=`$PKG_CONFIG --variable=includedir ucx`
+    ], [
+        AC_MSG_ERROR([UCX not found by pkg-config (package 'ucx'). Install it
+              (Debian/Ubuntu: apt-get install libucx-dev ucx-utils) or pass --with-ucx=PREFIX])
+    ])
+], [
+    ucx_prefix="$with_ucx"
+    ucx_libdir="$with_ucx/lib"
+    AS_IF([test -d "$with_ucx/lib64"], [ucx_libdir="$with_ucx/lib64"])
+    ucx_incdir="$with_ucx/include"
+    AS_IF([test -r "$ucx_incdir/uct/api/version.h"], [],
+          [AC_MSG_ERROR([$ucx_incdir/uct/api/version.h not found: --with-ucx=$with_ucx is not a UCX installation prefix])])
+    UCX_VERSION=`sed -n 's/^#define UCT_VERNO_STRING *"\(.*\)"/\1/p' "$ucx_incdir/uct/api/version.h"`
+])
+AS_IF([test "x$ucx_incdir" != "x/usr/include"], [UCX_CPPFLAGS="-isystem $ucx_incdir"])
+AS_IF([test "x$ucx_libdir" != "x/usr/lib" && test "x$ucx_libdir" != "x/usr/lib/$host_alias" ],
+      [UCX_LDFLAGS="-L$ucx_libdir -Wl,-rpath,$ucx_libdir"])
+AC_MSG_CHECKING([installed UCX version])
+AC_MSG_RESULT([$UCX_VERSION])
+
+AC_PATH_PROG([UCX_INFO], [ucx_info], [no], [$ucx_prefix/bin$PATH_SEPARATOR$PATH])
+AS_IF([test "x$UCX_INFO" = xno],
+      [AC_MSG_ERROR([ucx_info not found: install UCX's tools (Debian/Ubuntu: apt-get install ucx-utils)])])
+ucx_info_version=`$UCX_INFO -v | sed -n 's/^# Version *//p'`
+AS_IF([test "x$ucx_info_version" != "x$UCX_VERSION"],
+      [AC_MSG_ERROR([$UCX_INFO reports UCX $ucx_info_version but the headers are $UCX_VERSION: use one installation])])
+
+AS_IF([test "x$with_ucx_src" = xno],
+      [AC_MSG_ERROR([--with-ucx-src=DIR is required: the source tree of UCX $UCX_VERSION
+              (contrib/dcx setup fetches it; by hand: apt-get source ucx, then pass the ucx-$UCX_VERSION directory)])])
+UCX_SRC=`cd "$with_ucx_src" 2>/dev/null && pwd`
+AS_IF([test -r "$UCX_SRC/src/uct/base/uct_iface.h" && test -r "$UCX_SRC/configure.ac"], [],
+      [AC_MSG_ERROR([--with-ucx-src=$with_ucx_src is not a UCX source tree (no src/uct/base/uct_iface.h)])])
+ucx_src_version=`sed -n 's/.*\@<:@ucx_ver_\(major\|minor\|patch\)@:>@, *\(@<:@0-9@:>@*\)).*/\2/p' "$UCX_SRC/configure.ac" | tr '\n' '.' | sed 's/\.$//'`
+AC_MSG_CHECKING([UCX source tree version])
+AC_MSG_RESULT([$ucx_src_version])
+AS_IF([test "x$ucx_src_version" != "x$UCX_VERSION"],
+      [AC_MSG_ERROR([UCX source tree $UCX_SRC is version $ucx_src_version but the installed UCX is $UCX_VERSION: they must match exactly])])
+
+# The installed UCX's build configuration, force-included into plugin objects:
+# ENABLE_ASSERT and ENABLE_STATS change the layout of UCS/UCT structures.
+$UCX_INFO -b > ucx_build_config.h
+AS_IF([grep -q '^#define ENABLE_ASSERT' ucx_build_config.h], [],
+      [AC_MSG_ERROR([$UCX_INFO -b did not print a build configuration])])
+
+UCX_PLUGIN_CPPFLAGS="-include \$(abs_top_builddir)/ucx_build_config.h -isystem $UCX_SRC/src $UCX_CPPFLAGS"
+
+# Layout fingerprint of the installed libuct, pinned at build time.
+dcx_save_CFLAGS="$CFLAGS"; dcx_save_LIBS="$LIBS"; dcx_save_LDFLAGS="$LDFLAGS"
+CFLAGS="-std=gnu11 -include $PWD/ucx_build_config.h -isystem $UCX_SRC/src $UCX_CPPFLAGS"
+LDFLAGS="$LDFLAGS $UCX_LDFLAGS"
+LIBS="-luct -lucs $LIBS"
+AC_MSG_CHECKING([layout of uct_base_iface_t and uct_base_ep_t in libuct])
+AC_RUN_IFELSE([AC_LANG_PROGRAM([[
+#include <uct/base/uct_iface.h>
+#include <stdio.h>
+]], [[
+FILE *f = fopen("conftest.sizes", "w");
+if (f == NULL) return 1;
+fprintf(f, "%zu %zu %zu %zu\n", uct_base_iface_t_class.size, uct_base_ep_t_class.size,
+        sizeof(uct_base_iface_t), sizeof(uct_base_ep_t));
+return fclose(f) != 0;
+]])], [
+    read UCX_BASE_IFACE_SIZE UCX_BASE_EP_SIZE hdr_iface_size hdr_ep_size < conftest.sizes
+    AC_MSG_RESULT([$UCX_BASE_IFACE_SIZE / $UCX_BASE_EP_SIZE bytes])
+], [
+    AC_MSG_RESULT([failed])
+    AC_MSG_ERROR([cannot build and run a program against libuct with UCX's internal headers; see config.log])
+])
+CFLAGS="$dcx_save_CFLAGS"; LIBS="$dcx_save_LIBS"; LDFLAGS="$dcx_save_LDFLAGS"
+AS_IF([test "$UCX_BASE_IFACE_SIZE" != "$hdr_iface_size" || test "$UCX_BASE_EP_SIZE" != "$hdr_ep_size"],
+      [AC_MSG_ERROR([libuct's uct_base_iface_t/uct_base_ep_t are $UCX_BASE_IFACE_SIZE/$UCX_BASE_EP_SIZE bytes but the
+              source headers give $hdr_iface_size/$hdr_ep_size: the source tree or 'ucx_info -b' does not match the installed UCX])])
+
+AC_SUBST([UCX_VERSION])
+AC_SUBST([UCX_CPPFLAGS])
+AC_SUBST([UCX_LDFLAGS])
+AC_SUBST([UCX_SRC])
+AC_SUBST([UCX_PLUGIN_CPPFLAGS])
+AC_SUBST([UCX_BASE_IFACE_SIZE])
+AC_SUBST([UCX_BASE_EP_SIZE])
+])

@@ -1,0 +1,991 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * dcx endpoints: connect-to-iface, and every data operation as ibv_wr_* /
+ * mlx5dv_wr_set_dc_addr work requests on a DCI borrowed from the pool.
+ */
+#include "dcx_iface.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+
+#include <endian.h>
+#include <string.h>
+
+
+/* --- resources -------------------------------------------------------- */
+
+/* Make sure the endpoint holds a DCI with a free send queue slot. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_dcx_ep_tx_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                  uct_dcx_dci_t **dci_p)
+{
+    uct_dcx_dci_t *dci;
+    uint16_t index;
+
+    *dci_p = NULL;
+    if (ucs_unlikely(ep->flags & UCT_DCX_EP_FLAG_FAILED)) {
+        return ep->status;
+    }
+
+    if (ep->dci == UCT_DCX_EP_NO_DCI) {
+        if (ucs_unlikely(iface->tx.num_free == 0)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+        index   = iface->tx.free_stack[--iface->tx.num_free];
+        ep->dci = index;
+        dci     = &iface->tx.dcis[index];
+        dci->ep = ep;
+    } else {
+        dci = &iface->tx.dcis[ep->dci];
+        if (ucs_unlikely(dci->available == 0)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+    }
+
+    *dci_p = dci;
+    return UCS_OK;
+}
+
+/* Undo uct_dcx_ep_tx_get() when nothing was posted after all. */
+static void uct_dcx_ep_tx_abort(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
+{
+    uct_dcx_dci_t *dci = &iface->tx.dcis[ep->dci];
+
+    if (dci->posted == dci->completed) {
+        uct_dcx_iface_dci_put(iface, ep);
+    }
+}
+
+static UCS_F_ALWAYS_INLINE struct ibv_qp_ex *
+uct_dcx_ep_wr_start(uct_dcx_dci_t *dci, uint64_t wr_id)
+{
+    struct ibv_qp_ex *qpx = dci->qpx;
+
+    ibv_wr_start(qpx);
+    qpx->wr_id    = wr_id;
+    qpx->wr_flags = IBV_SEND_SIGNALED | (dci->fence ? IBV_SEND_FENCE : 0);
+    return qpx;
+}
+
+/* Address the work request to the peer's DCT and hand it to the device. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_dcx_ep_wr_complete(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                       uct_dcx_dci_t *dci, uct_dcx_op_t *op)
+{
+    int ret;
+
+    mlx5dv_wr_set_dc_addr(dci->mqpx, ep->ah, ep->dctn, ep->dc_key);
+    ret = ibv_wr_complete(dci->qpx);
+    if (ucs_unlikely(ret != 0)) {
+        ucs_error("dcx: dci 0x%x: posting failed: %s", dci->qp->qp_num,
+                  strerror(ret));
+        uct_dcx_ep_tx_abort(iface, ep);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    dci->fence = 0;
+    --dci->available;
+    --iface->tx.cq_available;
+    ++dci->posted;
+    if (op != NULL) {
+        op->sn = dci->posted;
+        ucs_queue_push(&dci->outstanding, &op->queue);
+    }
+    return UCS_OK;
+}
+
+static UCS_F_ALWAYS_INLINE uct_dcx_op_t *
+uct_dcx_ep_op_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep, ucs_mpool_t *mp,
+                  uct_dcx_op_handler_t handler, uct_completion_t *comp)
+{
+    uct_dcx_op_t *op = ucs_mpool_get_inline(mp);
+
+    if (ucs_unlikely(op == NULL)) {
+        uct_dcx_ep_tx_abort(iface, ep);
+        return NULL;
+    }
+
+    op->handler = handler;
+    op->comp    = comp;
+    op->iface   = iface;
+    op->dci     = ep->dci;
+    return op;
+}
+
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_dcx_ep_check_rkey(uct_rkey_t rkey)
+{
+    if (ucs_unlikely(!uct_dcx_rkey_is_valid(rkey))) {
+        ucs_error("dcx: invalid remote key 0x%" PRIx64 ": not unpacked by "
+                  "the dcx component", rkey);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+}
+
+/* Gather list of a zero-copy operation; zero-length entries are skipped. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_dcx_ep_iov_to_sge(uct_dcx_iface_t *iface, const uct_iov_t *iov,
+                      size_t iovcnt, struct ibv_sge *sge, size_t *num_sge_p,
+                      size_t *length_p)
+{
+    size_t i, num_sge = *num_sge_p, length = 0, iov_length;
+
+    for (i = 0; i < iovcnt; ++i) {
+        if ((iov[i].count > 1) && (iov[i].stride != iov[i].length)) {
+            ucs_error("dcx: strided iov entries are not supported yet");
+            return UCS_ERR_UNSUPPORTED;
+        }
+
+        iov_length = uct_iov_get_length(&iov[i]);
+        if (iov_length == 0) {
+            continue;
+        }
+
+        if ((num_sge >= iface->tx.max_sge) || (iov[i].memh == UCT_MEM_HANDLE_NULL)) {
+            ucs_error("dcx: iov entry %zu: %s", i,
+                      (num_sge >= iface->tx.max_sge) ?
+                      "too many entries" : "no memory handle");
+            return UCS_ERR_INVALID_PARAM;
+        }
+
+        sge[num_sge].addr   = (uintptr_t)iov[i].buffer;
+        sge[num_sge].length = iov_length;
+        sge[num_sge].lkey   = uct_dcx_memh_lkey(iov[i].memh);
+        length             += iov_length;
+        ++num_sge;
+    }
+
+    *num_sge_p = num_sge;
+    *length_p  = length;
+    return UCS_OK;
+}
+
+/* --- operation completions -------------------------------------------- */
+
+static void uct_dcx_op_release(uct_dcx_op_t *op, ucs_status_t status)
+{
+    ucs_mpool_put_inline(op);
+}
+
+static void uct_dcx_op_comp_release(uct_dcx_op_t *op, ucs_status_t status)
+{
+    uct_invoke_completion(op->comp, status);
+    ucs_mpool_put_inline(op);
+}
+
+static void uct_dcx_op_get_bcopy(uct_dcx_op_t *op, ucs_status_t status)
+{
+    if (status == UCS_OK) {
+        op->get_bcopy.unpack_cb(op->get_bcopy.arg, op->buf,
+                                op->get_bcopy.length);
+    }
+    uct_invoke_completion(op->comp, status);
+    ucs_mpool_put_inline(op);
+}
+
+static void uct_dcx_op_amo_fetch(uct_dcx_op_t *op, ucs_status_t status)
+{
+    if (status == UCS_OK) {
+        *(uint64_t*)op->amo.result = *(uint64_t*)op->buf;
+    }
+    uct_invoke_completion(op->comp, status);
+    ucs_mpool_put_inline(op);
+}
+
+/* --- endpoint ----------------------------------------------------------- */
+
+static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(params->iface, uct_dcx_iface_t);
+    const uct_dcx_iface_addr_t *iface_addr;
+    const uct_dcx_dev_addr_t *dev_addr;
+    struct ibv_ah_attr ah_attr = {};
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+
+    if (!(params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) ||
+        !(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
+        ucs_error("dcx: endpoints connect to an interface: device and "
+                  "interface addresses are required");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    dev_addr   = (const uct_dcx_dev_addr_t*)params->dev_addr;
+    iface_addr = (const uct_dcx_iface_addr_t*)params->iface_addr;
+    if (!iface->super.super.ops.iface_is_reachable(&iface->super.super,
+                                                   params->dev_addr,
+                                                   params->iface_addr)) {
+        ucs_error("dcx: malformed or unreachable peer address (lid %u, "
+                  "flags 0x%x/0x%x)", dev_addr->lid, dev_addr->flags,
+                  iface_addr->flags);
+        return UCS_ERR_UNREACHABLE;
+    }
+
+    self->dctn   = iface_addr->dctn[0] | ((uint32_t)iface_addr->dctn[1] << 8) |
+                   ((uint32_t)iface_addr->dctn[2] << 16);
+    self->dc_key = iface_addr->dc_key;
+    self->dci    = UCT_DCX_EP_NO_DCI;
+    self->flags  = 0;
+    self->status = UCS_OK;
+    ucs_arbiter_group_init(&self->arb_group);
+
+    ah_attr.dlid      = dev_addr->lid;
+    ah_attr.sl        = iface->config.sl;
+    ah_attr.port_num  = iface->port;
+    ah_attr.is_global = iface->is_global;
+    if (iface->is_global) {
+        memcpy(&ah_attr.grh.dgid, dev_addr + 1, sizeof(ah_attr.grh.dgid));
+        ah_attr.grh.sgid_index = 0;
+        ah_attr.grh.hop_limit  = 64;
+    }
+
+    self->ah = iface->ops->create_ah(iface->md->pd, &ah_attr);
+    if (self->ah == NULL) {
+        ucs_error("dcx: cannot create an address handle to lid %u: %m",
+                  dev_addr->lid);
+        ucs_arbiter_group_cleanup(&self->arb_group);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    ucs_debug("dcx: ep %p to lid %u dct 0x%x", self, dev_addr->lid,
+              self->dctn);
+    return UCS_OK;
+}
+
+static ucs_arbiter_cb_result_t
+uct_dcx_ep_pending_purge_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
+                            ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_purge_cb_args_t *args = arg;
+    uct_pending_req_t *req    = ucs_container_of(elem, uct_pending_req_t,
+                                                 priv);
+
+    if (args->cb != NULL) {
+        args->cb(req, args->arg);
+    }
+    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+}
+
+void uct_dcx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
+                              void *arg)
+{
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_purge_cb_args_t args = {cb, arg};
+
+    ucs_arbiter_group_purge(&iface->tx.arbiter, &ep->arb_group,
+                            uct_dcx_ep_pending_purge_cb, &args);
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_dcx_ep_t)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(self->super.super.iface,
+                                            uct_dcx_iface_t);
+    int ret;
+
+    uct_dcx_ep_pending_purge(&self->super.super, NULL, NULL);
+    ucs_arbiter_group_cleanup(&self->arb_group);
+
+    /* Outstanding work completes without the endpoint; the DCI returns to
+     * the pool when it drains. */
+    if (self->dci != UCT_DCX_EP_NO_DCI) {
+        iface->tx.dcis[self->dci].ep = NULL;
+    }
+
+    ret = iface->ops->destroy_ah(self->ah);
+    if (ret != 0) {
+        ucs_warn("dcx: destroy_ah failed: %s", strerror(ret));
+    }
+}
+
+UCS_CLASS_DEFINE(uct_dcx_ep_t, uct_base_ep_t);
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_dcx_ep_t, uct_ep_t,
+                                 const uct_ep_params_t*);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_dcx_ep_t, uct_ep_t);
+
+ucs_status_t uct_dcx_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
+{
+    return UCS_CLASS_NEW_FUNC_NAME(uct_dcx_ep_t)(params, ep_p);
+}
+
+void uct_dcx_ep_destroy(uct_ep_h tl_ep)
+{
+    UCS_CLASS_DELETE_FUNC_NAME(uct_dcx_ep_t)(tl_ep);
+}
+
+void uct_dcx_ep_handle_failure(uct_dcx_ep_t *ep, ucs_status_t status)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                            uct_dcx_iface_t);
+    ucs_status_t err_status;
+
+    if (ep->flags & UCT_DCX_EP_FLAG_FAILED) {
+        return;
+    }
+
+    ep->flags  |= UCT_DCX_EP_FLAG_FAILED;
+    ep->status  = status;
+    err_status  = uct_iface_handle_ep_err(&iface->super.super,
+                                          &ep->super.super, status);
+    if (err_status != UCS_OK) {
+        ucs_log(iface->super.config.failure_level,
+                "dcx: ep %p to dct 0x%x failed: %s", ep, ep->dctn,
+                ucs_status_string(status));
+    }
+}
+
+/* --- active messages ------------------------------------------------- */
+
+ucs_status_t uct_dcx_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                 const void *payload, unsigned length)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    struct ibv_data_buf bufs[2];
+    struct ibv_qp_ex *qpx;
+    uct_dcx_dci_t *dci;
+    ucs_status_t status;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(sizeof(header) + length, 0, iface->tx.max_inline,
+                     "am_short");
+
+    status = uct_dcx_ep_tx_get(iface, ep, &dci);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    bufs[0].addr   = &header;
+    bufs[0].length = sizeof(header);
+    bufs[1].addr   = (void*)payload;
+    bufs[1].length = length;
+
+    qpx = uct_dcx_ep_wr_start(dci, ep->dci);
+    ibv_wr_send_imm(qpx, htobe32(id));
+    ibv_wr_set_inline_data_list(qpx, 2, bufs);
+    return uct_dcx_ep_wr_complete(iface, ep, dci, NULL);
+}
+
+ucs_status_t uct_dcx_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
+                                     const uct_iov_t *iov, size_t iovcnt)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    struct ibv_data_buf bufs[UCT_DCX_MAX_SGE];
+    struct ibv_qp_ex *qpx;
+    size_t i, num = 0, length = 0;
+    uct_dcx_dci_t *dci;
+    ucs_status_t status;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_PARAM(iovcnt <= iface->tx.max_sge - 1,
+                    "am_short_iov: %zu iov entries (at most %u)", iovcnt,
+                    iface->tx.max_sge - 1);
+
+    for (i = 0; i < iovcnt; ++i) {
+        bufs[num].addr   = iov[i].buffer;
+        bufs[num].length = uct_iov_get_length(&iov[i]);
+        length          += bufs[num].length;
+        num             += (bufs[num].length > 0);
+    }
+    UCT_CHECK_LENGTH(length, 0, iface->tx.max_inline, "am_short_iov");
+
+    status = uct_dcx_ep_tx_get(iface, ep, &dci);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    qpx = uct_dcx_ep_wr_start(dci, ep->dci);
+    ibv_wr_send_imm(qpx, htobe32(id));
+    ibv_wr_set_inline_data_list(qpx, num, bufs);
+    return uct_dcx_ep_wr_complete(iface, ep, dci, NULL);
+}
+
+ssize_t uct_dcx_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                            uct_pack_callback_t pack_cb, void *arg,
+                            unsigned flags)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    struct ibv_qp_ex *qpx;
+    uct_dcx_dci_t *dci;
+    ucs_status_t status;
+    uct_dcx_op_t *op;
+    size_t length;
+
+    UCT_CHECK_AM_ID(id);
+
+    status = uct_dcx_ep_tx_get(iface, ep, &dci);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    op = uct_dcx_ep_op_get(iface, ep, &iface->tx.mp, uct_dcx_op_release,
+                           NULL);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    length = pack_cb(op->buf, arg);
+    ucs_assertv(length <= iface->tx.seg_size, "am_bcopy packed %zu > %zu",
+                length, iface->tx.seg_size);
+
+    qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
+    ibv_wr_send_imm(qpx, htobe32(id));
+    ibv_wr_set_sge(qpx, op->lkey, (uintptr_t)op->buf, length);
+    status = uct_dcx_ep_wr_complete(iface, ep, dci, op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put_inline(op);
+        return status;
+    }
+    return length;
+}
+
+ucs_status_t uct_dcx_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
+                                 const void *header, unsigned header_length,
+                                 const uct_iov_t *iov, size_t iovcnt,
+                                 unsigned flags, uct_completion_t *comp)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    struct ibv_sge sge[UCT_DCX_MAX_SGE];
+    size_t num_sge = 0, length;
+    struct ibv_qp_ex *qpx;
+    uct_dcx_dci_t *dci;
+    ucs_status_t status;
+    uct_dcx_op_t *op;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(header_length, 0, iface->tx.seg_size / 2,
+                     "am_zcopy header");
+
+    if (header_length > 0) {
+        /* The header travels from the op's registered buffer. */
+        num_sge = 1;
+    }
+    status = uct_dcx_ep_iov_to_sge(iface, iov, iovcnt, sge, &num_sge,
+                                   &length);
+    if (status != UCS_OK) {
+        return status;
+    }
+    UCT_CHECK_LENGTH(header_length + length, 0, iface->tx.seg_size,
+                     "am_zcopy");
+
+    status = uct_dcx_ep_tx_get(iface, ep, &dci);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    op = uct_dcx_ep_op_get(iface, ep, &iface->tx.mp,
+                           (comp == NULL) ? uct_dcx_op_release :
+                                            uct_dcx_op_comp_release, comp);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    if (header_length > 0) {
+        memcpy(op->buf, header, header_length);
+        sge[0].addr   = (uintptr_t)op->buf;
+        sge[0].length = header_length;
+        sge[0].lkey   = op->lkey;
+    }
+
+    qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
+    ibv_wr_send_imm(qpx, htobe32(id));
+    if (num_sge == 0) {
+        ibv_wr_set_sge(qpx, op->lkey, (uintptr_t)op->buf, 0);
+    } else {
+        ibv_wr_set_sge_list(qpx, num_sge, sge);
+    }
+    status = uct_dcx_ep_wr_complete(iface, ep, dci, op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put_inline(op);
+        return status;
+    }
+    return UCS_INPROGRESS;
+}
+
+/* --- RMA ------------------------------------------------------------- */
+
+ucs_status_t uct_dcx_ep_put_short(uct_ep_h tl_ep, const void *buffer,
+                                  unsigned length, uint64_t remote_addr,
+                                  uct_rkey_t rkey)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    struct ibv_qp_ex *qpx;
+    uct_dcx_dci_t *dci;
+    ucs_status_t status;
+
+    UCT_CHECK_LENGTH(length, 0, iface->tx.max_inline, "put_short");
+    status = uct_dcx_ep_check_rkey(rkey);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    status = uct_dcx_ep_tx_get(iface, ep, &dci);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    qpx = uct_dcx_ep_wr_start(dci, ep->dci);
+    ibv_wr_rdma_write(qpx, uct_dcx_rkey(rkey), remote_addr);
+    ibv_wr_set_inline_data(qpx, (void*)buffer, length);
+    return uct_dcx_ep_wr_complete(iface, ep, dci, NULL);
+}
+
+ssize_t uct_dcx_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                             void *arg, uint64_t remote_addr, uct_rkey_t rkey)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    struct ibv_qp_ex *qpx;
+    uct_dcx_dci_t *dci;
+    ucs_status_t status;
+    uct_dcx_op_t *op;
+    size_t length;
+
+    status = uct_dcx_ep_check_rkey(rkey);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    status = uct_dcx_ep_tx_get(iface, ep, &dci);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    op = uct_dcx_ep_op_get(iface, ep, &iface->tx.mp, uct_dcx_op_release,
+                           NULL);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    length = pack_cb(op->buf, arg);
+    ucs_assertv(length <= iface->tx.seg_size, "put_bcopy packed %zu > %zu",
+                length, iface->tx.seg_size);
+
+    qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
+    ibv_wr_rdma_write(qpx, uct_dcx_rkey(rkey), remote_addr);
+    ibv_wr_set_sge(qpx, op->lkey, (uintptr_t)op->buf, length);
+    status = uct_dcx_ep_wr_complete(iface, ep, dci, op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put_inline(op);
+        return status;
+    }
+    return length;
+}
+
+/* put_zcopy / get_zcopy: a gather/scatter list over the user's buffers. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_dcx_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                     uint64_t remote_addr, uct_rkey_t rkey,
+                     uct_completion_t *comp, int is_read)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    struct ibv_sge sge[UCT_DCX_MAX_SGE];
+    size_t num_sge = 0, length;
+    uct_dcx_op_t *op = NULL;
+    struct ibv_qp_ex *qpx;
+    uct_dcx_dci_t *dci;
+    ucs_status_t status;
+
+    status = uct_dcx_ep_check_rkey(rkey);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    status = uct_dcx_ep_iov_to_sge(iface, iov, iovcnt, sge, &num_sge,
+                                   &length);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+    UCT_CHECK_LENGTH(length, 0, iface->port_attr.max_msg_sz,
+                     is_read ? "get_zcopy" : "put_zcopy");
+
+    status = uct_dcx_ep_tx_get(iface, ep, &dci);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    if (comp != NULL) {
+        op = uct_dcx_ep_op_get(iface, ep, &iface->tx.flush_mp,
+                               uct_dcx_op_comp_release, comp);
+        if (ucs_unlikely(op == NULL)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+    }
+
+    qpx = uct_dcx_ep_wr_start(dci, (op == NULL) ? ep->dci : (uintptr_t)op);
+    if (is_read) {
+        ibv_wr_rdma_read(qpx, uct_dcx_rkey(rkey), remote_addr);
+    } else {
+        ibv_wr_rdma_write(qpx, uct_dcx_rkey(rkey), remote_addr);
+    }
+
+    if (num_sge == 0) {
+        /* A zero-length operation still carries one (empty) element. */
+        ibv_wr_set_sge(qpx, 0, 0, 0);
+    } else {
+        ibv_wr_set_sge_list(qpx, num_sge, sge);
+    }
+
+    status = uct_dcx_ep_wr_complete(iface, ep, dci, op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        if (op != NULL) {
+            ucs_mpool_put_inline(op);
+        }
+        return status;
+    }
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t uct_dcx_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                  size_t iovcnt, uint64_t remote_addr,
+                                  uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return uct_dcx_ep_rma_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, comp,
+                                0);
+}
+
+ucs_status_t uct_dcx_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                  size_t iovcnt, uint64_t remote_addr,
+                                  uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return uct_dcx_ep_rma_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, comp,
+                                1);
+}
+
+ucs_status_t uct_dcx_ep_get_bcopy(uct_ep_h tl_ep,
+                                  uct_unpack_callback_t unpack_cb, void *arg,
+                                  size_t length, uint64_t remote_addr,
+                                  uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    struct ibv_qp_ex *qpx;
+    uct_dcx_dci_t *dci;
+    ucs_status_t status;
+    uct_dcx_op_t *op;
+
+    UCT_CHECK_LENGTH(length, 0, iface->tx.seg_size, "get_bcopy");
+    status = uct_dcx_ep_check_rkey(rkey);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    status = uct_dcx_ep_tx_get(iface, ep, &dci);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    op = uct_dcx_ep_op_get(iface, ep, &iface->tx.mp, uct_dcx_op_get_bcopy,
+                           comp);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    op->get_bcopy.unpack_cb = unpack_cb;
+    op->get_bcopy.arg       = arg;
+    op->get_bcopy.length    = length;
+
+    qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
+    ibv_wr_rdma_read(qpx, uct_dcx_rkey(rkey), remote_addr);
+    ibv_wr_set_sge(qpx, op->lkey, (uintptr_t)op->buf, length);
+    status = uct_dcx_ep_wr_complete(iface, ep, dci, op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put_inline(op);
+        return status;
+    }
+    return UCS_INPROGRESS;
+}
+
+/* --- atomics ----------------------------------------------------------- */
+
+/* Post the op's native atomic: fetch-add or compare-swap. */
+static ucs_status_t uct_dcx_ep_amo_post(uct_dcx_iface_t *iface,
+                                        uct_dcx_ep_t *ep, uct_dcx_dci_t *dci,
+                                        uct_dcx_op_t *op, int cswap,
+                                        uint64_t swap)
+{
+    struct ibv_qp_ex *qpx;
+
+    qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
+    if (cswap) {
+        ibv_wr_atomic_cmp_swp(qpx, uct_dcx_rkey(op->amo.rkey),
+                              op->amo.remote_addr, op->amo.compare, swap);
+    } else {
+        ibv_wr_atomic_fetch_add(qpx, uct_dcx_rkey(op->amo.rkey),
+                                op->amo.remote_addr, op->amo.operand);
+    }
+    ibv_wr_set_sge(qpx, op->lkey, (uintptr_t)op->buf, sizeof(uint64_t));
+    return uct_dcx_ep_wr_complete(iface, ep, dci, op);
+}
+
+static uint64_t uct_dcx_amo_apply(uct_atomic_op_t opcode, uint64_t value,
+                                  uint64_t operand)
+{
+    switch (opcode) {
+    case UCT_ATOMIC_OP_AND:
+        return value & operand;
+    case UCT_ATOMIC_OP_OR:
+        return value | operand;
+    case UCT_ATOMIC_OP_XOR:
+        return value ^ operand;
+    default: /* UCT_ATOMIC_OP_SWAP */
+        return operand;
+    }
+}
+
+/* Swap, and, or, xor: compare-swap until the word did not change between
+ * reading and writing; atomic with respect to all device atomics. */
+static void uct_dcx_op_amo_cas_loop(uct_dcx_op_t *op, ucs_status_t status)
+{
+    uct_dcx_iface_t *iface = op->iface;
+    uint64_t old           = *(uint64_t*)op->buf;
+    uct_dcx_dci_t *dci     = &iface->tx.dcis[op->dci];
+    uct_dcx_ep_t *ep       = dci->ep;
+
+    if ((status == UCS_OK) && (old != op->amo.compare)) {
+        if (ep == NULL) {
+            status = UCS_ERR_CANCELED; /* the endpoint was destroyed */
+        } else {
+            /* The completion just freed a send queue slot of this DCI. */
+            op->amo.compare = old;
+            status = uct_dcx_ep_amo_post(iface, ep, dci, op, 1,
+                                         uct_dcx_amo_apply(op->amo.opcode,
+                                                           old,
+                                                           op->amo.operand));
+            if (status == UCS_OK) {
+                return;
+            }
+        }
+    }
+
+    if ((status == UCS_OK) && (op->amo.result != NULL)) {
+        *(uint64_t*)op->amo.result = old;
+    }
+    uct_invoke_completion(op->comp, status);
+    ucs_mpool_put_inline(op);
+}
+
+static ucs_status_t
+uct_dcx_ep_atomic64(uct_ep_h tl_ep, uct_atomic_op_t opcode, uint64_t value,
+                    uint64_t compare, uint64_t *result, uint64_t remote_addr,
+                    uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    uct_dcx_op_handler_t handler;
+    uint64_t swap = 0;
+    uct_dcx_dci_t *dci;
+    ucs_status_t status;
+    uct_dcx_op_t *op;
+    int cswap;
+
+    UCT_CHECK_PARAM(!(remote_addr & (sizeof(uint64_t) - 1)),
+                    "unaligned 64-bit atomic address 0x%" PRIx64, remote_addr);
+    status = uct_dcx_ep_check_rkey(rkey);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    switch (opcode) {
+    case UCT_ATOMIC_OP_ADD:
+        cswap   = 0;
+        handler = (result == NULL) ? uct_dcx_op_release : uct_dcx_op_amo_fetch;
+        break;
+    case UCT_ATOMIC_OP_CSWAP:
+        cswap   = 1;
+        swap    = value;
+        handler = uct_dcx_op_amo_fetch;
+        break;
+    case UCT_ATOMIC_OP_SWAP:
+    case UCT_ATOMIC_OP_AND:
+    case UCT_ATOMIC_OP_OR:
+    case UCT_ATOMIC_OP_XOR:
+        /* First guess: the word is 0 (one round trip when it is). */
+        cswap   = 1;
+        compare = 0;
+        swap    = uct_dcx_amo_apply(opcode, 0, value);
+        handler = uct_dcx_op_amo_cas_loop;
+        break;
+    default:
+        ucs_error("dcx: unsupported atomic operation %d", opcode);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    status = uct_dcx_ep_tx_get(iface, ep, &dci);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    op = uct_dcx_ep_op_get(iface, ep, &iface->tx.mp, handler, comp);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    op->amo.result      = result;
+    op->amo.remote_addr = remote_addr;
+    op->amo.rkey        = rkey;
+    op->amo.operand     = value;
+    op->amo.compare     = compare;
+    op->amo.opcode      = opcode;
+
+    status = uct_dcx_ep_amo_post(iface, ep, dci, op, cswap, swap);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put_inline(op);
+        return status;
+    }
+    return (result == NULL) ? UCS_OK : UCS_INPROGRESS;
+}
+
+ucs_status_t uct_dcx_ep_atomic64_post(uct_ep_h tl_ep, uct_atomic_op_t opcode,
+                                      uint64_t value, uint64_t remote_addr,
+                                      uct_rkey_t rkey)
+{
+    if (opcode == UCT_ATOMIC_OP_SWAP) {
+        return UCS_ERR_UNSUPPORTED; /* only as a fetching operation */
+    }
+    return uct_dcx_ep_atomic64(tl_ep, opcode, value, 0, NULL, remote_addr,
+                               rkey, NULL);
+}
+
+ucs_status_t uct_dcx_ep_atomic64_fetch(uct_ep_h tl_ep, uct_atomic_op_t opcode,
+                                       uint64_t value, uint64_t *result,
+                                       uint64_t remote_addr, uct_rkey_t rkey,
+                                       uct_completion_t *comp)
+{
+    return uct_dcx_ep_atomic64(tl_ep, opcode, value, 0, result, remote_addr,
+                               rkey, comp);
+}
+
+ucs_status_t uct_dcx_ep_atomic_cswap64(uct_ep_h tl_ep, uint64_t compare,
+                                       uint64_t swap, uint64_t remote_addr,
+                                       uct_rkey_t rkey, uint64_t *result,
+                                       uct_completion_t *comp)
+{
+    return uct_dcx_ep_atomic64(tl_ep, UCT_ATOMIC_OP_CSWAP, swap, compare,
+                               result, remote_addr, rkey, comp);
+}
+
+/* --- flush, fence, pending --------------------------------------------- */
+
+static void uct_dcx_ep_cancel(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
+{
+    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+    uct_dcx_dci_t *dci      = &iface->tx.dcis[ep->dci];
+    int ret;
+
+    /* In ERR every outstanding work request completes as flushed; the DCI
+     * is recovered when it has drained. */
+    ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE);
+    if (ret != 0) {
+        ucs_error("dcx: dci 0x%x: cannot move to error for cancel: %s",
+                  dci->qp->qp_num, strerror(ret));
+        return;
+    }
+    dci->error = 1;
+}
+
+ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                              uct_completion_t *comp)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    uct_dcx_dci_t *dci;
+    uct_dcx_op_t *op;
+
+    if (ep->dci == UCT_DCX_EP_NO_DCI) {
+        return (ep->flags & UCT_DCX_EP_FLAG_FAILED) ? ep->status : UCS_OK;
+    }
+
+    dci = &iface->tx.dcis[ep->dci];
+    if ((flags & UCT_FLUSH_FLAG_CANCEL) && !dci->error) {
+        uct_dcx_ep_cancel(iface, ep);
+    } else if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    if (comp == NULL) {
+        return UCS_INPROGRESS;
+    }
+
+    op = ucs_mpool_get_inline(&iface->tx.flush_mp);
+    if (op == NULL) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    op->handler = uct_dcx_op_comp_release;
+    op->comp    = comp;
+    op->iface   = iface;
+    op->dci     = ep->dci;
+    op->sn      = dci->posted;
+    ucs_queue_push(&dci->outstanding, &op->queue);
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t uct_dcx_ep_fence(uct_ep_h tl_ep, unsigned flags)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+
+    /* Without a DCI nothing is outstanding, so nothing to order against. */
+    if (ep->dci != UCT_DCX_EP_NO_DCI) {
+        iface->tx.dcis[ep->dci].fence = 1;
+    }
+    return UCS_OK;
+}
+
+static int uct_dcx_ep_can_send(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
+{
+    if (ep->flags & UCT_DCX_EP_FLAG_FAILED) {
+        return 1; /* the operation fails at once instead of waiting */
+    }
+    return (ep->dci == UCT_DCX_EP_NO_DCI) ? (iface->tx.num_free > 0) :
+           (iface->tx.dcis[ep->dci].available > 0);
+}
+
+ucs_status_t uct_dcx_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                    unsigned flags)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+
+    if (uct_dcx_ep_can_send(iface, ep)) {
+        return UCS_ERR_BUSY;
+    }
+
+    uct_pending_req_arb_group_push(&ep->arb_group, req);
+    ucs_arbiter_group_schedule(&iface->tx.arbiter, &ep->arb_group);
+    return UCS_OK;
+}
+
+ucs_arbiter_cb_result_t uct_dcx_ep_pending_dispatch(ucs_arbiter_t *arbiter,
+                                                    ucs_arbiter_group_t *group,
+                                                    ucs_arbiter_elem_t *elem,
+                                                    void *arg)
+{
+    uct_dcx_ep_t *ep       = ucs_container_of(group, uct_dcx_ep_t, arb_group);
+    uct_dcx_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                            uct_dcx_iface_t);
+    uct_pending_req_t *req = ucs_container_of(elem, uct_pending_req_t, priv);
+    ucs_status_t status;
+
+    /* Waiting groups go to the end of this dispatch round (RESCHED), so
+     * the round ends when nobody can make progress. */
+    if (!uct_dcx_ep_can_send(iface, ep)) {
+        return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
+    }
+
+    status = req->func(req);
+    if (status == UCS_OK) {
+        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+    } else if (status == UCS_INPROGRESS) {
+        return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
+    }
+    return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
+}

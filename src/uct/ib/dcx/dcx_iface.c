@@ -1,0 +1,1209 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * The dcx transport: configuration, devices, and the interface (DCT, SRQ,
+ * CQs, DCI pool, receive and completion progress).
+ */
+#include "dcx_iface.h"
+
+#include <ucs/arch/bitops.h>
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/string.h>
+#include <ucs/sys/sys.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+
+ucs_config_field_t uct_dcx_iface_config_table[] = {
+    {"", "", NULL,
+     ucs_offsetof(uct_dcx_iface_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {"NUM_DCI", "32",
+     "Number of DC initiator QPs (DCIs) in the pool of each interface. An\n"
+     "endpoint holds a DCI only while it has outstanding operations, so the\n"
+     "pool bounds the number of peers served concurrently, not the number\n"
+     "of endpoints.",
+     ucs_offsetof(uct_dcx_iface_config_t, num_dci), UCS_CONFIG_TYPE_UINT},
+
+    {"TX_QUEUE_LEN", "256",
+     "Length of the send queue of each DCI.",
+     ucs_offsetof(uct_dcx_iface_config_t, tx_queue_len), UCS_CONFIG_TYPE_UINT},
+
+    {"RX_QUEUE_LEN", "4095",
+     "Number of receive buffers posted to the shared receive queue of the\n"
+     "interface's DC target (DCT).",
+     ucs_offsetof(uct_dcx_iface_config_t, rx_queue_len), UCS_CONFIG_TYPE_UINT},
+
+    {"SEG_SIZE", "8256",
+     "Size of bounce buffers used for bcopy sends and for receives: the\n"
+     "largest active message that is not zero-copy.",
+     ucs_offsetof(uct_dcx_iface_config_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"TX_MAX_INLINE", "256",
+     "Inline data requested for each DCI work request; the device may grant\n"
+     "more or less (it writes back the effective size, which bounds the\n"
+     "short active message and put sizes).",
+     ucs_offsetof(uct_dcx_iface_config_t, tx_max_inline),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"TIMEOUT", "1s",
+     "Transport timeout of one try of a DCI request (rounded to the IB\n"
+     "exponent 4.096us * 2^N). A peer that does not answer is reported after\n"
+     "(RETRY_COUNT + 1) tries.",
+     ucs_offsetof(uct_dcx_iface_config_t, timeout), UCS_CONFIG_TYPE_TIME},
+
+    {"RETRY_COUNT", "7",
+     "Transport retries of a DCI request before its endpoint fails (0..7).",
+     ucs_offsetof(uct_dcx_iface_config_t, retry_count), UCS_CONFIG_TYPE_UINT},
+
+    {"RNR_TIMEOUT", "1ms",
+     "How long a sender waits before retrying when this interface has no\n"
+     "receive buffer posted (the DCT's RNR NAK timer, rounded to the IB\n"
+     "table of values).",
+     ucs_offsetof(uct_dcx_iface_config_t, rnr_timeout), UCS_CONFIG_TYPE_TIME},
+
+    {"RNR_RETRY_COUNT", "7",
+     "Receiver-not-ready retries of a DCI request before its endpoint fails\n"
+     "(0..7; 7 retries forever).",
+     ucs_offsetof(uct_dcx_iface_config_t, rnr_retry_count),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"SL", "0",
+     "InfiniBand service level of DCIs and of the DCT.",
+     ucs_offsetof(uct_dcx_iface_config_t, sl), UCS_CONFIG_TYPE_UINT},
+
+    {"MAX_RD_ATOMIC", "16",
+     "Outstanding RDMA reads and atomics per DCI (bounded by the device).",
+     ucs_offsetof(uct_dcx_iface_config_t, max_rd_atomic), UCS_CONFIG_TYPE_UINT},
+
+    {"PATH_MTU", "0",
+     "Path MTU in bytes (256, 512, 1024, 2048 or 4096); 0 uses the port's\n"
+     "active MTU.",
+     ucs_offsetof(uct_dcx_iface_config_t, path_mtu), UCS_CONFIG_TYPE_UINT},
+
+    UCT_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 128, "send",
+                                  ucs_offsetof(uct_dcx_iface_config_t, tx_mp),
+                                  ""),
+
+    UCT_IFACE_MPOOL_CONFIG_FIELDS("RX_", -1, 256, "receive",
+                                  ucs_offsetof(uct_dcx_iface_config_t, rx_mp),
+                                  ""),
+
+    {NULL}
+};
+
+
+/* IB RNR NAK timer codes 1..31 in microseconds (code 0 is 655.36 ms). */
+static const double uct_dcx_rnr_timer_us[] = {
+    655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280,
+    1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440,
+    81920, 122880, 163840, 245760, 327680, 491520
+};
+
+
+static uint8_t uct_dcx_qp_timeout_exp(double seconds)
+{
+    uint8_t exp;
+
+    /* The smallest 4.096us * 2^exp that is not shorter than asked. */
+    for (exp = 1; exp < 31; ++exp) {
+        if ((4.096e-6 * (double)(1ul << exp)) >= seconds) {
+            break;
+        }
+    }
+    return exp;
+}
+
+static uint8_t uct_dcx_rnr_timer_code(double seconds)
+{
+    uint8_t code;
+
+    for (code = 1; code < ucs_static_array_size(uct_dcx_rnr_timer_us);
+         ++code) {
+        if (uct_dcx_rnr_timer_us[code] * 1e-6 >= seconds) {
+            return code;
+        }
+    }
+    return 0;
+}
+
+static ucs_status_t uct_dcx_path_mtu(unsigned bytes, enum ibv_mtu active,
+                                     enum ibv_mtu *mtu_p)
+{
+    switch (bytes) {
+    case 0:    *mtu_p = active;       return UCS_OK;
+    case 256:  *mtu_p = IBV_MTU_256;  return UCS_OK;
+    case 512:  *mtu_p = IBV_MTU_512;  return UCS_OK;
+    case 1024: *mtu_p = IBV_MTU_1024; return UCS_OK;
+    case 2048: *mtu_p = IBV_MTU_2048; return UCS_OK;
+    case 4096: *mtu_p = IBV_MTU_4096; return UCS_OK;
+    default:
+        ucs_error("dcx: invalid UCX_DCX_PATH_MTU %u (256..4096 or 0)", bytes);
+        return UCS_ERR_INVALID_PARAM;
+    }
+}
+
+static ucs_status_t
+uct_dcx_query_tl_devices(uct_md_h uct_md, uct_tl_device_resource_t **devices_p,
+                         unsigned *num_devices_p)
+{
+    uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
+    uct_tl_device_resource_t *devices;
+    unsigned i;
+
+    if ((md->device == NULL) || (md->device->num_ports == 0)) {
+        *devices_p     = NULL;
+        *num_devices_p = 0;
+        return UCS_OK;
+    }
+
+    devices = ucs_calloc(md->device->num_ports, sizeof(*devices),
+                         "dcx tl devices");
+    if (devices == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    for (i = 0; i < md->device->num_ports; ++i) {
+        ucs_snprintf_zero(devices[i].name, sizeof(devices[i].name), "%s:%u",
+                          md->device->name, md->device->ports[i]);
+        devices[i].type       = UCT_DEVICE_TYPE_NET;
+        devices[i].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+    }
+
+    *devices_p     = devices;
+    *num_devices_p = md->device->num_ports;
+    return UCS_OK;
+}
+
+/* A random DC access key: a peer must know it to reach the DCT. */
+static ucs_status_t uct_dcx_random_key(uint64_t *key_p)
+{
+    ssize_t ret;
+
+    do {
+        ret = getrandom(key_p, sizeof(*key_p), 0);
+    } while ((ret < 0) && (errno == EINTR));
+
+    if (ret != sizeof(*key_p)) {
+        ucs_error("dcx: getrandom() failed: %m");
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
+                                        uct_iface_attr_t *attr)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+    size_t max_msg         = iface->port_attr.max_msg_sz;
+    double bandwidth;
+
+    uct_base_iface_query(&iface->super, attr);
+
+    attr->iface_addr_len  = sizeof(uct_dcx_iface_addr_t);
+    attr->device_addr_len = sizeof(uct_dcx_dev_addr_t) +
+                            (iface->is_global ? sizeof(union ibv_gid) : 0);
+    attr->ep_addr_len     = 0;
+    attr->max_conn_priv   = 0;
+
+    attr->cap.flags = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
+                      UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PUT_SHORT |
+                      UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
+                      UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
+                      UCT_IFACE_FLAG_ATOMIC_DEVICE | UCT_IFACE_FLAG_PENDING |
+                      UCT_IFACE_FLAG_CB_SYNC |
+                      UCT_IFACE_FLAG_CONNECT_TO_IFACE;
+
+    /* 64-bit atomics: add, fetch-add and compare-swap natively, the others
+     * as compare-swap loops on the device. */
+    attr->cap.atomic64.op_flags  = UCS_BIT(UCT_ATOMIC_OP_ADD) |
+                                   UCS_BIT(UCT_ATOMIC_OP_AND) |
+                                   UCS_BIT(UCT_ATOMIC_OP_OR)  |
+                                   UCS_BIT(UCT_ATOMIC_OP_XOR);
+    attr->cap.atomic64.fop_flags = attr->cap.atomic64.op_flags |
+                                   UCS_BIT(UCT_ATOMIC_OP_SWAP) |
+                                   UCS_BIT(UCT_ATOMIC_OP_CSWAP);
+
+    attr->cap.put.max_short       = iface->tx.max_inline;
+    attr->cap.put.max_bcopy       = iface->tx.seg_size;
+    attr->cap.put.min_zcopy       = 0;
+    attr->cap.put.max_zcopy       = max_msg;
+    attr->cap.put.opt_zcopy_align = UCS_SYS_PCI_MAX_PAYLOAD;
+    attr->cap.put.align_mtu       = (128u << iface->config.path_mtu);
+    attr->cap.put.max_iov         = iface->tx.max_sge;
+
+    attr->cap.get.max_bcopy       = iface->tx.seg_size;
+    attr->cap.get.min_zcopy       = 0;
+    attr->cap.get.max_zcopy       = max_msg;
+    attr->cap.get.opt_zcopy_align = UCS_SYS_PCI_MAX_PAYLOAD;
+    attr->cap.get.align_mtu       = attr->cap.put.align_mtu;
+    attr->cap.get.max_iov         = iface->tx.max_sge;
+
+    /* Active messages carry their id in the immediate data. */
+    attr->cap.am.max_short        = iface->tx.max_inline;
+    attr->cap.am.max_bcopy        = iface->tx.seg_size;
+    attr->cap.am.min_zcopy        = 0;
+    attr->cap.am.max_zcopy        = iface->tx.seg_size;
+    attr->cap.am.opt_zcopy_align  = UCS_SYS_PCI_MAX_PAYLOAD;
+    attr->cap.am.align_mtu        = attr->cap.put.align_mtu;
+    attr->cap.am.max_hdr          = iface->tx.seg_size / 2;
+    attr->cap.am.max_iov          = iface->tx.max_sge - 1;
+
+    /* One DC connect per message on a fresh DCI, as UCX's model of DC. */
+    attr->latency   = ucs_linear_func_make(660e-9, 0);
+    bandwidth       = 12500.0 * UCS_MBYTE;
+    attr->bandwidth.dedicated = bandwidth;
+    attr->bandwidth.shared    = 0;
+    attr->overhead  = 75e-9;
+    attr->priority  = 0;
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_dcx_iface_get_device_address(uct_iface_h tl_iface,
+                                 uct_device_addr_t *dev_addr)
+{
+    uct_dcx_iface_t *iface   = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+    uct_dcx_dev_addr_t *addr = (uct_dcx_dev_addr_t*)dev_addr;
+
+    addr->lid   = iface->port_attr.lid;
+    addr->flags = iface->is_global ? UCT_DCX_DEV_ADDR_FLAG_GLOBAL : 0;
+    if (iface->is_global) {
+        memcpy(addr + 1, &iface->gid, sizeof(iface->gid));
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t uct_dcx_iface_get_address(uct_iface_h tl_iface,
+                                              uct_iface_addr_t *iface_addr)
+{
+    uct_dcx_iface_t *iface     = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+    uct_dcx_iface_addr_t *addr = (uct_dcx_iface_addr_t*)iface_addr;
+
+    addr->dctn[0] = iface->rx.dctn & 0xff;
+    addr->dctn[1] = (iface->rx.dctn >> 8) & 0xff;
+    addr->dctn[2] = (iface->rx.dctn >> 16) & 0xff;
+    addr->flags   = UCT_DCX_IFACE_ADDR_VERSION_1 |
+                    UCT_DCX_IFACE_ADDR_FLAG_ATOMIC64;
+    addr->dc_key  = iface->rx.dc_key;
+    return UCS_OK;
+}
+
+static int uct_dcx_iface_is_reachable(const uct_iface_h tl_iface,
+                                      const uct_device_addr_t *dev_addr,
+                                      const uct_iface_addr_t *iface_addr)
+{
+    uct_dcx_iface_t *iface               = ucs_derived_of(tl_iface,
+                                                          uct_dcx_iface_t);
+    const uct_dcx_dev_addr_t *daddr      = (const uct_dcx_dev_addr_t*)dev_addr;
+    const uct_dcx_iface_addr_t *ifaddr   = (const uct_dcx_iface_addr_t*)
+                                           iface_addr;
+
+    if ((daddr == NULL) || (ifaddr == NULL)) {
+        return 0;
+    }
+
+    /* Same address format, and the same kind of fabric (IB or RoCE). */
+    if (((ifaddr->flags & UCT_DCX_IFACE_ADDR_VERSION_MASK) !=
+         UCT_DCX_IFACE_ADDR_VERSION_1) ||
+        (!!(daddr->flags & UCT_DCX_DEV_ADDR_FLAG_GLOBAL) != iface->is_global)) {
+        return 0;
+    }
+
+    /* IB unicast LIDs are 1..0xbfff; RoCE addresses by GID. */
+    return iface->is_global || ((daddr->lid != 0) && (daddr->lid < 0xc000));
+}
+
+/* --- receive ---------------------------------------------------------- */
+
+static void uct_dcx_iface_recv_desc_init(uct_iface_h tl_iface, void *obj,
+                                         uct_mem_h memh)
+{
+    ((uct_dcx_recv_desc_t*)obj)->lkey = uct_dcx_memh_lkey(memh);
+}
+
+static void uct_dcx_iface_release_desc(uct_recv_desc_t *self, void *desc)
+{
+    uct_dcx_iface_t *iface = ucs_container_of(self, uct_dcx_iface_t,
+                                              rx.release_desc);
+
+    ucs_mpool_put_inline(UCS_PTR_BYTE_OFFSET(desc,
+                                             -(ptrdiff_t)iface->rx.headroom_offset));
+}
+
+/* Fill the SRQ up to its length. */
+static void uct_dcx_iface_post_recv(uct_dcx_iface_t *iface)
+{
+    struct ibv_recv_wr wrs[UCT_DCX_RX_POST_BATCH], *bad_wr;
+    struct ibv_sge sges[UCT_DCX_RX_POST_BATCH];
+    uct_dcx_recv_desc_t *desc;
+    unsigned count;
+    int ret;
+
+    while (iface->rx.posted < iface->rx.queue_len) {
+        for (count = 0; (count < UCT_DCX_RX_POST_BATCH) &&
+                        (iface->rx.posted + count < iface->rx.queue_len);
+             ++count) {
+            desc = ucs_mpool_get_inline(&iface->rx.mp);
+            if (desc == NULL) {
+                break;
+            }
+
+            sges[count].addr   = (uintptr_t)UCS_PTR_BYTE_OFFSET(
+                                         desc, iface->rx.payload_offset);
+            sges[count].length = iface->tx.seg_size;
+            sges[count].lkey   = desc->lkey;
+            wrs[count].wr_id   = (uintptr_t)desc;
+            wrs[count].sg_list = &sges[count];
+            wrs[count].num_sge = 1;
+            wrs[count].next    = &wrs[count + 1];
+        }
+
+        if (count == 0) {
+            return;
+        }
+
+        wrs[count - 1].next = NULL;
+        ret = ibv_post_srq_recv(iface->rx.srq, wrs, &bad_wr);
+        if (ucs_unlikely(ret != 0)) {
+            ucs_error("dcx: post_srq_recv failed: %s", strerror(ret));
+            iface->rx.posted += bad_wr - wrs;
+            for (; bad_wr != NULL; bad_wr = bad_wr->next) {
+                ucs_mpool_put_inline((void*)(uintptr_t)bad_wr->wr_id);
+            }
+            return;
+        }
+
+        iface->rx.posted += count;
+    }
+}
+
+typedef struct {
+    uint64_t           wr_id;
+    enum ibv_wc_status status;
+    uint32_t           byte_len;
+    uint32_t           imm;
+    int                opcode;
+} uct_dcx_wc_t;
+
+static unsigned uct_dcx_iface_poll_rx(uct_dcx_iface_t *iface)
+{
+    struct ibv_poll_cq_attr attr = {};
+    uct_dcx_wc_t wc[UCT_DCX_POLL_BATCH];
+    struct ibv_cq_ex *cq = iface->rx.cq;
+    unsigned i, count = 0;
+    ucs_status_t status;
+    void *desc, *udesc;
+    uint8_t am_id;
+
+    if (ibv_start_poll(cq, &attr) != 0) {
+        return 0;
+    }
+
+    do {
+        wc[count].wr_id    = cq->wr_id;
+        wc[count].status   = cq->status;
+        wc[count].opcode   = ibv_wc_read_opcode(cq);
+        wc[count].byte_len = ibv_wc_read_byte_len(cq);
+        wc[count].imm      = (wc[count].status == IBV_WC_SUCCESS) ?
+                             be32toh(ibv_wc_read_imm_data(cq)) : 0;
+        ++count;
+    } while ((count < UCT_DCX_POLL_BATCH) && (ibv_next_poll(cq) == 0));
+    ibv_end_poll(cq);
+
+    iface->rx.posted -= count;
+    for (i = 0; i < count; ++i) {
+        desc  = (void*)(uintptr_t)wc[i].wr_id;
+        am_id = wc[i].imm;
+
+        if (ucs_unlikely((wc[i].status != IBV_WC_SUCCESS) ||
+                         (wc[i].opcode != IBV_WC_RECV) ||
+                         (wc[i].imm >= UCT_AM_ID_MAX))) {
+            /* A malformed or failed message is dropped, never delivered. */
+            ucs_debug("dcx: dropped a receive: %s, opcode %d, am id %u",
+                      iface->ops->wc_status_str(wc[i].status), wc[i].opcode,
+                      wc[i].imm);
+            ucs_mpool_put_inline(desc);
+            continue;
+        }
+
+        udesc = UCS_PTR_BYTE_OFFSET(desc, iface->rx.headroom_offset);
+        uct_recv_desc(udesc) = &iface->rx.release_desc;
+        status = uct_iface_invoke_am(&iface->super, am_id,
+                                     UCS_PTR_BYTE_OFFSET(desc,
+                                                         iface->rx.payload_offset),
+                                     wc[i].byte_len, UCT_CB_PARAM_FLAG_DESC);
+        if (status == UCS_OK) {
+            ucs_mpool_put_inline(desc);
+        }
+    }
+
+    uct_dcx_iface_post_recv(iface);
+    return count;
+}
+
+/* --- send completions ------------------------------------------------- */
+
+static ucs_status_t uct_dcx_wc_to_status(enum ibv_wc_status wc_status)
+{
+    switch (wc_status) {
+    case IBV_WC_SUCCESS:
+        return UCS_OK;
+    case IBV_WC_WR_FLUSH_ERR:
+        return UCS_ERR_CANCELED;
+    case IBV_WC_RETRY_EXC_ERR:
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+        return UCS_ERR_ENDPOINT_TIMEOUT;
+    case IBV_WC_REM_ACCESS_ERR:
+    case IBV_WC_REM_INV_REQ_ERR:
+    case IBV_WC_REM_OP_ERR:
+        return UCS_ERR_CONNECTION_RESET;
+    default:
+        return UCS_ERR_IO_ERROR;
+    }
+}
+
+/* Move a DCI that had an error back to RTS once it has drained. */
+static ucs_status_t uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface,
+                                              uct_dcx_dci_t *dci);
+
+static void uct_dcx_iface_dci_recover(uct_dcx_iface_t *iface,
+                                      uct_dcx_dci_t *dci)
+{
+    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_RESET };
+    int ret;
+
+    ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE);
+    if ((ret != 0) || (uct_dcx_iface_dci_connect(iface, dci) != UCS_OK)) {
+        ucs_error("dcx: cannot recover dci 0x%x: %s", dci->qp->qp_num,
+                  strerror(ret));
+        return; /* stays in error: its work requests keep failing */
+    }
+    dci->error = 0;
+}
+
+/* Return an idle DCI to the pool, recovering it first after an error. */
+static void uct_dcx_iface_dci_release(uct_dcx_iface_t *iface,
+                                      uint16_t dci_index)
+{
+    uct_dcx_dci_t *dci = &iface->tx.dcis[dci_index];
+
+    ucs_assert(dci->posted == dci->completed);
+    if (dci->error) {
+        uct_dcx_iface_dci_recover(iface, dci);
+    }
+    dci->ep    = NULL;
+    dci->fence = 0;
+    iface->tx.free_stack[iface->tx.num_free++] = dci_index;
+}
+
+void uct_dcx_iface_dci_put(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
+{
+    uct_dcx_iface_dci_release(iface, ep->dci);
+    ep->dci = UCT_DCX_EP_NO_DCI;
+}
+
+static void uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface,
+                                        const uct_dcx_wc_t *wc)
+{
+    uct_dcx_op_t *op = NULL;
+    ucs_status_t status;
+    uct_dcx_dci_t *dci;
+    uint16_t dci_index;
+
+    if (wc->wr_id < UCT_DCX_MAX_DCI) {
+        dci_index = wc->wr_id;
+    } else {
+        op        = (uct_dcx_op_t*)(uintptr_t)wc->wr_id;
+        dci_index = op->dci;
+    }
+
+    dci    = &iface->tx.dcis[dci_index];
+    status = uct_dcx_wc_to_status(wc->status);
+    ++dci->completed;
+    ++dci->available;
+    ++iface->tx.cq_available;
+
+    if (ucs_unlikely(status != UCS_OK)) {
+        if (!dci->error && (status != UCS_ERR_CANCELED)) {
+            ucs_log((dci->ep == NULL) ? UCS_LOG_LEVEL_DEBUG :
+                                        UCS_LOG_LEVEL_DIAG,
+                    "dcx: dci 0x%x: %s", dci->qp->qp_num,
+                    iface->ops->wc_status_str(wc->status));
+        }
+        dci->error = 1;
+        if (dci->ep != NULL) {
+            uct_dcx_ep_handle_failure(dci->ep, status);
+        }
+    }
+
+    /* Operations whose work requests have all completed, in order. */
+    while (!ucs_queue_is_empty(&dci->outstanding)) {
+        op = ucs_queue_head_elem_non_empty(&dci->outstanding, uct_dcx_op_t,
+                                           queue);
+        if (op->sn > dci->completed) {
+            break;
+        }
+        ucs_queue_pull_non_empty(&dci->outstanding);
+        op->handler(op, dci->error ? (status == UCS_OK ?
+                                      UCS_ERR_CANCELED : status) : UCS_OK);
+    }
+
+    if (dci->posted != dci->completed) {
+        return;
+    }
+
+    /* dcs policy: an endpoint holds a DCI only while it has work
+     * outstanding; an orphan's endpoint was destroyed meanwhile. */
+    if (dci->ep == NULL) {
+        uct_dcx_iface_dci_release(iface, dci_index);
+    } else {
+        uct_dcx_iface_dci_put(iface, dci->ep);
+    }
+}
+
+static unsigned uct_dcx_iface_poll_tx(uct_dcx_iface_t *iface)
+{
+    struct ibv_poll_cq_attr attr = {};
+    uct_dcx_wc_t wc[UCT_DCX_POLL_BATCH];
+    struct ibv_cq_ex *cq = iface->tx.cq;
+    unsigned i, count = 0;
+
+    if (ibv_start_poll(cq, &attr) != 0) {
+        return 0;
+    }
+
+    do {
+        wc[count].wr_id  = cq->wr_id;
+        wc[count].status = cq->status;
+        ++count;
+    } while ((count < UCT_DCX_POLL_BATCH) && (ibv_next_poll(cq) == 0));
+    ibv_end_poll(cq);
+
+    for (i = 0; i < count; ++i) {
+        uct_dcx_iface_tx_completion(iface, &wc[i]);
+    }
+
+    ucs_arbiter_dispatch(&iface->tx.arbiter, 1, uct_dcx_ep_pending_dispatch,
+                         NULL);
+    return count;
+}
+
+unsigned uct_dcx_iface_progress(uct_iface_h tl_iface)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+    unsigned count;
+
+    count = uct_dcx_iface_poll_rx(iface);
+    return count + uct_dcx_iface_poll_tx(iface);
+}
+
+ucs_status_t uct_dcx_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                 uct_completion_t *comp)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+
+    if (comp != NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    if (!ucs_arbiter_is_empty(&iface->tx.arbiter)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    return (iface->tx.num_free == iface->tx.num_dci) ? UCS_OK :
+                                                        UCS_INPROGRESS;
+}
+
+ucs_status_t uct_dcx_iface_fence(uct_iface_h tl_iface, unsigned flags)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+    unsigned i;
+
+    /* Idle DCIs have nothing to order against. */
+    for (i = 0; i < iface->tx.num_dci; ++i) {
+        if (iface->tx.dcis[i].posted != iface->tx.dcis[i].completed) {
+            iface->tx.dcis[i].fence = 1;
+        }
+    }
+    return UCS_OK;
+}
+
+/* --- DCIs and the DCT ------------------------------------------------- */
+
+static ucs_status_t uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface,
+                                              uct_dcx_dci_t *dci)
+{
+    struct ibv_qp_attr attr;
+    int ret;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state   = IBV_QPS_INIT;
+    attr.pkey_index = 0;
+    attr.port_num   = iface->port;
+    ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE |
+                                IBV_QP_PKEY_INDEX | IBV_QP_PORT);
+    if (ret != 0) {
+        ucs_error("dcx: dci 0x%x to init failed: %s", dci->qp->qp_num,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state          = IBV_QPS_RTR;
+    attr.path_mtu          = iface->config.path_mtu;
+    attr.ah_attr.port_num  = iface->port;
+    attr.ah_attr.sl        = iface->config.sl;
+    attr.ah_attr.is_global = iface->is_global;
+    ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE |
+                                IBV_QP_PATH_MTU | IBV_QP_AV);
+    if (ret != 0) {
+        ucs_error("dcx: dci 0x%x to rtr failed: %s", dci->qp->qp_num,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state      = IBV_QPS_RTS;
+    attr.timeout       = iface->config.timeout;
+    attr.retry_cnt     = iface->config.retry_count;
+    attr.rnr_retry     = iface->config.rnr_retry_count;
+    attr.sq_psn        = 0;
+    attr.max_rd_atomic = iface->config.max_rd_atomic;
+    ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE |
+                                IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                IBV_QP_MAX_QP_RD_ATOMIC);
+    if (ret != 0) {
+        ucs_error("dcx: dci 0x%x to rts failed: %s", dci->qp->qp_num,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
+                         const uct_dcx_iface_config_t *config,
+                         uct_dcx_dci_t *dci)
+{
+    struct mlx5dv_qp_init_attr dv_attr = {};
+    struct ibv_qp_init_attr_ex attr    = {};
+    ucs_status_t status;
+
+    attr.qp_type             = IBV_QPT_DRIVER;
+    attr.comp_mask           = IBV_QP_INIT_ATTR_PD |
+                               IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    attr.pd                  = iface->md->pd;
+    attr.send_cq             = ibv_cq_ex_to_cq(iface->tx.cq);
+    attr.recv_cq             = ibv_cq_ex_to_cq(iface->tx.cq);
+    attr.sq_sig_all          = 0;
+    attr.cap.max_send_wr     = config->tx_queue_len;
+    attr.cap.max_send_sge    = UCT_DCX_MAX_SGE;
+    attr.cap.max_inline_data = config->tx_max_inline;
+    attr.send_ops_flags      = IBV_QP_EX_WITH_SEND |
+                               IBV_QP_EX_WITH_SEND_WITH_IMM |
+                               IBV_QP_EX_WITH_RDMA_WRITE |
+                               IBV_QP_EX_WITH_RDMA_READ |
+                               IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                               IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    dv_attr.comp_mask             = MLX5DV_QP_INIT_ATTR_MASK_DC;
+    dv_attr.dc_init_attr.dc_type  = MLX5DV_DCTYPE_DCI;
+
+    dci->qp = iface->ops->mlx5dv_create_qp(iface->md->ctx, &attr, &dv_attr);
+    if (dci->qp == NULL) {
+        ucs_error("dcx: %s: cannot create a dci: %m", iface->md->device->name);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    dci->qpx  = iface->ops->qp_to_qp_ex(dci->qp);
+    dci->mqpx = (dci->qpx == NULL) ? NULL :
+                iface->ops->mlx5dv_qp_ex_from_ibv_qp_ex(dci->qpx);
+    if (dci->mqpx == NULL) {
+        ucs_error("dcx: %s: dci 0x%x has no extended work request API",
+                  iface->md->device->name, dci->qp->qp_num);
+        status = UCS_ERR_UNSUPPORTED;
+        goto err_destroy;
+    }
+
+    /* The device writes back what it granted; every DCI gets the same. */
+    iface->tx.queue_len  = ucs_min(attr.cap.max_send_wr, UINT16_MAX);
+    iface->tx.max_inline = attr.cap.max_inline_data;
+    iface->tx.max_sge    = ucs_min(attr.cap.max_send_sge, UCT_DCX_MAX_SGE);
+
+    status = uct_dcx_iface_dci_connect(iface, dci);
+    if (status != UCS_OK) {
+        goto err_destroy;
+    }
+
+    ucs_queue_head_init(&dci->outstanding);
+    dci->available = iface->tx.queue_len;
+    return UCS_OK;
+
+err_destroy:
+    iface->ops->destroy_qp(dci->qp);
+    return status;
+}
+
+static ucs_status_t uct_dcx_iface_dct_create(uct_dcx_iface_t *iface)
+{
+    struct mlx5dv_qp_init_attr dv_attr = {};
+    struct ibv_qp_init_attr_ex attr    = {};
+    struct ibv_qp_attr qp_attr;
+    ucs_status_t status;
+    int ret;
+
+    status = uct_dcx_random_key(&iface->rx.dc_key);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    attr.qp_type                        = IBV_QPT_DRIVER;
+    attr.comp_mask                      = IBV_QP_INIT_ATTR_PD;
+    attr.pd                             = iface->md->pd;
+    attr.send_cq                        = ibv_cq_ex_to_cq(iface->rx.cq);
+    attr.recv_cq                        = ibv_cq_ex_to_cq(iface->rx.cq);
+    attr.srq                            = iface->rx.srq;
+    dv_attr.comp_mask                   = MLX5DV_QP_INIT_ATTR_MASK_DC;
+    dv_attr.dc_init_attr.dc_type        = MLX5DV_DCTYPE_DCT;
+    dv_attr.dc_init_attr.dct_access_key = iface->rx.dc_key;
+
+    iface->rx.dct = iface->ops->mlx5dv_create_qp(iface->md->ctx, &attr,
+                                                 &dv_attr);
+    if (iface->rx.dct == NULL) {
+        ucs_error("dcx: %s: cannot create a dct: %m", iface->md->device->name);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    memset(&qp_attr, 0, sizeof(qp_attr));
+    qp_attr.qp_state        = IBV_QPS_INIT;
+    qp_attr.pkey_index      = 0;
+    qp_attr.port_num        = iface->port;
+    qp_attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+                              IBV_ACCESS_REMOTE_READ |
+                              IBV_ACCESS_REMOTE_ATOMIC;
+    ret = iface->ops->modify_qp(iface->rx.dct, &qp_attr, IBV_QP_STATE |
+                                IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                IBV_QP_ACCESS_FLAGS);
+    if (ret != 0) {
+        ucs_error("dcx: dct to init failed: %s", strerror(ret));
+        goto err_destroy;
+    }
+
+    memset(&qp_attr, 0, sizeof(qp_attr));
+    qp_attr.qp_state           = IBV_QPS_RTR;
+    qp_attr.path_mtu           = iface->config.path_mtu;
+    qp_attr.min_rnr_timer      = iface->config.min_rnr_timer;
+    qp_attr.ah_attr.port_num   = iface->port;
+    qp_attr.ah_attr.sl         = iface->config.sl;
+    qp_attr.ah_attr.is_global  = iface->is_global;
+    qp_attr.ah_attr.grh.hop_limit = 1;
+    ret = iface->ops->modify_qp(iface->rx.dct, &qp_attr, IBV_QP_STATE |
+                                IBV_QP_MIN_RNR_TIMER | IBV_QP_AV |
+                                IBV_QP_PATH_MTU);
+    if (ret != 0) {
+        ucs_error("dcx: dct to rtr failed: %s", strerror(ret));
+        goto err_destroy;
+    }
+
+    /* The DCT number exists only from RTR on. */
+    iface->rx.dctn = iface->rx.dct->qp_num;
+    return UCS_OK;
+
+err_destroy:
+    iface->ops->destroy_qp(iface->rx.dct);
+    return UCS_ERR_IO_ERROR;
+}
+
+static struct ibv_cq_ex *uct_dcx_iface_cq_create(uct_dcx_iface_t *iface,
+                                                 unsigned cqe,
+                                                 uint64_t wc_flags)
+{
+    struct ibv_cq_init_attr_ex attr = {};
+    struct ibv_cq_ex *cq;
+
+    attr.cqe           = cqe;
+    attr.wc_flags      = wc_flags;
+    attr.comp_mask     = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+    attr.flags         = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+    cq = iface->ops->create_cq_ex(iface->md->ctx, &attr);
+    if (cq == NULL) {
+        ucs_error("dcx: %s: cannot create a cq of %u entries: %m",
+                  iface->md->device->name, cqe);
+    }
+    return cq;
+}
+
+static void uct_dcx_iface_dcis_destroy(uct_dcx_iface_t *iface, unsigned count)
+{
+    unsigned i;
+
+    for (i = 0; i < count; ++i) {
+        iface->ops->destroy_qp(iface->tx.dcis[i].qp);
+    }
+}
+
+static void uct_dcx_iface_tx_op_init(uct_iface_h tl_iface, void *obj,
+                                     uct_mem_h memh)
+{
+    uct_dcx_op_t *op = obj;
+
+    op->iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+    op->lkey  = uct_dcx_memh_lkey(memh);
+}
+
+static ucs_mpool_ops_t uct_dcx_flush_mpool_ops = {
+    .chunk_alloc   = ucs_mpool_chunk_malloc,
+    .chunk_release = ucs_mpool_chunk_free,
+    .obj_init      = NULL,
+    .obj_cleanup   = NULL,
+    .obj_str       = NULL
+};
+
+static ucs_status_t
+uct_dcx_iface_check_config(const uct_dcx_iface_config_t *config)
+{
+    if ((config->num_dci == 0) || (config->num_dci > UCT_DCX_MAX_DCI)) {
+        ucs_error("dcx: UCX_DCX_NUM_DCI=%u is out of range 1..%u",
+                  config->num_dci, UCT_DCX_MAX_DCI);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((config->tx_queue_len == 0) || (config->rx_queue_len == 0)) {
+        ucs_error("dcx: UCX_DCX_TX_QUEUE_LEN and RX_QUEUE_LEN must be > 0");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((config->retry_count > 7) || (config->rnr_retry_count > 7)) {
+        ucs_error("dcx: UCX_DCX_RETRY_COUNT and RNR_RETRY_COUNT are 0..7");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (config->sl > 15) {
+        ucs_error("dcx: UCX_DCX_SL=%u is out of range 0..15", config->sl);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (config->seg_size < 64) {
+        ucs_error("dcx: UCX_DCX_SEG_SIZE=%zu is below 64 bytes",
+                  config->seg_size);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+}
+
+static uct_iface_ops_t uct_dcx_iface_tl_ops;
+static uct_iface_internal_ops_t uct_dcx_iface_internal_ops;
+
+static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
+                           uct_worker_h worker,
+                           const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config)
+{
+    const uct_dcx_iface_config_t *config = ucs_derived_of(tl_config,
+                                                          uct_dcx_iface_config_t);
+    uct_dcx_md_t *md                     = ucs_derived_of(tl_md, uct_dcx_md_t);
+    struct ibv_srq_init_attr srq_attr    = {};
+    struct ibv_device_attr dev_attr;
+    size_t rx_headroom, op_size;
+    const char *dev_name;
+    ucs_status_t status;
+    unsigned i, port;
+    int ret;
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_dcx_iface_tl_ops,
+                              &uct_dcx_iface_internal_ops, tl_md, worker,
+                              params, tl_config);
+
+    if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_DEVICE) ||
+        (params->open_mode != UCT_IFACE_OPEN_MODE_DEVICE)) {
+        ucs_error("dcx: only device open mode is supported");
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    if (md->device == NULL) {
+        ucs_error("dcx: memory domain '%s' has no device",
+                  UCT_DCX_NO_DEVICE_MD_NAME);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    status = uct_dcx_iface_check_config(config);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    /* "<device>:<port>" */
+    dev_name = params->mode.device.dev_name;
+    if ((strncmp(dev_name, md->device->name, strlen(md->device->name)) != 0) ||
+        (dev_name[strlen(md->device->name)] != ':') ||
+        (sscanf(dev_name + strlen(md->device->name) + 1, "%u", &port) != 1) ||
+        (port == 0) || (port > UINT8_MAX)) {
+        ucs_error("dcx: invalid device name '%s' for memory domain %s",
+                  dev_name, md->device->name);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    self->md   = md;
+    self->ops  = md->ops;
+    self->port = port;
+
+    ret = self->ops->query_port(md->ctx, port, &self->port_attr);
+    if (ret != 0) {
+        ucs_error("dcx: %s: query_port failed: %s", dev_name, strerror(ret));
+        return UCS_ERR_NO_DEVICE;
+    }
+    if (self->port_attr.state != IBV_PORT_ACTIVE) {
+        ucs_error("dcx: %s: port is not active", dev_name);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    self->is_global = (self->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET);
+    if (self->is_global &&
+        (self->ops->query_gid(md->ctx, port, 0, &self->gid) != 0)) {
+        ucs_error("dcx: %s: query_gid failed", dev_name);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    ret = self->ops->query_device(md->ctx, &dev_attr);
+    if (ret != 0) {
+        ucs_error("dcx: %s: query_device failed: %s", dev_name, strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    status = uct_dcx_path_mtu(config->path_mtu, self->port_attr.active_mtu,
+                              &self->config.path_mtu);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    self->config.timeout         = uct_dcx_qp_timeout_exp(config->timeout);
+    self->config.min_rnr_timer   = uct_dcx_rnr_timer_code(config->rnr_timeout);
+    self->config.retry_count     = config->retry_count;
+    self->config.rnr_retry_count = config->rnr_retry_count;
+    self->config.sl              = config->sl;
+    self->config.max_rd_atomic   = ucs_min(config->max_rd_atomic,
+                                           (unsigned)dev_attr.max_qp_init_rd_atom);
+    self->tx.seg_size            = config->seg_size;
+    self->tx.num_dci             = config->num_dci;
+    self->rx.queue_len           = ucs_min(config->rx_queue_len,
+                                           (unsigned)dev_attr.max_srq_wr);
+
+    /* Receive buffer layout: see uct_dcx_recv_desc_t. */
+    rx_headroom = (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ?
+                  params->rx_headroom : 0;
+    self->rx.headroom_offset    = sizeof(uct_dcx_recv_desc_t) +
+                                  sizeof(uct_recv_desc_t*);
+    self->rx.payload_offset     = self->rx.headroom_offset + rx_headroom;
+    self->rx.release_desc.cb    = uct_dcx_iface_release_desc;
+
+    /* CQs sized so that they cannot overrun: every send work request of
+     * every DCI, and every posted receive. */
+    self->tx.cq = uct_dcx_iface_cq_create(self,
+                                          config->num_dci *
+                                          config->tx_queue_len, 0);
+    if (self->tx.cq == NULL) {
+        return UCS_ERR_IO_ERROR;
+    }
+
+    self->rx.cq = uct_dcx_iface_cq_create(self, self->rx.queue_len,
+                                          IBV_WC_EX_WITH_BYTE_LEN |
+                                          IBV_WC_EX_WITH_IMM);
+    if (self->rx.cq == NULL) {
+        status = UCS_ERR_IO_ERROR;
+        goto err_destroy_tx_cq;
+    }
+
+    srq_attr.attr.max_wr  = self->rx.queue_len;
+    srq_attr.attr.max_sge = 1;
+    self->rx.srq          = self->ops->create_srq(md->pd, &srq_attr);
+    if (self->rx.srq == NULL) {
+        ucs_error("dcx: %s: cannot create an srq of %u entries: %m", dev_name,
+                  self->rx.queue_len);
+        status = UCS_ERR_IO_ERROR;
+        goto err_destroy_rx_cq;
+    }
+
+    status = uct_dcx_iface_dct_create(self);
+    if (status != UCS_OK) {
+        goto err_destroy_srq;
+    }
+
+    self->tx.dcis       = ucs_calloc(config->num_dci, sizeof(*self->tx.dcis),
+                                     "dcx dcis");
+    self->tx.free_stack = ucs_calloc(config->num_dci,
+                                     sizeof(*self->tx.free_stack),
+                                     "dcx dci stack");
+    if ((self->tx.dcis == NULL) || (self->tx.free_stack == NULL)) {
+        status = UCS_ERR_NO_MEMORY;
+        goto err_free_dcis;
+    }
+
+    for (i = 0; i < config->num_dci; ++i) {
+        status = uct_dcx_iface_dci_create(self, config, &self->tx.dcis[i]);
+        if (status != UCS_OK) {
+            uct_dcx_iface_dcis_destroy(self, i);
+            goto err_free_dcis;
+        }
+        /* Lowest index on top of the stack. */
+        self->tx.free_stack[config->num_dci - 1 - i] = i;
+    }
+    self->tx.num_free     = config->num_dci;
+    self->tx.cq_available = config->num_dci * config->tx_queue_len;
+
+    op_size = sizeof(uct_dcx_op_t) + self->tx.seg_size;
+    status  = uct_iface_mpool_init(&self->super, &self->tx.mp, op_size,
+                                   ucs_offsetof(uct_dcx_op_t, buf),
+                                   UCS_SYS_CACHE_LINE_SIZE, &config->tx_mp,
+                                   config->tx_queue_len,
+                                   uct_dcx_iface_tx_op_init, "dcx_tx");
+    if (status != UCS_OK) {
+        goto err_destroy_dcis;
+    }
+
+    status = ucs_mpool_init(&self->tx.flush_mp, 0, sizeof(uct_dcx_op_t), 0,
+                            UCS_SYS_CACHE_LINE_SIZE, 128, UINT_MAX,
+                            &uct_dcx_flush_mpool_ops, "dcx_flush");
+    if (status != UCS_OK) {
+        goto err_cleanup_tx_mp;
+    }
+
+    status = uct_iface_mpool_init(&self->super, &self->rx.mp,
+                                  self->rx.payload_offset + self->tx.seg_size,
+                                  self->rx.payload_offset,
+                                  UCS_SYS_CACHE_LINE_SIZE, &config->rx_mp,
+                                  self->rx.queue_len,
+                                  uct_dcx_iface_recv_desc_init, "dcx_rx");
+    if (status != UCS_OK) {
+        goto err_cleanup_flush_mp;
+    }
+
+    ucs_arbiter_init(&self->tx.arbiter);
+    uct_dcx_iface_post_recv(self);
+    if (self->rx.posted == 0) {
+        ucs_error("dcx: %s: cannot post receive buffers", dev_name);
+        status = UCS_ERR_NO_MEMORY;
+        goto err_cleanup_rx_mp;
+    }
+
+    ucs_debug("dcx: %s: iface %p dct 0x%x, %u dcis, inline %zu, sge %u",
+              dev_name, self, self->rx.dctn, self->tx.num_dci,
+              self->tx.max_inline, self->tx.max_sge);
+    return UCS_OK;
+
+err_cleanup_rx_mp:
+    ucs_arbiter_cleanup(&self->tx.arbiter);
+    ucs_mpool_cleanup(&self->rx.mp, 0);
+err_cleanup_flush_mp:
+    ucs_mpool_cleanup(&self->tx.flush_mp, 0);
+err_cleanup_tx_mp:
+    ucs_mpool_cleanup(&self->tx.mp, 0);
+err_destroy_dcis:
+    uct_dcx_iface_dcis_destroy(self, config->num_dci);
+err_free_dcis:
+    ucs_free(self->tx.free_stack);
+    ucs_free(self->tx.dcis);
+    self->ops->destroy_qp(self->rx.dct);
+err_destroy_srq:
+    self->ops->destroy_srq(self->rx.srq);
+err_destroy_rx_cq:
+    self->ops->destroy_cq(ibv_cq_ex_to_cq(self->rx.cq));
+err_destroy_tx_cq:
+    self->ops->destroy_cq(ibv_cq_ex_to_cq(self->tx.cq));
+    return status;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
+{
+    uct_dcx_op_t *op;
+    unsigned i;
+
+    uct_base_iface_progress_disable(&self->super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+
+    /* Destroying the QPs discards their completions: release what waits. */
+    uct_dcx_iface_dcis_destroy(self, self->tx.num_dci);
+    for (i = 0; i < self->tx.num_dci; ++i) {
+        ucs_queue_for_each_extract(op, &self->tx.dcis[i].outstanding, queue,
+                                   1) {
+            ucs_mpool_put(op);
+        }
+    }
+
+    self->ops->destroy_qp(self->rx.dct);
+    self->ops->destroy_srq(self->rx.srq);
+    self->ops->destroy_cq(ibv_cq_ex_to_cq(self->rx.cq));
+    self->ops->destroy_cq(ibv_cq_ex_to_cq(self->tx.cq));
+    ucs_arbiter_cleanup(&self->tx.arbiter);
+    ucs_mpool_cleanup(&self->rx.mp, 0);
+    ucs_mpool_cleanup(&self->tx.flush_mp, 1);
+    ucs_mpool_cleanup(&self->tx.mp, 1);
+    ucs_free(self->tx.free_stack);
+    ucs_free(self->tx.dcis);
+}
+
+UCS_CLASS_DEFINE(uct_dcx_iface_t, uct_base_iface_t);
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_dcx_iface_t, uct_iface_t, uct_md_h,
+                                 uct_worker_h, const uct_iface_params_t*,
+                                 const uct_iface_config_t*);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_dcx_iface_t, uct_iface_t);
+
+static uct_iface_ops_t uct_dcx_iface_tl_ops = {
+    .ep_put_short             = uct_dcx_ep_put_short,
+    .ep_put_bcopy             = uct_dcx_ep_put_bcopy,
+    .ep_put_zcopy             = uct_dcx_ep_put_zcopy,
+    .ep_get_bcopy             = uct_dcx_ep_get_bcopy,
+    .ep_get_zcopy             = uct_dcx_ep_get_zcopy,
+    .ep_am_short              = uct_dcx_ep_am_short,
+    .ep_am_short_iov          = uct_dcx_ep_am_short_iov,
+    .ep_am_bcopy              = uct_dcx_ep_am_bcopy,
+    .ep_am_zcopy              = uct_dcx_ep_am_zcopy,
+    .ep_atomic_cswap64        = uct_dcx_ep_atomic_cswap64,
+    .ep_atomic64_post         = uct_dcx_ep_atomic64_post,
+    .ep_atomic64_fetch        = uct_dcx_ep_atomic64_fetch,
+    .ep_atomic_cswap32        = (uct_ep_atomic_cswap32_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic32_post         = (uct_ep_atomic32_post_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic32_fetch        = (uct_ep_atomic32_fetch_func_t)ucs_empty_function_return_unsupported,
+    .ep_pending_add           = uct_dcx_ep_pending_add,
+    .ep_pending_purge         = uct_dcx_ep_pending_purge,
+    .ep_flush                 = uct_dcx_ep_flush,
+    .ep_fence                 = uct_dcx_ep_fence,
+    .ep_check                 = (uct_ep_check_func_t)ucs_empty_function_return_unsupported,
+    .ep_create                = uct_dcx_ep_create,
+    .ep_destroy               = uct_dcx_ep_destroy,
+    .ep_get_address           = (uct_ep_get_address_func_t)ucs_empty_function_return_unsupported,
+    .ep_connect_to_ep         = (uct_ep_connect_to_ep_func_t)ucs_empty_function_return_unsupported,
+    .iface_flush              = uct_dcx_iface_flush,
+    .iface_fence              = uct_dcx_iface_fence,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
+    .iface_progress           = uct_dcx_iface_progress,
+    .iface_event_fd_get       = (uct_iface_event_fd_get_func_t)ucs_empty_function_return_unsupported,
+    .iface_event_arm          = (uct_iface_event_arm_func_t)ucs_empty_function_return_unsupported,
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_dcx_iface_t),
+    .iface_query              = uct_dcx_iface_query,
+    .iface_get_device_address = uct_dcx_iface_get_device_address,
+    .iface_get_address        = uct_dcx_iface_get_address,
+    .iface_is_reachable       = uct_dcx_iface_is_reachable
+};
+
+static uct_iface_internal_ops_t uct_dcx_iface_internal_ops = {
+    .iface_estimate_perf = uct_base_iface_estimate_perf,
+    .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
+    .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
+    .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported
+};
+
+uct_tl_t uct_dcx_tl = {
+    .name          = "dcx",
+    .query_devices = uct_dcx_query_tl_devices,
+    .iface_open    = UCS_CLASS_NEW_FUNC_NAME(uct_dcx_iface_t),
+    .config        = {
+        .name      = "dcx transport",
+        .prefix    = "DCX_",
+        .table     = uct_dcx_iface_config_table,
+        .size      = sizeof(uct_dcx_iface_config_t),
+    }
+};

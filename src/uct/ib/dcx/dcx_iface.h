@@ -1,0 +1,288 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * The dcx interface: one DC target (DCT) on a shared receive queue, reached
+ * by peers with (LID or GID, DCT number, DC key), and a pool of DC initiators
+ * (DCIs) that endpoints borrow while they have work outstanding.
+ *
+ *   endpoints (any number)          DCI pool (NUM_DCI)           peers' DCTs
+ *   +-------+  borrow while busy   +------+------+-----+
+ *   | ep A  |--------------------->| dci0 | dci1 | ... |---> (lid, dctn, key)
+ *   | ep B  |---(waits in the      +------+------+-----+
+ *   +-------+    arbiter)          free stack: indices of idle DCIs
+ *
+ * Every work request is signaled. A DCI counts posted and completed WRs;
+ * operations that need a completion (user callbacks, bcopy gets, atomic
+ * results, flushes) wait in its outstanding queue, ordered by the sequence
+ * number of the last WR they depend on. An endpoint returns its DCI when
+ * everything it posted has completed.
+ */
+#ifndef UCT_DCX_IFACE_H_
+#define UCT_DCX_IFACE_H_
+
+#include "dcx_md.h"
+
+#include <uct/base/uct_iface.h>
+#include <uct/base/uct_iov.inl>
+#include <ucs/arch/cpu.h>
+#include <ucs/datastruct/arbiter.h>
+#include <ucs/datastruct/mpool.h>
+#include <ucs/datastruct/queue.h>
+
+
+/* The largest DCI pool: DCI indices double as work request ids. */
+#define UCT_DCX_MAX_DCI          1024
+
+/* Completions polled per progress call, as UCX's IB transports do. */
+#define UCT_DCX_POLL_BATCH       16
+
+/* Gather entries per DCI work request (written back by the device). */
+#define UCT_DCX_MAX_SGE          8
+
+/* Receive buffers posted to the SRQ per post call. */
+#define UCT_DCX_RX_POST_BATCH    64
+
+#define UCT_DCX_EP_NO_DCI        UINT16_MAX
+
+
+/* Flags of the interface address. */
+enum {
+    UCT_DCX_IFACE_ADDR_VERSION_1 = 1, /* bits 0..3: address format version */
+    UCT_DCX_IFACE_ADDR_VERSION_MASK = 0xf,
+    UCT_DCX_IFACE_ADDR_FLAG_ATOMIC64 = UCS_BIT(4)
+};
+
+
+/* Flags of the device address. */
+enum {
+    UCT_DCX_DEV_ADDR_FLAG_GLOBAL = UCS_BIT(0) /* a GID follows (RoCE) */
+};
+
+
+/* What a peer needs to reach this interface's DCT. */
+typedef struct uct_dcx_iface_addr {
+    uint8_t  dctn[3];  /* 24-bit DCT number, little endian */
+    uint8_t  flags;    /* UCT_DCX_IFACE_ADDR_* */
+    uint64_t dc_key;   /* DC access key of the DCT */
+} UCS_S_PACKED uct_dcx_iface_addr_t;
+
+
+typedef struct uct_dcx_dev_addr {
+    uint16_t lid;
+    uint8_t  flags;    /* UCT_DCX_DEV_ADDR_FLAG_* */
+    /* union ibv_gid follows when UCT_DCX_DEV_ADDR_FLAG_GLOBAL is set */
+} UCS_S_PACKED uct_dcx_dev_addr_t;
+
+
+typedef struct uct_dcx_iface_config {
+    uct_iface_config_t super;
+    unsigned           num_dci;
+    unsigned           tx_queue_len;
+    unsigned           rx_queue_len;
+    size_t             seg_size;
+    size_t             tx_max_inline;
+    double             timeout;       /* seconds: ack timeout of one try */
+    unsigned           retry_count;
+    double             rnr_timeout;   /* seconds: the DCT's RNR NAK timer */
+    unsigned           rnr_retry_count;
+    unsigned           sl;
+    unsigned           max_rd_atomic;
+    unsigned           path_mtu;      /* 0: the port's active MTU */
+    uct_iface_mpool_config_t tx_mp;
+    uct_iface_mpool_config_t rx_mp;
+} uct_dcx_iface_config_t;
+
+
+typedef struct uct_dcx_iface uct_dcx_iface_t;
+typedef struct uct_dcx_ep    uct_dcx_ep_t;
+typedef struct uct_dcx_op    uct_dcx_op_t;
+
+typedef void (*uct_dcx_op_handler_t)(uct_dcx_op_t *op, ucs_status_t status);
+
+
+/* An operation waiting for the completion of its work request. It comes
+ * from the registered send pool: its buffer serves bcopy data and atomic
+ * results. */
+struct uct_dcx_op {
+    ucs_queue_elem_t     queue;     /* in the DCI's outstanding queue */
+    uint64_t             sn;        /* done when the DCI completed this many */
+    uct_dcx_op_handler_t handler;
+    uct_completion_t     *comp;     /* user completion, may be NULL */
+    uct_dcx_iface_t      *iface;
+    uint32_t             lkey;      /* of the buffer below */
+    uint16_t             dci;
+    union {
+        struct {
+            uct_unpack_callback_t unpack_cb;
+            void                  *arg;
+            size_t                length;
+        } get_bcopy;
+        struct {
+            void                  *result;   /* user's result, or NULL */
+            uct_ep_h              ep;        /* for compare-swap loops */
+            uint64_t              remote_addr;
+            uct_rkey_t            rkey;
+            uint64_t              operand;
+            uint64_t              compare;   /* expected value */
+            uct_atomic_op_t       opcode;
+        } amo;
+    };
+    uint8_t              buf[0] UCS_V_ALIGNED(UCS_SYS_CACHE_LINE_SIZE);
+};
+
+
+typedef struct uct_dcx_dci {
+    struct ibv_qp        *qp;
+    struct ibv_qp_ex     *qpx;
+    struct mlx5dv_qp_ex  *mqpx;
+    uct_dcx_ep_t         *ep;          /* the endpoint holding it, or NULL */
+    ucs_queue_head_t     outstanding;  /* uct_dcx_op_t, by sequence number */
+    uint64_t             posted;       /* work requests posted */
+    uint64_t             completed;    /* ... and completed */
+    uint16_t             available;    /* free send queue slots */
+    uint8_t              fence;        /* fence the next work request */
+    uint8_t              error;        /* got an error completion */
+} uct_dcx_dci_t;
+
+
+/* A posted receive buffer: this header, the pointer to the release
+ * descriptor that uct_iface_release_desc() reads, the user's headroom and
+ * the payload. */
+typedef struct uct_dcx_recv_desc {
+    uint32_t lkey;
+} uct_dcx_recv_desc_t;
+
+
+struct uct_dcx_iface {
+    uct_base_iface_t          super;
+    uct_dcx_md_t              *md;
+    const uct_dcx_verbs_ops_t *ops;
+    uint8_t                   port;
+    struct ibv_port_attr      port_attr;
+    int                       is_global;
+    union ibv_gid             gid;
+
+    struct {
+        struct ibv_cq_ex      *cq;
+        uct_dcx_dci_t         *dcis;
+        uint16_t              *free_stack;  /* indices of idle DCIs */
+        unsigned              num_dci;
+        unsigned              num_free;
+        uint16_t              queue_len;    /* send WRs per DCI */
+        int                   cq_available;
+        size_t                max_inline;   /* written back by the device */
+        unsigned              max_sge;
+        ucs_mpool_t           mp;           /* uct_dcx_op_t + segment */
+        ucs_mpool_t           flush_mp;     /* unregistered flush ops */
+        ucs_arbiter_t         arbiter;      /* endpoints with pending work */
+        size_t                seg_size;
+    } tx;
+
+    struct {
+        struct ibv_cq_ex      *cq;
+        struct ibv_srq        *srq;
+        struct ibv_qp         *dct;
+        uint32_t              dctn;
+        uint64_t              dc_key;
+        ucs_mpool_t           mp;
+        unsigned              queue_len;
+        unsigned              posted;       /* buffers in the SRQ */
+        size_t                headroom_offset;
+        size_t                payload_offset;
+        uct_recv_desc_t       release_desc;
+    } rx;
+
+    struct {
+        unsigned              retry_count;
+        unsigned              rnr_retry_count;
+        uint8_t               timeout;       /* IB exponent */
+        uint8_t               min_rnr_timer; /* IB 5-bit code */
+        uint8_t               sl;
+        uint8_t               max_rd_atomic;
+        enum ibv_mtu          path_mtu;
+    } config;
+};
+
+
+struct uct_dcx_ep {
+    uct_base_ep_t             super;
+    struct ibv_ah             *ah;
+    uint64_t                  dc_key;
+    uint32_t                  dctn;
+    uint16_t                  dci;        /* UCT_DCX_EP_NO_DCI when none */
+    uint16_t                  flags;
+    ucs_status_t              status;     /* the failure, once failed */
+    ucs_arbiter_group_t       arb_group;  /* pending requests */
+};
+
+
+enum {
+    UCT_DCX_EP_FLAG_FAILED = UCS_BIT(0)
+};
+
+
+extern uct_tl_t uct_dcx_tl;
+extern ucs_config_field_t uct_dcx_iface_config_table[];
+
+
+/* dcx_iface.c */
+void uct_dcx_iface_dci_put(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
+unsigned uct_dcx_iface_progress(uct_iface_h tl_iface);
+ucs_status_t uct_dcx_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                 uct_completion_t *comp);
+ucs_status_t uct_dcx_iface_fence(uct_iface_h tl_iface, unsigned flags);
+
+/* dcx_ep.c */
+ucs_status_t uct_dcx_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p);
+void uct_dcx_ep_destroy(uct_ep_h tl_ep);
+ucs_status_t uct_dcx_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                 const void *payload, unsigned length);
+ucs_status_t uct_dcx_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
+                                     const uct_iov_t *iov, size_t iovcnt);
+ssize_t uct_dcx_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                            uct_pack_callback_t pack_cb, void *arg,
+                            unsigned flags);
+ucs_status_t uct_dcx_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
+                                 const void *header, unsigned header_length,
+                                 const uct_iov_t *iov, size_t iovcnt,
+                                 unsigned flags, uct_completion_t *comp);
+ucs_status_t uct_dcx_ep_put_short(uct_ep_h tl_ep, const void *buffer,
+                                  unsigned length, uint64_t remote_addr,
+                                  uct_rkey_t rkey);
+ssize_t uct_dcx_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                             void *arg, uint64_t remote_addr, uct_rkey_t rkey);
+ucs_status_t uct_dcx_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                  size_t iovcnt, uint64_t remote_addr,
+                                  uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t uct_dcx_ep_get_bcopy(uct_ep_h tl_ep,
+                                  uct_unpack_callback_t unpack_cb, void *arg,
+                                  size_t length, uint64_t remote_addr,
+                                  uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t uct_dcx_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                  size_t iovcnt, uint64_t remote_addr,
+                                  uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t uct_dcx_ep_atomic64_post(uct_ep_h tl_ep, uct_atomic_op_t opcode,
+                                      uint64_t value, uint64_t remote_addr,
+                                      uct_rkey_t rkey);
+ucs_status_t uct_dcx_ep_atomic64_fetch(uct_ep_h tl_ep, uct_atomic_op_t opcode,
+                                       uint64_t value, uint64_t *result,
+                                       uint64_t remote_addr, uct_rkey_t rkey,
+                                       uct_completion_t *comp);
+ucs_status_t uct_dcx_ep_atomic_cswap64(uct_ep_h tl_ep, uint64_t compare,
+                                       uint64_t swap, uint64_t remote_addr,
+                                       uct_rkey_t rkey, uint64_t *result,
+                                       uct_completion_t *comp);
+ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                              uct_completion_t *comp);
+ucs_status_t uct_dcx_ep_fence(uct_ep_h tl_ep, unsigned flags);
+ucs_status_t uct_dcx_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                    unsigned flags);
+void uct_dcx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
+                              void *arg);
+void uct_dcx_ep_handle_failure(uct_dcx_ep_t *ep, ucs_status_t status);
+ucs_arbiter_cb_result_t uct_dcx_ep_pending_dispatch(ucs_arbiter_t *arbiter,
+                                                    ucs_arbiter_group_t *group,
+                                                    ucs_arbiter_elem_t *elem,
+                                                    void *arg);
+
+#endif

@@ -1,0 +1,521 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * The dcx component and its memory domains: one per DC-capable device, named
+ * after it, or a single device-less one when the host has none.
+ */
+#include "dcx_md.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/string.h>
+#include <ucs/sys/sys.h>
+#include <ucm/api/ucm.h>
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+
+ucs_config_field_t uct_dcx_md_config_table[] = {
+    {"", "", NULL,
+     ucs_offsetof(uct_dcx_md_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
+
+    {"DEVX", "try",
+     "Open devices with DEVX. UMR (strided zero-copy) needs it; without it\n"
+     "dcx runs with UMR disabled. 'try' falls back to a plain open, 'yes'\n"
+     "fails when DEVX is unavailable, 'no' never asks for it.",
+     ucs_offsetof(uct_dcx_md_config_t, devx), UCS_CONFIG_TYPE_TERNARY_AUTO},
+
+    {"RCACHE", "try",
+     "Keep memory registrations in a registration cache, released when the\n"
+     "memory is unmapped. 'try' registers directly when the cache cannot be\n"
+     "created (e.g. memory hooks are disabled).",
+     ucs_offsetof(uct_dcx_md_config_t, rcache), UCS_CONFIG_TYPE_TERNARY},
+
+    {"", "", NULL,
+     ucs_offsetof(uct_dcx_md_config_t, rcache_config),
+     UCS_CONFIG_TYPE_TABLE(uct_md_config_rcache_table)},
+
+    {NULL}
+};
+
+
+/* Direct registration cost of mlx5 (pinning and translation tables). */
+static const ucs_linear_func_t uct_dcx_md_reg_cost = {
+    .c = 16.0e-6,
+    .m = 0.06e-9
+};
+
+
+static ucs_status_t
+uct_dcx_query_md_resources(uct_component_t *component,
+                           uct_md_resource_desc_t **resources_p,
+                           unsigned *num_resources_p)
+{
+    const uct_dcx_device_t *devices;
+    uct_md_resource_desc_t *resources;
+    unsigned i, num_devices;
+
+    uct_dcx_devices_get(&devices, &num_devices);
+    if (num_devices == 0) {
+        return uct_md_query_single_md_resource(component, resources_p,
+                                               num_resources_p);
+    }
+
+    resources = ucs_calloc(num_devices, sizeof(*resources),
+                           "dcx md resources");
+    if (resources == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    for (i = 0; i < num_devices; ++i) {
+        ucs_snprintf_zero(resources[i].md_name, sizeof(resources[i].md_name),
+                          "%s", devices[i].name);
+    }
+
+    *resources_p     = resources;
+    *num_resources_p = num_devices;
+    return UCS_OK;
+}
+
+static void uct_dcx_md_close(uct_md_h uct_md)
+{
+    uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
+    const uct_dcx_verbs_ops_t *ops;
+    int ret;
+
+    if (md->device != NULL) {
+        if (md->rcache != NULL) {
+            ucs_rcache_destroy(md->rcache);
+        }
+        ops = md->ops;
+        ret = ops->dealloc_pd(md->pd);
+        if (ret != 0) {
+            ucs_warn("dcx: %s: dealloc_pd failed: %s", md->device->name,
+                     strerror(ret));
+        }
+        ret = ops->close_device(md->ctx);
+        if (ret != 0) {
+            ucs_warn("dcx: %s: close_device failed: %s", md->device->name,
+                     strerror(ret));
+        }
+    }
+
+    ucs_free(md);
+}
+
+static ucs_status_t uct_dcx_md_query(uct_md_h uct_md, uct_md_attr_t *attr)
+{
+    uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
+
+    memset(attr, 0, sizeof(*attr));
+    UCS_CPU_ZERO(&attr->local_cpus);
+    if (md->device == NULL) {
+        /* The no-device memory domain registers nothing. */
+        return UCS_OK;
+    }
+
+    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
+                                 UCT_MD_FLAG_NEED_RKEY;
+    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->cap.max_reg          = md->max_mr_size;
+    attr->rkey_packed_size     = sizeof(uct_dcx_packed_rkey_t);
+    attr->reg_cost             = md->reg_cost;
+    memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
+    return UCS_OK;
+}
+
+static ucs_status_t uct_dcx_md_reg_mr(uct_dcx_md_t *md, void *address,
+                                      size_t length, unsigned flags,
+                                      uct_dcx_mem_t *memh)
+{
+    struct rlimit limit;
+    int err;
+
+    memh->mr = md->ops->reg_mr_iova2(md->pd, address, length,
+                                     (uintptr_t)address, UCT_DCX_MR_ACCESS);
+    if (ucs_likely(memh->mr != NULL)) {
+        return UCS_OK;
+    }
+
+    err = errno;
+    if (((err == ENOMEM) || (err == EAGAIN) || (err == EPERM)) &&
+        (getrlimit(RLIMIT_MEMLOCK, &limit) == 0) &&
+        (limit.rlim_cur != RLIM_INFINITY)) {
+        ucs_log(uct_md_reg_log_lvl(flags),
+                "dcx: %s: failed to register %p length %zu: %s; the locked "
+                "memory limit is %llu KiB: raise it (ulimit -l unlimited)",
+                md->device->name, address, length, strerror(err),
+                (unsigned long long)limit.rlim_cur / UCS_KBYTE);
+    } else {
+        ucs_log(uct_md_reg_log_lvl(flags),
+                "dcx: %s: failed to register %p length %zu: %s",
+                md->device->name, address, length, strerror(err));
+    }
+    return UCS_ERR_IO_ERROR;
+}
+
+static void uct_dcx_md_dereg_mr(uct_dcx_md_t *md, uct_dcx_mem_t *memh)
+{
+    int ret = md->ops->dereg_mr(memh->mr);
+
+    if (ret != 0) {
+        ucs_warn("dcx: %s: dereg_mr(%p) failed: %s", md->device->name,
+                 memh->mr, strerror(ret));
+    }
+}
+
+static ucs_status_t uct_dcx_md_mem_reg(uct_md_h uct_md, void *address,
+                                       size_t length, unsigned flags,
+                                       uct_mem_h *memh_p)
+{
+    uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
+    ucs_rcache_region_t *region;
+    uct_dcx_mem_t *memh;
+    ucs_status_t status;
+
+    if (md->device == NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    if (md->rcache != NULL) {
+        status = ucs_rcache_get(md->rcache, address, length,
+                                PROT_READ | PROT_WRITE, &flags, &region);
+        if (status != UCS_OK) {
+            return status;
+        }
+        *memh_p = &ucs_derived_of(region, uct_dcx_rcache_region_t)->memh;
+        return UCS_OK;
+    }
+
+    memh = ucs_malloc(sizeof(*memh), "uct_dcx_mem_t");
+    if (memh == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = uct_dcx_md_reg_mr(md, address, length, flags, memh);
+    if (status != UCS_OK) {
+        ucs_free(memh);
+        return status;
+    }
+
+    *memh_p = memh;
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_dcx_md_mem_dereg(uct_md_h uct_md, const uct_md_mem_dereg_params_t *params)
+{
+    uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
+    uct_dcx_mem_t *memh;
+
+    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
+
+    memh = params->memh;
+    if (md->rcache != NULL) {
+        ucs_rcache_region_put(md->rcache,
+                              &ucs_container_of(memh, uct_dcx_rcache_region_t,
+                                                memh)->super);
+        return UCS_OK;
+    }
+
+    uct_dcx_md_dereg_mr(md, memh);
+    ucs_free(memh);
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_dcx_md_mkey_pack(uct_md_h uct_md, uct_mem_h memh,
+                     const uct_md_mkey_pack_params_t *params,
+                     void *rkey_buffer)
+{
+    uct_dcx_packed_rkey_t *packed = rkey_buffer;
+
+    packed->rkey     = ((uct_dcx_mem_t*)memh)->mr->rkey;
+    packed->magic    = UCT_DCX_RKEY_MAGIC;
+    packed->version  = UCT_DCX_RKEY_VERSION;
+    packed->reserved = 0;
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_dcx_rcache_mem_reg_cb(void *context, ucs_rcache_t *rcache, void *arg,
+                          ucs_rcache_region_t *rregion, uint16_t rcache_flags)
+{
+    uct_dcx_rcache_region_t *region = ucs_derived_of(rregion,
+                                                     uct_dcx_rcache_region_t);
+    unsigned flags = *(unsigned*)arg;
+
+    if (rcache_flags & UCS_RCACHE_MEM_REG_HIDE_ERRORS) {
+        flags |= UCT_MD_MEM_FLAG_HIDE_ERRORS;
+    }
+
+    return uct_dcx_md_reg_mr(context, (void*)region->super.super.start,
+                             region->super.super.end -
+                             region->super.super.start, flags, &region->memh);
+}
+
+static void uct_dcx_rcache_mem_dereg_cb(void *context, ucs_rcache_t *rcache,
+                                        ucs_rcache_region_t *rregion)
+{
+    uct_dcx_md_dereg_mr(context,
+                        &ucs_derived_of(rregion, uct_dcx_rcache_region_t)->memh);
+}
+
+static void uct_dcx_rcache_dump_region_cb(void *context, ucs_rcache_t *rcache,
+                                          ucs_rcache_region_t *rregion,
+                                          char *buf, size_t max)
+{
+    uct_dcx_rcache_region_t *region = ucs_derived_of(rregion,
+                                                     uct_dcx_rcache_region_t);
+
+    snprintf(buf, max, "lkey 0x%x rkey 0x%x", region->memh.mr->lkey,
+             region->memh.mr->rkey);
+}
+
+static ucs_rcache_ops_t uct_dcx_rcache_ops = {
+    .mem_reg     = uct_dcx_rcache_mem_reg_cb,
+    .mem_dereg   = uct_dcx_rcache_mem_dereg_cb,
+    .dump_region = uct_dcx_rcache_dump_region_cb
+};
+
+static ucs_status_t uct_dcx_md_rcache_init(uct_dcx_md_t *md,
+                                           const uct_dcx_md_config_t *config)
+{
+    ucs_rcache_params_t params;
+    ucs_status_t status;
+
+    if (config->rcache == UCS_NO) {
+        md->reg_cost = uct_dcx_md_reg_cost;
+        return UCS_OK;
+    }
+
+    uct_md_set_rcache_params(&params, &config->rcache_config);
+    params.region_struct_size = sizeof(uct_dcx_rcache_region_t);
+    params.max_alignment      = ucs_get_page_size();
+    params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
+    params.context            = md;
+    params.ops                = &uct_dcx_rcache_ops;
+    params.flags              = UCS_RCACHE_FLAG_PURGE_ON_FORK;
+
+    status = ucs_rcache_create(&params, md->device->name, NULL, &md->rcache);
+    if (status == UCS_OK) {
+        md->reg_cost = ucs_linear_func_make(
+                uct_md_rcache_overhead(&config->rcache_config), 0);
+        return UCS_OK;
+    }
+
+    if (config->rcache == UCS_YES) {
+        ucs_error("dcx: %s: cannot create a registration cache: %s",
+                  md->device->name, ucs_status_string(status));
+        return status;
+    }
+
+    ucs_debug("dcx: %s: no registration cache (%s), registering directly",
+              md->device->name, ucs_status_string(status));
+    md->reg_cost = uct_dcx_md_reg_cost;
+    return UCS_OK;
+}
+
+static uct_md_ops_t uct_dcx_md_ops = {
+    .close                  = uct_dcx_md_close,
+    .query                  = uct_dcx_md_query,
+    .mem_alloc              = (uct_md_mem_alloc_func_t)ucs_empty_function_return_unsupported,
+    .mem_free               = (uct_md_mem_free_func_t)ucs_empty_function_return_unsupported,
+    .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
+    .mem_reg                = uct_dcx_md_mem_reg,
+    .mem_dereg              = uct_dcx_md_mem_dereg,
+    .mem_query              = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
+    .mkey_pack              = uct_dcx_md_mkey_pack,
+    .is_sockaddr_accessible = ucs_empty_function_return_zero_int,
+    .detect_memory_type     = ucs_empty_function_return_unsupported,
+};
+
+/* Open the device, with DEVX as configured. */
+static ucs_status_t uct_dcx_md_open_device(uct_dcx_md_t *md,
+                                           ucs_ternary_auto_value_t devx)
+{
+    const uct_dcx_binding_t *binding = md->device->binding;
+    struct mlx5dv_context_attr dv_attr = {};
+    struct ibv_device **list;
+    struct ibv_device *ibdev;
+    ucs_status_t status;
+    int num;
+
+    list = binding->ops.get_device_list(&num);
+    if (list == NULL) {
+        ucs_error("dcx: %s: cannot list devices: %m", md->device->name);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    if ((md->device->binding_index >= (unsigned)num) ||
+        strcmp(binding->ops.get_device_name(list[md->device->binding_index]),
+               md->device->name)) {
+        ucs_error("dcx: %s: device disappeared", md->device->name);
+        status = UCS_ERR_NO_DEVICE;
+        goto out_free_list;
+    }
+
+    ibdev = list[md->device->binding_index];
+    if (devx != UCS_NO) {
+        dv_attr.flags = MLX5DV_CONTEXT_FLAGS_DEVX;
+        md->ctx       = binding->ops.mlx5dv_open_device(ibdev, &dv_attr);
+        if (md->ctx != NULL) {
+            md->devx = 1;
+        } else if (devx == UCS_YES) {
+            ucs_error("dcx: %s: cannot open with DEVX (UCX_DCX_DEVX=yes): %m",
+                      md->device->name);
+            status = UCS_ERR_UNSUPPORTED;
+            goto out_free_list;
+        } else {
+            ucs_debug("dcx: %s: DEVX unavailable (%m), UMR disabled",
+                      md->device->name);
+        }
+    }
+
+    if (md->ctx == NULL) {
+        dv_attr.flags = 0;
+        md->ctx       = binding->ops.mlx5dv_open_device(ibdev, &dv_attr);
+        if (md->ctx == NULL) {
+            ucs_error("dcx: %s: cannot open device: %m", md->device->name);
+            status = UCS_ERR_NO_DEVICE;
+            goto out_free_list;
+        }
+    }
+
+    status = UCS_OK;
+
+out_free_list:
+    binding->ops.free_device_list(list);
+    return status;
+}
+
+static ucs_status_t uct_dcx_md_query_device(uct_dcx_md_t *md)
+{
+    struct ibv_device_attr attr;
+    int ret;
+
+    ret = md->ops->query_device(md->ctx, &attr);
+    if (ret != 0) {
+        ucs_error("dcx: %s: query_device failed: %s", md->device->name,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    md->max_mr_size = attr.max_mr_size;
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_dcx_md_open(uct_component_t *component, const char *md_name,
+                const uct_md_config_t *uct_config, uct_md_h *md_p)
+{
+    const uct_dcx_md_config_t *config = ucs_derived_of(uct_config,
+                                                       uct_dcx_md_config_t);
+    const uct_dcx_device_t *devices;
+    unsigned i, num_devices;
+    ucs_status_t status;
+    uct_dcx_md_t *md;
+
+    md = ucs_calloc(1, sizeof(*md), "uct_dcx_md_t");
+    if (md == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    md->super.ops       = &uct_dcx_md_ops;
+    md->super.component = &uct_dcx_component;
+
+    uct_dcx_devices_get(&devices, &num_devices);
+    for (i = 0; i < num_devices; ++i) {
+        if (!strcmp(devices[i].name, md_name)) {
+            md->device = &devices[i];
+        }
+    }
+
+    if (md->device == NULL) {
+        if ((num_devices == 0) && !strcmp(md_name, UCT_DCX_NO_DEVICE_MD_NAME)) {
+            goto out;
+        }
+        ucs_error("dcx: no DC-capable device named '%s'", md_name);
+        status = UCS_ERR_NO_DEVICE;
+        goto err_free;
+    }
+
+    md->ops = &md->device->binding->ops;
+    status  = uct_dcx_md_open_device(md, config->devx);
+    if (status != UCS_OK) {
+        goto err_free;
+    }
+
+    status = uct_dcx_md_query_device(md);
+    if (status != UCS_OK) {
+        goto err_close_device;
+    }
+
+    md->pd = md->ops->alloc_pd(md->ctx);
+    if (md->pd == NULL) {
+        ucs_error("dcx: %s: alloc_pd failed: %m", md->device->name);
+        status = UCS_ERR_IO_ERROR;
+        goto err_close_device;
+    }
+
+    status = uct_dcx_md_rcache_init(md, config);
+    if (status != UCS_OK) {
+        goto err_dealloc_pd;
+    }
+
+out:
+    *md_p = &md->super;
+    return UCS_OK;
+
+err_dealloc_pd:
+    md->ops->dealloc_pd(md->pd);
+err_close_device:
+    md->device->binding->ops.close_device(md->ctx);
+err_free:
+    ucs_free(md);
+    return status;
+}
+
+static ucs_status_t
+uct_dcx_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
+                    uct_rkey_t *rkey_p, void **handle_p)
+{
+    const uct_dcx_packed_rkey_t *packed = rkey_buffer;
+
+    if ((packed->magic != UCT_DCX_RKEY_MAGIC) ||
+        (packed->version != UCT_DCX_RKEY_VERSION) || (packed->reserved != 0)) {
+        ucs_error("dcx: malformed remote key (magic 0x%x version %u): not "
+                  "packed by a dcx memory domain of this version",
+                  packed->magic, packed->version);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    *rkey_p   = UCT_DCX_RKEY_TAG | packed->rkey;
+    *handle_p = NULL;
+    return UCS_OK;
+}
+
+uct_component_t uct_dcx_component = {
+    .name               = "dcx",
+    .query_md_resources = uct_dcx_query_md_resources,
+    .md_open            = uct_dcx_md_open,
+    .cm_open            = (uct_component_cm_open_func_t)ucs_empty_function_return_unsupported,
+    .rkey_unpack        = uct_dcx_rkey_unpack,
+    .rkey_ptr           = (uct_component_rkey_ptr_func_t)ucs_empty_function_return_unsupported,
+    .rkey_release       = (uct_component_rkey_release_func_t)ucs_empty_function_return_success,
+    .md_config          = {
+        .name           = "dcx memory domain",
+        .prefix         = "DCX_",
+        .table          = uct_dcx_md_config_table,
+        .size           = sizeof(uct_dcx_md_config_t),
+    },
+    .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
+    .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(&uct_dcx_component),
+    .flags              = 0,
+    .md_vfs_init        = (uct_component_md_vfs_init_func_t)ucs_empty_function
+};

@@ -1,0 +1,94 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ */
+#ifndef UCT_DCX_MD_H_
+#define UCT_DCX_MD_H_
+
+#include "dcx_device.h"
+
+#include <uct/base/uct_md.h>
+#include <ucs/config/types.h>
+#include <ucs/memory/rcache.h>
+
+
+/* Name of the memory domain a host without DC devices shows, so that the
+ * component is visible (and says "no supported devices") in ucx_info. */
+#define UCT_DCX_NO_DEVICE_MD_NAME "dcx"
+
+
+/* Access rights of every registration: UCP decides per operation. */
+#define UCT_DCX_MR_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+/* Packed remote key: checked on unpack, so a malformed buffer is an error. */
+#define UCT_DCX_RKEY_MAGIC   0xdc58u
+#define UCT_DCX_RKEY_VERSION 1
+
+/* An unpacked uct_rkey_t carries the magic above the 32-bit rkey. */
+#define UCT_DCX_RKEY_TAG     ((uint64_t)UCT_DCX_RKEY_MAGIC << 32)
+
+
+typedef struct uct_dcx_packed_rkey {
+    uint32_t rkey;
+    uint16_t magic;
+    uint8_t  version;
+    uint8_t  reserved; /* 0 */
+} UCS_S_PACKED uct_dcx_packed_rkey_t;
+
+
+typedef struct uct_dcx_md_config {
+    uct_md_config_t          super;
+    ucs_ternary_auto_value_t devx;   /* open devices with DEVX (UMR) */
+    ucs_ternary_auto_value_t rcache; /* use a registration cache */
+    uct_md_rcache_config_t   rcache_config;
+    ucs_linear_func_t        reg_cost;
+} uct_dcx_md_config_t;
+
+
+/* A memory registration (the memory handle). */
+typedef struct uct_dcx_mem {
+    struct ibv_mr *mr;
+} uct_dcx_mem_t;
+
+
+/* A memory registration that lives in the registration cache. */
+typedef struct uct_dcx_rcache_region {
+    ucs_rcache_region_t super;
+    uct_dcx_mem_t       memh;
+} uct_dcx_rcache_region_t;
+
+
+typedef struct uct_dcx_md {
+    uct_md_t                  super;
+    const uct_dcx_device_t    *device; /* NULL: the no-device memory domain */
+    const uct_dcx_verbs_ops_t *ops;    /* the device's binding */
+    struct ibv_context        *ctx;
+    struct ibv_pd             *pd;
+    int                       devx;    /* ctx was opened with DEVX */
+    size_t                    max_mr_size;
+    ucs_rcache_t              *rcache; /* NULL: register directly */
+    ucs_linear_func_t         reg_cost;
+} uct_dcx_md_t;
+
+
+static UCS_F_ALWAYS_INLINE uint32_t uct_dcx_memh_lkey(uct_mem_h memh)
+{
+    return ((uct_dcx_mem_t*)memh)->mr->lkey;
+}
+
+static UCS_F_ALWAYS_INLINE int uct_dcx_rkey_is_valid(uct_rkey_t rkey)
+{
+    return (rkey >> 32) == UCT_DCX_RKEY_MAGIC;
+}
+
+static UCS_F_ALWAYS_INLINE uint32_t uct_dcx_rkey(uct_rkey_t rkey)
+{
+    return (uint32_t)rkey;
+}
+
+
+extern uct_component_t uct_dcx_component;
+extern ucs_config_field_t uct_dcx_md_config_table[];
+extern ucs_config_field_t uct_dcx_global_config_table[];
+
+#endif

@@ -1128,6 +1128,7 @@ DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, 
         if ((err = modify_dct(qp, a, mask, cur, next)) != 0) {
             return err;
         }
+        atomic_store(&qp->hw_state, next);
     } else {
         if ((err = dci_masks(cur, next, &req, &opt)) != 0) {
             return err;
@@ -1153,6 +1154,13 @@ DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, 
             pthread_mutex_unlock(&qp->exec_lock);
             pthread_mutex_unlock(&qp->post_lock);
         } else {
+            /* the device may have moved the QP to ERR since cur was read: then this
+             * transition is no longer valid (as the kernel would see it) */
+            int expect = cur;
+            if (next != IBV_QPS_ERR &&
+                !atomic_compare_exchange_strong(&qp->hw_state, &expect, next)) {
+                return EINVAL;
+            }
             atomic_store(&qp->hw_state, next);
             if (next == IBV_QPS_RTS) {
                 qp->been_rts = 1;
@@ -1162,7 +1170,6 @@ DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, 
             dcxemu_qp_progress(qp);   /* outstanding WRs complete with WR_FLUSH_ERR */
         }
     }
-    atomic_store(&qp->hw_state, next);
     if (mask & IBV_QP_STATE) {
         ibqp->state = (enum ibv_qp_state)next;
     }

@@ -1,0 +1,118 @@
+/*
+ * dcxemu — software DC device ("the device model").
+ *
+ * Implements the rdma-core 44 verbs + mlx5dv DC subset with mlx5 semantics, shared by real
+ * processes on one host through a named fabric in POSIX shared memory.  Every export is the
+ * rdma-core name prefixed with "dcxemu_" and has exactly rdma-core 44's signature; the data path
+ * runs through the function pointers of the real public structs, so rdma-core's inline wrappers
+ * (ibv_wr_*, mlx5dv_wr_set_dc_addr, ibv_poll_cq, ibv_start_poll, ibv_post_srq_recv, ...) work
+ * unchanged on model objects.  Semantics: shared/research/verbs_dc_spec.md; design: docs/dcxemu.md.
+ *
+ * Settings (environment, read once when the fabric is first used in a process):
+ *
+ *   Variable              Default          Meaning
+ *   --------------------  ---------------  -------------------------------------------------------
+ *   DCXEMU_FABRIC         dcxemu-<uid>     Fabric name; processes with the same name share one
+ *                                          fabric (shared memory object /dev/shm/<name>).
+ *   DCXEMU_NUM_DEVICES    1                Number of devices dcxemu0..N-1 (1..16); device i has
+ *                                          LID i+1 on every member of the fabric.
+ *   DCXEMU_MAX_WQE_SIZE   512              Largest send WQE in bytes (multiple of 64, 256..4096);
+ *                                          sets the written-back max_inline_data / max_send_sge.
+ *   DCXEMU_TIME_SCALE     1.0              Factor applied to transport-retry and RNR timers
+ *                                          (e.g. 0.01 makes RETRY_EXC_ERR arrive 100x sooner).
+ *                                          Counts and "infinite" cases are never scaled away.
+ *   DCXEMU_HEAP_MB        1024             Size of the fabric's sparse shared heap (CQ and SRQ
+ *                                          rings) in MiB; only touched pages use memory.
+ *
+ * Errors specific to the model: a fabric with a foreign magic/layout version or owner is refused
+ * with EPROTO / EACCES and one line on stderr; any call from a forked child of a process that
+ * attached to the fabric fails with EPERM (NULL/-1 + errno, or the errno as return value).
+ */
+#ifndef DCXEMU_H
+#define DCXEMU_H
+
+#include <infiniband/verbs.h>
+#include <infiniband/mlx5dv.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DCXEMU_API __attribute__((visibility("default")))
+
+DCXEMU_API struct ibv_device **dcxemu_ibv_get_device_list(int *num_devices);
+DCXEMU_API void dcxemu_ibv_free_device_list(struct ibv_device **list);
+DCXEMU_API const char *dcxemu_ibv_get_device_name(struct ibv_device *device);
+DCXEMU_API __be64 dcxemu_ibv_get_device_guid(struct ibv_device *device);
+DCXEMU_API struct ibv_context *dcxemu_ibv_open_device(struct ibv_device *device);
+DCXEMU_API struct ibv_context *dcxemu_mlx5dv_open_device(struct ibv_device *device,
+                                                         struct mlx5dv_context_attr *attr);
+DCXEMU_API int dcxemu_ibv_close_device(struct ibv_context *context);
+DCXEMU_API bool dcxemu_mlx5dv_is_supported(struct ibv_device *device);
+
+DCXEMU_API int dcxemu_ibv_query_device(struct ibv_context *context,
+                                       struct ibv_device_attr *device_attr);
+DCXEMU_API int dcxemu_ibv_query_device_ex(struct ibv_context *context,
+                                          const struct ibv_query_device_ex_input *input,
+                                          struct ibv_device_attr_ex *attr);
+DCXEMU_API int dcxemu_mlx5dv_query_device(struct ibv_context *ctx_in,
+                                          struct mlx5dv_context *attrs_out);
+DCXEMU_API int dcxemu_ibv_query_port(struct ibv_context *context, uint8_t port_num,
+                                     struct ibv_port_attr *port_attr);
+DCXEMU_API int dcxemu_ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
+                                    union ibv_gid *gid);
+DCXEMU_API int dcxemu_ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
+                                     __be16 *pkey);
+
+DCXEMU_API struct ibv_pd *dcxemu_ibv_alloc_pd(struct ibv_context *context);
+DCXEMU_API int dcxemu_ibv_dealloc_pd(struct ibv_pd *pd);
+DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
+                                            int access);
+DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
+                                                  uint64_t iova, unsigned int access);
+DCXEMU_API int dcxemu_ibv_dereg_mr(struct ibv_mr *mr);
+
+DCXEMU_API struct ibv_comp_channel *dcxemu_ibv_create_comp_channel(struct ibv_context *context);
+DCXEMU_API int dcxemu_ibv_destroy_comp_channel(struct ibv_comp_channel *channel);
+DCXEMU_API struct ibv_cq *dcxemu_ibv_create_cq(struct ibv_context *context, int cqe,
+                                               void *cq_context,
+                                               struct ibv_comp_channel *channel,
+                                               int comp_vector);
+DCXEMU_API struct ibv_cq_ex *dcxemu_ibv_create_cq_ex(struct ibv_context *context,
+                                                     struct ibv_cq_init_attr_ex *cq_attr);
+DCXEMU_API int dcxemu_ibv_destroy_cq(struct ibv_cq *cq);
+DCXEMU_API int dcxemu_ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
+                                       void **cq_context);
+DCXEMU_API void dcxemu_ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents);
+
+DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
+                                                 struct ibv_srq_init_attr *srq_init_attr);
+DCXEMU_API int dcxemu_ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
+                                     int srq_attr_mask);
+DCXEMU_API int dcxemu_ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr);
+DCXEMU_API int dcxemu_ibv_destroy_srq(struct ibv_srq *srq);
+
+DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
+                                                  struct ibv_qp_init_attr_ex *qp_attr,
+                                                  struct mlx5dv_qp_init_attr *mlx5_qp_attr);
+DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+                                    int attr_mask);
+DCXEMU_API int dcxemu_ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
+                                   struct ibv_qp_init_attr *init_attr);
+DCXEMU_API int dcxemu_ibv_destroy_qp(struct ibv_qp *qp);
+DCXEMU_API struct ibv_qp_ex *dcxemu_ibv_qp_to_qp_ex(struct ibv_qp *qp);
+DCXEMU_API struct mlx5dv_qp_ex *dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex *qp);
+
+DCXEMU_API struct ibv_ah *dcxemu_ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
+DCXEMU_API int dcxemu_ibv_destroy_ah(struct ibv_ah *ah);
+
+DCXEMU_API int dcxemu_ibv_get_async_event(struct ibv_context *context,
+                                          struct ibv_async_event *event);
+DCXEMU_API void dcxemu_ibv_ack_async_event(struct ibv_async_event *event);
+DCXEMU_API const char *dcxemu_ibv_wc_status_str(enum ibv_wc_status status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,327 @@
+/* dcxemu internal definitions: shared-memory fabric layout and process-local objects. */
+#ifndef DCXEMU_INT_H
+#define DCXEMU_INT_H
+
+#include "dcxemu.h"
+#include <pthread.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+
+#define DCXEMU_MAGIC            0x4443584546414252ULL /* "DCXEFABR" */
+#define DCXEMU_LAYOUT_VERSION   1u
+
+#define DCXEMU_MAX_MEMBERS      64
+#define DCXEMU_QP_IDX_BITS      12                     /* qpn = gen << 12 | index (24 bits) */
+#define DCXEMU_MAX_QPS          (1u << DCXEMU_QP_IDX_BITS)
+#define DCXEMU_MAX_MRS          16384                  /* key = index << 8 | tag */
+#define DCXEMU_MAX_CQS          1024
+#define DCXEMU_MAX_SRQS         1024
+#define DCXEMU_MAX_DEVICES      16
+#define DCXEMU_NO_OWNER         0xffffu
+
+/* Device capabilities (ConnectX-6-like, spec §5). */
+#define DCXEMU_MAX_QP_WR        32768
+#define DCXEMU_MAX_SGE          30
+#define DCXEMU_MAX_CQE          4194303
+#define DCXEMU_MAX_SRQ_WR       32767
+#define DCXEMU_MAX_SRQ_SGE      31
+#define DCXEMU_MAX_RD_ATOM      16
+#define DCXEMU_MAX_PKEYS        128
+#define DCXEMU_MAX_MSG_SZ       (1u << 30)
+#define DCXEMU_MAX_MR_SIZE      (~0ULL)
+#define DCXEMU_PKEY_DEFAULT     0xffff
+
+/* ---------------------------------------------------------------- shared memory layout ---- */
+
+struct dcxemu_shm_member {
+    uint32_t in_use;
+    int32_t  pid;
+    uint64_t starttime;    /* /proc/<pid>/stat field 22: tells a reused PID apart */
+    uint64_t token;        /* changes every time the slot is (re)used */
+    uint32_t doorbell;     /* futex word: rung to wake the member's engine thread */
+    uint32_t pad;
+};
+
+struct dcxemu_shm_mr {
+    uint32_t in_use;
+    uint32_t tag;          /* low 8 bits of the key; bumped on every free */
+    uint16_t owner;
+    uint16_t pad;
+    uint32_t access;
+    uint64_t owner_token;
+    uint64_t pd_id;
+    uint64_t addr;         /* address in the owner's address space */
+    uint64_t iova;         /* address the keys use */
+    uint64_t length;
+};
+
+struct dcxemu_shm_qp {
+    uint32_t in_use;
+    uint32_t gen;          /* generation of the last number handed out from this slot */
+    uint32_t qpn;          /* 0 until a DCT reaches RTR */
+    uint16_t owner;
+    uint8_t  is_dct;
+    uint8_t  dct_ready;    /* DCT in RTR: reachable */
+    uint64_t owner_token;
+    /* DCT attributes, read by initiators */
+    uint64_t pd_id;
+    uint64_t dc_key;
+    uint32_t access;
+    uint32_t lid;
+    int32_t  srq_idx;
+    int32_t  cq_idx;
+    uint32_t min_rnr_timer;
+    uint32_t pad;
+};
+
+struct dcxemu_shm_cqe {
+    uint64_t wr_id;
+    uint64_t sq_index;     /* send CQEs: WQE index, frees SQ slots when polled */
+    uint64_t ts_ns;
+    uint32_t status;
+    uint32_t opcode;
+    uint32_t vendor_err;
+    uint32_t byte_len;
+    uint32_t qp_num;
+    uint32_t src_qp;
+    uint32_t wc_flags;
+    uint32_t imm;          /* network order, opaque */
+    uint16_t slid;
+    uint8_t  sl;
+    uint8_t  dlid_path_bits;
+    uint16_t pkey_index;
+    uint8_t  solicited;
+    uint8_t  is_send;
+};
+
+struct dcxemu_shm_cq {
+    uint32_t in_use;
+    uint16_t owner;
+    uint16_t ignore_overrun;
+    uint64_t owner_token;
+    pthread_mutex_t lock;  /* robust, process-shared; producers take it under the fabric lock */
+    uint64_t ring_off;     /* heap offset of capacity CQEs */
+    uint32_t capacity;     /* cqe + 1 */
+    uint32_t armed;        /* 0, 1 = next CQE, 2 = solicited only */
+    uint64_t head, tail;   /* consumer / producer counters */
+    uint32_t overrun;      /* CQ in error after an overrun */
+    uint32_t overrun_event;
+    _Atomic uint64_t events_raised;   /* completion events owed to the owner's channel */
+};
+
+struct dcxemu_shm_srq_wqe {
+    uint64_t wr_id;
+    uint32_t num_sge;
+    uint32_t pad;
+    struct ibv_sge sge[];  /* max_sge entries */
+};
+
+struct dcxemu_shm_srq {
+    uint32_t in_use;
+    uint16_t owner;
+    uint16_t pad;
+    uint64_t owner_token;
+    pthread_mutex_t lock;  /* robust, process-shared */
+    uint64_t pd_id;
+    uint64_t ring_off;
+    uint32_t wqe_size;
+    uint32_t max_wr;       /* written-back max_wr */
+    uint32_t max_sge;
+    uint32_t limit;        /* armed limit, 0 = disarmed */
+    uint64_t head, tail;
+    _Atomic uint32_t limit_event;     /* owed SRQ_LIMIT_REACHED event */
+    uint32_t pad2;
+};
+
+struct dcxemu_shm {
+    uint64_t magic;
+    uint32_t layout_version;
+    uint32_t uid;
+    uint64_t struct_size;
+    uint64_t total_size;
+    pthread_mutex_t lock;  /* the fabric lock: robust, process-shared */
+    uint64_t next_pd_id;
+    uint64_t next_token;
+    uint32_t next_qp_idx;
+    uint32_t next_mr_idx;
+    uint64_t heap_off, heap_size, heap_free;  /* heap_free: offset of first free block or 0 */
+    _Atomic uint64_t atomic_ops;              /* statistics */
+    struct dcxemu_shm_member members[DCXEMU_MAX_MEMBERS];
+    struct dcxemu_shm_qp qps[DCXEMU_MAX_QPS];
+    struct dcxemu_shm_mr mrs[DCXEMU_MAX_MRS];
+    struct dcxemu_shm_cq cqs[DCXEMU_MAX_CQS];
+    struct dcxemu_shm_srq srqs[DCXEMU_MAX_SRQS];
+};
+
+/* ---------------------------------------------------------------- process-local objects --- */
+
+struct dcxemu_context {
+    struct verbs_context vctx;     /* handed out as &vctx.context */
+    int dev_index;
+    int devx;
+    int async_wfd;                 /* write end of the async event pipe */
+    struct dcxemu_context *next;
+};
+
+struct dcxemu_pd {
+    struct ibv_pd pd;
+    uint64_t pd_id;
+    _Atomic int refcnt;
+};
+
+struct dcxemu_mr {
+    struct ibv_mr mr;
+    uint32_t idx;
+};
+
+struct dcxemu_ah {
+    struct ibv_ah ah;
+    struct ibv_ah_attr attr;
+};
+
+struct dcxemu_channel {
+    struct ibv_comp_channel ch;
+    int wfd;
+};
+
+struct dcxemu_cq {
+    struct ibv_cq_ex cqx;
+    int idx;
+    int single_threaded;
+    uint64_t wc_flags;
+    struct dcxemu_shm_cq *s;
+    struct dcxemu_shm_cqe cur;     /* CQE read_* describe */
+    pthread_mutex_t poll_lock;     /* start_poll .. end_poll */
+    uint64_t events_delivered;
+    uint32_t events_gotten;
+    _Atomic int refcnt;            /* QPs attached */
+};
+
+struct dcxemu_srq {
+    struct ibv_srq srq;
+    int idx;
+    struct dcxemu_shm_srq *s;
+    struct dcxemu_pd *pd;
+    _Atomic int refcnt;
+};
+
+/* One send WQE as the model keeps it (process-local: only the owner executes its DCI). */
+enum dcxemu_op {
+    DCXEMU_OP_NONE, DCXEMU_OP_SEND, DCXEMU_OP_SEND_IMM, DCXEMU_OP_WRITE, DCXEMU_OP_WRITE_IMM,
+    DCXEMU_OP_READ, DCXEMU_OP_CMP_SWP, DCXEMU_OP_FETCH_ADD,
+};
+
+struct dcxemu_wqe {
+    uint64_t wr_id;
+    uint64_t raddr;
+    uint64_t cmp, swap_add;
+    uint64_t dc_key;
+    uint32_t flags;
+    uint32_t opcode;
+    uint32_t rkey;
+    uint32_t imm;
+    uint32_t dlid;
+    uint32_t dctn;
+    uint8_t  data_setters;
+    uint8_t  addr_setters;
+    uint8_t  is_inline;
+    uint8_t  pad;
+    uint32_t num_sge;
+    uint32_t inline_len;
+    uint32_t pad2;
+    /* followed by max_send_sge struct ibv_sge, then max_inline_data bytes */
+};
+
+struct dcxemu_qp {
+    struct ibv_qp_ex qpx;
+    struct mlx5dv_qp_ex dv;
+    struct dcxemu_context *ctx;
+    int idx;
+    int is_dct;
+    int has_qpx;                   /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
+    int sq_sig_all;
+    int been_rts;                  /* wr_complete accepted only after RTS since last RESET */
+    _Atomic int hw_state;          /* what the device thinks (ibv_query_qp reports it) */
+    uint64_t send_ops;
+    struct ibv_qp_cap cap;
+    uint32_t port, pkey_index, path_mtu;
+    uint32_t timeout, retry_cnt, rnr_retry, min_rnr_timer, max_rd_atomic, sq_psn, access;
+    uint64_t dc_key;
+    struct dcxemu_pd *pd;
+    struct dcxemu_cq *send_cq, *recv_cq;
+    struct dcxemu_srq *srq;
+    /* send queue */
+    pthread_mutex_t post_lock;     /* wr_start .. wr_complete/abort */
+    pthread_mutex_t exec_lock;     /* one executor at a time, FIFO */
+    size_t wqe_size;
+    char *ring;
+    uint32_t ring_slots;
+    uint64_t sq_posted;            /* published WQEs */
+    uint64_t sq_done;              /* executed (completed or flushed) */
+    _Atomic uint64_t sq_freed;     /* slots released by polled CQEs */
+    /* batch being built */
+    int batch_err;
+    uint32_t batch_n;
+    struct dcxemu_wqe *cur;
+    /* retry state of the head WQE */
+    uint32_t rnr_count, retry_count;
+    _Atomic uint64_t deadline_ns;  /* 0 = nothing waits */
+};
+
+struct dcxemu_settings {
+    char fabric[200];
+    int num_devices;
+    uint32_t max_wqe;
+    double time_scale;
+    uint64_t heap_mb;
+};
+
+/* ---------------------------------------------------------------- fabric.c ---------------- */
+
+extern struct dcxemu_settings dcxemu_cfg;
+extern struct dcxemu_shm *dcxemu_fab;
+extern int dcxemu_me;               /* my member slot */
+extern uint64_t dcxemu_my_token;
+extern pthread_mutex_t dcxemu_reg_lock;    /* process registry below */
+extern struct dcxemu_cq *dcxemu_local_cqs[DCXEMU_MAX_CQS];
+extern struct dcxemu_srq *dcxemu_local_srqs[DCXEMU_MAX_SRQS];
+extern struct dcxemu_qp *dcxemu_local_qps[DCXEMU_MAX_QPS];
+extern struct dcxemu_context *dcxemu_contexts;
+
+int dcxemu_attach(void);                   /* 0 or errno */
+int dcxemu_usable(void);                   /* 0, or EPERM in a forked child / errno of attach */
+int dcxemu_lock(void);                     /* fabric lock; 0 or errno */
+void dcxemu_unlock(void);
+int dcxemu_shm_lock(pthread_mutex_t *m);
+void dcxemu_shm_mutex_init(pthread_mutex_t *m);
+uint64_t dcxemu_heap_alloc(uint64_t size); /* under the fabric lock; 0 = ENOMEM */
+void dcxemu_heap_free(uint64_t off);
+static inline void *dcxemu_ptr(uint64_t off) { return (char *)dcxemu_fab + off; }
+int dcxemu_member_alive(int m, uint64_t token);   /* under the fabric lock */
+int dcxemu_owner_is_me(uint16_t owner, uint64_t token);
+void dcxemu_ring(int member);
+void dcxemu_engine_kick(void);
+uint64_t dcxemu_now_ns(void);
+uint64_t dcxemu_scaled_ns(double ns);
+void dcxemu_reap_dead_members(void);       /* under the fabric lock */
+struct iovec;
+int dcxemu_vm_copy(int member, int to_remote, const struct iovec *local, int nl,
+                   const struct iovec *remote, int nr);
+
+/* ---------------------------------------------------------------- verbs.c / qp.c ---------- */
+
+int dcxemu_cq_push(struct dcxemu_shm_cq *cq, const struct dcxemu_shm_cqe *cqe); /* fabric lock held */
+void dcxemu_cq_purge_qpn(struct dcxemu_shm_cq *cq, uint32_t qpn);
+void dcxemu_deliver_events(void);          /* owner side: channels and async events */
+void dcxemu_async_post(struct dcxemu_context *ctx, enum ibv_event_type type, void *obj);
+void dcxemu_qp_progress(struct dcxemu_qp *qp);
+void dcxemu_qp_sq_polled(uint32_t qpn, uint64_t sq_index);
+void dcxemu_free_member_objects(int member);   /* fabric lock held */
+void dcxemu_ops_init(struct ibv_context_ops *ops);
+struct dcxemu_context *dcxemu_ctx(struct ibv_context *c);
+
+#define DCXEMU_ERR(e) do { errno = (e); return NULL; } while (0)
+
+#endif

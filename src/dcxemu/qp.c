@@ -1,0 +1,1255 @@
+/* dcxemu DC QPs: create/modify/query/destroy, the ibv_wr_* builders and the execution engine. */
+#define _GNU_SOURCE
+#include "dcxemu_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+/* mlx5-style syndromes reported as vendor_err */
+enum {
+    SYND_LOC_LEN = 0x01, SYND_LOC_QP_OP = 0x02, SYND_LOC_PROT = 0x04, SYND_WR_FLUSH = 0x05,
+    SYND_REM_INV_REQ = 0x12, SYND_REM_ACCESS = 0x13, SYND_REM_OP = 0x14,
+    SYND_RETRY_EXC = 0x15, SYND_RNR_RETRY_EXC = 0x16,
+};
+
+#define DEFAULT_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |       \
+    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |              \
+    IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV)
+/* Operations the model executes; the others are refused at create time (part 2). */
+#define MODEL_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |     \
+    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
+static const double rnr_timer_ms[32] = {
+    655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32, 0.48, 0.64, 0.96, 1.28,
+    1.92, 2.56, 3.84, 5.12, 7.68, 10.24, 15.36, 20.48, 30.72, 40.96, 61.44, 81.92, 122.88,
+    163.84, 245.76, 327.68, 491.52,
+};
+
+static inline struct dcxemu_qp *QP(struct ibv_qp_ex *q) { return (struct dcxemu_qp *)q; }
+static inline struct dcxemu_qp *QPDV(struct mlx5dv_qp_ex *d)
+{
+    return (struct dcxemu_qp *)((char *)d - offsetof(struct dcxemu_qp, dv));
+}
+static inline struct dcxemu_wqe *slot(struct dcxemu_qp *qp, uint64_t i)
+{
+    return (struct dcxemu_wqe *)(qp->ring + (i % qp->ring_slots) * qp->wqe_size);
+}
+static inline struct ibv_sge *wqe_sges(struct dcxemu_wqe *w) { return (struct ibv_sge *)(w + 1); }
+static inline char *wqe_inline(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
+{
+    return (char *)(wqe_sges(w) + qp->cap.max_send_sge);
+}
+
+/* ---------------------------------------------------------------- builders ---- */
+
+static void latch(struct dcxemu_qp *qp, int err)
+{
+    if (qp->batch_err == 0) {
+        qp->batch_err = err;
+    }
+}
+
+static int wqe_finished(const struct dcxemu_wqe *w)
+{
+    return w->data_setters == 1 && w->addr_setters == 1;
+}
+
+static void wr_new(struct ibv_qp_ex *q, uint32_t op)
+{
+    struct dcxemu_qp *qp = QP(q);
+    struct dcxemu_wqe *w;
+    if (qp->batch_err) {
+        return;
+    }
+    if (qp->cur != NULL && !wqe_finished(qp->cur)) {
+        latch(qp, EINVAL);   /* previous WR lacks its data or address setter */
+        return;
+    }
+    if (qp->sq_posted - atomic_load(&qp->sq_freed) + qp->batch_n >= qp->cap.max_send_wr) {
+        latch(qp, ENOMEM);
+        return;
+    }
+    w = slot(qp, qp->sq_posted + qp->batch_n);
+    memset(w, 0, sizeof(*w));
+    w->wr_id = q->wr_id;
+    w->flags = q->wr_flags;
+    w->opcode = op;
+    qp->batch_n++;
+    qp->cur = w;
+}
+
+static struct dcxemu_wqe *setter_target(struct dcxemu_qp *qp, int data)
+{
+    struct dcxemu_wqe *w = qp->cur;
+    if (qp->batch_err) {
+        return NULL;
+    }
+    if (w == NULL || (data ? w->data_setters : w->addr_setters) != 0) {
+        latch(qp, EINVAL);   /* setter without a builder, or a duplicate setter */
+        return NULL;
+    }
+    return w;
+}
+
+static void b_send(struct ibv_qp_ex *q) { wr_new(q, DCXEMU_OP_SEND); }
+static void b_send_imm(struct ibv_qp_ex *q, __be32 imm)
+{
+    wr_new(q, DCXEMU_OP_SEND_IMM);
+    if (!QP(q)->batch_err) QP(q)->cur->imm = imm;
+}
+static void b_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr)
+{
+    wr_new(q, DCXEMU_OP_WRITE);
+    if (!QP(q)->batch_err) { QP(q)->cur->rkey = rkey; QP(q)->cur->raddr = raddr; }
+}
+static void b_write_imm(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, __be32 imm)
+{
+    wr_new(q, DCXEMU_OP_WRITE_IMM);
+    if (!QP(q)->batch_err) { QP(q)->cur->rkey = rkey; QP(q)->cur->raddr = raddr; QP(q)->cur->imm = imm; }
+}
+static void b_read(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr)
+{
+    wr_new(q, DCXEMU_OP_READ);
+    if (!QP(q)->batch_err) { QP(q)->cur->rkey = rkey; QP(q)->cur->raddr = raddr; }
+}
+static void b_cmp_swp(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, uint64_t cmp, uint64_t swp)
+{
+    wr_new(q, DCXEMU_OP_CMP_SWP);
+    if (!QP(q)->batch_err) {
+        QP(q)->cur->rkey = rkey; QP(q)->cur->raddr = raddr;
+        QP(q)->cur->cmp = cmp; QP(q)->cur->swap_add = swp;
+    }
+}
+static void b_fetch_add(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, uint64_t add)
+{
+    wr_new(q, DCXEMU_OP_FETCH_ADD);
+    if (!QP(q)->batch_err) { QP(q)->cur->rkey = rkey; QP(q)->cur->raddr = raddr; QP(q)->cur->swap_add = add; }
+}
+/* Valid on a DCI in mlx5 but not executed by the model yet: refused, never silently dropped. */
+static void b_send_inv(struct ibv_qp_ex *q, uint32_t rkey) { (void)rkey; latch(QP(q), EOPNOTSUPP); }
+static void b_local_inv(struct ibv_qp_ex *q, uint32_t rkey) { (void)rkey; latch(QP(q), EOPNOTSUPP); }
+static void b_bind_mw(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t rkey,
+                      const struct ibv_mw_bind_info *info)
+{
+    (void)mw; (void)rkey; (void)info;
+    latch(QP(q), EOPNOTSUPP);
+}
+
+static void s_sge(struct ibv_qp_ex *q, uint32_t lkey, uint64_t addr, uint32_t len)
+{
+    struct dcxemu_wqe *w = setter_target(QP(q), 1);
+    if (w == NULL) {
+        return;
+    }
+    w->data_setters++;
+    if (len > 0) {
+        struct ibv_sge *s = wqe_sges(w);
+        s[0].lkey = lkey;
+        s[0].addr = addr;
+        s[0].length = len;
+        w->num_sge = 1;
+    }
+}
+
+static void s_sge_list(struct ibv_qp_ex *q, size_t n, const struct ibv_sge *list)
+{
+    struct dcxemu_qp *qp = QP(q);
+    struct dcxemu_wqe *w = setter_target(qp, 1);
+    if (w == NULL) {
+        return;
+    }
+    if (n > qp->cap.max_send_sge) {
+        latch(qp, ENOMEM);
+        return;
+    }
+    if (n > 0 && list == NULL) {
+        latch(qp, EINVAL);
+        return;
+    }
+    w->data_setters++;
+    for (size_t i = 0; i < n; i++) {
+        if (list[i].length > 0) {
+            wqe_sges(w)[w->num_sge++] = list[i];
+        }
+    }
+}
+
+static void s_inline(struct ibv_qp_ex *q, void *addr, size_t len)
+{
+    struct dcxemu_qp *qp = QP(q);
+    struct dcxemu_wqe *w = setter_target(qp, 1);
+    if (w == NULL) {
+        return;
+    }
+    if (len > qp->cap.max_inline_data) {
+        latch(qp, ENOMEM);
+        return;
+    }
+    if (len > 0 && addr == NULL) {
+        latch(qp, EINVAL);
+        return;
+    }
+    w->data_setters++;
+    w->is_inline = 1;
+    if (len > 0) {
+        memcpy(wqe_inline(qp, w), addr, len);   /* the buffer is reusable on return */
+    }
+    w->inline_len = (uint32_t)len;
+}
+
+static void s_inline_list(struct ibv_qp_ex *q, size_t n, const struct ibv_data_buf *bufs)
+{
+    struct dcxemu_qp *qp = QP(q);
+    struct dcxemu_wqe *w = setter_target(qp, 1);
+    size_t total = 0;
+    if (w == NULL) {
+        return;
+    }
+    if (n > 0 && bufs == NULL) {
+        latch(qp, EINVAL);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        total += bufs[i].length;
+        if (total > qp->cap.max_inline_data || (bufs[i].length > 0 && bufs[i].addr == NULL)) {
+            latch(qp, total > qp->cap.max_inline_data ? ENOMEM : EINVAL);
+            return;
+        }
+    }
+    w->data_setters++;
+    w->is_inline = 1;
+    total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (bufs[i].length > 0) {
+            memcpy(wqe_inline(qp, w) + total, bufs[i].addr, bufs[i].length);
+        }
+        total += bufs[i].length;
+    }
+    w->inline_len = (uint32_t)total;
+}
+
+static void s_dc_addr(struct mlx5dv_qp_ex *d, struct ibv_ah *ah, uint32_t dctn, uint64_t key)
+{
+    struct dcxemu_qp *qp = QPDV(d);
+    struct dcxemu_wqe *w = setter_target(qp, 0);
+    if (w == NULL) {
+        return;
+    }
+    if (ah == NULL) {
+        latch(qp, EINVAL);
+        return;
+    }
+    /* the AV is copied now: the AH may be destroyed right after this call */
+    w->addr_setters++;
+    w->dlid = ((struct dcxemu_ah *)ah)->attr.dlid;
+    w->dctn = dctn & 0xffffff;
+    w->dc_key = key;
+}
+
+static void s_dc_addr_stream(struct mlx5dv_qp_ex *d, struct ibv_ah *ah, uint32_t dctn,
+                             uint64_t key, uint16_t stream_id)
+{
+    if (stream_id != 0) {
+        latch(QPDV(d), EINVAL);   /* the model reports no DCI stream support */
+        return;
+    }
+    s_dc_addr(d, ah, dctn, key);
+}
+
+static void wr_start(struct ibv_qp_ex *q)
+{
+    struct dcxemu_qp *qp = QP(q);
+    pthread_mutex_lock(&qp->post_lock);
+    qp->batch_err = 0;
+    qp->batch_n = 0;
+    qp->cur = NULL;
+}
+
+static void batch_reset(struct dcxemu_qp *qp)
+{
+    qp->batch_err = 0;
+    qp->batch_n = 0;
+    qp->cur = NULL;
+}
+
+static int wr_complete(struct ibv_qp_ex *q)
+{
+    struct dcxemu_qp *qp = QP(q);
+    int err = qp->batch_err;
+    if (err == 0 && qp->cur != NULL && !wqe_finished(qp->cur)) {
+        err = EINVAL;
+    }
+    if (err == 0 && !qp->been_rts) {
+        err = EINVAL;
+    }
+    if (err == 0) {
+        err = dcxemu_usable();
+    }
+    if (err == 0 && qp->batch_n > 0) {
+        __atomic_store_n(&qp->sq_posted, qp->sq_posted + qp->batch_n, __ATOMIC_RELEASE);
+    }
+    batch_reset(qp);
+    pthread_mutex_unlock(&qp->post_lock);
+    if (err == 0) {
+        dcxemu_qp_progress(qp);
+    }
+    return err;
+}
+
+static void wr_abort(struct ibv_qp_ex *q)
+{
+    struct dcxemu_qp *qp = QP(q);
+    batch_reset(qp);
+    pthread_mutex_unlock(&qp->post_lock);
+}
+
+int dcxemu_post_send_op(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+    /* mlx5 has no legacy post path for DC QPs: refuse instead of building a bad WQE */
+    (void)qp;
+    if (bad != NULL) {
+        *bad = wr;
+    }
+    return EINVAL;
+}
+
+int dcxemu_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+    (void)qp;   /* DCIs have no receive queue; DCTs receive through their SRQ */
+    if (bad != NULL) {
+        *bad = wr;
+    }
+    return EINVAL;
+}
+
+/* ---------------------------------------------------------------- execution ---- */
+
+enum exec_result { EXEC_DONE, EXEC_RNR, EXEC_UNREACHABLE };
+
+struct exec_out {
+    uint32_t status, vendor_err, byte_len;
+    double rnr_ms;
+};
+
+/* Validate a key for an access of len bytes at addr (fabric lock held).  Returns the MR. */
+static struct dcxemu_shm_mr *mr_lookup(uint32_t key, uint16_t owner, uint64_t token,
+                                       uint64_t pd_id, uint64_t addr, uint64_t len,
+                                       uint32_t need)
+{
+    uint32_t idx = key >> 8;
+    struct dcxemu_shm_mr *m;
+    if (idx == 0 || idx >= DCXEMU_MAX_MRS) {
+        return NULL;
+    }
+    m = &dcxemu_fab->mrs[idx];
+    if (!m->in_use || (m->tag & 0xff) != (key & 0xff) || m->owner != owner ||
+        m->owner_token != token || m->pd_id != pd_id || (m->access & need) != need) {
+        return NULL;
+    }
+    if (addr < m->iova || len > m->length || addr - m->iova > m->length - len) {
+        return NULL;
+    }
+    return m;
+}
+
+static void *mr_ptr(const struct dcxemu_shm_mr *m, uint64_t iova)
+{
+    return (void *)(uintptr_t)(m->addr + (iova - m->iova));
+}
+
+static void fail(struct exec_out *o, uint32_t st, uint32_t synd)
+{
+    o->status = st;
+    o->vendor_err = synd;
+}
+
+/* Receive side of SEND / WRITE_IMM (fabric lock and SRQ lock held, SRQ not empty). */
+static int consume_srq(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct dcxemu_shm_qp *t,
+                        struct dcxemu_shm_srq *srq, const struct iovec *liov, int nl,
+                        uint64_t total, struct exec_out *o, int *wake_member)
+{
+    struct dcxemu_shm_srq_wqe *rw = (struct dcxemu_shm_srq_wqe *)dcxemu_ptr(
+        srq->ring_off + (srq->head % srq->max_wr) * srq->wqe_size);
+    struct dcxemu_shm_cqe cqe;
+    struct iovec riov[DCXEMU_MAX_SRQ_SGE];
+    int nr = 0;
+    memset(&cqe, 0, sizeof(cqe));
+    cqe.wr_id = rw->wr_id;
+    cqe.qp_num = t->qpn;
+    cqe.src_qp = qp->qpx.qp_base.qp_num;
+    cqe.slid = (uint16_t)(qp->ctx->dev_index + 1);
+    cqe.ts_ns = dcxemu_now_ns();
+    cqe.solicited = (w->flags & IBV_SEND_SOLICITED) != 0;
+    cqe.byte_len = (uint32_t)total;
+    cqe.opcode = w->opcode == DCXEMU_OP_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+    if (w->opcode == DCXEMU_OP_WRITE_IMM || w->opcode == DCXEMU_OP_SEND_IMM) {
+        cqe.wc_flags = IBV_WC_WITH_IMM;
+        cqe.imm = w->imm;
+    }
+    if (w->opcode != DCXEMU_OP_WRITE_IMM) {
+        /* scatter the payload over the receive WQE, in order */
+        uint64_t room = 0;
+        for (uint32_t i = 0; i < rw->num_sge && i < srq->max_sge; i++) {
+            struct ibv_sge *s = &rw->sge[i];
+            struct dcxemu_shm_mr *m;
+            uint64_t take;
+            if (s->length == 0 || room >= total) {
+                room += s->length;
+                continue;
+            }
+            m = mr_lookup(s->lkey, t->owner, t->owner_token, srq->pd_id, s->addr, s->length,
+                          IBV_ACCESS_LOCAL_WRITE);
+            if (m == NULL) {
+                cqe.status = IBV_WC_LOC_PROT_ERR;
+                cqe.vendor_err = SYND_LOC_PROT;
+                fail(o, IBV_WC_REM_OP_ERR, SYND_REM_OP);
+                goto out;
+            }
+            take = total - room < s->length ? total - room : s->length;
+            riov[nr].iov_base = mr_ptr(m, s->addr);
+            riov[nr].iov_len = take;
+            nr++;
+            room += s->length;
+        }
+        if (room < total) {
+            cqe.status = IBV_WC_LOC_LEN_ERR;
+            cqe.vendor_err = SYND_LOC_LEN;
+            fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
+            goto out;
+        }
+        int cerr = total > 0 ? dcxemu_vm_copy(t->owner, 1, liov, nl, riov, nr) : 0;
+        if (cerr == ESRCH) {
+            return ESRCH;   /* the target is exiting: as unreachable, nothing consumed */
+        }
+        if (cerr != 0) {
+            cqe.status = IBV_WC_LOC_PROT_ERR;
+            cqe.vendor_err = SYND_LOC_PROT;
+            fail(o, IBV_WC_REM_OP_ERR, SYND_REM_OP);
+            goto out;
+        }
+    }
+out:
+    srq->head++;
+    if (srq->limit != 0 && srq->tail - srq->head < srq->limit) {
+        srq->limit = 0;   /* one-shot */
+        atomic_store(&srq->limit_event, 1);
+        *wake_member = t->owner;
+    }
+    if (t->cq_idx >= 0) {
+        struct dcxemu_shm_cq *cq = &dcxemu_fab->cqs[t->cq_idx];
+        if (cq->in_use && cq->owner == t->owner && dcxemu_cq_push(cq, &cqe)) {
+            *wake_member = t->owner;
+        }
+    }
+    return 0;
+}
+
+/* A target that vanished mid-operation is unreachable (retried, then RETRY_EXC_ERR); any other
+ * failure to touch registered target memory is a remote access error. */
+static enum exec_result copy_failed(int err, struct exec_out *o)
+{
+    if (err == ESRCH) {
+        return EXEC_UNREACHABLE;
+    }
+    fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
+    return EXEC_DONE;
+}
+
+static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
+{
+    struct iovec liov[DCXEMU_MAX_SGE + 1];
+    int nl = 0, wake = -1;
+    uint64_t total = 0;
+    struct dcxemu_shm_qp *t;
+    enum exec_result res = EXEC_DONE;
+    int is_atomic = w->opcode == DCXEMU_OP_CMP_SWP || w->opcode == DCXEMU_OP_FETCH_ADD;
+    int writes_local = is_atomic || w->opcode == DCXEMU_OP_READ;
+
+    if (dcxemu_lock() != 0) {
+        fail(o, IBV_WC_GENERAL_ERR, 0);
+        return EXEC_DONE;
+    }
+    /* local checks first: they never reach the wire */
+    if (w->is_inline) {
+        if (writes_local) {
+            fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);
+            goto out;
+        }
+        total = w->inline_len;
+        if (total > 0) {
+            liov[0].iov_base = wqe_inline(qp, w);
+            liov[0].iov_len = total;
+            nl = 1;
+        }
+    } else {
+        for (uint32_t i = 0; i < w->num_sge; i++) {
+            struct ibv_sge *s = &wqe_sges(w)[i];
+            struct dcxemu_shm_mr *m = mr_lookup(s->lkey, (uint16_t)dcxemu_me, dcxemu_my_token,
+                                                qp->pd->pd_id, s->addr, s->length,
+                                                writes_local ? IBV_ACCESS_LOCAL_WRITE : 0);
+            if (m == NULL) {
+                fail(o, IBV_WC_LOC_PROT_ERR, SYND_LOC_PROT);
+                goto out;
+            }
+            liov[nl].iov_base = mr_ptr(m, s->addr);
+            liov[nl].iov_len = s->length;
+            nl++;
+            total += s->length;
+        }
+    }
+    if (total > DCXEMU_MAX_MSG_SZ) {
+        fail(o, IBV_WC_LOC_LEN_ERR, SYND_LOC_LEN);
+        goto out;
+    }
+    if (is_atomic && (nl != 1 || total != 8)) {
+        fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);   /* malformed atomic WQE */
+        goto out;
+    }
+    /* reach the target: wrong LID, unknown/destroyed/dead DCT and wrong key all look alike */
+    t = &dcxemu_fab->qps[w->dctn & (DCXEMU_MAX_QPS - 1)];
+    if (w->dlid < 1 || w->dlid > (uint32_t)dcxemu_cfg.num_devices || !t->in_use || !t->is_dct ||
+        !t->dct_ready || t->qpn != w->dctn || t->lid != w->dlid || t->dc_key != w->dc_key ||
+        !dcxemu_member_alive(t->owner, t->owner_token)) {
+        res = EXEC_UNREACHABLE;
+        goto out;
+    }
+    o->rnr_ms = rnr_timer_ms[t->min_rnr_timer & 31];
+    switch (w->opcode) {
+    case DCXEMU_OP_SEND:
+    case DCXEMU_OP_SEND_IMM:
+    case DCXEMU_OP_WRITE_IMM: {
+        struct dcxemu_shm_srq *srq;
+        struct iovec riov;
+        struct dcxemu_shm_mr *m = NULL;
+        if (w->opcode == DCXEMU_OP_WRITE_IMM && total > 0) {
+            m = mr_lookup(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, total,
+                          IBV_ACCESS_REMOTE_WRITE);
+            if (m == NULL || !(t->access & IBV_ACCESS_REMOTE_WRITE)) {
+                fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
+                goto out;
+            }
+        }
+        if (t->srq_idx < 0 || !dcxemu_fab->srqs[t->srq_idx].in_use) {
+            fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
+            goto out;
+        }
+        srq = &dcxemu_fab->srqs[t->srq_idx];
+        if (dcxemu_shm_lock(&srq->lock) != 0) {
+            fail(o, IBV_WC_GENERAL_ERR, 0);
+            goto out;
+        }
+        if (srq->head == srq->tail) {
+            pthread_mutex_unlock(&srq->lock);
+            res = EXEC_RNR;   /* nothing happens at the target until a WQE is posted */
+            goto out;
+        }
+        if (m != NULL) {
+            int cerr;
+            riov.iov_base = mr_ptr(m, w->raddr);
+            riov.iov_len = total;
+            if ((cerr = dcxemu_vm_copy(t->owner, 1, liov, nl, &riov, 1)) != 0) {
+                pthread_mutex_unlock(&srq->lock);
+                res = copy_failed(cerr, o);
+                goto out;
+            }
+        }
+        if (consume_srq(qp, w, t, srq, liov, nl, total, o, &wake) != 0) {
+            res = EXEC_UNREACHABLE;
+        }
+        pthread_mutex_unlock(&srq->lock);
+        break;
+    }
+    case DCXEMU_OP_WRITE:
+    case DCXEMU_OP_READ: {
+        int rd = w->opcode == DCXEMU_OP_READ;
+        uint32_t right = rd ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
+        struct dcxemu_shm_mr *m;
+        struct iovec riov;
+        int cerr;
+        if (total == 0) {
+            break;   /* zero-length RDMA does not check the rkey */
+        }
+        m = mr_lookup(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, total, right);
+        if (m == NULL || !(t->access & right)) {
+            fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
+            goto out;
+        }
+        riov.iov_base = mr_ptr(m, w->raddr);
+        riov.iov_len = total;
+        if ((cerr = dcxemu_vm_copy(t->owner, !rd, liov, nl, &riov, 1)) != 0) {
+            res = copy_failed(cerr, o);
+            goto out;
+        }
+        if (rd) {
+            o->byte_len = (uint32_t)total;
+        }
+        break;
+    }
+    case DCXEMU_OP_CMP_SWP:
+    case DCXEMU_OP_FETCH_ADD: {
+        struct dcxemu_shm_mr *m;
+        uint64_t old, val;
+        int cerr;
+        struct iovec riov, viov = { .iov_base = &old, .iov_len = 8 };
+        if (w->raddr % 8 != 0) {
+            fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
+            goto out;
+        }
+        m = mr_lookup(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, 8,
+                      IBV_ACCESS_REMOTE_ATOMIC);
+        if (m == NULL || !(t->access & IBV_ACCESS_REMOTE_ATOMIC)) {
+            fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
+            goto out;
+        }
+        riov.iov_base = mr_ptr(m, w->raddr);
+        riov.iov_len = 8;
+        /* Every device atomic runs under the fabric lock, so read-modify-write through
+         * process_vm is atomic with respect to all other device atomics. */
+        if ((cerr = dcxemu_vm_copy(t->owner, 0, &viov, 1, &riov, 1)) != 0) {
+            res = copy_failed(cerr, o);
+            goto out;
+        }
+        if (w->opcode == DCXEMU_OP_FETCH_ADD || old == w->cmp) {
+            struct iovec niov = { .iov_base = &val, .iov_len = 8 };
+            val = w->opcode == DCXEMU_OP_FETCH_ADD ? old + w->swap_add : w->swap_add;
+            if ((cerr = dcxemu_vm_copy(t->owner, 1, &niov, 1, &riov, 1)) != 0) {
+                res = copy_failed(cerr, o);
+                goto out;
+            }
+        }
+        memcpy(liov[0].iov_base, &old, 8);
+        atomic_fetch_add(&dcxemu_fab->atomic_ops, 1);
+        o->byte_len = 8;
+        break;
+    }
+    default:
+        fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);
+        break;
+    }
+out:
+    dcxemu_unlock();
+    if (wake >= 0 && wake != dcxemu_me) {
+        dcxemu_ring(wake);
+    } else if (wake == dcxemu_me) {
+        dcxemu_engine_kick();
+    }
+    return res;
+}
+
+static uint32_t wc_opcode(uint32_t op)
+{
+    switch (op) {
+    case DCXEMU_OP_WRITE:
+    case DCXEMU_OP_WRITE_IMM: return IBV_WC_RDMA_WRITE;
+    case DCXEMU_OP_READ: return IBV_WC_RDMA_READ;
+    case DCXEMU_OP_CMP_SWP: return IBV_WC_COMP_SWAP;
+    case DCXEMU_OP_FETCH_ADD: return IBV_WC_FETCH_ADD;
+    default: return IBV_WC_SEND;
+    }
+}
+
+/* Send CQE for the WQE at index i; returns 1 if a channel event was raised. */
+static int complete_wqe(struct dcxemu_qp *qp, struct dcxemu_wqe *w, uint64_t i,
+                        const struct exec_out *o)
+{
+    struct dcxemu_shm_cqe cqe;
+    if (o->status == IBV_WC_SUCCESS && !(w->flags & IBV_SEND_SIGNALED) && !qp->sq_sig_all) {
+        return 0;
+    }
+    memset(&cqe, 0, sizeof(cqe));
+    cqe.wr_id = w->wr_id;
+    cqe.sq_index = i;
+    cqe.ts_ns = dcxemu_now_ns();
+    cqe.status = o->status;
+    cqe.vendor_err = o->vendor_err;
+    cqe.opcode = wc_opcode(w->opcode);
+    cqe.byte_len = o->byte_len;
+    cqe.qp_num = qp->qpx.qp_base.qp_num;
+    cqe.is_send = 1;
+    return dcxemu_cq_push(qp->send_cq->s, &cqe);
+}
+
+/* Execute published WQEs in order until done or the head WQE must wait for a timer. */
+void dcxemu_qp_progress(struct dcxemu_qp *qp)
+{
+    int raised = 0;
+    pthread_mutex_lock(&qp->exec_lock);
+    for (;;) {
+        uint64_t posted = __atomic_load_n(&qp->sq_posted, __ATOMIC_ACQUIRE);
+        uint64_t now, deadline;
+        struct dcxemu_wqe *w;
+        struct exec_out o;
+        enum exec_result r;
+        if (qp->sq_done >= posted) {
+            atomic_store(&qp->deadline_ns, 0);
+            break;
+        }
+        w = slot(qp, qp->sq_done);
+        memset(&o, 0, sizeof(o));
+        if (atomic_load(&qp->hw_state) == IBV_QPS_ERR) {
+            fail(&o, IBV_WC_WR_FLUSH_ERR, SYND_WR_FLUSH);
+            raised |= complete_wqe(qp, w, qp->sq_done, &o);
+            qp->sq_done++;
+            continue;
+        }
+        now = dcxemu_now_ns();
+        deadline = atomic_load(&qp->deadline_ns);
+        if (deadline != 0 && now < deadline) {
+            break;
+        }
+        r = execute(qp, w, &o);
+        if (r == EXEC_RNR) {
+            qp->rnr_count++;
+            if (qp->rnr_retry == 7 || qp->rnr_count <= qp->rnr_retry) {
+                atomic_store(&qp->deadline_ns, now + dcxemu_scaled_ns(o.rnr_ms * 1e6));
+                break;
+            }
+            fail(&o, IBV_WC_RNR_RETRY_EXC_ERR, SYND_RNR_RETRY_EXC);
+        } else if (r == EXEC_UNREACHABLE) {
+            double t = qp->timeout == 0 ? 4096.0 * (1 << 14) : 4096.0 * (double)(1ull << qp->timeout);
+            qp->retry_count++;
+            if (qp->timeout == 0 || qp->retry_count <= qp->retry_cnt) {
+                atomic_store(&qp->deadline_ns, now + dcxemu_scaled_ns(t));   /* 0 = forever */
+                break;
+            }
+            fail(&o, IBV_WC_RETRY_EXC_ERR, SYND_RETRY_EXC);
+        }
+        qp->rnr_count = 0;
+        qp->retry_count = 0;
+        atomic_store(&qp->deadline_ns, 0);
+        if (o.status != IBV_WC_SUCCESS) {
+            atomic_store(&qp->hw_state, IBV_QPS_ERR);   /* qp->state is left alone */
+        }
+        raised |= complete_wqe(qp, w, qp->sq_done, &o);
+        qp->sq_done++;
+    }
+    pthread_mutex_unlock(&qp->exec_lock);
+    if (atomic_load(&qp->deadline_ns) != 0) {
+        dcxemu_engine_kick();   /* let the engine recompute its sleep */
+    }
+    if (raised) {
+        dcxemu_deliver_events();
+    }
+}
+
+void dcxemu_qp_sq_polled(uint32_t qpn, uint64_t idx)
+{
+    struct dcxemu_qp *qp;
+    pthread_mutex_lock(&dcxemu_reg_lock);
+    qp = dcxemu_local_qps[qpn & (DCXEMU_MAX_QPS - 1)];
+    if (qp != NULL && qp->qpx.qp_base.qp_num == qpn && atomic_load(&qp->sq_freed) < idx + 1) {
+        atomic_store(&qp->sq_freed, idx + 1);
+    }
+    pthread_mutex_unlock(&dcxemu_reg_lock);
+}
+
+/* ---------------------------------------------------------------- create ---- */
+
+static uint32_t roundup_pow2(uint64_t v)
+{
+    uint64_t r = 1;
+    while (r < v) {
+        r <<= 1;
+    }
+    return (uint32_t)r;
+}
+
+/* spec §2.1 sizing; 0 or errno, caps written back */
+static int size_dci(struct ibv_qp_cap *cap, uint64_t ops, size_t *wqe_out)
+{
+    uint32_t ovh = 16, wqe, inl;
+    if (ops & (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ)) {
+        ovh = 32;
+    }
+    if (ops & (IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)) {
+        ovh = 48;
+    }
+    if (ops & (IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW)) {
+        ovh = 192;
+    }
+    ovh += 48;   /* datagram segment of a DC WQE */
+    if (cap->max_send_wr > DCXEMU_MAX_QP_WR || cap->max_send_sge > DCXEMU_MAX_SGE ||
+        cap->max_inline_data > dcxemu_cfg.max_wqe) {
+        return EINVAL;
+    }
+    wqe = ovh + 16 * cap->max_send_sge;
+    inl = cap->max_inline_data ? ovh + ((4 + cap->max_inline_data + 15) & ~15u) : 0;
+    if (inl > wqe) {
+        wqe = inl;
+    }
+    wqe = (wqe + 63) & ~63u;
+    if (wqe > dcxemu_cfg.max_wqe) {
+        return EINVAL;
+    }
+    cap->max_inline_data = wqe - ovh - 4;
+    cap->max_send_sge = (wqe - ovh) / 16;
+    if (cap->max_send_sge > DCXEMU_MAX_SGE) {
+        cap->max_send_sge = DCXEMU_MAX_SGE;
+    }
+    if (cap->max_send_wr > 0) {
+        cap->max_send_wr = roundup_pow2((uint64_t)cap->max_send_wr * wqe) / wqe;
+    }
+    cap->max_recv_wr = 0;
+    cap->max_recv_sge = 0;
+    *wqe_out = wqe;
+    return 0;
+}
+
+static int alloc_qp_slot(struct dcxemu_qp *qp, int is_dct)
+{
+    int err = dcxemu_lock();
+    if (err) {
+        return err;
+    }
+    for (uint32_t n = 0; n < DCXEMU_MAX_QPS; n++) {
+        uint32_t i = (dcxemu_fab->next_qp_idx + n) % DCXEMU_MAX_QPS;
+        struct dcxemu_shm_qp *s = &dcxemu_fab->qps[i];
+        if (s->in_use) {
+            continue;
+        }
+        memset(&s->pd_id, 0, sizeof(*s) - offsetof(struct dcxemu_shm_qp, pd_id));
+        s->in_use = 1;
+        s->is_dct = (uint8_t)is_dct;
+        s->dct_ready = 0;
+        s->owner = (uint16_t)dcxemu_me;
+        s->owner_token = dcxemu_my_token;
+        s->qpn = 0;
+        s->srq_idx = -1;
+        s->cq_idx = -1;
+        if (!is_dct) {
+            s->gen = s->gen % 4095 + 1;   /* 1..4095: a freed number returns with a new gen */
+            s->qpn = s->gen << DCXEMU_QP_IDX_BITS | i;
+        }
+        dcxemu_fab->next_qp_idx = i + 1;
+        qp->idx = (int)i;
+        qp->qpx.qp_base.qp_num = s->qpn;
+        dcxemu_unlock();
+        return 0;
+    }
+    dcxemu_unlock();
+    return ENOMEM;
+}
+
+DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
+                                                  struct ibv_qp_init_attr_ex *attr,
+                                                  struct mlx5dv_qp_init_attr *dv)
+{
+    const uint64_t dv_known = MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS | MLX5DV_QP_INIT_ATTR_MASK_DC |
+                              MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS | MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
+    struct dcxemu_qp *qp;
+    int is_dct, err;
+    uint64_t ops = DEFAULT_SEND_OPS;
+    size_t wqe = 0;
+    struct ibv_qp_cap cap;
+
+    err = dcxemu_usable();
+    if (err) {
+        DCXEMU_ERR(err);
+    }
+    if (context == NULL || attr == NULL || dv == NULL || (dv->comp_mask & ~dv_known)) {
+        DCXEMU_ERR(EINVAL);
+    }
+    if (!(dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DC)) {
+        /* RC/UD QPs are not modelled yet (part 2); a DRIVER QP without DC is invalid */
+        DCXEMU_ERR(attr->qp_type == IBV_QPT_DRIVER ? EINVAL : EOPNOTSUPP);
+    }
+    if (attr->qp_type != IBV_QPT_DRIVER || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) ||
+        attr->pd == NULL || attr->pd->context != context) {
+        DCXEMU_ERR(EINVAL);
+    }
+    if (dv->dc_init_attr.dc_type == MLX5DV_DCTYPE_DCT) {
+        is_dct = 1;
+        if (attr->comp_mask != IBV_QP_INIT_ATTR_PD ||
+            (dv->comp_mask & ~(uint64_t)(MLX5DV_QP_INIT_ATTR_MASK_DC | MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS)) ||
+            ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) &&
+             (dv->create_flags & ~(uint32_t)MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE)) ||
+            attr->srq == NULL || attr->recv_cq == NULL || attr->send_cq == NULL) {
+            DCXEMU_ERR(EINVAL);
+        }
+    } else if (dv->dc_init_attr.dc_type == MLX5DV_DCTYPE_DCI) {
+        is_dct = 0;
+        if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+            DCXEMU_ERR(EINVAL);
+        }
+        if (attr->send_cq == NULL || attr->recv_cq == NULL || attr->cap.max_recv_wr != 0 ||
+            attr->cap.max_recv_sge != 0) {
+            DCXEMU_ERR(EINVAL);
+        }
+        if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) &&
+            (dv->create_flags & ~(uint32_t)(MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE |
+                                            MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE))) {
+            DCXEMU_ERR(EINVAL);
+        }
+        if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS) &&
+            (dv->dc_init_attr.dci_streams.log_num_concurent > 0 ||
+             dv->dc_init_attr.dci_streams.log_num_errored > 0)) {
+            DCXEMU_ERR(EINVAL);   /* streams capability is 0 */
+        }
+        if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+            ops = attr->send_ops_flags;
+            if (ops & ~(uint64_t)DEFAULT_SEND_OPS) {
+                DCXEMU_ERR(EOPNOTSUPP);
+            }
+            if (ops & ~(uint64_t)MODEL_SEND_OPS) {
+                DCXEMU_ERR(EOPNOTSUPP);   /* SEND_INV/LOCAL_INV/BIND_MW: not modelled yet */
+            }
+        }
+        if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) && dv->send_ops_flags != 0) {
+            DCXEMU_ERR(EOPNOTSUPP);   /* MR_* are RC-only; RAW_WQE/MEMCPY not modelled */
+        }
+        cap = attr->cap;
+        if ((err = size_dci(&cap, ops, &wqe)) != 0) {
+            DCXEMU_ERR(err);
+        }
+    } else {
+        DCXEMU_ERR(EINVAL);
+    }
+
+    qp = calloc(1, sizeof(*qp));
+    if (qp == NULL) {
+        DCXEMU_ERR(ENOMEM);
+    }
+    qp->ctx = dcxemu_ctx(context);
+    qp->is_dct = is_dct;
+    qp->pd = (struct dcxemu_pd *)attr->pd;
+    qp->send_cq = (struct dcxemu_cq *)attr->send_cq;
+    qp->recv_cq = (struct dcxemu_cq *)attr->recv_cq;
+    qp->sq_sig_all = attr->sq_sig_all;
+    qp->send_ops = ops;
+    qp->port = 1;
+    if (is_dct) {
+        qp->srq = (struct dcxemu_srq *)attr->srq;
+        qp->dc_key = dv->dc_init_attr.dct_access_key;
+    } else {
+        qp->cap = cap;
+        qp->wqe_size = (sizeof(struct dcxemu_wqe) + cap.max_send_sge * sizeof(struct ibv_sge) +
+                        cap.max_inline_data + 15) & ~(size_t)15;
+        qp->ring_slots = cap.max_send_wr ? cap.max_send_wr : 1;
+        qp->ring = calloc(qp->ring_slots, qp->wqe_size);
+        if (qp->ring == NULL) {
+            free(qp);
+            DCXEMU_ERR(ENOMEM);
+        }
+        qp->has_qpx = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
+    }
+    if ((err = alloc_qp_slot(qp, is_dct)) != 0) {
+        free(qp->ring);
+        free(qp);
+        DCXEMU_ERR(err);
+    }
+    pthread_mutex_init(&qp->post_lock, NULL);
+    pthread_mutex_init(&qp->exec_lock, NULL);
+    atomic_store(&qp->hw_state, IBV_QPS_RESET);
+
+    struct ibv_qp *b = &qp->qpx.qp_base;
+    b->context = context;
+    b->qp_context = attr->qp_context;
+    b->pd = attr->pd;
+    b->send_cq = attr->send_cq;
+    b->recv_cq = attr->recv_cq;
+    b->srq = attr->srq;
+    b->handle = (uint32_t)qp->idx;
+    b->state = IBV_QPS_RESET;
+    b->qp_type = IBV_QPT_DRIVER;
+    pthread_mutex_init(&b->mutex, NULL);
+    pthread_cond_init(&b->cond, NULL);
+    if (!is_dct) {
+        qp->qpx.comp_mask = 0;
+        qp->qpx.wr_send = b_send;
+        qp->qpx.wr_send_imm = b_send_imm;
+        qp->qpx.wr_send_inv = b_send_inv;
+        qp->qpx.wr_rdma_write = b_write;
+        qp->qpx.wr_rdma_write_imm = b_write_imm;
+        qp->qpx.wr_rdma_read = b_read;
+        qp->qpx.wr_atomic_cmp_swp = b_cmp_swp;
+        qp->qpx.wr_atomic_fetch_add = b_fetch_add;
+        qp->qpx.wr_local_inv = b_local_inv;
+        qp->qpx.wr_bind_mw = b_bind_mw;
+        qp->qpx.wr_set_sge = s_sge;
+        qp->qpx.wr_set_sge_list = s_sge_list;
+        qp->qpx.wr_set_inline_data = s_inline;
+        qp->qpx.wr_set_inline_data_list = s_inline_list;
+        qp->qpx.wr_start = wr_start;
+        qp->qpx.wr_complete = wr_complete;
+        qp->qpx.wr_abort = wr_abort;
+        qp->dv.wr_set_dc_addr = s_dc_addr;
+        qp->dv.wr_set_dc_addr_stream = s_dc_addr_stream;
+        /* UMR builders stay NULL: rdma-core installs them only on RC QPs */
+        attr->cap = cap;
+    }
+    atomic_fetch_add(&qp->pd->refcnt, 1);
+    atomic_fetch_add(&qp->send_cq->refcnt, 1);
+    atomic_fetch_add(&qp->recv_cq->refcnt, 1);
+    if (qp->srq != NULL && is_dct) {
+        atomic_fetch_add(&qp->srq->refcnt, 1);
+    }
+    pthread_mutex_lock(&dcxemu_reg_lock);
+    dcxemu_local_qps[qp->idx] = qp;
+    pthread_mutex_unlock(&dcxemu_reg_lock);
+    return b;
+}
+
+DCXEMU_API struct ibv_qp_ex *dcxemu_ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
+{
+    struct dcxemu_qp *qp = (struct dcxemu_qp *)ibqp;
+    if (ibqp == NULL || !qp->has_qpx) {
+        return NULL;
+    }
+    return &qp->qpx;
+}
+
+DCXEMU_API struct mlx5dv_qp_ex *dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex *q)
+{
+    return q == NULL ? NULL : &QP(q)->dv;
+}
+
+/* ---------------------------------------------------------------- modify ---- */
+
+/* Drop queued WQEs and the QP's unpolled CQEs (RESET / destroy). exec_lock held. */
+static void purge_qp(struct dcxemu_qp *qp)
+{
+    uint32_t qpn = qp->qpx.qp_base.qp_num;
+    qp->sq_posted = qp->sq_done = 0;
+    atomic_store(&qp->sq_freed, 0);
+    qp->rnr_count = qp->retry_count = 0;
+    atomic_store(&qp->deadline_ns, 0);
+    if (qpn != 0) {
+        dcxemu_cq_purge_qpn(qp->send_cq->s, qpn);
+        if (qp->recv_cq != qp->send_cq) {
+            dcxemu_cq_purge_qpn(qp->recv_cq->s, qpn);
+        }
+    }
+}
+
+static int check_values(const struct ibv_qp_attr *a, int mask)
+{
+    if ((mask & IBV_QP_PORT) && a->port_num != 1) return EINVAL;
+    if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index >= DCXEMU_MAX_PKEYS) return EINVAL;
+    if ((mask & IBV_QP_PATH_MTU) && (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096)) return EINVAL;
+    if ((mask & IBV_QP_AV) && (a->ah_attr.port_num > 1 || a->ah_attr.sl > 15)) return EINVAL;
+    if ((mask & IBV_QP_TIMEOUT) && a->timeout > 31) return EINVAL;
+    if ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7) return EINVAL;
+    if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7) return EINVAL;
+    if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31) return EINVAL;
+    if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > DCXEMU_MAX_RD_ATOM) return EINVAL;
+    return 0;
+}
+
+static int dci_masks(int cur, int next, int *req, int *opt)
+{
+    *req = *opt = 0;
+    if (next == IBV_QPS_RESET) return 0;
+    if (next == IBV_QPS_ERR) return cur == IBV_QPS_RESET ? EINVAL : 0;
+    if (cur == IBV_QPS_RESET && next == IBV_QPS_INIT) { *req = IBV_QP_PKEY_INDEX | IBV_QP_PORT; return 0; }
+    if (cur == IBV_QPS_INIT && next == IBV_QPS_INIT) { *opt = IBV_QP_PKEY_INDEX | IBV_QP_PORT; return 0; }
+    if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
+        *req = IBV_QP_PATH_MTU;
+        *opt = IBV_QP_PKEY_INDEX | IBV_QP_AV;
+        return 0;
+    }
+    if (cur == IBV_QPS_RTR && next == IBV_QPS_RTS) {
+        *req = IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_SQ_PSN;
+        *opt = IBV_QP_MIN_RNR_TIMER;
+        return 0;
+    }
+    if (cur == IBV_QPS_RTS && next == IBV_QPS_RTS) { *opt = IBV_QP_MIN_RNR_TIMER; return 0; }
+    return EINVAL;
+}
+
+static int modify_dct(struct dcxemu_qp *qp, struct ibv_qp_attr *a, int mask, int cur, int next)
+{
+    const uint32_t access_ok = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                               IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    int err;
+    if (cur == IBV_QPS_RESET && next == IBV_QPS_INIT) {
+        if (mask != (IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT) ||
+            (a->qp_access_flags & ~access_ok)) {
+            return EINVAL;
+        }
+        qp->access = a->qp_access_flags;
+        qp->pkey_index = a->pkey_index;
+        qp->port = a->port_num;
+        return 0;
+    }
+    if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
+        struct dcxemu_shm_qp *s;
+        if (mask != (IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_AV | IBV_QP_PATH_MTU)) {
+            return EINVAL;
+        }
+        if ((err = dcxemu_lock()) != 0) {
+            return err;
+        }
+        s = &dcxemu_fab->qps[qp->idx];
+        s->gen = s->gen % 4095 + 1;
+        s->qpn = s->gen << DCXEMU_QP_IDX_BITS | (uint32_t)qp->idx;
+        s->pd_id = qp->pd->pd_id;
+        s->dc_key = qp->dc_key;
+        s->access = qp->access;
+        s->lid = (uint32_t)qp->ctx->dev_index + 1;
+        s->srq_idx = qp->srq->idx;
+        s->cq_idx = qp->recv_cq->idx;
+        s->min_rnr_timer = a->min_rnr_timer;
+        s->dct_ready = 1;   /* the DCT number exists from here on */
+        qp->qpx.qp_base.qp_num = s->qpn;
+        qp->min_rnr_timer = a->min_rnr_timer;
+        qp->path_mtu = a->path_mtu;
+        dcxemu_unlock();
+        return 0;
+    }
+    return EINVAL;   /* a DCT is never modified back; destroy it instead */
+}
+
+DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
+{
+    struct dcxemu_qp *qp = (struct dcxemu_qp *)ibqp;
+    int cur, next, req, opt, err;
+    if (ibqp == NULL || a == NULL) {
+        return EINVAL;
+    }
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
+    cur = atomic_load(&qp->hw_state);
+    if (mask & IBV_QP_CUR_STATE) {
+        return EINVAL;
+    }
+    next = (mask & IBV_QP_STATE) ? (int)a->qp_state : cur;
+    if (next < IBV_QPS_RESET || next > IBV_QPS_ERR || next == IBV_QPS_SQD || next == IBV_QPS_SQE) {
+        return EINVAL;
+    }
+    if ((err = check_values(a, mask)) != 0) {
+        return err;
+    }
+    if (qp->is_dct) {
+        if ((err = modify_dct(qp, a, mask, cur, next)) != 0) {
+            return err;
+        }
+        atomic_store(&qp->hw_state, next);
+    } else {
+        if ((err = dci_masks(cur, next, &req, &opt)) != 0) {
+            return err;
+        }
+        if ((mask & req) != req || (mask & ~(req | opt | IBV_QP_STATE))) {
+            return EINVAL;   /* every required bit, and nothing outside req ∪ opt */
+        }
+        if (mask & IBV_QP_PKEY_INDEX) qp->pkey_index = a->pkey_index;
+        if (mask & IBV_QP_PORT) qp->port = a->port_num;
+        if (mask & IBV_QP_PATH_MTU) qp->path_mtu = a->path_mtu;
+        if (mask & IBV_QP_TIMEOUT) qp->timeout = a->timeout;
+        if (mask & IBV_QP_RETRY_CNT) qp->retry_cnt = a->retry_cnt;
+        if (mask & IBV_QP_RNR_RETRY) qp->rnr_retry = a->rnr_retry;
+        if (mask & IBV_QP_MIN_RNR_TIMER) qp->min_rnr_timer = a->min_rnr_timer;
+        if (mask & IBV_QP_MAX_QP_RD_ATOMIC) qp->max_rd_atomic = a->max_rd_atomic;
+        if (mask & IBV_QP_SQ_PSN) qp->sq_psn = a->sq_psn;
+        if (next == IBV_QPS_RESET) {
+            pthread_mutex_lock(&qp->post_lock);
+            pthread_mutex_lock(&qp->exec_lock);
+            atomic_store(&qp->hw_state, IBV_QPS_RESET);
+            qp->been_rts = 0;
+            purge_qp(qp);
+            pthread_mutex_unlock(&qp->exec_lock);
+            pthread_mutex_unlock(&qp->post_lock);
+        } else {
+            /* the device may have moved the QP to ERR since cur was read: then this
+             * transition is no longer valid (as the kernel would see it) */
+            int expect = cur;
+            if (next != IBV_QPS_ERR &&
+                !atomic_compare_exchange_strong(&qp->hw_state, &expect, next)) {
+                return EINVAL;
+            }
+            atomic_store(&qp->hw_state, next);
+            if (next == IBV_QPS_RTS) {
+                qp->been_rts = 1;
+            }
+        }
+        if (next == IBV_QPS_ERR) {
+            dcxemu_qp_progress(qp);   /* outstanding WRs complete with WR_FLUSH_ERR */
+        }
+    }
+    if (mask & IBV_QP_STATE) {
+        ibqp->state = (enum ibv_qp_state)next;
+    }
+    return 0;
+}
+
+DCXEMU_API int dcxemu_ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask,
+                                   struct ibv_qp_init_attr *init)
+{
+    struct dcxemu_qp *qp = (struct dcxemu_qp *)ibqp;
+    int err;
+    (void)mask;   /* like the provider, report everything */
+    if (ibqp == NULL || a == NULL || init == NULL) {
+        return EINVAL;
+    }
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
+    memset(a, 0, sizeof(*a));
+    memset(init, 0, sizeof(*init));
+    a->qp_state = (enum ibv_qp_state)atomic_load(&qp->hw_state);
+    a->cur_qp_state = a->qp_state;
+    a->path_mtu = (enum ibv_mtu)qp->path_mtu;
+    a->qp_access_flags = qp->access;
+    a->pkey_index = (uint16_t)qp->pkey_index;
+    a->port_num = (uint8_t)qp->port;
+    a->timeout = (uint8_t)qp->timeout;
+    a->retry_cnt = (uint8_t)qp->retry_cnt;
+    a->rnr_retry = (uint8_t)qp->rnr_retry;
+    a->min_rnr_timer = (uint8_t)qp->min_rnr_timer;
+    a->max_rd_atomic = (uint8_t)qp->max_rd_atomic;
+    a->sq_psn = qp->sq_psn;
+    a->cap = qp->cap;
+    init->qp_context = ibqp->qp_context;
+    init->send_cq = ibqp->send_cq;
+    init->recv_cq = ibqp->recv_cq;
+    init->srq = ibqp->srq;
+    init->cap = qp->cap;
+    init->qp_type = ibqp->qp_type;
+    init->sq_sig_all = qp->sq_sig_all;
+    ibqp->state = a->qp_state;   /* the only other writer of qp->state besides modify */
+    return 0;
+}
+
+DCXEMU_API int dcxemu_ibv_destroy_qp(struct ibv_qp *ibqp)
+{
+    struct dcxemu_qp *qp = (struct dcxemu_qp *)ibqp;
+    int err;
+    if (ibqp == NULL) {
+        return EINVAL;
+    }
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
+    pthread_mutex_lock(&dcxemu_reg_lock);
+    dcxemu_local_qps[qp->idx] = NULL;
+    pthread_mutex_unlock(&dcxemu_reg_lock);
+    pthread_mutex_lock(&qp->post_lock);
+    pthread_mutex_lock(&qp->exec_lock);
+    if (dcxemu_lock() == 0) {
+        struct dcxemu_shm_qp *s = &dcxemu_fab->qps[qp->idx];
+        if (s->in_use && dcxemu_owner_is_me(s->owner, s->owner_token)) {
+            s->in_use = 0;
+            s->dct_ready = 0;   /* later packets to this dctn find no target */
+            s->qpn = 0;
+        }
+        dcxemu_unlock();
+    }
+    purge_qp(qp);
+    pthread_mutex_unlock(&qp->exec_lock);
+    pthread_mutex_unlock(&qp->post_lock);
+    atomic_fetch_sub(&qp->pd->refcnt, 1);
+    atomic_fetch_sub(&qp->send_cq->refcnt, 1);
+    atomic_fetch_sub(&qp->recv_cq->refcnt, 1);
+    if (qp->srq != NULL && qp->is_dct) {
+        atomic_fetch_sub(&qp->srq->refcnt, 1);
+    }
+    pthread_mutex_destroy(&qp->post_lock);
+    pthread_mutex_destroy(&qp->exec_lock);
+    free(qp->ring);
+    free(qp);
+    return 0;
+}

@@ -271,7 +271,7 @@ TEST_F(uct_ops, am_short_and_iov)
         return uct_ep_am_short(m_ep, 5, header, payload.data(),
                                payload.size());
     }));
-    wait_am(1);
+    ASSERT_NO_FATAL_FAILURE(wait_am(1));
     ASSERT_EQ(sizeof(header) + payload.size(), m_am.messages[0].size());
     EXPECT_EQ(0, memcmp(&header, m_am.messages[0].data(), sizeof(header)));
     EXPECT_EQ(0, memcmp(payload.data(),
@@ -286,7 +286,7 @@ TEST_F(uct_ops, am_short_and_iov)
     ASSERT_EQ(UCS_OK, retry(all(), [&] {
         return uct_ep_am_short_iov(m_ep, 5, iov, 3);
     }));
-    wait_am(2);
+    ASSERT_NO_FATAL_FAILURE(wait_am(2));
     EXPECT_EQ(payload, m_am.messages[1]);
 }
 
@@ -305,7 +305,7 @@ TEST_F(uct_ops, am_bcopy_keep_descriptor)
         }));
         EXPECT_EQ((ssize_t)length, packed);
     }
-    wait_am(3);
+    ASSERT_NO_FATAL_FAILURE(wait_am(3));
     ASSERT_EQ(3u, m_am.kept.size());
     for (int i = 0; i < 3; ++i) {
         /* The kept descriptors still hold their data. */
@@ -332,7 +332,7 @@ TEST_F(uct_ops, am_zcopy)
                                &comp.uct);
     });
     wait_comp(status, comp);
-    wait_am(1);
+    ASSERT_NO_FATAL_FAILURE(wait_am(1));
     ASSERT_EQ(sizeof(header) + length, m_am.messages[0].size());
     EXPECT_EQ(0, memcmp(header, m_am.messages[0].data(), sizeof(header)));
     EXPECT_EQ(0, memcmp(data.data(), m_am.messages[0].data() + sizeof(header),
@@ -348,7 +348,7 @@ TEST_F(uct_ops, am_many_in_order)
             return uct_ep_am_short(m_ep, 5, i, NULL, 0);
         }));
     }
-    wait_am(count);
+    ASSERT_NO_FATAL_FAILURE(wait_am(count));
     for (int i = 0; i < count; ++i) {
         uint64_t header;
         memcpy(&header, m_am.messages[i].data(), sizeof(header));

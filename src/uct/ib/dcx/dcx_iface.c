@@ -918,6 +918,10 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
                               &uct_dcx_iface_internal_ops, tl_md, worker,
                               params, tl_config);
 
+    /* Classes are allocated without zeroing. */
+    memset(UCS_PTR_BYTE_OFFSET(self, sizeof(self->super)), 0,
+           sizeof(*self) - sizeof(self->super));
+
     if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE) ||
         (params->open_mode != UCT_IFACE_OPEN_MODE_DEVICE)) {
         ucs_error("dcx: only device open mode is supported");
@@ -1025,6 +1029,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
         status = UCS_ERR_IO_ERROR;
         goto err_destroy_rx_cq;
     }
+    self->rx.queue_len    = ucs_min(self->rx.queue_len, srq_attr.attr.max_wr);
 
     status = uct_dcx_iface_dct_create(self);
     if (status != UCS_OK) {

@@ -6,6 +6,7 @@
  */
 #include "uct_test.h"
 
+#include <poll.h>
 #include <string.h>
 
 using namespace dcx_test;
@@ -603,4 +604,59 @@ TEST_F(uct_ops_one_dci, pending_purge)
         ++*(int*)arg;
     }, &purged);
     EXPECT_EQ(1, purged);
+}
+
+static bool fd_readable(int fd, int timeout_ms)
+{
+    struct pollfd pfd = {fd, POLLIN, 0};
+    return poll(&pfd, 1, timeout_ms) == 1;
+}
+
+TEST_F(uct_ops, wakeup_on_receive)
+{
+    int fd;
+
+    ASSERT_TRUE(m_receiver->attr().cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV);
+    ASSERT_EQ(UCS_OK, uct_iface_event_fd_get(m_receiver->iface(), &fd));
+    ASSERT_TRUE(wait_for(all(), [&] {
+        return uct_iface_event_arm(m_receiver->iface(), UCT_EVENT_RECV) ==
+               UCS_OK;
+    }));
+    EXPECT_FALSE(fd_readable(fd, 0));
+
+    ASSERT_EQ(UCS_OK, retry({m_sender.get()}, [&] {
+        return uct_ep_am_short(m_ep, 5, 42, NULL, 0);
+    }));
+
+    /* Only the sender makes progress: the receiver sleeps on its fd. */
+    bool woke = false;
+    for (int i = 0; (i < 2000) && !woke; ++i) {
+        m_sender->progress();
+        woke = fd_readable(fd, 1);
+    }
+    EXPECT_TRUE(woke) << "no wakeup for a received message";
+    EXPECT_EQ(UCS_ERR_BUSY,
+              uct_iface_event_arm(m_receiver->iface(), UCT_EVENT_RECV));
+    ASSERT_NO_FATAL_FAILURE(wait_am(1));
+}
+
+TEST_F(uct_ops, wakeup_on_send_completion)
+{
+    buffer target(*m_receiver, 64);
+    rkey rk(target.packed_rkey());
+    uint64_t value = 7;
+    int fd;
+
+    ASSERT_EQ(UCS_OK, uct_iface_event_fd_get(m_sender->iface(), &fd));
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(m_ep, &value, 8, target.addr(),
+                                       rk.get()));
+    /* Armed with the completion possibly already there: it still fires. */
+    ucs_status_t status = uct_iface_event_arm(m_sender->iface(),
+                                              UCT_EVENT_SEND_COMP);
+    ASSERT_TRUE((status == UCS_OK) || (status == UCS_ERR_BUSY));
+    if (status == UCS_OK) {
+        EXPECT_TRUE(fd_readable(fd, 5000)) << "no send-completion wakeup";
+    }
+    flush();
+    EXPECT_EQ(7u, *(uint64_t*)target.ptr());
 }

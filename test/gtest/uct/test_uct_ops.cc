@@ -160,7 +160,8 @@ TEST_F(uct_ops, put_short)
                                     rk.get());
         }));
         flush();
-        EXPECT_EQ(0, memcmp(data.data(), target.ptr(), length)) << length;
+        EXPECT_EQ(data, std::vector<char>(target.ptr(), target.ptr() + length))
+                << length;
         EXPECT_EQ(0, target.ptr()[length]) << "wrote past the end";
     }
 }

@@ -1052,8 +1052,9 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     /* Receive buffer layout: see uct_dcx_recv_desc_t. */
     rx_headroom = (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ?
                   params->rx_headroom : 0;
-    self->rx.headroom_offset    = sizeof(uct_dcx_recv_desc_t) +
-                                  sizeof(uct_recv_desc_t*);
+    self->rx.headroom_offset    = ucs_align_up(sizeof(uct_dcx_recv_desc_t) +
+                                               sizeof(uct_recv_desc_t*),
+                                               sizeof(void*));
     self->rx.payload_offset     = self->rx.headroom_offset + rx_headroom;
     self->rx.release_desc.cb    = uct_dcx_iface_release_desc;
 
@@ -1141,9 +1142,11 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
         goto err_cleanup_tx_mp;
     }
 
+    /* The user's headroom starts cache-line aligned; the release pointer
+     * before it stays pointer-aligned whatever the headroom size. */
     status = uct_iface_mpool_init(&self->super, &self->rx.mp,
                                   self->rx.payload_offset + self->tx.seg_size,
-                                  self->rx.payload_offset,
+                                  self->rx.headroom_offset,
                                   UCS_SYS_CACHE_LINE_SIZE, &config->rx_mp,
                                   self->rx.queue_len,
                                   uct_dcx_iface_recv_desc_init, "dcx_rx");

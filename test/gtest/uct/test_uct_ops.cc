@@ -59,13 +59,14 @@ std::vector<char> pattern(size_t length, unsigned seed)
 
 } // namespace
 
-class uct_ops : public testing::Test {
+/* Every operation under every DCI policy. */
+class uct_ops : public testing::TestWithParam<std::string> {
 protected:
-    virtual config_t sender_config() { return config_t(); }
+    virtual config_t sender_config() { return {{"TX_POLICY", GetParam()}}; }
 
     void SetUp() override
     {
-        m_receiver.reset(new entity());
+        m_receiver.reset(new entity({{"TX_POLICY", GetParam()}}));
         m_sender.reset(new entity(sender_config()));
         ASSERT_NE(nullptr, m_receiver->iface());
         ASSERT_NE(nullptr, m_sender->iface());
@@ -124,7 +125,7 @@ protected:
     am_record               m_am;
 };
 
-TEST_F(uct_ops, capabilities)
+TEST_P(uct_ops, capabilities)
 {
     const uct_iface_attr_t &attr = m_sender->attr();
     uint64_t need = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
@@ -136,6 +137,10 @@ TEST_F(uct_ops, capabilities)
                     UCT_IFACE_FLAG_ATOMIC_DEVICE;
 
     EXPECT_EQ(need, attr.cap.flags & need);
+    /* A shared DCI fails every endpoint using it: no peer failure handling
+     * for rand. */
+    EXPECT_EQ(GetParam() != "rand",
+              !!(attr.cap.flags & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE));
     EXPECT_FALSE(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_EP);
     EXPECT_GE(attr.cap.am.max_short, 64u);
     EXPECT_GE(attr.cap.am.max_bcopy, 64u);   /* UCP_MIN_BCOPY */
@@ -146,7 +151,7 @@ TEST_F(uct_ops, capabilities)
     EXPECT_EQ(0u, attr.cap.atomic32.op_flags | attr.cap.atomic32.fop_flags);
 }
 
-TEST_F(uct_ops, put_short)
+TEST_P(uct_ops, put_short)
 {
     buffer target(*m_receiver, 4096);
     rkey rk(target.packed_rkey());
@@ -166,7 +171,7 @@ TEST_F(uct_ops, put_short)
     }
 }
 
-TEST_F(uct_ops, put_short_too_long)
+TEST_P(uct_ops, put_short_too_long)
 {
     buffer target(*m_receiver, 4096);
     rkey rk(target.packed_rkey());
@@ -177,7 +182,7 @@ TEST_F(uct_ops, put_short_too_long)
                                rk.get()));
 }
 
-TEST_F(uct_ops, put_bcopy)
+TEST_P(uct_ops, put_bcopy)
 {
     buffer target(*m_receiver, 16384);
     rkey rk(target.packed_rkey());
@@ -198,7 +203,7 @@ TEST_F(uct_ops, put_bcopy)
     }
 }
 
-TEST_F(uct_ops, put_zcopy_iov)
+TEST_P(uct_ops, put_zcopy_iov)
 {
     const size_t length = 1024 * 1024 + 333;
     buffer source(*m_sender, length);
@@ -227,7 +232,7 @@ TEST_F(uct_ops, put_zcopy_iov)
     EXPECT_EQ(0, memcmp(data.data(), target.ptr(), length));
 }
 
-TEST_F(uct_ops, get_bcopy)
+TEST_P(uct_ops, get_bcopy)
 {
     buffer source(*m_receiver, 8192);
     rkey rk(source.packed_rkey());
@@ -245,7 +250,7 @@ TEST_F(uct_ops, get_bcopy)
     }
 }
 
-TEST_F(uct_ops, get_zcopy)
+TEST_P(uct_ops, get_zcopy)
 {
     const size_t length = 300000;
     buffer source(*m_receiver, length);
@@ -264,7 +269,7 @@ TEST_F(uct_ops, get_zcopy)
     EXPECT_EQ(0, memcmp(data.data(), dest.ptr(), length));
 }
 
-TEST_F(uct_ops, am_short_and_iov)
+TEST_P(uct_ops, am_short_and_iov)
 {
     std::vector<char> payload = pattern(40, 1);
     uint64_t header           = 0x1122334455667788ull;
@@ -292,7 +297,7 @@ TEST_F(uct_ops, am_short_and_iov)
     EXPECT_EQ(payload, m_am.messages[1]);
 }
 
-TEST_F(uct_ops, am_bcopy_keep_descriptor)
+TEST_P(uct_ops, am_bcopy_keep_descriptor)
 {
     const size_t length = m_sender->attr().cap.am.max_bcopy;
     std::vector<char> data = pattern(length, 2);
@@ -315,7 +320,7 @@ TEST_F(uct_ops, am_bcopy_keep_descriptor)
     }
 }
 
-TEST_F(uct_ops, am_zcopy)
+TEST_P(uct_ops, am_zcopy)
 {
     const size_t length = 5000;
     buffer source(*m_sender, length);
@@ -341,7 +346,7 @@ TEST_F(uct_ops, am_zcopy)
                         length));
 }
 
-TEST_F(uct_ops, am_many_in_order)
+TEST_P(uct_ops, am_many_in_order)
 {
     const int count = 3000; /* several times the send queue */
 
@@ -358,7 +363,7 @@ TEST_F(uct_ops, am_many_in_order)
     }
 }
 
-TEST_F(uct_ops, atomics)
+TEST_P(uct_ops, atomics)
 {
     buffer target(*m_receiver, 64);
     rkey rk(target.packed_rkey());
@@ -424,7 +429,7 @@ TEST_F(uct_ops, atomics)
     EXPECT_EQ(99u, *word);
 }
 
-TEST_F(uct_ops, atomic_unaligned_rejected)
+TEST_P(uct_ops, atomic_unaligned_rejected)
 {
     buffer target(*m_receiver, 64);
     rkey rk(target.packed_rkey());
@@ -434,7 +439,7 @@ TEST_F(uct_ops, atomic_unaligned_rejected)
                                    target.addr() + 4, rk.get()));
 }
 
-TEST_F(uct_ops, malformed_rkey)
+TEST_P(uct_ops, malformed_rkey)
 {
     char garbage[16];
     uct_rkey_bundle_t bundle;
@@ -449,7 +454,7 @@ TEST_F(uct_ops, malformed_rkey)
               uct_ep_put_short(m_ep, garbage, 8, target.addr(), 0x1234));
 }
 
-TEST_F(uct_ops, malformed_address)
+TEST_P(uct_ops, malformed_address)
 {
     std::vector<char> address = m_receiver->address();
     size_t dev_len            = (unsigned char)address[0];
@@ -468,7 +473,7 @@ TEST_F(uct_ops, malformed_address)
     EXPECT_EQ(UCS_ERR_UNREACHABLE, m_sender->connect(address, &ep));
 }
 
-TEST_F(uct_ops, iface_flush)
+TEST_P(uct_ops, iface_flush)
 {
     buffer target(*m_receiver, 65536);
     rkey rk(target.packed_rkey());
@@ -492,7 +497,8 @@ class uct_ops_one_dci : public uct_ops {
 protected:
     config_t sender_config() override
     {
-        return {{"NUM_DCI", "1"}, {"TX_QUEUE_LEN", "16"}};
+        return {{"NUM_DCI", "1"}, {"TX_QUEUE_LEN", "16"},
+                {"TX_POLICY", GetParam()}};
     }
 };
 
@@ -517,7 +523,7 @@ static ucs_status_t pending_put(uct_pending_req_t *req)
     return status;
 }
 
-TEST_F(uct_ops_one_dci, pending_with_dci_exhaustion)
+TEST_P(uct_ops_one_dci, pending_with_dci_exhaustion)
 {
     const int num_eps = 6, per_ep = 40;
     std::vector<std::unique_ptr<entity>> peers;
@@ -585,7 +591,7 @@ TEST_F(uct_ops_one_dci, pending_with_dci_exhaustion)
     }
 }
 
-TEST_F(uct_ops_one_dci, pending_purge)
+TEST_P(uct_ops_one_dci, pending_purge)
 {
     pending_ctx ctx = {};
     int purged      = 0;
@@ -613,7 +619,7 @@ static bool fd_readable(int fd, int timeout_ms)
     return poll(&pfd, 1, timeout_ms) == 1;
 }
 
-TEST_F(uct_ops, wakeup_on_receive)
+TEST_P(uct_ops, wakeup_on_receive)
 {
     int fd;
 
@@ -641,7 +647,7 @@ TEST_F(uct_ops, wakeup_on_receive)
     ASSERT_NO_FATAL_FAILURE(wait_am(1));
 }
 
-TEST_F(uct_ops, wakeup_on_send_completion)
+TEST_P(uct_ops, wakeup_on_send_completion)
 {
     buffer target(*m_receiver, 64);
     rkey rk(target.packed_rkey());
@@ -660,4 +666,77 @@ TEST_F(uct_ops, wakeup_on_send_completion)
     }
     flush();
     EXPECT_EQ(7u, *(uint64_t*)target.ptr());
+}
+
+INSTANTIATE_TEST_SUITE_P(policy, uct_ops,
+                         testing::Values("dcs", "dcs_quota", "rand"));
+INSTANTIATE_TEST_SUITE_P(policy, uct_ops_one_dci,
+                         testing::Values("dcs", "dcs_quota", "rand"));
+
+/* dcs_quota: one endpoint streaming without pause cannot keep the only DCI
+ * from endpoints that wait for it. */
+TEST(uct_policy, dcs_quota_no_starvation)
+{
+    const int num_waiters = 8, max_busy = 200000;
+    entity sender({{"NUM_DCI", "1"}, {"TX_QUEUE_LEN", "64"},
+                   {"TX_POLICY", "dcs_quota"}, {"QUOTA", "8"}});
+    entity receiver;
+    buffer target(receiver, 8 * (num_waiters + 1));
+    rkey rk(target.packed_rkey());
+    std::vector<pending_ctx> ctxs(num_waiters);
+    std::vector<uct_ep_h> eps;
+    std::vector<entity*> both = {&sender, &receiver};
+    uint64_t value = 1;
+    int busy_sent = 0, waiters_done = 0;
+
+    uct_ep_h busy = sender.connect(receiver);
+    for (int i = 0; i < num_waiters; ++i) {
+        eps.push_back(sender.connect(receiver));
+    }
+
+    /* Fill the DCI from the busy endpoint, then the others wait for it. */
+    while (uct_ep_put_short(busy, &value, 8, target.addr(), rk.get()) ==
+           UCS_OK) {
+        ++busy_sent;
+    }
+    for (int i = 0; i < num_waiters; ++i) {
+        pending_ctx &ctx = ctxs[i];
+        ctx.req.func = pending_put;
+        ctx.ep       = eps[i];
+        ctx.addr     = target.addr() + 8 * (i + 1);
+        ctx.rkey     = rk.get();
+        ctx.value    = 100 + i;
+        ctx.done     = 0;
+        ASSERT_EQ(UCS_ERR_NO_RESOURCE,
+                  uct_ep_put_short(eps[i], &ctx.value, 8, ctx.addr, ctx.rkey));
+        ASSERT_EQ(UCS_OK, uct_ep_pending_add(eps[i], &ctx.req, 0));
+    }
+
+    /* The busy endpoint refills its DCI whenever it may, so the DCI never
+     * drains by itself; everybody progresses. */
+    while ((waiters_done < num_waiters) && (busy_sent < max_busy)) {
+        while (uct_ep_put_short(busy, &value, 8, target.addr(), rk.get()) ==
+               UCS_OK) {
+            ++busy_sent;
+        }
+        sender.progress();
+        receiver.progress();
+        waiters_done = 0;
+        for (auto &ctx : ctxs) {
+            waiters_done += ctx.done;
+        }
+    }
+
+    EXPECT_EQ(num_waiters, waiters_done)
+            << "waiters starved while the busy endpoint sent " << busy_sent;
+    ASSERT_TRUE(wait_for(both, [&] {
+        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+    }));
+    for (int i = 0; i < num_waiters; ++i) {
+        uint64_t got;
+        memcpy(&got, target.ptr() + 8 * (i + 1), 8);
+        EXPECT_EQ((uint64_t)(100 + i), got);
+        uct_ep_destroy(eps[i]);
+    }
+    uct_ep_destroy(busy);
 }

@@ -15,6 +15,41 @@
 
 /* --- resources -------------------------------------------------------- */
 
+/* A shared DCI (rand policy) failed since the endpoint last used it. */
+static void uct_dcx_ep_check_shared_dci(uct_dcx_iface_t *iface,
+                                        uct_dcx_ep_t *ep)
+{
+    uct_dcx_dci_t *dci = &iface->tx.dcis[ep->dci];
+
+    if (ep->dci_generation != dci->generation) {
+        uct_dcx_ep_handle_failure(ep, dci->last_error);
+    }
+}
+
+/* Whether the endpoint may take a DCI from the pool now: waiting endpoints
+ * are served first, in turn. */
+static UCS_F_ALWAYS_INLINE int
+uct_dcx_ep_may_take_dci(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
+{
+    return (iface->tx.num_free > 0) &&
+           ((iface->tx.num_waiters == 0) ||
+            (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI));
+}
+
+/* Whether the endpoint's DCI takes one more work request now. */
+static UCS_F_ALWAYS_INLINE int
+uct_dcx_ep_dci_has_room(uct_dcx_iface_t *iface, const uct_dcx_dci_t *dci)
+{
+    if (ucs_unlikely(dci->available == 0)) {
+        return 0;
+    }
+
+    /* dcs_quota: yield the DCI when others wait and this one is busy. */
+    return (iface->tx.policy != UCT_DCX_TX_POLICY_DCS_QUOTA) ||
+           (iface->tx.num_waiters == 0) ||
+           ((iface->tx.queue_len - dci->available) < iface->tx.quota);
+}
+
 /* Make sure the endpoint holds a DCI with a free send queue slot. */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_dcx_ep_tx_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
@@ -24,13 +59,21 @@ uct_dcx_ep_tx_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     uint16_t index;
 
     *dci_p = NULL;
+    if (ucs_unlikely(iface->tx.policy == UCT_DCX_TX_POLICY_RAND)) {
+        uct_dcx_ep_check_shared_dci(iface, ep);
+    }
+
     if (ucs_unlikely(ep->flags & UCT_DCX_EP_FLAG_FAILED)) {
         return ep->status;
     }
 
     if (ep->dci == UCT_DCX_EP_NO_DCI) {
-        if (ucs_unlikely(iface->tx.num_free == 0)) {
+        if (ucs_unlikely(!uct_dcx_ep_may_take_dci(iface, ep))) {
             return UCS_ERR_NO_RESOURCE;
+        }
+        if (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
+            ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_DCI;
+            --iface->tx.num_waiters;
         }
         index   = iface->tx.free_stack[--iface->tx.num_free];
         ep->dci = index;
@@ -38,7 +81,7 @@ uct_dcx_ep_tx_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         dci->ep = ep;
     } else {
         dci = &iface->tx.dcis[ep->dci];
-        if (ucs_unlikely(dci->available == 0)) {
+        if (ucs_unlikely(!uct_dcx_ep_dci_has_room(iface, dci))) {
             return UCS_ERR_NO_RESOURCE;
         }
     }
@@ -52,7 +95,8 @@ static void uct_dcx_ep_tx_abort(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
     uct_dcx_dci_t *dci = &iface->tx.dcis[ep->dci];
 
-    if (dci->posted == dci->completed) {
+    if ((iface->tx.policy != UCT_DCX_TX_POLICY_RAND) &&
+        (dci->posted == dci->completed)) {
         uct_dcx_iface_dci_put(iface, ep);
     }
 }
@@ -237,6 +281,10 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
     self->dci    = UCT_DCX_EP_NO_DCI;
     self->flags  = 0;
     self->status = UCS_OK;
+    if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
+        self->dci            = rand_r(&iface->tx.rand_seed) % iface->tx.num_dci;
+        self->dci_generation = iface->tx.dcis[self->dci].generation;
+    }
     ucs_arbiter_group_init(&self->arb_group);
 
     ah_attr.dlid      = dev_addr->lid;
@@ -285,6 +333,25 @@ void uct_dcx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
 
     ucs_arbiter_group_purge(&iface->tx.arbiter, &ep->arb_group,
                             uct_dcx_ep_pending_purge_cb, &args);
+    if (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
+        ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_DCI;
+        --iface->tx.num_waiters;
+    }
+}
+
+static void uct_dcx_op_amo_cas_loop(uct_dcx_op_t *op, ucs_status_t status);
+
+/* Compare-swap loops of a destroyed endpoint end at their next completion. */
+static void uct_dcx_ep_orphan_ops(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
+{
+    uct_dcx_op_t *op;
+
+    ucs_queue_for_each(op, &iface->tx.dcis[ep->dci].outstanding, queue) {
+        if ((op->handler == uct_dcx_op_amo_cas_loop) &&
+            (op->amo.ep == &ep->super.super)) {
+            op->amo.ep = NULL;
+        }
+    }
 }
 
 static UCS_CLASS_CLEANUP_FUNC(uct_dcx_ep_t)
@@ -296,10 +363,23 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_ep_t)
     uct_dcx_ep_pending_purge(&self->super.super, NULL, NULL);
     ucs_arbiter_group_cleanup(&self->arb_group);
 
-    /* Outstanding work completes without the endpoint; the DCI returns to
-     * the pool when it drains. */
+    if (self->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
+        --iface->tx.num_waiters;
+    }
+
     if (self->dci != UCT_DCX_EP_NO_DCI) {
+        uct_dcx_ep_orphan_ops(iface, self);
+    }
+
+    /* Outstanding work completes without the endpoint; the DCI returns to
+     * the pool when it drains. Shared DCIs (rand) are not owned. */
+    if ((self->dci != UCT_DCX_EP_NO_DCI) &&
+        (iface->tx.policy != UCT_DCX_TX_POLICY_RAND)) {
         iface->tx.dcis[self->dci].ep = NULL;
+        if (iface->tx.dcis[self->dci].posted ==
+            iface->tx.dcis[self->dci].completed) {
+            uct_dcx_iface_dci_put(iface, self);
+        }
     }
 
     ret = iface->ops->destroy_ah(self->ah);
@@ -755,7 +835,7 @@ static void uct_dcx_op_amo_cas_loop(uct_dcx_op_t *op, ucs_status_t status)
     uct_dcx_iface_t *iface = op->iface;
     uint64_t old           = *(uint64_t*)op->buf;
     uct_dcx_dci_t *dci     = &iface->tx.dcis[op->dci];
-    uct_dcx_ep_t *ep       = dci->ep;
+    uct_dcx_ep_t *ep       = ucs_derived_of(op->amo.ep, uct_dcx_ep_t);
 
     if ((status == UCS_OK) && (old != op->amo.compare)) {
         if (ep == NULL) {
@@ -837,6 +917,7 @@ uct_dcx_ep_atomic64(uct_ep_h tl_ep, uct_atomic_op_t opcode, uint64_t value,
     }
 
     op->amo.result      = result;
+    op->amo.ep          = tl_ep;
     op->amo.remote_addr = remote_addr;
     op->amo.rkey        = rkey;
     op->amo.operand     = value;
@@ -912,6 +993,13 @@ ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
     }
 
     dci = &iface->tx.dcis[ep->dci];
+    if (dci->posted == dci->completed) {
+        /* A shared DCI (rand) with nothing outstanding. */
+        return ucs_arbiter_group_is_empty(&ep->arb_group) ?
+               ((ep->flags & UCT_DCX_EP_FLAG_FAILED) ? ep->status : UCS_OK) :
+               UCS_ERR_NO_RESOURCE;
+    }
+
     if ((flags & UCT_FLUSH_FLAG_CANCEL) && !dci->error) {
         uct_dcx_ep_cancel(iface, ep);
     } else if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
@@ -953,8 +1041,9 @@ static int uct_dcx_ep_can_send(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
     if (ep->flags & UCT_DCX_EP_FLAG_FAILED) {
         return 1; /* the operation fails at once instead of waiting */
     }
-    return (ep->dci == UCT_DCX_EP_NO_DCI) ? (iface->tx.num_free > 0) :
-           (iface->tx.dcis[ep->dci].available > 0);
+    return (ep->dci == UCT_DCX_EP_NO_DCI) ?
+           uct_dcx_ep_may_take_dci(iface, ep) :
+           uct_dcx_ep_dci_has_room(iface, &iface->tx.dcis[ep->dci]);
 }
 
 ucs_status_t uct_dcx_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
@@ -965,6 +1054,12 @@ ucs_status_t uct_dcx_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 
     if (uct_dcx_ep_can_send(iface, ep)) {
         return UCS_ERR_BUSY;
+    }
+
+    if ((ep->dci == UCT_DCX_EP_NO_DCI) &&
+        !(ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI)) {
+        ep->flags |= UCT_DCX_EP_FLAG_WAIT_DCI;
+        ++iface->tx.num_waiters;
     }
 
     uct_pending_req_arb_group_push(&ep->arb_group, req);

@@ -19,6 +19,13 @@
 #include <unistd.h>
 
 
+const char *uct_dcx_tx_policy_names[] = {
+    [UCT_DCX_TX_POLICY_DCS]       = "dcs",
+    [UCT_DCX_TX_POLICY_DCS_QUOTA] = "dcs_quota",
+    [UCT_DCX_TX_POLICY_RAND]      = "rand",
+    [UCT_DCX_TX_POLICY_LAST]      = NULL
+};
+
 ucs_config_field_t uct_dcx_iface_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_dcx_iface_config_t, super),
@@ -30,6 +37,28 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
      "pool bounds the number of peers served concurrently, not the number\n"
      "of endpoints.",
      ucs_offsetof(uct_dcx_iface_config_t, num_dci), UCS_CONFIG_TYPE_UINT},
+
+    {"TX_POLICY", "dcs_quota",
+     "How endpoints share the DCI pool:\n"
+     " dcs       - an endpoint takes a DCI while it has operations outstanding\n"
+     "             and returns it when they have completed; endpoints that\n"
+     "             find the pool empty wait in turn.\n"
+     " dcs_quota - as dcs, but while other endpoints wait for a DCI, an\n"
+     "             endpoint with QUOTA operations outstanding stops until its\n"
+     "             DCI drains, so one busy endpoint cannot starve the others.\n"
+     " rand      - every endpoint uses a DCI chosen at random when it is\n"
+     "             created, shared with other endpoints and never returned:\n"
+     "             nobody waits for a DCI, but an error on a DCI fails every\n"
+     "             endpoint that uses it, so peer failure handling is not\n"
+     "             offered.",
+     ucs_offsetof(uct_dcx_iface_config_t, tx_policy),
+     UCS_CONFIG_TYPE_ENUM(uct_dcx_tx_policy_names)},
+
+    {"QUOTA", "32",
+     "With the dcs_quota policy: the outstanding operations after which an\n"
+     "endpoint yields its DCI to endpoints that wait for one (at most half\n"
+     "of TX_QUEUE_LEN).",
+     ucs_offsetof(uct_dcx_iface_config_t, quota), UCS_CONFIG_TYPE_UINT},
 
     {"TX_QUEUE_LEN", "256",
      "Length of the send queue of each DCI.",
@@ -216,7 +245,15 @@ static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
                             UCT_IFACE_FLAG_EVENT_RECV |
                             UCT_IFACE_FLAG_EVENT_FD;
 
-    attr->cap.flags = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
+    attr->cap.flags = 0;
+    if (iface->tx.policy != UCT_DCX_TX_POLICY_RAND) {
+        /* A failure fails only the endpoint that owns the DCI. */
+        attr->cap.flags |= UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                           UCT_IFACE_FLAG_ERRHANDLE_ZCOPY_BUF |
+                           UCT_IFACE_FLAG_ERRHANDLE_REMOTE_MEM;
+    }
+
+    attr->cap.flags |= UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
                       UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PUT_SHORT |
                       UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
                       UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
@@ -511,6 +548,13 @@ void uct_dcx_iface_dci_put(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
     uct_dcx_iface_dci_release(iface, ep->dci);
     ep->dci = UCT_DCX_EP_NO_DCI;
+
+    /* Work still pending: from now on it waits for a DCI like the others. */
+    if (!ucs_arbiter_group_is_empty(&ep->arb_group) &&
+        !(ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI)) {
+        ep->flags |= UCT_DCX_EP_FLAG_WAIT_DCI;
+        ++iface->tx.num_waiters;
+    }
 }
 
 static void uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface,
@@ -535,6 +579,11 @@ static void uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface,
     ++iface->tx.cq_available;
 
     if (ucs_unlikely(status != UCS_OK)) {
+        if (!dci->error && (iface->tx.policy == UCT_DCX_TX_POLICY_RAND)) {
+            /* Endpoints sharing the DCI notice the new generation. */
+            ++dci->generation;
+            dci->last_error = status;
+        }
         if (!dci->error && (status != UCS_ERR_CANCELED)) {
             ucs_log((dci->ep == NULL) ? UCS_LOG_LEVEL_DEBUG :
                                         UCS_LOG_LEVEL_DIAG,
@@ -563,7 +612,16 @@ static void uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface,
         return;
     }
 
-    /* dcs policy: an endpoint holds a DCI only while it has work
+    if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
+        /* Shared DCIs stay with their endpoints; once drained after an
+         * error, the DCI serves the endpoints created since. */
+        if (dci->error) {
+            uct_dcx_iface_dci_recover(iface, dci);
+        }
+        return;
+    }
+
+    /* dcs policies: an endpoint holds a DCI only while it has work
      * outstanding; an orphan's endpoint was destroyed meanwhile. */
     if (dci->ep == NULL) {
         uct_dcx_iface_dci_release(iface, dci_index);
@@ -937,6 +995,10 @@ uct_dcx_iface_check_config(const uct_dcx_iface_config_t *config)
         ucs_error("dcx: UCX_DCX_RETRY_COUNT and RNR_RETRY_COUNT are 0..7");
         return UCS_ERR_INVALID_PARAM;
     }
+    if (config->quota == 0) {
+        ucs_error("dcx: UCX_DCX_QUOTA must be at least 1");
+        return UCS_ERR_INVALID_PARAM;
+    }
     if (config->sl > 15) {
         ucs_error("dcx: UCX_DCX_SL=%u is out of range 0..15", config->sl);
         return UCS_ERR_INVALID_PARAM;
@@ -1046,6 +1108,11 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
                                            (unsigned)dev_attr.max_qp_init_rd_atom);
     self->tx.seg_size            = config->seg_size;
     self->tx.num_dci             = config->num_dci;
+    self->tx.policy              = config->tx_policy;
+    /* A quota as long as the queue would never yield: cap it at half. */
+    self->tx.quota               = ucs_min(config->quota,
+                                           ucs_max(config->tx_queue_len / 2, 1));
+    self->tx.rand_seed           = ucs_generate_uuid((uintptr_t)self);
     self->rx.queue_len           = ucs_min(config->rx_queue_len,
                                            (unsigned)dev_attr.max_srq_wr);
 

@@ -45,6 +45,23 @@
 #define UCT_DCX_EP_NO_DCI        UINT16_MAX
 
 
+/* How endpoints share the DCI pool (UCX_DCX_TX_POLICY). */
+typedef enum {
+    /* An endpoint takes a DCI from the pool while it has operations
+     * outstanding and returns it when they have all completed. */
+    UCT_DCX_TX_POLICY_DCS,
+    /* As dcs, but while other endpoints wait for a DCI, an endpoint with
+     * QUOTA operations outstanding stops until its DCI drains, so one busy
+     * endpoint cannot starve the others. */
+    UCT_DCX_TX_POLICY_DCS_QUOTA,
+    /* Every endpoint uses a DCI chosen at random when it is created,
+     * shared and never released: nobody waits for a DCI, but an error on a
+     * DCI fails every endpoint using it. */
+    UCT_DCX_TX_POLICY_RAND,
+    UCT_DCX_TX_POLICY_LAST
+} uct_dcx_tx_policy_t;
+
+
 /* Flags of the interface address. */
 enum {
     UCT_DCX_IFACE_ADDR_VERSION_1 = 1, /* bits 0..3: address format version */
@@ -77,6 +94,8 @@ typedef struct uct_dcx_dev_addr {
 typedef struct uct_dcx_iface_config {
     uct_iface_config_t super;
     unsigned           num_dci;
+    int                tx_policy;     /* uct_dcx_tx_policy_t */
+    unsigned           quota;
     unsigned           tx_queue_len;
     unsigned           rx_queue_len;
     size_t             seg_size;
@@ -142,6 +161,8 @@ typedef struct uct_dcx_dci {
     uint16_t             available;    /* free send queue slots */
     uint8_t              fence;        /* fence the next work request */
     uint8_t              error;        /* got an error completion */
+    uint8_t              generation;   /* rand: bumped by every error */
+    ucs_status_t         last_error;   /* rand: what failed the DCI */
 } uct_dcx_dci_t;
 
 
@@ -169,6 +190,10 @@ struct uct_dcx_iface {
         uint16_t              *free_stack;  /* indices of idle DCIs */
         unsigned              num_dci;
         unsigned              num_free;
+        unsigned              num_waiters;  /* endpoints waiting for a DCI */
+        uct_dcx_tx_policy_t   policy;
+        uint16_t              quota;
+        unsigned              rand_seed;
         uint16_t              queue_len;    /* send WRs per DCI */
         int                   cq_available;
         size_t                max_inline;   /* written back by the device */
@@ -211,19 +236,22 @@ struct uct_dcx_ep {
     uint64_t                  dc_key;
     uint32_t                  dctn;
     uint16_t                  dci;        /* UCT_DCX_EP_NO_DCI when none */
-    uint16_t                  flags;
+    uint8_t                   flags;
+    uint8_t                   dci_generation; /* rand: of the shared DCI */
     ucs_status_t              status;     /* the failure, once failed */
     ucs_arbiter_group_t       arb_group;  /* pending requests */
 };
 
 
 enum {
-    UCT_DCX_EP_FLAG_FAILED = UCS_BIT(0)
+    UCT_DCX_EP_FLAG_FAILED   = UCS_BIT(0),
+    UCT_DCX_EP_FLAG_WAIT_DCI = UCS_BIT(1)  /* counted in tx.num_waiters */
 };
 
 
 extern uct_tl_t uct_dcx_tl;
 extern ucs_config_field_t uct_dcx_iface_config_table[];
+extern const char *uct_dcx_tx_policy_names[];
 
 
 /* dcx_iface.c */

@@ -250,10 +250,10 @@ EMU_CHILD(wqe)
     dev d;
     if (!d.open()) return 3;
     ibv_qp *qp = create_dci(d, 16, 1, (uint32_t)atoi(argv[0]));
-    if (qp == nullptr) return errno;
-    dcxemu_ibv_destroy_qp(qp);
+    int err = qp == nullptr ? errno : 0;
+    if (qp != nullptr) dcxemu_ibv_destroy_qp(qp);
     d.close();
-    return 0;
+    return err;
 }
 
 /* lockholder <fabric>: take the fabric's robust lock directly and die holding it. */

@@ -15,7 +15,7 @@ using namespace emu;
 
 namespace {
 
-enum { CMD_POST_RECV = 1, CMD_POLL, CMD_DUMP, CMD_FILL, CMD_DEREG, CMD_EXIT };
+enum { CMD_POST_RECV = 1, CMD_POLL, CMD_DUMP, CMD_FILL, CMD_DEREG, CMD_EXIT, CMD_WATCH };
 
 struct cmd {
     uint32_t op, a, b, pad;
@@ -102,6 +102,19 @@ EMU_CHILD(target)
             memset(buf + c.c, (int)c.b, c.a);
             write_full(rfd, "k", 1);
             break;
+        case CMD_WATCH: {
+            /* spin on the last byte of [c, c+a); then count bytes not yet equal to b */
+            volatile char *last = buf + c.c + c.a - 1;
+            uint64_t end = now_ms() + 10000;
+            write_full(rfd, "k", 1);
+            while (*last != (char)c.b && now_ms() < end) {
+            }
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            uint32_t missing = 0;
+            for (uint32_t i = 0; i < c.a; i++) missing += buf[c.c + i] != (char)c.b;
+            write_full(rfd, &missing, sizeof(missing));
+            break;
+        }
         case CMD_DEREG:
             dcxemu_ibv_dereg_mr(mr);
             mr = nullptr;
@@ -535,6 +548,65 @@ TEST_F(emu_mp, many_initiators_one_dct)
     dcxemu_ibv_destroy_cq(rcq);
 }
 
+/* Events raised by another process's SEND reach this process's channel and async fd through
+ * its engine thread (futex doorbell), without this process polling. */
+TEST_F(emu_mp, remote_send_wakes_channel_and_srq_limit)
+{
+    ibv_comp_channel *ch = dcxemu_ibv_create_comp_channel(d.ctx);
+    ASSERT_NE(ch, nullptr);
+    ibv_cq *rcq = dcxemu_ibv_create_cq(d.ctx, 64, nullptr, ch, 0);
+    ibv_srq *srq = create_srq(d, 8, 1);
+    ibv_qp *dct = create_dct(d, srq, 77, rcq);
+    ASSERT_EQ(dct_to_rtr(dct), 0);
+    std::vector<uint64_t> slots(1, 0);
+    ibv_mr *smr = dcxemu_ibv_reg_mr(d.pd, slots.data(), 8, IBV_ACCESS_LOCAL_WRITE |
+                                    IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_NE(smr, nullptr);
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(post_recv(srq, lmr, lbuf.data() + 512 * i, 512, (uint64_t)i), 0);
+    }
+    ibv_srq_attr sa;
+    sa.srq_limit = 3;
+    ASSERT_EQ(dcxemu_ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT), 0);
+    ASSERT_EQ(ibv_req_notify_cq(rcq, 0), 0);
+    pid_t p = spawn(g_fabric, { "sender", std::to_string(d.lid), std::to_string(dct->qp_num), "77",
+                                std::to_string(smr->rkey), std::to_string((uintptr_t)slots.data()),
+                                "0", "1", "64" });
+    pollfd pf[2] = { { ch->fd, POLLIN, 0 }, { d.ctx->async_fd, POLLIN, 0 } };
+    uint64_t end = now_ms() + 10000;
+    int got_comp = 0, got_async = 0;
+    while ((!got_comp || !got_async) && now_ms() < end) {
+        if (poll(pf, 2, 100) <= 0) continue;
+        if (pf[0].revents & POLLIN) {
+            ibv_cq *cq;
+            void *x;
+            ASSERT_EQ(dcxemu_ibv_get_cq_event(ch, &cq, &x), 0);
+            EXPECT_EQ(cq, rcq);
+            dcxemu_ibv_ack_cq_events(cq, 1);
+            got_comp++;
+        }
+        if (pf[1].revents & POLLIN) {
+            ibv_async_event ev;
+            ASSERT_EQ(dcxemu_ibv_get_async_event(d.ctx, &ev), 0);
+            EXPECT_EQ(ev.event_type, IBV_EVENT_SRQ_LIMIT_REACHED);
+            dcxemu_ibv_ack_async_event(&ev);
+            got_async++;
+        }
+    }
+    EXPECT_EQ(got_comp, 1);
+    EXPECT_EQ(got_async, 1);
+    int st = wait_child(p, 10000);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ibv_wc wc;
+    ASSERT_TRUE(poll_one(rcq, &wc));
+    EXPECT_EQ(wc.byte_len, 64u);
+    dcxemu_ibv_destroy_qp(dct);
+    dcxemu_ibv_destroy_srq(srq);
+    dcxemu_ibv_dereg_mr(smr);
+    dcxemu_ibv_destroy_cq(rcq);
+    dcxemu_ibv_destroy_comp_channel(ch);
+}
+
 TEST_F(emu_mp, rnr_then_recovery)
 {
     remote_target t;
@@ -561,6 +633,26 @@ TEST_F(emu_mp, rnr_then_recovery)
     EXPECT_EQ(b[0], 0x40);
     EXPECT_EQ(b[16], 0x41);
     EXPECT_EQ(b[32], 0x42);
+    EXPECT_TRUE(WIFEXITED(t.stop()));
+}
+
+TEST_F(emu_mp, remote_bytes_land_in_ascending_order)
+{
+    remote_target t;
+    ASSERT_TRUE(t.start(g_fabric, 4 << 20));
+    ASSERT_TRUE(make_dci(d, c, (uint16_t)t.ti.lid));
+    const uint32_t len = 1 << 20;
+    memset(lbuf.data(), 0x5c, len);
+    ASSERT_TRUE(t.send_cmd(CMD_WATCH, len, 0x5c, 4096) && t.ack());
+    usleep(5000);
+    ASSERT_EQ(post_one(c, OP_WRITE, lmr->lkey, lbuf.data(), len, t.ti.rkey, t.ti.addr + 4096,
+                       t.ti.dctn, t.ti.dc_key), 0);
+    uint32_t missing = 1234;
+    ASSERT_TRUE(read_full(t.resp_r, &missing, 4, 15000));
+    EXPECT_EQ(missing, 0u);   /* the last byte appeared only after every earlier byte */
+    ibv_wc_status st;
+    ASSERT_TRUE(status_of(&st));
+    EXPECT_EQ(st, IBV_WC_SUCCESS);
     EXPECT_TRUE(WIFEXITED(t.stop()));
 }
 

@@ -812,11 +812,11 @@ static int alloc_qp_slot(struct dcxemu_qp *qp, int is_dct)
             continue;
         }
         memset(&s->pd_id, 0, sizeof(*s) - offsetof(struct dcxemu_shm_qp, pd_id));
-        s->in_use = 1;
         s->is_dct = (uint8_t)is_dct;
         s->dct_ready = 0;
         s->owner = (uint16_t)dcxemu_me;
         s->owner_token = dcxemu_my_token;
+        s->in_use = 1;   /* last: a half-made slot is never live */
         s->qpn = 0;
         s->srq_idx = -1;
         s->cq_idx = -1;

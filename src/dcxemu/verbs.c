@@ -507,9 +507,9 @@ DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
     {
         struct dcxemu_shm_mr *s = &dcxemu_fab->mrs[idx];
         dcxemu_fab->next_mr_idx = idx + 1;
-        s->in_use = 1;
         s->owner = (uint16_t)dcxemu_me;
         s->owner_token = dcxemu_my_token;
+        s->in_use = 1;   /* last: a half-made slot is never live */
         s->pd_id = p->pd_id;
         s->access = access & known;
         s->addr = (uintptr_t)addr;
@@ -1088,9 +1088,9 @@ static struct ibv_cq_ex *create_cq_ex_op(struct ibv_context *context,
         free(cq);
         DCXEMU_ERR(ENOMEM);
     }
-    s->in_use = 1;
     s->owner = (uint16_t)dcxemu_me;
     s->owner_token = dcxemu_my_token;
+    s->in_use = 1;   /* last: a half-made slot is never live */
     s->capacity = cap;
     s->armed = 0;
     s->head = s->tail = 0;
@@ -1268,9 +1268,9 @@ DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
         free(srq);
         DCXEMU_ERR(ENOMEM);
     }
-    s->in_use = 1;
     s->owner = (uint16_t)dcxemu_me;
     s->owner_token = dcxemu_my_token;
+    s->in_use = 1;   /* last: a half-made slot is never live */
     s->pd_id = ((struct dcxemu_pd *)pd)->pd_id;
     s->max_sge = max_sge;
     s->limit = 0;

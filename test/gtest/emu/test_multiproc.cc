@@ -269,6 +269,38 @@ EMU_CHILD(wqe)
     return err;
 }
 
+/* chaos <lid> <dctn> <key> <rkey> <addr>: every kind of call in a loop until killed (the word
+ * at addr takes fetch_adds, the 4 KiB after it writes and reads). */
+EMU_CHILD(chaos)
+{
+    if (argc < 5) return 2;
+    uint16_t lid = (uint16_t)atoi(argv[0]);
+    uint32_t dctn = (uint32_t)strtoul(argv[1], nullptr, 0);
+    uint64_t key = strtoull(argv[2], nullptr, 0);
+    uint32_t rkey = (uint32_t)strtoul(argv[3], nullptr, 0);
+    uint64_t addr = strtoull(argv[4], nullptr, 0);
+    dev d;
+    dci c;
+    if (!d.open(0, 1024) || !make_dci(d, c, lid, 64)) return 3;
+    std::vector<char> buf(8192);
+    ibv_mr *mr = dcxemu_ibv_reg_mr(d.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    for (uint64_t i = 0;; i++) {
+        ibv_cq *cq = dcxemu_ibv_create_cq(d.ctx, 512, nullptr, nullptr, 0);   /* heap churn */
+        ibv_mr *m2 = dcxemu_ibv_reg_mr(d.pd, buf.data(), 4096, IBV_ACCESS_LOCAL_WRITE);
+        switch (i % 4) {
+        case 0: post_one(c, OP_WRITE, mr->lkey, buf.data(), 4096, rkey, addr + 8, dctn, key, i); break;
+        case 1: post_one(c, OP_READ, mr->lkey, buf.data(), 4096, rkey, addr + 8, dctn, key, i); break;
+        case 2: post_one(c, OP_FADD, mr->lkey, buf.data(), 8, rkey, addr, dctn, key, i,
+                         IBV_SEND_SIGNALED, 1); break;
+        case 3: post_one(c, OP_SEND, mr->lkey, buf.data(), 64, 0, 0, dctn, key, i); break;
+        }
+        ibv_wc wc;
+        poll_one(d.cq, &wc, 2000);
+        if (m2) dcxemu_ibv_dereg_mr(m2);
+        if (cq) dcxemu_ibv_destroy_cq(cq);
+    }
+}
+
 /* lockholder <fabric>: take the fabric's robust lock directly and die holding it. */
 EMU_CHILD(lockholder)
 {
@@ -880,6 +912,74 @@ TEST_F(emu_mp, dead_lock_holder_never_wedges)
     dcxemu_ibv_dereg_mr(rmr);
     dcxemu_ibv_destroy_qp(dct);
     dcxemu_ibv_destroy_srq(srq);
+}
+
+/* Processes killed at random points of every kind of call never wedge or corrupt the others. */
+TEST_F(emu_mp, random_kills_never_wedge)
+{
+    ibv_cq *rcq = dcxemu_ibv_create_cq(d.ctx, 4096, nullptr, nullptr, 0);
+    ibv_srq *srq = create_srq(d, 1023, 1);
+    ibv_qp *dct = create_dct(d, srq, 99, rcq);
+    ASSERT_EQ(dct_to_rtr(dct), 0);
+    std::vector<char> tbuf(1 << 20);
+    ibv_mr *tmr = dcxemu_ibv_reg_mr(d.pd, tbuf.data(), tbuf.size(), IBV_ACCESS_LOCAL_WRITE |
+                                    IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                    IBV_ACCESS_REMOTE_ATOMIC);
+    ASSERT_NE(tmr, nullptr);
+    for (int i = 0; i < 1000; i++) {
+        ASSERT_EQ(post_recv(srq, tmr, tbuf.data() + 65536 + 128 * i, 128, (uint64_t)i), 0);
+    }
+    uint64_t *word = (uint64_t *)tbuf.data();
+    unsigned seed = (unsigned)getpid();
+    for (int round = 0; round < 8; round++) {
+        std::vector<pid_t> pids;
+        for (int k = 0; k < 3; k++) {
+            pids.push_back(spawn(g_fabric, { "chaos", std::to_string(d.lid),
+                                             std::to_string(dct->qp_num), "99",
+                                             std::to_string(tmr->rkey),
+                                             std::to_string((uintptr_t)word) }));
+        }
+        uint64_t until = now_ms() + 20 + rand_r(&seed) % 60;
+        while (now_ms() < until) {
+            ibv_wc wc[16];
+            int n = ibv_poll_cq(rcq, 16, wc);
+            for (int j = 0; j < n; j++) {
+                post_recv(srq, tmr, tbuf.data() + 65536 + 128 * (wc[j].wr_id % 1000), 128, wc[j].wr_id);
+            }
+        }
+        for (pid_t p : pids) kill(p, SIGKILL);
+        for (pid_t p : pids) {
+            int st = wait_child(p, 10000);
+            EXPECT_TRUE(WIFSIGNALED(st)) << "round " << round << " status " << st;
+        }
+    }
+    /* everyone else still works: own traffic, a new member, a large allocation */
+    uint64_t before = *word;
+    ASSERT_TRUE(make_dci(d, c, d.lid));
+    ASSERT_EQ(post_one(c, OP_FADD, lmr->lkey, lbuf.data(), 8, tmr->rkey, (uintptr_t)word, dct->qp_num,
+                       99, 1, IBV_SEND_SIGNALED, 5), 0);
+    ibv_wc_status st;
+    ASSERT_TRUE(status_of(&st, 5000));
+    EXPECT_EQ(st, IBV_WC_SUCCESS);
+    EXPECT_EQ(*word, before + 5);
+    int p[2];
+    ASSERT_EQ(pipe(p), 0);
+    pid_t f = spawn(g_fabric, { "fadd", std::to_string(p[1]), std::to_string(d.lid),
+                                std::to_string(dct->qp_num), "99", std::to_string(tmr->rkey),
+                                std::to_string((uintptr_t)word), "50" });
+    std::vector<uint64_t> v(50);
+    EXPECT_TRUE(read_full(p[0], v.data(), 400, 20000));
+    int fst = wait_child(f, 20000);
+    EXPECT_TRUE(WIFEXITED(fst) && WEXITSTATUS(fst) == 0) << fst;
+    ::close(p[0]);
+    ::close(p[1]);
+    ibv_cq *big = dcxemu_ibv_create_cq(d.ctx, 1 << 20, nullptr, nullptr, 0);   /* 72 MiB ring */
+    EXPECT_NE(big, nullptr);
+    if (big) dcxemu_ibv_destroy_cq(big);
+    dcxemu_ibv_destroy_qp(dct);
+    dcxemu_ibv_destroy_srq(srq);
+    dcxemu_ibv_dereg_mr(tmr);
+    dcxemu_ibv_destroy_cq(rcq);
 }
 
 TEST(emu_fabric, dead_member_objects_reclaimed)

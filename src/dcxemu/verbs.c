@@ -103,6 +103,7 @@ static int query_port_op(struct ibv_context *, uint8_t, struct ibv_port_attr *, 
 static int query_device_ex_op(struct ibv_context *, const struct ibv_query_device_ex_input *,
                               struct ibv_device_attr_ex *, size_t);
 static struct ibv_cq_ex *create_cq_ex_op(struct ibv_context *, struct ibv_cq_init_attr_ex *);
+static struct ibv_srq *create_srq_ex_op(struct ibv_context *, struct ibv_srq_init_attr_ex *);
 
 static struct ibv_context *open_device(struct ibv_device *device, int devx)
 {
@@ -130,6 +131,7 @@ static struct ibv_context *open_device(struct ibv_device *device, int devx)
     c->vctx.query_port = query_port_op;
     c->vctx.query_device_ex = query_device_ex_op;
     c->vctx.create_cq_ex = create_cq_ex_op;
+    c->vctx.create_srq_ex = create_srq_ex_op;
     c->vctx.context.device = device;
     c->vctx.context.cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     c->vctx.context.async_fd = fds[0];
@@ -1293,6 +1295,30 @@ DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
     dcxemu_local_srqs[idx] = srq;
     pthread_mutex_unlock(&dcxemu_reg_lock);
     return &srq->srq;
+}
+
+/* ibv_create_srq_ex reaches this for anything but a plain PD-only request: only basic SRQs
+ * exist on the model (no XRC, no tag matching). */
+static struct ibv_srq *create_srq_ex_op(struct ibv_context *context,
+                                        struct ibv_srq_init_attr_ex *a)
+{
+    struct ibv_srq_init_attr basic;
+    struct ibv_srq *srq;
+    if (context == NULL || a == NULL ||
+        (a->comp_mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD)) ||
+        !(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || a->pd == NULL || a->pd->context != context) {
+        DCXEMU_ERR(EINVAL);
+    }
+    if ((a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a->srq_type != IBV_SRQT_BASIC) {
+        DCXEMU_ERR(EOPNOTSUPP);
+    }
+    basic.srq_context = a->srq_context;
+    basic.attr = a->attr;
+    srq = dcxemu_ibv_create_srq(a->pd, &basic);
+    if (srq != NULL) {
+        a->attr = basic.attr;
+    }
+    return srq;
 }
 
 DCXEMU_API int dcxemu_ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask)

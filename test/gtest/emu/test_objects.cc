@@ -315,6 +315,27 @@ TEST(emu_srq, create_modify_post_rules)
     bad = nullptr;
     EXPECT_EQ(ibv_post_srq_recv(srq, wrs.data(), &bad), ENOMEM);
     EXPECT_EQ(bad, &wrs[7]);   /* 7 fit */
+    /* rdma-core's ibv_create_srq_ex reaches the model through verbs_context */
+    ibv_srq_init_attr_ex ax;
+    memset(&ax, 0, sizeof(ax));
+    ax.comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_CQ;
+    ax.pd = d.pd;
+    ax.srq_type = IBV_SRQT_BASIC;
+    ax.attr.max_wr = 4;
+    ax.attr.max_sge = 1;
+    errno = 0;
+    EXPECT_EQ(ibv_create_srq_ex(d.ctx, &ax), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    ax.comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE;
+    ax.srq_type = IBV_SRQT_XRC;
+    errno = 0;
+    EXPECT_EQ(verbs_get_ctx_op(d.ctx, create_srq_ex)->create_srq_ex(d.ctx, &ax), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    ax.srq_type = IBV_SRQT_BASIC;
+    ibv_srq *sx = verbs_get_ctx_op(d.ctx, create_srq_ex)->create_srq_ex(d.ctx, &ax);
+    ASSERT_NE(sx, nullptr);
+    EXPECT_EQ(ax.attr.max_wr, 7u);
+    EXPECT_EQ(dcxemu_ibv_destroy_srq(sx), 0);
     ibv_qp *dct = create_dct(d, srq, 1);
     ASSERT_NE(dct, nullptr);
     EXPECT_EQ(dcxemu_ibv_destroy_srq(srq), EBUSY);

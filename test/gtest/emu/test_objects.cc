@@ -890,6 +890,78 @@ TEST_F(emu_wr, legacy_post_send_on_dci_einval)
     EXPECT_EQ(bad, &wr);
 }
 
+/* Random builder/setter sequences, valid or not: every batch ends with 0 or an errno, never a
+ * crash or a hang, and every accepted WR completes (all signaled) with some status. */
+TEST_F(emu_wr, random_sequences_never_crash)
+{
+    unsigned seed = 12345;
+    char data[600];
+    memset(data, 1, sizeof(data));
+    ibv_sge sg[3] = { { (uintptr_t)buf.data(), 8, mr->lkey }, { (uintptr_t)buf.data() + 8, 0, mr->lkey },
+                      { (uintptr_t)buf.data() + 16, 8, mr->lkey ^ 0x100 } };
+    ibv_data_buf db[2] = { { data, 4 }, { data, 500 } };
+    ibv_qp_attr z;
+    memset(&z, 0, sizeof(z));
+    z.qp_state = IBV_QPS_RESET;
+    ASSERT_EQ(dcxemu_ibv_modify_qp(c.qp, &z, IBV_QP_STATE), 0);
+    ASSERT_EQ(dci_to_rts(c.qp, 10, 0, 0), 0);   /* no retries: every WR ends promptly */
+    int accepted_batches = 0;
+    for (int batch = 0; batch < 1500; batch++) {
+        ibv_wr_start(c.qpx);
+        int n = 1 + rand_r(&seed) % 4, wrs = 0;
+        auto data_setter = [&] {
+            switch (rand_r(&seed) % 4) {
+            case 0: ibv_wr_set_sge(c.qpx, mr->lkey, (uintptr_t)buf.data(), rand_r(&seed) % 16); break;
+            case 1: ibv_wr_set_sge_list(c.qpx, rand_r(&seed) % 4, sg); break;
+            case 2: ibv_wr_set_inline_data(c.qpx, data, rand_r(&seed) % 600); break;
+            case 3: ibv_wr_set_inline_data_list(c.qpx, 1 + rand_r(&seed) % 2, db); break;
+            }
+        };
+        auto addr_setter = [&] {
+            mlx5dv_wr_set_dc_addr(c.dv, c.ah, rand_r(&seed) % 8 ? dct->qp_num : 5, 3);
+        };
+        for (int i = 0; i < n; i++) {
+            c.qpx->wr_id = (uint64_t)batch;
+            c.qpx->wr_flags = IBV_SEND_SIGNALED;
+            uint64_t ra = (uintptr_t)buf.data() + 32768 + (rand_r(&seed) % 4) * 4;
+            uint32_t rk = rand_r(&seed) % 5 ? mr->rkey : 0x77700;
+            wrs++;
+            switch (rand_r(&seed) % 6) {
+            case 0: ibv_wr_rdma_write(c.qpx, rk, ra); break;
+            case 1: ibv_wr_rdma_read(c.qpx, rk, ra); break;
+            case 2: ibv_wr_send(c.qpx); break;
+            case 3: ibv_wr_atomic_fetch_add(c.qpx, rk, ra, 1); break;
+            case 4: ibv_wr_atomic_cmp_swp(c.qpx, rk, ra, 0, 1); break;
+            case 5: ibv_wr_rdma_write_imm(c.qpx, rk, ra, 7); break;
+            }
+            switch (rand_r(&seed) % 8) {
+            case 0: data_setter(); break;                       /* address missing */
+            case 1: addr_setter(); data_setter(); data_setter(); break;   /* duplicate */
+            case 2: case 3: case 4: addr_setter(); data_setter(); break;
+            default: data_setter(); addr_setter(); break;
+            }
+        }
+        int r = rand_r(&seed) % 10 ? ibv_wr_complete(c.qpx) : (ibv_wr_abort(c.qpx), -1);
+        ASSERT_TRUE(r == -1 || r == 0 || r == EINVAL || r == ENOMEM) << r;
+        /* every WR of an accepted batch completes (success or an error/flush status) */
+        for (int k = 0; r == 0 && k < wrs; k++) {
+            ibv_wc wc;
+            ASSERT_TRUE(poll_one(d.cq, &wc, 5000)) << "batch " << batch;
+            EXPECT_EQ(wc.wr_id, (uint64_t)batch);
+        }
+        accepted_batches += r == 0;
+        EXPECT_TRUE(cq_stays_empty(d.cq, 0));
+        ibv_qp_attr a;
+        ibv_qp_init_attr ia;
+        ASSERT_EQ(dcxemu_ibv_query_qp(c.qp, &a, IBV_QP_STATE, &ia), 0);
+        if (a.qp_state == IBV_QPS_ERR || rand_r(&seed) % 50 == 0) {
+            ASSERT_EQ(dcxemu_ibv_modify_qp(c.qp, &z, IBV_QP_STATE), 0);
+            ASSERT_EQ(dci_to_rts(c.qp, 10, 0, 0), 0);
+        }
+    }
+    EXPECT_GT(accepted_batches, 50);
+}
+
 TEST_F(emu_wr, unmodelled_builders_eopnotsupp)
 {
     ibv_wr_start(c.qpx);

@@ -367,16 +367,121 @@ static void fail(struct exec_out *o, uint32_t st, uint32_t synd)
     o->vendor_err = synd;
 }
 
+/* Growable iovec list: an indirect mkey can turn one SGE into many pieces. */
+struct iovbuf {
+    struct iovec *v;
+    int n, cap;
+    struct iovec small[DCXEMU_MAX_SGE + 2];
+};
+
+static void iovbuf_init(struct iovbuf *b)
+{
+    b->v = b->small;
+    b->n = 0;
+    b->cap = (int)(sizeof(b->small) / sizeof(b->small[0]));
+}
+
+static void iovbuf_fini(struct iovbuf *b)
+{
+    if (b->v != b->small) {
+        free(b->v);
+    }
+}
+
+static int iovbuf_push(struct iovbuf *b, void *p, size_t len)
+{
+    if (len == 0) {
+        return 0;
+    }
+    if (b->n > 0 && (char *)b->v[b->n - 1].iov_base + b->v[b->n - 1].iov_len == (char *)p) {
+        b->v[b->n - 1].iov_len += len;   /* merge adjacent pieces */
+        return 0;
+    }
+    if (b->n == b->cap) {
+        int cap = b->cap * 2;
+        struct iovec *v = malloc(sizeof(*v) * (size_t)cap);
+        if (v == NULL) {
+            return -1;
+        }
+        memcpy(v, b->v, sizeof(*v) * (size_t)b->n);
+        if (b->v != b->small) {
+            free(b->v);
+        }
+        b->v = v;
+        b->cap = cap;
+    }
+    b->v[b->n].iov_base = p;
+    b->v[b->n].iov_len = len;
+    b->n++;
+    return 0;
+}
+
+static int is_mkey(uint32_t key)
+{
+    uint32_t idx = key >> 8;
+    return idx >= DCXEMU_MKEY_BASE && idx < DCXEMU_MKEY_BASE + DCXEMU_MAX_MKEYS;
+}
+
+/* Resolve [addr, addr+len) of a memory key owned by (owner, token) in pd_id, needing rights
+ * `need`, into pieces of the owner's address space (fabric lock held).  Plain MRs give one piece;
+ * an indirect mkey (zero-based, spec §3.5) gives one per pointed-to range, each leaf checked to
+ * be a plain MR of the same owner and PD (nested mkeys are refused).  0, or -1 if invalid. */
+static int resolve(uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id, uint64_t addr,
+                   uint64_t len, uint32_t need, struct iovbuf *out)
+{
+    const struct dcxemu_shm_mkey *k;
+    const struct dcxemu_mkey_entry *e;
+    uint64_t o, end, unit = 0;
+    if (!is_mkey(key)) {
+        struct dcxemu_shm_mr *m = mr_lookup(key, owner, token, pd_id, addr, len, need);
+        return m == NULL || iovbuf_push(out, mr_ptr(m, addr), len) != 0 ? -1 : 0;
+    }
+    k = &dcxemu_fab->mkeys[(key >> 8) - DCXEMU_MKEY_BASE];
+    if ((key & 0xff) != 0 || !k->in_use || !k->programmed || k->owner != owner ||
+        k->owner_token != token || k->pd_id != pd_id || (k->access & need) != need ||
+        len > k->length || addr > k->length - len) {
+        return -1;
+    }
+    e = (const struct dcxemu_mkey_entry *)dcxemu_ptr(k->entries_off);
+    for (uint32_t i = 0; i < k->n; i++) {
+        unit += e[i].bytes;
+    }
+    for (o = addr, end = addr + len; o < end;) {
+        uint64_t r = k->interleaved ? o / unit : 0, w = k->interleaved ? o % unit : o, cum = 0;
+        uint32_t i = 0;
+        uint64_t leaf, piece;
+        struct dcxemu_shm_mr *m;
+        while (i < k->n && w >= cum + e[i].bytes) {
+            cum += e[i].bytes;
+            i++;
+        }
+        if (i == k->n) {
+            return -1;
+        }
+        leaf = e[i].addr + r * e[i].stride + (w - cum);
+        piece = e[i].bytes - (w - cum);
+        if (piece > end - o) {
+            piece = end - o;
+        }
+        m = mr_lookup(e[i].lkey, owner, token, pd_id, leaf, piece, 0);
+        if (m == NULL || iovbuf_push(out, mr_ptr(m, leaf), piece) != 0) {
+            return -1;
+        }
+        o += piece;
+    }
+    return 0;
+}
+
 /* Receive side of SEND / WRITE_IMM (fabric lock and SRQ lock held, SRQ not empty). */
 static int consume_srq(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct dcxemu_shm_qp *t,
-                        struct dcxemu_shm_srq *srq, const struct iovec *liov, int nl,
-                        uint64_t total, struct exec_out *o, int *wake_member)
+                       struct dcxemu_shm_srq *srq, const struct iovbuf *liov,
+                       uint64_t total, struct exec_out *o, int *wake_member)
 {
     struct dcxemu_shm_srq_wqe *rw = (struct dcxemu_shm_srq_wqe *)dcxemu_ptr(
         srq->ring_off + (srq->head % srq->max_wr) * srq->wqe_size);
     struct dcxemu_shm_cqe cqe;
-    struct iovec riov[DCXEMU_MAX_SRQ_SGE];
-    int nr = 0;
+    struct iovbuf riov;
+    iovbuf_init(&riov);
     memset(&cqe, 0, sizeof(cqe));
     cqe.wr_id = rw->wr_id;
     cqe.qp_num = t->qpn;
@@ -393,27 +498,33 @@ static int consume_srq(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct dcxemu
     if (w->opcode != DCXEMU_OP_WRITE_IMM) {
         /* scatter the payload over the receive WQE, in order */
         uint64_t room = 0;
+        int cerr;
         for (uint32_t i = 0; i < rw->num_sge && i < srq->max_sge; i++) {
-            struct ibv_sge *s = &rw->sge[i];
-            struct dcxemu_shm_mr *m;
+            struct ibv_sge *sg = &rw->sge[i];
             uint64_t take;
-            if (s->length == 0 || room >= total) {
-                room += s->length;
+            if (sg->length == 0 || room >= total) {
+                room += sg->length;
                 continue;
             }
-            m = mr_lookup(s->lkey, t->owner, t->owner_token, srq->pd_id, s->addr, s->length,
-                          IBV_ACCESS_LOCAL_WRITE);
-            if (m == NULL) {
+            take = total - room < sg->length ? total - room : sg->length;
+            if (resolve(sg->lkey, t->owner, t->owner_token, srq->pd_id, sg->addr, sg->length,
+                        IBV_ACCESS_LOCAL_WRITE, &riov) != 0) {
                 cqe.status = IBV_WC_LOC_PROT_ERR;
                 cqe.vendor_err = SYND_LOC_PROT;
                 fail(o, IBV_WC_REM_OP_ERR, SYND_REM_OP);
                 goto out;
             }
-            take = total - room < s->length ? total - room : s->length;
-            riov[nr].iov_base = mr_ptr(m, s->addr);
-            riov[nr].iov_len = take;
-            nr++;
-            room += s->length;
+            /* only `take` bytes of this SGE receive data: trim what resolve added */
+            for (uint64_t extra = sg->length - take; extra > 0 && riov.n > 0;) {
+                struct iovec *last = &riov.v[riov.n - 1];
+                uint64_t cut = extra < last->iov_len ? extra : last->iov_len;
+                last->iov_len -= cut;
+                extra -= cut;
+                if (last->iov_len == 0) {
+                    riov.n--;
+                }
+            }
+            room += sg->length;
         }
         if (room < total) {
             cqe.status = IBV_WC_LOC_LEN_ERR;
@@ -421,8 +532,9 @@ static int consume_srq(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct dcxemu
             fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
             goto out;
         }
-        int cerr = total > 0 ? dcxemu_vm_copy(t->owner, 1, liov, nl, riov, nr) : 0;
+        cerr = total > 0 ? dcxemu_vm_copy(t->owner, 1, liov->v, liov->n, riov.v, riov.n) : 0;
         if (cerr == ESRCH) {
+            iovbuf_fini(&riov);
             return ESRCH;   /* the target is exiting: as unreachable, nothing consumed */
         }
         if (cerr != 0) {
@@ -433,6 +545,7 @@ static int consume_srq(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct dcxemu
         }
     }
 out:
+    iovbuf_fini(&riov);
     srq->head++;
     if (srq->limit != 0 && srq->tail - srq->head < srq->limit) {
         srq->limit = 0;   /* one-shot */
@@ -459,19 +572,76 @@ static enum exec_result copy_failed(int err, struct exec_out *o)
     return EXEC_DONE;
 }
 
+/* UMR and LOCAL_INV on the loopback RC QP: local key updates (fabric lock held). */
+static void execute_local(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
+{
+    uint32_t idx = (w->rkey >> 8) - DCXEMU_MKEY_BASE;
+    struct dcxemu_shm_mkey *k;
+    struct dcxemu_mkey_entry *src, *dst;
+    uint64_t unit = 0, length = 0;
+    if (!is_mkey(w->rkey) || (w->rkey & 0xff) != 0) {
+        fail(o, IBV_WC_LOC_PROT_ERR, SYND_LOC_PROT);
+        return;
+    }
+    k = &dcxemu_fab->mkeys[idx];
+    if (!k->in_use || !dcxemu_owner_is_me(k->owner, k->owner_token) || k->pd_id != qp->pd->pd_id) {
+        fail(o, IBV_WC_LOC_PROT_ERR, SYND_LOC_PROT);
+        return;
+    }
+    if (w->opcode == DCXEMU_OP_LOCAL_INV) {
+        k->programmed = 0;   /* free: accesses fail until the next UMR */
+        return;
+    }
+    src = qp->umr_ring + (size_t)(((char *)w - qp->ring) / (ptrdiff_t)qp->wqe_size) * qp->umr_max;
+    if (w->umr_n > k->max_entries ||
+        (w->opcode == DCXEMU_OP_UMR_INTERLEAVED && w->umr_n + 1 > k->max_entries)) {
+        fail(o, IBV_WC_MW_BIND_ERR, SYND_LOC_PROT);   /* the repeat header needs one entry */
+        return;
+    }
+    for (uint32_t i = 0; i < w->umr_n; i++) {
+        const struct dcxemu_mkey_entry *e = &src[i];
+        uint64_t span = e->bytes;
+        if (w->opcode == DCXEMU_OP_UMR_INTERLEAVED && w->umr_repeat > 0) {
+            span = (uint64_t)(w->umr_repeat - 1) * e->stride + e->bytes;
+        }
+        if (span > 0 && (is_mkey(e->lkey) ||
+                         mr_lookup(e->lkey, (uint16_t)dcxemu_me, dcxemu_my_token, qp->pd->pd_id,
+                                   e->addr, span, 0) == NULL)) {
+            fail(o, IBV_WC_LOC_PROT_ERR, SYND_LOC_PROT);   /* bad, foreign or nested leaf */
+            return;
+        }
+        unit += e->bytes;
+    }
+    length = w->opcode == DCXEMU_OP_UMR_INTERLEAVED ? unit * w->umr_repeat : unit;
+    dst = (struct dcxemu_mkey_entry *)dcxemu_ptr(k->entries_off);
+    memcpy(dst, src, sizeof(*dst) * w->umr_n);
+    k->n = w->umr_n;
+    k->interleaved = w->opcode == DCXEMU_OP_UMR_INTERLEAVED;
+    k->repeat = w->umr_repeat;
+    k->access = w->umr_access;
+    k->length = length;
+    k->programmed = 1;
+}
+
 static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
 {
-    struct iovec liov[DCXEMU_MAX_SGE + 1];
-    int nl = 0, wake = -1;
+    struct iovbuf liov, riov;
+    int wake = -1, cerr;
     uint64_t total = 0;
     struct dcxemu_shm_qp *t;
     enum exec_result res = EXEC_DONE;
     int is_atomic = w->opcode == DCXEMU_OP_CMP_SWP || w->opcode == DCXEMU_OP_FETCH_ADD;
     int writes_local = is_atomic || w->opcode == DCXEMU_OP_READ;
 
+    iovbuf_init(&liov);
+    iovbuf_init(&riov);
     if (dcxemu_lock() != 0) {
         fail(o, IBV_WC_GENERAL_ERR, 0);
         return EXEC_DONE;
+    }
+    if (w->opcode >= DCXEMU_OP_UMR_LIST) {
+        execute_local(qp, w, o);
+        goto out;
     }
     /* local checks first: they never reach the wire */
     if (w->is_inline) {
@@ -480,32 +650,23 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
             goto out;
         }
         total = w->inline_len;
-        if (total > 0) {
-            liov[0].iov_base = wqe_inline(qp, w);
-            liov[0].iov_len = total;
-            nl = 1;
-        }
+        iovbuf_push(&liov, wqe_inline(qp, w), total);
     } else {
         for (uint32_t i = 0; i < w->num_sge; i++) {
-            struct ibv_sge *s = &wqe_sges(w)[i];
-            struct dcxemu_shm_mr *m = mr_lookup(s->lkey, (uint16_t)dcxemu_me, dcxemu_my_token,
-                                                qp->pd->pd_id, s->addr, s->length,
-                                                writes_local ? IBV_ACCESS_LOCAL_WRITE : 0);
-            if (m == NULL) {
+            struct ibv_sge *sg = &wqe_sges(w)[i];
+            if (resolve(sg->lkey, (uint16_t)dcxemu_me, dcxemu_my_token, qp->pd->pd_id, sg->addr,
+                        sg->length, writes_local ? IBV_ACCESS_LOCAL_WRITE : 0, &liov) != 0) {
                 fail(o, IBV_WC_LOC_PROT_ERR, SYND_LOC_PROT);
                 goto out;
             }
-            liov[nl].iov_base = mr_ptr(m, s->addr);
-            liov[nl].iov_len = s->length;
-            nl++;
-            total += s->length;
+            total += sg->length;
         }
     }
     if (total > DCXEMU_MAX_MSG_SZ) {
         fail(o, IBV_WC_LOC_LEN_ERR, SYND_LOC_LEN);
         goto out;
     }
-    if (is_atomic && (nl != 1 || total != 8)) {
+    if (is_atomic && (liov.n != 1 || total != 8)) {
         fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);   /* malformed atomic WQE */
         goto out;
     }
@@ -523,15 +684,12 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
     case DCXEMU_OP_SEND_IMM:
     case DCXEMU_OP_WRITE_IMM: {
         struct dcxemu_shm_srq *srq;
-        struct iovec riov;
-        struct dcxemu_shm_mr *m = NULL;
-        if (w->opcode == DCXEMU_OP_WRITE_IMM && total > 0) {
-            m = mr_lookup(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, total,
-                          IBV_ACCESS_REMOTE_WRITE);
-            if (m == NULL || !(t->access & IBV_ACCESS_REMOTE_WRITE)) {
-                fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
-                goto out;
-            }
+        if (w->opcode == DCXEMU_OP_WRITE_IMM && total > 0 &&
+            (!(t->access & IBV_ACCESS_REMOTE_WRITE) ||
+             resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, total,
+                     IBV_ACCESS_REMOTE_WRITE, &riov) != 0)) {
+            fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
+            goto out;
         }
         if (t->srq_idx < 0 || !dcxemu_fab->srqs[t->srq_idx].in_use) {
             fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
@@ -547,17 +705,12 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
             res = EXEC_RNR;   /* nothing happens at the target until a WQE is posted */
             goto out;
         }
-        if (m != NULL) {
-            int cerr;
-            riov.iov_base = mr_ptr(m, w->raddr);
-            riov.iov_len = total;
-            if ((cerr = dcxemu_vm_copy(t->owner, 1, liov, nl, &riov, 1)) != 0) {
-                pthread_mutex_unlock(&srq->lock);
-                res = copy_failed(cerr, o);
-                goto out;
-            }
+        if (riov.n > 0 && (cerr = dcxemu_vm_copy(t->owner, 1, liov.v, liov.n, riov.v, riov.n)) != 0) {
+            pthread_mutex_unlock(&srq->lock);
+            res = copy_failed(cerr, o);
+            goto out;
         }
-        if (consume_srq(qp, w, t, srq, liov, nl, total, o, &wake) != 0) {
+        if (consume_srq(qp, w, t, srq, &liov, total, o, &wake) != 0) {
             res = EXEC_UNREACHABLE;
         }
         pthread_mutex_unlock(&srq->lock);
@@ -567,20 +720,15 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
     case DCXEMU_OP_READ: {
         int rd = w->opcode == DCXEMU_OP_READ;
         uint32_t right = rd ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
-        struct dcxemu_shm_mr *m;
-        struct iovec riov;
-        int cerr;
         if (total == 0) {
             break;   /* zero-length RDMA does not check the rkey */
         }
-        m = mr_lookup(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, total, right);
-        if (m == NULL || !(t->access & right)) {
+        if (!(t->access & right) ||
+            resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, total, right, &riov) != 0) {
             fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
             goto out;
         }
-        riov.iov_base = mr_ptr(m, w->raddr);
-        riov.iov_len = total;
-        if ((cerr = dcxemu_vm_copy(t->owner, !rd, liov, nl, &riov, 1)) != 0) {
+        if ((cerr = dcxemu_vm_copy(t->owner, !rd, liov.v, liov.n, riov.v, riov.n)) != 0) {
             res = copy_failed(cerr, o);
             goto out;
         }
@@ -591,37 +739,37 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
     }
     case DCXEMU_OP_CMP_SWP:
     case DCXEMU_OP_FETCH_ADD: {
-        struct dcxemu_shm_mr *m;
         uint64_t old, val;
-        int cerr;
-        struct iovec riov, viov = { .iov_base = &old, .iov_len = 8 };
+        struct iovec viov = { .iov_base = &old, .iov_len = 8 };
         if (w->raddr % 8 != 0) {
             fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
             goto out;
         }
-        m = mr_lookup(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, 8,
-                      IBV_ACCESS_REMOTE_ATOMIC);
-        if (m == NULL || !(t->access & IBV_ACCESS_REMOTE_ATOMIC)) {
+        if (!(t->access & IBV_ACCESS_REMOTE_ATOMIC) ||
+            resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, 8,
+                    IBV_ACCESS_REMOTE_ATOMIC, &riov) != 0) {
             fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
             goto out;
         }
-        riov.iov_base = mr_ptr(m, w->raddr);
-        riov.iov_len = 8;
+        if (riov.n != 1 || (uintptr_t)riov.v[0].iov_base % 8 != 0) {
+            fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);   /* word split or misaligned */
+            goto out;
+        }
         /* Every device atomic runs under the fabric lock, so read-modify-write through
          * process_vm is atomic with respect to all other device atomics. */
-        if ((cerr = dcxemu_vm_copy(t->owner, 0, &viov, 1, &riov, 1)) != 0) {
+        if ((cerr = dcxemu_vm_copy(t->owner, 0, &viov, 1, riov.v, 1)) != 0) {
             res = copy_failed(cerr, o);
             goto out;
         }
         if (w->opcode == DCXEMU_OP_FETCH_ADD || old == w->cmp) {
             struct iovec niov = { .iov_base = &val, .iov_len = 8 };
             val = w->opcode == DCXEMU_OP_FETCH_ADD ? old + w->swap_add : w->swap_add;
-            if ((cerr = dcxemu_vm_copy(t->owner, 1, &niov, 1, &riov, 1)) != 0) {
+            if ((cerr = dcxemu_vm_copy(t->owner, 1, &niov, 1, riov.v, 1)) != 0) {
                 res = copy_failed(cerr, o);
                 goto out;
             }
         }
-        memcpy(liov[0].iov_base, &old, 8);
+        memcpy(liov.v[0].iov_base, &old, 8);
         atomic_fetch_add(&dcxemu_fab->atomic_ops, 1);
         o->byte_len = 8;
         break;
@@ -632,6 +780,8 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
     }
 out:
     dcxemu_unlock();
+    iovbuf_fini(&liov);
+    iovbuf_fini(&riov);
     if (wake >= 0 && wake != dcxemu_me) {
         dcxemu_ring(wake);
     } else if (wake == dcxemu_me) {
@@ -648,6 +798,9 @@ static uint32_t wc_opcode(uint32_t op)
     case DCXEMU_OP_READ: return IBV_WC_RDMA_READ;
     case DCXEMU_OP_CMP_SWP: return IBV_WC_COMP_SWAP;
     case DCXEMU_OP_FETCH_ADD: return IBV_WC_FETCH_ADD;
+    case DCXEMU_OP_UMR_LIST:
+    case DCXEMU_OP_UMR_INTERLEAVED: return IBV_WC_DRIVER1;   /* MLX5DV_WC_UMR */
+    case DCXEMU_OP_LOCAL_INV: return IBV_WC_LOCAL_INV;
     default: return IBV_WC_SEND;
     }
 }

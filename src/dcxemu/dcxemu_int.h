@@ -358,6 +358,7 @@ void dcxemu_cq_purge_qpn(struct dcxemu_shm_cq *cq, uint32_t qpn);
 void dcxemu_deliver_events(void);          /* owner side: channels and async events */
 void dcxemu_async_post(struct dcxemu_context *ctx, enum ibv_event_type type, void *obj);
 void dcxemu_qp_progress(struct dcxemu_qp *qp);
+struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr);
 void dcxemu_qp_sq_polled(uint32_t qpn, uint64_t sq_index);
 void dcxemu_free_member_objects(int member);   /* fabric lock held */
 void dcxemu_ops_init(struct ibv_context_ops *ops);

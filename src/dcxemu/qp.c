@@ -131,7 +131,117 @@ static void b_fetch_add(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, uint
 }
 /* Valid on a DCI in mlx5 but not executed by the model yet: refused, never silently dropped. */
 static void b_send_inv(struct ibv_qp_ex *q, uint32_t rkey) { (void)rkey; latch(QP(q), EOPNOTSUPP); }
-static void b_local_inv(struct ibv_qp_ex *q, uint32_t rkey) { (void)rkey; latch(QP(q), EOPNOTSUPP); }
+/* LOCAL_INV runs on the loopback RC QP (it invalidates an indirect mkey); the model does not
+ * execute it on a DCI. */
+static void b_local_inv(struct ibv_qp_ex *q, uint32_t rkey)
+{
+    struct dcxemu_qp *qp = QP(q);
+    if (!qp->is_rc) {
+        latch(qp, EOPNOTSUPP);
+        return;
+    }
+    wr_new(q, DCXEMU_OP_LOCAL_INV);
+    if (!qp->batch_err) {
+        qp->cur->rkey = rkey;
+        qp->cur->data_setters = qp->cur->addr_setters = 1;   /* no setters: complete as is */
+    }
+}
+
+/* Data operations are not modelled on an RC QP (it only hosts UMR / LOCAL_INV). */
+static void b_rc_unmodelled(struct ibv_qp_ex *q) { latch(QP(q), EOPNOTSUPP); }
+static void b_rc_unmodelled_imm(struct ibv_qp_ex *q, __be32 imm) { (void)imm; latch(QP(q), EOPNOTSUPP); }
+static void b_rc_unmodelled_rdma(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr)
+{
+    (void)rkey; (void)raddr;
+    latch(QP(q), EOPNOTSUPP);
+}
+
+static struct dcxemu_wqe *umr_new(struct mlx5dv_qp_ex *d, uint32_t op, struct mlx5dv_mkey *mkey,
+                                  uint32_t access, uint32_t n, uint32_t limit)
+{
+    const uint32_t ok = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                        IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    struct dcxemu_qp *qp = QPDV(d);
+    struct dcxemu_wqe *w;
+    uint32_t max_entries;
+    wr_new(&qp->qpx, op);
+    if (qp->batch_err) {
+        return NULL;
+    }
+    w = qp->cur;
+    w->data_setters = w->addr_setters = 1;   /* the builder is the whole WR */
+    if (!(w->flags & IBV_SEND_INLINE)) {
+        latch(qp, EOPNOTSUPP);
+        return NULL;
+    }
+    if (mkey == NULL || (access & ~ok)) {
+        latch(qp, EINVAL);
+        return NULL;
+    }
+    max_entries = dcxemu_fab->mkeys[((struct dcxemu_mkey *)mkey)->idx].max_entries;
+    /* one descriptor of an interleaved mkey holds the repeat header */
+    if (n > limit || n > max_entries || (op == DCXEMU_OP_UMR_INTERLEAVED && n + 1 > max_entries)) {
+        latch(qp, ENOMEM);
+        return NULL;
+    }
+    w->rkey = mkey->lkey;
+    w->umr_access = access;
+    w->umr_n = n;
+    return w;
+}
+
+static struct dcxemu_mkey_entry *umr_entries(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
+{
+    return qp->umr_ring + (size_t)(((char *)w - qp->ring) / (ptrdiff_t)qp->wqe_size) * qp->umr_max;
+}
+
+static void b_mr_interleaved(struct mlx5dv_qp_ex *d, struct mlx5dv_mkey *mkey, uint32_t access,
+                             uint32_t repeat, uint16_t n, struct mlx5dv_mr_interleaved *data)
+{
+    struct dcxemu_qp *qp = QPDV(d);
+    struct dcxemu_wqe *w;
+    if (n > 0 && data == NULL) {
+        latch(qp, EINVAL);
+        return;
+    }
+    w = umr_new(d, DCXEMU_OP_UMR_INTERLEAVED, mkey, access, n,
+                qp->umr_max > 0 ? qp->umr_max - 1 : 0);
+    if (w == NULL) {
+        return;
+    }
+    w->umr_repeat = repeat;
+    for (uint32_t i = 0; i < n; i++) {
+        struct dcxemu_mkey_entry *e = &umr_entries(qp, w)[i];
+        e->addr = data[i].addr;
+        e->lkey = data[i].lkey;
+        /* hardware fields are 16 bits wide and silently truncated */
+        e->bytes = data[i].bytes_count & 0xffff;
+        e->stride = (data[i].bytes_count + data[i].bytes_skip) & 0xffff;
+    }
+}
+
+static void b_mr_list(struct mlx5dv_qp_ex *d, struct mlx5dv_mkey *mkey, uint32_t access,
+                      uint16_t n, struct ibv_sge *sge)
+{
+    struct dcxemu_qp *qp = QPDV(d);
+    struct dcxemu_wqe *w;
+    if (n > 0 && sge == NULL) {
+        latch(qp, EINVAL);
+        return;
+    }
+    w = umr_new(d, DCXEMU_OP_UMR_LIST, mkey, access, n, qp->umr_max);
+    if (w == NULL) {
+        return;
+    }
+    w->umr_repeat = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        struct dcxemu_mkey_entry *e = &umr_entries(qp, w)[i];
+        e->addr = sge[i].addr;
+        e->lkey = sge[i].lkey;
+        e->bytes = sge[i].length;
+        e->stride = 0;
+    }
+}
 static void b_bind_mw(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t rkey,
                       const struct ibv_mw_bind_info *info)
 {
@@ -592,7 +702,7 @@ static void execute_local(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exe
         k->programmed = 0;   /* free: accesses fail until the next UMR */
         return;
     }
-    src = qp->umr_ring + (size_t)(((char *)w - qp->ring) / (ptrdiff_t)qp->wqe_size) * qp->umr_max;
+    src = umr_entries(qp, w);
     if (w->umr_n > k->max_entries ||
         (w->opcode == DCXEMU_OP_UMR_INTERLEAVED && w->umr_n + 1 > k->max_entries)) {
         fail(o, IBV_WC_MW_BIND_ERR, SYND_LOC_PROT);   /* the repeat header needs one entry */
@@ -912,7 +1022,7 @@ static uint32_t roundup_pow2(uint64_t v)
 }
 
 /* spec §2.1 sizing; 0 or errno, caps written back */
-static int size_dci(struct ibv_qp_cap *cap, uint64_t ops, size_t *wqe_out)
+static int size_sq(struct ibv_qp_cap *cap, uint64_t ops, uint64_t dv_ops, int dc, size_t *wqe_out)
 {
     uint32_t ovh = 16, wqe, inl;
     if (ops & (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ)) {
@@ -921,10 +1031,13 @@ static int size_dci(struct ibv_qp_cap *cap, uint64_t ops, size_t *wqe_out)
     if (ops & (IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)) {
         ovh = 48;
     }
-    if (ops & (IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW)) {
+    if ((ops & (IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW)) ||
+        (dv_ops & (MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST))) {
         ovh = 192;
     }
-    ovh += 48;   /* datagram segment of a DC WQE */
+    if (dc) {
+        ovh += 48;   /* datagram segment of a DC WQE */
+    }
     if (cap->max_send_wr > DCXEMU_MAX_QP_WR || cap->max_send_sge > DCXEMU_MAX_SGE ||
         cap->max_inline_data > dcxemu_cfg.max_wqe) {
         return EINVAL;
@@ -946,8 +1059,10 @@ static int size_dci(struct ibv_qp_cap *cap, uint64_t ops, size_t *wqe_out)
     if (cap->max_send_wr > 0) {
         cap->max_send_wr = roundup_pow2((uint64_t)cap->max_send_wr * wqe) / wqe;
     }
-    cap->max_recv_wr = 0;
-    cap->max_recv_sge = 0;
+    if (dc) {
+        cap->max_recv_wr = 0;
+        cap->max_recv_sge = 0;
+    }
     *wqe_out = wqe;
     return 0;
 }
@@ -987,6 +1102,149 @@ static int alloc_qp_slot(struct dcxemu_qp *qp, int is_dct)
     return ENOMEM;
 }
 
+static void init_qp_common(struct dcxemu_qp *qp, struct ibv_context *context,
+                           struct ibv_qp_init_attr_ex *attr, enum ibv_qp_type type)
+{
+    struct ibv_qp *b = &qp->qpx.qp_base;
+    pthread_mutex_init(&qp->post_lock, NULL);
+    pthread_mutex_init(&qp->exec_lock, NULL);
+    atomic_store(&qp->hw_state, IBV_QPS_RESET);
+    b->context = context;
+    b->qp_context = attr->qp_context;
+    b->pd = attr->pd;
+    b->send_cq = attr->send_cq;
+    b->recv_cq = attr->recv_cq;
+    b->srq = attr->srq;
+    b->handle = (uint32_t)qp->idx;
+    b->state = IBV_QPS_RESET;
+    b->qp_type = type;
+    pthread_mutex_init(&b->mutex, NULL);
+    pthread_cond_init(&b->cond, NULL);
+    qp->qpx.wr_set_sge = s_sge;
+    qp->qpx.wr_set_sge_list = s_sge_list;
+    qp->qpx.wr_set_inline_data = s_inline;
+    qp->qpx.wr_set_inline_data_list = s_inline_list;
+    qp->qpx.wr_start = wr_start;
+    qp->qpx.wr_complete = wr_complete;
+    qp->qpx.wr_abort = wr_abort;
+    qp->qpx.wr_local_inv = b_local_inv;
+    qp->qpx.wr_bind_mw = b_bind_mw;
+    atomic_fetch_add(&qp->pd->refcnt, 1);
+    atomic_fetch_add(&qp->send_cq->refcnt, 1);
+    atomic_fetch_add(&qp->recv_cq->refcnt, 1);
+}
+
+/* The loopback RC QP that hosts UMR and LOCAL_INV (spec §2.5). Its qp_num is valid at once. Data
+ * operations and a receive queue are not modelled: asking for them fails with EOPNOTSUPP. */
+static struct ibv_qp *create_rc(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
+                                struct mlx5dv_qp_init_attr *dv)
+{
+    const uint64_t rc_ops = IBV_QP_EX_WITH_LOCAL_INV;
+    const uint64_t rc_dv_ops = MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST;
+    uint64_t ops = DEFAULT_SEND_OPS, dv_ops = 0;
+    struct ibv_qp_cap cap;
+    struct dcxemu_qp *qp;
+    size_t wqe = 0;
+    int err;
+    if ((attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) ||
+        !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || attr->pd == NULL ||
+        attr->pd->context != context || attr->send_cq == NULL || attr->recv_cq == NULL) {
+        DCXEMU_ERR(EINVAL);
+    }
+    if (dv != NULL) {
+        if (dv->comp_mask & ~(uint64_t)(MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS |
+                                        MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS)) {
+            DCXEMU_ERR(EINVAL);
+        }
+        if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) &&
+            (dv->create_flags & ~(uint32_t)(MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE |
+                                            MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE))) {
+            DCXEMU_ERR(EINVAL);
+        }
+        if (dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) {
+            dv_ops = dv->send_ops_flags;
+            if (dv_ops & ~rc_dv_ops) {
+                DCXEMU_ERR(EOPNOTSUPP);
+            }
+        }
+    }
+    if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+        ops = attr->send_ops_flags;
+        if (ops & ~rc_ops) {
+            DCXEMU_ERR(EOPNOTSUPP);   /* RC data operations: not modelled */
+        }
+    }
+    if (attr->srq == NULL && (attr->cap.max_recv_wr > 0 || attr->cap.max_recv_sge > 0)) {
+        DCXEMU_ERR(EOPNOTSUPP);       /* an RC receive queue: not modelled */
+    }
+    cap = attr->cap;
+    if ((err = size_sq(&cap, ops, dv_ops, 0, &wqe)) != 0) {
+        DCXEMU_ERR(err);
+    }
+    cap.max_recv_wr = cap.max_recv_sge = 0;
+    qp = calloc(1, sizeof(*qp));
+    if (qp == NULL) {
+        DCXEMU_ERR(ENOMEM);
+    }
+    qp->ctx = dcxemu_ctx(context);
+    qp->is_rc = 1;
+    qp->pd = (struct dcxemu_pd *)attr->pd;
+    qp->send_cq = (struct dcxemu_cq *)attr->send_cq;
+    qp->recv_cq = (struct dcxemu_cq *)attr->recv_cq;
+    qp->sq_sig_all = attr->sq_sig_all;
+    qp->send_ops = ops;
+    qp->port = 1;
+    qp->cap = cap;
+    qp->wqe_size = (sizeof(struct dcxemu_wqe) + cap.max_send_sge * sizeof(struct ibv_sge) +
+                    cap.max_inline_data + 15) & ~(size_t)15;
+    qp->ring_slots = cap.max_send_wr ? cap.max_send_wr : 1;
+    qp->umr_max = (cap.max_inline_data + 4) / 16;   /* descriptors one WQE can carry */
+    qp->ring = calloc(qp->ring_slots, qp->wqe_size);
+    qp->umr_ring = calloc((size_t)qp->ring_slots * (qp->umr_max ? qp->umr_max : 1),
+                          sizeof(struct dcxemu_mkey_entry));
+    err = qp->ring == NULL || qp->umr_ring == NULL ? ENOMEM : alloc_qp_slot(qp, 0);
+    if (err != 0) {
+        free(qp->ring);
+        free(qp->umr_ring);
+        free(qp);
+        DCXEMU_ERR(err);
+    }
+    qp->has_qpx = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
+    init_qp_common(qp, context, attr, IBV_QPT_RC);
+    qp->qpx.wr_send = b_rc_unmodelled;
+    qp->qpx.wr_send_imm = b_rc_unmodelled_imm;
+    qp->qpx.wr_send_inv = b_send_inv;
+    qp->qpx.wr_rdma_write = b_rc_unmodelled_rdma;
+    qp->qpx.wr_rdma_read = b_rc_unmodelled_rdma;
+    if (dv_ops & MLX5DV_QP_EX_WITH_MR_INTERLEAVED) {
+        qp->dv.wr_mr_interleaved = b_mr_interleaved;
+    }
+    if (dv_ops & MLX5DV_QP_EX_WITH_MR_LIST) {
+        qp->dv.wr_mr_list = b_mr_list;
+    }
+    attr->cap = cap;
+    pthread_mutex_lock(&dcxemu_reg_lock);
+    dcxemu_local_qps[qp->idx] = qp;
+    pthread_mutex_unlock(&dcxemu_reg_lock);
+    return &qp->qpx.qp_base;
+}
+
+/* verbs_context.create_qp_ex: RC (the UMR host) only; DC QPs need mlx5dv_create_qp. */
+struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr)
+{
+    int err = dcxemu_usable();
+    if (err) {
+        DCXEMU_ERR(err);
+    }
+    if (context == NULL || attr == NULL) {
+        DCXEMU_ERR(EINVAL);
+    }
+    if (attr->qp_type != IBV_QPT_RC) {
+        DCXEMU_ERR(EOPNOTSUPP);
+    }
+    return create_rc(context, attr, NULL);
+}
+
 DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
                                                   struct ibv_qp_init_attr_ex *attr,
                                                   struct mlx5dv_qp_init_attr *dv)
@@ -1002,6 +1260,10 @@ DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
     err = dcxemu_usable();
     if (err) {
         DCXEMU_ERR(err);
+    }
+    if (context != NULL && attr != NULL && attr->qp_type == IBV_QPT_RC &&
+        (dv == NULL || !(dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DC))) {
+        return create_rc(context, attr, dv);
     }
     if (context == NULL || attr == NULL || dv == NULL || (dv->comp_mask & ~dv_known)) {
         DCXEMU_ERR(EINVAL);
@@ -1055,7 +1317,7 @@ DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
             DCXEMU_ERR(EOPNOTSUPP);   /* MR_* are RC-only; RAW_WQE/MEMCPY not modelled */
         }
         cap = attr->cap;
-        if ((err = size_dci(&cap, ops, &wqe)) != 0) {
+        if ((err = size_sq(&cap, ops, 0, 1, &wqe)) != 0) {
             DCXEMU_ERR(err);
         }
     } else {
@@ -1189,6 +1451,8 @@ static int check_values(const struct ibv_qp_attr *a, int mask)
     if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7) return EINVAL;
     if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31) return EINVAL;
     if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > DCXEMU_MAX_RD_ATOM) return EINVAL;
+    if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > DCXEMU_MAX_RD_ATOM) return EINVAL;
+    if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num >= (1u << 24)) return EINVAL;
     return 0;
 }
 
@@ -1210,6 +1474,38 @@ static int dci_masks(int cur, int next, int *req, int *opt)
         return 0;
     }
     if (cur == IBV_QPS_RTS && next == IBV_QPS_RTS) { *opt = IBV_QP_MIN_RNR_TIMER; return 0; }
+    return EINVAL;
+}
+
+static int rc_masks(int cur, int next, int *req, int *opt)
+{
+    *req = *opt = 0;
+    if (next == IBV_QPS_RESET) return 0;
+    if (next == IBV_QPS_ERR) return cur == IBV_QPS_RESET ? EINVAL : 0;
+    if (cur == IBV_QPS_RESET && next == IBV_QPS_INIT) {
+        *req = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+        return 0;
+    }
+    if (cur == IBV_QPS_INIT && next == IBV_QPS_INIT) {
+        *opt = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+        return 0;
+    }
+    if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
+        *req = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+        *opt = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX;
+        return 0;
+    }
+    if (cur == IBV_QPS_RTR && next == IBV_QPS_RTS) {
+        *req = IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+               IBV_QP_TIMEOUT;
+        *opt = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE;
+        return 0;
+    }
+    if (cur == IBV_QPS_RTS && next == IBV_QPS_RTS) {
+        *opt = IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH | IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE;
+        return 0;
+    }
     return EINVAL;
 }
 
@@ -1283,7 +1579,7 @@ DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, 
         }
         atomic_store(&qp->hw_state, next);
     } else {
-        if ((err = dci_masks(cur, next, &req, &opt)) != 0) {
+        if ((err = (qp->is_rc ? rc_masks : dci_masks)(cur, next, &req, &opt)) != 0) {
             return err;
         }
         if ((mask & req) != req || (mask & ~(req | opt | IBV_QP_STATE))) {
@@ -1298,6 +1594,7 @@ DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, 
         if (mask & IBV_QP_MIN_RNR_TIMER) qp->min_rnr_timer = a->min_rnr_timer;
         if (mask & IBV_QP_MAX_QP_RD_ATOMIC) qp->max_rd_atomic = a->max_rd_atomic;
         if (mask & IBV_QP_SQ_PSN) qp->sq_psn = a->sq_psn;
+        if (mask & IBV_QP_ACCESS_FLAGS) qp->access = a->qp_access_flags;
         if (next == IBV_QPS_RESET) {
             pthread_mutex_lock(&qp->post_lock);
             pthread_mutex_lock(&qp->exec_lock);
@@ -1403,6 +1700,7 @@ DCXEMU_API int dcxemu_ibv_destroy_qp(struct ibv_qp *ibqp)
     pthread_mutex_destroy(&qp->post_lock);
     pthread_mutex_destroy(&qp->exec_lock);
     free(qp->ring);
+    free(qp->umr_ring);
     free(qp);
     return 0;
 }

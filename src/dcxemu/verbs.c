@@ -132,6 +132,7 @@ static struct ibv_context *open_device(struct ibv_device *device, int devx)
     c->vctx.query_device_ex = query_device_ex_op;
     c->vctx.create_cq_ex = create_cq_ex_op;
     c->vctx.create_srq_ex = create_srq_ex_op;
+    c->vctx.create_qp_ex = dcxemu_create_qp_ex_op;
     c->vctx.context.device = device;
     c->vctx.context.cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     c->vctx.context.async_fd = fds[0];
@@ -556,6 +557,101 @@ DCXEMU_API int dcxemu_ibv_dereg_mr(struct ibv_mr *ibmr)
     dcxemu_unlock();
     atomic_fetch_sub(&((struct dcxemu_pd *)ibmr->pd)->refcnt, 1);
     free(mr);
+    return 0;
+}
+
+/* Indirect mkeys (spec §3.5): need a DEVX context; free/unusable until a UMR programs them. */
+DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init_attr *attr)
+{
+    const uint32_t known = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT |
+                           MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE |
+                           MLX5DV_MKEY_INIT_ATTR_FLAGS_CRYPTO |
+                           MLX5DV_MKEY_INIT_ATTR_FLAGS_UPDATE_TAG |
+                           MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE;
+    struct dcxemu_mkey *mk;
+    struct dcxemu_shm_mkey *k = NULL;
+    uint32_t max;
+    int idx = -1, err;
+    CHECK_USABLE_NULL();
+    if (attr == NULL || attr->pd == NULL) {
+        DCXEMU_ERR(EINVAL);
+    }
+    if (attr->create_flags == 0 || (attr->create_flags & ~known) ||
+        attr->create_flags != MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT) {
+        DCXEMU_ERR(EOPNOTSUPP);   /* signature, crypto, tag update: no such capability */
+    }
+    if (!dcxemu_ctx(attr->pd->context)->devx) {
+        DCXEMU_ERR(EOPNOTSUPP);   /* mkeys are created through DEVX */
+    }
+    if (attr->max_entries == 0 || attr->max_entries > 0xfffc) {
+        DCXEMU_ERR(EINVAL);
+    }
+    max = ((uint32_t)attr->max_entries + 3) & ~3u;
+    mk = calloc(1, sizeof(*mk));
+    if (mk == NULL) {
+        DCXEMU_ERR(ENOMEM);
+    }
+    if ((err = dcxemu_lock()) != 0) {
+        free(mk);
+        DCXEMU_ERR(err);
+    }
+    for (int i = 0; i < DCXEMU_MAX_MKEYS; i++) {
+        if (!dcxemu_fab->mkeys[i].in_use) {
+            idx = i;
+            break;
+        }
+    }
+    if (idx >= 0) {
+        k = &dcxemu_fab->mkeys[idx];
+        k->entries_off = dcxemu_heap_alloc(max * sizeof(struct dcxemu_mkey_entry));
+        if (k->entries_off == 0) {
+            idx = -1;
+        }
+    }
+    if (idx < 0) {
+        dcxemu_unlock();
+        free(mk);
+        DCXEMU_ERR(ENOMEM);
+    }
+    k->owner = (uint16_t)dcxemu_me;
+    k->owner_token = dcxemu_my_token;
+    k->pd_id = ((struct dcxemu_pd *)attr->pd)->pd_id;
+    k->max_entries = max;
+    k->programmed = 0;
+    k->n = 0;
+    k->length = 0;
+    k->in_use = 1;   /* last: a half-made slot is never live */
+    dcxemu_unlock();
+    attr->max_entries = (uint16_t)max;
+    mk->idx = (uint32_t)idx;
+    mk->pd = (struct dcxemu_pd *)attr->pd;
+    mk->mkey.lkey = mk->mkey.rkey = (uint32_t)(DCXEMU_MKEY_BASE + idx) << 8;   /* tag 0 */
+    atomic_fetch_add(&mk->pd->refcnt, 1);
+    return &mk->mkey;
+}
+
+DCXEMU_API int dcxemu_mlx5dv_destroy_mkey(struct mlx5dv_mkey *mkey)
+{
+    struct dcxemu_mkey *mk = (struct dcxemu_mkey *)mkey;
+    struct dcxemu_shm_mkey *k;
+    int err;
+    if (mkey == NULL) {
+        return EINVAL;
+    }
+    CHECK_USABLE_RET();
+    if ((err = dcxemu_lock()) != 0) {
+        return err;
+    }
+    k = &dcxemu_fab->mkeys[mk->idx];
+    if (k->in_use && dcxemu_owner_is_me(k->owner, k->owner_token)) {
+        k->in_use = 0;
+        k->programmed = 0;
+        dcxemu_heap_free(k->entries_off);
+        k->entries_off = 0;
+    }
+    dcxemu_unlock();
+    atomic_fetch_sub(&mk->pd->refcnt, 1);
+    free(mk);
     return 0;
 }
 
@@ -1435,6 +1531,15 @@ void dcxemu_free_member_objects(int m)
         if (s->in_use && s->owner == m) {
             s->in_use = 0;
             s->tag = (s->tag + 1) & 0xff;
+        }
+    }
+    for (unsigned i = 0; i < DCXEMU_MAX_MKEYS; i++) {
+        struct dcxemu_shm_mkey *s = &dcxemu_fab->mkeys[i];
+        if (s->in_use && s->owner == m) {
+            s->in_use = 0;
+            s->programmed = 0;
+            dcxemu_heap_free(s->entries_off);
+            s->entries_off = 0;
         }
     }
     for (unsigned i = 0; i < DCXEMU_MAX_QPS; i++) {

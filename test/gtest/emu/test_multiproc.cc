@@ -47,10 +47,26 @@ EMU_CHILD(target)
     int cfd = atoi(argv[0]), rfd = atoi(argv[1]);
     size_t len = strtoull(argv[2], nullptr, 0);
     char *buf = (char *)map_buffer(len, atoi(argv[3]) != 0);
+    bool with_mkey = argc >= 5 && strcmp(argv[4], "mkey") == 0;
     if (buf == nullptr) return 3;
     memset(buf, 0, len);
     dev d;
-    if (!d.open(0, 4096)) return 4;
+    if (with_mkey) {
+        /* a DEVX context, so that it can create an indirect mkey */
+        int nd = 0;
+        ibv_device **l = dcxemu_ibv_get_device_list(&nd);
+        mlx5dv_context_attr da = { MLX5DV_CONTEXT_FLAGS_DEVX, 0 };
+        if (l == nullptr) return 4;
+        d.ctx = dcxemu_mlx5dv_open_device(l[0], &da);
+        dcxemu_ibv_free_device_list(l);
+        if (d.ctx == nullptr) return 4;
+        d.lid = 1;
+        d.pd = dcxemu_ibv_alloc_pd(d.ctx);
+        d.cq = dcxemu_ibv_create_cq(d.ctx, 4096, nullptr, nullptr, 0);
+        if (!d.pd || !d.cq) return 4;
+    } else if (!d.open(0, 4096)) {
+        return 4;
+    }
     ibv_srq *srq = create_srq(d, 1024, 1);
     ibv_qp *dct = srq ? create_dct(d, srq, TARGET_KEY) : nullptr;
     if (!dct || dct_to_rtr(dct) != 0) return 5;
@@ -65,6 +81,56 @@ EMU_CHILD(target)
     ti.rkey = mr->rkey;
     ti.addr = (uintptr_t)buf;
     ti.len = len;
+    if (with_mkey) {
+        /* strided view: 8 bytes of every 16, 64 times (L = 512), published as the rkey */
+        mlx5dv_mkey_init_attr ma = { d.pd, MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT, 2 };
+        mlx5dv_mkey *mk = dcxemu_mlx5dv_create_mkey(&ma);
+        ibv_qp_init_attr_ex at;
+        mlx5dv_qp_init_attr dv;
+        memset(&at, 0, sizeof(at));
+        memset(&dv, 0, sizeof(dv));
+        at.qp_type = IBV_QPT_RC;
+        at.send_cq = at.recv_cq = d.cq;
+        at.pd = d.pd;
+        at.cap.max_send_wr = 4;
+        at.cap.max_send_sge = 1;
+        at.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        at.send_ops_flags = IBV_QP_EX_WITH_LOCAL_INV;
+        dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+        dv.send_ops_flags = MLX5DV_QP_EX_WITH_MR_INTERLEAVED;
+        ibv_qp *rc = mk ? dcxemu_mlx5dv_create_qp(d.ctx, &at, &dv) : nullptr;
+        if (rc == nullptr) return 20;
+        ibv_qp_attr x;
+        memset(&x, 0, sizeof(x));
+        x.qp_state = IBV_QPS_INIT;
+        x.port_num = 1;
+        if (dcxemu_ibv_modify_qp(rc, &x, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                         IBV_QP_ACCESS_FLAGS)) return 21;
+        x.qp_state = IBV_QPS_RTR;
+        x.path_mtu = IBV_MTU_4096;
+        x.dest_qp_num = rc->qp_num;
+        x.ah_attr.dlid = d.lid;
+        x.ah_attr.port_num = 1;
+        if (dcxemu_ibv_modify_qp(rc, &x, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                         IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                         IBV_QP_MIN_RNR_TIMER)) return 22;
+        x.qp_state = IBV_QPS_RTS;
+        if (dcxemu_ibv_modify_qp(rc, &x, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC |
+                                         IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_TIMEOUT)) return 23;
+        ibv_qp_ex *qx = dcxemu_ibv_qp_to_qp_ex(rc);
+        mlx5dv_qp_ex *mx = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(qx);
+        mlx5dv_mr_interleaved e = { (uintptr_t)buf, 8, 8, mr->lkey };
+        ibv_wr_start(qx);
+        qx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+        mlx5dv_wr_mr_interleaved(mx, mk, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                         IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, 64, 1, &e);
+        if (ibv_wr_complete(qx) != 0) return 24;
+        ibv_wc wc;
+        if (!poll_one(d.cq, &wc) || wc.status != IBV_WC_SUCCESS) return 25;
+        ti.rkey = mk->rkey;
+        ti.addr = 0;
+        ti.len = 512;
+    }
     ti.pid = getpid();
     if (!write_full(rfd, &ti, sizeof(ti))) return 7;
     for (;;) {
@@ -324,12 +390,13 @@ struct remote_target {
     pid_t pid = -1;
     int cmd_w = -1, resp_r = -1;
     target_info ti;
-    bool start(const std::string &fabric, size_t len = 1 << 20, bool fixed = false)
+    bool start(const std::string &fabric, size_t len = 1 << 20, bool fixed = false,
+               const char *extra = "")
     {
         int c[2], r[2];
         if (pipe(c) || pipe(r)) return false;
         pid = spawn(fabric, { "target", std::to_string(c[0]), std::to_string(r[1]),
-                              std::to_string(len), fixed ? "1" : "0" });
+                              std::to_string(len), fixed ? "1" : "0", extra });
         ::close(c[0]);
         ::close(r[1]);
         cmd_w = c[1];
@@ -470,6 +537,54 @@ TEST_F(emu_mp, write_read_send_write_imm)
     got = t.dump(800000, 4000);
     ASSERT_EQ(got.size(), 4000u);
     EXPECT_EQ(memcmp(got.data(), lbuf.data(), 4000), 0);
+    EXPECT_TRUE(WIFEXITED(t.stop()));
+}
+
+/* Another process's indirect mkey as the rkey: strided WRITE, READ and an atomic land in its
+ * memory through the zero-based layout. */
+TEST_F(emu_mp, remote_indirect_mkey)
+{
+    remote_target t;
+    ASSERT_TRUE(t.start(g_fabric, 1 << 16, false, "mkey"));
+    ASSERT_EQ(t.ti.len, 512u);
+    ASSERT_TRUE(make_dci(d, c, (uint16_t)t.ti.lid));
+    for (int i = 0; i < 512; i++) lbuf[i] = (char)(i % 251 + 1);
+    ASSERT_EQ(post_one(c, OP_WRITE, lmr->lkey, lbuf.data(), 512, t.ti.rkey, 0, t.ti.dctn,
+                       t.ti.dc_key), 0);
+    ibv_wc_status st;
+    ASSERT_TRUE(status_of(&st));
+    ASSERT_EQ(st, IBV_WC_SUCCESS);
+    std::vector<char> m = t.dump(0, 1024);
+    ASSERT_EQ(m.size(), 1024u);
+    int bad = 0;
+    for (int r = 0; r < 64; r++) {
+        for (int i = 0; i < 8; i++) bad += m[16 * r + i] != (char)((8 * r + i) % 251 + 1);
+        for (int i = 8; i < 16; i++) bad += m[16 * r + i] != 0;
+    }
+    EXPECT_EQ(bad, 0);
+    ASSERT_EQ(post_one(c, OP_READ, lmr->lkey, lbuf.data() + 4096, 24, t.ti.rkey, 100, t.ti.dctn,
+                       t.ti.dc_key), 0);
+    ASSERT_TRUE(status_of(&st));
+    EXPECT_EQ(st, IBV_WC_SUCCESS);
+    EXPECT_EQ(memcmp(lbuf.data() + 4096, lbuf.data() + 100, 24), 0);
+    uint64_t old = 0;
+    ASSERT_EQ(post_one(c, OP_FADD, lmr->lkey, lbuf.data() + 8192, 8, t.ti.rkey, 16, t.ti.dctn,
+                       t.ti.dc_key, 1, IBV_SEND_SIGNALED, 3), 0);
+    ASSERT_TRUE(status_of(&st));
+    EXPECT_EQ(st, IBV_WC_SUCCESS);
+    memcpy(&old, lbuf.data() + 8192, 8);
+    uint64_t expect;
+    memcpy(&expect, lbuf.data() + 16, 8);
+    EXPECT_EQ(old, expect);   /* offset 16 of the view is byte 32 of the target buffer */
+    m = t.dump(32, 8);
+    ASSERT_EQ(m.size(), 8u);
+    uint64_t now;
+    memcpy(&now, m.data(), 8);
+    EXPECT_EQ(now, expect + 3);
+    ASSERT_EQ(post_one(c, OP_WRITE, lmr->lkey, lbuf.data(), 16, t.ti.rkey, 500, t.ti.dctn,
+                       t.ti.dc_key), 0);
+    ASSERT_TRUE(status_of(&st));
+    EXPECT_EQ(st, IBV_WC_REM_ACCESS_ERR);   /* beyond L = 512 */
     EXPECT_TRUE(WIFEXITED(t.stop()));
 }
 

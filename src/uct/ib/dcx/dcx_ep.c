@@ -164,6 +164,14 @@ uct_dcx_ep_iov_to_sge(uct_dcx_iface_t *iface, const uct_iov_t *iov,
 
 /* --- operation completions -------------------------------------------- */
 
+static UCS_F_ALWAYS_INLINE void uct_dcx_op_complete(uct_dcx_op_t *op,
+                                                    ucs_status_t status)
+{
+    if (op->comp != NULL) {
+        uct_invoke_completion(op->comp, status);
+    }
+}
+
 static void uct_dcx_op_release(uct_dcx_op_t *op, ucs_status_t status)
 {
     ucs_mpool_put_inline(op);
@@ -171,7 +179,7 @@ static void uct_dcx_op_release(uct_dcx_op_t *op, ucs_status_t status)
 
 static void uct_dcx_op_comp_release(uct_dcx_op_t *op, ucs_status_t status)
 {
-    uct_invoke_completion(op->comp, status);
+    uct_dcx_op_complete(op, status);
     ucs_mpool_put_inline(op);
 }
 
@@ -181,7 +189,7 @@ static void uct_dcx_op_get_bcopy(uct_dcx_op_t *op, ucs_status_t status)
         op->get_bcopy.unpack_cb(op->get_bcopy.arg, op->buf,
                                 op->get_bcopy.length);
     }
-    uct_invoke_completion(op->comp, status);
+    uct_dcx_op_complete(op, status);
     ucs_mpool_put_inline(op);
 }
 
@@ -190,7 +198,7 @@ static void uct_dcx_op_amo_fetch(uct_dcx_op_t *op, ucs_status_t status)
     if (status == UCS_OK) {
         *(uint64_t*)op->amo.result = *(uint64_t*)op->buf;
     }
-    uct_invoke_completion(op->comp, status);
+    uct_dcx_op_complete(op, status);
     ucs_mpool_put_inline(op);
 }
 
@@ -768,7 +776,7 @@ static void uct_dcx_op_amo_cas_loop(uct_dcx_op_t *op, ucs_status_t status)
     if ((status == UCS_OK) && (op->amo.result != NULL)) {
         *(uint64_t*)op->amo.result = old;
     }
-    uct_invoke_completion(op->comp, status);
+    uct_dcx_op_complete(op, status);
     ucs_mpool_put_inline(op);
 }
 

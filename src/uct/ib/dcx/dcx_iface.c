@@ -212,6 +212,10 @@ static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
     attr->ep_addr_len     = 0;
     attr->max_conn_priv   = 0;
 
+    attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
+                            UCT_IFACE_FLAG_EVENT_RECV |
+                            UCT_IFACE_FLAG_EVENT_FD;
+
     attr->cap.flags = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
                       UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PUT_SHORT |
                       UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
@@ -604,6 +608,55 @@ unsigned uct_dcx_iface_progress(uct_iface_h tl_iface)
     return count + uct_dcx_iface_poll_tx(iface);
 }
 
+static ucs_status_t uct_dcx_iface_event_fd_get(uct_iface_h tl_iface,
+                                               int *fd_p)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+
+    *fd_p = iface->channel->fd;
+    return UCS_OK;
+}
+
+/* Arm the CQs for the next completion. Events already delivered mean work
+ * to progress (UCS_ERR_BUSY); CQEs not yet polled fire the armed CQ at
+ * once, as mlx5 arms carry the consumer index. */
+static ucs_status_t uct_dcx_iface_event_arm(uct_iface_h tl_iface,
+                                            unsigned events)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+    struct ibv_cq *cq;
+    void *cq_context;
+    int pending = 0;
+    int ret;
+
+    while (iface->ops->get_cq_event(iface->channel, &cq, &cq_context) == 0) {
+        iface->ops->ack_cq_events(cq, 1);
+        pending = 1;
+    }
+
+    if (pending || !ucs_arbiter_is_empty(&iface->tx.arbiter)) {
+        return UCS_ERR_BUSY;
+    }
+
+    if (events & UCT_EVENT_SEND_COMP) {
+        ret = ibv_req_notify_cq(ibv_cq_ex_to_cq(iface->tx.cq), 0);
+        if (ret != 0) {
+            ucs_error("dcx: req_notify_cq(tx) failed: %s", strerror(ret));
+            return UCS_ERR_IO_ERROR;
+        }
+    }
+
+    if (events & (UCT_EVENT_RECV | UCT_EVENT_RECV_SIG)) {
+        ret = ibv_req_notify_cq(ibv_cq_ex_to_cq(iface->rx.cq), 0);
+        if (ret != 0) {
+            ucs_error("dcx: req_notify_cq(rx) failed: %s", strerror(ret));
+            return UCS_ERR_IO_ERROR;
+        }
+    }
+
+    return UCS_OK;
+}
+
 ucs_status_t uct_dcx_iface_flush(uct_iface_h tl_iface, unsigned flags,
                                  uct_completion_t *comp)
 {
@@ -831,6 +884,7 @@ static struct ibv_cq_ex *uct_dcx_iface_cq_create(uct_dcx_iface_t *iface,
 
     attr.cqe           = cqe;
     attr.wc_flags      = wc_flags;
+    attr.channel       = iface->channel;
     attr.comp_mask     = IBV_CQ_INIT_ATTR_MASK_FLAGS;
     attr.flags         = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
     cq = iface->ops->create_cq_ex(iface->md->ctx, &attr);
@@ -918,7 +972,11 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
                               &uct_dcx_iface_internal_ops, tl_md, worker,
                               params, tl_config);
 
-    if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_DEVICE) ||
+    /* Classes are allocated without zeroing. */
+    memset(UCS_PTR_BYTE_OFFSET(self, sizeof(self->super)), 0,
+           sizeof(*self) - sizeof(self->super));
+
+    if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE) ||
         (params->open_mode != UCT_IFACE_OPEN_MODE_DEVICE)) {
         ucs_error("dcx: only device open mode is supported");
         return UCS_ERR_UNSUPPORTED;
@@ -994,10 +1052,22 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     /* Receive buffer layout: see uct_dcx_recv_desc_t. */
     rx_headroom = (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ?
                   params->rx_headroom : 0;
-    self->rx.headroom_offset    = sizeof(uct_dcx_recv_desc_t) +
-                                  sizeof(uct_recv_desc_t*);
+    self->rx.headroom_offset    = ucs_align_up(sizeof(uct_dcx_recv_desc_t) +
+                                               sizeof(uct_recv_desc_t*),
+                                               sizeof(void*));
     self->rx.payload_offset     = self->rx.headroom_offset + rx_headroom;
     self->rx.release_desc.cb    = uct_dcx_iface_release_desc;
+
+    self->channel = self->ops->create_comp_channel(md->ctx);
+    if (self->channel == NULL) {
+        ucs_error("dcx: %s: cannot create a completion channel: %m", dev_name);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    status = ucs_sys_fcntl_modfl(self->channel->fd, O_NONBLOCK, 0);
+    if (status != UCS_OK) {
+        goto err_destroy_channel;
+    }
 
     /* CQs sized so that they cannot overrun: every send work request of
      * every DCI, and every posted receive. */
@@ -1005,7 +1075,8 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
                                           config->num_dci *
                                           config->tx_queue_len, 0);
     if (self->tx.cq == NULL) {
-        return UCS_ERR_IO_ERROR;
+        status = UCS_ERR_IO_ERROR;
+        goto err_destroy_channel;
     }
 
     self->rx.cq = uct_dcx_iface_cq_create(self, self->rx.queue_len,
@@ -1025,6 +1096,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
         status = UCS_ERR_IO_ERROR;
         goto err_destroy_rx_cq;
     }
+    self->rx.queue_len    = ucs_min(self->rx.queue_len, srq_attr.attr.max_wr);
 
     status = uct_dcx_iface_dct_create(self);
     if (status != UCS_OK) {
@@ -1070,9 +1142,11 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
         goto err_cleanup_tx_mp;
     }
 
+    /* The user's headroom starts cache-line aligned; the release pointer
+     * before it stays pointer-aligned whatever the headroom size. */
     status = uct_iface_mpool_init(&self->super, &self->rx.mp,
                                   self->rx.payload_offset + self->tx.seg_size,
-                                  self->rx.payload_offset,
+                                  self->rx.headroom_offset,
                                   UCS_SYS_CACHE_LINE_SIZE, &config->rx_mp,
                                   self->rx.queue_len,
                                   uct_dcx_iface_recv_desc_init, "dcx_rx");
@@ -1112,6 +1186,8 @@ err_destroy_rx_cq:
     self->ops->destroy_cq(ibv_cq_ex_to_cq(self->rx.cq));
 err_destroy_tx_cq:
     self->ops->destroy_cq(ibv_cq_ex_to_cq(self->tx.cq));
+err_destroy_channel:
+    self->ops->destroy_comp_channel(self->channel);
     return status;
 }
 
@@ -1136,6 +1212,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
     self->ops->destroy_srq(self->rx.srq);
     self->ops->destroy_cq(ibv_cq_ex_to_cq(self->rx.cq));
     self->ops->destroy_cq(ibv_cq_ex_to_cq(self->tx.cq));
+    self->ops->destroy_comp_channel(self->channel);
     ucs_arbiter_cleanup(&self->tx.arbiter);
     ucs_mpool_cleanup(&self->rx.mp, 0);
     ucs_mpool_cleanup(&self->tx.flush_mp, 1);
@@ -1180,8 +1257,8 @@ static uct_iface_ops_t uct_dcx_iface_tl_ops = {
     .iface_progress_enable    = uct_base_iface_progress_enable,
     .iface_progress_disable   = uct_base_iface_progress_disable,
     .iface_progress           = uct_dcx_iface_progress,
-    .iface_event_fd_get       = (uct_iface_event_fd_get_func_t)ucs_empty_function_return_unsupported,
-    .iface_event_arm          = (uct_iface_event_arm_func_t)ucs_empty_function_return_unsupported,
+    .iface_event_fd_get       = uct_dcx_iface_event_fd_get,
+    .iface_event_arm          = uct_dcx_iface_event_arm,
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_dcx_iface_t),
     .iface_query              = uct_dcx_iface_query,
     .iface_get_device_address = uct_dcx_iface_get_device_address,

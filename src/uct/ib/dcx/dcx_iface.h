@@ -161,6 +161,7 @@ struct uct_dcx_iface {
     struct ibv_port_attr      port_attr;
     int                       is_global;
     union ibv_gid             gid;
+    struct ibv_comp_channel   *channel;    /* events of both CQs */
 
     struct {
         struct ibv_cq_ex      *cq;

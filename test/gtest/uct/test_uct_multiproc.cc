@@ -1,0 +1,324 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * dcx between processes: a peer in a child process, data verified on both
+ * sides, atomics under contention, and a peer that dies.
+ */
+#include "uct_test.h"
+
+#include <algorithm>
+#include <string.h>
+#include <unistd.h>
+
+using namespace dcx_test;
+
+namespace {
+
+struct am_counter {
+    uint64_t count = 0;
+    uint64_t bad   = 0;
+};
+
+ucs_status_t count_am(void *arg, void *data, size_t length, unsigned flags)
+{
+    am_counter *c = (am_counter*)arg;
+    uint64_t seq;
+
+    memcpy(&seq, data, sizeof(seq));
+    /* In order, with the payload the sender derived from the sequence. */
+    if ((seq != c->count) || (length != 8 + (seq % 200))) {
+        ++c->bad;
+    }
+    for (size_t i = 8; i < length; ++i) {
+        if (((char*)data)[i] != (char)(seq + i)) {
+            ++c->bad;
+            break;
+        }
+    }
+    ++c->count;
+    return UCS_OK;
+}
+
+std::vector<char> u64_msg(uint64_t value)
+{
+    return std::vector<char>((char*)&value, (char*)&value + sizeof(value));
+}
+
+uint64_t msg_u64(const std::vector<char> &msg)
+{
+    uint64_t value = 0;
+    memcpy(&value, msg.data(), std::min(msg.size(), sizeof(value)));
+    return value;
+}
+
+} // namespace
+
+/* A passive peer: exposes a buffer, counts active messages, then reports
+ * a checksum of its buffer and the message count. */
+DCX_CHILD_ROLE(passive_peer)
+{
+    entity e;
+    buffer buf(e, 1 << 20);
+    am_counter counter;
+
+    if ((e.iface() == nullptr) ||
+        (uct_iface_set_am_handler(e.iface(), 7, count_am, &counter, 0) !=
+         UCS_OK)) {
+        return 2;
+    }
+
+    send_msg(out_fd, e.address());
+    send_msg(out_fd, buf.packed_rkey());
+    send_msg(out_fd, u64_msg(buf.addr()));
+
+    /* Serve until told how many messages to expect. */
+    uint64_t expected = ~0ull;
+    std::vector<char> msg;
+    for (;;) {
+        e.progress();
+        if (expected == ~0ull) {
+            struct timeval tv = {0, 0};
+            fd_set fds;
+            FD_ZERO(&fds);
+            FD_SET(in_fd, &fds);
+            if (select(in_fd + 1, &fds, NULL, NULL, &tv) > 0) {
+                expected = msg_u64(recv_msg(in_fd));
+            }
+        } else if (counter.count >= expected) {
+            break;
+        }
+    }
+
+    uint64_t sum = 0;
+    for (size_t i = 0; i < buf.length(); ++i) {
+        sum = sum * 31 + (unsigned char)buf.ptr()[i];
+    }
+    send_msg(out_fd, u64_msg(sum));
+    send_msg(out_fd, u64_msg(counter.bad));
+    recv_msg(in_fd); /* wait for the parent before tearing down */
+    return 0;
+}
+
+TEST(uct_multiproc, put_get_am_between_processes)
+{
+    child peer("passive_peer");
+    entity e;
+    const size_t length = 1 << 20;
+    buffer local(e, length);
+
+    uct_ep_h ep;
+    ASSERT_EQ(UCS_OK, e.connect(recv_msg(peer.from_fd()), &ep));
+    rkey rk(recv_msg(peer.from_fd()));
+    uint64_t remote_addr = msg_u64(recv_msg(peer.from_fd()));
+    std::vector<entity*> me = {&e};
+
+    for (size_t i = 0; i < length; ++i) {
+        local.ptr()[i] = (char)(i * 13 + 5);
+    }
+
+    /* put_zcopy of 1 MiB, then read it back with get_zcopy. */
+    uct_iov_t iov = {local.ptr(), length, local.memh(), 0, 1};
+    test_comp put_comp;
+    ucs_status_t status = retry(me, [&] {
+        return uct_ep_put_zcopy(ep, &iov, 1, remote_addr, rk.get(),
+                                &put_comp.uct);
+    });
+    if (status == UCS_INPROGRESS) {
+        ASSERT_TRUE(wait_for(me, [&] { return put_comp.done != 0; }));
+        status = put_comp.status;
+    }
+    ASSERT_EQ(UCS_OK, status);
+
+    buffer back(e, length);
+    uct_iov_t back_iov = {back.ptr(), length, back.memh(), 0, 1};
+    test_comp get_comp;
+    status = retry(me, [&] {
+        return uct_ep_get_zcopy(ep, &back_iov, 1, remote_addr, rk.get(),
+                                &get_comp.uct);
+    });
+    if (status == UCS_INPROGRESS) {
+        ASSERT_TRUE(wait_for(me, [&] { return get_comp.done != 0; }));
+        status = get_comp.status;
+    }
+    ASSERT_EQ(UCS_OK, status);
+    ASSERT_EQ(0, memcmp(local.ptr(), back.ptr(), length));
+
+    /* Active messages of varying sizes, in order, verified by the peer. */
+    const uint64_t num_am = 2000;
+    char payload[256];
+    for (uint64_t seq = 0; seq < num_am; ++seq) {
+        size_t plen = seq % 200;
+        for (size_t i = 0; i < plen; ++i) {
+            payload[i] = (char)(seq + 8 + i);
+        }
+        ASSERT_EQ(UCS_OK, retry(me, [&] {
+            return uct_ep_am_short(ep, 7, seq, payload, plen);
+        }));
+    }
+    send_msg(peer.to_fd(), u64_msg(num_am));
+
+    uint64_t sum = 0;
+    for (size_t i = 0; i < length; ++i) {
+        sum = sum * 31 + (unsigned char)local.ptr()[i];
+    }
+    EXPECT_EQ(sum, msg_u64(recv_msg(peer.from_fd())));
+    EXPECT_EQ(0u, msg_u64(recv_msg(peer.from_fd()))) << "bad messages";
+
+    ASSERT_TRUE(wait_for(me, [&] {
+        return uct_iface_flush(e.iface(), 0, NULL) == UCS_OK;
+    }));
+    uct_ep_destroy(ep);
+    send_msg(peer.to_fd(), u64_msg(0));
+    EXPECT_EQ(0, peer.wait());
+}
+
+/* Adds 1 to the parent's word, args[0] times, with fetch-add. */
+DCX_CHILD_ROLE(adder)
+{
+    entity e;
+    uct_ep_h ep;
+
+    if ((e.iface() == nullptr) ||
+        (e.connect(recv_msg(in_fd), &ep) != UCS_OK)) {
+        return 2;
+    }
+    rkey rk(recv_msg(in_fd));
+    uint64_t addr = msg_u64(recv_msg(in_fd));
+    int count     = std::stoi(args.at(0));
+    std::vector<entity*> me = {&e};
+    uint64_t results[64];
+    test_comp comps[64];
+
+    for (int i = 0; i < count; ++i) {
+        test_comp &comp = comps[i % 64];
+        comp = test_comp();
+        ucs_status_t status = retry(me, [&] {
+            return uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 1,
+                                         &results[i % 64], addr, rk.get(),
+                                         &comp.uct);
+        });
+        if ((status != UCS_OK) && (status != UCS_INPROGRESS)) {
+            return 3;
+        }
+        if ((status == UCS_INPROGRESS) &&
+            !wait_for(me, [&] { return comp.done != 0; })) {
+            return 4;
+        }
+    }
+
+    if (!wait_for(me, [&] {
+            return uct_iface_flush(e.iface(), 0, NULL) == UCS_OK;
+        })) {
+        return 5;
+    }
+    uct_ep_destroy(ep);
+    return 0;
+}
+
+TEST(uct_multiproc, atomics_under_contention)
+{
+    const int num_children = 4, count = 500;
+    entity e;
+    buffer word(e, 8);
+    std::vector<std::unique_ptr<child>> children;
+    std::vector<entity*> me = {&e};
+
+    memset(word.ptr(), 0, 8);
+    for (int i = 0; i < num_children; ++i) {
+        children.emplace_back(new child("adder", {std::to_string(count)}));
+        send_msg(children.back()->to_fd(), e.address());
+        send_msg(children.back()->to_fd(), word.packed_rkey());
+        send_msg(children.back()->to_fd(), u64_msg(word.addr()));
+    }
+
+    for (auto &c : children) {
+        /* The parent's CPU is not needed for one-sided atomics, but it
+         * keeps its receive queue serviced. */
+        int status = -1;
+        EXPECT_TRUE(wait_for(me, [&] { return c->exited(&status); }, 60));
+        EXPECT_EQ(0, status);
+    }
+    uint64_t value;
+    memcpy(&value, word.ptr(), 8);
+    EXPECT_EQ((uint64_t)num_children * count, value);
+}
+
+/* Exposes a buffer, then sleeps until killed. */
+DCX_CHILD_ROLE(sleeper)
+{
+    entity e;
+    buffer buf(e, 4096);
+
+    send_msg(out_fd, e.address());
+    send_msg(out_fd, buf.packed_rkey());
+    send_msg(out_fd, u64_msg(buf.addr()));
+    for (;;) {
+        e.progress();
+        usleep(100);
+    }
+    return 0;
+}
+
+namespace {
+
+struct failure_record {
+    std::vector<uct_ep_h>     eps;
+    std::vector<ucs_status_t> statuses;
+};
+
+ucs_status_t record_failure(void *arg, uct_ep_h ep, ucs_status_t status)
+{
+    failure_record *rec = (failure_record*)arg;
+    rec->eps.push_back(ep);
+    rec->statuses.push_back(status);
+    return UCS_OK;
+}
+
+} // namespace
+
+TEST(uct_multiproc, dead_peer_fails_only_its_endpoint)
+{
+    failure_record failures;
+    entity e({{"TIMEOUT", "100us"}, {"RETRY_COUNT", "2"}}, record_failure,
+             &failures);
+    child victim("sleeper");
+    child survivor("sleeper");
+    uct_ep_h ep_dead, ep_alive;
+
+    ASSERT_EQ(UCS_OK, e.connect(recv_msg(victim.from_fd()), &ep_dead));
+    rkey rk_dead(recv_msg(victim.from_fd()));
+    uint64_t addr_dead = msg_u64(recv_msg(victim.from_fd()));
+    ASSERT_EQ(UCS_OK, e.connect(recv_msg(survivor.from_fd()), &ep_alive));
+    rkey rk_alive(recv_msg(survivor.from_fd()));
+    uint64_t addr_alive = msg_u64(recv_msg(survivor.from_fd()));
+    std::vector<entity*> me = {&e};
+
+    victim.kill();
+
+    uint64_t value = 42;
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(ep_dead, &value, 8, addr_dead,
+                                       rk_dead.get()));
+    ASSERT_TRUE(wait_for(me, [&] { return !failures.eps.empty(); }, 60))
+            << "no failure reported for a dead peer";
+    EXPECT_EQ(ep_dead, failures.eps[0]);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, failures.statuses[0]);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT,
+              uct_ep_put_short(ep_dead, &value, 8, addr_dead, rk_dead.get()));
+
+    /* The interface keeps serving other peers. */
+    uint64_t result = 0;
+    test_comp comp;
+    ucs_status_t status = retry(me, [&] {
+        return uct_ep_atomic64_fetch(ep_alive, UCT_ATOMIC_OP_ADD, 1, &result,
+                                     addr_alive, rk_alive.get(), &comp.uct);
+    });
+    if (status == UCS_INPROGRESS) {
+        ASSERT_TRUE(wait_for(me, [&] { return comp.done != 0; }));
+        status = comp.status;
+    }
+    EXPECT_EQ(UCS_OK, status);
+    EXPECT_EQ(1u, failures.eps.size());
+
+    uct_ep_destroy(ep_dead);
+    uct_ep_destroy(ep_alive);
+}

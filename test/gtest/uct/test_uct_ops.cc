@@ -1,0 +1,663 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * Every dcx operation between two interfaces of one process, with the data
+ * verified, plus flush, pending and misuse.
+ */
+#include "uct_test.h"
+
+#include <poll.h>
+#include <string.h>
+
+using namespace dcx_test;
+
+namespace {
+
+struct am_record {
+    std::vector<std::vector<char>> messages;
+    std::vector<void*>             kept;      /* descriptors kept */
+    bool                           keep = false;
+};
+
+ucs_status_t am_handler(void *arg, void *data, size_t length, unsigned flags)
+{
+    am_record *rec = (am_record*)arg;
+
+    rec->messages.emplace_back((char*)data, (char*)data + length);
+    if (rec->keep && (flags & UCT_CB_PARAM_FLAG_DESC)) {
+        rec->kept.push_back(data);
+        return UCS_INPROGRESS;
+    }
+    return UCS_OK;
+}
+
+struct pack_arg {
+    const char *src;
+    size_t     length;
+};
+
+size_t pack_cb(void *dest, void *arg)
+{
+    pack_arg *p = (pack_arg*)arg;
+    memcpy(dest, p->src, p->length);
+    return p->length;
+}
+
+void unpack_cb(void *arg, const void *data, size_t length)
+{
+    memcpy(arg, data, length);
+}
+
+std::vector<char> pattern(size_t length, unsigned seed)
+{
+    std::vector<char> v(length);
+    for (size_t i = 0; i < length; ++i) {
+        v[i] = (char)(i * 7 + seed * 13 + 1);
+    }
+    return v;
+}
+
+} // namespace
+
+class uct_ops : public testing::Test {
+protected:
+    virtual config_t sender_config() { return config_t(); }
+
+    void SetUp() override
+    {
+        m_receiver.reset(new entity());
+        m_sender.reset(new entity(sender_config()));
+        ASSERT_NE(nullptr, m_receiver->iface());
+        ASSERT_NE(nullptr, m_sender->iface());
+        m_ep = m_sender->connect(*m_receiver);
+        ASSERT_NE(nullptr, m_ep);
+        ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_receiver->iface(), 5,
+                                                   am_handler, &m_am, 0));
+    }
+
+    void TearDown() override
+    {
+        if (m_ep != nullptr) {
+            flush();
+            uct_ep_destroy(m_ep);
+        }
+        for (void *desc : m_am.kept) {
+            uct_iface_release_desc(UCS_PTR_BYTE_OFFSET(desc, -16));
+        }
+        m_sender.reset();
+        m_receiver.reset();
+    }
+
+    std::vector<entity*> all() { return {m_sender.get(), m_receiver.get()}; }
+
+    void flush()
+    {
+        test_comp comp;
+        ucs_status_t status = retry(all(), [&] {
+            return uct_ep_flush(m_ep, 0, &comp.uct);
+        });
+        if (status == UCS_INPROGRESS) {
+            ASSERT_TRUE(wait_for(all(), [&] { return comp.done != 0; }));
+            status = comp.status;
+        }
+        ASSERT_EQ(UCS_OK, status);
+    }
+
+    void wait_comp(ucs_status_t status, test_comp &comp)
+    {
+        if (status == UCS_INPROGRESS) {
+            ASSERT_TRUE(wait_for(all(), [&] { return comp.done != 0; }));
+            status = comp.status;
+        }
+        ASSERT_EQ(UCS_OK, status);
+    }
+
+    void wait_am(size_t count)
+    {
+        ASSERT_TRUE(wait_for(all(), [&] {
+            return m_am.messages.size() >= count;
+        })) << "received " << m_am.messages.size() << " of " << count;
+    }
+
+    std::unique_ptr<entity> m_sender, m_receiver;
+    uct_ep_h                m_ep = nullptr;
+    am_record               m_am;
+};
+
+TEST_F(uct_ops, capabilities)
+{
+    const uct_iface_attr_t &attr = m_sender->attr();
+    uint64_t need = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
+                    UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PUT_SHORT |
+                    UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
+                    UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
+                    UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
+                    UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                    UCT_IFACE_FLAG_ATOMIC_DEVICE;
+
+    EXPECT_EQ(need, attr.cap.flags & need);
+    EXPECT_FALSE(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_EP);
+    EXPECT_GE(attr.cap.am.max_short, 64u);
+    EXPECT_GE(attr.cap.am.max_bcopy, 64u);   /* UCP_MIN_BCOPY */
+    EXPECT_EQ(SIZE_MAX, attr.max_num_eps);
+    EXPECT_LT(attr.iface_addr_len, 64u);
+    EXPECT_LT(attr.device_addr_len, 32u);
+    EXPECT_TRUE(attr.cap.atomic64.fop_flags & UCS_BIT(UCT_ATOMIC_OP_CSWAP));
+    EXPECT_EQ(0u, attr.cap.atomic32.op_flags | attr.cap.atomic32.fop_flags);
+}
+
+TEST_F(uct_ops, put_short)
+{
+    buffer target(*m_receiver, 4096);
+    rkey rk(target.packed_rkey());
+
+    for (size_t length : {size_t(0), size_t(1), size_t(8), size_t(100),
+                          m_sender->attr().cap.put.max_short}) {
+        std::vector<char> data = pattern(length, length);
+        memset(target.ptr(), 0, target.length());
+        ASSERT_EQ(UCS_OK, retry(all(), [&] {
+            return uct_ep_put_short(m_ep, data.data(), length, target.addr(),
+                                    rk.get());
+        }));
+        flush();
+        EXPECT_EQ(data, std::vector<char>(target.ptr(), target.ptr() + length))
+                << length;
+        EXPECT_EQ(0, target.ptr()[length]) << "wrote past the end";
+    }
+}
+
+TEST_F(uct_ops, put_short_too_long)
+{
+    buffer target(*m_receiver, 4096);
+    rkey rk(target.packed_rkey());
+    std::vector<char> data(m_sender->attr().cap.put.max_short + 1);
+
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_ep_put_short(m_ep, data.data(), data.size(), target.addr(),
+                               rk.get()));
+}
+
+TEST_F(uct_ops, put_bcopy)
+{
+    buffer target(*m_receiver, 16384);
+    rkey rk(target.packed_rkey());
+
+    for (size_t length : {size_t(1), size_t(1000),
+                          m_sender->attr().cap.put.max_bcopy}) {
+        std::vector<char> data = pattern(length, 3);
+        pack_arg arg = {data.data(), length};
+        ssize_t packed;
+        ASSERT_EQ(UCS_OK, retry(all(), [&] {
+            packed = uct_ep_put_bcopy(m_ep, pack_cb, &arg, target.addr(),
+                                      rk.get());
+            return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
+        }));
+        EXPECT_EQ((ssize_t)length, packed);
+        flush();
+        EXPECT_EQ(0, memcmp(data.data(), target.ptr(), length)) << length;
+    }
+}
+
+TEST_F(uct_ops, put_zcopy_iov)
+{
+    const size_t length = 1024 * 1024 + 333;
+    buffer source(*m_sender, length);
+    buffer target(*m_receiver, length);
+    rkey rk(target.packed_rkey());
+    std::vector<char> data = pattern(length, 9);
+    uct_iov_t iov[4];
+    test_comp comp;
+
+    memcpy(source.ptr(), data.data(), length);
+    /* Three pieces and an empty entry, which must be skipped. */
+    size_t cuts[] = {0, 100, 100, 70000, length};
+    for (int i = 0; i < 4; ++i) {
+        iov[i].buffer = source.ptr() + cuts[i];
+        iov[i].length = cuts[i + 1] - cuts[i];
+        iov[i].memh   = source.memh();
+        iov[i].count  = 1;
+        iov[i].stride = 0;
+    }
+
+    ucs_status_t status = retry(all(), [&] {
+        return uct_ep_put_zcopy(m_ep, iov, 4, target.addr(), rk.get(),
+                                &comp.uct);
+    });
+    wait_comp(status, comp);
+    EXPECT_EQ(0, memcmp(data.data(), target.ptr(), length));
+}
+
+TEST_F(uct_ops, get_bcopy)
+{
+    buffer source(*m_receiver, 8192);
+    rkey rk(source.packed_rkey());
+
+    for (size_t length : {size_t(1), size_t(64), size_t(8192)}) {
+        std::vector<char> data = pattern(length, 5), got(length);
+        test_comp comp;
+        memcpy(source.ptr(), data.data(), length);
+        ucs_status_t status = retry(all(), [&] {
+            return uct_ep_get_bcopy(m_ep, unpack_cb, got.data(), length,
+                                    source.addr(), rk.get(), &comp.uct);
+        });
+        wait_comp(status, comp);
+        EXPECT_EQ(data, got) << length;
+    }
+}
+
+TEST_F(uct_ops, get_zcopy)
+{
+    const size_t length = 300000;
+    buffer source(*m_receiver, length);
+    buffer dest(*m_sender, length);
+    rkey rk(source.packed_rkey());
+    std::vector<char> data = pattern(length, 11);
+    uct_iov_t iov = {dest.ptr(), length, dest.memh(), 0, 1};
+    test_comp comp;
+
+    memcpy(source.ptr(), data.data(), length);
+    ucs_status_t status = retry(all(), [&] {
+        return uct_ep_get_zcopy(m_ep, &iov, 1, source.addr(), rk.get(),
+                                &comp.uct);
+    });
+    wait_comp(status, comp);
+    EXPECT_EQ(0, memcmp(data.data(), dest.ptr(), length));
+}
+
+TEST_F(uct_ops, am_short_and_iov)
+{
+    std::vector<char> payload = pattern(40, 1);
+    uint64_t header           = 0x1122334455667788ull;
+
+    ASSERT_EQ(UCS_OK, retry(all(), [&] {
+        return uct_ep_am_short(m_ep, 5, header, payload.data(),
+                               payload.size());
+    }));
+    ASSERT_NO_FATAL_FAILURE(wait_am(1));
+    ASSERT_EQ(sizeof(header) + payload.size(), m_am.messages[0].size());
+    EXPECT_EQ(0, memcmp(&header, m_am.messages[0].data(), sizeof(header)));
+    EXPECT_EQ(0, memcmp(payload.data(),
+                        m_am.messages[0].data() + sizeof(header),
+                        payload.size()));
+
+    uct_iov_t iov[3] = {
+        {payload.data(), 10, UCT_MEM_HANDLE_NULL, 0, 1},
+        {payload.data() + 10, 0, UCT_MEM_HANDLE_NULL, 0, 1},
+        {payload.data() + 10, 30, UCT_MEM_HANDLE_NULL, 0, 1}
+    };
+    ASSERT_EQ(UCS_OK, retry(all(), [&] {
+        return uct_ep_am_short_iov(m_ep, 5, iov, 3);
+    }));
+    ASSERT_NO_FATAL_FAILURE(wait_am(2));
+    EXPECT_EQ(payload, m_am.messages[1]);
+}
+
+TEST_F(uct_ops, am_bcopy_keep_descriptor)
+{
+    const size_t length = m_sender->attr().cap.am.max_bcopy;
+    std::vector<char> data = pattern(length, 2);
+    pack_arg arg = {data.data(), length};
+
+    m_am.keep = true;
+    for (int i = 0; i < 3; ++i) {
+        ssize_t packed;
+        ASSERT_EQ(UCS_OK, retry(all(), [&] {
+            packed = uct_ep_am_bcopy(m_ep, 5, pack_cb, &arg, 0);
+            return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
+        }));
+        EXPECT_EQ((ssize_t)length, packed);
+    }
+    ASSERT_NO_FATAL_FAILURE(wait_am(3));
+    ASSERT_EQ(3u, m_am.kept.size());
+    for (int i = 0; i < 3; ++i) {
+        /* The kept descriptors still hold their data. */
+        EXPECT_EQ(0, memcmp(m_am.kept[i], data.data(), length));
+    }
+}
+
+TEST_F(uct_ops, am_zcopy)
+{
+    const size_t length = 5000;
+    buffer source(*m_sender, length);
+    std::vector<char> data = pattern(length, 4);
+    char header[20];
+    uct_iov_t iov[2] = {
+        {source.ptr(), 1000, source.memh(), 0, 1},
+        {source.ptr() + 1000, length - 1000, source.memh(), 0, 1}
+    };
+    test_comp comp;
+
+    memcpy(source.ptr(), data.data(), length);
+    memset(header, 'h', sizeof(header));
+    ucs_status_t status = retry(all(), [&] {
+        return uct_ep_am_zcopy(m_ep, 5, header, sizeof(header), iov, 2, 0,
+                               &comp.uct);
+    });
+    wait_comp(status, comp);
+    ASSERT_NO_FATAL_FAILURE(wait_am(1));
+    ASSERT_EQ(sizeof(header) + length, m_am.messages[0].size());
+    EXPECT_EQ(0, memcmp(header, m_am.messages[0].data(), sizeof(header)));
+    EXPECT_EQ(0, memcmp(data.data(), m_am.messages[0].data() + sizeof(header),
+                        length));
+}
+
+TEST_F(uct_ops, am_many_in_order)
+{
+    const int count = 3000; /* several times the send queue */
+
+    for (int i = 0; i < count; ++i) {
+        ASSERT_EQ(UCS_OK, retry(all(), [&] {
+            return uct_ep_am_short(m_ep, 5, i, NULL, 0);
+        }));
+    }
+    ASSERT_NO_FATAL_FAILURE(wait_am(count));
+    for (int i = 0; i < count; ++i) {
+        uint64_t header;
+        memcpy(&header, m_am.messages[i].data(), sizeof(header));
+        ASSERT_EQ((uint64_t)i, header);
+    }
+}
+
+TEST_F(uct_ops, atomics)
+{
+    buffer target(*m_receiver, 64);
+    rkey rk(target.packed_rkey());
+    uint64_t *word = (uint64_t*)target.ptr();
+    uint64_t result;
+
+    auto fetch = [&](uct_atomic_op_t op, uint64_t value) {
+        test_comp comp;
+        ucs_status_t status = retry(all(), [&] {
+            return uct_ep_atomic64_fetch(m_ep, op, value, &result,
+                                         target.addr(), rk.get(), &comp.uct);
+        });
+        wait_comp(status, comp);
+        return result;
+    };
+    auto post = [&](uct_atomic_op_t op, uint64_t value) {
+        ASSERT_EQ(UCS_OK, retry(all(), [&] {
+            return uct_ep_atomic64_post(m_ep, op, value, target.addr(),
+                                        rk.get());
+        }));
+        flush();
+    };
+
+    *word = 10;
+    EXPECT_EQ(10u, fetch(UCT_ATOMIC_OP_ADD, 5));
+    EXPECT_EQ(15u, *word);
+    post(UCT_ATOMIC_OP_ADD, 5);
+    EXPECT_EQ(20u, *word);
+    EXPECT_EQ(20u, fetch(UCT_ATOMIC_OP_SWAP, 0xff00));
+    EXPECT_EQ(0xff00u, *word);
+    EXPECT_EQ(0xff00u, fetch(UCT_ATOMIC_OP_AND, 0x0ff0));
+    EXPECT_EQ(0x0f00u, *word);
+    EXPECT_EQ(0x0f00u, fetch(UCT_ATOMIC_OP_OR, 0x000f));
+    EXPECT_EQ(0x0f0fu, *word);
+    EXPECT_EQ(0x0f0fu, fetch(UCT_ATOMIC_OP_XOR, 0x0101));
+    EXPECT_EQ(0x0e0eu, *word);
+    post(UCT_ATOMIC_OP_AND, 0x0f00);
+    EXPECT_EQ(0x0e00u, *word);
+    post(UCT_ATOMIC_OP_OR, 0x1);
+    EXPECT_EQ(0x0e01u, *word);
+    post(UCT_ATOMIC_OP_XOR, 0x0e00);
+    EXPECT_EQ(0x1u, *word);
+    *word = 0; /* the first compare-swap guess of the loop */
+    EXPECT_EQ(0u, fetch(UCT_ATOMIC_OP_SWAP, 7));
+    EXPECT_EQ(7u, *word);
+
+    test_comp comp;
+    ucs_status_t status = retry(all(), [&] {
+        return uct_ep_atomic_cswap64(m_ep, 7, 99, target.addr(), rk.get(),
+                                     &result, &comp.uct);
+    });
+    wait_comp(status, comp);
+    EXPECT_EQ(7u, result);
+    EXPECT_EQ(99u, *word);
+
+    test_comp comp2;
+    status = retry(all(), [&] {
+        return uct_ep_atomic_cswap64(m_ep, 7, 1, target.addr(), rk.get(),
+                                     &result, &comp2.uct);
+    });
+    wait_comp(status, comp2);
+    EXPECT_EQ(99u, result); /* no swap: the compare failed */
+    EXPECT_EQ(99u, *word);
+}
+
+TEST_F(uct_ops, atomic_unaligned_rejected)
+{
+    buffer target(*m_receiver, 64);
+    rkey rk(target.packed_rkey());
+
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_ep_atomic64_post(m_ep, UCT_ATOMIC_OP_ADD, 1,
+                                   target.addr() + 4, rk.get()));
+}
+
+TEST_F(uct_ops, malformed_rkey)
+{
+    char garbage[16];
+    uct_rkey_bundle_t bundle;
+
+    memset(garbage, 0x5a, sizeof(garbage));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_rkey_unpack(dcx_component(), garbage, &bundle));
+
+    /* A remote key value that did not come from unpack. */
+    buffer target(*m_receiver, 64);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_ep_put_short(m_ep, garbage, 8, target.addr(), 0x1234));
+}
+
+TEST_F(uct_ops, malformed_address)
+{
+    std::vector<char> address = m_receiver->address();
+    size_t dev_len            = (unsigned char)address[0];
+    uct_ep_h ep;
+
+    /* Unknown interface address version. */
+    address[1 + dev_len + 3] = (char)0x0f;
+    EXPECT_FALSE(uct_iface_is_reachable(
+            m_sender->iface(), (const uct_device_addr_t*)&address[1],
+            (const uct_iface_addr_t*)&address[1 + dev_len]));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, m_sender->connect(address, &ep));
+
+    /* LID 0 is not a unicast IB address. */
+    address = m_receiver->address();
+    address[1] = address[2] = 0;
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, m_sender->connect(address, &ep));
+}
+
+TEST_F(uct_ops, iface_flush)
+{
+    buffer target(*m_receiver, 65536);
+    rkey rk(target.packed_rkey());
+    std::vector<char> data = pattern(256, 8);
+
+    for (int i = 0; i < 100; ++i) {
+        ASSERT_EQ(UCS_OK, retry(all(), [&] {
+            return uct_ep_put_short(m_ep, data.data(), 256,
+                                    target.addr() + 256 * (i % 200),
+                                    rk.get());
+        }));
+    }
+    ASSERT_TRUE(wait_for(all(), [&] {
+        return uct_iface_flush(m_sender->iface(), 0, NULL) == UCS_OK;
+    }));
+    EXPECT_EQ(0, memcmp(data.data(), target.ptr() + 256 * 99, 256));
+}
+
+/* One DCI for many endpoints: they queue as pending and all complete. */
+class uct_ops_one_dci : public uct_ops {
+protected:
+    config_t sender_config() override
+    {
+        return {{"NUM_DCI", "1"}, {"TX_QUEUE_LEN", "16"}};
+    }
+};
+
+struct pending_ctx {
+    uct_pending_req_t req;
+    uct_ep_h          ep;
+    uint64_t          addr;
+    uct_rkey_t        rkey;
+    uint64_t          value;
+    int               done;
+};
+
+static ucs_status_t pending_put(uct_pending_req_t *req)
+{
+    pending_ctx *ctx = ucs_container_of(req, pending_ctx, req);
+    ucs_status_t status = uct_ep_put_short(ctx->ep, &ctx->value,
+                                           sizeof(ctx->value), ctx->addr,
+                                           ctx->rkey);
+    if (status == UCS_OK) {
+        ctx->done = 1;
+    }
+    return status;
+}
+
+TEST_F(uct_ops_one_dci, pending_with_dci_exhaustion)
+{
+    const int num_eps = 6, per_ep = 40;
+    std::vector<std::unique_ptr<entity>> peers;
+    std::vector<std::unique_ptr<buffer>> targets;
+    std::vector<std::unique_ptr<rkey>> rkeys;
+    std::vector<uct_ep_h> eps;
+    std::vector<pending_ctx> ctxs(num_eps * per_ep);
+    std::vector<entity*> everybody = all();
+
+    for (int i = 0; i < num_eps; ++i) {
+        peers.emplace_back(new entity());
+        targets.emplace_back(new buffer(*peers.back(), 8 * per_ep));
+        rkeys.emplace_back(new rkey(targets.back()->packed_rkey()));
+        eps.push_back(m_sender->connect(*peers.back()));
+        everybody.push_back(peers.back().get());
+    }
+
+    int queued = 0;
+    for (int j = 0; j < per_ep; ++j) {
+        for (int i = 0; i < num_eps; ++i) {
+            pending_ctx &ctx = ctxs[j * num_eps + i];
+            ctx.req.func = pending_put;
+            ctx.ep       = eps[i];
+            ctx.addr     = targets[i]->addr() + 8 * j;
+            ctx.rkey     = rkeys[i]->get();
+            ctx.value    = 1000 * i + j;
+            ctx.done     = 0;
+            ucs_status_t status = uct_ep_put_short(eps[i], &ctx.value, 8,
+                                                   ctx.addr, ctx.rkey);
+            if (status == UCS_OK) {
+                ctx.done = 1;
+                continue;
+            }
+            ASSERT_EQ(UCS_ERR_NO_RESOURCE, status);
+            status = uct_ep_pending_add(eps[i], &ctx.req, 0);
+            if (status == UCS_ERR_BUSY) {
+                /* Resources came back meanwhile: send it now. */
+                ASSERT_EQ(UCS_OK, retry(everybody, [&] {
+                    return pending_put(&ctx.req);
+                }));
+            } else {
+                ASSERT_EQ(UCS_OK, status);
+                ++queued;
+            }
+        }
+    }
+    EXPECT_GT(queued, 0) << "the single DCI was never exhausted";
+
+    ASSERT_TRUE(wait_for(everybody, [&] {
+        for (auto &ctx : ctxs) {
+            if (!ctx.done) {
+                return false;
+            }
+        }
+        return uct_iface_flush(m_sender->iface(), 0, NULL) == UCS_OK;
+    }));
+
+    for (int i = 0; i < num_eps; ++i) {
+        for (int j = 0; j < per_ep; ++j) {
+            uint64_t value;
+            memcpy(&value, targets[i]->ptr() + 8 * j, 8);
+            ASSERT_EQ((uint64_t)(1000 * i + j), value) << i << "," << j;
+        }
+        uct_ep_destroy(eps[i]);
+    }
+}
+
+TEST_F(uct_ops_one_dci, pending_purge)
+{
+    pending_ctx ctx = {};
+    int purged      = 0;
+    buffer target(*m_receiver, 64);
+    rkey rk(target.packed_rkey());
+    ucs_status_t status;
+
+    ctx.req.func = pending_put;
+    /* Fill the single DCI's queue. */
+    do {
+        status = uct_ep_put_short(m_ep, &ctx.value, 8, target.addr(),
+                                  rk.get());
+    } while (status == UCS_OK);
+    ASSERT_EQ(UCS_ERR_NO_RESOURCE, status);
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &ctx.req, 0));
+    uct_ep_pending_purge(m_ep, [](uct_pending_req_t *req, void *arg) {
+        ++*(int*)arg;
+    }, &purged);
+    EXPECT_EQ(1, purged);
+}
+
+static bool fd_readable(int fd, int timeout_ms)
+{
+    struct pollfd pfd = {fd, POLLIN, 0};
+    return poll(&pfd, 1, timeout_ms) == 1;
+}
+
+TEST_F(uct_ops, wakeup_on_receive)
+{
+    int fd;
+
+    ASSERT_TRUE(m_receiver->attr().cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV);
+    ASSERT_EQ(UCS_OK, uct_iface_event_fd_get(m_receiver->iface(), &fd));
+    ASSERT_TRUE(wait_for(all(), [&] {
+        return uct_iface_event_arm(m_receiver->iface(), UCT_EVENT_RECV) ==
+               UCS_OK;
+    }));
+    EXPECT_FALSE(fd_readable(fd, 0));
+
+    ASSERT_EQ(UCS_OK, retry({m_sender.get()}, [&] {
+        return uct_ep_am_short(m_ep, 5, 42, NULL, 0);
+    }));
+
+    /* Only the sender makes progress: the receiver sleeps on its fd. */
+    bool woke = false;
+    for (int i = 0; (i < 2000) && !woke; ++i) {
+        m_sender->progress();
+        woke = fd_readable(fd, 1);
+    }
+    EXPECT_TRUE(woke) << "no wakeup for a received message";
+    EXPECT_EQ(UCS_ERR_BUSY,
+              uct_iface_event_arm(m_receiver->iface(), UCT_EVENT_RECV));
+    ASSERT_NO_FATAL_FAILURE(wait_am(1));
+}
+
+TEST_F(uct_ops, wakeup_on_send_completion)
+{
+    buffer target(*m_receiver, 64);
+    rkey rk(target.packed_rkey());
+    uint64_t value = 7;
+    int fd;
+
+    ASSERT_EQ(UCS_OK, uct_iface_event_fd_get(m_sender->iface(), &fd));
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(m_ep, &value, 8, target.addr(),
+                                       rk.get()));
+    /* Armed with the completion possibly already there: it still fires. */
+    ucs_status_t status = uct_iface_event_arm(m_sender->iface(),
+                                              UCT_EVENT_SEND_COMP);
+    ASSERT_TRUE((status == UCS_OK) || (status == UCS_ERR_BUSY));
+    if (status == UCS_OK) {
+        EXPECT_TRUE(fd_readable(fd, 5000)) << "no send-completion wakeup";
+    }
+    flush();
+    EXPECT_EQ(7u, *(uint64_t*)target.ptr());
+}

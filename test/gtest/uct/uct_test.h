@@ -1,0 +1,156 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * UCT-level test harness for dcx on the software DC device: interfaces,
+ * endpoints, registered buffers, progress, and peers in forked processes.
+ */
+#ifndef DCX_UCT_TEST_H_
+#define DCX_UCT_TEST_H_
+
+#include <gtest/gtest.h>
+#include <uct/api/uct.h>
+#include <ucs/async/async_fwd.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dcx_test {
+
+/* The dcx component, loaded from the build tree (registers once). */
+uct_component_h dcx_component();
+
+/* Name of the device-model memory domain and transport device. */
+extern const char *emu_md_name;
+extern const char *emu_dev_name;
+
+typedef std::map<std::string, std::string> config_t;
+
+/* One UCT worker + interface on the model device. */
+class entity {
+public:
+    explicit entity(const config_t &config = config_t(),
+                    uct_error_handler_t err_handler = nullptr,
+                    void *err_arg = nullptr);
+    ~entity();
+
+    uct_iface_h iface() const { return m_iface; }
+    uct_md_h md() const { return m_md; }
+    const uct_iface_attr_t &attr() const { return m_attr; }
+    const std::vector<char> &dev_addr() const { return m_dev_addr; }
+    const std::vector<char> &iface_addr() const { return m_iface_addr; }
+
+    /* All addresses in one blob (to send to another process). */
+    std::vector<char> address() const;
+
+    /* Connect an endpoint to a peer's address blob. */
+    ucs_status_t connect(const std::vector<char> &address, uct_ep_h *ep_p);
+    uct_ep_h connect(const entity &peer);
+
+    unsigned progress();
+
+private:
+    ucs_async_context_t *m_async  = nullptr;
+    uct_worker_h        m_worker  = nullptr;
+    uct_md_h            m_md      = nullptr;
+    uct_iface_h         m_iface   = nullptr;
+    uct_iface_attr_t    m_attr;
+    std::vector<char>   m_dev_addr, m_iface_addr;
+};
+
+/* A registered buffer and its packed / unpacked remote key. */
+class buffer {
+public:
+    buffer(const entity &e, size_t length, char fill = 0);
+    ~buffer();
+
+    char *ptr() const { return m_ptr; }
+    size_t length() const { return m_length; }
+    uct_mem_h memh() const { return m_memh; }
+    uint64_t addr() const { return (uintptr_t)m_ptr; }
+    const std::vector<char> &packed_rkey() const { return m_packed; }
+
+private:
+    uct_md_h          m_md;
+    char              *m_ptr;
+    size_t            m_length;
+    uct_mem_h         m_memh;
+    std::vector<char> m_packed;
+};
+
+/* Unpacked remote key of a peer's buffer. */
+class rkey {
+public:
+    explicit rkey(const std::vector<char> &packed);
+    ~rkey();
+    uct_rkey_t get() const { return m_bundle.rkey; }
+
+private:
+    uct_rkey_bundle_t m_bundle;
+};
+
+/* Progress the entities until cond() or the timeout (seconds). */
+bool wait_for(const std::vector<entity*> &entities,
+              const std::function<bool()> &cond, double timeout = 20.0);
+
+/* A completion that counts down. */
+struct test_comp {
+    uct_completion_t uct;
+    ucs_status_t     status;
+    int              done;
+    test_comp();
+};
+
+/* Retry an operation while it returns UCS_ERR_NO_RESOURCE. */
+ucs_status_t retry(const std::vector<entity*> &entities,
+                   const std::function<ucs_status_t()> &op);
+
+/* A role a child process can play: fn(read_fd, write_fd, args) returns
+ * the exit code. Children are fresh processes (fork + exec of the test
+ * binary): a process may not use a device it inherited through fork. */
+typedef std::function<int(int, int, const std::vector<std::string>&)>
+        child_role_t;
+std::map<std::string, child_role_t> &child_roles();
+
+struct child_role_registrar {
+    child_role_registrar(const char *name, child_role_t fn)
+    {
+        child_roles()[name] = fn;
+    }
+};
+
+#define DCX_CHILD_ROLE(_name) \
+    static int _name(int, int, const std::vector<std::string>&); \
+    static dcx_test::child_role_registrar _name##_registrar(#_name, _name); \
+    static int _name(int in_fd, int out_fd, \
+                     const std::vector<std::string> &args)
+
+/* Run a child role if argv asks for one; returns -1 otherwise. */
+int run_child_role(int argc, char **argv);
+
+class child {
+public:
+    child(const std::string &role,
+          const std::vector<std::string> &args = std::vector<std::string>());
+    ~child();
+    int to_fd() const { return m_to[1]; }
+    int from_fd() const { return m_from[0]; }
+    int wait(double timeout = 60.0); /* exit status, -1 on signal/timeout */
+    bool exited(int *status_p);      /* without waiting or killing */
+    void kill();
+    pid_t pid() const { return m_pid; }
+
+private:
+    pid_t m_pid;
+    int   m_to[2], m_from[2];
+};
+
+/* Length-prefixed messages over a pipe. */
+void send_msg(int fd, const std::vector<char> &msg);
+std::vector<char> recv_msg(int fd, double timeout = 30.0);
+
+} // namespace dcx_test
+
+#endif

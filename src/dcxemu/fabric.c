@@ -653,6 +653,7 @@ __attribute__((destructor)) static void dcxemu_fini(void)
     if (dcxemu_lock() == 0) {
         struct dcxemu_shm_member *mb = &dcxemu_fab->members[dcxemu_me];
         dcxemu_free_member_objects(dcxemu_me);
+        heap_free_owned(dcxemu_my_token);
         mb->in_use = 0;
         mb->token = 0;
         dcxemu_unlock();

@@ -10,12 +10,12 @@
 #include <sys/types.h>
 
 #define DCXEMU_MAGIC            0x4443584546414252ULL /* "DCXEFABR" */
-#define DCXEMU_LAYOUT_VERSION   2u
+#define DCXEMU_LAYOUT_VERSION   3u
 
 #define DCXEMU_MAX_MEMBERS      64
 #define DCXEMU_QP_IDX_BITS      12                     /* qpn = gen << 12 | index (24 bits) */
 #define DCXEMU_MAX_QPS          (1u << DCXEMU_QP_IDX_BITS)
-#define DCXEMU_MAX_MRS          16384                  /* key = index << 8 | tag */
+#define DCXEMU_MAX_MRS          65536                  /* key = index << 8 | tag */
 #define DCXEMU_MAX_MKEYS        4096                   /* key = (MAX_MRS + index) << 8, tag 0 */
 #define DCXEMU_MKEY_BASE        DCXEMU_MAX_MRS
 #define DCXEMU_MAX_CQS          1024

@@ -181,7 +181,7 @@ TEST(emu_pd_mr, freed_key_returns_with_new_tag)
     uint32_t old = mr->rkey;
     ASSERT_EQ(dcxemu_ibv_dereg_mr(mr), 0);
     bool found = false;
-    for (int i = 0; i < 20000 && !found; i++) {
+    for (int i = 0; i < 70000 && !found; i++) {
         mr = dcxemu_ibv_reg_mr(d.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
         ASSERT_NE(mr, nullptr);
         if ((mr->rkey >> 8) == (old >> 8)) {
@@ -229,6 +229,9 @@ TEST(emu_cq, create_validation_and_rounding)
     ibv_cq *cq = dcxemu_ibv_create_cq(d.ctx, 100, nullptr, nullptr, 0);
     ASSERT_NE(cq, nullptr);
     EXPECT_EQ(cq->cqe, 127);
+    errno = 0;   /* 2^22 CQEs need 288 MiB; the test fabric's heap has 256 MiB */
+    EXPECT_EQ(dcxemu_ibv_create_cq(d.ctx, 4194303, nullptr, nullptr, 0), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
     EXPECT_EQ(dcxemu_ibv_destroy_cq(cq), 0);
     ibv_cq_init_attr_ex ca;
     memset(&ca, 0, sizeof(ca));

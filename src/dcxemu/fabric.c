@@ -6,8 +6,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,13 +276,14 @@ static void heap_free_owned(uint64_t token)
 
 /* ---------------------------------------------------------------- liveness ---- */
 
+/* Start time of a process (field 22 of /proc/<pid>/stat), recorded in the member slot for
+ * diagnostics; liveness itself is decided by the slot's record lock. */
 static uint64_t proc_starttime(pid_t pid)
 {
     char path[64], buf[1024];
     ssize_t n;
     int fd;
     char *p;
-    uint64_t v = 0;
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -296,28 +295,11 @@ static uint64_t proc_starttime(pid_t pid)
         return 0;
     }
     buf[n] = '\0';
-    p = strrchr(buf, ')');
-    if (p == NULL) {
-        return 0;
-    }
-    /* after ") " come fields 3..; starttime is field 22 */
+    p = strrchr(buf, ')');   /* the command name may contain spaces */
     for (int field = 2; field < 22 && p != NULL; field++) {
         p = strchr(p + 1, ' ');
     }
-    if (p != NULL) {
-        v = strtoull(p + 1, NULL, 10);
-        if (p[1] == 'Z' || v == 0) {
-            return 0;
-        }
-    }
-    /* zombies are dead for our purposes */
-    {
-        char *s = strrchr(buf, ')');
-        if (s != NULL && (s[2] == 'Z' || s[2] == 'X')) {
-            return 0;
-        }
-    }
-    return v;
+    return p != NULL ? strtoull(p + 1, NULL, 10) : 0;
 }
 
 /* Liveness: every member holds a POSIX record lock on byte <slot> of the fabric file for as

@@ -103,6 +103,9 @@ DCXEMU_API int dcxemu_ibv_destroy_qp(struct ibv_qp *qp);
 DCXEMU_API struct ibv_qp_ex *dcxemu_ibv_qp_to_qp_ex(struct ibv_qp *qp);
 DCXEMU_API struct mlx5dv_qp_ex *dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex *qp);
 
+DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init_attr *mkey_init_attr);
+DCXEMU_API int dcxemu_mlx5dv_destroy_mkey(struct mlx5dv_mkey *mkey);
+
 DCXEMU_API struct ibv_ah *dcxemu_ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 DCXEMU_API int dcxemu_ibv_destroy_ah(struct ibv_ah *ah);
 

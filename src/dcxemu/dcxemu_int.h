@@ -10,12 +10,14 @@
 #include <sys/types.h>
 
 #define DCXEMU_MAGIC            0x4443584546414252ULL /* "DCXEFABR" */
-#define DCXEMU_LAYOUT_VERSION   1u
+#define DCXEMU_LAYOUT_VERSION   3u
 
 #define DCXEMU_MAX_MEMBERS      64
 #define DCXEMU_QP_IDX_BITS      12                     /* qpn = gen << 12 | index (24 bits) */
 #define DCXEMU_MAX_QPS          (1u << DCXEMU_QP_IDX_BITS)
-#define DCXEMU_MAX_MRS          16384                  /* key = index << 8 | tag */
+#define DCXEMU_MAX_MRS          65536                  /* key = index << 8 | tag */
+#define DCXEMU_MAX_MKEYS        4096                   /* key = (MAX_MRS + index) << 8, tag 0 */
+#define DCXEMU_MKEY_BASE        DCXEMU_MAX_MRS
 #define DCXEMU_MAX_CQS          1024
 #define DCXEMU_MAX_SRQS         1024
 #define DCXEMU_MAX_DEVICES      16
@@ -55,6 +57,31 @@ struct dcxemu_shm_mr {
     uint64_t addr;         /* address in the owner's address space */
     uint64_t iova;         /* address the keys use */
     uint64_t length;
+};
+
+/* One pointed-to range of an indirect mkey.  list: [addr, addr+bytes); interleaved: bytes at
+ * addr + r*stride for repeat r (bytes and stride already truncated to 16 bits, as hardware). */
+struct dcxemu_mkey_entry {
+    uint64_t addr;
+    uint32_t lkey;
+    uint32_t bytes;
+    uint32_t stride;
+    uint32_t pad;
+};
+
+struct dcxemu_shm_mkey {
+    uint32_t in_use;
+    uint16_t owner;
+    uint8_t  programmed;   /* 0 = free/unusable (new, or after LOCAL_INV) */
+    uint8_t  interleaved;
+    uint64_t owner_token;
+    uint64_t pd_id;
+    uint32_t max_entries;
+    uint32_t n;
+    uint32_t access;
+    uint32_t repeat;
+    uint64_t length;       /* L: valid offsets are [0, L) */
+    uint64_t entries_off;  /* heap: max_entries entries */
 };
 
 struct dcxemu_shm_qp {
@@ -151,6 +178,7 @@ struct dcxemu_shm {
     struct dcxemu_shm_member members[DCXEMU_MAX_MEMBERS];
     struct dcxemu_shm_qp qps[DCXEMU_MAX_QPS];
     struct dcxemu_shm_mr mrs[DCXEMU_MAX_MRS];
+    struct dcxemu_shm_mkey mkeys[DCXEMU_MAX_MKEYS];
     struct dcxemu_shm_cq cqs[DCXEMU_MAX_CQS];
     struct dcxemu_shm_srq srqs[DCXEMU_MAX_SRQS];
 };
@@ -174,6 +202,12 @@ struct dcxemu_pd {
 struct dcxemu_mr {
     struct ibv_mr mr;
     uint32_t idx;
+};
+
+struct dcxemu_mkey {
+    struct mlx5dv_mkey mkey;
+    uint32_t idx;
+    struct dcxemu_pd *pd;
 };
 
 struct dcxemu_ah {
@@ -211,6 +245,7 @@ struct dcxemu_srq {
 enum dcxemu_op {
     DCXEMU_OP_NONE, DCXEMU_OP_SEND, DCXEMU_OP_SEND_IMM, DCXEMU_OP_WRITE, DCXEMU_OP_WRITE_IMM,
     DCXEMU_OP_READ, DCXEMU_OP_CMP_SWP, DCXEMU_OP_FETCH_ADD,
+    DCXEMU_OP_UMR_LIST, DCXEMU_OP_UMR_INTERLEAVED, DCXEMU_OP_LOCAL_INV,
 };
 
 struct dcxemu_wqe {
@@ -230,6 +265,9 @@ struct dcxemu_wqe {
     uint8_t  pad;
     uint32_t num_sge;
     uint32_t inline_len;
+    uint32_t umr_n;        /* UMR: entries in the QP's umr area of this slot */
+    uint32_t umr_access;
+    uint32_t umr_repeat;
     uint32_t pad2;
     /* followed by max_send_sge struct ibv_sge, then max_inline_data bytes */
 };
@@ -240,6 +278,7 @@ struct dcxemu_qp {
     struct dcxemu_context *ctx;
     int idx;
     int is_dct;
+    int is_rc;                     /* loopback RC QP hosting UMR / LOCAL_INV */
     int has_qpx;                   /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
     int sq_sig_all;
     int been_rts;                  /* wr_complete accepted only after RTS since last RESET */
@@ -258,6 +297,8 @@ struct dcxemu_qp {
     size_t wqe_size;
     char *ring;
     uint32_t ring_slots;
+    struct dcxemu_mkey_entry *umr_ring;   /* umr_max entries per slot (RC with MR ops) */
+    uint32_t umr_max;
     uint64_t sq_posted;            /* published WQEs */
     uint64_t sq_done;              /* executed (completed or flushed) */
     _Atomic uint64_t sq_freed;     /* slots released by polled CQEs */
@@ -317,6 +358,7 @@ void dcxemu_cq_purge_qpn(struct dcxemu_shm_cq *cq, uint32_t qpn);
 void dcxemu_deliver_events(void);          /* owner side: channels and async events */
 void dcxemu_async_post(struct dcxemu_context *ctx, enum ibv_event_type type, void *obj);
 void dcxemu_qp_progress(struct dcxemu_qp *qp);
+struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr);
 void dcxemu_qp_sq_polled(uint32_t qpn, uint64_t sq_index);
 void dcxemu_free_member_objects(int member);   /* fabric lock held */
 void dcxemu_ops_init(struct ibv_context_ops *ops);

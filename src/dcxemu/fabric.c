@@ -6,8 +6,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,19 +124,34 @@ int dcxemu_shm_lock(pthread_mutex_t *m)
     return r;
 }
 
-int dcxemu_lock(void) { return dcxemu_shm_lock(&dcxemu_fab->lock); }
+static void heap_rebuild(void);
+
+int dcxemu_lock(void)
+{
+    int r = pthread_mutex_lock(&dcxemu_fab->lock);
+    if (r == EOWNERDEAD) {
+        /* a member died inside: make the shared heap consistent again; its objects are
+         * released by the reaper, which finds it dead */
+        pthread_mutex_consistent(&dcxemu_fab->lock);
+        heap_rebuild();
+        r = 0;
+    }
+    return r;
+}
 void dcxemu_unlock(void) { pthread_mutex_unlock(&dcxemu_fab->lock); }
 
 /* ---------------------------------------------------------------- heap ----- */
 /* First-fit allocator over the sparse heap, free list sorted by offset, coalescing on free.
  * Called with the fabric lock held. */
 
+static void heap_free_owned(uint64_t token);
+
 struct heap_blk {
     uint64_t size;       /* including this header */
     uint64_t next_free;
     uint32_t free;
     uint32_t magic;
-    uint64_t pad;
+    uint64_t owner_token; /* member that allocated it: the reaper frees what a dead one held */
 };
 #define HEAP_MAGIC 0x68656170u
 #define HEAP_HDR   ((uint64_t)sizeof(struct heap_blk))
@@ -178,8 +191,9 @@ uint64_t dcxemu_heap_alloc(uint64_t size)
             } else {
                 *link = b->next_free;
             }
-            b->free = 0;
+            b->owner_token = dcxemu_my_token;
             b->next_free = 0;
+            b->free = 0;   /* last: a dying allocator leaves a block heap_rebuild frees */
             return off + HEAP_HDR;
         }
         link = &b->next_free;
@@ -211,18 +225,65 @@ void dcxemu_heap_free(uint64_t data_off)
         prev->size += b->size;
         prev->next_free = b->next_free;
     }
-    /* Give large freed ranges' pages back to tmpfs. */
+}
+
+/* After a member died holding the fabric lock: rebuild the free list from the block headers.
+ * Every update above keeps the headers walkable (a split writes the new header before it
+ * shrinks the block; freeing is one store), so the walk is always valid. */
+static void heap_rebuild(void)
+{
+    uint64_t off = dcxemu_fab->heap_off, end = off + dcxemu_fab->heap_size;
+    uint64_t *link = &dcxemu_fab->heap_free;
+    struct heap_blk *prev_free = NULL;
+    while (off < end) {
+        struct heap_blk *b = blk(off);
+        if (b->magic != HEAP_MAGIC || b->size < HEAP_HDR || b->size > end - off) {
+            break;   /* cannot happen with the ordering above; stop rather than guess */
+        }
+        if (b->free) {
+            if (prev_free != NULL && (uint64_t)((char *)prev_free - (char *)dcxemu_fab) +
+                                     prev_free->size == off) {
+                prev_free->size += b->size;
+            } else {
+                b->next_free = 0;
+                *link = off;
+                link = &b->next_free;
+                prev_free = b;
+            }
+        }
+        off += b->size;
+    }
+    *link = 0;
+}
+
+/* Fabric lock held: free every heap block a (dead) member still owns. */
+static void heap_free_owned(uint64_t token)
+{
+    uint64_t off = dcxemu_fab->heap_off, end = off + dcxemu_fab->heap_size;
+    while (off < end) {
+        struct heap_blk *b = blk(off);
+        uint64_t next;
+        if (b->magic != HEAP_MAGIC || b->size < HEAP_HDR || b->size > end - off) {
+            break;
+        }
+        next = off + b->size;
+        if (!b->free && b->owner_token == token) {
+            dcxemu_heap_free(off + HEAP_HDR);
+        }
+        off = next;
+    }
 }
 
 /* ---------------------------------------------------------------- liveness ---- */
 
+/* Start time of a process (field 22 of /proc/<pid>/stat), recorded in the member slot for
+ * diagnostics; liveness itself is decided by the slot's record lock. */
 static uint64_t proc_starttime(pid_t pid)
 {
     char path[64], buf[1024];
     ssize_t n;
     int fd;
     char *p;
-    uint64_t v = 0;
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -234,28 +295,11 @@ static uint64_t proc_starttime(pid_t pid)
         return 0;
     }
     buf[n] = '\0';
-    p = strrchr(buf, ')');
-    if (p == NULL) {
-        return 0;
-    }
-    /* after ") " come fields 3..; starttime is field 22 */
+    p = strrchr(buf, ')');   /* the command name may contain spaces */
     for (int field = 2; field < 22 && p != NULL; field++) {
         p = strchr(p + 1, ' ');
     }
-    if (p != NULL) {
-        v = strtoull(p + 1, NULL, 10);
-        if (p[1] == 'Z' || v == 0) {
-            return 0;
-        }
-    }
-    /* zombies are dead for our purposes */
-    {
-        char *s = strrchr(buf, ')');
-        if (s != NULL && (s[2] == 'Z' || s[2] == 'X')) {
-            return 0;
-        }
-    }
-    return v;
+    return p != NULL ? strtoull(p + 1, NULL, 10) : 0;
 }
 
 /* Liveness: every member holds a POSIX record lock on byte <slot> of the fabric file for as
@@ -309,6 +353,7 @@ void dcxemu_reap_dead_members(void)
             continue;
         }
         dcxemu_free_member_objects(m);
+        heap_free_owned(mb->token);
         mb->in_use = 0;
         mb->token = 0;
         mb->pid = 0;
@@ -590,6 +635,7 @@ __attribute__((destructor)) static void dcxemu_fini(void)
     if (dcxemu_lock() == 0) {
         struct dcxemu_shm_member *mb = &dcxemu_fab->members[dcxemu_me];
         dcxemu_free_member_objects(dcxemu_me);
+        heap_free_owned(dcxemu_my_token);
         mb->in_use = 0;
         mb->token = 0;
         dcxemu_unlock();

@@ -131,7 +131,117 @@ static void b_fetch_add(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, uint
 }
 /* Valid on a DCI in mlx5 but not executed by the model yet: refused, never silently dropped. */
 static void b_send_inv(struct ibv_qp_ex *q, uint32_t rkey) { (void)rkey; latch(QP(q), EOPNOTSUPP); }
-static void b_local_inv(struct ibv_qp_ex *q, uint32_t rkey) { (void)rkey; latch(QP(q), EOPNOTSUPP); }
+/* LOCAL_INV runs on the loopback RC QP (it invalidates an indirect mkey); the model does not
+ * execute it on a DCI. */
+static void b_local_inv(struct ibv_qp_ex *q, uint32_t rkey)
+{
+    struct dcxemu_qp *qp = QP(q);
+    if (!qp->is_rc) {
+        latch(qp, EOPNOTSUPP);
+        return;
+    }
+    wr_new(q, DCXEMU_OP_LOCAL_INV);
+    if (!qp->batch_err) {
+        qp->cur->rkey = rkey;
+        qp->cur->data_setters = qp->cur->addr_setters = 1;   /* no setters: complete as is */
+    }
+}
+
+/* Data operations are not modelled on an RC QP (it only hosts UMR / LOCAL_INV). */
+static void b_rc_unmodelled(struct ibv_qp_ex *q) { latch(QP(q), EOPNOTSUPP); }
+static void b_rc_unmodelled_imm(struct ibv_qp_ex *q, __be32 imm) { (void)imm; latch(QP(q), EOPNOTSUPP); }
+static void b_rc_unmodelled_rdma(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr)
+{
+    (void)rkey; (void)raddr;
+    latch(QP(q), EOPNOTSUPP);
+}
+
+static struct dcxemu_wqe *umr_new(struct mlx5dv_qp_ex *d, uint32_t op, struct mlx5dv_mkey *mkey,
+                                  uint32_t access, uint32_t n, uint32_t limit)
+{
+    const uint32_t ok = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                        IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    struct dcxemu_qp *qp = QPDV(d);
+    struct dcxemu_wqe *w;
+    uint32_t max_entries;
+    wr_new(&qp->qpx, op);
+    if (qp->batch_err) {
+        return NULL;
+    }
+    w = qp->cur;
+    w->data_setters = w->addr_setters = 1;   /* the builder is the whole WR */
+    if (!(w->flags & IBV_SEND_INLINE)) {
+        latch(qp, EOPNOTSUPP);
+        return NULL;
+    }
+    if (mkey == NULL || (access & ~ok)) {
+        latch(qp, EINVAL);
+        return NULL;
+    }
+    max_entries = dcxemu_fab->mkeys[((struct dcxemu_mkey *)mkey)->idx].max_entries;
+    /* one descriptor of an interleaved mkey holds the repeat header */
+    if (n > limit || n > max_entries || (op == DCXEMU_OP_UMR_INTERLEAVED && n + 1 > max_entries)) {
+        latch(qp, ENOMEM);
+        return NULL;
+    }
+    w->rkey = mkey->lkey;
+    w->umr_access = access;
+    w->umr_n = n;
+    return w;
+}
+
+static struct dcxemu_mkey_entry *umr_entries(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
+{
+    return qp->umr_ring + (size_t)(((char *)w - qp->ring) / (ptrdiff_t)qp->wqe_size) * qp->umr_max;
+}
+
+static void b_mr_interleaved(struct mlx5dv_qp_ex *d, struct mlx5dv_mkey *mkey, uint32_t access,
+                             uint32_t repeat, uint16_t n, struct mlx5dv_mr_interleaved *data)
+{
+    struct dcxemu_qp *qp = QPDV(d);
+    struct dcxemu_wqe *w;
+    if (n > 0 && data == NULL) {
+        latch(qp, EINVAL);
+        return;
+    }
+    w = umr_new(d, DCXEMU_OP_UMR_INTERLEAVED, mkey, access, n,
+                qp->umr_max > 0 ? qp->umr_max - 1 : 0);
+    if (w == NULL) {
+        return;
+    }
+    w->umr_repeat = repeat;
+    for (uint32_t i = 0; i < n; i++) {
+        struct dcxemu_mkey_entry *e = &umr_entries(qp, w)[i];
+        e->addr = data[i].addr;
+        e->lkey = data[i].lkey;
+        /* hardware fields are 16 bits wide and silently truncated */
+        e->bytes = data[i].bytes_count & 0xffff;
+        e->stride = (data[i].bytes_count + data[i].bytes_skip) & 0xffff;
+    }
+}
+
+static void b_mr_list(struct mlx5dv_qp_ex *d, struct mlx5dv_mkey *mkey, uint32_t access,
+                      uint16_t n, struct ibv_sge *sge)
+{
+    struct dcxemu_qp *qp = QPDV(d);
+    struct dcxemu_wqe *w;
+    if (n > 0 && sge == NULL) {
+        latch(qp, EINVAL);
+        return;
+    }
+    w = umr_new(d, DCXEMU_OP_UMR_LIST, mkey, access, n, qp->umr_max);
+    if (w == NULL) {
+        return;
+    }
+    w->umr_repeat = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        struct dcxemu_mkey_entry *e = &umr_entries(qp, w)[i];
+        e->addr = sge[i].addr;
+        e->lkey = sge[i].lkey;
+        e->bytes = sge[i].length;
+        e->stride = 0;
+    }
+}
 static void b_bind_mw(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t rkey,
                       const struct ibv_mw_bind_info *info)
 {
@@ -367,16 +477,121 @@ static void fail(struct exec_out *o, uint32_t st, uint32_t synd)
     o->vendor_err = synd;
 }
 
+/* Growable iovec list: an indirect mkey can turn one SGE into many pieces. */
+struct iovbuf {
+    struct iovec *v;
+    int n, cap;
+    struct iovec small[DCXEMU_MAX_SGE + 2];
+};
+
+static void iovbuf_init(struct iovbuf *b)
+{
+    b->v = b->small;
+    b->n = 0;
+    b->cap = (int)(sizeof(b->small) / sizeof(b->small[0]));
+}
+
+static void iovbuf_fini(struct iovbuf *b)
+{
+    if (b->v != b->small) {
+        free(b->v);
+    }
+}
+
+static int iovbuf_push(struct iovbuf *b, void *p, size_t len)
+{
+    if (len == 0) {
+        return 0;
+    }
+    if (b->n > 0 && (char *)b->v[b->n - 1].iov_base + b->v[b->n - 1].iov_len == (char *)p) {
+        b->v[b->n - 1].iov_len += len;   /* merge adjacent pieces */
+        return 0;
+    }
+    if (b->n == b->cap) {
+        int cap = b->cap * 2;
+        struct iovec *v = malloc(sizeof(*v) * (size_t)cap);
+        if (v == NULL) {
+            return -1;
+        }
+        memcpy(v, b->v, sizeof(*v) * (size_t)b->n);
+        if (b->v != b->small) {
+            free(b->v);
+        }
+        b->v = v;
+        b->cap = cap;
+    }
+    b->v[b->n].iov_base = p;
+    b->v[b->n].iov_len = len;
+    b->n++;
+    return 0;
+}
+
+static int is_mkey(uint32_t key)
+{
+    uint32_t idx = key >> 8;
+    return idx >= DCXEMU_MKEY_BASE && idx < DCXEMU_MKEY_BASE + DCXEMU_MAX_MKEYS;
+}
+
+/* Resolve [addr, addr+len) of a memory key owned by (owner, token) in pd_id, needing rights
+ * `need`, into pieces of the owner's address space (fabric lock held).  Plain MRs give one piece;
+ * an indirect mkey (zero-based, spec §3.5) gives one per pointed-to range, each leaf checked to
+ * be a plain MR of the same owner and PD (nested mkeys are refused).  0, or -1 if invalid. */
+static int resolve(uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id, uint64_t addr,
+                   uint64_t len, uint32_t need, struct iovbuf *out)
+{
+    const struct dcxemu_shm_mkey *k;
+    const struct dcxemu_mkey_entry *e;
+    uint64_t o, end, unit = 0;
+    if (!is_mkey(key)) {
+        struct dcxemu_shm_mr *m = mr_lookup(key, owner, token, pd_id, addr, len, need);
+        return m == NULL || iovbuf_push(out, mr_ptr(m, addr), len) != 0 ? -1 : 0;
+    }
+    k = &dcxemu_fab->mkeys[(key >> 8) - DCXEMU_MKEY_BASE];
+    if ((key & 0xff) != 0 || !k->in_use || !k->programmed || k->owner != owner ||
+        k->owner_token != token || k->pd_id != pd_id || (k->access & need) != need ||
+        len > k->length || addr > k->length - len) {
+        return -1;
+    }
+    e = (const struct dcxemu_mkey_entry *)dcxemu_ptr(k->entries_off);
+    for (uint32_t i = 0; i < k->n; i++) {
+        unit += e[i].bytes;
+    }
+    for (o = addr, end = addr + len; o < end;) {
+        uint64_t r = k->interleaved ? o / unit : 0, w = k->interleaved ? o % unit : o, cum = 0;
+        uint32_t i = 0;
+        uint64_t leaf, piece;
+        struct dcxemu_shm_mr *m;
+        while (i < k->n && w >= cum + e[i].bytes) {
+            cum += e[i].bytes;
+            i++;
+        }
+        if (i == k->n) {
+            return -1;
+        }
+        leaf = e[i].addr + r * e[i].stride + (w - cum);
+        piece = e[i].bytes - (w - cum);
+        if (piece > end - o) {
+            piece = end - o;
+        }
+        m = mr_lookup(e[i].lkey, owner, token, pd_id, leaf, piece, 0);
+        if (m == NULL || iovbuf_push(out, mr_ptr(m, leaf), piece) != 0) {
+            return -1;
+        }
+        o += piece;
+    }
+    return 0;
+}
+
 /* Receive side of SEND / WRITE_IMM (fabric lock and SRQ lock held, SRQ not empty). */
 static int consume_srq(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct dcxemu_shm_qp *t,
-                        struct dcxemu_shm_srq *srq, const struct iovec *liov, int nl,
-                        uint64_t total, struct exec_out *o, int *wake_member)
+                       struct dcxemu_shm_srq *srq, const struct iovbuf *liov,
+                       uint64_t total, struct exec_out *o, int *wake_member)
 {
     struct dcxemu_shm_srq_wqe *rw = (struct dcxemu_shm_srq_wqe *)dcxemu_ptr(
         srq->ring_off + (srq->head % srq->max_wr) * srq->wqe_size);
     struct dcxemu_shm_cqe cqe;
-    struct iovec riov[DCXEMU_MAX_SRQ_SGE];
-    int nr = 0;
+    struct iovbuf riov;
+    iovbuf_init(&riov);
     memset(&cqe, 0, sizeof(cqe));
     cqe.wr_id = rw->wr_id;
     cqe.qp_num = t->qpn;
@@ -393,27 +608,33 @@ static int consume_srq(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct dcxemu
     if (w->opcode != DCXEMU_OP_WRITE_IMM) {
         /* scatter the payload over the receive WQE, in order */
         uint64_t room = 0;
+        int cerr;
         for (uint32_t i = 0; i < rw->num_sge && i < srq->max_sge; i++) {
-            struct ibv_sge *s = &rw->sge[i];
-            struct dcxemu_shm_mr *m;
+            struct ibv_sge *sg = &rw->sge[i];
             uint64_t take;
-            if (s->length == 0 || room >= total) {
-                room += s->length;
+            if (sg->length == 0 || room >= total) {
+                room += sg->length;
                 continue;
             }
-            m = mr_lookup(s->lkey, t->owner, t->owner_token, srq->pd_id, s->addr, s->length,
-                          IBV_ACCESS_LOCAL_WRITE);
-            if (m == NULL) {
+            take = total - room < sg->length ? total - room : sg->length;
+            if (resolve(sg->lkey, t->owner, t->owner_token, srq->pd_id, sg->addr, sg->length,
+                        IBV_ACCESS_LOCAL_WRITE, &riov) != 0) {
                 cqe.status = IBV_WC_LOC_PROT_ERR;
                 cqe.vendor_err = SYND_LOC_PROT;
                 fail(o, IBV_WC_REM_OP_ERR, SYND_REM_OP);
                 goto out;
             }
-            take = total - room < s->length ? total - room : s->length;
-            riov[nr].iov_base = mr_ptr(m, s->addr);
-            riov[nr].iov_len = take;
-            nr++;
-            room += s->length;
+            /* only `take` bytes of this SGE receive data: trim what resolve added */
+            for (uint64_t extra = sg->length - take; extra > 0 && riov.n > 0;) {
+                struct iovec *last = &riov.v[riov.n - 1];
+                uint64_t cut = extra < last->iov_len ? extra : last->iov_len;
+                last->iov_len -= cut;
+                extra -= cut;
+                if (last->iov_len == 0) {
+                    riov.n--;
+                }
+            }
+            room += sg->length;
         }
         if (room < total) {
             cqe.status = IBV_WC_LOC_LEN_ERR;
@@ -421,8 +642,9 @@ static int consume_srq(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct dcxemu
             fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
             goto out;
         }
-        int cerr = total > 0 ? dcxemu_vm_copy(t->owner, 1, liov, nl, riov, nr) : 0;
+        cerr = total > 0 ? dcxemu_vm_copy(t->owner, 1, liov->v, liov->n, riov.v, riov.n) : 0;
         if (cerr == ESRCH) {
+            iovbuf_fini(&riov);
             return ESRCH;   /* the target is exiting: as unreachable, nothing consumed */
         }
         if (cerr != 0) {
@@ -433,6 +655,7 @@ static int consume_srq(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct dcxemu
         }
     }
 out:
+    iovbuf_fini(&riov);
     srq->head++;
     if (srq->limit != 0 && srq->tail - srq->head < srq->limit) {
         srq->limit = 0;   /* one-shot */
@@ -459,19 +682,76 @@ static enum exec_result copy_failed(int err, struct exec_out *o)
     return EXEC_DONE;
 }
 
+/* UMR and LOCAL_INV on the loopback RC QP: local key updates (fabric lock held). */
+static void execute_local(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
+{
+    uint32_t idx = (w->rkey >> 8) - DCXEMU_MKEY_BASE;
+    struct dcxemu_shm_mkey *k;
+    struct dcxemu_mkey_entry *src, *dst;
+    uint64_t unit = 0, length = 0;
+    if (!is_mkey(w->rkey) || (w->rkey & 0xff) != 0) {
+        fail(o, IBV_WC_LOC_PROT_ERR, SYND_LOC_PROT);
+        return;
+    }
+    k = &dcxemu_fab->mkeys[idx];
+    if (!k->in_use || !dcxemu_owner_is_me(k->owner, k->owner_token) || k->pd_id != qp->pd->pd_id) {
+        fail(o, IBV_WC_LOC_PROT_ERR, SYND_LOC_PROT);
+        return;
+    }
+    if (w->opcode == DCXEMU_OP_LOCAL_INV) {
+        k->programmed = 0;   /* free: accesses fail until the next UMR */
+        return;
+    }
+    src = umr_entries(qp, w);
+    if (w->umr_n > k->max_entries ||
+        (w->opcode == DCXEMU_OP_UMR_INTERLEAVED && w->umr_n + 1 > k->max_entries)) {
+        fail(o, IBV_WC_MW_BIND_ERR, SYND_LOC_PROT);   /* the repeat header needs one entry */
+        return;
+    }
+    for (uint32_t i = 0; i < w->umr_n; i++) {
+        const struct dcxemu_mkey_entry *e = &src[i];
+        uint64_t span = e->bytes;
+        if (w->opcode == DCXEMU_OP_UMR_INTERLEAVED && w->umr_repeat > 0) {
+            span = (uint64_t)(w->umr_repeat - 1) * e->stride + e->bytes;
+        }
+        if (span > 0 && (is_mkey(e->lkey) ||
+                         mr_lookup(e->lkey, (uint16_t)dcxemu_me, dcxemu_my_token, qp->pd->pd_id,
+                                   e->addr, span, 0) == NULL)) {
+            fail(o, IBV_WC_LOC_PROT_ERR, SYND_LOC_PROT);   /* bad, foreign or nested leaf */
+            return;
+        }
+        unit += e->bytes;
+    }
+    length = w->opcode == DCXEMU_OP_UMR_INTERLEAVED ? unit * w->umr_repeat : unit;
+    dst = (struct dcxemu_mkey_entry *)dcxemu_ptr(k->entries_off);
+    memcpy(dst, src, sizeof(*dst) * w->umr_n);
+    k->n = w->umr_n;
+    k->interleaved = w->opcode == DCXEMU_OP_UMR_INTERLEAVED;
+    k->repeat = w->umr_repeat;
+    k->access = w->umr_access;
+    k->length = length;
+    k->programmed = 1;
+}
+
 static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
 {
-    struct iovec liov[DCXEMU_MAX_SGE + 1];
-    int nl = 0, wake = -1;
+    struct iovbuf liov, riov;
+    int wake = -1, cerr;
     uint64_t total = 0;
     struct dcxemu_shm_qp *t;
     enum exec_result res = EXEC_DONE;
     int is_atomic = w->opcode == DCXEMU_OP_CMP_SWP || w->opcode == DCXEMU_OP_FETCH_ADD;
     int writes_local = is_atomic || w->opcode == DCXEMU_OP_READ;
 
+    iovbuf_init(&liov);
+    iovbuf_init(&riov);
     if (dcxemu_lock() != 0) {
         fail(o, IBV_WC_GENERAL_ERR, 0);
         return EXEC_DONE;
+    }
+    if (w->opcode >= DCXEMU_OP_UMR_LIST) {
+        execute_local(qp, w, o);
+        goto out;
     }
     /* local checks first: they never reach the wire */
     if (w->is_inline) {
@@ -480,32 +760,23 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
             goto out;
         }
         total = w->inline_len;
-        if (total > 0) {
-            liov[0].iov_base = wqe_inline(qp, w);
-            liov[0].iov_len = total;
-            nl = 1;
-        }
+        iovbuf_push(&liov, wqe_inline(qp, w), total);
     } else {
         for (uint32_t i = 0; i < w->num_sge; i++) {
-            struct ibv_sge *s = &wqe_sges(w)[i];
-            struct dcxemu_shm_mr *m = mr_lookup(s->lkey, (uint16_t)dcxemu_me, dcxemu_my_token,
-                                                qp->pd->pd_id, s->addr, s->length,
-                                                writes_local ? IBV_ACCESS_LOCAL_WRITE : 0);
-            if (m == NULL) {
+            struct ibv_sge *sg = &wqe_sges(w)[i];
+            if (resolve(sg->lkey, (uint16_t)dcxemu_me, dcxemu_my_token, qp->pd->pd_id, sg->addr,
+                        sg->length, writes_local ? IBV_ACCESS_LOCAL_WRITE : 0, &liov) != 0) {
                 fail(o, IBV_WC_LOC_PROT_ERR, SYND_LOC_PROT);
                 goto out;
             }
-            liov[nl].iov_base = mr_ptr(m, s->addr);
-            liov[nl].iov_len = s->length;
-            nl++;
-            total += s->length;
+            total += sg->length;
         }
     }
     if (total > DCXEMU_MAX_MSG_SZ) {
         fail(o, IBV_WC_LOC_LEN_ERR, SYND_LOC_LEN);
         goto out;
     }
-    if (is_atomic && (nl != 1 || total != 8)) {
+    if (is_atomic && (liov.n != 1 || total != 8)) {
         fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);   /* malformed atomic WQE */
         goto out;
     }
@@ -523,15 +794,12 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
     case DCXEMU_OP_SEND_IMM:
     case DCXEMU_OP_WRITE_IMM: {
         struct dcxemu_shm_srq *srq;
-        struct iovec riov;
-        struct dcxemu_shm_mr *m = NULL;
-        if (w->opcode == DCXEMU_OP_WRITE_IMM && total > 0) {
-            m = mr_lookup(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, total,
-                          IBV_ACCESS_REMOTE_WRITE);
-            if (m == NULL || !(t->access & IBV_ACCESS_REMOTE_WRITE)) {
-                fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
-                goto out;
-            }
+        if (w->opcode == DCXEMU_OP_WRITE_IMM && total > 0 &&
+            (!(t->access & IBV_ACCESS_REMOTE_WRITE) ||
+             resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, total,
+                     IBV_ACCESS_REMOTE_WRITE, &riov) != 0)) {
+            fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
+            goto out;
         }
         if (t->srq_idx < 0 || !dcxemu_fab->srqs[t->srq_idx].in_use) {
             fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
@@ -547,17 +815,12 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
             res = EXEC_RNR;   /* nothing happens at the target until a WQE is posted */
             goto out;
         }
-        if (m != NULL) {
-            int cerr;
-            riov.iov_base = mr_ptr(m, w->raddr);
-            riov.iov_len = total;
-            if ((cerr = dcxemu_vm_copy(t->owner, 1, liov, nl, &riov, 1)) != 0) {
-                pthread_mutex_unlock(&srq->lock);
-                res = copy_failed(cerr, o);
-                goto out;
-            }
+        if (riov.n > 0 && (cerr = dcxemu_vm_copy(t->owner, 1, liov.v, liov.n, riov.v, riov.n)) != 0) {
+            pthread_mutex_unlock(&srq->lock);
+            res = copy_failed(cerr, o);
+            goto out;
         }
-        if (consume_srq(qp, w, t, srq, liov, nl, total, o, &wake) != 0) {
+        if (consume_srq(qp, w, t, srq, &liov, total, o, &wake) != 0) {
             res = EXEC_UNREACHABLE;
         }
         pthread_mutex_unlock(&srq->lock);
@@ -567,20 +830,15 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
     case DCXEMU_OP_READ: {
         int rd = w->opcode == DCXEMU_OP_READ;
         uint32_t right = rd ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
-        struct dcxemu_shm_mr *m;
-        struct iovec riov;
-        int cerr;
         if (total == 0) {
             break;   /* zero-length RDMA does not check the rkey */
         }
-        m = mr_lookup(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, total, right);
-        if (m == NULL || !(t->access & right)) {
+        if (!(t->access & right) ||
+            resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, total, right, &riov) != 0) {
             fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
             goto out;
         }
-        riov.iov_base = mr_ptr(m, w->raddr);
-        riov.iov_len = total;
-        if ((cerr = dcxemu_vm_copy(t->owner, !rd, liov, nl, &riov, 1)) != 0) {
+        if ((cerr = dcxemu_vm_copy(t->owner, !rd, liov.v, liov.n, riov.v, riov.n)) != 0) {
             res = copy_failed(cerr, o);
             goto out;
         }
@@ -591,37 +849,37 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
     }
     case DCXEMU_OP_CMP_SWP:
     case DCXEMU_OP_FETCH_ADD: {
-        struct dcxemu_shm_mr *m;
         uint64_t old, val;
-        int cerr;
-        struct iovec riov, viov = { .iov_base = &old, .iov_len = 8 };
+        struct iovec viov = { .iov_base = &old, .iov_len = 8 };
         if (w->raddr % 8 != 0) {
             fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
             goto out;
         }
-        m = mr_lookup(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, 8,
-                      IBV_ACCESS_REMOTE_ATOMIC);
-        if (m == NULL || !(t->access & IBV_ACCESS_REMOTE_ATOMIC)) {
+        if (!(t->access & IBV_ACCESS_REMOTE_ATOMIC) ||
+            resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, 8,
+                    IBV_ACCESS_REMOTE_ATOMIC, &riov) != 0) {
             fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
             goto out;
         }
-        riov.iov_base = mr_ptr(m, w->raddr);
-        riov.iov_len = 8;
+        if (riov.n != 1 || (uintptr_t)riov.v[0].iov_base % 8 != 0) {
+            fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);   /* word split or misaligned */
+            goto out;
+        }
         /* Every device atomic runs under the fabric lock, so read-modify-write through
          * process_vm is atomic with respect to all other device atomics. */
-        if ((cerr = dcxemu_vm_copy(t->owner, 0, &viov, 1, &riov, 1)) != 0) {
+        if ((cerr = dcxemu_vm_copy(t->owner, 0, &viov, 1, riov.v, 1)) != 0) {
             res = copy_failed(cerr, o);
             goto out;
         }
         if (w->opcode == DCXEMU_OP_FETCH_ADD || old == w->cmp) {
             struct iovec niov = { .iov_base = &val, .iov_len = 8 };
             val = w->opcode == DCXEMU_OP_FETCH_ADD ? old + w->swap_add : w->swap_add;
-            if ((cerr = dcxemu_vm_copy(t->owner, 1, &niov, 1, &riov, 1)) != 0) {
+            if ((cerr = dcxemu_vm_copy(t->owner, 1, &niov, 1, riov.v, 1)) != 0) {
                 res = copy_failed(cerr, o);
                 goto out;
             }
         }
-        memcpy(liov[0].iov_base, &old, 8);
+        memcpy(liov.v[0].iov_base, &old, 8);
         atomic_fetch_add(&dcxemu_fab->atomic_ops, 1);
         o->byte_len = 8;
         break;
@@ -632,6 +890,8 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
     }
 out:
     dcxemu_unlock();
+    iovbuf_fini(&liov);
+    iovbuf_fini(&riov);
     if (wake >= 0 && wake != dcxemu_me) {
         dcxemu_ring(wake);
     } else if (wake == dcxemu_me) {
@@ -648,6 +908,9 @@ static uint32_t wc_opcode(uint32_t op)
     case DCXEMU_OP_READ: return IBV_WC_RDMA_READ;
     case DCXEMU_OP_CMP_SWP: return IBV_WC_COMP_SWAP;
     case DCXEMU_OP_FETCH_ADD: return IBV_WC_FETCH_ADD;
+    case DCXEMU_OP_UMR_LIST:
+    case DCXEMU_OP_UMR_INTERLEAVED: return IBV_WC_DRIVER1;   /* MLX5DV_WC_UMR */
+    case DCXEMU_OP_LOCAL_INV: return IBV_WC_LOCAL_INV;
     default: return IBV_WC_SEND;
     }
 }
@@ -759,7 +1022,7 @@ static uint32_t roundup_pow2(uint64_t v)
 }
 
 /* spec §2.1 sizing; 0 or errno, caps written back */
-static int size_dci(struct ibv_qp_cap *cap, uint64_t ops, size_t *wqe_out)
+static int size_sq(struct ibv_qp_cap *cap, uint64_t ops, uint64_t dv_ops, int dc, size_t *wqe_out)
 {
     uint32_t ovh = 16, wqe, inl;
     if (ops & (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ)) {
@@ -768,10 +1031,13 @@ static int size_dci(struct ibv_qp_cap *cap, uint64_t ops, size_t *wqe_out)
     if (ops & (IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)) {
         ovh = 48;
     }
-    if (ops & (IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW)) {
+    if ((ops & (IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW)) ||
+        (dv_ops & (MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST))) {
         ovh = 192;
     }
-    ovh += 48;   /* datagram segment of a DC WQE */
+    if (dc) {
+        ovh += 48;   /* datagram segment of a DC WQE */
+    }
     if (cap->max_send_wr > DCXEMU_MAX_QP_WR || cap->max_send_sge > DCXEMU_MAX_SGE ||
         cap->max_inline_data > dcxemu_cfg.max_wqe) {
         return EINVAL;
@@ -793,8 +1059,10 @@ static int size_dci(struct ibv_qp_cap *cap, uint64_t ops, size_t *wqe_out)
     if (cap->max_send_wr > 0) {
         cap->max_send_wr = roundup_pow2((uint64_t)cap->max_send_wr * wqe) / wqe;
     }
-    cap->max_recv_wr = 0;
-    cap->max_recv_sge = 0;
+    if (dc) {
+        cap->max_recv_wr = 0;
+        cap->max_recv_sge = 0;
+    }
     *wqe_out = wqe;
     return 0;
 }
@@ -812,11 +1080,11 @@ static int alloc_qp_slot(struct dcxemu_qp *qp, int is_dct)
             continue;
         }
         memset(&s->pd_id, 0, sizeof(*s) - offsetof(struct dcxemu_shm_qp, pd_id));
-        s->in_use = 1;
         s->is_dct = (uint8_t)is_dct;
         s->dct_ready = 0;
         s->owner = (uint16_t)dcxemu_me;
         s->owner_token = dcxemu_my_token;
+        s->in_use = 1;   /* last: a half-made slot is never live */
         s->qpn = 0;
         s->srq_idx = -1;
         s->cq_idx = -1;
@@ -834,6 +1102,149 @@ static int alloc_qp_slot(struct dcxemu_qp *qp, int is_dct)
     return ENOMEM;
 }
 
+static void init_qp_common(struct dcxemu_qp *qp, struct ibv_context *context,
+                           struct ibv_qp_init_attr_ex *attr, enum ibv_qp_type type)
+{
+    struct ibv_qp *b = &qp->qpx.qp_base;
+    pthread_mutex_init(&qp->post_lock, NULL);
+    pthread_mutex_init(&qp->exec_lock, NULL);
+    atomic_store(&qp->hw_state, IBV_QPS_RESET);
+    b->context = context;
+    b->qp_context = attr->qp_context;
+    b->pd = attr->pd;
+    b->send_cq = attr->send_cq;
+    b->recv_cq = attr->recv_cq;
+    b->srq = attr->srq;
+    b->handle = (uint32_t)qp->idx;
+    b->state = IBV_QPS_RESET;
+    b->qp_type = type;
+    pthread_mutex_init(&b->mutex, NULL);
+    pthread_cond_init(&b->cond, NULL);
+    qp->qpx.wr_set_sge = s_sge;
+    qp->qpx.wr_set_sge_list = s_sge_list;
+    qp->qpx.wr_set_inline_data = s_inline;
+    qp->qpx.wr_set_inline_data_list = s_inline_list;
+    qp->qpx.wr_start = wr_start;
+    qp->qpx.wr_complete = wr_complete;
+    qp->qpx.wr_abort = wr_abort;
+    qp->qpx.wr_local_inv = b_local_inv;
+    qp->qpx.wr_bind_mw = b_bind_mw;
+    atomic_fetch_add(&qp->pd->refcnt, 1);
+    atomic_fetch_add(&qp->send_cq->refcnt, 1);
+    atomic_fetch_add(&qp->recv_cq->refcnt, 1);
+}
+
+/* The loopback RC QP that hosts UMR and LOCAL_INV (spec §2.5). Its qp_num is valid at once. Data
+ * operations and a receive queue are not modelled: asking for them fails with EOPNOTSUPP. */
+static struct ibv_qp *create_rc(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
+                                struct mlx5dv_qp_init_attr *dv)
+{
+    const uint64_t rc_ops = IBV_QP_EX_WITH_LOCAL_INV;
+    const uint64_t rc_dv_ops = MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST;
+    uint64_t ops = DEFAULT_SEND_OPS, dv_ops = 0;
+    struct ibv_qp_cap cap;
+    struct dcxemu_qp *qp;
+    size_t wqe = 0;
+    int err;
+    if ((attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) ||
+        !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || attr->pd == NULL ||
+        attr->pd->context != context || attr->send_cq == NULL || attr->recv_cq == NULL) {
+        DCXEMU_ERR(EINVAL);
+    }
+    if (dv != NULL) {
+        if (dv->comp_mask & ~(uint64_t)(MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS |
+                                        MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS)) {
+            DCXEMU_ERR(EINVAL);
+        }
+        if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) &&
+            (dv->create_flags & ~(uint32_t)(MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE |
+                                            MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE))) {
+            DCXEMU_ERR(EINVAL);
+        }
+        if (dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) {
+            dv_ops = dv->send_ops_flags;
+            if (dv_ops & ~rc_dv_ops) {
+                DCXEMU_ERR(EOPNOTSUPP);
+            }
+        }
+    }
+    if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+        ops = attr->send_ops_flags;
+        if (ops & ~rc_ops) {
+            DCXEMU_ERR(EOPNOTSUPP);   /* RC data operations: not modelled */
+        }
+    }
+    if (attr->srq == NULL && (attr->cap.max_recv_wr > 0 || attr->cap.max_recv_sge > 0)) {
+        DCXEMU_ERR(EOPNOTSUPP);       /* an RC receive queue: not modelled */
+    }
+    cap = attr->cap;
+    if ((err = size_sq(&cap, ops, dv_ops, 0, &wqe)) != 0) {
+        DCXEMU_ERR(err);
+    }
+    cap.max_recv_wr = cap.max_recv_sge = 0;
+    qp = calloc(1, sizeof(*qp));
+    if (qp == NULL) {
+        DCXEMU_ERR(ENOMEM);
+    }
+    qp->ctx = dcxemu_ctx(context);
+    qp->is_rc = 1;
+    qp->pd = (struct dcxemu_pd *)attr->pd;
+    qp->send_cq = (struct dcxemu_cq *)attr->send_cq;
+    qp->recv_cq = (struct dcxemu_cq *)attr->recv_cq;
+    qp->sq_sig_all = attr->sq_sig_all;
+    qp->send_ops = ops;
+    qp->port = 1;
+    qp->cap = cap;
+    qp->wqe_size = (sizeof(struct dcxemu_wqe) + cap.max_send_sge * sizeof(struct ibv_sge) +
+                    cap.max_inline_data + 15) & ~(size_t)15;
+    qp->ring_slots = cap.max_send_wr ? cap.max_send_wr : 1;
+    qp->umr_max = (cap.max_inline_data + 4) / 16;   /* descriptors one WQE can carry */
+    qp->ring = calloc(qp->ring_slots, qp->wqe_size);
+    qp->umr_ring = calloc((size_t)qp->ring_slots * (qp->umr_max ? qp->umr_max : 1),
+                          sizeof(struct dcxemu_mkey_entry));
+    err = qp->ring == NULL || qp->umr_ring == NULL ? ENOMEM : alloc_qp_slot(qp, 0);
+    if (err != 0) {
+        free(qp->ring);
+        free(qp->umr_ring);
+        free(qp);
+        DCXEMU_ERR(err);
+    }
+    qp->has_qpx = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
+    init_qp_common(qp, context, attr, IBV_QPT_RC);
+    qp->qpx.wr_send = b_rc_unmodelled;
+    qp->qpx.wr_send_imm = b_rc_unmodelled_imm;
+    qp->qpx.wr_send_inv = b_send_inv;
+    qp->qpx.wr_rdma_write = b_rc_unmodelled_rdma;
+    qp->qpx.wr_rdma_read = b_rc_unmodelled_rdma;
+    if (dv_ops & MLX5DV_QP_EX_WITH_MR_INTERLEAVED) {
+        qp->dv.wr_mr_interleaved = b_mr_interleaved;
+    }
+    if (dv_ops & MLX5DV_QP_EX_WITH_MR_LIST) {
+        qp->dv.wr_mr_list = b_mr_list;
+    }
+    attr->cap = cap;
+    pthread_mutex_lock(&dcxemu_reg_lock);
+    dcxemu_local_qps[qp->idx] = qp;
+    pthread_mutex_unlock(&dcxemu_reg_lock);
+    return &qp->qpx.qp_base;
+}
+
+/* verbs_context.create_qp_ex: RC (the UMR host) only; DC QPs need mlx5dv_create_qp. */
+struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr)
+{
+    int err = dcxemu_usable();
+    if (err) {
+        DCXEMU_ERR(err);
+    }
+    if (context == NULL || attr == NULL) {
+        DCXEMU_ERR(EINVAL);
+    }
+    if (attr->qp_type != IBV_QPT_RC) {
+        DCXEMU_ERR(EOPNOTSUPP);
+    }
+    return create_rc(context, attr, NULL);
+}
+
 DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
                                                   struct ibv_qp_init_attr_ex *attr,
                                                   struct mlx5dv_qp_init_attr *dv)
@@ -849,6 +1260,10 @@ DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
     err = dcxemu_usable();
     if (err) {
         DCXEMU_ERR(err);
+    }
+    if (context != NULL && attr != NULL && attr->qp_type == IBV_QPT_RC &&
+        (dv == NULL || !(dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DC))) {
+        return create_rc(context, attr, dv);
     }
     if (context == NULL || attr == NULL || dv == NULL || (dv->comp_mask & ~dv_known)) {
         DCXEMU_ERR(EINVAL);
@@ -902,7 +1317,7 @@ DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
             DCXEMU_ERR(EOPNOTSUPP);   /* MR_* are RC-only; RAW_WQE/MEMCPY not modelled */
         }
         cap = attr->cap;
-        if ((err = size_dci(&cap, ops, &wqe)) != 0) {
+        if ((err = size_sq(&cap, ops, 0, 1, &wqe)) != 0) {
             DCXEMU_ERR(err);
         }
     } else {
@@ -1036,6 +1451,8 @@ static int check_values(const struct ibv_qp_attr *a, int mask)
     if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7) return EINVAL;
     if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31) return EINVAL;
     if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > DCXEMU_MAX_RD_ATOM) return EINVAL;
+    if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > DCXEMU_MAX_RD_ATOM) return EINVAL;
+    if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num >= (1u << 24)) return EINVAL;
     return 0;
 }
 
@@ -1057,6 +1474,38 @@ static int dci_masks(int cur, int next, int *req, int *opt)
         return 0;
     }
     if (cur == IBV_QPS_RTS && next == IBV_QPS_RTS) { *opt = IBV_QP_MIN_RNR_TIMER; return 0; }
+    return EINVAL;
+}
+
+static int rc_masks(int cur, int next, int *req, int *opt)
+{
+    *req = *opt = 0;
+    if (next == IBV_QPS_RESET) return 0;
+    if (next == IBV_QPS_ERR) return cur == IBV_QPS_RESET ? EINVAL : 0;
+    if (cur == IBV_QPS_RESET && next == IBV_QPS_INIT) {
+        *req = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+        return 0;
+    }
+    if (cur == IBV_QPS_INIT && next == IBV_QPS_INIT) {
+        *opt = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+        return 0;
+    }
+    if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
+        *req = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+        *opt = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX;
+        return 0;
+    }
+    if (cur == IBV_QPS_RTR && next == IBV_QPS_RTS) {
+        *req = IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+               IBV_QP_TIMEOUT;
+        *opt = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE;
+        return 0;
+    }
+    if (cur == IBV_QPS_RTS && next == IBV_QPS_RTS) {
+        *opt = IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH | IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE;
+        return 0;
+    }
     return EINVAL;
 }
 
@@ -1130,7 +1579,7 @@ DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, 
         }
         atomic_store(&qp->hw_state, next);
     } else {
-        if ((err = dci_masks(cur, next, &req, &opt)) != 0) {
+        if ((err = (qp->is_rc ? rc_masks : dci_masks)(cur, next, &req, &opt)) != 0) {
             return err;
         }
         if ((mask & req) != req || (mask & ~(req | opt | IBV_QP_STATE))) {
@@ -1145,6 +1594,7 @@ DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, 
         if (mask & IBV_QP_MIN_RNR_TIMER) qp->min_rnr_timer = a->min_rnr_timer;
         if (mask & IBV_QP_MAX_QP_RD_ATOMIC) qp->max_rd_atomic = a->max_rd_atomic;
         if (mask & IBV_QP_SQ_PSN) qp->sq_psn = a->sq_psn;
+        if (mask & IBV_QP_ACCESS_FLAGS) qp->access = a->qp_access_flags;
         if (next == IBV_QPS_RESET) {
             pthread_mutex_lock(&qp->post_lock);
             pthread_mutex_lock(&qp->exec_lock);
@@ -1250,6 +1700,7 @@ DCXEMU_API int dcxemu_ibv_destroy_qp(struct ibv_qp *ibqp)
     pthread_mutex_destroy(&qp->post_lock);
     pthread_mutex_destroy(&qp->exec_lock);
     free(qp->ring);
+    free(qp->umr_ring);
     free(qp);
     return 0;
 }

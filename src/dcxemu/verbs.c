@@ -103,6 +103,7 @@ static int query_port_op(struct ibv_context *, uint8_t, struct ibv_port_attr *, 
 static int query_device_ex_op(struct ibv_context *, const struct ibv_query_device_ex_input *,
                               struct ibv_device_attr_ex *, size_t);
 static struct ibv_cq_ex *create_cq_ex_op(struct ibv_context *, struct ibv_cq_init_attr_ex *);
+static struct ibv_srq *create_srq_ex_op(struct ibv_context *, struct ibv_srq_init_attr_ex *);
 
 static struct ibv_context *open_device(struct ibv_device *device, int devx)
 {
@@ -130,6 +131,8 @@ static struct ibv_context *open_device(struct ibv_device *device, int devx)
     c->vctx.query_port = query_port_op;
     c->vctx.query_device_ex = query_device_ex_op;
     c->vctx.create_cq_ex = create_cq_ex_op;
+    c->vctx.create_srq_ex = create_srq_ex_op;
+    c->vctx.create_qp_ex = dcxemu_create_qp_ex_op;
     c->vctx.context.device = device;
     c->vctx.context.cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     c->vctx.context.async_fd = fds[0];
@@ -507,9 +510,9 @@ DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
     {
         struct dcxemu_shm_mr *s = &dcxemu_fab->mrs[idx];
         dcxemu_fab->next_mr_idx = idx + 1;
-        s->in_use = 1;
         s->owner = (uint16_t)dcxemu_me;
         s->owner_token = dcxemu_my_token;
+        s->in_use = 1;   /* last: a half-made slot is never live */
         s->pd_id = p->pd_id;
         s->access = access & known;
         s->addr = (uintptr_t)addr;
@@ -554,6 +557,101 @@ DCXEMU_API int dcxemu_ibv_dereg_mr(struct ibv_mr *ibmr)
     dcxemu_unlock();
     atomic_fetch_sub(&((struct dcxemu_pd *)ibmr->pd)->refcnt, 1);
     free(mr);
+    return 0;
+}
+
+/* Indirect mkeys (spec §3.5): need a DEVX context; free/unusable until a UMR programs them. */
+DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init_attr *attr)
+{
+    const uint32_t known = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT |
+                           MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE |
+                           MLX5DV_MKEY_INIT_ATTR_FLAGS_CRYPTO |
+                           MLX5DV_MKEY_INIT_ATTR_FLAGS_UPDATE_TAG |
+                           MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE;
+    struct dcxemu_mkey *mk;
+    struct dcxemu_shm_mkey *k = NULL;
+    uint32_t max;
+    int idx = -1, err;
+    CHECK_USABLE_NULL();
+    if (attr == NULL || attr->pd == NULL) {
+        DCXEMU_ERR(EINVAL);
+    }
+    if (attr->create_flags == 0 || (attr->create_flags & ~known) ||
+        attr->create_flags != MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT) {
+        DCXEMU_ERR(EOPNOTSUPP);   /* signature, crypto, tag update: no such capability */
+    }
+    if (!dcxemu_ctx(attr->pd->context)->devx) {
+        DCXEMU_ERR(EOPNOTSUPP);   /* mkeys are created through DEVX */
+    }
+    if (attr->max_entries == 0 || attr->max_entries > 0xfffc) {
+        DCXEMU_ERR(EINVAL);
+    }
+    max = ((uint32_t)attr->max_entries + 3) & ~3u;
+    mk = calloc(1, sizeof(*mk));
+    if (mk == NULL) {
+        DCXEMU_ERR(ENOMEM);
+    }
+    if ((err = dcxemu_lock()) != 0) {
+        free(mk);
+        DCXEMU_ERR(err);
+    }
+    for (int i = 0; i < DCXEMU_MAX_MKEYS; i++) {
+        if (!dcxemu_fab->mkeys[i].in_use) {
+            idx = i;
+            break;
+        }
+    }
+    if (idx >= 0) {
+        k = &dcxemu_fab->mkeys[idx];
+        k->entries_off = dcxemu_heap_alloc(max * sizeof(struct dcxemu_mkey_entry));
+        if (k->entries_off == 0) {
+            idx = -1;
+        }
+    }
+    if (idx < 0) {
+        dcxemu_unlock();
+        free(mk);
+        DCXEMU_ERR(ENOMEM);
+    }
+    k->owner = (uint16_t)dcxemu_me;
+    k->owner_token = dcxemu_my_token;
+    k->pd_id = ((struct dcxemu_pd *)attr->pd)->pd_id;
+    k->max_entries = max;
+    k->programmed = 0;
+    k->n = 0;
+    k->length = 0;
+    k->in_use = 1;   /* last: a half-made slot is never live */
+    dcxemu_unlock();
+    attr->max_entries = (uint16_t)max;
+    mk->idx = (uint32_t)idx;
+    mk->pd = (struct dcxemu_pd *)attr->pd;
+    mk->mkey.lkey = mk->mkey.rkey = (uint32_t)(DCXEMU_MKEY_BASE + idx) << 8;   /* tag 0 */
+    atomic_fetch_add(&mk->pd->refcnt, 1);
+    return &mk->mkey;
+}
+
+DCXEMU_API int dcxemu_mlx5dv_destroy_mkey(struct mlx5dv_mkey *mkey)
+{
+    struct dcxemu_mkey *mk = (struct dcxemu_mkey *)mkey;
+    struct dcxemu_shm_mkey *k;
+    int err;
+    if (mkey == NULL) {
+        return EINVAL;
+    }
+    CHECK_USABLE_RET();
+    if ((err = dcxemu_lock()) != 0) {
+        return err;
+    }
+    k = &dcxemu_fab->mkeys[mk->idx];
+    if (k->in_use && dcxemu_owner_is_me(k->owner, k->owner_token)) {
+        k->in_use = 0;
+        k->programmed = 0;
+        dcxemu_heap_free(k->entries_off);
+        k->entries_off = 0;
+    }
+    dcxemu_unlock();
+    atomic_fetch_sub(&mk->pd->refcnt, 1);
+    free(mk);
     return 0;
 }
 
@@ -1088,9 +1186,9 @@ static struct ibv_cq_ex *create_cq_ex_op(struct ibv_context *context,
         free(cq);
         DCXEMU_ERR(ENOMEM);
     }
-    s->in_use = 1;
     s->owner = (uint16_t)dcxemu_me;
     s->owner_token = dcxemu_my_token;
+    s->in_use = 1;   /* last: a half-made slot is never live */
     s->capacity = cap;
     s->armed = 0;
     s->head = s->tail = 0;
@@ -1268,9 +1366,9 @@ DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
         free(srq);
         DCXEMU_ERR(ENOMEM);
     }
-    s->in_use = 1;
     s->owner = (uint16_t)dcxemu_me;
     s->owner_token = dcxemu_my_token;
+    s->in_use = 1;   /* last: a half-made slot is never live */
     s->pd_id = ((struct dcxemu_pd *)pd)->pd_id;
     s->max_sge = max_sge;
     s->limit = 0;
@@ -1293,6 +1391,30 @@ DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
     dcxemu_local_srqs[idx] = srq;
     pthread_mutex_unlock(&dcxemu_reg_lock);
     return &srq->srq;
+}
+
+/* ibv_create_srq_ex reaches this for anything but a plain PD-only request: only basic SRQs
+ * exist on the model (no XRC, no tag matching). */
+static struct ibv_srq *create_srq_ex_op(struct ibv_context *context,
+                                        struct ibv_srq_init_attr_ex *a)
+{
+    struct ibv_srq_init_attr basic;
+    struct ibv_srq *srq;
+    if (context == NULL || a == NULL ||
+        (a->comp_mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD)) ||
+        !(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || a->pd == NULL || a->pd->context != context) {
+        DCXEMU_ERR(EINVAL);
+    }
+    if ((a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a->srq_type != IBV_SRQT_BASIC) {
+        DCXEMU_ERR(EOPNOTSUPP);
+    }
+    basic.srq_context = a->srq_context;
+    basic.attr = a->attr;
+    srq = dcxemu_ibv_create_srq(a->pd, &basic);
+    if (srq != NULL) {
+        a->attr = basic.attr;
+    }
+    return srq;
 }
 
 DCXEMU_API int dcxemu_ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask)
@@ -1409,6 +1531,15 @@ void dcxemu_free_member_objects(int m)
         if (s->in_use && s->owner == m) {
             s->in_use = 0;
             s->tag = (s->tag + 1) & 0xff;
+        }
+    }
+    for (unsigned i = 0; i < DCXEMU_MAX_MKEYS; i++) {
+        struct dcxemu_shm_mkey *s = &dcxemu_fab->mkeys[i];
+        if (s->in_use && s->owner == m) {
+            s->in_use = 0;
+            s->programmed = 0;
+            dcxemu_heap_free(s->entries_off);
+            s->entries_off = 0;
         }
     }
     for (unsigned i = 0; i < DCXEMU_MAX_QPS; i++) {

@@ -519,6 +519,30 @@ TEST_F(emu_exec, srq_limit_event)
     EXPECT_EQ(a.srq_limit, 0u);   /* one-shot: disarmed */
 }
 
+TEST_F(emu_exec, sq_sig_all_signals_every_wr)
+{
+    ibv_qp *q = create_dci(d, 16, 1, 0, true, nullptr, 1);
+    ASSERT_NE(q, nullptr);
+    ASSERT_EQ(dci_to_rts(q), 0);
+    dci s;
+    s.qp = q;
+    s.qpx = dcxemu_ibv_qp_to_qp_ex(q);
+    s.dv = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(s.qpx);
+    s.ah = c.ah;
+    ASSERT_EQ(post_one(s, OP_WRITE, lmr->lkey, lbuf.data(), 8, rmr->rkey, raddr(0), dct->qp_num,
+                       key, 21, 0), 0);
+    ibv_wc wc;
+    ASSERT_TRUE(poll_one(d.cq, &wc));
+    EXPECT_EQ(wc.wr_id, 21u);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    /* without sq_sig_all an unsignaled success has no CQE */
+    ASSERT_EQ(post_one(c, OP_WRITE, lmr->lkey, lbuf.data(), 8, rmr->rkey, raddr(0), dct->qp_num,
+                       key, 22, 0), 0);
+    EXPECT_TRUE(cq_stays_empty(d.cq, 5));
+    s.ah = nullptr;
+    destroy_dci(s);
+}
+
 TEST_F(emu_exec, ah_copied_at_set_dc_addr)
 {
     ibv_ah_attr aa;

@@ -1,0 +1,378 @@
+/* Indirect mkeys programmed by UMR on a loopback RC QP (spec §2.5, §3.5), used by DCI traffic. */
+#include "emu_test.h"
+
+using namespace emu;
+
+namespace {
+
+struct emu_umr : public ::testing::Test {
+    dev d;
+    ibv_qp *rc = nullptr;
+    ibv_qp_ex *rcx = nullptr;
+    mlx5dv_qp_ex *rcdv = nullptr;
+    ibv_srq *srq = nullptr;
+    ibv_qp *dct = nullptr;
+    dci c;
+    std::vector<char> a, b, cbuf, lbuf;
+    ibv_mr *amr = nullptr, *bmr = nullptr, *cmr = nullptr, *lmr = nullptr;
+    const uint64_t key = 0xabcdef;
+    uint32_t rc_inline = 0;
+
+    void SetUp() override
+    {
+        int n = 0;
+        ibv_device **l = dcxemu_ibv_get_device_list(&n);
+        ASSERT_NE(l, nullptr);
+        mlx5dv_context_attr da = { MLX5DV_CONTEXT_FLAGS_DEVX, 0 };
+        d.ctx = dcxemu_mlx5dv_open_device(l[0], &da);
+        dcxemu_ibv_free_device_list(l);
+        ASSERT_NE(d.ctx, nullptr);
+        d.lid = 1;
+        d.pd = dcxemu_ibv_alloc_pd(d.ctx);
+        d.cq = dcxemu_ibv_create_cq(d.ctx, 256, nullptr, nullptr, 0);
+        ASSERT_TRUE(d.pd && d.cq);
+        rc = create_rc(16, 1, 0);
+        ASSERT_NE(rc, nullptr);
+        ASSERT_EQ(rc_to_rts(rc), 0);
+        rcx = dcxemu_ibv_qp_to_qp_ex(rc);
+        rcdv = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(rcx);
+        srq = create_srq(d);
+        dct = create_dct(d, srq, key);
+        ASSERT_EQ(dct_to_rtr(dct), 0);
+        ASSERT_TRUE(make_dci(d, c, d.lid, 64, 10, 0, 0));
+        a.assign(4096, 0);
+        b.assign(4096, 0);
+        cbuf.assign(4096, 0);
+        lbuf.assign(4096, 0);
+        const int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+        amr = dcxemu_ibv_reg_mr(d.pd, a.data(), a.size(), acc);
+        bmr = dcxemu_ibv_reg_mr(d.pd, b.data(), b.size(), acc);
+        cmr = dcxemu_ibv_reg_mr(d.pd, cbuf.data(), cbuf.size(), acc);
+        lmr = dcxemu_ibv_reg_mr(d.pd, lbuf.data(), lbuf.size(), acc);
+        ASSERT_TRUE(amr && bmr && cmr && lmr);
+    }
+    void TearDown() override
+    {
+        destroy_dci(c);
+        if (dct) dcxemu_ibv_destroy_qp(dct);
+        if (srq) dcxemu_ibv_destroy_srq(srq);
+        if (rc) dcxemu_ibv_destroy_qp(rc);
+        for (ibv_mr *m : { amr, bmr, cmr, lmr }) {
+            if (m) dcxemu_ibv_dereg_mr(m);
+        }
+        d.close();
+    }
+    ibv_qp *create_rc(uint32_t wr, uint32_t sge, uint32_t inl, uint64_t ops = IBV_QP_EX_WITH_LOCAL_INV,
+                      uint64_t dv_ops = MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST,
+                      uint32_t max_recv_wr = 0)
+    {
+        ibv_qp_init_attr_ex at;
+        mlx5dv_qp_init_attr dv;
+        memset(&at, 0, sizeof(at));
+        memset(&dv, 0, sizeof(dv));
+        at.qp_type = IBV_QPT_RC;
+        at.send_cq = at.recv_cq = d.cq;
+        at.pd = d.pd;
+        at.cap.max_send_wr = wr;
+        at.cap.max_send_sge = sge;
+        at.cap.max_inline_data = inl;
+        at.cap.max_recv_wr = max_recv_wr;
+        at.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        at.send_ops_flags = ops;
+        dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+        dv.send_ops_flags = dv_ops;
+        ibv_qp *q = dcxemu_mlx5dv_create_qp(d.ctx, &at, &dv);
+        if (q) rc_inline = at.cap.max_inline_data;
+        return q;
+    }
+    int rc_mod(ibv_qp *q, int state, int mask)
+    {
+        ibv_qp_attr x;
+        memset(&x, 0, sizeof(x));
+        x.qp_state = (ibv_qp_state)state;
+        x.port_num = 1;
+        x.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
+        x.path_mtu = IBV_MTU_4096;
+        x.dest_qp_num = q->qp_num;   /* loopback */
+        x.ah_attr.dlid = d.lid;
+        x.ah_attr.port_num = 1;
+        x.max_dest_rd_atomic = 1;
+        x.min_rnr_timer = 1;
+        x.max_rd_atomic = 1;
+        x.retry_cnt = 7;
+        x.rnr_retry = 7;
+        x.timeout = 14;
+        return dcxemu_ibv_modify_qp(q, &x, mask | IBV_QP_STATE);
+    }
+    int rc_to_rts(ibv_qp *q)
+    {
+        int r;
+        if ((r = rc_mod(q, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))) return r;
+        if ((r = rc_mod(q, IBV_QPS_RTR, IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))) return r;
+        return rc_mod(q, IBV_QPS_RTS, IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT |
+                                          IBV_QP_RNR_RETRY | IBV_QP_TIMEOUT);
+    }
+    mlx5dv_mkey *mkey(uint16_t entries)
+    {
+        mlx5dv_mkey_init_attr ma = { d.pd, MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT, entries };
+        return dcxemu_mlx5dv_create_mkey(&ma);
+    }
+    int umr_list(mlx5dv_mkey *mk, std::vector<ibv_sge> sg, uint32_t access, unsigned flags,
+                 ibv_wc *wc)
+    {
+        ibv_wr_start(rcx);
+        rcx->wr_id = 77;
+        rcx->wr_flags = flags;
+        mlx5dv_wr_mr_list(rcdv, mk, access, (uint16_t)sg.size(), sg.data());
+        int r = ibv_wr_complete(rcx);
+        if (r == 0 && wc != nullptr && !poll_one(d.cq, wc)) return -1;
+        return r;
+    }
+    ibv_wc_status write(uint32_t rkey, uint64_t raddr, uint32_t len)
+    {
+        ibv_wc wc;
+        if (post_one(c, OP_WRITE, lmr->lkey, lbuf.data(), len, rkey, raddr, dct->qp_num, key) != 0 ||
+            !poll_one(d.cq, &wc)) {
+            return IBV_WC_GENERAL_ERR;
+        }
+        return wc.status;
+    }
+    void reset_dci()
+    {
+        ibv_qp_attr z;
+        memset(&z, 0, sizeof(z));
+        z.qp_state = IBV_QPS_RESET;
+        ASSERT_EQ(dcxemu_ibv_modify_qp(c.qp, &z, IBV_QP_STATE), 0);
+        ASSERT_EQ(dci_to_rts(c.qp, 10, 0, 0), 0);
+    }
+};
+
+const unsigned SI = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+const uint32_t ALL = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+TEST_F(emu_umr, mkey_create_rules)
+{
+    dev plain;   /* opened without DEVX */
+    ASSERT_TRUE(plain.open());
+    mlx5dv_mkey_init_attr ma = { plain.pd, MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT, 4 };
+    errno = 0;
+    EXPECT_EQ(dcxemu_mlx5dv_create_mkey(&ma), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    plain.close();
+    mlx5dv_mkey_init_attr bad = { d.pd, 0, 4 };
+    errno = 0;
+    EXPECT_EQ(dcxemu_mlx5dv_create_mkey(&bad), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    bad.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT | (1u << 9);
+    errno = 0;
+    EXPECT_EQ(dcxemu_mlx5dv_create_mkey(&bad), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    mlx5dv_mkey_init_attr ok = { d.pd, MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT, 3 };
+    mlx5dv_mkey *mk = dcxemu_mlx5dv_create_mkey(&ok);
+    ASSERT_NE(mk, nullptr);
+    EXPECT_EQ(ok.max_entries, 4);   /* aligned to 4, written back */
+    EXPECT_EQ(mk->lkey, mk->rkey);
+    EXPECT_EQ(mk->lkey & 0xff, 0u);
+    EXPECT_EQ(dcxemu_ibv_dealloc_pd(d.pd), EBUSY);
+    /* a new mkey is free: unusable until a UMR */
+    EXPECT_EQ(write(mk->rkey, 0, 8), IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
+}
+
+TEST_F(emu_umr, rc_qp_caps_masks_and_ops)
+{
+    EXPECT_EQ(rc_inline, 60u);   /* spec §2.1: RC with MR ops, sge 1, inline 0 */
+    EXPECT_NE(rc->qp_num, 0u);   /* valid at creation */
+    EXPECT_EQ(rcdv->wr_set_dc_addr, nullptr);
+    EXPECT_NE(rcdv->wr_mr_list, nullptr);
+    errno = 0;
+    EXPECT_EQ(create_rc(16, 1, 0, IBV_QP_EX_WITH_SEND), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);   /* RC data operations are not modelled */
+    errno = 0;
+    EXPECT_EQ(create_rc(16, 1, 0, IBV_QP_EX_WITH_LOCAL_INV, MLX5DV_QP_EX_WITH_RAW_WQE), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    errno = 0;
+    EXPECT_EQ(create_rc(16, 1, 0, IBV_QP_EX_WITH_LOCAL_INV, 0, 4), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);   /* no RC receive queue */
+    ibv_qp *q = create_rc(16, 1, 0);
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(rc_mod(q, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT), EINVAL);
+    ASSERT_EQ(rc_mod(q, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+    const int rtr = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    EXPECT_EQ(rc_mod(q, IBV_QPS_RTR, rtr & ~IBV_QP_DEST_QPN), EINVAL);
+    EXPECT_EQ(rc_mod(q, IBV_QPS_RTR, rtr | IBV_QP_TIMEOUT), EINVAL);
+    ASSERT_EQ(rc_mod(q, IBV_QPS_RTR, rtr), 0);
+    const int rts = IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                    IBV_QP_TIMEOUT;
+    EXPECT_EQ(rc_mod(q, IBV_QPS_RTS, rts & ~IBV_QP_TIMEOUT), EINVAL);
+    ASSERT_EQ(rc_mod(q, IBV_QPS_RTS, rts | IBV_QP_MIN_RNR_TIMER), 0);
+    EXPECT_EQ(dcxemu_ibv_destroy_qp(q), 0);
+    /* verbs_context.create_qp_ex serves RC only */
+    ibv_qp_init_attr_ex at;
+    memset(&at, 0, sizeof(at));
+    at.qp_type = IBV_QPT_UD;
+    at.send_cq = at.recv_cq = d.cq;
+    at.pd = d.pd;
+    at.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    errno = 0;
+    EXPECT_EQ(verbs_get_ctx_op(d.ctx, create_qp_ex)->create_qp_ex(d.ctx, &at), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    at.qp_type = IBV_QPT_RC;
+    at.send_ops_flags = IBV_QP_EX_WITH_LOCAL_INV;
+    q = verbs_get_ctx_op(d.ctx, create_qp_ex)->create_qp_ex(d.ctx, &at);
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(dcxemu_ibv_destroy_qp(q), 0);
+    /* data builders on the RC QP are refused, never dropped */
+    ibv_wr_start(rcx);
+    ibv_wr_send(rcx);
+    EXPECT_EQ(ibv_wr_complete(rcx), EOPNOTSUPP);
+}
+
+TEST_F(emu_umr, list_write_read_through_mkey)
+{
+    mlx5dv_mkey *mk = mkey(4);
+    ASSERT_NE(mk, nullptr);
+    ibv_wc wc;
+    ASSERT_EQ(umr_list(mk, { { (uintptr_t)a.data() + 10, 20, amr->lkey },
+                             { (uintptr_t)b.data(), 30, bmr->lkey },
+                             { (uintptr_t)cbuf.data() + 5, 10, cmr->lkey } }, ALL, SI, &wc), 0);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc.opcode, IBV_WC_DRIVER1);   /* MLX5DV_WC_UMR */
+    EXPECT_EQ(wc.wr_id, 77u);
+    for (int i = 0; i < 60; i++) lbuf[i] = (char)(i + 1);
+    EXPECT_EQ(write(mk->rkey, 0, 60), IBV_WC_SUCCESS);   /* zero-based: offset 0 */
+    for (int i = 0; i < 20; i++) EXPECT_EQ(a[10 + i], (char)(i + 1));
+    for (int i = 0; i < 30; i++) EXPECT_EQ(b[i], (char)(21 + i));
+    for (int i = 0; i < 10; i++) EXPECT_EQ(cbuf[5 + i], (char)(51 + i));
+    EXPECT_EQ(a[9], 0);
+    EXPECT_EQ(a[30], 0);
+    EXPECT_EQ(cbuf[15], 0);
+    /* the mkey as a local key: READ plain remote memory into the pieces */
+    std::vector<char> src(64);
+    for (int i = 0; i < 64; i++) src[i] = (char)(100 + i);
+    ibv_mr *smr = dcxemu_ibv_reg_mr(d.pd, src.data(), src.size(), ALL);
+    ASSERT_EQ(post_one(c, OP_READ, mk->lkey, nullptr, 25, smr->rkey, (uintptr_t)src.data(),
+                       dct->qp_num, key), 0);
+    ASSERT_TRUE(poll_one(d.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc.byte_len, 25u);
+    EXPECT_EQ(a[10], (char)100);
+    EXPECT_EQ(a[29], (char)119);
+    EXPECT_EQ(b[0], (char)120);
+    EXPECT_EQ(b[4], (char)124);
+    EXPECT_EQ(b[5], (char)26);   /* untouched by the 25-byte read */
+    dcxemu_ibv_dereg_mr(smr);
+    /* beyond L */
+    EXPECT_EQ(write(mk->rkey, 55, 10), IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
+}
+
+TEST_F(emu_umr, interleaved_layout)
+{
+    mlx5dv_mkey *mk = mkey(3);   /* 2 entries + the repeat header */
+    ASSERT_NE(mk, nullptr);
+    mlx5dv_mr_interleaved e[2] = { { (uintptr_t)a.data(), 4, 12, amr->lkey },
+                                   { (uintptr_t)b.data(), 8, 8, bmr->lkey } };
+    ibv_wr_start(rcx);
+    rcx->wr_id = 5;
+    rcx->wr_flags = SI;
+    mlx5dv_wr_mr_interleaved(rcdv, mk, ALL, 3, 2, e);
+    ASSERT_EQ(ibv_wr_complete(rcx), 0);
+    ibv_wc wc;
+    ASSERT_TRUE(poll_one(d.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    for (int i = 0; i < 36; i++) lbuf[i] = (char)(i + 1);
+    EXPECT_EQ(write(mk->rkey, 0, 36), IBV_WC_SUCCESS);   /* L = 3 x (4 + 8) */
+    for (int r = 0; r < 3; r++) {
+        for (int i = 0; i < 4; i++) EXPECT_EQ(a[16 * r + i], (char)(12 * r + i + 1)) << r;
+        for (int i = 0; i < 8; i++) EXPECT_EQ(b[16 * r + i], (char)(12 * r + 4 + i + 1)) << r;
+        EXPECT_EQ(a[16 * r + 4], 0);
+        EXPECT_EQ(b[16 * r + 8], 0);
+    }
+    EXPECT_EQ(write(mk->rkey, 30, 7), IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
+}
+
+TEST_F(emu_umr, builder_rules)
+{
+    mlx5dv_mkey *mk = mkey(4);
+    ASSERT_NE(mk, nullptr);
+    std::vector<ibv_sge> one = { { (uintptr_t)a.data(), 8, amr->lkey } };
+    EXPECT_EQ(umr_list(mk, one, ALL, IBV_SEND_SIGNALED, nullptr), EOPNOTSUPP);   /* no INLINE */
+    EXPECT_EQ(umr_list(mk, one, IBV_ACCESS_MW_BIND, SI, nullptr), EINVAL);
+    EXPECT_EQ(umr_list(nullptr, one, ALL, SI, nullptr), EINVAL);
+    std::vector<ibv_sge> five(5, one[0]);
+    EXPECT_EQ(umr_list(mk, five, ALL, SI, nullptr), ENOMEM);   /* > entries a 64 B inline area holds */
+    mlx5dv_mr_interleaved e[4];
+    for (auto &x : e) x = { (uintptr_t)a.data(), 4, 0, amr->lkey };
+    ibv_wr_start(rcx);
+    rcx->wr_flags = SI;
+    mlx5dv_wr_mr_interleaved(rcdv, mk, ALL, 1, 4, e);   /* 4 + header > 4 entries */
+    EXPECT_EQ(ibv_wr_complete(rcx), ENOMEM);
+    ibv_wr_start(rcx);
+    rcx->wr_flags = SI;
+    mlx5dv_wr_mr_list(rcdv, mk, ALL, 1, one.data());
+    ibv_wr_set_sge(rcx, amr->lkey, (uintptr_t)a.data(), 8);   /* a UMR takes no setters */
+    EXPECT_EQ(ibv_wr_complete(rcx), EINVAL);
+    EXPECT_TRUE(cq_stays_empty(d.cq, 5));
+    EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
+}
+
+TEST_F(emu_umr, bad_or_nested_leaf_error_cqe)
+{
+    mlx5dv_mkey *mk = mkey(4), *inner = mkey(4);
+    ASSERT_TRUE(mk && inner);
+    ibv_wc wc;
+    ASSERT_EQ(umr_list(inner, { { (uintptr_t)a.data(), 8, amr->lkey } }, ALL, SI, &wc), 0);
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    ASSERT_EQ(umr_list(mk, { { 0, 8, inner->lkey } }, ALL, SI, &wc), 0);
+    EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR);   /* nested indirect mkeys are refused */
+    ibv_qp_attr x;
+    ibv_qp_init_attr ix;
+    ASSERT_EQ(dcxemu_ibv_query_qp(rc, &x, IBV_QP_STATE, &ix), 0);
+    EXPECT_EQ(x.qp_state, IBV_QPS_ERR);
+    EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
+    EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(inner), 0);
+    ibv_qp *q2 = rc;
+    rc = create_rc(16, 1, 0);
+    ASSERT_EQ(rc_to_rts(rc), 0);
+    rcx = dcxemu_ibv_qp_to_qp_ex(rc);
+    rcdv = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(rcx);
+    EXPECT_EQ(dcxemu_ibv_destroy_qp(q2), 0);
+    mk = mkey(4);
+    ASSERT_EQ(umr_list(mk, { { (uintptr_t)a.data() + 4090, 16, amr->lkey } }, ALL, SI, &wc), 0);
+    EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR);   /* leaf range outside its MR */
+    EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
+}
+
+TEST_F(emu_umr, local_inv_then_reprogram)
+{
+    mlx5dv_mkey *mk = mkey(4);
+    ASSERT_NE(mk, nullptr);
+    ibv_wc wc;
+    std::vector<ibv_sge> one = { { (uintptr_t)a.data(), 64, amr->lkey } };
+    ASSERT_EQ(umr_list(mk, one, ALL, SI, &wc), 0);
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(write(mk->rkey, 0, 8), IBV_WC_SUCCESS);
+    ibv_wr_start(rcx);
+    rcx->wr_id = 9;
+    rcx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_local_inv(rcx, mk->lkey);
+    ASSERT_EQ(ibv_wr_complete(rcx), 0);
+    ASSERT_TRUE(poll_one(d.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc.opcode, IBV_WC_LOCAL_INV);
+    EXPECT_EQ(write(mk->rkey, 0, 8), IBV_WC_REM_ACCESS_ERR);   /* free until the next UMR */
+    reset_dci();
+    ASSERT_EQ(umr_list(mk, one, ALL, SI, &wc), 0);
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(write(mk->rkey, 0, 8), IBV_WC_SUCCESS);
+    /* rights come from the UMR's access flags */
+    ASSERT_EQ(umr_list(mk, one, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, SI, &wc), 0);
+    EXPECT_EQ(write(mk->rkey, 0, 8), IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
+}
+
+} // namespace

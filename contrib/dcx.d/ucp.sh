@@ -45,7 +45,7 @@ e2e_users_build() {
 dcx_carried() {
     local log=$1 nproc=$2 procs others
     procs=$(grep -E 'UCX +(INFO +ep_cfg\[[0-9]+\]:|DEBUG +ep 0x[0-9a-f]+: lane\[[0-9]+\]:).*dcx/dcxemu0:1' "$log" |
-            sed -n 's/^\[[0-9.]*\] \[[^:]*:\([0-9]*\):.*/\1/p' | sort -u | wc -l)
+            sed -n 's/^\[[0-9.]*\] \[[^:]*:\([0-9]*\) *:.*/\1/p' | sort -u | wc -l)
     others=$( { grep -E 'UCX +INFO +ep_cfg\[[0-9]+\]:' "$log" |
                 sed 's/.*ep_cfg\[[0-9]*\]://' | grep -oE '[a-z_0-9]+/[A-Za-z0-9_:.-]+' || true
                 grep -E 'UCX +DEBUG +ep 0x[0-9a-f]+: lane\[[0-9]+\]:' "$log" |
@@ -162,6 +162,48 @@ check_known() {
     fi
 }
 
+# dcx-run in front of launchers: ranks load the plugin and get the settings;
+# the caller's settings win; plain commands get nothing but the preload.
+dcx_run_ranks_load_plugin() {
+    local out
+    out=$(DCXEMU_FABRIC="$E2E_FABRIC" timeout -k 5 60 "$DCX_PREFIX/bin/dcx-run" -v --emu \
+          mpirun --allow-run-as-root --oversubscribe -np 2 \
+          sh -c 'grep -c libuct_dcx.so /proc/self/maps >/dev/null && echo "rank loads dcx: $OMPI_MCA_pml $OMPI_MCA_opal_common_ucx_tls $UCX_TLS $UCX_DCX_EMU"' 2>&1) ||
+        { echo "$out"; return 1; }
+    echo "$out"
+    [ "$(echo "$out" | grep -c '^rank loads dcx: ucx any dcx,self y$')" -eq 2 ] ||
+        { echo "ranks did not load the plugin with the settings"; return 1; }
+    echo "$out" | grep -q '^dcx-run: OMPI_MCA_pml=ucx$' || { echo "-v did not print the settings"; return 1; }
+}
+
+dcx_run_caller_settings_win() {
+    local out
+    out=$(UCX_TLS=tcp,self OMPI_MCA_mca_base_env_list='DCX_E2E_MARK=42' \
+          timeout -k 5 60 "$DCX_PREFIX/bin/dcx-run" -v \
+          mpirun --allow-run-as-root -np 1 \
+          sh -c 'echo "rank: $UCX_TLS $DCX_E2E_MARK ${LD_PRELOAD%%:*}"' 2>&1) ||
+        { echo "$out"; return 1; }
+    echo "$out"
+    echo "$out" | grep -q "^rank: tcp,self 42 .*/libuct_dcx.so$" ||
+        { echo "caller's UCX_TLS / env list not kept"; return 1; }
+    echo "$out" | grep -q "UCX_TLS=tcp,self (kept: set by the caller)" ||
+        { echo "-v did not say the caller's UCX_TLS was kept"; return 1; }
+}
+
+dcx_run_plain_command_untouched() {
+    local out
+    out=$(env -u UCX_TLS -u OMPI_MCA_pml "$DCX_PREFIX/bin/dcx-run" env) || return 1
+    if echo "$out" | grep -qE '^(UCX_TLS|OMPI_MCA_[a-z_]*)='; then
+        echo "a plain command got launcher settings:"
+        echo "$out" | grep -E '^(UCX_TLS|OMPI_MCA_)'
+        return 1
+    fi
+    echo "$out" | grep -q '^LD_PRELOAD=.*libuct_dcx.so' || { echo "no LD_PRELOAD"; return 1; }
+    "$DCX_PREFIX/bin/dcx-run" 2>/dev/null && { echo "no command: exit 0"; return 1; }
+    "$DCX_PREFIX/bin/dcx-run" --bogus true 2>/dev/null && { echo "bad option: exit 0"; return 1; }
+    echo "plain command: only LD_PRELOAD set; misuse exits non-zero"
+}
+
 DCX_BUG_IFACE_FLUSH='flush failed: No resources are available'
 DCX_BUG_IFACE_FLUSH_REASON='uct_dcx_iface_flush returns UCS_ERR_NO_RESOURCE while ops are pending (UCP treats it as an error)'
 
@@ -169,6 +211,9 @@ suite_e2e-users() {
     E2E_FABRIC="dcx-e2e-users-$$"
     e2e_users_build
     local n="-n 2000 -w 100" bin="$DCX_BUILD/test/e2e"
+    check dcx-run-ranks-load-plugin       dcx_run_ranks_load_plugin
+    check dcx-run-caller-settings-win     dcx_run_caller_settings_win
+    check dcx-run-plain-command-untouched dcx_run_plain_command_untouched
     check ucp-perftest-tag_lat       ucp_perftest_pair tag_lat     -t tag_lat $n
     check ucp-perftest-tag_bw-eager  ucp_perftest_pair tag_bw-eag  -t tag_bw -s 4096 $n
     check ucp-perftest-tag_bw-rndv   ucp_perftest_pair tag_bw-rndv -t tag_bw -s 1048576 -n 200 -w 10
@@ -184,4 +229,85 @@ suite_e2e-users() {
     check shmem-put-get-iput-atomics \
         launcher_run '^shmem_check: PASS' oshrun "$bin/shmem_check"
     check mpi-control-without-dcx-fails control_without_dcx
+}
+
+# --- demo: UCP, Open MPI and OpenSHMEM over dcx (called by cmd_demo) --------
+
+# Rows of the demo's summary table: "what|result|carried by".
+DEMO_ROWS=()
+
+# A UCP ucx_perftest pair for the demo; field: lat or bw.
+demo_ucp_perftest() {
+    local label=$1 field=$2; shift 2
+    local log="$DCX_BUILD/demo-logs/ucp-$field-$RANDOM" value
+    E2E_FABRIC="$DEMO_FABRIC"
+    if ucp_perftest_pair "demo" "$@" > "$log" 2>&1; then
+        value=$(grep '^Final:' "$log" | tail -1 | awk -v f="$field" '{
+            if (f == "lat") printf "%.2f us", $3; else printf "%.1f MB/s", $6 }')
+        printf '    %-44s %s\n' "$label" "$value"
+        DEMO_ROWS+=("$label|$value|dcx (2 processes)")
+    else
+        printf '    %-44s %s (log: %s)\n' "$label" "FAILED" "$log"
+        DEMO_ROWS+=("$label|FAILED|-")
+        return 1
+    fi
+}
+
+# An MPI / OpenSHMEM program under LAUNCHER -np 4 through dcx-run, its
+# progress lines shown as they come.
+demo_launcher() {
+    local label=$1 launcher=$2; shift 2
+    local log="$DCX_BUILD/demo-logs/${launcher}-$RANDOM" rc proof result
+    note "  $label"
+    set +e
+    DCXEMU_FABRIC="$DEMO_FABRIC" timeout -k 10 "$E2E_TIMEOUT" \
+        "$DCX_PREFIX/bin/dcx-run" --emu "$launcher" "${E2E_LAUNCH_OPTS[@]}" "$@" 2>&1 |
+        tee "$log" | grep --line-buffered -E '^(mpi|shmem)_check:' | sed -u 's/^/        /'
+    rc=${PIPESTATUS[0]}
+    set -e
+    proof=$(dcx_carried "$log" "$E2E_NP") || proof=""
+    if [ "$rc" -eq 0 ] && [ -n "$proof" ] && grep -qE '^(mpi|shmem)_check: PASS' "$log"; then
+        result="PASS ($(sed -n 's/^\(mpi\|shmem\)_check: PASS[^:]*: .*, \([0-9]*\) checks.*/\2/p' "$log") checks)"
+        DEMO_ROWS+=("$label|$result|dcx ($E2E_NP ranks)")
+        return 0
+    fi
+    if grep -qE "$DCX_BUG_IFACE_FLUSH" "$log"; then
+        note "    known dcx bug: $DCX_BUG_IFACE_FLUSH_REASON (log: $log)"
+        DEMO_ROWS+=("$label|KNOWN DCX BUG|-")
+        return 0
+    fi
+    note "    FAILED (exit $rc; log: $log)"
+    DEMO_ROWS+=("$label|FAILED|-")
+    return 1
+}
+
+demo_users() {
+    local failed=0 bin="$DCX_BUILD/test/e2e" row what result by
+    mkdir -p "$DCX_BUILD/demo-logs"
+    e2e_users_build
+    note ""
+    note "ucx_perftest at UCP level (UCX_TLS=dcx):"
+    demo_ucp_perftest "UCP tag latency, 8 B (tag_lat)" lat \
+        -t tag_lat -n 5000 -w 500 || failed=1
+    demo_ucp_perftest "UCP tag bandwidth, 1 MiB rendezvous (tag_bw)" bw \
+        -t tag_bw -s 1048576 -n 200 -w 20 || failed=1
+    note ""
+    note "Open MPI, $E2E_NP ranks: dcx-run --emu mpirun -np $E2E_NP mpi_check STAGE"
+    note "(dcx-run sets pml ucx, osc ucx, the UCX allow-lists and UCX_TLS=dcx,self)"
+    demo_launcher "MPI point-to-point, 0 B .. 4 MiB" mpirun "$bin/mpi_check" p2p || failed=1
+    demo_launcher "MPI collectives" mpirun "$bin/mpi_check" coll || failed=1
+    demo_launcher "MPI one-sided (osc ucx)" mpirun "$bin/mpi_check" rma || failed=1
+    note ""
+    note "OpenSHMEM, $E2E_NP PEs: dcx-run --emu oshrun -np $E2E_NP shmem_check   (spml ucx)"
+    demo_launcher "OpenSHMEM put/get, iput/iget, atomics" oshrun "$bin/shmem_check" || failed=1
+
+    note ""
+    note "Summary (software DC device on this host; data verified in every run):"
+    printf '    %-46s %-24s %s\n' "run" "result" "carried by"
+    printf '    %-46s %-24s %s\n' "---" "------" "----------"
+    for row in "${DEMO_ROWS[@]}"; do
+        IFS='|' read -r what result by <<< "$row"
+        printf '    %-46s %-24s %s\n' "$what" "$result" "$by"
+    done
+    return $failed
 }

@@ -222,6 +222,9 @@ suite_e2e-users() {
     check ucp-perftest-ucp_fadd      ucp_perftest_pair fadd        -t ucp_fadd $n
     check mpi-p2p \
         launcher_run '^mpi_check: PASS \(p2p\)' mpirun "$bin/mpi_check" p2p
+    check mpi-p2p-rndv-put_zcopy \
+        launcher_run '^mpi_check: PASS \(p2p\)' mpirun -x UCX_RNDV_SCHEME=put_zcopy \
+        "$bin/mpi_check" p2p
     check mpi-collectives \
         launcher_run '^mpi_check: PASS \(coll\)' mpirun "$bin/mpi_check" coll
     check_known mpi-one-sided "$DCX_BUG_IFACE_FLUSH" "$DCX_BUG_IFACE_FLUSH_REASON" \

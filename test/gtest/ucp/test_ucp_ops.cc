@@ -883,8 +883,9 @@ TEST_F(ucp_peer_failure, killed_peer_reported)
     e.disconnect(ep, true);
 }
 
-/* Without error handling: a dead peer must not hang or break anyone else:
- * this process keeps talking to a second peer, data verified. */
+/* Without error handling (what works today): operations on a killed
+ * peer's endpoint complete with an error instead of hanging, the process
+ * survives, and it keeps talking to a second peer, data verified. */
 TEST_F(ucp_peer_failure, survivor_unaffected)
 {
     std::unique_ptr<child> victim(new child("ucp_peer"));
@@ -894,9 +895,11 @@ TEST_F(ucp_peer_failure, survivor_unaffected)
 
     ucp_ep_h vep, sep;
     ASSERT_EQ(UCS_OK, e.connect(recv_msg(victim->from_fd()), &vep));
-    recv_msg(victim->from_fd());
-    recv_msg(victim->from_fd());
+    std::vector<char> vrkey = recv_msg(victim->from_fd());
+    uint64_t vaddr = msg_u64(recv_msg(victim->from_fd()));
     send_msg(victim->to_fd(), e.address());
+    ucp_rkey_h rkey;
+    ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(vep, vrkey.data(), &rkey));
     ASSERT_EQ(UCS_OK, e.connect(recv_msg(survivor.from_fd()), &sep));
     recv_msg(survivor.from_fd());
     recv_msg(survivor.from_fd());
@@ -921,9 +924,24 @@ TEST_F(ucp_peer_failure, survivor_unaffected)
     echo(survivor, sep, 50000);
     victim->kill();
     victim.reset();
+
+    /* A zero-copy put to the dead peer: completes with an error (the
+     * transport retries time out: UCX_DCX_TIMEOUT=10ms, 2 retries). */
+    std::vector<char> buf(100000, 1);
+    req_set dead;
+    ucp_request_param_t p = {};
+    dead.add(ucp_put_nbx(vep, buf.data(), buf.size(), vaddr, rkey, &p));
+    dead.add(ucp_ep_flush_nbx(vep, &p));
+    ASSERT_TRUE(e.wait_for([&] { return dead.done(); }, 30))
+            << "operations on the dead peer's endpoint hang";
+    ucs_status_t status = dead.finish();
+    EXPECT_NE(UCS_OK, status) << "a put to a dead peer succeeded";
+    printf("put to the killed peer: %s\n", ucs_status_string(status));
+
     for (size_t len : {8, 5000, 300000}) {
         echo(survivor, sep, len);
     }
+    ucp_rkey_destroy(rkey);
     e.disconnect(vep, true);
     send_msg(survivor.to_fd(), u64s_msg({CMD_QUIT}));
     e.disconnect(sep, true);

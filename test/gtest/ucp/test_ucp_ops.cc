@@ -26,7 +26,7 @@ const unsigned am_id        = 5;
 /* Commands from the parent to a ucp_peer child (first word of a message). */
 enum peer_cmd : uint64_t {
     CMD_QUIT, CMD_TAG_ECHO, CMD_STREAM_ECHO, CMD_AM_COUNT, CMD_CHECK_REGION,
-    CMD_FILL_REGION, CMD_READ_U64
+    CMD_FILL_REGION, CMD_READ_U64, CMD_TAG_SEND
 };
 
 std::vector<char> u64s_msg(const std::vector<uint64_t> &v)
@@ -349,6 +349,18 @@ DCX_CHILD_ROLE(ucp_peer)
         case CMD_FILL_REGION:
             fill_data(region.ptr() + cmd[3], cmd[2], cmd[1]);
             break;
+        case CMD_TAG_SEND: {
+            /* Send one message {length, seq} on tag 3000. */
+            std::vector<char> buf(cmd[1]);
+            fill_data(buf.data(), buf.size(), cmd[2]);
+            req_set rs;
+            rs.add(tag_send(ep, buf.data(), buf.size(), 3000));
+            if (!peer_wait_for(e, wakeup, [&] { return rs.done(); }) ||
+                (rs.finish() != UCS_OK)) {
+                bad = ~0ull;
+            }
+            break;
+        }
         case CMD_READ_U64:
             memcpy(&bad, region.ptr() + cmd[1], sizeof(bad));
             break;
@@ -546,7 +558,7 @@ protected:
     ucp_rkey_h                  m_rkey  = nullptr;
     uint64_t                    m_raddr = 0;
     bool                        m_wakeup = false;
-    int                         m_wakeups = 0;
+    int                         m_wakeups = 0; /* event fd signals seen */
 };
 
 TEST_F(ucp_pair, transport_is_dcx)
@@ -820,7 +832,34 @@ TEST_F(ucp_pair, wakeup_mode)
     scoped_env env(env_vars{{"UCX_RNDV_THRESH", "8k"}});
     start(true);
     tag_echo({1, 100, 5000, 100000, 1 << 20});
-    EXPECT_GT(m_wakeups, 0) << "the event fd never signalled";
+
+    /* Deterministic sleep: arm the idle worker with a receive posted, only
+     * then ask the peer to send; the event fd must signal. */
+    int efd;
+    ASSERT_EQ(UCS_OK, ucp_worker_get_efd(m_e->worker(), &efd));
+    for (size_t len : {64, 200000}) {
+        std::vector<char> in(len, 0);
+        req_set rs;
+        rs.add(tag_recv(m_e->worker(), in.data(), len, 3000));
+        ucs_status_t status;
+        double deadline = now_sec() + 10;
+        do {
+            while (m_e->progress() != 0) {
+            }
+            status = ucp_worker_arm(m_e->worker());
+        } while ((status == UCS_ERR_BUSY) && (now_sec() < deadline));
+        ASSERT_EQ(UCS_OK, status);
+        send_msg(m_peer->to_fd(), u64s_msg({CMD_TAG_SEND, len, 600 + len}));
+        struct pollfd pfd = {efd, POLLIN, 0};
+        ASSERT_EQ(1, poll(&pfd, 1, 10000))
+                << "no wakeup on the event fd for a " << len << " B message";
+        ASSERT_TRUE(wait_reqs(rs)) << "receive after the wakeup timed out";
+        ASSERT_EQ(UCS_OK, rs.finish());
+        EXPECT_EQ(-1, check_data(in.data(), len, 600 + len));
+        struct pollfd cfd = {m_peer->from_fd(), POLLIN, 0};
+        ASSERT_TRUE(m_e->wait_for([&] { return poll(&cfd, 1, 0) > 0; }, 30));
+        EXPECT_EQ(0u, msg_u64(recv_msg(m_peer->from_fd())));
+    }
 
     std::vector<std::vector<char>> bufs;
     std::vector<std::vector<uint64_t>> hdrs;

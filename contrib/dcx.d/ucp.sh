@@ -190,6 +190,27 @@ dcx_run_caller_settings_win() {
         { echo "-v did not say the caller's UCX_TLS was kept"; return 1; }
 }
 
+# srun is not installed here: a stand-in named srun shows what it receives
+# (Slurm forwards the whole environment by default; no -x options).
+dcx_run_srun_settings() {
+    local dir out
+    dir=$(mktemp -d)
+    printf '#!/bin/sh\necho "srun args: $*"\nenv\n' > "$dir/srun"
+    chmod +x "$dir/srun"
+    out=$(env -u UCX_TLS "$DCX_PREFIX/bin/dcx-run" "$dir/srun" -n 4 ./app) ||
+        { rm -rf "$dir"; return 1; }
+    rm -rf "$dir"
+    echo "$out" | grep -E '^(srun args|OMPI_MCA_|UCX_TLS|LD_PRELOAD)'
+    echo "$out" | grep -q '^srun args: -n 4 ./app$' || { echo "srun's arguments changed"; return 1; }
+    local v
+    for v in OMPI_MCA_pml=ucx OMPI_MCA_osc=ucx OMPI_MCA_spml=ucx \
+             OMPI_MCA_opal_common_ucx_tls=any OMPI_MCA_opal_common_ucx_devices=any \
+             UCX_TLS=dcx,self; do
+        echo "$out" | grep -qx "$v" || { echo "missing $v"; return 1; }
+    done
+    echo "$out" | grep -q '^LD_PRELOAD=.*libuct_dcx.so' || { echo "no LD_PRELOAD"; return 1; }
+}
+
 dcx_run_plain_command_untouched() {
     local out
     out=$(env -u UCX_TLS -u OMPI_MCA_pml "$DCX_PREFIX/bin/dcx-run" env) || return 1
@@ -214,6 +235,7 @@ suite_e2e-users() {
     check dcx-run-ranks-load-plugin       dcx_run_ranks_load_plugin
     check dcx-run-caller-settings-win     dcx_run_caller_settings_win
     check dcx-run-plain-command-untouched dcx_run_plain_command_untouched
+    check dcx-run-srun-settings           dcx_run_srun_settings
     check ucp-perftest-tag_lat       ucp_perftest_pair tag_lat     -t tag_lat $n
     check ucp-perftest-tag_bw-eager  ucp_perftest_pair tag_bw-eag  -t tag_bw -s 4096 $n
     check ucp-perftest-tag_bw-rndv   ucp_perftest_pair tag_bw-rndv -t tag_bw -s 1048576 -n 200 -w 10

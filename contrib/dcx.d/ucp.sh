@@ -142,6 +142,20 @@ control_without_dcx() {
     echo "without the plugin mpirun fails as it should (rc $rc)"
 }
 
+# Control for the perftests: UCX_TLS=dcx without the plugin must fail.
+perftest_control_without_dcx() {
+    local out rc=0 port=$((20000 + (RANDOM % 20000))) spid
+    UCX_TLS=dcx timeout -k 5 30 ucx_perftest -p $port > "$DCX_BUILD/test-logs/control.server" 2>&1 &
+    spid=$!
+    sleep 0.3
+    out=$(UCX_TLS=dcx timeout -k 5 30 ucx_perftest -p $port -t tag_lat -n 10 localhost 2>&1) || rc=$?
+    wait $spid 2>/dev/null || true
+    echo "$out"
+    [ $rc -ne 0 ] || { echo "ucx_perftest ran over UCX_TLS=dcx without the plugin"; return 1; }
+    echo "$out" | grep -q "transport 'dcx' is not available" ||
+        { echo "failed, but not because dcx was missing"; return 1; }
+}
+
 # check_known NAME PATTERN REASON CMD...: like check, but a failure whose log
 # matches PATTERN is a known dcx bug: reported and counted as skipped (it
 # turns into a pass by itself once the bug is fixed). Any other failure fails.
@@ -254,6 +268,7 @@ suite_e2e-users() {
     check shmem-put-get-iput-atomics \
         launcher_run '^shmem_check: PASS' oshrun "$bin/shmem_check"
     check mpi-control-without-dcx-fails control_without_dcx
+    check ucp-perftest-control-without-dcx-fails perftest_control_without_dcx
 }
 
 # --- demo: UCP, Open MPI and OpenSHMEM over dcx (called by cmd_demo) --------

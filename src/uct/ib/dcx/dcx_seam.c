@@ -65,42 +65,6 @@ const uct_dcx_seam_symbol_t uct_dcx_seam_symbols[] = {
 const size_t uct_dcx_seam_num_symbols = ucs_static_array_size(uct_dcx_seam_symbols);
 
 
-const char *uct_dcx_seam_wc_status_str(enum ibv_wc_status status)
-{
-    static const char *names[] = {
-        [IBV_WC_SUCCESS]            = "success",
-        [IBV_WC_LOC_LEN_ERR]        = "local length error",
-        [IBV_WC_LOC_QP_OP_ERR]      = "local QP operation error",
-        [IBV_WC_LOC_EEC_OP_ERR]     = "local EE context operation error",
-        [IBV_WC_LOC_PROT_ERR]       = "local protection error",
-        [IBV_WC_WR_FLUSH_ERR]       = "Work Request Flushed Error",
-        [IBV_WC_MW_BIND_ERR]        = "memory management operation error",
-        [IBV_WC_BAD_RESP_ERR]       = "bad response error",
-        [IBV_WC_LOC_ACCESS_ERR]     = "local access error",
-        [IBV_WC_REM_INV_REQ_ERR]    = "remote invalid request error",
-        [IBV_WC_REM_ACCESS_ERR]     = "remote access error",
-        [IBV_WC_REM_OP_ERR]         = "remote operation error",
-        [IBV_WC_RETRY_EXC_ERR]      = "transport retry counter exceeded",
-        [IBV_WC_RNR_RETRY_EXC_ERR]  = "RNR retry counter exceeded",
-        [IBV_WC_LOC_RDD_VIOL_ERR]   = "local RDD violation error",
-        [IBV_WC_REM_INV_RD_REQ_ERR] = "remote invalid RD request",
-        [IBV_WC_REM_ABORT_ERR]      = "aborted error",
-        [IBV_WC_INV_EECN_ERR]       = "invalid EE context number",
-        [IBV_WC_INV_EEC_STATE_ERR]  = "invalid EE context state",
-        [IBV_WC_FATAL_ERR]          = "fatal error",
-        [IBV_WC_RESP_TIMEOUT_ERR]   = "response timeout error",
-        [IBV_WC_GENERAL_ERR]        = "general error",
-        [IBV_WC_TM_ERR]             = "TM error",
-        [IBV_WC_TM_RNDV_INCOMPLETE] = "TM software rendezvous",
-    };
-
-    if (((unsigned)status < ucs_static_array_size(names)) &&
-        (names[status] != NULL)) {
-        return names[status];
-    }
-    return "unknown";
-}
-
 struct mlx5dv_mkey *uct_dcx_seam_no_create_mkey(struct mlx5dv_mkey_init_attr *attr)
 {
     errno = EOPNOTSUPP;

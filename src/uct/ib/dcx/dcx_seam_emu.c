@@ -47,9 +47,6 @@ ucs_status_t uct_dcx_emu_binding_open(const char *emu_lib,
             *(void**)UCS_PTR_BYTE_OFFSET(&binding->ops, sym->offset) = func;
         } else if (sym->lib == UCT_DCX_SEAM_LIB_UMR) {
             ucs_debug("dcx: %s has no %s: no indirect mkeys", emu_lib, name);
-        } else if (sym->offset == ucs_offsetof(uct_dcx_verbs_ops_t,
-                                               wc_status_str)) {
-            binding->ops.wc_status_str = uct_dcx_seam_wc_status_str;
         } else {
             ucs_error("dcx: %s is not a compatible software DC device: no %s",
                       emu_lib, name);

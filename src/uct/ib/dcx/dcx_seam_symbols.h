@@ -36,7 +36,4 @@ extern const size_t uct_dcx_seam_num_symbols;
 struct mlx5dv_mkey *uct_dcx_seam_no_create_mkey(struct mlx5dv_mkey_init_attr *attr);
 int uct_dcx_seam_no_destroy_mkey(struct mlx5dv_mkey *mkey);
 
-/* ibv_wc_status_str() for bindings without it. */
-const char *uct_dcx_seam_wc_status_str(enum ibv_wc_status status);
-
 #endif

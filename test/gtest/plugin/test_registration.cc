@@ -54,7 +54,7 @@ uct_component_h load_plugin()
 
 std::string copy_plugin()
 {
-    std::string copy = "/tmp/dcx-plugin-copy-" + std::to_string(getpid()) +
+    std::string copy = P_tmpdir "/dcx-plugin-copy-" + std::to_string(getpid()) +
                        ".so";
     std::ifstream src(dcx_test::plugin_path(), std::ios::binary);
     std::ofstream dst(copy, std::ios::binary);

@@ -156,26 +156,6 @@ perftest_control_without_dcx() {
         { echo "failed, but not because dcx was missing"; return 1; }
 }
 
-# check_known NAME PATTERN REASON CMD...: like check, but a failure whose log
-# matches PATTERN is a known dcx bug: reported and counted as skipped (it
-# turns into a pass by itself once the bug is fixed). Any other failure fails.
-check_known() {
-    local name=$1 pattern=$2 reason=$3; shift 3
-    local log="$DCX_BUILD/test-logs/$name.log"
-    if "$@" > "$log" 2>&1; then
-        note "PASS $name"
-        total_passed=$((total_passed + 1))
-    elif grep -qE "$pattern" "$log"; then
-        note "SKIP $name: known dcx bug: $reason (log: $log)"
-        total_skipped=$((total_skipped + 1))
-    else
-        note "FAIL $name (log: $log)"
-        sed 's/^/      | /' "$log" | tail -15
-        total_failed=$((total_failed + 1))
-        failed_names+=("$name")
-    fi
-}
-
 # dcx-run in front of launchers: ranks load the plugin and get the settings;
 # the caller's settings win; plain commands get nothing but the preload.
 dcx_run_ranks_load_plugin() {
@@ -239,8 +219,6 @@ dcx_run_plain_command_untouched() {
     echo "plain command: only LD_PRELOAD set; misuse exits non-zero"
 }
 
-DCX_BUG_IFACE_FLUSH='flush failed: No resources are available'
-DCX_BUG_IFACE_FLUSH_REASON='uct_dcx_iface_flush returns UCS_ERR_NO_RESOURCE while ops are pending (UCP treats it as an error)'
 
 suite_e2e-users() {
     E2E_FABRIC="dcx-e2e-users-$$"
@@ -263,7 +241,7 @@ suite_e2e-users() {
         "$bin/mpi_check" p2p
     check mpi-collectives \
         launcher_run '^mpi_check: PASS \(coll\)' mpirun "$bin/mpi_check" coll
-    check_known mpi-one-sided "$DCX_BUG_IFACE_FLUSH" "$DCX_BUG_IFACE_FLUSH_REASON" \
+    check mpi-one-sided \
         launcher_run '^mpi_check: PASS \(rma\)' mpirun "$bin/mpi_check" rma
     check shmem-put-get-iput-atomics \
         launcher_run '^shmem_check: PASS' oshrun "$bin/shmem_check"
@@ -309,11 +287,6 @@ demo_launcher() {
     if [ "$rc" -eq 0 ] && [ -n "$proof" ] && grep -qE '^(mpi|shmem)_check: PASS' "$log"; then
         result="PASS ($(sed -n 's/^\(mpi\|shmem\)_check: PASS[^:]*: .*, \([0-9]*\) checks.*/\2/p' "$log") checks)"
         DEMO_ROWS+=("$label|$result|dcx ($E2E_NP ranks)")
-        return 0
-    fi
-    if grep -qE "$DCX_BUG_IFACE_FLUSH" "$log"; then
-        note "    known dcx bug: $DCX_BUG_IFACE_FLUSH_REASON (log: $log)"
-        DEMO_ROWS+=("$label|KNOWN DCX BUG|-")
         return 0
     fi
     note "    FAILED (exit $rc; log: $log)"

@@ -613,6 +613,75 @@ TEST_P(uct_ops_one_dci, pending_purge)
     EXPECT_EQ(1, purged);
 }
 
+struct pending_flush_ctx {
+    uct_pending_req_t req;
+    uct_completion_t  comp;
+    uct_ep_h          ep;
+    const uint64_t    *target;  /* where the queued put lands */
+    uint64_t          seen;     /* target value when the flush completed */
+    int               done;
+};
+
+static ucs_status_t pending_flush(uct_pending_req_t *req)
+{
+    pending_flush_ctx *ctx = ucs_container_of(req, pending_flush_ctx, req);
+    ucs_status_t status    = uct_ep_flush(ctx->ep, 0, &ctx->comp);
+
+    if (status == UCS_OK) {
+        ctx->seen = *ctx->target;
+        ctx->done = 1;
+    }
+    return (status == UCS_ERR_NO_RESOURCE) ? status : UCS_OK;
+}
+
+/* A flush behind queued requests waits for them (UCP adds it as pending);
+ * dispatched from the queue it starts, and iface_flush says "in progress"
+ * meanwhile, never "no resource" (which UCP treats as an error). */
+TEST_P(uct_ops_one_dci, flush_queued_behind_pending)
+{
+    pending_ctx put = {};
+    pending_flush_ctx flush = {};
+    buffer target(*m_receiver, 64);
+    rkey rk(target.packed_rkey());
+    ucs_status_t status;
+
+    put.req.func = pending_put;
+    put.ep       = m_ep;
+    put.addr     = target.addr();
+    put.rkey     = rk.get();
+    put.value    = 0x1234567890abcdefull;
+    do {
+        uint64_t zero = 0;
+        status = uct_ep_put_short(m_ep, &zero, 8, target.addr(), rk.get());
+    } while (status == UCS_OK);
+    ASSERT_EQ(UCS_ERR_NO_RESOURCE, status);
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &put.req, 0));
+
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, uct_ep_flush(m_ep, 0, NULL));
+    EXPECT_EQ(UCS_INPROGRESS, uct_iface_flush(m_sender->iface(), 0, NULL));
+
+    flush.req.func    = pending_flush;
+    flush.ep          = m_ep;
+    flush.target      = (const uint64_t*)target.ptr();
+    flush.comp.func   = [](uct_completion_t *comp) {
+        pending_flush_ctx *ctx = ucs_container_of(comp, pending_flush_ctx,
+                                                  comp);
+        ctx->seen = *ctx->target;
+        ctx->done = 1;
+    };
+    flush.comp.count  = 1;
+    flush.comp.status = UCS_OK;
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &flush.req, 0));
+
+    ASSERT_TRUE(wait_for(all(), [&] {
+        status = uct_iface_flush(m_sender->iface(), 0, NULL);
+        EXPECT_NE(UCS_ERR_NO_RESOURCE, status);
+        return flush.done && (status == UCS_OK);
+    }));
+    EXPECT_TRUE(put.done);
+    EXPECT_EQ(put.value, flush.seen) << "flush completed before the put";
+}
+
 static bool fd_readable(int fd, int timeout_ms)
 {
     struct pollfd pfd = {fd, POLLIN, 0};

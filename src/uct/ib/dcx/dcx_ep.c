@@ -980,6 +980,16 @@ static void uct_dcx_ep_cancel(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
     dci->error = 1;
 }
 
+/* Whether requests queued before a flush are still waiting to be sent: the
+ * flush must queue behind them. A flush dispatched from the queue itself
+ * has nothing ahead of it. */
+static int uct_dcx_ep_has_pending_ahead(uct_dcx_iface_t *iface,
+                                        uct_dcx_ep_t *ep)
+{
+    return !ucs_arbiter_group_is_empty(&ep->arb_group) &&
+           (iface->tx.dispatching != ep);
+}
+
 ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
                               uct_completion_t *comp)
 {
@@ -988,6 +998,11 @@ ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
     uct_dcx_dci_t *dci;
     uct_dcx_op_t *op;
 
+    if (!(flags & UCT_FLUSH_FLAG_CANCEL) &&
+        uct_dcx_ep_has_pending_ahead(iface, ep)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
     if (ep->dci == UCT_DCX_EP_NO_DCI) {
         return (ep->flags & UCT_DCX_EP_FLAG_FAILED) ? ep->status : UCS_OK;
     }
@@ -995,15 +1010,11 @@ ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
     dci = &iface->tx.dcis[ep->dci];
     if (dci->posted == dci->completed) {
         /* A shared DCI (rand) with nothing outstanding. */
-        return ucs_arbiter_group_is_empty(&ep->arb_group) ?
-               ((ep->flags & UCT_DCX_EP_FLAG_FAILED) ? ep->status : UCS_OK) :
-               UCS_ERR_NO_RESOURCE;
+        return (ep->flags & UCT_DCX_EP_FLAG_FAILED) ? ep->status : UCS_OK;
     }
 
     if ((flags & UCT_FLUSH_FLAG_CANCEL) && !dci->error) {
         uct_dcx_ep_cancel(iface, ep);
-    } else if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
-        return UCS_ERR_NO_RESOURCE;
     }
 
     if (comp == NULL) {
@@ -1084,7 +1095,9 @@ ucs_arbiter_cb_result_t uct_dcx_ep_pending_dispatch(ucs_arbiter_t *arbiter,
         return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
     }
 
-    status = req->func(req);
+    iface->tx.dispatching = ep;
+    status                = req->func(req);
+    iface->tx.dispatching = NULL;
     if (status == UCS_OK) {
         return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
     } else if (status == UCS_INPROGRESS) {

@@ -724,11 +724,9 @@ ucs_status_t uct_dcx_iface_flush(uct_iface_h tl_iface, unsigned flags,
         return UCS_ERR_UNSUPPORTED;
     }
 
-    if (!ucs_arbiter_is_empty(&iface->tx.arbiter)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    return (iface->tx.num_free == iface->tx.num_dci) ? UCS_OK :
+    /* Pending requests are sent by progress; the caller polls again. */
+    return ((iface->tx.num_free == iface->tx.num_dci) &&
+            ucs_arbiter_is_empty(&iface->tx.arbiter)) ? UCS_OK :
                                                         UCS_INPROGRESS;
 }
 
@@ -1222,6 +1220,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     }
 
     ucs_arbiter_init(&self->tx.arbiter);
+    self->tx.dispatching = NULL;
     uct_dcx_iface_post_recv(self);
     if (self->rx.posted == 0) {
         ucs_error("dcx: %s: cannot post receive buffers", dev_name);

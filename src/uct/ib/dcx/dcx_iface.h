@@ -201,6 +201,8 @@ struct uct_dcx_iface {
         ucs_mpool_t           mp;           /* uct_dcx_op_t + segment */
         ucs_mpool_t           flush_mp;     /* unregistered flush ops */
         ucs_arbiter_t         arbiter;      /* endpoints with pending work */
+        uct_dcx_ep_t          *dispatching; /* endpoint whose pending request
+                                               runs now */
         size_t                seg_size;
     } tx;
 

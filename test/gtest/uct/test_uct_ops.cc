@@ -737,9 +737,112 @@ TEST_P(uct_ops, wakeup_on_send_completion)
     EXPECT_EQ(7u, *(uint64_t*)target.ptr());
 }
 
+/* Active-message flow control with a small window. */
+class uct_ops_fc : public uct_ops {
+protected:
+    config_t sender_config() override
+    {
+        return {{"FC_WND_SIZE", "16"}, {"FC_REQ_THRESH", "0"},
+                {"TX_POLICY", GetParam()}};
+    }
+};
+
+/* A sender stops after exactly its window while the receiver does not
+ * progress, then every message arrives in order once it does. */
+TEST_P(uct_ops_fc, window_enforced_then_granted)
+{
+    const int count = 200;
+    int sent        = 0;
+    ucs_status_t status;
+
+    /* Progress only the sender: its DCI drains, but nobody grants. */
+    for (int spins = 0; spins < 100000; ++spins) {
+        status = uct_ep_am_short(m_ep, 5, sent, NULL, 0);
+        if (status == UCS_OK) {
+            ++sent;
+        } else {
+            ASSERT_EQ(UCS_ERR_NO_RESOURCE, status);
+            m_sender->progress();
+        }
+    }
+    EXPECT_EQ(16, sent) << "the window was not enforced";
+
+    /* The pending request is dispatched by the grant. */
+    pending_ctx pctx = {};
+    pctx.req.func    = [](uct_pending_req_t *req) {
+        pending_ctx *ctx = ucs_container_of(req, pending_ctx, req);
+        ucs_status_t st  = uct_ep_am_short(ctx->ep, 5, ctx->value, NULL, 0);
+        ctx->done       |= (st == UCS_OK);
+        return st;
+    };
+    pctx.ep    = m_ep;
+    pctx.value = sent;
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &pctx.req, 0));
+    ASSERT_TRUE(wait_for(all(), [&] { return pctx.done != 0; }));
+    ++sent;
+
+    for (; sent < count; ++sent) {
+        ASSERT_EQ(UCS_OK, retry(all(), [&] {
+            return uct_ep_am_short(m_ep, 5, sent, NULL, 0);
+        }));
+    }
+    ASSERT_NO_FATAL_FAILURE(wait_am(count));
+    ASSERT_EQ((size_t)count, m_am.messages.size()) << "extra messages";
+    for (int i = 0; i < count; ++i) {
+        uint64_t header;
+        memcpy(&header, m_am.messages[i].data(), sizeof(header));
+        ASSERT_EQ((uint64_t)i, header);
+    }
+}
+
+/* Flow control with a small window: every kind of active message
+ * counts, none is lost, and flow-control messages never reach a handler. */
+TEST_P(uct_ops_fc, all_am_kinds_counted)
+{
+    const int rounds = 100;
+    buffer src(*m_sender, 64, 'z');
+    std::vector<char> data = pattern(64, 3);
+    pack_arg parg          = {data.data(), data.size()};
+    uct_iov_t iov          = {};
+
+    iov.buffer = src.ptr();
+    iov.length = 64;
+    iov.memh   = src.memh();
+    iov.count  = 1;
+    for (int i = 0; i < rounds; ++i) {
+        test_comp comp;
+        ASSERT_EQ(UCS_OK, retry(all(), [&] {
+            return uct_ep_am_short(m_ep, 5, i, data.data(), 8);
+        }));
+        ASSERT_EQ(UCS_OK, retry(all(), [&] {
+            ssize_t len = uct_ep_am_bcopy(m_ep, 5, pack_cb, &parg, 0);
+            return (len < 0) ? (ucs_status_t)len : UCS_OK;
+        }));
+        ucs_status_t status = retry(all(), [&] {
+            return uct_ep_am_zcopy(m_ep, 5, NULL, 0, &iov, 1, 0, &comp.uct);
+        });
+        ASSERT_NO_FATAL_FAILURE(wait_comp(status, comp));
+    }
+    ASSERT_NO_FATAL_FAILURE(wait_am(3 * rounds));
+    flush();
+    for (int i = 0; i < 100; ++i) {
+        m_sender->progress();
+        m_receiver->progress();
+    }
+    EXPECT_EQ((size_t)(3 * rounds), m_am.messages.size());
+    for (int i = 0; i < rounds; ++i) {
+        ASSERT_EQ(16u, m_am.messages[3 * i].size());
+        ASSERT_EQ(64u, m_am.messages[3 * i + 1].size());
+        ASSERT_EQ(0, memcmp(data.data(), m_am.messages[3 * i + 1].data(), 64));
+        ASSERT_EQ(64u, m_am.messages[3 * i + 2].size());
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(policy, uct_ops,
                          testing::Values("dcs", "dcs_quota", "rand"));
 INSTANTIATE_TEST_SUITE_P(policy, uct_ops_one_dci,
+                         testing::Values("dcs", "dcs_quota", "rand"));
+INSTANTIATE_TEST_SUITE_P(policy, uct_ops_fc,
                          testing::Values("dcs", "dcs_quota", "rand"));
 
 /* dcs_quota: one endpoint streaming without pause cannot keep the only DCI

@@ -253,7 +253,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
     uct_dcx_iface_t *iface = ucs_derived_of(params->iface, uct_dcx_iface_t);
     const uct_dcx_iface_addr_t *iface_addr;
     const uct_dcx_dev_addr_t *dev_addr;
-    struct ibv_ah_attr ah_attr = {};
+    ucs_status_t status;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
 
@@ -287,22 +287,15 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
     }
     ucs_arbiter_group_init(&self->arb_group);
 
-    ah_attr.dlid      = dev_addr->lid;
-    ah_attr.sl        = iface->config.sl;
-    ah_attr.port_num  = iface->port;
-    ah_attr.is_global = iface->is_global;
-    if (iface->is_global) {
-        memcpy(&ah_attr.grh.dgid, dev_addr + 1, sizeof(ah_attr.grh.dgid));
-        ah_attr.grh.sgid_index = 0;
-        ah_attr.grh.hop_limit  = 64;
-    }
-
-    self->ah = iface->ops->create_ah(iface->md->pd, &ah_attr);
-    if (self->ah == NULL) {
-        ucs_error("dcx: cannot create an address handle to lid %u: %m",
-                  dev_addr->lid);
+    self->fc_wnd = iface->fc.wnd_size;
+    self->fc_sn  = 0;
+    status       = uct_dcx_iface_ah_get(iface, dev_addr->lid,
+                                        iface->is_global ?
+                                        (const union ibv_gid*)(dev_addr + 1) :
+                                        NULL, &self->ah);
+    if (status != UCS_OK) {
         ucs_arbiter_group_cleanup(&self->arb_group);
-        return UCS_ERR_IO_ERROR;
+        return status;
     }
 
     ucs_debug("dcx: ep %p to lid %u dct 0x%x", self, dev_addr->lid,
@@ -358,10 +351,9 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_ep_t)
 {
     uct_dcx_iface_t *iface = ucs_derived_of(self->super.super.iface,
                                             uct_dcx_iface_t);
-    int ret;
-
     uct_dcx_ep_pending_purge(&self->super.super, NULL, NULL);
     ucs_arbiter_group_cleanup(&self->arb_group);
+    uct_dcx_ep_fc_wait_remove(iface, self);
 
     if (self->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
         --iface->tx.num_waiters;
@@ -381,11 +373,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_ep_t)
             uct_dcx_iface_dci_put(iface, self);
         }
     }
-
-    ret = iface->ops->destroy_ah(self->ah);
-    if (ret != 0) {
-        ucs_warn("dcx: destroy_ah failed: %s", strerror(ret));
-    }
+    /* The address handle belongs to the interface's cache. */
 }
 
 UCS_CLASS_DEFINE(uct_dcx_ep_t, uct_base_ep_t);
@@ -415,12 +403,146 @@ void uct_dcx_ep_handle_failure(uct_dcx_ep_t *ep, ucs_status_t status)
 
     ep->flags  |= UCT_DCX_EP_FLAG_FAILED;
     ep->status  = status;
+    uct_dcx_ep_fc_wait_remove(iface, ep);
     err_status  = uct_iface_handle_ep_err(&iface->super.super,
                                           &ep->super.super, status);
     if (err_status != UCS_OK) {
         ucs_log(iface->super.config.failure_level,
                 "dcx: ep %p to dct 0x%x failed: %s", ep, ep->dctn,
                 ucs_status_string(status));
+    }
+}
+
+/* --- active-message flow control --------------------------------------- */
+
+void uct_dcx_ep_fc_wait_remove(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
+{
+    khiter_t it;
+
+    if (!(ep->flags & UCT_DCX_EP_FLAG_FC_WAIT)) {
+        return;
+    }
+
+    it = kh_get(uct_dcx_fc_wait, &iface->fc.waiting, (uintptr_t)ep);
+    if (it != kh_end(&iface->fc.waiting)) {
+        kh_del(uct_dcx_fc_wait, &iface->fc.waiting, it);
+    }
+    ep->flags &= ~UCT_DCX_EP_FLAG_FC_WAIT;
+}
+
+/* Post a credit request on the endpoint's DCI, in order after the messages
+ * it covers. Control traffic: it may take a free DCI ahead of endpoints
+ * waiting for one and ignores the dcs_quota limit, and like any work it
+ * holds the DCI only until it completes. */
+static ucs_status_t uct_dcx_ep_fc_post_request(uct_dcx_iface_t *iface,
+                                               uct_dcx_ep_t *ep)
+{
+    uct_dcx_fc_request_t req;
+    struct ibv_data_buf bufs[2];
+    struct ibv_qp_ex *qpx;
+    uct_dcx_dci_t *dci;
+
+    if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
+        uct_dcx_ep_check_shared_dci(iface, ep);
+    }
+    if (ep->flags & UCT_DCX_EP_FLAG_FAILED) {
+        return ep->status;
+    }
+
+    if (ep->dci == UCT_DCX_EP_NO_DCI) {
+        if (iface->tx.num_free == 0) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+        if (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
+            ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_DCI;
+            --iface->tx.num_waiters;
+        }
+        ep->dci = iface->tx.free_stack[--iface->tx.num_free];
+        iface->tx.dcis[ep->dci].ep = ep;
+    }
+
+    dci = &iface->tx.dcis[ep->dci];
+    if (dci->available == 0) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    req.ep_id     = (uintptr_t)ep;
+    req.dc_key    = iface->rx.dc_key;
+    req.dctn[0]   = iface->rx.dctn & 0xff;
+    req.dctn[1]   = (iface->rx.dctn >> 8) & 0xff;
+    req.dctn[2]   = (iface->rx.dctn >> 16) & 0xff;
+    req.sn        = ep->fc_sn;
+    req.credits   = iface->fc.wnd_size - ep->fc_wnd;
+    req.lid       = iface->port_attr.lid;
+    req.dev_flags = iface->is_global ? UCT_DCX_DEV_ADDR_FLAG_GLOBAL : 0;
+
+    bufs[0].addr   = &req;
+    bufs[0].length = sizeof(req);
+    bufs[1].addr   = &iface->gid;
+    bufs[1].length = iface->is_global ? sizeof(iface->gid) : 0;
+
+    qpx = uct_dcx_ep_wr_start(dci, ep->dci);
+    ibv_wr_send_imm(qpx, htobe32(UCT_DCX_IMM_FC_REQUEST));
+    ibv_wr_set_inline_data_list(qpx, 2, bufs);
+    return uct_dcx_ep_wr_complete(iface, ep, dci, NULL);
+}
+
+/* Ask the peer for credits (again); a request that cannot be posted now,
+ * or whose grant does not come within the timeout, is retried by progress. */
+void uct_dcx_ep_fc_request(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
+{
+    ucs_time_t now = ucs_get_time();
+    ucs_status_t status;
+    ucs_time_t deadline;
+    khiter_t it;
+    int ret;
+
+    ++ep->fc_sn; /* a late grant of an earlier request is ignored */
+    status = uct_dcx_ep_fc_post_request(iface, ep);
+    if (UCS_STATUS_IS_ERR(status) && (status != UCS_ERR_NO_RESOURCE)) {
+        uct_dcx_ep_fc_wait_remove(iface, ep);
+        return; /* the endpoint failed */
+    }
+
+    deadline = now + ((status == UCS_OK) ? iface->fc.timeout : 0);
+    it       = kh_put(uct_dcx_fc_wait, &iface->fc.waiting, (uintptr_t)ep,
+                      &ret);
+    if (ret == UCS_KH_PUT_FAILED) {
+        ucs_error("dcx: ep %p: cannot track a credit request", ep);
+        return;
+    }
+    kh_value(&iface->fc.waiting, it) = deadline;
+    ep->flags                       |= UCT_DCX_EP_FLAG_FC_WAIT;
+    if ((kh_size(&iface->fc.waiting) == 1) ||
+        (deadline < iface->fc.next_check)) {
+        iface->fc.next_check = deadline;
+    }
+}
+
+/* Before an active message: NO_RESOURCE without credits. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_dcx_ep_fc_check(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
+{
+    if (ucs_likely(ep->fc_wnd > 0)) {
+        return UCS_OK;
+    }
+    if (ep->flags & UCT_DCX_EP_FLAG_FAILED) {
+        return ep->status;
+    }
+    if (!(ep->flags & UCT_DCX_EP_FLAG_FC_WAIT)) {
+        uct_dcx_ep_fc_request(iface, ep);
+    }
+    return UCS_ERR_NO_RESOURCE;
+}
+
+/* After an active message was posted. */
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_ep_fc_consume(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
+{
+    ep->fc_wnd -= iface->fc.consume;
+    if (ucs_unlikely(ep->fc_wnd <= iface->fc.req_thresh) &&
+        !(ep->flags & UCT_DCX_EP_FLAG_FC_WAIT)) {
+        uct_dcx_ep_fc_request(iface, ep);
     }
 }
 
@@ -440,6 +562,11 @@ ucs_status_t uct_dcx_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     UCT_CHECK_LENGTH(sizeof(header) + length, 0, iface->tx.max_inline,
                      "am_short");
 
+    status = uct_dcx_ep_fc_check(iface, ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
     status = uct_dcx_ep_tx_get(iface, ep, &dci);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
@@ -453,7 +580,11 @@ ucs_status_t uct_dcx_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     qpx = uct_dcx_ep_wr_start(dci, ep->dci);
     ibv_wr_send_imm(qpx, htobe32(id));
     ibv_wr_set_inline_data_list(qpx, 2, bufs);
-    return uct_dcx_ep_wr_complete(iface, ep, dci, NULL);
+    status = uct_dcx_ep_wr_complete(iface, ep, dci, NULL);
+    if (ucs_likely(status == UCS_OK)) {
+        uct_dcx_ep_fc_consume(iface, ep);
+    }
+    return status;
 }
 
 ucs_status_t uct_dcx_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
@@ -480,6 +611,11 @@ ucs_status_t uct_dcx_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
     }
     UCT_CHECK_LENGTH(length, 0, iface->tx.max_inline, "am_short_iov");
 
+    status = uct_dcx_ep_fc_check(iface, ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
     status = uct_dcx_ep_tx_get(iface, ep, &dci);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
@@ -488,7 +624,11 @@ ucs_status_t uct_dcx_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
     qpx = uct_dcx_ep_wr_start(dci, ep->dci);
     ibv_wr_send_imm(qpx, htobe32(id));
     ibv_wr_set_inline_data_list(qpx, num, bufs);
-    return uct_dcx_ep_wr_complete(iface, ep, dci, NULL);
+    status = uct_dcx_ep_wr_complete(iface, ep, dci, NULL);
+    if (ucs_likely(status == UCS_OK)) {
+        uct_dcx_ep_fc_consume(iface, ep);
+    }
+    return status;
 }
 
 ssize_t uct_dcx_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
@@ -504,6 +644,11 @@ ssize_t uct_dcx_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     size_t length;
 
     UCT_CHECK_AM_ID(id);
+
+    status = uct_dcx_ep_fc_check(iface, ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
 
     status = uct_dcx_ep_tx_get(iface, ep, &dci);
     if (ucs_unlikely(status != UCS_OK)) {
@@ -528,6 +673,7 @@ ssize_t uct_dcx_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
         ucs_mpool_put_inline(op);
         return status;
     }
+    uct_dcx_ep_fc_consume(iface, ep);
     return length;
 }
 
@@ -561,6 +707,11 @@ ucs_status_t uct_dcx_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     UCT_CHECK_LENGTH(header_length + length, 0, iface->tx.seg_size,
                      "am_zcopy");
 
+    status = uct_dcx_ep_fc_check(iface, ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
     status = uct_dcx_ep_tx_get(iface, ep, &dci);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
@@ -592,6 +743,7 @@ ucs_status_t uct_dcx_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         ucs_mpool_put_inline(op);
         return status;
     }
+    uct_dcx_ep_fc_consume(iface, ep);
     return UCS_INPROGRESS;
 }
 
@@ -1051,6 +1203,9 @@ static int uct_dcx_ep_can_send(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
     if (ep->flags & UCT_DCX_EP_FLAG_FAILED) {
         return 1; /* the operation fails at once instead of waiting */
+    }
+    if (ep->fc_wnd <= 0) {
+        return 0; /* resumed by the grant */
     }
     return (ep->dci == UCT_DCX_EP_NO_DCI) ?
            uct_dcx_ep_may_take_dci(iface, ep) :

@@ -116,6 +116,32 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
      "active MTU.",
      ucs_offsetof(uct_dcx_iface_config_t, path_mtu), UCS_CONFIG_TYPE_UINT},
 
+    {"FC_ENABLE", "y",
+     "Active-message flow control: an endpoint sends at most FC_WND_SIZE\n"
+     "messages that the receiver has not yet taken, asking for more credits\n"
+     "before it runs out. Keeps many senders from losing messages or driving\n"
+     "a receiver's DCT into receiver-not-ready retry storms. Interfaces\n"
+     "always answer credit requests, whatever this setting.",
+     ucs_offsetof(uct_dcx_iface_config_t, fc_enable), UCS_CONFIG_TYPE_BOOL},
+
+    {"FC_WND_SIZE", "512",
+     "Active messages an endpoint may send before the receiver grants more\n"
+     "(1..32767).",
+     ucs_offsetof(uct_dcx_iface_config_t, fc_wnd_size), UCS_CONFIG_TYPE_UINT},
+
+    {"FC_REQ_THRESH", "0.5",
+     "Fraction of FC_WND_SIZE left when an endpoint asks the receiver for\n"
+     "more credits (0..1; 0 asks only when the window is empty).",
+     ucs_offsetof(uct_dcx_iface_config_t, fc_req_thresh),
+     UCS_CONFIG_TYPE_DOUBLE},
+
+    {"FC_GRANT_TIMEOUT", "500ms",
+     "An endpoint whose credit request got no grant within this time asks\n"
+     "again (a grant can be lost when the receiver's DCI fails), so no\n"
+     "sender waits forever.",
+     ucs_offsetof(uct_dcx_iface_config_t, fc_grant_timeout),
+     UCS_CONFIG_TYPE_TIME},
+
     UCT_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 128, "send",
                                   ucs_offsetof(uct_dcx_iface_config_t, tx_mp),
                                   ""),
@@ -433,6 +459,246 @@ typedef struct {
     int                opcode;
 } uct_dcx_wc_t;
 
+/* --- active-message flow control --------------------------------------- */
+
+ucs_status_t uct_dcx_iface_ah_get(uct_dcx_iface_t *iface, uint16_t lid,
+                                  const union ibv_gid *gid,
+                                  struct ibv_ah **ah_p)
+{
+    struct ibv_ah_attr ah_attr = {};
+    uct_dcx_ah_key_t key;
+    struct ibv_ah *ah;
+    khiter_t it;
+    int ret;
+
+    memset(&key, 0, sizeof(key));
+    key.lid    = lid;
+    key.global = (gid != NULL);
+    if (gid != NULL) {
+        memcpy(&key.gid, gid, sizeof(key.gid));
+    }
+
+    it = kh_get(uct_dcx_ah, &iface->ah_cache, key);
+    if (it != kh_end(&iface->ah_cache)) {
+        *ah_p = kh_value(&iface->ah_cache, it);
+        return UCS_OK;
+    }
+
+    ah_attr.dlid      = lid;
+    ah_attr.sl        = iface->config.sl;
+    ah_attr.port_num  = iface->port;
+    ah_attr.is_global = (gid != NULL);
+    if (gid != NULL) {
+        memcpy(&ah_attr.grh.dgid, gid, sizeof(ah_attr.grh.dgid));
+        ah_attr.grh.sgid_index = 0;
+        ah_attr.grh.hop_limit  = 64;
+    }
+
+    ah = iface->ops->create_ah(iface->md->pd, &ah_attr);
+    if (ah == NULL) {
+        ucs_error("dcx: cannot create an address handle to lid %u: %m", lid);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    it = kh_put(uct_dcx_ah, &iface->ah_cache, key, &ret);
+    if (ret == UCS_KH_PUT_FAILED) {
+        iface->ops->destroy_ah(ah);
+        return UCS_ERR_NO_MEMORY;
+    }
+    kh_value(&iface->ah_cache, it) = ah;
+    *ah_p                          = ah;
+    return UCS_OK;
+}
+
+/* Post a grant on a DCI of its own, which returns to the pool when the
+ * grant completes: grants never pin a DCI. An error there fails no
+ * endpoint (dcs policies); the sender asks again after its timeout. */
+static ucs_status_t
+uct_dcx_iface_fc_post_grant(uct_dcx_iface_t *iface,
+                            const uct_dcx_fc_pending_grant_t *pg)
+{
+    uct_dcx_dci_t *dci;
+    uint16_t index;
+    int ret;
+
+    if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
+        index = rand_r(&iface->tx.rand_seed) % iface->tx.num_dci;
+        if ((iface->tx.dcis[index].available == 0) ||
+            iface->tx.dcis[index].error) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+    } else {
+        if (iface->tx.num_free == 0) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+        index                    = iface->tx.free_stack[--iface->tx.num_free];
+        iface->tx.dcis[index].ep = NULL;
+    }
+
+    dci = &iface->tx.dcis[index];
+    ibv_wr_start(dci->qpx);
+    dci->qpx->wr_id    = index;
+    dci->qpx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_send_imm(dci->qpx, htobe32(UCT_DCX_IMM_FC_GRANT));
+    ibv_wr_set_inline_data(dci->qpx, (void*)&pg->grant, sizeof(pg->grant));
+    mlx5dv_wr_set_dc_addr(dci->mqpx, pg->ah, pg->dctn, pg->dc_key);
+    ret = ibv_wr_complete(dci->qpx);
+    if (ret != 0) {
+        ucs_error("dcx: dci 0x%x: posting a grant failed: %s",
+                  dci->qp->qp_num, strerror(ret));
+        if (iface->tx.policy != UCT_DCX_TX_POLICY_RAND) {
+            iface->tx.free_stack[iface->tx.num_free++] = index;
+        }
+        return UCS_ERR_IO_ERROR;
+    }
+
+    --dci->available;
+    --iface->tx.cq_available;
+    ++dci->posted;
+    return UCS_OK;
+}
+
+static void uct_dcx_iface_fc_grant_request(uct_dcx_iface_t *iface,
+                                           const void *data, size_t length)
+{
+    const union ibv_gid *gid = NULL;
+    uct_dcx_fc_pending_grant_t pg, *queued;
+    uct_dcx_fc_request_t req;
+
+    if (length < sizeof(req)) {
+        ucs_debug("dcx: dropped a short credit request (%zu bytes)", length);
+        return;
+    }
+    memcpy(&req, data, sizeof(req));
+    if (req.dev_flags & UCT_DCX_DEV_ADDR_FLAG_GLOBAL) {
+        if (length < sizeof(req) + sizeof(*gid)) {
+            ucs_debug("dcx: dropped a credit request without its GID");
+            return;
+        }
+        gid = UCS_PTR_BYTE_OFFSET(data, sizeof(req));
+    }
+
+    if (uct_dcx_iface_ah_get(iface, req.lid, gid, &pg.ah) != UCS_OK) {
+        return; /* the sender asks again */
+    }
+
+    pg.dc_key        = req.dc_key;
+    pg.dctn          = req.dctn[0] | ((uint32_t)req.dctn[1] << 8) |
+                       ((uint32_t)req.dctn[2] << 16);
+    pg.grant.ep_id   = req.ep_id;
+    pg.grant.credits = req.credits;
+    pg.grant.sn      = req.sn;
+
+    if (ucs_queue_is_empty(&iface->fc.grants) &&
+        (uct_dcx_iface_fc_post_grant(iface, &pg) == UCS_OK)) {
+        return;
+    }
+
+    queued = ucs_mpool_get(&iface->fc.grant_mp);
+    if (queued == NULL) {
+        ucs_debug("dcx: too many grants waiting; the sender asks again");
+        return;
+    }
+    *queued = pg;
+    ucs_queue_push(&iface->fc.grants, &queued->queue);
+}
+
+/* A grant for one of our endpoints: credits for the messages it sent
+ * before its request. Returns whether pending work may go on. */
+static int uct_dcx_iface_fc_apply_grant(uct_dcx_iface_t *iface,
+                                        const void *data, size_t length)
+{
+    uct_dcx_fc_grant_t grant;
+    uct_dcx_ep_t *ep;
+    khiter_t it;
+
+    if (length < sizeof(grant)) {
+        ucs_debug("dcx: dropped a short grant (%zu bytes)", length);
+        return 0;
+    }
+    memcpy(&grant, data, sizeof(grant));
+
+    /* Only endpoints that wait are in the table: a grant for a destroyed
+     * endpoint finds nothing. */
+    it = kh_get(uct_dcx_fc_wait, &iface->fc.waiting, grant.ep_id);
+    if (it == kh_end(&iface->fc.waiting)) {
+        return 0;
+    }
+    ep = (uct_dcx_ep_t*)(uintptr_t)grant.ep_id;
+    if (grant.sn != ep->fc_sn) {
+        return 0; /* a late grant of a request asked again */
+    }
+
+    kh_del(uct_dcx_fc_wait, &iface->fc.waiting, it);
+    ep->flags  &= ~UCT_DCX_EP_FLAG_FC_WAIT;
+    ep->fc_wnd  = ucs_min(ep->fc_wnd + grant.credits, iface->fc.wnd_size);
+    if (ep->fc_wnd <= iface->fc.req_thresh) {
+        /* Many were sent after the request: ask again at once. */
+        uct_dcx_ep_fc_request(iface, ep);
+    }
+    return 1;
+}
+
+static int uct_dcx_iface_fc_recv(uct_dcx_iface_t *iface, uint32_t imm,
+                                 const void *data, size_t length)
+{
+    switch (imm) {
+    case UCT_DCX_IMM_FC_REQUEST:
+        uct_dcx_iface_fc_grant_request(iface, data, length);
+        return 0;
+    case UCT_DCX_IMM_FC_GRANT:
+        return uct_dcx_iface_fc_apply_grant(iface, data, length);
+    default:
+        ucs_debug("dcx: dropped a message with immediate 0x%x", imm);
+        return 0;
+    }
+}
+
+/* Grants that found no DCI, and credit requests that are due again. */
+static void uct_dcx_iface_fc_progress(uct_dcx_iface_t *iface)
+{
+    uct_dcx_ep_t *due[UCT_DCX_FC_TIMER_BATCH];
+    uct_dcx_fc_pending_grant_t *pg;
+    ucs_time_t now, next, deadline;
+    unsigned i, num_due = 0;
+    uint64_t ep_id;
+
+    while (!ucs_queue_is_empty(&iface->fc.grants)) {
+        pg = ucs_queue_head_elem_non_empty(&iface->fc.grants,
+                                           uct_dcx_fc_pending_grant_t, queue);
+        if (uct_dcx_iface_fc_post_grant(iface, pg) == UCS_ERR_NO_RESOURCE) {
+            break;
+        }
+        ucs_queue_pull_non_empty(&iface->fc.grants);
+        ucs_mpool_put(pg);
+    }
+
+    if (kh_size(&iface->fc.waiting) == 0) {
+        return;
+    }
+
+    now = ucs_get_time();
+    if (now < iface->fc.next_check) {
+        return;
+    }
+
+    /* Collect first: asking again updates the table. */
+    next = now + iface->fc.timeout;
+    kh_foreach(&iface->fc.waiting, ep_id, deadline, {
+        if ((deadline <= now) && (num_due < UCT_DCX_FC_TIMER_BATCH)) {
+            due[num_due++] = (uct_dcx_ep_t*)(uintptr_t)ep_id;
+        } else if (deadline < next) {
+            next = deadline;
+        }
+    });
+    iface->fc.next_check = (num_due == UCT_DCX_FC_TIMER_BATCH) ? now : next;
+
+    for (i = 0; i < num_due; ++i) {
+        ucs_debug("dcx: ep %p: asking again for credits", due[i]);
+        uct_dcx_ep_fc_request(iface, due[i]);
+    }
+}
+
 static unsigned uct_dcx_iface_poll_rx(uct_dcx_iface_t *iface)
 {
     struct ibv_poll_cq_attr attr = {};
@@ -441,6 +707,7 @@ static unsigned uct_dcx_iface_poll_rx(uct_dcx_iface_t *iface)
     unsigned i, count = 0;
     ucs_status_t status;
     void *desc, *udesc;
+    int granted = 0;
     uint8_t am_id;
 
     if (ibv_start_poll(cq, &attr) != 0) {
@@ -462,6 +729,17 @@ static unsigned uct_dcx_iface_poll_rx(uct_dcx_iface_t *iface)
     for (i = 0; i < count; ++i) {
         desc  = (void*)(uintptr_t)wc[i].wr_id;
         am_id = wc[i].imm;
+
+        if (ucs_unlikely(wc[i].imm >= UCT_AM_ID_MAX) &&
+            (wc[i].status == IBV_WC_SUCCESS) &&
+            (wc[i].opcode == IBV_WC_RECV)) {
+            granted |= uct_dcx_iface_fc_recv(iface, wc[i].imm,
+                                             UCS_PTR_BYTE_OFFSET(desc,
+                                                   iface->rx.payload_offset),
+                                             wc[i].byte_len);
+            ucs_mpool_put_inline(desc);
+            continue;
+        }
 
         if (ucs_unlikely((wc[i].status != IBV_WC_SUCCESS) ||
                          (wc[i].opcode != IBV_WC_RECV) ||
@@ -486,6 +764,10 @@ static unsigned uct_dcx_iface_poll_rx(uct_dcx_iface_t *iface)
     }
 
     uct_dcx_iface_post_recv(iface);
+    if (ucs_unlikely(granted)) {
+        ucs_arbiter_dispatch(&iface->tx.arbiter, 1,
+                             uct_dcx_ep_pending_dispatch, NULL);
+    }
     return count;
 }
 
@@ -662,8 +944,13 @@ unsigned uct_dcx_iface_progress(uct_iface_h tl_iface)
     uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
     unsigned count;
 
-    count = uct_dcx_iface_poll_rx(iface);
-    return count + uct_dcx_iface_poll_tx(iface);
+    count  = uct_dcx_iface_poll_rx(iface);
+    count += uct_dcx_iface_poll_tx(iface);
+    if (ucs_unlikely(!ucs_queue_is_empty(&iface->fc.grants) ||
+                     (kh_size(&iface->fc.waiting) > 0))) {
+        uct_dcx_iface_fc_progress(iface);
+    }
+    return count;
 }
 
 static ucs_status_t uct_dcx_iface_event_fd_get(uct_iface_h tl_iface,
@@ -692,7 +979,11 @@ static ucs_status_t uct_dcx_iface_event_arm(uct_iface_h tl_iface,
         pending = 1;
     }
 
-    if (pending || !ucs_arbiter_is_empty(&iface->tx.arbiter)) {
+    /* Queued grants and due credit requests need progress, not events. */
+    if (pending || !ucs_arbiter_is_empty(&iface->tx.arbiter) ||
+        !ucs_queue_is_empty(&iface->fc.grants) ||
+        ((kh_size(&iface->fc.waiting) > 0) &&
+         (ucs_get_time() >= iface->fc.next_check))) {
         return UCS_ERR_BUSY;
     }
 
@@ -1006,6 +1297,16 @@ uct_dcx_iface_check_config(const uct_dcx_iface_config_t *config)
                   config->seg_size);
         return UCS_ERR_INVALID_PARAM;
     }
+    if ((config->fc_wnd_size == 0) || (config->fc_wnd_size > INT16_MAX)) {
+        ucs_error("dcx: UCX_DCX_FC_WND_SIZE=%u is out of range 1..%d",
+                  config->fc_wnd_size, INT16_MAX);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((config->fc_req_thresh < 0) || (config->fc_req_thresh > 1)) {
+        ucs_error("dcx: UCX_DCX_FC_REQ_THRESH=%g is out of range 0..1",
+                  config->fc_req_thresh);
+        return UCS_ERR_INVALID_PARAM;
+    }
     return UCS_OK;
 }
 
@@ -1207,6 +1508,14 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
         goto err_cleanup_tx_mp;
     }
 
+    status = ucs_mpool_init(&self->fc.grant_mp, 0,
+                            sizeof(uct_dcx_fc_pending_grant_t), 0,
+                            UCS_SYS_CACHE_LINE_SIZE, 64, 4096,
+                            &uct_dcx_flush_mpool_ops, "dcx_fc_grants");
+    if (status != UCS_OK) {
+        goto err_cleanup_flush_mp;
+    }
+
     /* The user's headroom starts cache-line aligned; the release pointer
      * before it stays pointer-aligned whatever the headroom size. */
     status = uct_iface_mpool_init(&self->super, &self->rx.mp,
@@ -1216,11 +1525,25 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
                                   self->rx.queue_len,
                                   uct_dcx_iface_recv_desc_init, "dcx_rx");
     if (status != UCS_OK) {
-        goto err_cleanup_flush_mp;
+        goto err_cleanup_grant_mp;
     }
 
     ucs_arbiter_init(&self->tx.arbiter);
     self->tx.dispatching = NULL;
+    kh_init_inplace(uct_dcx_ah, &self->ah_cache);
+    kh_init_inplace(uct_dcx_fc_wait, &self->fc.waiting);
+    ucs_queue_head_init(&self->fc.grants);
+    if (config->fc_enable) {
+        self->fc.wnd_size   = config->fc_wnd_size;
+        self->fc.req_thresh = (int16_t)(config->fc_wnd_size *
+                                        config->fc_req_thresh);
+        self->fc.consume    = 1;
+    } else {
+        self->fc.wnd_size   = INT16_MAX;
+        self->fc.req_thresh = INT16_MIN;
+        self->fc.consume    = 0;
+    }
+    self->fc.timeout = ucs_time_from_sec(config->fc_grant_timeout);
     uct_dcx_iface_post_recv(self);
     if (self->rx.posted == 0) {
         ucs_error("dcx: %s: cannot post receive buffers", dev_name);
@@ -1234,8 +1557,12 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     return UCS_OK;
 
 err_cleanup_rx_mp:
+    kh_destroy_inplace(uct_dcx_fc_wait, &self->fc.waiting);
+    kh_destroy_inplace(uct_dcx_ah, &self->ah_cache);
     ucs_arbiter_cleanup(&self->tx.arbiter);
     ucs_mpool_cleanup(&self->rx.mp, 0);
+err_cleanup_grant_mp:
+    ucs_mpool_cleanup(&self->fc.grant_mp, 0);
 err_cleanup_flush_mp:
     ucs_mpool_cleanup(&self->tx.flush_mp, 0);
 err_cleanup_tx_mp:
@@ -1259,6 +1586,8 @@ err_destroy_channel:
 
 static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
 {
+    uct_dcx_fc_pending_grant_t *grant;
+    struct ibv_ah *ah;
     uct_dcx_op_t *op;
     unsigned i;
 
@@ -1280,6 +1609,17 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
     self->ops->destroy_cq(ibv_cq_ex_to_cq(self->tx.cq));
     self->ops->destroy_comp_channel(self->channel);
     ucs_arbiter_cleanup(&self->tx.arbiter);
+    ucs_queue_for_each_extract(grant, &self->fc.grants, queue, 1) {
+        ucs_mpool_put(grant);
+    }
+    ucs_mpool_cleanup(&self->fc.grant_mp, 1);
+    kh_destroy_inplace(uct_dcx_fc_wait, &self->fc.waiting);
+    kh_foreach_value(&self->ah_cache, ah, {
+        if (self->ops->destroy_ah(ah) != 0) {
+            ucs_warn("dcx: destroy_ah failed: %m");
+        }
+    });
+    kh_destroy_inplace(uct_dcx_ah, &self->ah_cache);
     ucs_mpool_cleanup(&self->rx.mp, 0);
     ucs_mpool_cleanup(&self->tx.flush_mp, 1);
     ucs_mpool_cleanup(&self->tx.mp, 1);

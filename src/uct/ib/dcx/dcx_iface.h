@@ -26,8 +26,10 @@
 #include <uct/base/uct_iov.inl>
 #include <ucs/arch/cpu.h>
 #include <ucs/datastruct/arbiter.h>
+#include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/mpool.h>
 #include <ucs/datastruct/queue.h>
+#include <ucs/time/time.h>
 
 
 /* The largest DCI pool: DCI indices double as work request ids. */
@@ -43,6 +45,14 @@
 #define UCT_DCX_RX_POST_BATCH    64
 
 #define UCT_DCX_EP_NO_DCI        UINT16_MAX
+
+/* Immediate data of flow-control messages: above every active message id,
+ * so they never reach a user handler. */
+#define UCT_DCX_IMM_FC_REQUEST   0xfc01u
+#define UCT_DCX_IMM_FC_GRANT     0xfc02u
+
+/* Flow-control requests re-sent per progress call at most. */
+#define UCT_DCX_FC_TIMER_BATCH   32
 
 
 /* How endpoints share the DCI pool (UCX_DCX_TX_POLICY). */
@@ -91,6 +101,64 @@ typedef struct uct_dcx_dev_addr {
 } UCS_S_PACKED uct_dcx_dev_addr_t;
 
 
+/* A sender asks for credits: the grant goes to the sender's own DCT, with
+ * the sender's DC key (never a well-known one). */
+typedef struct uct_dcx_fc_request {
+    uint64_t ep_id;      /* the sender's endpoint, echoed by the grant */
+    uint64_t dc_key;     /* of the sender's DCT */
+    uint8_t  dctn[3];    /* the sender's DCT number, little endian */
+    uint8_t  sn;         /* request number, echoed by the grant */
+    uint16_t credits;    /* messages sent before this request, not granted */
+    uint16_t lid;        /* the sender's device address */
+    uint8_t  dev_flags;  /* UCT_DCX_DEV_ADDR_FLAG_*: a GID follows */
+} UCS_S_PACKED uct_dcx_fc_request_t;
+
+
+typedef struct uct_dcx_fc_grant {
+    uint64_t ep_id;
+    uint16_t credits;
+    uint8_t  sn;
+} UCS_S_PACKED uct_dcx_fc_grant_t;
+
+
+/* A grant that waits for a DCI. */
+typedef struct uct_dcx_fc_pending_grant {
+    ucs_queue_elem_t   queue;
+    struct ibv_ah      *ah;
+    uint64_t           dc_key;
+    uint32_t           dctn;
+    uct_dcx_fc_grant_t grant;
+} uct_dcx_fc_pending_grant_t;
+
+
+/* Address handles are shared by every endpoint and grant to a device. */
+typedef struct uct_dcx_ah_key {
+    union ibv_gid gid;     /* zero unless global */
+    uint16_t      lid;
+    uint8_t       global;
+} uct_dcx_ah_key_t;
+
+static inline khint32_t uct_dcx_ah_key_hash(uct_dcx_ah_key_t key)
+{
+    uint64_t h = key.gid.global.subnet_prefix ^
+                 (key.gid.global.interface_id * 31) ^
+                 ((uint64_t)key.lid << 1) ^ key.global;
+    return kh_int64_hash_func(h);
+}
+
+static inline int uct_dcx_ah_key_equal(uct_dcx_ah_key_t a, uct_dcx_ah_key_t b)
+{
+    return (a.lid == b.lid) && (a.global == b.global) &&
+           !memcmp(&a.gid, &b.gid, sizeof(a.gid));
+}
+
+KHASH_INIT(uct_dcx_ah, uct_dcx_ah_key_t, struct ibv_ah*, 1,
+           uct_dcx_ah_key_hash, uct_dcx_ah_key_equal)
+
+/* Endpoints waiting for a grant -> when to ask again. */
+KHASH_MAP_INIT_INT64(uct_dcx_fc_wait, ucs_time_t)
+
+
 typedef struct uct_dcx_iface_config {
     uct_iface_config_t super;
     unsigned           num_dci;
@@ -107,6 +175,10 @@ typedef struct uct_dcx_iface_config {
     unsigned           sl;
     unsigned           max_rd_atomic;
     unsigned           path_mtu;      /* 0: the port's active MTU */
+    int                fc_enable;
+    unsigned           fc_wnd_size;
+    double             fc_req_thresh;
+    double             fc_grant_timeout; /* seconds */
     uct_iface_mpool_config_t tx_mp;
     uct_iface_mpool_config_t rx_mp;
 } uct_dcx_iface_config_t;
@@ -220,6 +292,21 @@ struct uct_dcx_iface {
         uct_recv_desc_t       release_desc;
     } rx;
 
+    /* Active-message flow control: credits per endpoint, granted by the
+     * receiver once it has taken the messages sent before the request. */
+    struct {
+        int16_t               wnd_size;     /* credits of a new endpoint */
+        int16_t               req_thresh;   /* ask for more at this many */
+        int16_t               consume;      /* 1 on, 0 off */
+        ucs_time_t            timeout;      /* ask again after this long */
+        ucs_time_t            next_check;   /* earliest deadline in waiting */
+        khash_t(uct_dcx_fc_wait) waiting;   /* endpoints owed a grant */
+        ucs_queue_head_t      grants;       /* grants waiting for a DCI */
+        ucs_mpool_t           grant_mp;
+    } fc;
+
+    khash_t(uct_dcx_ah)       ah_cache;
+
     struct {
         unsigned              retry_count;
         unsigned              rnr_retry_count;
@@ -241,13 +328,16 @@ struct uct_dcx_ep {
     uint8_t                   flags;
     uint8_t                   dci_generation; /* rand: of the shared DCI */
     ucs_status_t              status;     /* the failure, once failed */
+    int16_t                   fc_wnd;     /* active messages it may send */
+    uint8_t                   fc_sn;      /* of its last credit request */
     ucs_arbiter_group_t       arb_group;  /* pending requests */
 };
 
 
 enum {
     UCT_DCX_EP_FLAG_FAILED   = UCS_BIT(0),
-    UCT_DCX_EP_FLAG_WAIT_DCI = UCS_BIT(1)  /* counted in tx.num_waiters */
+    UCT_DCX_EP_FLAG_WAIT_DCI = UCS_BIT(1), /* counted in tx.num_waiters */
+    UCT_DCX_EP_FLAG_FC_WAIT  = UCS_BIT(2)  /* in fc.waiting: owed a grant */
 };
 
 
@@ -262,6 +352,9 @@ unsigned uct_dcx_iface_progress(uct_iface_h tl_iface);
 ucs_status_t uct_dcx_iface_flush(uct_iface_h tl_iface, unsigned flags,
                                  uct_completion_t *comp);
 ucs_status_t uct_dcx_iface_fence(uct_iface_h tl_iface, unsigned flags);
+ucs_status_t uct_dcx_iface_ah_get(uct_dcx_iface_t *iface, uint16_t lid,
+                                  const union ibv_gid *gid,
+                                  struct ibv_ah **ah_p);
 
 /* dcx_ep.c */
 ucs_status_t uct_dcx_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p);
@@ -311,6 +404,8 @@ ucs_status_t uct_dcx_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 void uct_dcx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
                               void *arg);
 void uct_dcx_ep_handle_failure(uct_dcx_ep_t *ep, ucs_status_t status);
+void uct_dcx_ep_fc_request(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
+void uct_dcx_ep_fc_wait_remove(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
 ucs_arbiter_cb_result_t uct_dcx_ep_pending_dispatch(ucs_arbiter_t *arbiter,
                                                     ucs_arbiter_group_t *group,
                                                     ucs_arbiter_elem_t *elem,

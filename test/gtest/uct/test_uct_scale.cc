@@ -1,0 +1,242 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * dcx at scale: many senders streaming active messages to one receiver
+ * (flow control, no loss), and ten thousand endpoints from one interface.
+ */
+#include "uct_test.h"
+
+#include <malloc.h>
+#include <string.h>
+#include <unistd.h>
+
+using namespace dcx_test;
+
+namespace {
+
+/* Payload of a streamed message: sender, sequence, then a pattern. */
+struct stream_hdr {
+    uint32_t sender;
+    uint32_t seq;
+};
+
+size_t stream_length(uint32_t seq)
+{
+    return sizeof(stream_hdr) + (seq % 97) * 8;
+}
+
+char stream_byte(uint32_t sender, uint32_t seq, size_t i)
+{
+    return (char)(sender * 31 + seq * 7 + i);
+}
+
+struct stream_pack_arg {
+    uint32_t sender;
+    uint32_t seq;
+};
+
+size_t stream_pack(void *dest, void *arg)
+{
+    stream_pack_arg *a = (stream_pack_arg*)arg;
+    stream_hdr hdr     = {a->sender, a->seq};
+    size_t length      = stream_length(a->seq);
+
+    memcpy(dest, &hdr, sizeof(hdr));
+    for (size_t i = sizeof(hdr); i < length; ++i) {
+        ((char*)dest)[i] = stream_byte(a->sender, a->seq, i);
+    }
+    return length;
+}
+
+struct stream_checker {
+    std::vector<uint32_t> next;   /* expected sequence per sender */
+    uint64_t              total = 0;
+    uint64_t              bad   = 0;
+};
+
+ucs_status_t stream_check(void *arg, void *data, size_t length,
+                          unsigned flags)
+{
+    stream_checker *c = (stream_checker*)arg;
+    stream_hdr hdr;
+
+    memcpy(&hdr, data, sizeof(hdr));
+    if ((hdr.sender >= c->next.size()) || (hdr.seq != c->next[hdr.sender]) ||
+        (length != stream_length(hdr.seq))) {
+        ++c->bad;
+    } else {
+        for (size_t i = sizeof(hdr); i < length; ++i) {
+            if (((char*)data)[i] != stream_byte(hdr.sender, hdr.seq, i)) {
+                ++c->bad;
+                break;
+            }
+        }
+        ++c->next[hdr.sender];
+    }
+    ++c->total;
+    return UCS_OK;
+}
+
+std::vector<char> u64_msg(uint64_t value)
+{
+    return std::vector<char>((char*)&value, (char*)&value + sizeof(value));
+}
+
+} // namespace
+
+/* Streams <count> bcopy active messages to the parent as sender <id>, then
+ * keeps serving (grants, completions) until the parent says goodbye. */
+DCX_CHILD_ROLE(am_streamer)
+{
+    entity e(config_t{{"FC_WND_SIZE", "32"}});
+    uct_ep_h ep;
+
+    if ((e.iface() == nullptr) ||
+        (e.connect(recv_msg(in_fd), &ep) != UCS_OK)) {
+        return 2;
+    }
+
+    uint32_t id             = std::stoul(args.at(0));
+    uint32_t count          = std::stoul(args.at(1));
+    std::vector<entity*> me = {&e};
+
+    for (uint32_t seq = 0; seq < count; ++seq) {
+        stream_pack_arg arg = {id, seq};
+        ucs_status_t status = retry(me, [&] {
+            ssize_t len = uct_ep_am_bcopy(ep, 9, stream_pack, &arg, 0);
+            return (len < 0) ? (ucs_status_t)len : UCS_OK;
+        });
+        if (status != UCS_OK) {
+            return 3;
+        }
+    }
+    if (!wait_for(me, [&] {
+            return uct_iface_flush(e.iface(), 0, NULL) == UCS_OK;
+        }, 120)) {
+        return 4;
+    }
+    send_msg(out_fd, u64_msg(count));
+
+    /* Stay reachable until the parent has everything. */
+    for (;;) {
+        struct timeval tv = {0, 1000};
+        fd_set fds;
+        e.progress();
+        FD_ZERO(&fds);
+        FD_SET(in_fd, &fds);
+        if (select(in_fd + 1, &fds, NULL, NULL, &tv) > 0) {
+            break;
+        }
+    }
+    uct_ep_destroy(ep);
+    return 0;
+}
+
+/* Many-to-one: 16 processes stream active messages to one receiver whose
+ * receive queue holds only a fraction of what they could send at once; flow
+ * control keeps every message, in order per sender, with its payload. */
+TEST(uct_scale, many_to_one_16_senders_no_loss)
+{
+    const uint32_t num_senders = 16, count = 1000;
+    entity receiver(config_t{{"RX_QUEUE_LEN", "512"}});
+    stream_checker checker;
+    std::vector<std::unique_ptr<child>> children;
+    std::vector<entity*> me = {&receiver};
+
+    ASSERT_NE(nullptr, receiver.iface());
+    checker.next.resize(num_senders, 0);
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(receiver.iface(), 9,
+                                               stream_check, &checker, 0));
+
+    for (uint32_t i = 0; i < num_senders; ++i) {
+        children.emplace_back(new child("am_streamer",
+                                        {std::to_string(i),
+                                         std::to_string(count)}));
+        send_msg(children.back()->to_fd(), receiver.address());
+    }
+
+    EXPECT_TRUE(wait_for(me, [&] {
+        return checker.total >= (uint64_t)num_senders * count;
+    }, 300)) << "received " << checker.total << " of "
+             << num_senders * count;
+
+    for (auto &c : children) {
+        std::vector<char> done = recv_msg(c->from_fd(), 60);
+        EXPECT_EQ(sizeof(uint64_t), done.size());
+        send_msg(c->to_fd(), u64_msg(0));
+    }
+    for (auto &c : children) {
+        int status = -1;
+        EXPECT_TRUE(wait_for(me, [&] { return c->exited(&status); }, 60));
+        EXPECT_EQ(0, status);
+    }
+
+    EXPECT_EQ(0u, checker.bad);
+    EXPECT_EQ((uint64_t)num_senders * count, checker.total);
+    for (uint32_t i = 0; i < num_senders; ++i) {
+        EXPECT_EQ(count, checker.next[i]) << "sender " << i;
+    }
+}
+
+/* 10,000 endpoints from one interface to 64 peer interfaces (DCTs with
+ * small receive queues): every endpoint puts its own word and all of them
+ * land; endpoints cost no QP and little memory. */
+TEST(uct_scale, ten_thousand_endpoints)
+{
+    const int num_peers = 64, num_eps = 10000;
+    const int per_peer  = (num_eps + num_peers - 1) / num_peers;
+    std::vector<std::unique_ptr<entity>> peers;
+    std::vector<std::unique_ptr<buffer>> targets;
+    std::vector<std::unique_ptr<rkey>> rkeys;
+    std::vector<uct_ep_h> eps(num_eps);
+    entity sender(config_t{{"NUM_DCI", "16"}});
+    std::vector<entity*> everybody = {&sender};
+
+    ASSERT_NE(nullptr, sender.iface());
+    for (int p = 0; p < num_peers; ++p) {
+        peers.emplace_back(new entity({{"NUM_DCI", "1"},
+                                       {"RX_QUEUE_LEN", "16"},
+                                       {"TX_QUEUE_LEN", "16"}}));
+        ASSERT_NE(nullptr, peers.back()->iface());
+        targets.emplace_back(new buffer(*peers.back(), 8 * per_peer));
+        rkeys.emplace_back(new rkey(targets.back()->packed_rkey()));
+        everybody.push_back(peers.back().get());
+    }
+
+    struct mallinfo2 before = mallinfo2();
+    for (int i = 0; i < num_eps; ++i) {
+        eps[i] = sender.connect(*peers[i % num_peers]);
+        ASSERT_NE(nullptr, eps[i]) << "endpoint " << i;
+    }
+    struct mallinfo2 after = mallinfo2();
+    double per_ep = (double)(after.uordblks - before.uordblks) / num_eps;
+
+    for (int i = 0; i < num_eps; ++i) {
+        uint64_t value = 0x5ca1e000000000ull + i;
+        uint64_t addr  = targets[i % num_peers]->addr() +
+                         8 * (i / num_peers);
+        ASSERT_EQ(UCS_OK, retry(everybody, [&] {
+            return uct_ep_put_short(eps[i], &value, 8, addr,
+                                    rkeys[i % num_peers]->get());
+        })) << "endpoint " << i;
+    }
+    ASSERT_TRUE(wait_for(everybody, [&] {
+        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+    }, 120));
+
+    for (int i = 0; i < num_eps; ++i) {
+        uint64_t value;
+        memcpy(&value, targets[i % num_peers]->ptr() + 8 * (i / num_peers),
+               8);
+        ASSERT_EQ(0x5ca1e000000000ull + i, value) << "endpoint " << i;
+    }
+
+    RecordProperty("heap_bytes_per_endpoint", std::to_string(per_ep));
+    printf("[ scale    ] %d endpoints to %d DCTs: %.1f heap bytes per "
+           "endpoint (malloc included)\n", num_eps, num_peers, per_ep);
+    EXPECT_LE(per_ep, 96.0) << "endpoints grew";
+
+    for (uct_ep_h ep : eps) {
+        uct_ep_destroy(ep);
+    }
+}

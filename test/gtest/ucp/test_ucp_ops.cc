@@ -897,15 +897,7 @@ TEST_F(ucp_peer_failure, killed_peer_reported)
     recv_msg(victim.from_fd());
 
     ucp_ep_h ep = nullptr;
-    ucs_status_t status = e.connect(vaddr, &ep, UCP_ERR_HANDLING_MODE_PEER);
-    if (status != UCS_OK) {
-        victim.kill();
-        GTEST_SKIP() << "missing feature: UCP refuses UCP_ERR_HANDLING_MODE_PEER "
-                        "endpoints over dcx (" << ucs_status_string(status)
-                     << "): dcx does not advertise peer-failure handling "
-                        "(UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE; ucx_info: "
-                        "'error handling: none')";
-    }
+    ASSERT_EQ(UCS_OK, e.connect(vaddr, &ep, UCP_ERR_HANDLING_MODE_PEER));
     send_msg(victim.to_fd(), e.address());
 
     victim.kill();
@@ -919,6 +911,35 @@ TEST_F(ucp_peer_failure, killed_peer_reported)
     EXPECT_TRUE(e.wait_for([&] { return rs.done(); }, 30))
             << "sends to the dead peer did not complete";
     EXPECT_NE(UCS_OK, rs.finish());
+    e.disconnect(ep, true);
+}
+
+/* Keepalive: a peer that dies while nothing is sent to it is found by
+ * UCP's keepalive over dcx and reported to the error handler. */
+TEST_F(ucp_peer_failure, idle_peer_found_by_keepalive)
+{
+    scoped_env ka(env_vars{{"UCX_KEEPALIVE_INTERVAL", "50ms"}});
+    child victim("ucp_peer");
+    ucp_entity e(all_features);
+    ASSERT_TRUE(e.ok());
+    std::vector<char> vaddr = recv_msg(victim.from_fd());
+    recv_msg(victim.from_fd());
+    recv_msg(victim.from_fd());
+
+    ucp_ep_h ep = nullptr;
+    ASSERT_EQ(UCS_OK, e.connect(vaddr, &ep, UCP_ERR_HANDLING_MODE_PEER));
+    send_msg(victim.to_fd(), e.address());
+
+    /* One exchange so the endpoint is fully wired up, then silence. */
+    std::vector<char> buf(64, 1);
+    req_set rs;
+    rs.add(tag_send(ep, buf.data(), buf.size(), 7));
+    ASSERT_TRUE(e.wait_for([&] { return rs.done(); }, 30));
+    ASSERT_EQ(UCS_OK, rs.finish());
+
+    victim.kill();
+    EXPECT_TRUE(e.wait_for([&] { return e.failures() > 0; }, 30))
+            << "keepalive did not report the dead idle peer";
     e.disconnect(ep, true);
 }
 
@@ -1006,14 +1027,6 @@ TEST_F(ucp_pair, rma_worker_flush_with_pending_ops)
         }
     }
     ucs_status_t status = m_e->wait(ucp_worker_flush_nbx(m_e->worker(), &p));
-    if (status == UCS_ERR_NO_RESOURCE) {
-        m_e->wait_for([&] { return rs.done(); }, 30);
-        rs.finish();
-        GTEST_SKIP() << "known dcx bug: uct_dcx_iface_flush returns "
-                        "UCS_ERR_NO_RESOURCE while operations wait in its "
-                        "pending queue; UCP's worker flush treats that as an "
-                        "error (\"flush failed: No resources\")";
-    }
     ASSERT_EQ(UCS_OK, status) << ucs_status_string(status);
     EXPECT_TRUE(rs.done()) << "worker flush completed before the puts";
     ASSERT_TRUE(m_e->wait_for([&] { return rs.done(); }, 30));

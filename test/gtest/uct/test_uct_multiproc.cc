@@ -322,3 +322,47 @@ TEST(uct_multiproc, dead_peer_fails_only_its_endpoint)
     uct_ep_destroy(ep_dead);
     uct_ep_destroy(ep_alive);
 }
+
+/* Keepalive: uct_ep_check finds a peer that died while the endpoint was
+ * idle, and only that one; a live peer's check succeeds quietly. */
+TEST(uct_multiproc, ep_check_detects_dead_idle_peer)
+{
+    failure_record failures;
+    entity e({{"TIMEOUT", "100us"}, {"RETRY_COUNT", "2"}}, record_failure,
+             &failures);
+    child victim("sleeper");
+    child survivor("sleeper");
+    uct_ep_h ep_dead, ep_alive;
+
+    ASSERT_TRUE(e.attr().cap.flags & UCT_IFACE_FLAG_EP_CHECK);
+    ASSERT_EQ(UCS_OK, e.connect(recv_msg(victim.from_fd()), &ep_dead));
+    recv_msg(victim.from_fd());
+    recv_msg(victim.from_fd());
+    ASSERT_EQ(UCS_OK, e.connect(recv_msg(survivor.from_fd()), &ep_alive));
+    recv_msg(survivor.from_fd());
+    recv_msg(survivor.from_fd());
+    std::vector<entity*> me = {&e};
+
+    /* Both peers answer while alive. */
+    ASSERT_EQ(UCS_OK, retry(me, [&] { return uct_ep_check(ep_dead, 0, NULL); }));
+    ASSERT_EQ(UCS_OK, retry(me, [&] { return uct_ep_check(ep_alive, 0, NULL); }));
+    ASSERT_TRUE(wait_for(me, [&] {
+        return uct_iface_flush(e.iface(), 0, NULL) == UCS_OK;
+    }));
+    EXPECT_TRUE(failures.eps.empty());
+
+    victim.kill();
+    ASSERT_EQ(UCS_OK, retry(me, [&] { return uct_ep_check(ep_dead, 0, NULL); }));
+    ASSERT_EQ(UCS_OK, retry(me, [&] { return uct_ep_check(ep_alive, 0, NULL); }));
+    ASSERT_TRUE(wait_for(me, [&] { return !failures.eps.empty(); }, 60))
+            << "keepalive did not notice the dead peer";
+    ASSERT_TRUE(wait_for(me, [&] {
+        return uct_iface_flush(e.iface(), 0, NULL) == UCS_OK;
+    }));
+    ASSERT_EQ(1u, failures.eps.size());
+    EXPECT_EQ(ep_dead, failures.eps[0]);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, failures.statuses[0]);
+
+    uct_ep_destroy(ep_dead);
+    uct_ep_destroy(ep_alive);
+}

@@ -430,16 +430,13 @@ void uct_dcx_ep_fc_wait_remove(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
     ep->flags &= ~UCT_DCX_EP_FLAG_FC_WAIT;
 }
 
-/* Post a credit request on the endpoint's DCI, in order after the messages
- * it covers. Control traffic: it may take a free DCI ahead of endpoints
- * waiting for one and ignores the dcs_quota limit, and like any work it
- * holds the DCI only until it completes. */
-static ucs_status_t uct_dcx_ep_fc_post_request(uct_dcx_iface_t *iface,
-                                               uct_dcx_ep_t *ep)
+/* A DCI slot for control traffic (credit requests, keepalives): it may
+ * take a free DCI ahead of endpoints waiting for one and ignores the
+ * dcs_quota limit; like any work it holds the DCI only until it completes. */
+static ucs_status_t uct_dcx_ep_ctrl_dci_get(uct_dcx_iface_t *iface,
+                                            uct_dcx_ep_t *ep,
+                                            uct_dcx_dci_t **dci_p)
 {
-    uct_dcx_fc_request_t req;
-    struct ibv_data_buf bufs[2];
-    struct ibv_qp_ex *qpx;
     uct_dcx_dci_t *dci;
 
     if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
@@ -464,6 +461,26 @@ static ucs_status_t uct_dcx_ep_fc_post_request(uct_dcx_iface_t *iface,
     dci = &iface->tx.dcis[ep->dci];
     if (dci->available == 0) {
         return UCS_ERR_NO_RESOURCE;
+    }
+
+    *dci_p = dci;
+    return UCS_OK;
+}
+
+/* Post a credit request on the endpoint's DCI, in order after the messages
+ * it covers. */
+static ucs_status_t uct_dcx_ep_fc_post_request(uct_dcx_iface_t *iface,
+                                               uct_dcx_ep_t *ep)
+{
+    uct_dcx_fc_request_t req;
+    struct ibv_data_buf bufs[2];
+    struct ibv_qp_ex *qpx;
+    uct_dcx_dci_t *dci;
+    ucs_status_t status;
+
+    status = uct_dcx_ep_ctrl_dci_get(iface, ep, &dci);
+    if (status != UCS_OK) {
+        return status;
     }
 
     req.ep_id     = (uintptr_t)ep;
@@ -1185,6 +1202,39 @@ ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
     op->sn      = dci->posted;
     ucs_queue_push(&dci->outstanding, &op->queue);
     return UCS_INPROGRESS;
+}
+
+/* Keepalive: a zero-length RDMA write (no remote key is checked) reaches
+ * the peer's DCT or fails the endpoint through the usual error path. An
+ * endpoint with work outstanding learns of a dead peer from that work. */
+ucs_status_t uct_dcx_ep_check(uct_ep_h tl_ep, unsigned flags,
+                              uct_completion_t *comp)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    struct ibv_qp_ex *qpx;
+    uct_dcx_dci_t *dci;
+    ucs_status_t status;
+
+    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+
+    if (ep->flags & UCT_DCX_EP_FLAG_FAILED) {
+        return UCS_OK; /* already reported */
+    }
+    if ((ep->dci != UCT_DCX_EP_NO_DCI) &&
+        (iface->tx.dcis[ep->dci].posted != iface->tx.dcis[ep->dci].completed)) {
+        return UCS_OK;
+    }
+
+    status = uct_dcx_ep_ctrl_dci_get(iface, ep, &dci);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    qpx = uct_dcx_ep_wr_start(dci, ep->dci);
+    ibv_wr_rdma_write(qpx, 0, 0);
+    ibv_wr_set_inline_data(qpx, NULL, 0);
+    return uct_dcx_ep_wr_complete(iface, ep, dci, NULL);
 }
 
 ucs_status_t uct_dcx_ep_fence(uct_ep_h tl_ep, unsigned flags)

@@ -276,7 +276,8 @@ static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
         /* A failure fails only the endpoint that owns the DCI. */
         attr->cap.flags |= UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
                            UCT_IFACE_FLAG_ERRHANDLE_ZCOPY_BUF |
-                           UCT_IFACE_FLAG_ERRHANDLE_REMOTE_MEM;
+                           UCT_IFACE_FLAG_ERRHANDLE_REMOTE_MEM |
+                           UCT_IFACE_FLAG_EP_CHECK;
     }
 
     attr->cap.flags |= UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
@@ -1649,11 +1650,11 @@ static uct_iface_ops_t uct_dcx_iface_tl_ops = {
     .ep_atomic_cswap32        = (uct_ep_atomic_cswap32_func_t)ucs_empty_function_return_unsupported,
     .ep_atomic32_post         = (uct_ep_atomic32_post_func_t)ucs_empty_function_return_unsupported,
     .ep_atomic32_fetch        = (uct_ep_atomic32_fetch_func_t)ucs_empty_function_return_unsupported,
+    .ep_check                 = uct_dcx_ep_check,
     .ep_pending_add           = uct_dcx_ep_pending_add,
     .ep_pending_purge         = uct_dcx_ep_pending_purge,
     .ep_flush                 = uct_dcx_ep_flush,
     .ep_fence                 = uct_dcx_ep_fence,
-    .ep_check                 = (uct_ep_check_func_t)ucs_empty_function_return_unsupported,
     .ep_create                = uct_dcx_ep_create,
     .ep_destroy               = uct_dcx_ep_destroy,
     .ep_get_address           = (uct_ep_get_address_func_t)ucs_empty_function_return_unsupported,

@@ -399,6 +399,8 @@ ucs_status_t uct_dcx_ep_atomic_cswap64(uct_ep_h tl_ep, uint64_t compare,
 ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
                               uct_completion_t *comp);
 ucs_status_t uct_dcx_ep_fence(uct_ep_h tl_ep, unsigned flags);
+ucs_status_t uct_dcx_ep_check(uct_ep_h tl_ep, unsigned flags,
+                              uct_completion_t *comp);
 ucs_status_t uct_dcx_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
                                     unsigned flags);
 void uct_dcx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,

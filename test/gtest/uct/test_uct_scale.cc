@@ -233,8 +233,11 @@ TEST(uct_scale, ten_thousand_endpoints)
 
     RecordProperty("heap_bytes_per_endpoint", std::to_string(per_ep));
     printf("[ scale    ] %d endpoints to %d DCTs: %.1f heap bytes per "
-           "endpoint (malloc included)\n", num_eps, num_peers, per_ep);
-    EXPECT_LE(per_ep, 96.0) << "endpoints grew";
+           "endpoint (pool slots, peer table and allocator included)\n",
+           num_eps, num_peers, per_ep);
+    /* A 56-byte endpoint in a 64-byte pool slot, plus its share of the
+     * pool chunks and of the 64 shared peer records. */
+    EXPECT_LE(per_ep, 72.0) << "endpoints grew";
 
     for (uct_ep_h ep : eps) {
         uct_ep_destroy(ep);

@@ -119,7 +119,8 @@ uct_dcx_ep_wr_complete(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
 {
     int ret;
 
-    mlx5dv_wr_set_dc_addr(dci->mqpx, ep->ah, ep->dctn, ep->dc_key);
+    mlx5dv_wr_set_dc_addr(dci->mqpx, ep->peer->ah, ep->peer->dctn,
+                          ep->peer->dc_key);
     ret = ibv_wr_complete(dci->qpx);
     if (ucs_unlikely(ret != 0)) {
         ucs_error("dcx: dci 0x%x: posting failed: %s", dci->qp->qp_num,
@@ -253,7 +254,9 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
     uct_dcx_iface_t *iface = ucs_derived_of(params->iface, uct_dcx_iface_t);
     const uct_dcx_iface_addr_t *iface_addr;
     const uct_dcx_dev_addr_t *dev_addr;
+    struct ibv_ah *ah;
     ucs_status_t status;
+    uint32_t dctn;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
 
@@ -275,9 +278,22 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
         return UCS_ERR_UNREACHABLE;
     }
 
-    self->dctn   = iface_addr->dctn[0] | ((uint32_t)iface_addr->dctn[1] << 8) |
-                   ((uint32_t)iface_addr->dctn[2] << 16);
-    self->dc_key = iface_addr->dc_key;
+    status = uct_dcx_iface_ah_get(iface, dev_addr->lid,
+                                  iface->is_global ?
+                                  (const union ibv_gid*)(dev_addr + 1) : NULL,
+                                  &ah);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    dctn   = iface_addr->dctn[0] | ((uint32_t)iface_addr->dctn[1] << 8) |
+             ((uint32_t)iface_addr->dctn[2] << 16);
+    status = uct_dcx_iface_peer_get(iface, ah, dctn, iface_addr->dc_key,
+                                    &self->peer);
+    if (status != UCS_OK) {
+        return status;
+    }
+
     self->dci    = UCT_DCX_EP_NO_DCI;
     self->flags  = 0;
     self->status = UCS_OK;
@@ -289,17 +305,8 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
 
     self->fc_wnd = iface->fc.wnd_size;
     self->fc_sn  = 0;
-    status       = uct_dcx_iface_ah_get(iface, dev_addr->lid,
-                                        iface->is_global ?
-                                        (const union ibv_gid*)(dev_addr + 1) :
-                                        NULL, &self->ah);
-    if (status != UCS_OK) {
-        ucs_arbiter_group_cleanup(&self->arb_group);
-        return status;
-    }
 
-    ucs_debug("dcx: ep %p to lid %u dct 0x%x", self, dev_addr->lid,
-              self->dctn);
+    ucs_debug("dcx: ep %p to lid %u dct 0x%x", self, dev_addr->lid, dctn);
     return UCS_OK;
 }
 
@@ -373,22 +380,38 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_ep_t)
             uct_dcx_iface_dci_put(iface, self);
         }
     }
-    /* The address handle belongs to the interface's cache. */
+    uct_dcx_iface_peer_put(iface, self->peer);
 }
 
 UCS_CLASS_DEFINE(uct_dcx_ep_t, uct_base_ep_t);
-static UCS_CLASS_DEFINE_NEW_FUNC(uct_dcx_ep_t, uct_ep_t,
-                                 const uct_ep_params_t*);
-static UCS_CLASS_DEFINE_DELETE_FUNC(uct_dcx_ep_t, uct_ep_t);
 
+/* Endpoints come from the interface's pool: no allocator overhead per
+ * endpoint at scale. */
 ucs_status_t uct_dcx_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 {
-    return UCS_CLASS_NEW_FUNC_NAME(uct_dcx_ep_t)(params, ep_p);
+    uct_dcx_iface_t *iface = ucs_derived_of(params->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep;
+    ucs_status_t status;
+
+    ep = ucs_mpool_get(&iface->ep_mp);
+    if (ep == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = UCS_CLASS_INIT(uct_dcx_ep_t, ep, params);
+    if (status != UCS_OK) {
+        ucs_mpool_put(ep);
+        return status;
+    }
+
+    *ep_p = &ep->super.super;
+    return UCS_OK;
 }
 
 void uct_dcx_ep_destroy(uct_ep_h tl_ep)
 {
-    UCS_CLASS_DELETE_FUNC_NAME(uct_dcx_ep_t)(tl_ep);
+    UCS_CLASS_CLEANUP(uct_dcx_ep_t, tl_ep);
+    ucs_mpool_put(tl_ep);
 }
 
 void uct_dcx_ep_handle_failure(uct_dcx_ep_t *ep, ucs_status_t status)
@@ -408,7 +431,7 @@ void uct_dcx_ep_handle_failure(uct_dcx_ep_t *ep, ucs_status_t status)
                                           &ep->super.super, status);
     if (err_status != UCS_OK) {
         ucs_log(iface->super.config.failure_level,
-                "dcx: ep %p to dct 0x%x failed: %s", ep, ep->dctn,
+                "dcx: ep %p to dct 0x%x failed: %s", ep, ep->peer->dctn,
                 ucs_status_string(status));
     }
 }

@@ -511,6 +511,58 @@ ucs_status_t uct_dcx_iface_ah_get(uct_dcx_iface_t *iface, uint16_t lid,
     return UCS_OK;
 }
 
+ucs_status_t uct_dcx_iface_peer_get(uct_dcx_iface_t *iface,
+                                    struct ibv_ah *ah, uint32_t dctn,
+                                    uint64_t dc_key, uct_dcx_peer_t **peer_p)
+{
+    uct_dcx_peer_key_t key = {ah, dc_key, dctn};
+    uct_dcx_peer_t *peer;
+    khiter_t it;
+    int ret;
+
+    it = kh_get(uct_dcx_peer, &iface->peers, key);
+    if (it != kh_end(&iface->peers)) {
+        peer = kh_value(&iface->peers, it);
+        ++peer->refcount;
+        *peer_p = peer;
+        return UCS_OK;
+    }
+
+    peer = ucs_malloc(sizeof(*peer), "dcx peer");
+    if (peer == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    it = kh_put(uct_dcx_peer, &iface->peers, key, &ret);
+    if (ret == UCS_KH_PUT_FAILED) {
+        ucs_free(peer);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    peer->ah                    = ah;
+    peer->dc_key                = dc_key;
+    peer->dctn                  = dctn;
+    peer->refcount              = 1;
+    kh_value(&iface->peers, it) = peer;
+    *peer_p                     = peer;
+    return UCS_OK;
+}
+
+void uct_dcx_iface_peer_put(uct_dcx_iface_t *iface, uct_dcx_peer_t *peer)
+{
+    uct_dcx_peer_key_t key = {peer->ah, peer->dc_key, peer->dctn};
+    khiter_t it;
+
+    if (--peer->refcount > 0) {
+        return;
+    }
+
+    it = kh_get(uct_dcx_peer, &iface->peers, key);
+    ucs_assert(it != kh_end(&iface->peers));
+    kh_del(uct_dcx_peer, &iface->peers, it);
+    ucs_free(peer);
+}
+
 /* Post a grant on a DCI of its own, which returns to the pool when the
  * grant completes: grants never pin a DCI. An error there fails no
  * endpoint (dcs policies); the sender asks again after its timeout. */
@@ -1261,7 +1313,7 @@ static void uct_dcx_iface_tx_op_init(uct_iface_h tl_iface, void *obj,
     op->lkey  = uct_dcx_memh_lkey(memh);
 }
 
-static ucs_mpool_ops_t uct_dcx_flush_mpool_ops = {
+static ucs_mpool_ops_t uct_dcx_malloc_mpool_ops = {
     .chunk_alloc   = ucs_mpool_chunk_malloc,
     .chunk_release = ucs_mpool_chunk_free,
     .obj_init      = NULL,
@@ -1504,7 +1556,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
 
     status = ucs_mpool_init(&self->tx.flush_mp, 0, sizeof(uct_dcx_op_t), 0,
                             UCS_SYS_CACHE_LINE_SIZE, 128, UINT_MAX,
-                            &uct_dcx_flush_mpool_ops, "dcx_flush");
+                            &uct_dcx_malloc_mpool_ops, "dcx_flush");
     if (status != UCS_OK) {
         goto err_cleanup_tx_mp;
     }
@@ -1512,9 +1564,16 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     status = ucs_mpool_init(&self->fc.grant_mp, 0,
                             sizeof(uct_dcx_fc_pending_grant_t), 0,
                             UCS_SYS_CACHE_LINE_SIZE, 64, 4096,
-                            &uct_dcx_flush_mpool_ops, "dcx_fc_grants");
+                            &uct_dcx_malloc_mpool_ops, "dcx_fc_grants");
     if (status != UCS_OK) {
         goto err_cleanup_flush_mp;
+    }
+
+    status = ucs_mpool_init(&self->ep_mp, 0, sizeof(uct_dcx_ep_t), 0,
+                            sizeof(void*), 1024, UINT_MAX,
+                            &uct_dcx_malloc_mpool_ops, "dcx_eps");
+    if (status != UCS_OK) {
+        goto err_cleanup_grant_mp;
     }
 
     /* The user's headroom starts cache-line aligned; the release pointer
@@ -1526,12 +1585,13 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
                                   self->rx.queue_len,
                                   uct_dcx_iface_recv_desc_init, "dcx_rx");
     if (status != UCS_OK) {
-        goto err_cleanup_grant_mp;
+        goto err_cleanup_ep_mp;
     }
 
     ucs_arbiter_init(&self->tx.arbiter);
     self->tx.dispatching = NULL;
     kh_init_inplace(uct_dcx_ah, &self->ah_cache);
+    kh_init_inplace(uct_dcx_peer, &self->peers);
     kh_init_inplace(uct_dcx_fc_wait, &self->fc.waiting);
     ucs_queue_head_init(&self->fc.grants);
     if (config->fc_enable) {
@@ -1558,10 +1618,13 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     return UCS_OK;
 
 err_cleanup_rx_mp:
+    kh_destroy_inplace(uct_dcx_peer, &self->peers);
     kh_destroy_inplace(uct_dcx_fc_wait, &self->fc.waiting);
     kh_destroy_inplace(uct_dcx_ah, &self->ah_cache);
     ucs_arbiter_cleanup(&self->tx.arbiter);
     ucs_mpool_cleanup(&self->rx.mp, 0);
+err_cleanup_ep_mp:
+    ucs_mpool_cleanup(&self->ep_mp, 0);
 err_cleanup_grant_mp:
     ucs_mpool_cleanup(&self->fc.grant_mp, 0);
 err_cleanup_flush_mp:
@@ -1615,6 +1678,12 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
     }
     ucs_mpool_cleanup(&self->fc.grant_mp, 1);
     kh_destroy_inplace(uct_dcx_fc_wait, &self->fc.waiting);
+    if (kh_size(&self->peers) > 0) {
+        ucs_warn("dcx: iface %p destroyed with %u peers in use: endpoints "
+                 "were not destroyed first", self, kh_size(&self->peers));
+    }
+    kh_destroy_inplace(uct_dcx_peer, &self->peers);
+    ucs_mpool_cleanup(&self->ep_mp, 1);
     kh_foreach_value(&self->ah_cache, ah, {
         if (self->ops->destroy_ah(ah) != 0) {
             ucs_warn("dcx: destroy_ah failed: %m");

@@ -155,6 +155,36 @@ static inline int uct_dcx_ah_key_equal(uct_dcx_ah_key_t a, uct_dcx_ah_key_t b)
 KHASH_INIT(uct_dcx_ah, uct_dcx_ah_key_t, struct ibv_ah*, 1,
            uct_dcx_ah_key_hash, uct_dcx_ah_key_equal)
 
+/* A peer DCT as endpoints address it: shared by every endpoint to the same
+ * DCT, so an endpoint stays small however many there are. */
+typedef struct uct_dcx_peer {
+    struct ibv_ah *ah;
+    uint64_t      dc_key;
+    uint32_t      dctn;
+    uint32_t      refcount;
+} uct_dcx_peer_t;
+
+typedef struct uct_dcx_peer_key {
+    struct ibv_ah *ah;
+    uint64_t      dc_key;
+    uint32_t      dctn;
+} uct_dcx_peer_key_t;
+
+static inline khint32_t uct_dcx_peer_key_hash(uct_dcx_peer_key_t key)
+{
+    return kh_int64_hash_func((uintptr_t)key.ah ^ key.dc_key ^
+                              ((uint64_t)key.dctn << 40));
+}
+
+static inline int uct_dcx_peer_key_equal(uct_dcx_peer_key_t a,
+                                         uct_dcx_peer_key_t b)
+{
+    return (a.ah == b.ah) && (a.dc_key == b.dc_key) && (a.dctn == b.dctn);
+}
+
+KHASH_INIT(uct_dcx_peer, uct_dcx_peer_key_t, uct_dcx_peer_t*, 1,
+           uct_dcx_peer_key_hash, uct_dcx_peer_key_equal)
+
 /* Endpoints waiting for a grant -> when to ask again. */
 KHASH_MAP_INIT_INT64(uct_dcx_fc_wait, ucs_time_t)
 
@@ -306,6 +336,8 @@ struct uct_dcx_iface {
     } fc;
 
     khash_t(uct_dcx_ah)       ah_cache;
+    khash_t(uct_dcx_peer)     peers;
+    ucs_mpool_t               ep_mp;       /* endpoints */
 
     struct {
         unsigned              retry_count;
@@ -321,14 +353,12 @@ struct uct_dcx_iface {
 
 struct uct_dcx_ep {
     uct_base_ep_t             super;
-    struct ibv_ah             *ah;
-    uint64_t                  dc_key;
-    uint32_t                  dctn;
+    uct_dcx_peer_t            *peer;      /* shared address of the DCT */
+    ucs_status_t              status;     /* the failure, once failed */
     uint16_t                  dci;        /* UCT_DCX_EP_NO_DCI when none */
+    int16_t                   fc_wnd;     /* active messages it may send */
     uint8_t                   flags;
     uint8_t                   dci_generation; /* rand: of the shared DCI */
-    ucs_status_t              status;     /* the failure, once failed */
-    int16_t                   fc_wnd;     /* active messages it may send */
     uint8_t                   fc_sn;      /* of its last credit request */
     ucs_arbiter_group_t       arb_group;  /* pending requests */
 };
@@ -355,6 +385,10 @@ ucs_status_t uct_dcx_iface_fence(uct_iface_h tl_iface, unsigned flags);
 ucs_status_t uct_dcx_iface_ah_get(uct_dcx_iface_t *iface, uint16_t lid,
                                   const union ibv_gid *gid,
                                   struct ibv_ah **ah_p);
+ucs_status_t uct_dcx_iface_peer_get(uct_dcx_iface_t *iface,
+                                    struct ibv_ah *ah, uint32_t dctn,
+                                    uint64_t dc_key, uct_dcx_peer_t **peer_p);
+void uct_dcx_iface_peer_put(uct_dcx_iface_t *iface, uct_dcx_peer_t *peer);
 
 /* dcx_ep.c */
 ucs_status_t uct_dcx_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p);

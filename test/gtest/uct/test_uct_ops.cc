@@ -6,6 +6,10 @@
  */
 #include "uct_test.h"
 
+#include <ucs/config/global_opts.h>
+#include <ucs/debug/log_def.h>
+
+#include <atomic>
 #include <poll.h>
 #include <string.h>
 
@@ -844,6 +848,64 @@ INSTANTIATE_TEST_SUITE_P(policy, uct_ops_one_dci,
                          testing::Values("dcs", "dcs_quota", "rand"));
 INSTANTIATE_TEST_SUITE_P(policy, uct_ops_fc,
                          testing::Values("dcs", "dcs_quota", "rand"));
+
+namespace {
+
+std::atomic<int> srq_limit_logged{0};
+
+ucs_log_func_rc_t catch_srq_limit(const char *file, unsigned line,
+                                  const char *function, ucs_log_level_t level,
+                                  const ucs_log_component_config_t *comp,
+                                  const char *message, va_list ap)
+{
+    char buf[512];
+    vsnprintf(buf, sizeof(buf), message, ap);
+    if (strstr(buf, "receive queue ran below its limit") != NULL) {
+        ++srq_limit_logged;
+        return UCS_LOG_FUNC_RC_STOP;
+    }
+    return UCS_LOG_FUNC_RC_CONTINUE;
+}
+
+} // namespace
+
+/* Device events are read and explained: a receiver that falls behind
+ * (its receive queue below the armed limit) is reported. */
+TEST(uct_events, srq_limit_reported)
+{
+    entity receiver(config_t{{"RX_QUEUE_LEN", "64"}});
+    entity sender;
+    uct_ep_h ep = sender.connect(receiver);
+    std::vector<entity*> me = {&sender};
+    ucs_log_level_t saved   = ucs_global_opts.log_component.log_level;
+
+    ASSERT_NE(nullptr, ep);
+    am_record rec;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(receiver.iface(), 1,
+                                               am_handler, &rec, 0));
+    srq_limit_logged                          = 0;
+    ucs_global_opts.log_component.log_level   = UCS_LOG_LEVEL_DIAG;
+    ucs_log_push_handler(catch_srq_limit);
+
+    /* The receiver does not progress: its buffers run out. */
+    for (int i = 0; i < 60; ++i) {
+        ASSERT_EQ(UCS_OK, retry(me, [&] {
+            return uct_ep_am_short(ep, 1, i, NULL, 0);
+        }));
+    }
+    bool seen = wait_for(me, [&] { return srq_limit_logged > 0; }, 10);
+
+    ucs_log_pop_handler();
+    ucs_global_opts.log_component.log_level = saved;
+    EXPECT_TRUE(seen) << "no srq-limit event was reported";
+
+    std::vector<entity*> both = {&sender, &receiver};
+    ASSERT_TRUE(wait_for(both, [&] {
+        return (rec.messages.size() == 60) &&
+               (uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK);
+    }));
+    uct_ep_destroy(ep);
+}
 
 /* dcs_quota: one endpoint streaming without pause cannot keep the only DCI
  * from endpoints that wait for it. */

@@ -1375,6 +1375,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
                                                           uct_dcx_iface_config_t);
     uct_dcx_md_t *md                     = ucs_derived_of(tl_md, uct_dcx_md_t);
     struct ibv_srq_init_attr srq_attr    = {};
+    struct ibv_srq_attr srq_mod          = {};
     struct ibv_device_attr dev_attr;
     size_t rx_headroom, op_size;
     const char *dev_name;
@@ -1610,6 +1611,15 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
         ucs_error("dcx: %s: cannot post receive buffers", dev_name);
         status = UCS_ERR_NO_MEMORY;
         goto err_cleanup_rx_mp;
+    }
+
+    /* A device event (logged by the memory domain) tells when receive
+     * buffers run low: the one sign of a receiver that falls behind. */
+    srq_mod.srq_limit = ucs_max(self->rx.queue_len / 8, 1);
+    ret = self->ops->modify_srq(self->rx.srq, &srq_mod, IBV_SRQ_LIMIT);
+    if (ret != 0) {
+        ucs_debug("dcx: %s: cannot arm the srq limit: %s", dev_name,
+                  strerror(ret));
     }
 
     ucs_debug("dcx: %s: iface %p dct 0x%x, %u dcis, inline %zu, sge %u",

@@ -12,7 +12,10 @@
 #include <ucs/sys/sys.h>
 #include <ucm/api/ucm.h>
 
+#include <ucs/async/async.h>
+
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -81,6 +84,70 @@ uct_dcx_query_md_resources(uct_component_t *component,
     return UCS_OK;
 }
 
+/* Device events: logged with what they mean for the user. Error
+ * completions are what fail endpoints; these only explain. */
+static void uct_dcx_md_async_event(int fd, ucs_event_set_types_t events,
+                                   void *arg)
+{
+    uct_dcx_md_t *md = arg;
+    struct ibv_async_event event;
+    const char *name = md->device->name;
+
+    while (md->ops->get_async_event(md->ctx, &event) == 0) {
+        switch (event.event_type) {
+        case IBV_EVENT_PORT_ERR:
+            ucs_warn("dcx: %s: port %d is down; peers will see transport "
+                     "errors", name, event.element.port_num);
+            break;
+        case IBV_EVENT_PORT_ACTIVE:
+            ucs_diag("dcx: %s: port %d is active", name,
+                     event.element.port_num);
+            break;
+        case IBV_EVENT_DEVICE_FATAL:
+            ucs_error("dcx: %s: fatal device error; every operation on it "
+                      "will fail", name);
+            break;
+        case IBV_EVENT_SRQ_LIMIT_REACHED:
+            ucs_diag("dcx: %s: a receive queue ran below its limit: the "
+                     "receiver does not progress fast enough, senders will "
+                     "see receiver-not-ready retries", name);
+            break;
+        case IBV_EVENT_CQ_ERR:
+            ucs_error("dcx: %s: completion queue %p overrun", name,
+                      event.element.cq);
+            break;
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR:
+            ucs_diag("dcx: %s: qp 0x%x: %s", name, event.element.qp->qp_num,
+                     (event.event_type == IBV_EVENT_QP_ACCESS_ERR) ?
+                     "access error" : "error");
+            break;
+        default:
+            ucs_debug("dcx: %s: async event %d", name, event.event_type);
+            break;
+        }
+        md->ops->ack_async_event(&event);
+    }
+}
+
+static ucs_status_t uct_dcx_md_async_init(uct_dcx_md_t *md)
+{
+    int fd = md->ctx->async_fd;
+    int flags;
+
+    flags = fcntl(fd, F_GETFL);
+    if ((flags < 0) || (fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)) {
+        ucs_error("dcx: %s: cannot make the event fd non-blocking: %m",
+                  md->device->name);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    return ucs_async_set_event_handler(UCS_ASYNC_MODE_THREAD_SPINLOCK, fd,
+                                       UCS_EVENT_SET_EVREAD,
+                                       uct_dcx_md_async_event, md, NULL);
+}
+
 static void uct_dcx_md_close(uct_md_h uct_md)
 {
     uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
@@ -88,6 +155,7 @@ static void uct_dcx_md_close(uct_md_h uct_md)
     int ret;
 
     if (md->device != NULL) {
+        ucs_async_remove_handler(md->ctx->async_fd, 1);
         if (md->rcache != NULL) {
             ucs_rcache_destroy(md->rcache);
         }
@@ -468,10 +536,19 @@ uct_dcx_md_open(uct_component_t *component, const char *md_name,
         goto err_dealloc_pd;
     }
 
+    status = uct_dcx_md_async_init(md);
+    if (status != UCS_OK) {
+        goto err_destroy_rcache;
+    }
+
 out:
     *md_p = &md->super;
     return UCS_OK;
 
+err_destroy_rcache:
+    if (md->rcache != NULL) {
+        ucs_rcache_destroy(md->rcache);
+    }
 err_dealloc_pd:
     md->ops->dealloc_pd(md->pd);
 err_close_device:

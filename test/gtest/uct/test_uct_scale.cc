@@ -125,6 +125,8 @@ DCX_CHILD_ROLE(am_streamer)
         FD_ZERO(&fds);
         FD_SET(in_fd, &fds);
         if (select(in_fd + 1, &fds, NULL, NULL, &tv) > 0) {
+            recv_msg(in_fd); /* the whole goodbye, so the parent's write
+                                never meets a closed pipe */
             break;
         }
     }
@@ -165,10 +167,11 @@ TEST(uct_scale, many_to_one_16_senders_no_loss)
         EXPECT_EQ(sizeof(uint64_t), done.size());
         send_msg(c->to_fd(), u64_msg(0));
     }
-    for (auto &c : children) {
+    for (size_t i = 0; i < children.size(); ++i) {
         int status = -1;
-        EXPECT_TRUE(wait_for(me, [&] { return c->exited(&status); }, 60));
-        EXPECT_EQ(0, status);
+        EXPECT_TRUE(wait_for(me, [&] { return children[i]->exited(&status); },
+                             60));
+        EXPECT_EQ(0, status) << "sender " << i;
     }
 
     EXPECT_EQ(0u, checker.bad);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string>
 #include <unistd.h>
@@ -28,6 +29,8 @@ int main(int argc, char **argv)
         return ret;
     }
 
+    /* A child that died must fail its test, not kill the whole run. */
+    signal(SIGPIPE, SIG_IGN);
     testing::InitGoogleTest(&argc, argv);
     return RUN_ALL_TESTS();
 }

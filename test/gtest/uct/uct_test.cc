@@ -343,7 +343,8 @@ bool child::exited(int *status_p)
 
     if ((m_pid > 0) && (waitpid(m_pid, &status, WNOHANG) == m_pid)) {
         m_pid     = -1;
-        *status_p = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        *status_p = WIFEXITED(status) ? WEXITSTATUS(status) :
+                    128 + WTERMSIG(status); /* as the shell reports it */
         return true;
     }
     return false;
@@ -380,7 +381,8 @@ static bool read_full(int fd, void *buf, size_t len, double deadline)
 void send_msg(int fd, const std::vector<char> &msg)
 {
     uint32_t len = msg.size();
-    EXPECT_EQ((ssize_t)sizeof(len), write(fd, &len, sizeof(len)));
+    EXPECT_EQ((ssize_t)sizeof(len), write(fd, &len, sizeof(len)))
+            << "the peer process is gone: " << strerror(errno);
     if (len > 0) {
         EXPECT_EQ((ssize_t)len, write(fd, msg.data(), len));
     }

@@ -238,6 +238,32 @@ static void uct_dcx_op_get_bcopy(uct_dcx_op_t *op, ucs_status_t status)
     ucs_mpool_put_inline(op);
 }
 
+static void uct_dcx_op_umr_release(uct_dcx_op_t *op, ucs_status_t status)
+{
+    uct_dcx_iface_t *iface = op->iface;
+
+    uct_dcx_umr_put(iface->umr.engine, op->umr.mkey);
+    ++iface->umr.gen; /* an mkey may be free for a waiting endpoint */
+    uct_dcx_op_complete(op, status);
+    ucs_mpool_put_inline(op);
+}
+
+static void uct_dcx_op_strided_get(uct_dcx_op_t *op, ucs_status_t status)
+{
+    uint32_t i;
+
+    if (status == UCS_OK) {
+        for (i = 0; i < op->strided.count; ++i) {
+            memcpy(UCS_PTR_BYTE_OFFSET(op->strided.buffer,
+                                       (size_t)i * op->strided.stride),
+                   op->buf + (size_t)i * op->strided.length,
+                   op->strided.length);
+        }
+    }
+    uct_dcx_op_complete(op, status);
+    ucs_mpool_put_inline(op);
+}
+
 static void uct_dcx_op_amo_fetch(uct_dcx_op_t *op, ucs_status_t status)
 {
     if (status == UCS_OK) {
@@ -303,8 +329,9 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
     }
     ucs_arbiter_group_init(&self->arb_group);
 
-    self->fc_wnd = iface->fc.wnd_size;
-    self->fc_sn  = 0;
+    self->fc_wnd  = iface->fc.wnd_size;
+    self->fc_sn   = 0;
+    self->umr_gen = 0;
 
     ucs_debug("dcx: ep %p to lid %u dct 0x%x", self, dev_addr->lid, dctn);
     return UCS_OK;
@@ -858,6 +885,185 @@ ssize_t uct_dcx_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     return length;
 }
 
+/* The one strided entry of an iov list, NULL when there is none. Entries
+ * with count > 1 and a stride other than their length are strided. */
+static UCS_F_ALWAYS_INLINE const uct_iov_t *
+uct_dcx_ep_iov_strided(const uct_iov_t *iov, size_t iovcnt,
+                       size_t *num_nonempty_p)
+{
+    const uct_iov_t *strided = NULL;
+    size_t i, num_nonempty   = 0;
+
+    for (i = 0; i < iovcnt; ++i) {
+        num_nonempty += (uct_iov_get_length(&iov[i]) > 0);
+        if ((iov[i].count > 1) && (iov[i].stride != iov[i].length) &&
+            (iov[i].length > 0)) {
+            strided = &iov[i];
+        }
+    }
+    *num_nonempty_p = num_nonempty;
+    return strided;
+}
+
+/* Without UMR: strided data that fits a bounce buffer is packed (put) or
+ * read and unpacked on completion (get). */
+static ucs_status_t
+uct_dcx_ep_rma_strided_copy(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                            const uct_iov_t *iov, uint64_t remote_addr,
+                            uct_rkey_t rkey, uct_completion_t *comp,
+                            int is_read)
+{
+    size_t total = (size_t)iov->length * iov->count;
+    struct ibv_qp_ex *qpx;
+    uct_dcx_dci_t *dci;
+    ucs_status_t status;
+    uct_dcx_op_t *op;
+    size_t i;
+
+    if (total > iface->tx.seg_size) {
+        ucs_error("dcx: strided %s of %zu bytes without UMR: at most "
+                  "UCX_DCX_SEG_SIZE (%zu) bytes are packed",
+                  is_read ? "get_zcopy" : "put_zcopy", total,
+                  iface->tx.seg_size);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    status = uct_dcx_ep_tx_get(iface, ep, &dci);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    op = uct_dcx_ep_op_get(iface, ep, &iface->tx.mp,
+                           is_read ? uct_dcx_op_strided_get :
+                           ((comp == NULL) ? uct_dcx_op_release :
+                                             uct_dcx_op_comp_release), comp);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
+    if (is_read) {
+        op->strided.buffer = iov->buffer;
+        op->strided.length = iov->length;
+        op->strided.stride = iov->stride;
+        op->strided.count  = iov->count;
+        ibv_wr_rdma_read(qpx, uct_dcx_rkey(rkey), remote_addr);
+    } else {
+        for (i = 0; i < iov->count; ++i) {
+            memcpy(op->buf + i * iov->length,
+                   UCS_PTR_BYTE_OFFSET(iov->buffer, i * iov->stride),
+                   iov->length);
+        }
+        ibv_wr_rdma_write(qpx, uct_dcx_rkey(rkey), remote_addr);
+    }
+    ibv_wr_set_sge(qpx, op->lkey, (uintptr_t)op->buf, total);
+    status = uct_dcx_ep_wr_complete(iface, ep, dci, op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put_inline(op);
+        return status;
+    }
+    ++iface->umr.copy_ops;
+    return UCS_INPROGRESS;
+}
+
+/* A strided entry moves zero-copy through an indirect mkey that maps its
+ * blocks contiguously from offset 0. */
+static ucs_status_t
+uct_dcx_ep_rma_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                       const uct_iov_t *iov, uint64_t remote_addr,
+                       uct_rkey_t rkey, uct_completion_t *comp, int is_read)
+{
+    size_t total = (size_t)iov->length * iov->count;
+    uct_dcx_umr_t *umr = NULL;
+    uct_dcx_umr_layout_t layout;
+    uct_dcx_umr_mkey_t *mkey;
+    struct ibv_qp_ex *qpx;
+    uct_dcx_dci_t *dci;
+    ucs_status_t status;
+    uct_dcx_op_t *op;
+
+    if (iov->stride < iov->length) {
+        ucs_error("dcx: strided iov: stride %zu is below the block length "
+                  "%zu", iov->stride, iov->length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (iov->memh == UCT_MEM_HANDLE_NULL) {
+        ucs_error("dcx: strided iov without a memory handle");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    UCT_CHECK_LENGTH(total, 0, iface->port_attr.max_msg_sz,
+                     is_read ? "get_zcopy" : "put_zcopy");
+
+    if (ep->flags & UCT_DCX_EP_FLAG_FAILED) {
+        return ep->status;
+    }
+
+    status = (iface->umr.enable == UCS_NO) ? UCS_ERR_UNSUPPORTED :
+             uct_dcx_iface_umr_engine(iface, &umr);
+    layout.addr   = (uintptr_t)iov->buffer;
+    layout.lkey   = uct_dcx_memh_lkey(iov->memh);
+    layout.length = iov->length;
+    layout.stride = iov->stride;
+    layout.count  = iov->count;
+    if ((status == UCS_OK) && !uct_dcx_umr_layout_fits(umr, &layout)) {
+        ucs_debug("dcx: strided layout %zu x %u @ %zu does not fit one "
+                  "UMR", iov->length, iov->count, iov->stride);
+        status = UCS_ERR_UNSUPPORTED;
+    }
+    if (status != UCS_OK) {
+        if (iface->umr.enable == UCS_YES) {
+            ucs_error("dcx: strided %s needs UMR (UCX_DCX_UMR=yes), which "
+                      "this device or layout does not allow",
+                      is_read ? "get_zcopy" : "put_zcopy");
+            return UCS_ERR_UNSUPPORTED;
+        }
+        return uct_dcx_ep_rma_strided_copy(iface, ep, iov, remote_addr, rkey,
+                                           comp, is_read);
+    }
+
+    status = uct_dcx_umr_get(umr, &layout, &mkey);
+    if (status != UCS_OK) {
+        if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
+            /* Retried when a UMR or an operation completes. */
+            ep->flags  |= UCT_DCX_EP_FLAG_WAIT_UMR;
+            ep->umr_gen = iface->umr.gen;
+            return UCS_ERR_NO_RESOURCE;
+        }
+        return status;
+    }
+    ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_UMR;
+
+    status = uct_dcx_ep_tx_get(iface, ep, &dci);
+    if (ucs_unlikely(status != UCS_OK)) {
+        uct_dcx_umr_put(umr, mkey);
+        return status;
+    }
+
+    op = uct_dcx_ep_op_get(iface, ep, &iface->tx.flush_mp,
+                           uct_dcx_op_umr_release, comp);
+    if (ucs_unlikely(op == NULL)) {
+        uct_dcx_umr_put(umr, mkey);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    op->umr.mkey = mkey;
+
+    qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
+    if (is_read) {
+        ibv_wr_rdma_read(qpx, uct_dcx_rkey(rkey), remote_addr);
+    } else {
+        ibv_wr_rdma_write(qpx, uct_dcx_rkey(rkey), remote_addr);
+    }
+    ibv_wr_set_sge(qpx, mkey->mkey->lkey, 0, total);
+    status = uct_dcx_ep_wr_complete(iface, ep, dci, op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        uct_dcx_umr_put(umr, mkey);
+        ucs_mpool_put_inline(op);
+        return status;
+    }
+    ++iface->umr.zcopy_ops;
+    return UCS_INPROGRESS;
+}
+
 /* put_zcopy / get_zcopy: a gather/scatter list over the user's buffers. */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_dcx_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
@@ -873,9 +1079,23 @@ uct_dcx_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     uct_dcx_dci_t *dci;
     ucs_status_t status;
 
+    const uct_iov_t *strided;
+    size_t num_nonempty;
+
     status = uct_dcx_ep_check_rkey(rkey);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
+    }
+
+    strided = uct_dcx_ep_iov_strided(iov, iovcnt, &num_nonempty);
+    if (ucs_unlikely(strided != NULL)) {
+        if (num_nonempty > 1) {
+            ucs_error("dcx: a strided iov entry with other non-empty entries "
+                      "is not supported yet");
+            return UCS_ERR_UNSUPPORTED;
+        }
+        return uct_dcx_ep_rma_strided(iface, ep, strided, remote_addr, rkey,
+                                      comp, is_read);
     }
 
     status = uct_dcx_ep_iov_to_sge(iface, iov, iovcnt, sge, &num_sge,
@@ -1279,6 +1499,10 @@ static int uct_dcx_ep_can_send(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
     }
     if (ep->fc_wnd <= 0) {
         return 0; /* resumed by the grant */
+    }
+    if ((ep->flags & UCT_DCX_EP_FLAG_WAIT_UMR) &&
+        (ep->umr_gen == iface->umr.gen)) {
+        return 0; /* resumed when a layout or an mkey is ready */
     }
     return (ep->dci == UCT_DCX_EP_NO_DCI) ?
            uct_dcx_ep_may_take_dci(iface, ep) :

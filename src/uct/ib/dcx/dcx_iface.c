@@ -142,6 +142,26 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
      ucs_offsetof(uct_dcx_iface_config_t, fc_grant_timeout),
      UCS_CONFIG_TYPE_TIME},
 
+    {"UMR", "try",
+     "Strided zero-copy: put_zcopy/get_zcopy iov entries with count > 1 and\n"
+     "a stride go through an indirect memory key programmed by UMR (needs a\n"
+     "device opened with DEVX). yes - fail strided operations without UMR;\n"
+     "try - without UMR, pack strided data that fits SEG_SIZE through a\n"
+     "bounce buffer; no - always pack.",
+     ucs_offsetof(uct_dcx_iface_config_t, umr),
+     UCS_CONFIG_TYPE_TERNARY_AUTO},
+
+    {"UMR_MKEYS", "256",
+     "Indirect memory keys per interface: strided layouts cached for reuse\n"
+     "(least recently used ones are replaced) and in flight at once.",
+     ucs_offsetof(uct_dcx_iface_config_t, umr_mkeys), UCS_CONFIG_TYPE_UINT},
+
+    {"UMR_MAX_INLINE", "512",
+     "Inline space requested for the UMR QP's work requests; the device's\n"
+     "written-back size bounds the entries of one UMR.",
+     ucs_offsetof(uct_dcx_iface_config_t, umr_max_inline),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
     UCT_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 128, "send",
                                   ucs_offsetof(uct_dcx_iface_config_t, tx_mp),
                                   ""),
@@ -459,6 +479,79 @@ typedef struct {
     uint32_t           imm;
     int                opcode;
 } uct_dcx_wc_t;
+
+/* --- strided zero-copy (UMR) ------------------------------------------------ */
+
+static void uct_dcx_iface_umr_forget(void *arg, uint32_t lkey)
+{
+    uct_dcx_iface_t *iface = arg;
+
+    uct_dcx_umr_forget_lkey(iface->umr.engine, lkey);
+}
+
+ucs_status_t uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface,
+                                      uct_dcx_umr_t **umr_p)
+{
+    uct_dcx_umr_t *umr;
+    ucs_status_t status;
+
+    if (ucs_likely(iface->umr.engine != NULL)) {
+        *umr_p = iface->umr.engine;
+        return UCS_OK;
+    }
+    if (iface->umr.unavailable) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    umr = ucs_malloc(sizeof(*umr), "dcx umr");
+    if (umr == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = uct_dcx_umr_init(umr, iface->ops, iface->md->ctx, iface->md->pd,
+                              iface->port, &iface->port_attr,
+                              iface->is_global ? &iface->gid : NULL,
+                              iface->umr.num_mkeys, iface->umr.max_inline);
+    if (status != UCS_OK) {
+        ucs_free(umr);
+        ucs_debug("dcx: %s: UMR unavailable (%s): strided operations are "
+                  "packed", iface->md->device->name,
+                  ucs_status_string(status));
+        iface->umr.unavailable = 1;
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    iface->umr.listener.cb  = uct_dcx_iface_umr_forget;
+    iface->umr.listener.arg = iface;
+    ucs_list_add_tail(&iface->md->mr_listeners, &iface->umr.listener.list);
+    iface->umr.engine = umr;
+    *umr_p            = umr;
+    return UCS_OK;
+}
+
+/* UMR completions make layouts ready: endpoints waiting for one retry. */
+static unsigned uct_dcx_iface_umr_progress(uct_dcx_iface_t *iface)
+{
+    unsigned count = uct_dcx_umr_progress(iface->umr.engine);
+
+    if (count > 0) {
+        ++iface->umr.gen;
+        ucs_arbiter_dispatch(&iface->tx.arbiter, 1,
+                             uct_dcx_ep_pending_dispatch, NULL);
+    }
+    return count;
+}
+
+static void uct_dcx_iface_umr_cleanup(uct_dcx_iface_t *iface)
+{
+    if (iface->umr.engine == NULL) {
+        return;
+    }
+    ucs_list_del(&iface->umr.listener.list);
+    uct_dcx_umr_cleanup(iface->umr.engine);
+    ucs_free(iface->umr.engine);
+    iface->umr.engine = NULL;
+}
 
 /* --- active-message flow control --------------------------------------- */
 
@@ -999,6 +1092,9 @@ unsigned uct_dcx_iface_progress(uct_iface_h tl_iface)
 
     count  = uct_dcx_iface_poll_rx(iface);
     count += uct_dcx_iface_poll_tx(iface);
+    if (ucs_unlikely(iface->umr.engine != NULL)) {
+        count += uct_dcx_iface_umr_progress(iface);
+    }
     if (ucs_unlikely(!ucs_queue_is_empty(&iface->fc.grants) ||
                      (kh_size(&iface->fc.waiting) > 0))) {
         uct_dcx_iface_fc_progress(iface);
@@ -1606,6 +1702,11 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
         self->fc.consume    = 0;
     }
     self->fc.timeout = ucs_time_from_sec(config->fc_grant_timeout);
+    self->umr.enable      = config->umr;
+    self->umr.num_mkeys   = config->umr_mkeys;
+    self->umr.max_inline  = config->umr_max_inline;
+    self->umr.unavailable = (config->umr == UCS_NO) || !md->devx ||
+                            (config->umr_mkeys == 0);
     uct_dcx_iface_post_recv(self);
     if (self->rx.posted == 0) {
         ucs_error("dcx: %s: cannot post receive buffers", dev_name);
@@ -1670,6 +1771,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
 
     /* Destroying the QPs discards their completions: release what waits. */
     uct_dcx_iface_dcis_destroy(self, self->tx.num_dci);
+    uct_dcx_iface_umr_cleanup(self);
     for (i = 0; i < self->tx.num_dci; ++i) {
         ucs_queue_for_each_extract(op, &self->tx.dcis[i].outstanding, queue,
                                    1) {

@@ -22,6 +22,8 @@
 
 #include "dcx_md.h"
 
+#include "../umr/dcx_umr.h"
+
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_iov.inl>
 #include <ucs/arch/cpu.h>
@@ -209,6 +211,9 @@ typedef struct uct_dcx_iface_config {
     unsigned           fc_wnd_size;
     double             fc_req_thresh;
     double             fc_grant_timeout; /* seconds */
+    ucs_ternary_auto_value_t umr;
+    unsigned           umr_mkeys;
+    size_t             umr_max_inline;
     uct_iface_mpool_config_t tx_mp;
     uct_iface_mpool_config_t rx_mp;
 } uct_dcx_iface_config_t;
@@ -238,6 +243,15 @@ struct uct_dcx_op {
             void                  *arg;
             size_t                length;
         } get_bcopy;
+        struct {
+            uct_dcx_umr_mkey_t    *mkey;     /* strided zero-copy */
+        } umr;
+        struct {
+            void                  *buffer;   /* strided get, packed */
+            uint32_t              length;
+            uint32_t              stride;
+            uint32_t              count;
+        } strided;
         struct {
             void                  *result;   /* user's result, or NULL */
             uct_ep_h              ep;        /* for compare-swap loops */
@@ -335,6 +349,20 @@ struct uct_dcx_iface {
         ucs_mpool_t           grant_mp;
     } fc;
 
+    /* Strided zero-copy: created at the first strided operation, so
+     * interfaces that never use it keep their QP count. */
+    struct {
+        uct_dcx_umr_t         *engine;     /* NULL: not (yet) created */
+        int                   unavailable; /* no DEVX / UMR: copy path */
+        uint8_t               gen;         /* bumped by UMR completions */
+        ucs_ternary_auto_value_t enable;
+        unsigned              num_mkeys;
+        size_t                max_inline;
+        uct_dcx_md_mr_listener_t listener;
+        uint64_t              zcopy_ops;   /* strided ops through an mkey */
+        uint64_t              copy_ops;    /* strided ops packed instead */
+    } umr;
+
     khash_t(uct_dcx_ah)       ah_cache;
     khash_t(uct_dcx_peer)     peers;
     ucs_mpool_t               ep_mp;       /* endpoints */
@@ -360,6 +388,7 @@ struct uct_dcx_ep {
     uint8_t                   flags;
     uint8_t                   dci_generation; /* rand: of the shared DCI */
     uint8_t                   fc_sn;      /* of its last credit request */
+    uint8_t                   umr_gen;    /* umr.gen when a layout was due */
     ucs_arbiter_group_t       arb_group;  /* pending requests */
 };
 
@@ -367,7 +396,9 @@ struct uct_dcx_ep {
 enum {
     UCT_DCX_EP_FLAG_FAILED   = UCS_BIT(0),
     UCT_DCX_EP_FLAG_WAIT_DCI = UCS_BIT(1), /* counted in tx.num_waiters */
-    UCT_DCX_EP_FLAG_FC_WAIT  = UCS_BIT(2)  /* in fc.waiting: owed a grant */
+    UCT_DCX_EP_FLAG_FC_WAIT  = UCS_BIT(2), /* in fc.waiting: owed a grant */
+    UCT_DCX_EP_FLAG_WAIT_UMR = UCS_BIT(3)  /* a layout it needs is being
+                                              programmed (umr_gen) */
 };
 
 
@@ -382,6 +413,8 @@ unsigned uct_dcx_iface_progress(uct_iface_h tl_iface);
 ucs_status_t uct_dcx_iface_flush(uct_iface_h tl_iface, unsigned flags,
                                  uct_completion_t *comp);
 ucs_status_t uct_dcx_iface_fence(uct_iface_h tl_iface, unsigned flags);
+ucs_status_t uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface,
+                                     uct_dcx_umr_t **umr_p);
 ucs_status_t uct_dcx_iface_ah_get(uct_dcx_iface_t *iface, uint16_t lid,
                                   const union ibv_gid *gid,
                                   struct ibv_ah **ah_p);

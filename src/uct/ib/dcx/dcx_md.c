@@ -229,7 +229,14 @@ static ucs_status_t uct_dcx_md_reg_mr(uct_dcx_md_t *md, void *address,
 
 static void uct_dcx_md_dereg_mr(uct_dcx_md_t *md, uct_dcx_mem_t *memh)
 {
-    int ret = md->ops->dereg_mr(memh->mr);
+    uct_dcx_md_mr_listener_t *listener;
+    int ret;
+
+    ucs_list_for_each(listener, &md->mr_listeners, list) {
+        listener->cb(listener->arg, memh->mr->lkey);
+    }
+
+    ret = md->ops->dereg_mr(memh->mr);
 
     if (ret != 0) {
         ucs_warn("dcx: %s: dereg_mr(%p) failed: %s", md->device->name,
@@ -496,6 +503,7 @@ uct_dcx_md_open(uct_component_t *component, const char *md_name,
 
     md->super.ops       = &uct_dcx_md_ops;
     md->super.component = &uct_dcx_component;
+    ucs_list_head_init(&md->mr_listeners);
 
     uct_dcx_devices_get(&devices, &num_devices);
     for (i = 0; i < num_devices; ++i) {

@@ -45,6 +45,15 @@ typedef struct uct_dcx_md_config {
 } uct_dcx_md_config_t;
 
 
+/* Told when a registration goes away, before its keys become invalid
+ * (layouts built over it must be dropped first). */
+typedef struct uct_dcx_md_mr_listener {
+    ucs_list_link_t list;
+    void            (*cb)(void *arg, uint32_t lkey);
+    void            *arg;
+} uct_dcx_md_mr_listener_t;
+
+
 /* A memory registration (the memory handle). */
 typedef struct uct_dcx_mem {
     struct ibv_mr *mr;
@@ -68,6 +77,7 @@ typedef struct uct_dcx_md {
     size_t                    max_mr_size;
     ucs_rcache_t              *rcache; /* NULL: register directly */
     ucs_linear_func_t         reg_cost;
+    ucs_list_link_t           mr_listeners; /* uct_dcx_md_mr_listener_t */
 } uct_dcx_md_t;
 
 

@@ -1,0 +1,497 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ */
+#include "dcx_umr.h"
+
+#include <ucs/debug/assert.h>
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
+
+#include <string.h>
+
+
+/* Work request ids: the mkey index, and whether the WR is the mkey's UMR
+ * or a stand-alone invalidation. */
+#define UCT_DCX_UMR_WR_INV   UCS_BIT(31)
+
+/* Send queue of the UMR QP: an invalidation and a UMR per programming. */
+#define UCT_DCX_UMR_SQ_LEN   128
+
+/* Interleaved UMR field widths (per-entry byte count and stride). */
+#define UCT_DCX_UMR_MAX_FIELD UINT16_MAX
+
+/* Every layout allows what a dcx registration allows. */
+#define UCT_DCX_UMR_ACCESS   (IBV_ACCESS_LOCAL_WRITE | \
+                              IBV_ACCESS_REMOTE_WRITE | \
+                              IBV_ACCESS_REMOTE_READ)
+
+
+static ucs_status_t uct_dcx_umr_qp_connect(uct_dcx_umr_t *umr, uint8_t port,
+                                           const struct ibv_port_attr *pattr,
+                                           const union ibv_gid *gid)
+{
+    struct ibv_qp_attr attr;
+    int ret;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state        = IBV_QPS_INIT;
+    attr.pkey_index      = 0;
+    attr.port_num        = port;
+    attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
+    ret = umr->ops->modify_qp(umr->qp, &attr,
+                              IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                              IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    if (ret != 0) {
+        goto err;
+    }
+
+    /* Connected to itself. */
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state              = IBV_QPS_RTR;
+    attr.path_mtu              = pattr->active_mtu;
+    attr.dest_qp_num           = umr->qp->qp_num;
+    attr.rq_psn                = 0;
+    attr.max_dest_rd_atomic    = 1;
+    attr.min_rnr_timer         = 1;
+    attr.ah_attr.dlid          = pattr->lid;
+    attr.ah_attr.port_num      = port;
+    if (gid != NULL) {
+        attr.ah_attr.is_global      = 1;
+        attr.ah_attr.grh.dgid       = *gid;
+        attr.ah_attr.grh.hop_limit  = 1;
+    }
+    ret = umr->ops->modify_qp(umr->qp, &attr,
+                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                              IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                              IBV_QP_MAX_DEST_RD_ATOMIC |
+                              IBV_QP_MIN_RNR_TIMER);
+    if (ret != 0) {
+        goto err;
+    }
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state      = IBV_QPS_RTS;
+    attr.sq_psn        = 0;
+    attr.max_rd_atomic = 1;
+    attr.retry_cnt     = 7;
+    attr.rnr_retry     = 7;
+    attr.timeout       = 14;
+    ret = umr->ops->modify_qp(umr->qp, &attr,
+                              IBV_QP_STATE | IBV_QP_SQ_PSN |
+                              IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT |
+                              IBV_QP_RNR_RETRY | IBV_QP_TIMEOUT);
+    if (ret != 0) {
+        goto err;
+    }
+    return UCS_OK;
+
+err:
+    ucs_error("dcx: umr qp 0x%x: cannot connect to itself: %s",
+              umr->qp->qp_num, strerror(ret));
+    return UCS_ERR_IO_ERROR;
+}
+
+/* The RC QP that hosts UMR. Asks for max_inline of inline space (the UMR
+ * entries travel inline) and halves the request until the device agrees. */
+static ucs_status_t uct_dcx_umr_qp_create(uct_dcx_umr_t *umr,
+                                          struct ibv_context *ctx,
+                                          struct ibv_pd *pd,
+                                          unsigned max_inline)
+{
+    struct ibv_qp_init_attr_ex attr;
+    struct mlx5dv_qp_init_attr dv_attr;
+
+    for (;;) {
+        memset(&attr, 0, sizeof(attr));
+        memset(&dv_attr, 0, sizeof(dv_attr));
+        attr.qp_type             = IBV_QPT_RC;
+        attr.send_cq             = ibv_cq_ex_to_cq(umr->cq);
+        attr.recv_cq             = ibv_cq_ex_to_cq(umr->cq);
+        attr.pd                  = pd;
+        attr.cap.max_send_wr     = UCT_DCX_UMR_SQ_LEN;
+        attr.cap.max_send_sge    = 1;
+        attr.cap.max_inline_data = max_inline;
+        attr.comp_mask           = IBV_QP_INIT_ATTR_PD |
+                                   IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        attr.send_ops_flags      = IBV_QP_EX_WITH_LOCAL_INV;
+        dv_attr.comp_mask        = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS |
+                                   MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
+        dv_attr.create_flags     = MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE;
+        dv_attr.send_ops_flags   = MLX5DV_QP_EX_WITH_MR_INTERLEAVED |
+                                   MLX5DV_QP_EX_WITH_MR_LIST;
+
+        umr->qp = umr->ops->mlx5dv_create_qp(ctx, &attr, &dv_attr);
+        if (umr->qp != NULL) {
+            break;
+        }
+        if (max_inline < 64) {
+            ucs_debug("dcx: cannot create the umr qp: %m");
+            return UCS_ERR_UNSUPPORTED;
+        }
+        max_inline /= 2;
+    }
+
+    umr->sq_available = attr.cap.max_send_wr;
+    /* One inline descriptor of 16 bytes per entry, one for the repeat
+     * header of an interleaved layout (spec: n <= (inline + 4) / 16 - 1). */
+    umr->max_entries  = (attr.cap.max_inline_data + 4) / 16;
+    umr->max_entries  = (umr->max_entries > 0) ? umr->max_entries - 1 : 0;
+    umr->qpx          = umr->ops->qp_to_qp_ex(umr->qp);
+    umr->mqpx         = umr->ops->mlx5dv_qp_ex_from_ibv_qp_ex(umr->qpx);
+    if ((umr->qpx == NULL) || (umr->mqpx == NULL) || (umr->max_entries == 0)) {
+        ucs_debug("dcx: umr qp without usable UMR support (inline %u)",
+                  attr.cap.max_inline_data);
+        umr->ops->destroy_qp(umr->qp);
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return UCS_OK;
+}
+
+ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
+                              const uct_dcx_verbs_ops_t *ops,
+                              struct ibv_context *ctx, struct ibv_pd *pd,
+                              uint8_t port, const struct ibv_port_attr *port_attr,
+                              const union ibv_gid *gid, unsigned num_mkeys,
+                              unsigned max_inline)
+{
+    struct ibv_cq_init_attr_ex cq_attr = {};
+    struct mlx5dv_mkey_init_attr mkey_attr;
+    ucs_status_t status;
+    unsigned i;
+
+    memset(umr, 0, sizeof(*umr));
+    umr->ops    = ops;
+    umr->access = UCT_DCX_UMR_ACCESS;
+    ucs_list_head_init(&umr->free);
+    ucs_list_head_init(&umr->lru);
+    kh_init_inplace(uct_dcx_umr_layouts, &umr->layouts);
+
+    cq_attr.cqe       = UCT_DCX_UMR_SQ_LEN;
+    cq_attr.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+    cq_attr.flags     = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+    umr->cq           = ops->create_cq_ex(ctx, &cq_attr);
+    if (umr->cq == NULL) {
+        ucs_error("dcx: cannot create the umr cq: %m");
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
+
+    status = uct_dcx_umr_qp_create(umr, ctx, pd, max_inline);
+    if (status != UCS_OK) {
+        goto err_destroy_cq;
+    }
+
+    status = uct_dcx_umr_qp_connect(umr, port, port_attr, gid);
+    if (status != UCS_OK) {
+        goto err_destroy_qp;
+    }
+
+    umr->mkeys = ucs_calloc(num_mkeys, sizeof(*umr->mkeys), "dcx umr mkeys");
+    if (umr->mkeys == NULL) {
+        status = UCS_ERR_NO_MEMORY;
+        goto err_destroy_qp;
+    }
+
+    /* A strided layout is one entry plus the repeat header. */
+    for (i = 0; i < num_mkeys; ++i) {
+        mkey_attr.pd           = pd;
+        mkey_attr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
+        mkey_attr.max_entries  = 2;
+        umr->mkeys[i].mkey     = ops->mlx5dv_create_mkey(&mkey_attr);
+        if (umr->mkeys[i].mkey == NULL) {
+            ucs_debug("dcx: cannot create indirect mkey %u: %m", i);
+            status = (i == 0) ? UCS_ERR_UNSUPPORTED : UCS_OK;
+            break;
+        }
+        umr->mkeys[i].state = UCT_DCX_UMR_MKEY_FREE;
+        umr->mkeys[i].listed = 1;
+        ucs_list_add_tail(&umr->free, &umr->mkeys[i].list);
+        ++umr->num_mkeys;
+    }
+    if (status != UCS_OK) {
+        goto err_free_mkeys;
+    }
+
+    ucs_debug("dcx: umr qp 0x%x: %u mkeys, %u entries per umr",
+              umr->qp->qp_num, umr->num_mkeys, umr->max_entries);
+    return UCS_OK;
+
+err_free_mkeys:
+    ucs_free(umr->mkeys);
+err_destroy_qp:
+    ops->destroy_qp(umr->qp);
+err_destroy_cq:
+    ops->destroy_cq(ibv_cq_ex_to_cq(umr->cq));
+err:
+    kh_destroy_inplace(uct_dcx_umr_layouts, &umr->layouts);
+    return status;
+}
+
+void uct_dcx_umr_cleanup(uct_dcx_umr_t *umr)
+{
+    unsigned i;
+
+    /* Destroying the QP ends its work; the mkeys go with their PD users. */
+    umr->ops->destroy_qp(umr->qp);
+    for (i = 0; i < umr->num_mkeys; ++i) {
+        umr->ops->mlx5dv_destroy_mkey(umr->mkeys[i].mkey);
+    }
+    umr->ops->destroy_cq(ibv_cq_ex_to_cq(umr->cq));
+    ucs_free(umr->mkeys);
+    kh_destroy_inplace(uct_dcx_umr_layouts, &umr->layouts);
+}
+
+int uct_dcx_umr_layout_fits(const uct_dcx_umr_t *umr,
+                            const uct_dcx_umr_layout_t *layout)
+{
+    return (layout->length > 0) && (layout->count > 0) &&
+           (layout->length <= UCT_DCX_UMR_MAX_FIELD) &&
+           (layout->stride <= UCT_DCX_UMR_MAX_FIELD) &&
+           (layout->stride >= layout->length) &&
+           ((uint64_t)layout->length * layout->count <= INT32_MAX) &&
+           (umr->max_entries >= 1);
+}
+
+static void uct_dcx_umr_unlist(uct_dcx_umr_mkey_t *mk)
+{
+    if (mk->listed) {
+        ucs_list_del(&mk->list);
+        mk->listed = 0;
+    }
+}
+
+static void uct_dcx_umr_uncache(uct_dcx_umr_t *umr, uct_dcx_umr_mkey_t *mk)
+{
+    khiter_t it;
+
+    if (!mk->cached) {
+        return;
+    }
+    it = kh_get(uct_dcx_umr_layouts, &umr->layouts, mk->layout);
+    if (it != kh_end(&umr->layouts)) {
+        kh_del(uct_dcx_umr_layouts, &umr->layouts, it);
+    }
+    mk->cached = 0;
+}
+
+/* An idle mkey whose layout is no longer wanted: invalidate it now if it
+ * was programmed, so no key maps memory that may go away. */
+static void uct_dcx_umr_retire(uct_dcx_umr_t *umr, uct_dcx_umr_mkey_t *mk)
+{
+    int ret;
+
+    uct_dcx_umr_unlist(mk);
+    if (!mk->dirty || (umr->sq_available == 0)) {
+        /* Not programmed, or invalidated before its next UMR. */
+        mk->state  = UCT_DCX_UMR_MKEY_FREE;
+        mk->listed = 1;
+        ucs_list_add_tail(&umr->free, &mk->list);
+        return;
+    }
+
+    ibv_wr_start(umr->qpx);
+    umr->qpx->wr_id    = UCT_DCX_UMR_WR_INV | (mk - umr->mkeys);
+    umr->qpx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_local_inv(umr->qpx, mk->mkey->lkey);
+    ret = ibv_wr_complete(umr->qpx);
+    if (ret != 0) {
+        ucs_error("dcx: umr: cannot invalidate mkey 0x%x: %s",
+                  mk->mkey->lkey, strerror(ret));
+        mk->state  = UCT_DCX_UMR_MKEY_FREE;
+        mk->listed = 1;
+        ucs_list_add_tail(&umr->free, &mk->list);
+        return;
+    }
+    --umr->sq_available;
+    mk->state = UCT_DCX_UMR_MKEY_INVALIDATING;
+}
+
+/* Program a free or evicted mkey with the layout. */
+static ucs_status_t uct_dcx_umr_program(uct_dcx_umr_t *umr,
+                                        uct_dcx_umr_mkey_t *mk,
+                                        const uct_dcx_umr_layout_t *layout)
+{
+    struct mlx5dv_mr_interleaved entry;
+    uint32_t index = mk - umr->mkeys;
+    khiter_t it;
+    int ret;
+
+    if (umr->sq_available < 2) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    ibv_wr_start(umr->qpx);
+    if (mk->dirty) {
+        /* Re-registration needs an invalidation first. */
+        umr->qpx->wr_id    = UCT_DCX_UMR_WR_INV | index;
+        umr->qpx->wr_flags = IBV_SEND_SIGNALED;
+        ibv_wr_local_inv(umr->qpx, mk->mkey->lkey);
+    }
+
+    entry.addr        = layout->addr;
+    entry.bytes_count = layout->length;
+    entry.bytes_skip  = layout->stride - layout->length;
+    entry.lkey        = layout->lkey;
+    umr->qpx->wr_id    = index;
+    umr->qpx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    mlx5dv_wr_mr_interleaved(umr->mqpx, mk->mkey, umr->access, layout->count,
+                             1, &entry);
+    ret = ibv_wr_complete(umr->qpx);
+    if (ret != 0) {
+        ucs_error("dcx: umr: cannot program mkey 0x%x: %s", mk->mkey->lkey,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    umr->sq_available -= mk->dirty ? 2 : 1;
+    mk->dirty  = 1;
+    mk->layout = *layout;
+    mk->state  = UCT_DCX_UMR_MKEY_PROGRAMMING;
+    it         = kh_put(uct_dcx_umr_layouts, &umr->layouts, *layout, &ret);
+    if (ret != UCS_KH_PUT_FAILED) {
+        kh_value(&umr->layouts, it) = mk;
+        mk->cached                  = 1;
+    }
+    ++umr->stats.umrs;
+    return UCS_OK;
+}
+
+ucs_status_t uct_dcx_umr_get(uct_dcx_umr_t *umr,
+                             const uct_dcx_umr_layout_t *layout,
+                             uct_dcx_umr_mkey_t **mkey_p)
+{
+    uct_dcx_umr_mkey_t *mk;
+    ucs_status_t status;
+    khiter_t it;
+
+    it = kh_get(uct_dcx_umr_layouts, &umr->layouts, *layout);
+    if (it != kh_end(&umr->layouts)) {
+        mk = kh_value(&umr->layouts, it);
+        switch (mk->state) {
+        case UCT_DCX_UMR_MKEY_READY:
+            uct_dcx_umr_unlist(mk);
+            ++mk->refcount;
+            ++umr->stats.hits;
+            *mkey_p = mk;
+            return UCS_OK;
+        case UCT_DCX_UMR_MKEY_FAILED:
+            /* Reported once; a later try programs it again. */
+            uct_dcx_umr_uncache(umr, mk);
+            uct_dcx_umr_retire(umr, mk);
+            return UCS_ERR_INVALID_PARAM;
+        default:
+            return UCS_INPROGRESS;
+        }
+    }
+
+    if (umr->sq_available < 2) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    if (!ucs_list_is_empty(&umr->free)) {
+        mk = ucs_list_head(&umr->free, uct_dcx_umr_mkey_t, list);
+    } else if (!ucs_list_is_empty(&umr->lru)) {
+        mk = ucs_list_head(&umr->lru, uct_dcx_umr_mkey_t, list);
+        uct_dcx_umr_uncache(umr, mk);
+        ++umr->stats.evictions;
+    } else {
+        return UCS_ERR_NO_RESOURCE; /* all in use or being invalidated */
+    }
+
+    status = uct_dcx_umr_program(umr, mk, layout);
+    if (status != UCS_OK) {
+        return status;
+    }
+    uct_dcx_umr_unlist(mk);
+    return UCS_INPROGRESS;
+}
+
+void uct_dcx_umr_put(uct_dcx_umr_t *umr, uct_dcx_umr_mkey_t *mk)
+{
+    ucs_assert(mk->refcount > 0);
+    if (--mk->refcount > 0) {
+        return;
+    }
+
+    if (mk->cached) {
+        mk->listed = 1;
+        ucs_list_add_tail(&umr->lru, &mk->list);
+    } else {
+        uct_dcx_umr_retire(umr, mk);
+    }
+}
+
+unsigned uct_dcx_umr_progress(uct_dcx_umr_t *umr)
+{
+    struct ibv_poll_cq_attr attr = {};
+    struct ibv_cq_ex *cq         = umr->cq;
+    unsigned count               = 0;
+    uct_dcx_umr_mkey_t *mk;
+    enum ibv_wc_status status;
+    uint64_t wr_id;
+
+    if (ibv_start_poll(cq, &attr) != 0) {
+        return 0;
+    }
+
+    do {
+        wr_id  = cq->wr_id;
+        status = cq->status;
+        mk     = &umr->mkeys[wr_id & ~(uint64_t)UCT_DCX_UMR_WR_INV];
+        ++umr->sq_available;
+        ++count;
+
+        if (wr_id & UCT_DCX_UMR_WR_INV) {
+            /* A stand-alone invalidation, or the failed first half of a
+             * programming (its UMR then fails too). */
+            if (mk->state == UCT_DCX_UMR_MKEY_INVALIDATING) {
+                mk->dirty  = (status != IBV_WC_SUCCESS);
+                mk->state  = UCT_DCX_UMR_MKEY_FREE;
+                mk->listed = 1;
+                ucs_list_add_tail(&umr->free, &mk->list);
+            }
+        } else if (status == IBV_WC_SUCCESS) {
+            mk->state = UCT_DCX_UMR_MKEY_READY;
+            if (!mk->cached) {
+                uct_dcx_umr_retire(umr, mk); /* forgotten meanwhile */
+            } else if (mk->refcount == 0) {
+                mk->listed = 1;
+                ucs_list_add_tail(&umr->lru, &mk->list);
+            }
+        } else {
+            ucs_diag("dcx: umr of mkey 0x%x failed: %s", mk->mkey->lkey,
+                     umr->ops->wc_status_str(status));
+            /* A cached failure is reported to the next user of the layout
+             * and evictable meanwhile. */
+            mk->state  = mk->cached ? UCT_DCX_UMR_MKEY_FAILED :
+                                      UCT_DCX_UMR_MKEY_FREE;
+            mk->listed = 1;
+            ucs_list_add_tail(mk->cached ? &umr->lru : &umr->free, &mk->list);
+        }
+    } while (ibv_next_poll(cq) == 0);
+    ibv_end_poll(cq);
+
+    return count;
+}
+
+void uct_dcx_umr_forget_lkey(uct_dcx_umr_t *umr, uint32_t lkey)
+{
+    uct_dcx_umr_mkey_t *mk;
+    unsigned i;
+
+    for (i = 0; i < umr->num_mkeys; ++i) {
+        mk = &umr->mkeys[i];
+        if (!mk->cached || (mk->layout.lkey != lkey)) {
+            continue;
+        }
+        uct_dcx_umr_uncache(umr, mk);
+        ++umr->stats.invalidations;
+        if ((mk->refcount == 0) && (mk->state == UCT_DCX_UMR_MKEY_READY)) {
+            uct_dcx_umr_retire(umr, mk);
+        } else if (mk->state == UCT_DCX_UMR_MKEY_FAILED) {
+            uct_dcx_umr_retire(umr, mk);
+        }
+        /* Programming or in use: retired when it completes / is put. */
+    }
+}

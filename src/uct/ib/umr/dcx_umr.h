@@ -1,0 +1,139 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * UMR engine: indirect memory keys that describe strided memory, programmed
+ * by UMR work requests on a loopback RC QP (DCIs cannot post UMR), kept in a
+ * pool and cached by layout.
+ *
+ *   layout (lkey, addr, length, stride, count)
+ *      |  cache hit: the mkey is used at once
+ *      v  miss: take a free mkey, or evict the least recently used idle one
+ *   [LOCAL_INV if it was programmed] + UMR interleaved  -->  CQE  --> READY
+ *
+ * An mkey is usable by other QPs only after its UMR completed, so a miss
+ * returns UCS_INPROGRESS and the caller retries after progress. An mkey in
+ * use by operations (reference count) is never invalidated; one whose
+ * registration goes away leaves the cache and is invalidated once idle.
+ */
+#ifndef UCT_DCX_UMR_H_
+#define UCT_DCX_UMR_H_
+
+#include "../dcx/dcx_seam.h"
+
+#include <ucs/datastruct/khash.h>
+#include <ucs/datastruct/list.h>
+#include <ucs/type/status.h>
+
+
+/* A strided region: count blocks of length bytes, stride bytes apart. */
+typedef struct uct_dcx_umr_layout {
+    uint64_t addr;     /* first byte of the first block */
+    uint32_t lkey;     /* registration holding every block */
+    uint32_t length;   /* bytes per block */
+    uint32_t stride;   /* distance between block starts */
+    uint32_t count;    /* number of blocks */
+} uct_dcx_umr_layout_t;
+
+
+typedef enum {
+    UCT_DCX_UMR_MKEY_FREE,         /* programmable */
+    UCT_DCX_UMR_MKEY_PROGRAMMING,  /* UMR posted, no CQE yet */
+    UCT_DCX_UMR_MKEY_READY,        /* usable by any QP of the PD */
+    UCT_DCX_UMR_MKEY_INVALIDATING, /* LOCAL_INV posted */
+    UCT_DCX_UMR_MKEY_FAILED        /* the UMR failed; reported once */
+} uct_dcx_umr_mkey_state_t;
+
+
+typedef struct uct_dcx_umr_mkey {
+    struct mlx5dv_mkey   *mkey;
+    uct_dcx_umr_layout_t layout;
+    ucs_list_link_t      list;      /* in free or lru, when there */
+    uint32_t             refcount;  /* operations using it */
+    uint8_t              state;     /* uct_dcx_umr_mkey_state_t */
+    uint8_t              cached;    /* in the layout table */
+    uint8_t              dirty;     /* programmed since its last LOCAL_INV */
+    uint8_t              listed;    /* on free or lru */
+} uct_dcx_umr_mkey_t;
+
+
+static inline khint32_t uct_dcx_umr_layout_hash(uct_dcx_umr_layout_t l)
+{
+    uint64_t h = l.addr ^ ((uint64_t)l.lkey << 32) ^
+                 ((uint64_t)l.length * 0x9e3779b1u) ^
+                 ((uint64_t)l.stride << 17) ^ ((uint64_t)l.count << 41);
+    return kh_int64_hash_func(h);
+}
+
+static inline int uct_dcx_umr_layout_equal(uct_dcx_umr_layout_t a,
+                                           uct_dcx_umr_layout_t b)
+{
+    return (a.addr == b.addr) && (a.lkey == b.lkey) &&
+           (a.length == b.length) && (a.stride == b.stride) &&
+           (a.count == b.count);
+}
+
+KHASH_INIT(uct_dcx_umr_layouts, uct_dcx_umr_layout_t, uct_dcx_umr_mkey_t*,
+           1, uct_dcx_umr_layout_hash, uct_dcx_umr_layout_equal)
+
+
+typedef struct uct_dcx_umr_stats {
+    uint64_t umrs;           /* layouts programmed */
+    uint64_t hits;           /* operations served by a cached layout */
+    uint64_t evictions;      /* cached layouts replaced */
+    uint64_t invalidations;  /* layouts dropped with their registration */
+} uct_dcx_umr_stats_t;
+
+
+typedef struct uct_dcx_umr {
+    const uct_dcx_verbs_ops_t *ops;
+    struct ibv_cq_ex          *cq;
+    struct ibv_qp             *qp;
+    struct ibv_qp_ex          *qpx;
+    struct mlx5dv_qp_ex       *mqpx;
+    unsigned                  sq_available;
+    unsigned                  max_entries; /* interleaved entries per UMR */
+    uint32_t                  access;      /* rights of every layout */
+    uct_dcx_umr_mkey_t        *mkeys;
+    unsigned                  num_mkeys;
+    ucs_list_link_t           free;        /* FREE mkeys */
+    ucs_list_link_t           lru;         /* idle cached READY, oldest first */
+    khash_t(uct_dcx_umr_layouts) layouts;
+    uct_dcx_umr_stats_t       stats;
+} uct_dcx_umr_t;
+
+
+/* Open the engine on a device context opened with DEVX. num_mkeys bounds
+ * the cached layouts (and operations in flight on distinct layouts). */
+ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
+                              const uct_dcx_verbs_ops_t *ops,
+                              struct ibv_context *ctx, struct ibv_pd *pd,
+                              uint8_t port, const struct ibv_port_attr *port_attr,
+                              const union ibv_gid *gid, unsigned num_mkeys,
+                              unsigned max_inline);
+
+void uct_dcx_umr_cleanup(uct_dcx_umr_t *umr);
+
+/* An mkey mapping the layout zero-based, with a reference for the caller:
+ * UCS_OK (use it now), UCS_INPROGRESS (being programmed: retry after
+ * progress), UCS_ERR_NO_RESOURCE (every mkey busy), UCS_ERR_INVALID_PARAM
+ * (the device refused the layout). */
+ucs_status_t uct_dcx_umr_get(uct_dcx_umr_t *umr,
+                             const uct_dcx_umr_layout_t *layout,
+                             uct_dcx_umr_mkey_t **mkey_p);
+
+/* Drop the reference of an operation that completed. */
+void uct_dcx_umr_put(uct_dcx_umr_t *umr, uct_dcx_umr_mkey_t *mkey);
+
+/* Completions of UMR and invalidation work requests. */
+unsigned uct_dcx_umr_progress(uct_dcx_umr_t *umr);
+
+/* A registration goes away: forget every layout over it and invalidate the
+ * idle ones now. */
+void uct_dcx_umr_forget_lkey(uct_dcx_umr_t *umr, uint32_t lkey);
+
+/* Whether the layout can be one interleaved UMR: 16-bit block length and
+ * stride fields, and a 32-bit mapped length. */
+int uct_dcx_umr_layout_fits(const uct_dcx_umr_t *umr,
+                            const uct_dcx_umr_layout_t *layout);
+
+#endif

@@ -7,6 +7,9 @@
  */
 #include "uct_test.h"
 
+#include <uct/ib/dcx/dcx.h>
+
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +28,24 @@ std::ostream &operator<<(std::ostream &os, const shape &s)
 {
     return os << s.length << "x" << s.count << "@" << s.stride << "+"
               << s.offset;
+}
+
+/* The plugin's counters, looked up where the suite loaded it. */
+uct_dcx_umr_counters_t umr_counters(uct_iface_h iface)
+{
+    typedef ucs_status_t (*query_fn_t)(uct_iface_h, uct_dcx_umr_counters_t*);
+    static query_fn_t query = []() -> query_fn_t {
+        void *handle = dlopen(DCX_TEST_PLUGIN, RTLD_NOW | RTLD_NOLOAD);
+        return (handle == nullptr) ? nullptr :
+               (query_fn_t)dlsym(handle, "uct_dcx_iface_query_umr");
+    }();
+    uct_dcx_umr_counters_t c = {};
+
+    EXPECT_NE(nullptr, query) << "uct_dcx_iface_query_umr is not exported";
+    if (query != nullptr) {
+        EXPECT_EQ(UCS_OK, query(iface, &c));
+    }
+    return c;
 }
 
 char local_byte(size_t i)  { return (char)(i * 13 + 7); }
@@ -146,6 +167,23 @@ TEST_P(uct_umr, shapes)
         }
         ASSERT_NO_FATAL_FAILURE(check_shape(s));
     }
+
+    /* Every operation took the path the setting asks for. */
+    uct_dcx_umr_counters_t c = umr_counters(m_sender->iface());
+    size_t strided = 0; /* count 1 is contiguous, not strided */
+    for (const shape &s : shapes) {
+        strided += (s.count > 1);
+    }
+    if (GetParam() == "no") {
+        EXPECT_EQ(0u, c.zcopy_ops);
+        EXPECT_EQ(0u, c.umrs);
+        EXPECT_GT(c.copy_ops, 0u);
+    } else {
+        EXPECT_EQ(0u, c.copy_ops);
+        EXPECT_EQ(2 * strided, c.zcopy_ops); /* a put and a get each */
+        EXPECT_EQ(strided, c.umrs);          /* the get reuses the put's */
+        EXPECT_EQ(strided, c.hits);
+    }
 }
 
 /* Tests of the mkey pool and cache: UMR only. */
@@ -156,11 +194,25 @@ class uct_umr_pool : public uct_umr {
  * and several strided operations in flight at once. */
 TEST_P(uct_umr_pool, reuse_evict_and_in_flight)
 {
+    /* One layout again and again: programmed once, then cache hits (the
+     * buffers are the same registrations each time, via the rcache). */
+    buffer local1(*m_sender, 8192), remote1(*m_receiver, 8192);
+    rkey rk1(remote1.packed_rkey());
+    uct_dcx_umr_counters_t c0 = umr_counters(m_sender->iface());
+    for (int i = 0; i < 5; ++i) {
+        ASSERT_EQ(UCS_OK, rma(false, local1, {8, 64, 100, 0}, remote1, rk1));
+    }
+    uct_dcx_umr_counters_t c1 = umr_counters(m_sender->iface());
+    EXPECT_EQ(1u, c1.umrs - c0.umrs);
+    EXPECT_EQ(4u, c1.hits - c0.hits);
+
+    /* Six layouts on four mkeys, three times: evictions. */
     for (int round = 0; round < 3; ++round) {
         for (size_t len : {8, 16, 24, 32, 40, 48}) {
             ASSERT_NO_FATAL_FAILURE(check_shape({len, 64, 100, 0}));
         }
     }
+    EXPECT_GT(umr_counters(m_sender->iface()).evictions, 0u);
 
     const int num_ops = 12; /* three times the pool */
     buffer local(*m_sender, 64 * 1024);
@@ -248,6 +300,10 @@ TEST_P(uct_umr, dereg_under_cached_layout)
             ASSERT_EQ((char)(round * 31 + b * s.stride),
                       remote.ptr()[b * s.length]) << "round " << round;
         }
+    }
+    if (GetParam() != "no") {
+        /* Each deregistration dropped the layout built over it. */
+        EXPECT_GE(umr_counters(sender.iface()).invalidations, 5u);
     }
     uct_ep_destroy(ep);
 }

@@ -529,6 +529,30 @@ ucs_status_t uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface,
     return UCS_OK;
 }
 
+__attribute__((visibility("default")))
+ucs_status_t uct_dcx_iface_query_umr(uct_iface_h tl_iface,
+                                     uct_dcx_umr_counters_t *counters)
+{
+    uct_dcx_iface_t *iface;
+
+    if ((tl_iface == NULL) || (counters == NULL) ||
+        (tl_iface->ops.ep_put_zcopy != uct_dcx_ep_put_zcopy)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+    memset(counters, 0, sizeof(*counters));
+    counters->zcopy_ops = iface->umr.zcopy_ops;
+    counters->copy_ops  = iface->umr.copy_ops;
+    if (iface->umr.engine != NULL) {
+        counters->umrs          = iface->umr.engine->stats.umrs;
+        counters->hits          = iface->umr.engine->stats.hits;
+        counters->evictions     = iface->umr.engine->stats.evictions;
+        counters->invalidations = iface->umr.engine->stats.invalidations;
+    }
+    return UCS_OK;
+}
+
 /* UMR completions make layouts ready: endpoints waiting for one retry. */
 static unsigned uct_dcx_iface_umr_progress(uct_dcx_iface_t *iface)
 {

@@ -23,6 +23,7 @@
 #include "dcx_md.h"
 
 #include "../umr/dcx_umr.h"
+#include <uct/ib/dcx/dcx.h>
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_iov.inl>

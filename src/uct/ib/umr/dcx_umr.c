@@ -346,6 +346,7 @@ static ucs_status_t uct_dcx_umr_program(uct_dcx_umr_t *umr,
 
     umr->sq_available -= mk->dirty ? 2 : 1;
     mk->dirty  = 1;
+    mk->fresh  = 1;
     mk->layout = *layout;
     mk->state  = UCT_DCX_UMR_MKEY_PROGRAMMING;
     it         = kh_put(uct_dcx_umr_layouts, &umr->layouts, *layout, &ret);
@@ -372,7 +373,8 @@ ucs_status_t uct_dcx_umr_get(uct_dcx_umr_t *umr,
         case UCT_DCX_UMR_MKEY_READY:
             uct_dcx_umr_unlist(mk);
             ++mk->refcount;
-            ++umr->stats.hits;
+            umr->stats.hits += !mk->fresh;
+            mk->fresh        = 0;
             *mkey_p = mk;
             return UCS_OK;
         case UCT_DCX_UMR_MKEY_FAILED:

@@ -53,6 +53,8 @@ typedef struct uct_dcx_umr_mkey {
     uint8_t              cached;    /* in the layout table */
     uint8_t              dirty;     /* programmed since its last LOCAL_INV */
     uint8_t              listed;    /* on free or lru */
+    uint8_t              fresh;     /* programmed, not used yet: its first
+                                       use is not a cache hit */
 } uct_dcx_umr_mkey_t;
 
 

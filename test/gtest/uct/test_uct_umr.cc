@@ -308,6 +308,162 @@ TEST_P(uct_umr, dereg_under_cached_layout)
     uct_ep_destroy(ep);
 }
 
+namespace {
+
+typedef ucs_status_t (*view_create_fn_t)(uct_iface_h, uct_mem_h, void*,
+                                         size_t, size_t, size_t, uct_mem_h*);
+typedef ucs_status_t (*view_destroy_fn_t)(uct_iface_h, uct_mem_h);
+
+template <typename T> T plugin_sym(const char *name)
+{
+    void *handle = dlopen(DCX_TEST_PLUGIN, RTLD_NOW | RTLD_NOLOAD);
+    T fn         = (handle == nullptr) ? nullptr : (T)dlsym(handle, name);
+    EXPECT_NE(nullptr, fn) << name << " is not exported";
+    return fn;
+}
+
+struct failure_log {
+    std::vector<ucs_status_t> statuses;
+};
+
+ucs_status_t log_failure(void *arg, uct_ep_h ep, ucs_status_t status)
+{
+    ((failure_log*)arg)->statuses.push_back(status);
+    return UCS_OK;
+}
+
+} // namespace
+
+/* A persistent remote strided view: the peer puts and gets contiguous
+ * bytes, they land in (come from) the view's blocks; after the view is
+ * destroyed its key fails the peer's endpoint and touches nothing. */
+TEST_P(uct_umr_pool, remote_strided_view)
+{
+    auto view_create  = plugin_sym<view_create_fn_t>("uct_dcx_mem_view_create");
+    auto view_destroy = plugin_sym<view_destroy_fn_t>("uct_dcx_mem_view_destroy");
+    ASSERT_TRUE((view_create != nullptr) && (view_destroy != nullptr));
+
+    const size_t blen = 16, stride = 64, count = 32, total = blen * count;
+    failure_log failures;
+    entity sender(config_t(), log_failure, &failures);
+    buffer target(*m_receiver, 8192);
+    buffer src(sender, 4096), dst(sender, 4096);
+    uct_ep_h ep = sender.connect(*m_receiver);
+    std::vector<entity*> both = {&sender, m_receiver.get()};
+    uct_mem_h view;
+
+    memset(target.ptr(), 0, target.length());
+    ASSERT_EQ(UCS_OK, view_create(m_receiver->iface(), target.memh(),
+                                  target.ptr() + 8, blen, stride, count,
+                                  &view));
+    std::vector<char> packed(64);
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_receiver->md(), view, packed.data()));
+    rkey view_rkey(packed);
+
+    auto op = [&](bool get, void *buf, const buffer &reg, size_t len,
+                  uint64_t offset) {
+        test_comp comp;
+        uct_iov_t iov = {};
+        iov.buffer = buf;
+        iov.length = len;
+        iov.count  = 1;
+        iov.memh   = reg.memh();
+        ucs_status_t status = retry(both, [&] {
+            return get ? uct_ep_get_zcopy(ep, &iov, 1, offset,
+                                          view_rkey.get(), &comp.uct) :
+                         uct_ep_put_zcopy(ep, &iov, 1, offset,
+                                          view_rkey.get(), &comp.uct);
+        });
+        if (status == UCS_INPROGRESS) {
+            EXPECT_TRUE(wait_for(both, [&] { return comp.done != 0; }));
+            status = comp.status;
+        }
+        return status;
+    };
+
+    /* Contiguous put -> strided blocks; gaps untouched. */
+    for (size_t i = 0; i < total; ++i) {
+        src.ptr()[i] = (char)(i * 3 + 1);
+    }
+    ASSERT_EQ(UCS_OK, op(false, src.ptr(), src, total, 0));
+    for (size_t l = 0; l < target.length(); ++l) {
+        size_t rel = l - 8;
+        bool in    = (l >= 8) && (rel / stride < count) &&
+                     (rel % stride < blen);
+        ASSERT_EQ(in ? (char)(((rel / stride) * blen + rel % stride) * 3 + 1)
+                     : 0, target.ptr()[l]) << "target byte " << l;
+    }
+
+    /* A part of the view at an offset, read back contiguously. */
+    memset(dst.ptr(), 0, dst.length());
+    ASSERT_EQ(UCS_OK, op(true, dst.ptr(), dst, 100, 37));
+    for (size_t i = 0; i < 100; ++i) {
+        ASSERT_EQ((char)((37 + i) * 3 + 1), dst.ptr()[i]) << "byte " << i;
+    }
+    EXPECT_TRUE(failures.statuses.empty());
+
+    /* Both strided: local blocks of 8 bytes, 24 apart, into the view. */
+    {
+        test_comp comp;
+        uct_iov_t iov = {};
+        for (size_t i = 0; i < src.length(); ++i) {
+            src.ptr()[i] = (char)(i * 5 + 2);
+        }
+        iov.buffer = src.ptr();
+        iov.length = 8;
+        iov.stride = 24;
+        iov.count  = total / 8;
+        iov.memh   = src.memh();
+        ucs_status_t st = retry(both, [&] {
+            return uct_ep_put_zcopy(ep, &iov, 1, 0, view_rkey.get(),
+                                    &comp.uct);
+        });
+        if (st == UCS_INPROGRESS) {
+            ASSERT_TRUE(wait_for(both, [&] { return comp.done != 0; }));
+            st = comp.status;
+        }
+        ASSERT_EQ(UCS_OK, st);
+        for (size_t o = 0; o < total; ++o) {
+            char want = (char)(((o / 8) * 24 + o % 8) * 5 + 2);
+            ASSERT_EQ(want, target.ptr()[8 + (o / blen) * stride + o % blen])
+                    << "offset " << o;
+        }
+    }
+
+    /* The view is not a registration. */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_md_mem_dereg(m_receiver->md(), view));
+
+    /* Destroyed: the old key fails the endpoint, memory untouched. */
+    ASSERT_EQ(UCS_OK, view_destroy(m_receiver->iface(), view));
+    std::vector<char> before(target.ptr(), target.ptr() + target.length());
+    ucs_status_t status = op(false, src.ptr(), src, total, 0);
+    EXPECT_NE(UCS_OK, status);
+    ASSERT_TRUE(wait_for(both, [&] { return !failures.statuses.empty(); }));
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET, failures.statuses[0]);
+    EXPECT_EQ(0, memcmp(before.data(), target.ptr(), target.length()))
+            << "a destroyed view's key reached memory";
+    uct_ep_destroy(ep);
+}
+
+/* Views refuse what they cannot map. */
+TEST_P(uct_umr_pool, remote_strided_view_invalid)
+{
+    auto view_create = plugin_sym<view_create_fn_t>("uct_dcx_mem_view_create");
+    ASSERT_NE(nullptr, view_create);
+    buffer target(*m_receiver, 4096);
+    uct_mem_h view;
+
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              view_create(m_receiver->iface(), target.memh(), target.ptr(),
+                          16, 64, 1000, &view)) << "beyond the registration";
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              view_create(m_receiver->iface(), target.memh(), target.ptr(),
+                          64, 16, 4, &view)) << "overlapping blocks";
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              view_create(m_receiver->iface(), nullptr, target.ptr(), 16, 64,
+                          4, &view)) << "no registration";
+}
+
 /* Impossible shapes fail with no side effect. */
 TEST_P(uct_umr, invalid_shapes)
 {

@@ -39,6 +39,45 @@ ucs_status_t uct_dcx_iface_query_umr(uct_iface_h iface,
                                      uct_dcx_umr_counters_t *counters);
 
 
+/**
+ * Create a persistent strided view of registered memory: @a count blocks of
+ * @a length bytes, @a stride bytes apart, starting at @a address inside the
+ * registration @a memh of @a iface's memory domain. The view is a memory
+ * handle: pack its remote key with uct_md_mkey_pack(); a peer that puts or
+ * gets contiguous data at remote offset o (0 <= o < length * count, the
+ * view is zero-based) reaches block o / length, byte o % length.
+ *
+ * Contract: peers stop using a view before it is destroyed; one that does
+ * not gets a remote-access error on its endpoint, and the memory is not
+ * touched. Destroy views before their registration and before @a iface.
+ * The block length and the stride are below 64 KiB (one UMR).
+ *
+ * Example: expose column j of a row-major N x N matrix of doubles:
+ * @code
+ *   uct_mem_h view;
+ *   uct_dcx_mem_view_create(iface, memh, &a[0][j], sizeof(double),
+ *                           N * sizeof(double), N, &view);
+ *   uct_md_mkey_pack(md, view, rkey_buffer);  // send to the peer
+ *   // peer: uct_ep_put_zcopy(ep, column, 1, 0, rkey, comp) fills column j
+ *   uct_dcx_mem_view_destroy(iface, view);
+ * @endcode
+ *
+ * @return UCS_OK, UCS_ERR_INVALID_PARAM (not a dcx interface, a layout
+ *         outside the registration or too large for one UMR),
+ *         UCS_ERR_UNSUPPORTED (the device has no UMR).
+ */
+ucs_status_t uct_dcx_mem_view_create(uct_iface_h iface, uct_mem_h memh,
+                                     void *address, size_t length,
+                                     size_t stride, size_t count,
+                                     uct_mem_h *view_p);
+
+
+/**
+ * Destroy a view: its remote key stops working at once.
+ */
+ucs_status_t uct_dcx_mem_view_destroy(uct_iface_h iface, uct_mem_h view);
+
+
 #ifdef __cplusplus
 }
 #endif

@@ -553,6 +553,104 @@ ucs_status_t uct_dcx_iface_query_umr(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
+/* A view: the memory handle mkey_pack reads, describing the view's mkey. */
+typedef struct uct_dcx_mem_view {
+    uct_dcx_mem_t      memh;
+    struct ibv_mr      mr;
+    uct_dcx_umr_view_t umr;
+} uct_dcx_mem_view_t;
+
+__attribute__((visibility("default")))
+ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
+                                     void *address, size_t length,
+                                     size_t stride, size_t count,
+                                     uct_mem_h *view_p)
+{
+    uct_dcx_mem_t *mem = memh;
+    uct_dcx_umr_layout_t layout;
+    uct_dcx_mem_view_t *view;
+    uct_dcx_iface_t *iface;
+    uct_dcx_umr_t *umr;
+    ucs_status_t status;
+    uintptr_t first, end;
+
+    if ((tl_iface == NULL) || (tl_iface->ops.ep_put_zcopy !=
+                               uct_dcx_ep_put_zcopy) ||
+        (mem == NULL) || (view_p == NULL) ||
+        (mem->flags & UCT_DCX_MEM_FLAG_VIEW)) {
+        ucs_error("dcx: a view needs a dcx interface and a registration");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+
+    first = (uintptr_t)address;
+    end   = first + (count - 1) * stride + length;
+    if ((length == 0) || (count == 0) || (stride < length) ||
+        (first < (uintptr_t)mem->mr->addr) ||
+        (end > (uintptr_t)mem->mr->addr + mem->mr->length)) {
+        ucs_error("dcx: view %zu x %zu @ %zu at %p is empty, overlapping or "
+                  "outside its registration [%p, +%zu)", count, length,
+                  stride, address, mem->mr->addr, mem->mr->length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_dcx_iface_umr_engine(iface, &umr);
+    if (status != UCS_OK) {
+        ucs_error("dcx: %s: strided views need UMR", iface->md->device->name);
+        return status;
+    }
+
+    view = ucs_calloc(1, sizeof(*view), "dcx view");
+    if (view == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    layout.addr   = first;
+    layout.lkey   = mem->mr->lkey;
+    layout.length = length;
+    layout.stride = stride;
+    layout.count  = count;
+    status        = uct_dcx_umr_view_create(umr, iface->md->pd, &layout,
+                                            &view->umr);
+    if (status != UCS_OK) {
+        ucs_free(view);
+        return status;
+    }
+
+    view->mr.context = iface->md->ctx;
+    view->mr.pd      = iface->md->pd;
+    view->mr.addr    = NULL;         /* zero-based */
+    view->mr.length  = length * count;
+    view->mr.lkey    = view->umr.mkey->lkey;
+    view->mr.rkey    = view->umr.mkey->rkey;
+    view->memh.mr    = &view->mr;
+    view->memh.flags = UCT_DCX_MEM_FLAG_VIEW;
+    *view_p          = &view->memh;
+    return UCS_OK;
+}
+
+__attribute__((visibility("default")))
+ucs_status_t uct_dcx_mem_view_destroy(uct_iface_h tl_iface, uct_mem_h memh)
+{
+    uct_dcx_mem_t *mem = memh;
+    uct_dcx_mem_view_t *view;
+    uct_dcx_iface_t *iface;
+    ucs_status_t status;
+
+    if ((tl_iface == NULL) || (tl_iface->ops.ep_put_zcopy !=
+                               uct_dcx_ep_put_zcopy) ||
+        (mem == NULL) || !(mem->flags & UCT_DCX_MEM_FLAG_VIEW)) {
+        ucs_error("dcx: %p is not a strided view of a dcx interface", memh);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    iface  = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+    view   = ucs_container_of(mem, uct_dcx_mem_view_t, memh);
+    status = uct_dcx_umr_view_destroy(iface->umr.engine, &view->umr);
+    ucs_free(view);
+    return status;
+}
+
 /* UMR completions make layouts ready: endpoints waiting for one retry. */
 static unsigned uct_dcx_iface_umr_progress(uct_dcx_iface_t *iface)
 {

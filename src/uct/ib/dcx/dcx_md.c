@@ -204,7 +204,8 @@ static ucs_status_t uct_dcx_md_reg_mr(uct_dcx_md_t *md, void *address,
     struct rlimit limit;
     int err;
 
-    memh->mr = md->ops->reg_mr_iova2(md->pd, address, length,
+    memh->flags = 0;
+    memh->mr    = md->ops->reg_mr_iova2(md->pd, address, length,
                                      (uintptr_t)address, UCT_DCX_MR_ACCESS);
     if (ucs_likely(memh->mr != NULL)) {
         return UCS_OK;
@@ -291,6 +292,12 @@ uct_dcx_md_mem_dereg(uct_md_h uct_md, const uct_md_mem_dereg_params_t *params)
     UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
 
     memh = params->memh;
+    if (memh->flags & UCT_DCX_MEM_FLAG_VIEW) {
+        ucs_error("dcx: memory handle %p is a strided view: destroy it with "
+                  "uct_dcx_mem_view_destroy()", memh);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
     if (md->rcache != NULL) {
         ucs_rcache_region_put(md->rcache,
                               &ucs_container_of(memh, uct_dcx_rcache_region_t,

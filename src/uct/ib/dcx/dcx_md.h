@@ -57,7 +57,13 @@ typedef struct uct_dcx_md_mr_listener {
 /* A memory registration (the memory handle). */
 typedef struct uct_dcx_mem {
     struct ibv_mr *mr;
+    uint32_t      flags;  /* UCT_DCX_MEM_FLAG_* */
 } uct_dcx_mem_t;
+
+enum {
+    /* A strided view (uct_dcx_mem_view_create): mr describes its mkey. */
+    UCT_DCX_MEM_FLAG_VIEW = UCS_BIT(0)
+};
 
 
 /* A memory registration that lives in the registration cache. */

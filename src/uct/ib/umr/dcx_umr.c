@@ -7,6 +7,7 @@
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/math.h>
+#include <ucs/time/time.h>
 
 #include <string.h>
 
@@ -14,6 +15,10 @@
 /* Work request ids: the mkey index, and whether the WR is the mkey's UMR
  * or a stand-alone invalidation. */
 #define UCT_DCX_UMR_WR_INV   UCS_BIT(31)
+#define UCT_DCX_UMR_WR_VIEW  UCS_BIT(30) /* a view's UMR or invalidation */
+
+/* How long a view waits for its UMR or invalidation. */
+#define UCT_DCX_UMR_VIEW_TIMEOUT 10.0
 
 /* Send queue of the UMR QP: an invalidation and a UMR per programming. */
 #define UCT_DCX_UMR_SQ_LEN   128
@@ -424,57 +429,181 @@ void uct_dcx_umr_put(uct_dcx_umr_t *umr, uct_dcx_umr_mkey_t *mk)
     }
 }
 
+/* One completion of the UMR QP: a cached mkey's UMR or invalidation, or
+ * (reported to the caller) a view's. */
+static void uct_dcx_umr_complete(uct_dcx_umr_t *umr, uint64_t wr_id,
+                                 enum ibv_wc_status status)
+{
+    uct_dcx_umr_mkey_t *mk;
+
+    ++umr->sq_available;
+    if (wr_id & UCT_DCX_UMR_WR_VIEW) {
+        return;
+    }
+
+    mk = &umr->mkeys[wr_id & ~(uint64_t)UCT_DCX_UMR_WR_INV];
+    if (wr_id & UCT_DCX_UMR_WR_INV) {
+        /* A stand-alone invalidation, or the failed first half of a
+         * programming (its UMR then fails too). */
+        if (mk->state == UCT_DCX_UMR_MKEY_INVALIDATING) {
+            mk->dirty  = (status != IBV_WC_SUCCESS);
+            mk->state  = UCT_DCX_UMR_MKEY_FREE;
+            mk->listed = 1;
+            ucs_list_add_tail(&umr->free, &mk->list);
+        }
+    } else if (status == IBV_WC_SUCCESS) {
+        mk->state = UCT_DCX_UMR_MKEY_READY;
+        if (!mk->cached) {
+            uct_dcx_umr_retire(umr, mk); /* forgotten meanwhile */
+        } else if (mk->refcount == 0) {
+            mk->listed = 1;
+            ucs_list_add_tail(&umr->lru, &mk->list);
+        }
+    } else {
+        ucs_diag("dcx: umr of mkey 0x%x failed: %s", mk->mkey->lkey,
+                 umr->ops->wc_status_str(status));
+        /* A cached failure is reported to the next user of the layout
+         * and evictable meanwhile. */
+        mk->state  = mk->cached ? UCT_DCX_UMR_MKEY_FAILED :
+                                  UCT_DCX_UMR_MKEY_FREE;
+        mk->listed = 1;
+        ucs_list_add_tail(mk->cached ? &umr->lru : &umr->free, &mk->list);
+    }
+}
+
 unsigned uct_dcx_umr_progress(uct_dcx_umr_t *umr)
 {
     struct ibv_poll_cq_attr attr = {};
     struct ibv_cq_ex *cq         = umr->cq;
     unsigned count               = 0;
-    uct_dcx_umr_mkey_t *mk;
-    enum ibv_wc_status status;
-    uint64_t wr_id;
 
     if (ibv_start_poll(cq, &attr) != 0) {
         return 0;
     }
 
     do {
-        wr_id  = cq->wr_id;
-        status = cq->status;
-        mk     = &umr->mkeys[wr_id & ~(uint64_t)UCT_DCX_UMR_WR_INV];
-        ++umr->sq_available;
+        uct_dcx_umr_complete(umr, cq->wr_id, cq->status);
         ++count;
-
-        if (wr_id & UCT_DCX_UMR_WR_INV) {
-            /* A stand-alone invalidation, or the failed first half of a
-             * programming (its UMR then fails too). */
-            if (mk->state == UCT_DCX_UMR_MKEY_INVALIDATING) {
-                mk->dirty  = (status != IBV_WC_SUCCESS);
-                mk->state  = UCT_DCX_UMR_MKEY_FREE;
-                mk->listed = 1;
-                ucs_list_add_tail(&umr->free, &mk->list);
-            }
-        } else if (status == IBV_WC_SUCCESS) {
-            mk->state = UCT_DCX_UMR_MKEY_READY;
-            if (!mk->cached) {
-                uct_dcx_umr_retire(umr, mk); /* forgotten meanwhile */
-            } else if (mk->refcount == 0) {
-                mk->listed = 1;
-                ucs_list_add_tail(&umr->lru, &mk->list);
-            }
-        } else {
-            ucs_diag("dcx: umr of mkey 0x%x failed: %s", mk->mkey->lkey,
-                     umr->ops->wc_status_str(status));
-            /* A cached failure is reported to the next user of the layout
-             * and evictable meanwhile. */
-            mk->state  = mk->cached ? UCT_DCX_UMR_MKEY_FAILED :
-                                      UCT_DCX_UMR_MKEY_FREE;
-            mk->listed = 1;
-            ucs_list_add_tail(mk->cached ? &umr->lru : &umr->free, &mk->list);
-        }
     } while (ibv_next_poll(cq) == 0);
     ibv_end_poll(cq);
 
     return count;
+}
+
+/* Post the batch in the QP's current session and wait for its one view
+ * completion, handling the cache's completions on the way. */
+static ucs_status_t uct_dcx_umr_view_wait(uct_dcx_umr_t *umr,
+                                          const char *what)
+{
+    struct ibv_poll_cq_attr attr = {};
+    struct ibv_cq_ex *cq         = umr->cq;
+    ucs_time_t deadline          = ucs_get_time() +
+                                   ucs_time_from_sec(UCT_DCX_UMR_VIEW_TIMEOUT);
+    enum ibv_wc_status status;
+    uint64_t wr_id;
+    int ret;
+
+    ret = ibv_wr_complete(umr->qpx);
+    if (ret != 0) {
+        ucs_error("dcx: umr: cannot post a view's %s: %s", what,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+    --umr->sq_available;
+
+    for (;;) {
+        if (ibv_start_poll(cq, &attr) != 0) {
+            if (ucs_get_time() > deadline) {
+                ucs_error("dcx: umr: a view's %s did not complete", what);
+                return UCS_ERR_TIMED_OUT;
+            }
+            continue;
+        }
+        wr_id  = cq->wr_id;
+        status = cq->status;
+        ibv_end_poll(cq);
+        uct_dcx_umr_complete(umr, wr_id, status);
+        if (wr_id & UCT_DCX_UMR_WR_VIEW) {
+            break;
+        }
+    }
+
+    if (status != IBV_WC_SUCCESS) {
+        ucs_error("dcx: umr: a view's %s failed: %s", what,
+                  umr->ops->wc_status_str(status));
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+}
+
+ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
+                                     const uct_dcx_umr_layout_t *layout,
+                                     uct_dcx_umr_view_t *view)
+{
+    struct mlx5dv_mkey_init_attr mkey_attr = {};
+    struct mlx5dv_mr_interleaved entry;
+    ucs_status_t status;
+
+    if (!uct_dcx_umr_layout_fits(umr, layout)) {
+        ucs_error("dcx: a view of %u x %u bytes @ %u does not fit one UMR "
+                  "(block and stride below 64 KiB)", layout->count,
+                  layout->length, layout->stride);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (umr->sq_available == 0) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    mkey_attr.pd           = pd;
+    mkey_attr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
+    mkey_attr.max_entries  = 2;
+    view->mkey             = umr->ops->mlx5dv_create_mkey(&mkey_attr);
+    if (view->mkey == NULL) {
+        ucs_error("dcx: cannot create a view's mkey: %m");
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    entry.addr        = layout->addr;
+    entry.bytes_count = layout->length;
+    entry.bytes_skip  = layout->stride - layout->length;
+    entry.lkey        = layout->lkey;
+    ibv_wr_start(umr->qpx);
+    umr->qpx->wr_id    = UCT_DCX_UMR_WR_VIEW;
+    umr->qpx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    mlx5dv_wr_mr_interleaved(umr->mqpx, view->mkey, umr->access,
+                             layout->count, 1, &entry);
+    status = uct_dcx_umr_view_wait(umr, "UMR");
+    if (status != UCS_OK) {
+        umr->ops->mlx5dv_destroy_mkey(view->mkey);
+        return status;
+    }
+
+    view->layout = *layout;
+    return UCS_OK;
+}
+
+ucs_status_t uct_dcx_umr_view_destroy(uct_dcx_umr_t *umr,
+                                      uct_dcx_umr_view_t *view)
+{
+    ucs_status_t status;
+    int ret;
+
+    /* Invalidate first: a peer still using the view then gets a remote
+     * access error instead of reaching the memory. */
+    while (umr->sq_available == 0) {
+        uct_dcx_umr_progress(umr);
+    }
+    ibv_wr_start(umr->qpx);
+    umr->qpx->wr_id    = UCT_DCX_UMR_WR_VIEW;
+    umr->qpx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_local_inv(umr->qpx, view->mkey->lkey);
+    status = uct_dcx_umr_view_wait(umr, "invalidation");
+
+    ret = umr->ops->mlx5dv_destroy_mkey(view->mkey);
+    if (ret != 0) {
+        ucs_warn("dcx: cannot destroy a view's mkey: %s", strerror(ret));
+    }
+    return status;
 }
 
 void uct_dcx_umr_forget_lkey(uct_dcx_umr_t *umr, uint32_t lkey)

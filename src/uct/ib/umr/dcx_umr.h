@@ -133,6 +133,20 @@ unsigned uct_dcx_umr_progress(uct_dcx_umr_t *umr);
  * idle ones now. */
 void uct_dcx_umr_forget_lkey(uct_dcx_umr_t *umr, uint32_t lkey);
 
+/* A persistent view: its own mkey, programmed with remote rights, outside
+ * the cache. Programming and invalidation wait for their completion. */
+typedef struct uct_dcx_umr_view {
+    struct mlx5dv_mkey   *mkey;
+    uct_dcx_umr_layout_t layout;
+} uct_dcx_umr_view_t;
+
+ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
+                                     const uct_dcx_umr_layout_t *layout,
+                                     uct_dcx_umr_view_t *view);
+
+ucs_status_t uct_dcx_umr_view_destroy(uct_dcx_umr_t *umr,
+                                      uct_dcx_umr_view_t *view);
+
 /* Whether the layout can be one interleaved UMR: 16-bit block length and
  * stride fields, and a 32-bit mapped length. */
 int uct_dcx_umr_layout_fits(const uct_dcx_umr_t *umr,

@@ -76,7 +76,8 @@ cmd_bench() {
     echo "id,measure,dcx,reference,ratio,direction,goal,result" > "$BENCH_CSV"
     case "$what" in
     uct) bench_uct ;;
-    *)   die "unknown benchmark '$what' (benchmarks: uct)" ;;
+    umr) bench_umr ;;
+    *)   die "unknown benchmark '$what' (benchmarks: uct umr)" ;;
     esac
     note "saved $BENCH_CSV"
 }

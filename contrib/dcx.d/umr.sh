@@ -47,3 +47,62 @@ demo_umr() {
     note "    FAILED (log: $log)"
     return 1
 }
+
+# --- contrib/dcx bench umr ----------------------------------------------------
+
+# One shape: "LENGTH STRIDE COUNT ITERATIONS" -> lines "shape method usec MB/s".
+bench_umr_shape() {
+    DCXEMU_FABRIC="$BENCH_FABRIC" timeout 600 "$DCX_PREFIX/bin/dcx-run" --emu \
+        "$DCX_BUILD/test/demo/dcx_umr_bench" "$@" 2>/dev/null
+}
+
+bench_umr() {
+    local shapes=("8 64 4096 100" "1024 4096 1024 50" "64 128 65536 10")
+    local png="$DCX_TOP/bench-results/umr.png" dat line shape
+    dat=$(mktemp)
+    say "bench umr: one strided transfer into contiguous remote memory, four ways"
+    note "device-model figures on this host, not mlx5 hardware: the model moves"
+    note "every UMR block with its own iovec, so small blocks cost more than on"
+    note "a NIC, and a UMR costs no device round trip"
+    echo "shape,method,usec_per_transfer,MBps" > "$BENCH_CSV"
+    printf '  %-18s %-12s %14s %10s\n' shape method usec/transfer MB/s
+    for shape in "${shapes[@]}"; do
+        # shellcheck disable=SC2086
+        bench_umr_shape $shape > "$dat.one" || die "dcx_umr_bench $shape failed"
+        while read -r s m u b; do
+            printf '  %-18s %-12s %14s %10s\n' "$s" "$m" "$u" "$b"
+            echo "$s,$m,$u,$b" >> "$BENCH_CSV"
+        done < "$dat.one"
+        awk '{ bw[$2] = $4; s = $1 } END {
+                 printf "  %-18s umr-cached vs pack-bcopy %.2fx, vs per-element %.1fx\n",
+                        s, bw["umr-cached"] / bw["pack-bcopy"], bw["umr-cached"] / bw["per-element"] }' \
+            "$dat.one"
+        cat "$dat.one" >> "$dat"
+    done
+    if command -v gnuplot >/dev/null; then
+        # One row per shape, one column per method, MB/s on a log scale.
+        awk '{ v[$1, $2] = $4; if (!($1 in seen)) { seen[$1] = 1; order[n++] = $1 } }
+             END { print "shape umr-first umr-cached per-element pack-bcopy";
+                   for (i = 0; i < n; ++i) { s = order[i];
+                       print s, v[s, "umr-first"], v[s, "umr-cached"],
+                             v[s, "per-element"], v[s, "pack-bcopy"] } }' \
+            "$dat" > "$dat.plot"
+        gnuplot <<GNUPLOT || die "gnuplot failed"
+set terminal pngcairo size 900,500 noenhanced
+set output '$png'
+set title "dcx strided put, device model (not hardware): MB/s per method"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set logscale y
+set ylabel "MB/s (log)"
+set key top left autotitle columnhead
+set grid ytics
+plot '$dat.plot' using 2:xtic(1), '' using 3, '' using 4, '' using 5
+GNUPLOT
+        note "plot: $png"
+    else
+        note "gnuplot not found: no plot (contrib/dcx setup installs gnuplot-nox)"
+    fi
+    rm -f "$dat" "$dat.one" "$dat.plot"
+}

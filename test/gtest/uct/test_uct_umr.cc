@@ -60,8 +60,11 @@ protected:
     void SetUp() override
     {
         m_receiver.reset(new entity());
+        /* Every strided size through UMR here; the threshold has its own
+         * test. */
         m_sender.reset(new entity(config_t{{"UMR", GetParam()},
-                                           {"UMR_MKEYS", "4"}}));
+                                           {"UMR_MKEYS", "4"},
+                                           {"UMR_PACK_THRESH", "0"}}));
         ASSERT_NE(nullptr, m_sender->iface());
         m_ep = m_sender->connect(*m_receiver);
         ASSERT_NE(nullptr, m_ep);
@@ -267,7 +270,8 @@ TEST_P(uct_umr, dereg_under_cached_layout)
 {
     const shape s = {16, 64, 64, 0};
     setenv("UCX_DCX_RCACHE", "no", 1);
-    entity sender(config_t{{"UMR", GetParam()}, {"UMR_MKEYS", "4"}});
+    entity sender(config_t{{"UMR", GetParam()}, {"UMR_MKEYS", "4"},
+                           {"UMR_PACK_THRESH", "0"}});
     unsetenv("UCX_DCX_RCACHE");
     buffer remote(*m_receiver, 4096);
     rkey rk(remote.packed_rkey());
@@ -462,6 +466,50 @@ TEST_P(uct_umr_pool, remote_strided_view_invalid)
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               view_create(m_receiver->iface(), nullptr, target.ptr(), 16, 64,
                           4, &view)) << "no registration";
+}
+
+/* Small strided transfers are packed (cheaper than gathering tiny blocks),
+ * larger ones go through UMR; the threshold is a setting. */
+TEST_P(uct_umr_pool, pack_threshold)
+{
+    entity sender(config_t{{"UMR_PACK_THRESH", "1k"}});
+    buffer local(sender, 8192), remote(*m_receiver, 8192);
+    rkey rk(remote.packed_rkey());
+    uct_ep_h ep = sender.connect(*m_receiver);
+    std::vector<entity*> both = {&sender, m_receiver.get()};
+
+    auto put = [&](size_t len, size_t count) {
+        test_comp comp;
+        uct_iov_t iov = {};
+        iov.buffer = local.ptr();
+        iov.length = len;
+        iov.stride = 2 * len;
+        iov.count  = count;
+        iov.memh   = local.memh();
+        ucs_status_t status = retry(both, [&] {
+            return uct_ep_put_zcopy(ep, &iov, 1, remote.addr(), rk.get(),
+                                    &comp.uct);
+        });
+        if (status == UCS_INPROGRESS) {
+            EXPECT_TRUE(wait_for(both, [&] { return comp.done != 0; }));
+            status = comp.status;
+        }
+        EXPECT_EQ(UCS_OK, status);
+    };
+
+    for (size_t i = 0; i < local.length(); ++i) {
+        local.ptr()[i] = local_byte(i);
+    }
+    put(8, 128);  /* 1 KiB: packed */
+    put(8, 129);  /* just above: UMR */
+    uct_dcx_umr_counters_t c = umr_counters(sender.iface());
+    EXPECT_EQ(1u, c.copy_ops);
+    EXPECT_EQ(1u, c.zcopy_ops);
+    for (size_t b = 0; b < 129; ++b) {
+        ASSERT_EQ(0, memcmp(local.ptr() + b * 16, remote.ptr() + b * 8, 8))
+                << "block " << b;
+    }
+    uct_ep_destroy(ep);
 }
 
 /* Impossible shapes fail with no side effect. */

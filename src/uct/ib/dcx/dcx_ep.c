@@ -998,6 +998,11 @@ uct_dcx_ep_rma_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         return ep->status;
     }
 
+    if ((total <= iface->umr.pack_thresh) && (iface->umr.enable != UCS_YES)) {
+        return uct_dcx_ep_rma_strided_copy(iface, ep, iov, remote_addr, rkey,
+                                           comp, is_read);
+    }
+
     status = (iface->umr.enable == UCS_NO) ? UCS_ERR_UNSUPPORTED :
              uct_dcx_iface_umr_engine(iface, &umr);
     layout.addr   = (uintptr_t)iov->buffer;

@@ -151,6 +151,14 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
      ucs_offsetof(uct_dcx_iface_config_t, umr),
      UCS_CONFIG_TYPE_TERNARY_AUTO},
 
+    {"UMR_PACK_THRESH", "1k",
+     "Strided operations of at most this many bytes (and at most SEG_SIZE)\n"
+     "are packed through a bounce buffer instead of a UMR layout: below it\n"
+     "the copy is cheaper than gathering many small blocks (measure with\n"
+     "contrib/dcx bench umr).",
+     ucs_offsetof(uct_dcx_iface_config_t, umr_pack_thresh),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
     {"UMR_MKEYS", "256",
      "Indirect memory keys per interface: strided layouts cached for reuse\n"
      "(least recently used ones are replaced) and in flight at once.",
@@ -1827,6 +1835,8 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     self->umr.enable      = config->umr;
     self->umr.num_mkeys   = config->umr_mkeys;
     self->umr.max_inline  = config->umr_max_inline;
+    self->umr.pack_thresh = ucs_min(config->umr_pack_thresh,
+                                    self->tx.seg_size);
     self->umr.unavailable = (config->umr == UCS_NO) || !md->devx ||
                             (config->umr_mkeys == 0);
     uct_dcx_iface_post_recv(self);

@@ -214,6 +214,7 @@ typedef struct uct_dcx_iface_config {
     double             fc_grant_timeout; /* seconds */
     ucs_ternary_auto_value_t umr;
     unsigned           umr_mkeys;
+    size_t             umr_pack_thresh;
     size_t             umr_max_inline;
     uct_iface_mpool_config_t tx_mp;
     uct_iface_mpool_config_t rx_mp;
@@ -359,6 +360,7 @@ struct uct_dcx_iface {
         ucs_ternary_auto_value_t enable;
         unsigned              num_mkeys;
         size_t                max_inline;
+        size_t                pack_thresh; /* pack strided ops this small */
         uct_dcx_md_mr_listener_t listener;
         uint64_t              zcopy_ops;   /* strided ops through an mkey */
         uint64_t              copy_ops;    /* strided ops packed instead */

@@ -193,6 +193,59 @@ TEST_P(uct_umr, shapes)
 class uct_umr_pool : public uct_umr {
 };
 
+namespace {
+
+std::vector<std::vector<char>> am_payloads;
+
+ucs_status_t am_keep(void *arg, void *data, size_t length, unsigned flags)
+{
+    am_payloads.emplace_back((char*)data, (char*)data + length);
+    return UCS_OK;
+}
+
+} // namespace
+
+/* Active messages with a strided payload: the receiver sees the header and
+ * the blocks back to back. */
+TEST_P(uct_umr, am_zcopy_strided)
+{
+    const size_t blen = 16, stride = 48, count = 256;
+    buffer local(*m_sender, stride * count);
+    uint64_t header = 0x1122334455667788ull;
+    uct_iov_t iov   = {};
+    test_comp comp;
+
+    am_payloads.clear();
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_receiver->iface(), 4,
+                                               am_keep, NULL, 0));
+    for (size_t i = 0; i < local.length(); ++i) {
+        local.ptr()[i] = local_byte(i);
+    }
+    iov.buffer = local.ptr();
+    iov.length = blen;
+    iov.stride = stride;
+    iov.count  = count;
+    iov.memh   = local.memh();
+    ucs_status_t status = retry(all(), [&] {
+        return uct_ep_am_zcopy(m_ep, 4, &header, sizeof(header), &iov, 1, 0,
+                               &comp.uct);
+    });
+    ASSERT_EQ(UCS_OK, wait(status, comp));
+    ASSERT_TRUE(wait_for(all(), [&] { return !am_payloads.empty(); }));
+
+    const std::vector<char> &got = am_payloads[0];
+    ASSERT_EQ(sizeof(header) + blen * count, got.size());
+    EXPECT_EQ(0, memcmp(&header, got.data(), sizeof(header)));
+    for (size_t b = 0; b < count; ++b) {
+        ASSERT_EQ(0, memcmp(local.ptr() + b * stride,
+                            got.data() + sizeof(header) + b * blen, blen))
+                << "block " << b;
+    }
+    uct_dcx_umr_counters_t c = umr_counters(m_sender->iface());
+    EXPECT_EQ((GetParam() == "no") ? 1u : 0u, c.copy_ops);
+    EXPECT_EQ((GetParam() == "no") ? 0u : 1u, c.zcopy_ops);
+}
+
 /* The same layout again (a cache hit), more layouts than mkeys (evictions),
  * and several strided operations in flight at once. */
 TEST_P(uct_umr_pool, reuse_evict_and_in_flight)

@@ -744,6 +744,142 @@ ssize_t uct_dcx_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     return length;
 }
 
+/* The one strided entry of an iov list, NULL when there is none. Entries
+ * with count > 1 and a stride other than their length are strided. */
+static UCS_F_ALWAYS_INLINE const uct_iov_t *
+uct_dcx_ep_iov_strided(const uct_iov_t *iov, size_t iovcnt,
+                       size_t *num_nonempty_p)
+{
+    const uct_iov_t *strided = NULL;
+    size_t i, num_nonempty   = 0;
+
+    for (i = 0; i < iovcnt; ++i) {
+        num_nonempty += (uct_iov_get_length(&iov[i]) > 0);
+        if ((iov[i].count > 1) && (iov[i].stride != iov[i].length) &&
+            (iov[i].length > 0)) {
+            strided = &iov[i];
+        }
+    }
+    *num_nonempty_p = num_nonempty;
+    return strided;
+}
+
+/* A strided payload: packed after the header when small or without UMR,
+ * otherwise gathered by the device through a layout's mkey. */
+static ucs_status_t
+uct_dcx_ep_am_zcopy_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                            uint8_t id, const void *header,
+                            unsigned header_length, const uct_iov_t *iov,
+                            uct_completion_t *comp)
+{
+    size_t total = (size_t)iov->length * iov->count;
+    uct_dcx_umr_mkey_t *mkey = NULL;
+    uct_dcx_umr_t *umr       = NULL;
+    uct_dcx_umr_layout_t layout;
+    struct ibv_sge sge[2];
+    struct ibv_qp_ex *qpx;
+    uct_dcx_dci_t *dci;
+    ucs_status_t status;
+    uct_dcx_op_t *op;
+    size_t i;
+
+    if ((iov->stride < iov->length) || (iov->memh == UCT_MEM_HANDLE_NULL)) {
+        ucs_error("dcx: am_zcopy: strided entry with overlapping blocks or "
+                  "no memory handle");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    UCT_CHECK_LENGTH(header_length + total, 0, iface->tx.seg_size,
+                     "am_zcopy");
+
+    status = uct_dcx_ep_fc_check(iface, ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    layout.addr   = (uintptr_t)iov->buffer;
+    layout.lkey   = uct_dcx_memh_lkey(iov->memh);
+    layout.length = iov->length;
+    layout.stride = iov->stride;
+    layout.count  = iov->count;
+    if ((total > iface->umr.pack_thresh) && (iface->umr.enable != UCS_NO) &&
+        (uct_dcx_iface_umr_engine(iface, &umr) == UCS_OK) &&
+        uct_dcx_umr_layout_fits(umr, &layout)) {
+        status = uct_dcx_umr_get(umr, &layout, &mkey);
+        if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
+            ep->flags  |= UCT_DCX_EP_FLAG_WAIT_UMR;
+            ep->umr_gen = iface->umr.gen;
+            return UCS_ERR_NO_RESOURCE;
+        } else if (status != UCS_OK) {
+            return status;
+        }
+        ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_UMR;
+    } else if (iface->umr.enable == UCS_YES) {
+        ucs_error("dcx: strided am_zcopy needs UMR (UCX_DCX_UMR=yes), which "
+                  "this device or layout does not allow");
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    status = uct_dcx_ep_tx_get(iface, ep, &dci);
+    if (ucs_unlikely(status != UCS_OK)) {
+        goto err_put_mkey;
+    }
+
+    op = uct_dcx_ep_op_get(iface, ep, &iface->tx.mp,
+                           (mkey != NULL) ? uct_dcx_op_umr_release :
+                           ((comp == NULL) ? uct_dcx_op_release :
+                                             uct_dcx_op_comp_release), comp);
+    if (ucs_unlikely(op == NULL)) {
+        status = UCS_ERR_NO_RESOURCE;
+        goto err_put_mkey;
+    }
+
+    memcpy(op->buf, header, header_length);
+    sge[0].addr   = (uintptr_t)op->buf;
+    sge[0].lkey   = op->lkey;
+    if (mkey != NULL) {
+        op->umr.mkey  = mkey;
+        sge[0].length = header_length;
+        sge[1].addr   = 0; /* the layout is zero-based */
+        sge[1].length = total;
+        sge[1].lkey   = mkey->mkey->lkey;
+    } else {
+        for (i = 0; i < iov->count; ++i) {
+            memcpy(op->buf + header_length + i * iov->length,
+                   UCS_PTR_BYTE_OFFSET(iov->buffer, i * iov->stride),
+                   iov->length);
+        }
+        sge[0].length = header_length + total;
+    }
+
+    qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
+    ibv_wr_send_imm(qpx, htobe32(id));
+    if ((mkey != NULL) && (header_length > 0)) {
+        ibv_wr_set_sge_list(qpx, 2, sge);
+    } else if (mkey != NULL) {
+        ibv_wr_set_sge_list(qpx, 1, &sge[1]);
+    } else {
+        ibv_wr_set_sge_list(qpx, 1, sge);
+    }
+    status = uct_dcx_ep_wr_complete(iface, ep, dci, op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put_inline(op);
+        goto err_put_mkey;
+    }
+    if (mkey != NULL) {
+        ++iface->umr.zcopy_ops;
+    } else {
+        ++iface->umr.copy_ops;
+    }
+    uct_dcx_ep_fc_consume(iface, ep);
+    return UCS_INPROGRESS;
+
+err_put_mkey:
+    if (mkey != NULL) {
+        uct_dcx_umr_put(umr, mkey);
+    }
+    return status;
+}
+
 ucs_status_t uct_dcx_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
                                  const void *header, unsigned header_length,
                                  const uct_iov_t *iov, size_t iovcnt,
@@ -758,9 +894,23 @@ ucs_status_t uct_dcx_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     ucs_status_t status;
     uct_dcx_op_t *op;
 
+    const uct_iov_t *strided;
+    size_t num_nonempty;
+
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_LENGTH(header_length, 0, iface->tx.seg_size / 2,
                      "am_zcopy header");
+
+    strided = uct_dcx_ep_iov_strided(iov, iovcnt, &num_nonempty);
+    if (ucs_unlikely(strided != NULL)) {
+        if (num_nonempty > 1) {
+            ucs_error("dcx: a strided iov entry with other non-empty entries "
+                      "is not supported yet");
+            return UCS_ERR_UNSUPPORTED;
+        }
+        return uct_dcx_ep_am_zcopy_strided(iface, ep, id, header,
+                                           header_length, strided, comp);
+    }
 
     if (header_length > 0) {
         /* The header travels from the op's registered buffer. */
@@ -883,26 +1033,6 @@ ssize_t uct_dcx_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
         return status;
     }
     return length;
-}
-
-/* The one strided entry of an iov list, NULL when there is none. Entries
- * with count > 1 and a stride other than their length are strided. */
-static UCS_F_ALWAYS_INLINE const uct_iov_t *
-uct_dcx_ep_iov_strided(const uct_iov_t *iov, size_t iovcnt,
-                       size_t *num_nonempty_p)
-{
-    const uct_iov_t *strided = NULL;
-    size_t i, num_nonempty   = 0;
-
-    for (i = 0; i < iovcnt; ++i) {
-        num_nonempty += (uct_iov_get_length(&iov[i]) > 0);
-        if ((iov[i].count > 1) && (iov[i].stride != iov[i].length) &&
-            (iov[i].length > 0)) {
-            strided = &iov[i];
-        }
-    }
-    *num_nonempty_p = num_nonempty;
-    return strided;
 }
 
 /* Without UMR: strided data that fits a bounce buffer is packed (put) or

@@ -1096,77 +1096,67 @@ uct_dcx_ep_rma_strided_copy(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     return UCS_INPROGRESS;
 }
 
-/* A strided entry moves zero-copy through an indirect mkey that maps its
- * blocks contiguously from offset 0. */
-static ucs_status_t
-uct_dcx_ep_rma_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
-                       const uct_iov_t *iov, uint64_t remote_addr,
-                       uct_rkey_t rkey, uct_completion_t *comp, int is_read)
+/* The pieces an iov list describes, strided entries expanded; fails when
+ * there are more than max. */
+static ucs_status_t uct_dcx_ep_iov_pieces(const uct_iov_t *iov, size_t iovcnt,
+                                          struct ibv_sge *pieces, unsigned max,
+                                          unsigned *num_p, size_t *total_p)
 {
-    size_t total = (size_t)iov->length * iov->count;
-    uct_dcx_umr_t *umr = NULL;
-    uct_dcx_umr_layout_t layout;
-    uct_dcx_umr_mkey_t *mkey;
+    unsigned n = 0;
+    size_t i, j, total = 0;
+
+    for (i = 0; i < iovcnt; ++i) {
+        if (uct_iov_get_length(&iov[i]) == 0) {
+            continue;
+        }
+        if (iov[i].memh == UCT_MEM_HANDLE_NULL) {
+            ucs_error("dcx: iov entry %zu: no memory handle", i);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        if ((iov[i].count > 1) && (iov[i].stride != iov[i].length)) {
+            if (iov[i].stride < iov[i].length) {
+                ucs_error("dcx: iov entry %zu: stride %zu is below the block "
+                          "length %zu", i, iov[i].stride, iov[i].length);
+                return UCS_ERR_INVALID_PARAM;
+            }
+            for (j = 0; j < iov[i].count; ++j) {
+                if (n == max) {
+                    return UCS_ERR_UNSUPPORTED;
+                }
+                pieces[n].addr   = (uintptr_t)iov[i].buffer + j * iov[i].stride;
+                pieces[n].length = iov[i].length;
+                pieces[n].lkey   = uct_dcx_memh_lkey(iov[i].memh);
+                ++n;
+            }
+        } else {
+            if (n == max) {
+                return UCS_ERR_UNSUPPORTED;
+            }
+            pieces[n].addr   = (uintptr_t)iov[i].buffer;
+            pieces[n].length = uct_iov_get_length(&iov[i]);
+            pieces[n].lkey   = uct_dcx_memh_lkey(iov[i].memh);
+            ++n;
+        }
+        total += uct_iov_get_length(&iov[i]);
+    }
+
+    *num_p   = n;
+    *total_p = total;
+    return UCS_OK;
+}
+
+/* Post an RDMA read or write whose local side is an mkey's zero-based
+ * layout; the operation holds a reference until it completes. */
+static ucs_status_t
+uct_dcx_ep_rma_mkey(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                    uct_dcx_umr_t *umr, uct_dcx_umr_mkey_t *mkey, size_t total,
+                    uint64_t remote_addr, uct_rkey_t rkey,
+                    uct_completion_t *comp, int is_read)
+{
     struct ibv_qp_ex *qpx;
     uct_dcx_dci_t *dci;
     ucs_status_t status;
     uct_dcx_op_t *op;
-
-    if (iov->stride < iov->length) {
-        ucs_error("dcx: strided iov: stride %zu is below the block length "
-                  "%zu", iov->stride, iov->length);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (iov->memh == UCT_MEM_HANDLE_NULL) {
-        ucs_error("dcx: strided iov without a memory handle");
-        return UCS_ERR_INVALID_PARAM;
-    }
-    UCT_CHECK_LENGTH(total, 0, iface->port_attr.max_msg_sz,
-                     is_read ? "get_zcopy" : "put_zcopy");
-
-    if (ep->flags & UCT_DCX_EP_FLAG_FAILED) {
-        return ep->status;
-    }
-
-    if ((total <= iface->umr.pack_thresh) && (iface->umr.enable != UCS_YES)) {
-        return uct_dcx_ep_rma_strided_copy(iface, ep, iov, remote_addr, rkey,
-                                           comp, is_read);
-    }
-
-    status = (iface->umr.enable == UCS_NO) ? UCS_ERR_UNSUPPORTED :
-             uct_dcx_iface_umr_engine(iface, &umr);
-    layout.addr   = (uintptr_t)iov->buffer;
-    layout.lkey   = uct_dcx_memh_lkey(iov->memh);
-    layout.length = iov->length;
-    layout.stride = iov->stride;
-    layout.count  = iov->count;
-    if ((status == UCS_OK) && !uct_dcx_umr_layout_fits(umr, &layout)) {
-        ucs_debug("dcx: strided layout %zu x %u @ %zu does not fit one "
-                  "UMR", iov->length, iov->count, iov->stride);
-        status = UCS_ERR_UNSUPPORTED;
-    }
-    if (status != UCS_OK) {
-        if (iface->umr.enable == UCS_YES) {
-            ucs_error("dcx: strided %s needs UMR (UCX_DCX_UMR=yes), which "
-                      "this device or layout does not allow",
-                      is_read ? "get_zcopy" : "put_zcopy");
-            return UCS_ERR_UNSUPPORTED;
-        }
-        return uct_dcx_ep_rma_strided_copy(iface, ep, iov, remote_addr, rkey,
-                                           comp, is_read);
-    }
-
-    status = uct_dcx_umr_get(umr, &layout, &mkey);
-    if (status != UCS_OK) {
-        if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
-            /* Retried when a UMR or an operation completes. */
-            ep->flags  |= UCT_DCX_EP_FLAG_WAIT_UMR;
-            ep->umr_gen = iface->umr.gen;
-            return UCS_ERR_NO_RESOURCE;
-        }
-        return status;
-    }
-    ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_UMR;
 
     status = uct_dcx_ep_tx_get(iface, ep, &dci);
     if (ucs_unlikely(status != UCS_OK)) {
@@ -1199,6 +1189,138 @@ uct_dcx_ep_rma_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     return UCS_INPROGRESS;
 }
 
+/* A layout the caller waits for: retried when a UMR or an operation
+ * completes. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_dcx_ep_umr_wait(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                    ucs_status_t status)
+{
+    if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
+        ep->flags  |= UCT_DCX_EP_FLAG_WAIT_UMR;
+        ep->umr_gen = iface->umr.gen;
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return status;
+}
+
+/* Pieces beyond the gather list or one UMR entry's limits: a list mkey
+ * (one piece per block, up to the list capacity of one UMR). */
+static ucs_status_t
+uct_dcx_ep_rma_pieces(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                      const uct_iov_t *iov, size_t iovcnt,
+                      uint64_t remote_addr, uct_rkey_t rkey,
+                      uct_completion_t *comp, int is_read)
+{
+    struct ibv_sge pieces[UCT_DCX_UMR_LIST_MAX];
+    uct_dcx_umr_mkey_t *mkey;
+    uct_dcx_umr_t *umr = NULL;
+    ucs_status_t status;
+    size_t total = 0;
+    unsigned n   = 0;
+
+    if (ep->flags & UCT_DCX_EP_FLAG_FAILED) {
+        return ep->status;
+    }
+
+    status = (iface->umr.enable == UCS_NO) ? UCS_ERR_UNSUPPORTED :
+             uct_dcx_iface_umr_engine(iface, &umr);
+    if (status == UCS_OK) {
+        status = uct_dcx_ep_iov_pieces(iov, iovcnt, pieces, umr->list_max,
+                                       &n, &total);
+        if (status == UCS_ERR_INVALID_PARAM) {
+            return status;
+        }
+    }
+    if (status != UCS_OK) {
+        ucs_error("dcx: %s: %zu iov entries need a list UMR, which holds "
+                  "%u pieces, or UMR is unavailable",
+                  is_read ? "get_zcopy" : "put_zcopy", iovcnt,
+                  (umr == NULL) ? 0 : umr->list_max);
+        return UCS_ERR_UNSUPPORTED;
+    }
+    UCT_CHECK_LENGTH(total, 0, iface->port_attr.max_msg_sz,
+                     is_read ? "get_zcopy" : "put_zcopy");
+
+    status = uct_dcx_umr_get_list(umr, pieces, n, &mkey);
+    if (status != UCS_OK) {
+        return uct_dcx_ep_umr_wait(iface, ep, status);
+    }
+    ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_UMR;
+    return uct_dcx_ep_rma_mkey(iface, ep, umr, mkey, total, remote_addr,
+                               rkey, comp, is_read);
+}
+
+/* A strided entry moves zero-copy through an indirect mkey that maps its
+ * blocks contiguously from offset 0. */
+static ucs_status_t
+uct_dcx_ep_rma_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                       const uct_iov_t *iov, uint64_t remote_addr,
+                       uct_rkey_t rkey, uct_completion_t *comp, int is_read)
+{
+    size_t total = (size_t)iov->length * iov->count;
+    uct_dcx_umr_t *umr = NULL;
+    uct_dcx_umr_layout_t layout;
+    uct_dcx_umr_mkey_t *mkey;
+    ucs_status_t status;
+
+    if (iov->stride < iov->length) {
+        ucs_error("dcx: strided iov: stride %zu is below the block length "
+                  "%zu", iov->stride, iov->length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (iov->memh == UCT_MEM_HANDLE_NULL) {
+        ucs_error("dcx: strided iov without a memory handle");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    UCT_CHECK_LENGTH(total, 0, iface->port_attr.max_msg_sz,
+                     is_read ? "get_zcopy" : "put_zcopy");
+
+    if (ep->flags & UCT_DCX_EP_FLAG_FAILED) {
+        return ep->status;
+    }
+
+    if ((total <= iface->umr.pack_thresh) && (iface->umr.enable != UCS_YES)) {
+        return uct_dcx_ep_rma_strided_copy(iface, ep, iov, remote_addr, rkey,
+                                           comp, is_read);
+    }
+
+    status = (iface->umr.enable == UCS_NO) ? UCS_ERR_UNSUPPORTED :
+             uct_dcx_iface_umr_engine(iface, &umr);
+    layout.addr   = (uintptr_t)iov->buffer;
+    layout.lkey   = uct_dcx_memh_lkey(iov->memh);
+    layout.length = iov->length;
+    layout.stride = iov->stride;
+    layout.count  = iov->count;
+    if ((status == UCS_OK) && !uct_dcx_umr_layout_fits(umr, &layout)) {
+        if (iov->count <= umr->list_max) {
+            /* Too wide for an interleaved entry: one piece per block. */
+            return uct_dcx_ep_rma_pieces(iface, ep, iov, 1, remote_addr, rkey,
+                                         comp, is_read);
+        }
+        ucs_debug("dcx: strided layout %zu x %zu @ %zu does not fit one "
+                  "UMR", iov->length, (size_t)iov->count, iov->stride);
+        status = UCS_ERR_UNSUPPORTED;
+    }
+    if (status != UCS_OK) {
+        if (iface->umr.enable == UCS_YES) {
+            ucs_error("dcx: strided %s needs UMR (UCX_DCX_UMR=yes), which "
+                      "this device or layout does not allow",
+                      is_read ? "get_zcopy" : "put_zcopy");
+            return UCS_ERR_UNSUPPORTED;
+        }
+        return uct_dcx_ep_rma_strided_copy(iface, ep, iov, remote_addr, rkey,
+                                           comp, is_read);
+    }
+
+    status = uct_dcx_umr_get(umr, &layout, &mkey);
+    if (status != UCS_OK) {
+        return uct_dcx_ep_umr_wait(iface, ep, status);
+    }
+    ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_UMR;
+    return uct_dcx_ep_rma_mkey(iface, ep, umr, mkey, total, remote_addr, rkey,
+                               comp, is_read);
+}
+
 /* put_zcopy / get_zcopy: a gather/scatter list over the user's buffers. */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_dcx_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
@@ -1225,12 +1347,15 @@ uct_dcx_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     strided = uct_dcx_ep_iov_strided(iov, iovcnt, &num_nonempty);
     if (ucs_unlikely(strided != NULL)) {
         if (num_nonempty > 1) {
-            ucs_error("dcx: a strided iov entry with other non-empty entries "
-                      "is not supported yet");
-            return UCS_ERR_UNSUPPORTED;
+            return uct_dcx_ep_rma_pieces(iface, ep, iov, iovcnt, remote_addr,
+                                         rkey, comp, is_read);
         }
         return uct_dcx_ep_rma_strided(iface, ep, strided, remote_addr, rkey,
                                       comp, is_read);
+    }
+    if (ucs_unlikely(num_nonempty > iface->tx.max_sge)) {
+        return uct_dcx_ep_rma_pieces(iface, ep, iov, iovcnt, remote_addr, rkey,
+                                     comp, is_read);
     }
 
     status = uct_dcx_ep_iov_to_sge(iface, iov, iovcnt, sge, &num_sge,

@@ -26,6 +26,7 @@
 /* Interleaved UMR field widths (per-entry byte count and stride). */
 #define UCT_DCX_UMR_MAX_FIELD UINT16_MAX
 
+
 /* Every layout allows what a dcx registration allows. */
 #define UCT_DCX_UMR_ACCESS   (IBV_ACCESS_LOCAL_WRITE | \
                               IBV_ACCESS_REMOTE_WRITE | \
@@ -140,8 +141,9 @@ static ucs_status_t uct_dcx_umr_qp_create(uct_dcx_umr_t *umr,
     umr->sq_available = attr.cap.max_send_wr;
     /* One inline descriptor of 16 bytes per entry, one for the repeat
      * header of an interleaved layout (spec: n <= (inline + 4) / 16 - 1). */
-    umr->max_entries  = (attr.cap.max_inline_data + 4) / 16;
-    umr->max_entries  = (umr->max_entries > 0) ? umr->max_entries - 1 : 0;
+    umr->list_max     = ucs_min((attr.cap.max_inline_data + 4) / 16,
+                                UCT_DCX_UMR_LIST_MAX);
+    umr->max_entries  = (umr->list_max > 0) ? umr->list_max - 1 : 0;
     umr->qpx          = umr->ops->qp_to_qp_ex(umr->qp);
     umr->mqpx         = umr->ops->mlx5dv_qp_ex_from_ibv_qp_ex(umr->qpx);
     if ((umr->qpx == NULL) || (umr->mqpx == NULL) || (umr->max_entries == 0)) {
@@ -198,13 +200,19 @@ ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
         goto err_destroy_qp;
     }
 
-    /* A strided layout is one entry plus the repeat header. */
+    /* Room for a piece list (a strided layout needs two entries: one and
+     * the repeat header). */
     for (i = 0; i < num_mkeys; ++i) {
         mkey_attr.pd           = pd;
         mkey_attr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
-        mkey_attr.max_entries  = 2;
-        umr->mkeys[i].mkey     = ops->mlx5dv_create_mkey(&mkey_attr);
+        mkey_attr.max_entries  = ucs_max(umr->list_max, 2);
+        umr->mkeys[i].pieces   = ucs_calloc(umr->list_max,
+                                            sizeof(struct ibv_sge),
+                                            "dcx umr pieces");
+        umr->mkeys[i].mkey     = (umr->mkeys[i].pieces == NULL) ? NULL :
+                                 ops->mlx5dv_create_mkey(&mkey_attr);
         if (umr->mkeys[i].mkey == NULL) {
+            ucs_free(umr->mkeys[i].pieces);
             ucs_debug("dcx: cannot create indirect mkey %u: %m", i);
             status = (i == 0) ? UCS_ERR_UNSUPPORTED : UCS_OK;
             break;
@@ -223,6 +231,10 @@ ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
     return UCS_OK;
 
 err_free_mkeys:
+    for (i = 0; i < umr->num_mkeys; ++i) {
+        ops->mlx5dv_destroy_mkey(umr->mkeys[i].mkey);
+        ucs_free(umr->mkeys[i].pieces);
+    }
     ucs_free(umr->mkeys);
 err_destroy_qp:
     ops->destroy_qp(umr->qp);
@@ -241,6 +253,7 @@ void uct_dcx_umr_cleanup(uct_dcx_umr_t *umr)
     umr->ops->destroy_qp(umr->qp);
     for (i = 0; i < umr->num_mkeys; ++i) {
         umr->ops->mlx5dv_destroy_mkey(umr->mkeys[i].mkey);
+        ucs_free(umr->mkeys[i].pieces);
     }
     umr->ops->destroy_cq(ibv_cq_ex_to_cq(umr->cq));
     ucs_free(umr->mkeys);
@@ -312,10 +325,11 @@ static void uct_dcx_umr_retire(uct_dcx_umr_t *umr, uct_dcx_umr_mkey_t *mk)
     mk->state = UCT_DCX_UMR_MKEY_INVALIDATING;
 }
 
-/* Program a free or evicted mkey with the layout. */
+/* Program a free or evicted mkey with the layout (or the piece list). */
 static ucs_status_t uct_dcx_umr_program(uct_dcx_umr_t *umr,
                                         uct_dcx_umr_mkey_t *mk,
-                                        const uct_dcx_umr_layout_t *layout)
+                                        const uct_dcx_umr_layout_t *layout,
+                                        const struct ibv_sge *pieces)
 {
     struct mlx5dv_mr_interleaved entry;
     uint32_t index = mk - umr->mkeys;
@@ -334,14 +348,20 @@ static ucs_status_t uct_dcx_umr_program(uct_dcx_umr_t *umr,
         ibv_wr_local_inv(umr->qpx, mk->mkey->lkey);
     }
 
-    entry.addr        = layout->addr;
-    entry.bytes_count = layout->length;
-    entry.bytes_skip  = layout->stride - layout->length;
-    entry.lkey        = layout->lkey;
     umr->qpx->wr_id    = index;
     umr->qpx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
-    mlx5dv_wr_mr_interleaved(umr->mqpx, mk->mkey, umr->access, layout->count,
-                             1, &entry);
+    if (pieces != NULL) {
+        memcpy(mk->pieces, pieces, layout->count * sizeof(*pieces));
+        mlx5dv_wr_mr_list(umr->mqpx, mk->mkey, umr->access, layout->count,
+                          mk->pieces);
+    } else {
+        entry.addr        = layout->addr;
+        entry.bytes_count = layout->length;
+        entry.bytes_skip  = layout->stride - layout->length;
+        entry.lkey        = layout->lkey;
+        mlx5dv_wr_mr_interleaved(umr->mqpx, mk->mkey, umr->access,
+                                 layout->count, 1, &entry);
+    }
     ret = ibv_wr_complete(umr->qpx);
     if (ret != 0) {
         ucs_error("dcx: umr: cannot program mkey 0x%x: %s", mk->mkey->lkey,
@@ -363,9 +383,10 @@ static ucs_status_t uct_dcx_umr_program(uct_dcx_umr_t *umr,
     return UCS_OK;
 }
 
-ucs_status_t uct_dcx_umr_get(uct_dcx_umr_t *umr,
-                             const uct_dcx_umr_layout_t *layout,
-                             uct_dcx_umr_mkey_t **mkey_p)
+static ucs_status_t uct_dcx_umr_lookup(uct_dcx_umr_t *umr,
+                                       const uct_dcx_umr_layout_t *layout,
+                                       const struct ibv_sge *pieces,
+                                       uct_dcx_umr_mkey_t **mkey_p)
 {
     uct_dcx_umr_mkey_t *mk;
     ucs_status_t status;
@@ -374,6 +395,10 @@ ucs_status_t uct_dcx_umr_get(uct_dcx_umr_t *umr,
     it = kh_get(uct_dcx_umr_layouts, &umr->layouts, *layout);
     if (it != kh_end(&umr->layouts)) {
         mk = kh_value(&umr->layouts, it);
+        if ((pieces != NULL) &&
+            memcmp(mk->pieces, pieces, layout->count * sizeof(*pieces))) {
+            return UCS_ERR_UNSUPPORTED; /* another list with the same hash */
+        }
         switch (mk->state) {
         case UCT_DCX_UMR_MKEY_READY:
             uct_dcx_umr_unlist(mk);
@@ -406,12 +431,48 @@ ucs_status_t uct_dcx_umr_get(uct_dcx_umr_t *umr,
         return UCS_ERR_NO_RESOURCE; /* all in use or being invalidated */
     }
 
-    status = uct_dcx_umr_program(umr, mk, layout);
+    status = uct_dcx_umr_program(umr, mk, layout, pieces);
     if (status != UCS_OK) {
         return status;
     }
     uct_dcx_umr_unlist(mk);
     return UCS_INPROGRESS;
+}
+
+ucs_status_t uct_dcx_umr_get(uct_dcx_umr_t *umr,
+                             const uct_dcx_umr_layout_t *layout,
+                             uct_dcx_umr_mkey_t **mkey_p)
+{
+    return uct_dcx_umr_lookup(umr, layout, NULL, mkey_p);
+}
+
+ucs_status_t uct_dcx_umr_get_list(uct_dcx_umr_t *umr,
+                                  const struct ibv_sge *pieces, unsigned n,
+                                  uct_dcx_umr_mkey_t **mkey_p)
+{
+    uct_dcx_umr_layout_t key;
+    uint64_t hash = 0xcbf29ce484222325ull, total = 0;
+    unsigned i;
+
+    if ((n == 0) || (n > umr->list_max)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    for (i = 0; i < n; ++i) {
+        hash   = (hash ^ pieces[i].addr) * 0x100000001b3ull;
+        hash   = (hash ^ (((uint64_t)pieces[i].lkey << 32) |
+                          pieces[i].length)) * 0x100000001b3ull;
+        total += pieces[i].length;
+    }
+    if (total > INT32_MAX) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    key.addr   = hash;
+    key.lkey   = pieces[0].lkey;
+    key.length = total;
+    key.stride = UCT_DCX_UMR_LIST;
+    key.count  = n;
+    return uct_dcx_umr_lookup(umr, &key, pieces, mkey_p);
 }
 
 void uct_dcx_umr_put(uct_dcx_umr_t *umr, uct_dcx_umr_mkey_t *mk)
@@ -606,6 +667,21 @@ ucs_status_t uct_dcx_umr_view_destroy(uct_dcx_umr_t *umr,
     return status;
 }
 
+static int uct_dcx_umr_uses_lkey(const uct_dcx_umr_mkey_t *mk, uint32_t lkey)
+{
+    uint32_t i;
+
+    if (mk->layout.stride != UCT_DCX_UMR_LIST) {
+        return mk->layout.lkey == lkey;
+    }
+    for (i = 0; i < mk->layout.count; ++i) {
+        if (mk->pieces[i].lkey == lkey) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 void uct_dcx_umr_forget_lkey(uct_dcx_umr_t *umr, uint32_t lkey)
 {
     uct_dcx_umr_mkey_t *mk;
@@ -613,7 +689,7 @@ void uct_dcx_umr_forget_lkey(uct_dcx_umr_t *umr, uint32_t lkey)
 
     for (i = 0; i < umr->num_mkeys; ++i) {
         mk = &umr->mkeys[i];
-        if (!mk->cached || (mk->layout.lkey != lkey)) {
+        if (!mk->cached || !uct_dcx_umr_uses_lkey(mk, lkey)) {
             continue;
         }
         uct_dcx_umr_uncache(umr, mk);

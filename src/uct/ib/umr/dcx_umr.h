@@ -25,7 +25,10 @@
 #include <ucs/type/status.h>
 
 
-/* A strided region: count blocks of length bytes, stride bytes apart. */
+/* A strided region: count blocks of length bytes, stride bytes apart. A
+ * piece list is keyed by the same fields: addr = hash of the pieces, lkey =
+ * the first piece's, length = total bytes, stride = UCT_DCX_UMR_LIST, count
+ * = number of pieces (the pieces themselves are compared on a hit). */
 typedef struct uct_dcx_umr_layout {
     uint64_t addr;     /* first byte of the first block */
     uint32_t lkey;     /* registration holding every block */
@@ -33,6 +36,11 @@ typedef struct uct_dcx_umr_layout {
     uint32_t stride;   /* distance between block starts */
     uint32_t count;    /* number of blocks */
 } uct_dcx_umr_layout_t;
+
+#define UCT_DCX_UMR_LIST UINT32_MAX
+
+/* Pieces of one list UMR at most (also bounded by the inline size). */
+#define UCT_DCX_UMR_LIST_MAX 64
 
 
 typedef enum {
@@ -47,6 +55,7 @@ typedef enum {
 typedef struct uct_dcx_umr_mkey {
     struct mlx5dv_mkey   *mkey;
     uct_dcx_umr_layout_t layout;
+    struct ibv_sge       *pieces;   /* of a piece list (list_max entries) */
     ucs_list_link_t      list;      /* in free or lru, when there */
     uint32_t             refcount;  /* operations using it */
     uint8_t              state;     /* uct_dcx_umr_mkey_state_t */
@@ -94,6 +103,7 @@ typedef struct uct_dcx_umr {
     struct mlx5dv_qp_ex       *mqpx;
     unsigned                  sq_available;
     unsigned                  max_entries; /* interleaved entries per UMR */
+    unsigned                  list_max;    /* pieces per list UMR */
     uint32_t                  access;      /* rights of every layout */
     uct_dcx_umr_mkey_t        *mkeys;
     unsigned                  num_mkeys;
@@ -122,6 +132,12 @@ void uct_dcx_umr_cleanup(uct_dcx_umr_t *umr);
 ucs_status_t uct_dcx_umr_get(uct_dcx_umr_t *umr,
                              const uct_dcx_umr_layout_t *layout,
                              uct_dcx_umr_mkey_t **mkey_p);
+
+/* The same for a list of pieces (n <= list_max, each in a registration of
+ * the PD), mapped one after the other from offset 0. */
+ucs_status_t uct_dcx_umr_get_list(uct_dcx_umr_t *umr,
+                                  const struct ibv_sge *pieces, unsigned n,
+                                  uct_dcx_umr_mkey_t **mkey_p);
 
 /* Drop the reference of an operation that completed. */
 void uct_dcx_umr_put(uct_dcx_umr_t *umr, uct_dcx_umr_mkey_t *mkey);

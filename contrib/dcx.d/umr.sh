@@ -2,7 +2,8 @@
 #
 # Strided zero-copy through UMR (issue 8):
 #   suite umr   the UCT googletests of strided put/get, the layout cache and
-#               remote strided views, and the halo-exchange program
+#               remote strided views (on 512 B and 1024 B WQE devices), and
+#               the halo-exchange program
 #               test/demo/dcx_halo (4 processes, columns moved strided into
 #               remote strided views, every ghost cell verified)
 # and the halo part of the demo (demo_umr, called by cmd_demo).
@@ -28,8 +29,12 @@ halo_check() {
 
 suite_umr() {
     make -C "$DCX_BUILD" -s -j"$DCX_JOBS" all check >/dev/null || die "building the tests failed"
+    # The UMR entry limits follow the device's largest WQE: pinned 512 B and
+    # a larger 1024 B device.
     DCXEMU_FABRIC="dcx-umr-test-$$" \
         run_gtest umr "$DCX_BUILD/test/gtest/uct/dcx_uct_gtest" --gtest_filter='umr/*'
+    DCXEMU_FABRIC="dcx-umr-test-1k-$$" DCXEMU_MAX_WQE_SIZE=1024 \
+        run_gtest umr-wqe1024 "$DCX_BUILD/test/gtest/uct/dcx_uct_gtest" --gtest_filter='umr/*'
     check halo-4-ranks halo_check 4 20
     check halo-8-ranks-tall halo_check 8 5 2048 32
 }

@@ -630,6 +630,44 @@ TEST_P(uct_umr, piece_lists)
     EXPECT_EQ((GetParam() == "no") ? 1u : 0u, ctr.copy_ops);
 }
 
+/* The list capacity follows the device's WQE size (the suite runs at 512
+ * and 1024 bytes): a list of exactly that many pieces works, one more is
+ * refused with nothing moved. */
+TEST_P(uct_umr_pool, list_capacity_limit)
+{
+    buffer local(*m_sender, 4096), remote(*m_receiver, 4096);
+    rkey rk(remote.packed_rkey());
+    ASSERT_NO_FATAL_FAILURE(check_shape({8, 64, 4, 0})); /* creates the QP */
+    size_t max = umr_counters(m_sender->iface()).max_pieces;
+    ASSERT_GT(max, 8u);
+    printf("[ umr      ] %zu pieces per list UMR\n", max);
+
+    std::vector<uct_iov_t> iov(max + 1);
+    for (size_t i = 0; i <= max; ++i) {
+        iov[i]        = {};
+        iov[i].buffer = local.ptr() + 11 * i;
+        iov[i].length = 7;
+        iov[i].count  = 1;
+        iov[i].memh   = local.memh();
+        local.ptr()[11 * i] = (char)(i + 1);
+    }
+    memset(remote.ptr(), 0, remote.length());
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED,
+              uct_ep_put_zcopy(m_ep, iov.data(), max + 1, remote.addr(),
+                               rk.get(), NULL));
+    EXPECT_EQ(0, remote.ptr()[0]) << "a refused operation wrote";
+
+    test_comp comp;
+    ucs_status_t status = retry(all(), [&] {
+        return uct_ep_put_zcopy(m_ep, iov.data(), max, remote.addr(),
+                                rk.get(), &comp.uct);
+    });
+    ASSERT_EQ(UCS_OK, wait(status, comp));
+    for (size_t i = 0; i < max; ++i) {
+        ASSERT_EQ((char)(i + 1), remote.ptr()[7 * i]) << "piece " << i;
+    }
+}
+
 /* Impossible shapes fail with no side effect. */
 TEST_P(uct_umr, invalid_shapes)
 {

@@ -26,6 +26,8 @@ typedef struct uct_dcx_umr_counters {
     uint64_t hits;           /**< operations served by a cached layout */
     uint64_t evictions;      /**< cached layouts replaced by new ones */
     uint64_t invalidations;  /**< layouts dropped with their registration */
+    uint64_t max_pieces;     /**< pieces one list UMR maps (0 until the first
+                                  strided operation creates the UMR QP) */
 } uct_dcx_umr_counters_t;
 
 

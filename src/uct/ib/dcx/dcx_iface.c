@@ -557,6 +557,7 @@ ucs_status_t uct_dcx_iface_query_umr(uct_iface_h tl_iface,
         counters->hits          = iface->umr.engine->stats.hits;
         counters->evictions     = iface->umr.engine->stats.evictions;
         counters->invalidations = iface->umr.engine->stats.invalidations;
+        counters->max_pieces    = iface->umr.engine->list_max;
     }
     return UCS_OK;
 }

@@ -502,6 +502,59 @@ TEST_P(uct_umr_pool, remote_strided_view)
     uct_ep_destroy(ep);
 }
 
+typedef ucs_status_t (*view_create_iov_fn_t)(uct_iface_h, const uct_iov_t*,
+                                             size_t, uct_mem_h*);
+
+/* A piece-list view: scattered pieces (and a strided entry) of the target
+ * filled by one contiguous put, in order. */
+TEST_P(uct_umr_pool, remote_piece_list_view)
+{
+    auto create_iov   = plugin_sym<view_create_iov_fn_t>(
+                                "uct_dcx_mem_view_create_iov");
+    auto view_destroy = plugin_sym<view_destroy_fn_t>("uct_dcx_mem_view_destroy");
+    ASSERT_TRUE((create_iov != nullptr) && (view_destroy != nullptr));
+
+    buffer target(*m_receiver, 4096), src(*m_sender, 4096);
+    uct_iov_t pieces[3] = {};
+    pieces[0] = {target.ptr(), 10, target.memh(), 0, 1};
+    pieces[1] = {target.ptr() + 100, 20, target.memh(), 0, 1};
+    pieces[2] = {target.ptr() + 500, 5, target.memh(), 50, 3};
+    const std::vector<std::pair<size_t, size_t>> where = {
+        {0, 10}, {100, 20}, {500, 5}, {550, 5}, {600, 5}};
+    uct_mem_h view;
+
+    memset(target.ptr(), 0, target.length());
+    ASSERT_EQ(UCS_OK, create_iov(m_receiver->iface(), pieces, 3, &view));
+    std::vector<char> packed(64);
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_receiver->md(), view, packed.data()));
+    rkey rk(packed);
+
+    for (size_t i = 0; i < 45; ++i) {
+        src.ptr()[i] = (char)(i + 1);
+    }
+    test_comp comp;
+    uct_iov_t iov = {src.ptr(), 45, src.memh(), 0, 1};
+    ucs_status_t status = retry(all(), [&] {
+        return uct_ep_put_zcopy(m_ep, &iov, 1, 0, rk.get(), &comp.uct);
+    });
+    ASSERT_EQ(UCS_OK, wait(status, comp));
+
+    size_t o = 0, covered = 0;
+    for (auto &w : where) {
+        for (size_t i = 0; i < w.second; ++i) {
+            ASSERT_EQ((char)(o + 1), target.ptr()[w.first + i]) << "offset " << o;
+            ++o;
+        }
+        covered += w.second;
+    }
+    size_t nonzero = 0;
+    for (size_t i = 0; i < target.length(); ++i) {
+        nonzero += (target.ptr()[i] != 0);
+    }
+    EXPECT_EQ(covered, nonzero) << "bytes outside the pieces were written";
+    ASSERT_EQ(UCS_OK, view_destroy(m_receiver->iface(), view));
+}
+
 /* Views refuse what they cannot map. */
 TEST_P(uct_umr_pool, remote_strided_view_invalid)
 {

@@ -75,6 +75,18 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h iface, uct_mem_h memh,
 
 
 /**
+ * Create a persistent piece-list view: the blocks of an iov list (strided
+ * entries expanded to one piece per block; each entry's memh a registration
+ * of @a iface's memory domain) mapped one after the other from offset 0, at
+ * most one list UMR's capacity of pieces (uct_dcx_umr_counters_t
+ * max_pieces). Same contract as uct_dcx_mem_view_create().
+ */
+ucs_status_t uct_dcx_mem_view_create_iov(uct_iface_h iface,
+                                         const uct_iov_t *iov, size_t iovcnt,
+                                         uct_mem_h *view_p);
+
+
+/**
  * Destroy a view: its remote key stops working at once.
  */
 ucs_status_t uct_dcx_mem_view_destroy(uct_iface_h iface, uct_mem_h view);

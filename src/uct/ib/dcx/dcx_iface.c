@@ -569,6 +569,20 @@ typedef struct uct_dcx_mem_view {
     uct_dcx_umr_view_t umr;
 } uct_dcx_mem_view_t;
 
+/* The memory handle of a view: what mkey_pack reads, zero-based. */
+static void uct_dcx_mem_view_init(uct_dcx_iface_t *iface,
+                                  uct_dcx_mem_view_t *view, size_t length)
+{
+    view->mr.context = iface->md->ctx;
+    view->mr.pd      = iface->md->pd;
+    view->mr.addr    = NULL;
+    view->mr.length  = length;
+    view->mr.lkey    = view->umr.mkey->lkey;
+    view->mr.rkey    = view->umr.mkey->rkey;
+    view->memh.mr    = &view->mr;
+    view->memh.flags = UCT_DCX_MEM_FLAG_VIEW;
+}
+
 __attribute__((visibility("default")))
 ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
                                      void *address, size_t length,
@@ -620,21 +634,93 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
     layout.stride = stride;
     layout.count  = count;
     status        = uct_dcx_umr_view_create(umr, iface->md->pd, &layout,
-                                            &view->umr);
+                                            NULL, 0, &view->umr);
     if (status != UCS_OK) {
         ucs_free(view);
         return status;
     }
 
-    view->mr.context = iface->md->ctx;
-    view->mr.pd      = iface->md->pd;
-    view->mr.addr    = NULL;         /* zero-based */
-    view->mr.length  = length * count;
-    view->mr.lkey    = view->umr.mkey->lkey;
-    view->mr.rkey    = view->umr.mkey->rkey;
-    view->memh.mr    = &view->mr;
-    view->memh.flags = UCT_DCX_MEM_FLAG_VIEW;
-    *view_p          = &view->memh;
+    uct_dcx_mem_view_init(iface, view, length * count);
+    *view_p = &view->memh;
+    return UCS_OK;
+}
+
+__attribute__((visibility("default")))
+ucs_status_t uct_dcx_mem_view_create_iov(uct_iface_h tl_iface,
+                                         const uct_iov_t *iov, size_t iovcnt,
+                                         uct_mem_h *view_p)
+{
+    struct ibv_sge pieces[UCT_DCX_UMR_LIST_MAX];
+    uct_dcx_umr_layout_t layout = {};
+    uct_dcx_mem_view_t *view;
+    uct_dcx_iface_t *iface;
+    uct_dcx_mem_t *mem;
+    size_t i, j, total = 0;
+    uct_dcx_umr_t *umr;
+    ucs_status_t status;
+    unsigned n = 0;
+    uintptr_t end;
+
+    if ((tl_iface == NULL) || (tl_iface->ops.ep_put_zcopy !=
+                               uct_dcx_ep_put_zcopy) || (view_p == NULL)) {
+        ucs_error("dcx: a view needs a dcx interface");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+
+    status = uct_dcx_iface_umr_engine(iface, &umr);
+    if (status != UCS_OK) {
+        ucs_error("dcx: %s: views need UMR", iface->md->device->name);
+        return status;
+    }
+
+    /* One piece per block of every entry, each inside its registration. */
+    for (i = 0; i < iovcnt; ++i) {
+        mem = iov[i].memh;
+        if (uct_iov_get_length(&iov[i]) == 0) {
+            continue;
+        }
+        if ((mem == NULL) || (mem->flags & UCT_DCX_MEM_FLAG_VIEW) ||
+            ((iov[i].count > 1) && (iov[i].stride < iov[i].length))) {
+            ucs_error("dcx: view entry %zu: no registration, or overlapping "
+                      "blocks", i);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        for (j = 0; j < iov[i].count; ++j) {
+            if (n == umr->list_max) {
+                ucs_error("dcx: a view maps at most %u pieces", umr->list_max);
+                return UCS_ERR_INVALID_PARAM;
+            }
+            pieces[n].addr   = (uintptr_t)iov[i].buffer +
+                               j * ((iov[i].count > 1) ? iov[i].stride : 0);
+            pieces[n].length = iov[i].length;
+            pieces[n].lkey   = mem->mr->lkey;
+            end              = pieces[n].addr + pieces[n].length;
+            if ((pieces[n].addr < (uintptr_t)mem->mr->addr) ||
+                (end > (uintptr_t)mem->mr->addr + mem->mr->length)) {
+                ucs_error("dcx: view entry %zu block %zu is outside its "
+                          "registration", i, j);
+                return UCS_ERR_INVALID_PARAM;
+            }
+            total += iov[i].length;
+            ++n;
+        }
+    }
+
+    view = ucs_calloc(1, sizeof(*view), "dcx view");
+    if (view == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = uct_dcx_umr_view_create(umr, iface->md->pd, &layout, pieces, n,
+                                     &view->umr);
+    if (status != UCS_OK) {
+        ucs_free(view);
+        return status;
+    }
+
+    uct_dcx_mem_view_init(iface, view, total);
+    *view_p = &view->memh;
     return UCS_OK;
 }
 

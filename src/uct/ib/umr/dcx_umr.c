@@ -599,13 +599,19 @@ static ucs_status_t uct_dcx_umr_view_wait(uct_dcx_umr_t *umr,
 
 ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
                                      const uct_dcx_umr_layout_t *layout,
+                                     const struct ibv_sge *pieces, unsigned n,
                                      uct_dcx_umr_view_t *view)
 {
     struct mlx5dv_mkey_init_attr mkey_attr = {};
     struct mlx5dv_mr_interleaved entry;
     ucs_status_t status;
 
-    if (!uct_dcx_umr_layout_fits(umr, layout)) {
+    if ((pieces != NULL) && ((n == 0) || (n > umr->list_max))) {
+        ucs_error("dcx: a view of %u pieces: one UMR maps 1 to %u", n,
+                  umr->list_max);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((pieces == NULL) && !uct_dcx_umr_layout_fits(umr, layout)) {
         ucs_error("dcx: a view of %u x %u bytes @ %u does not fit one UMR "
                   "(block and stride below 64 KiB)", layout->count,
                   layout->length, layout->stride);
@@ -617,7 +623,7 @@ ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
 
     mkey_attr.pd           = pd;
     mkey_attr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
-    mkey_attr.max_entries  = 2;
+    mkey_attr.max_entries  = (pieces != NULL) ? n : 2;
     view->mkey             = umr->ops->mlx5dv_create_mkey(&mkey_attr);
     if (view->mkey == NULL) {
         ucs_error("dcx: cannot create a view's mkey: %m");
@@ -631,8 +637,13 @@ ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
     ibv_wr_start(umr->qpx);
     umr->qpx->wr_id    = UCT_DCX_UMR_WR_VIEW;
     umr->qpx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
-    mlx5dv_wr_mr_interleaved(umr->mqpx, view->mkey, umr->access,
-                             layout->count, 1, &entry);
+    if (pieces != NULL) {
+        mlx5dv_wr_mr_list(umr->mqpx, view->mkey, umr->access, n,
+                          (struct ibv_sge*)pieces);
+    } else {
+        mlx5dv_wr_mr_interleaved(umr->mqpx, view->mkey, umr->access,
+                                 layout->count, 1, &entry);
+    }
     status = uct_dcx_umr_view_wait(umr, "UMR");
     if (status != UCS_OK) {
         umr->ops->mlx5dv_destroy_mkey(view->mkey);

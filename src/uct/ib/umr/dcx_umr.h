@@ -156,8 +156,10 @@ typedef struct uct_dcx_umr_view {
     uct_dcx_umr_layout_t layout;
 } uct_dcx_umr_view_t;
 
+/* A strided layout, or (pieces != NULL) a list of n pieces. */
 ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
                                      const uct_dcx_umr_layout_t *layout,
+                                     const struct ibv_sge *pieces, unsigned n,
                                      uct_dcx_umr_view_t *view);
 
 ucs_status_t uct_dcx_umr_view_destroy(uct_dcx_umr_t *umr,

@@ -23,6 +23,20 @@
  *                                          Counts and "infinite" cases are never scaled away.
  *   DCXEMU_HEAP_MB        1024             Size of the fabric's sparse shared heap (CQ and SRQ
  *                                          rings) in MiB; only touched pages use memory.
+ *   DCXEMU_EXEC           immediate        immediate: wr_complete executes the SQ in the posting
+ *                                          thread.  deferred: wr_complete only publishes; the
+ *                                          engine thread executes each batch after a pseudo-random
+ *                                          delay in (0, DCXEMU_DEFER_US] (FIFO per QP kept), so a
+ *                                          send buffer reused before its completion is caught.
+ *   DCXEMU_DEFER_US       20               Upper bound of the deferred delay, 1..1000000 us.
+ *   DCXEMU_FAULTS         (none)           Coarse random faults on data WRs, comma-separated:
+ *                                          drop=P (lost on the wire: one transport retry),
+ *                                          delay_us=U:P (U us added before execution),
+ *                                          status=NAME:P (completes with IBV_WC_NAME, e.g.
+ *                                          RETRY_EXC_ERR, or a number; QP goes to ERR),
+ *                                          seed=N (deterministic sequence per process).
+ *   DCXEMU_TRACE          (off)            1: one line per WR posted / executed and per CQE on
+ *                                          stderr; a path: appended to that file.
  *
  * Errors specific to the model: a fabric with a foreign magic/layout version or owner is refused
  * with EPROTO / EACCES and one line on stderr; any call from a forked child of a process that
@@ -113,6 +127,50 @@ DCXEMU_API int dcxemu_ibv_get_async_event(struct ibv_context *context,
                                           struct ibv_async_event *event);
 DCXEMU_API void dcxemu_ibv_ack_async_event(struct ibv_async_event *event);
 DCXEMU_API const char *dcxemu_ibv_wc_status_str(enum ibv_wc_status status);
+
+/* ---- test-only control and observability API (no ibv_context needed: attaches on demand) ---- */
+
+enum dcxemu_fault_kind {
+    DCXEMU_FAULT_DCT_UNREACHABLE = 1, /* target = DCT number; arg = 1 on, 0 off. Senders see transport
+                                         retries then IBV_WC_RETRY_EXC_ERR, as for a dead peer. */
+    DCXEMU_FAULT_DROP_NEXT       = 2, /* target = DCT number; arg = N: the next N delivery attempts to
+                                         it are lost on the wire; each costs the sender one transport
+                                         retry (counted); exhausting retry_cnt gives RETRY_EXC_ERR. */
+    DCXEMU_FAULT_FORCE_STATUS    = 3, /* target = send QP number (DCI or RC); arg = enum ibv_wc_status:
+                                         the next WR executed on it completes with that status instead
+                                         of executing (QP goes to ERR as hardware would for an error
+                                         CQE; following WRs flush). */
+    DCXEMU_FAULT_DELAY           = 4, /* target = send QP number or DCT number; arg = microseconds added
+                                         before each operation executes; 0 clears. */
+};
+/* Returns 0 or an errno value (EINVAL for bad kind/arg, ENOENT if the target number does not exist
+   on the fabric, EPERM from a forked child). The fault lives in the shared fabric, so it acts on
+   whichever process executes the operation. */
+DCXEMU_API int dcxemu_fault_inject(enum dcxemu_fault_kind kind, uint32_t target, uint64_t arg);
+DCXEMU_API int dcxemu_fault_clear_all(void);
+
+enum dcxemu_counter_op {
+    DCXEMU_CNT_OP_WRITE, DCXEMU_CNT_OP_WRITE_IMM, DCXEMU_CNT_OP_SEND, DCXEMU_CNT_OP_SEND_IMM,
+    DCXEMU_CNT_OP_READ, DCXEMU_CNT_OP_ATOMIC_FA, DCXEMU_CNT_OP_ATOMIC_CS, DCXEMU_CNT_OP_UMR,
+    DCXEMU_CNT_OP_LOCAL_INV, DCXEMU_CNT_OP_MAX
+};
+
+/* wr[]: WRs executed (success or error; flushed WRs are not executed) by opcode, on the sender's
+   device; bytes: payload moved by successful WRs; rnr_retries / transport_retries: each wait
+   before a retry; key_violations: LOC_PROT_ERR / REM_ACCESS_ERR completions; error_cqes: every
+   CQE with a non-success status (send and receive side, flushes included); recv_cqes: receive
+   CQEs, on the target's device. */
+struct dcxemu_counters {
+    uint64_t wr[DCXEMU_CNT_OP_MAX];
+    uint64_t bytes, rnr_retries, transport_retries, key_violations, error_cqes, recv_cqes;
+};
+
+/* PROCESS: events charged to this process (what it executed, and receive CQEs for its DCTs) since
+   it attached.  FABRIC: cumulative over every process that ever attached, until the fabric is
+   re-initialised.  Returns 0 or an errno value (EINVAL for a bad index/scope/NULL). */
+enum dcxemu_counter_scope { DCXEMU_SCOPE_PROCESS = 0, DCXEMU_SCOPE_FABRIC = 1 };
+DCXEMU_API int dcxemu_counters_read(int device_index, enum dcxemu_counter_scope scope,
+                                    struct dcxemu_counters *out);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,7 @@
 #include <sys/types.h>
 
 #define DCXEMU_MAGIC            0x4443584546414252ULL /* "DCXEFABR" */
-#define DCXEMU_LAYOUT_VERSION   3u
+#define DCXEMU_LAYOUT_VERSION   4u   /* 4: faults and counters */
 
 #define DCXEMU_MAX_MEMBERS      64
 #define DCXEMU_QP_IDX_BITS      12                     /* qpn = gen << 12 | index (24 bits) */
@@ -101,6 +101,11 @@ struct dcxemu_shm_qp {
     int32_t  cq_idx;
     uint32_t min_rnr_timer;
     uint32_t pad;
+    /* injected faults (dcxemu_fault_inject); cleared when the slot is reused */
+    uint32_t fault_unreachable;
+    uint32_t fault_drop_next;
+    uint32_t fault_force_status;   /* ibv_wc_status + 1; 0 = none */
+    uint32_t fault_delay_us;
 };
 
 struct dcxemu_shm_cqe {
@@ -181,6 +186,11 @@ struct dcxemu_shm {
     struct dcxemu_shm_mkey mkeys[DCXEMU_MAX_MKEYS];
     struct dcxemu_shm_cq cqs[DCXEMU_MAX_CQS];
     struct dcxemu_shm_srq srqs[DCXEMU_MAX_SRQS];
+    /* observability: fabric-wide per device, and per member slot (reset when the slot is taken) */
+    uint32_t num_devices;                     /* largest DCXEMU_NUM_DEVICES of any member */
+    uint32_t pad;
+    struct dcxemu_counters dev_cnt[DCXEMU_MAX_DEVICES];
+    struct dcxemu_counters member_cnt[DCXEMU_MAX_MEMBERS][DCXEMU_MAX_DEVICES];
 };
 
 /* ---------------------------------------------------------------- process-local objects --- */
@@ -269,6 +279,7 @@ struct dcxemu_wqe {
     uint32_t umr_access;
     uint32_t umr_repeat;
     uint32_t pad2;
+    uint64_t not_before_ns;  /* deferred mode: earliest execution time */
     /* followed by max_send_sge struct ibv_sge, then max_inline_data bytes */
 };
 
@@ -309,6 +320,7 @@ struct dcxemu_qp {
     /* retry state of the head WQE */
     uint32_t rnr_count, retry_count;
     _Atomic uint64_t deadline_ns;  /* 0 = nothing waits */
+    uint64_t head_gate_ns;         /* head WQE may run from then on (deferral, delay); 0 = unset */
 };
 
 struct dcxemu_settings {
@@ -317,6 +329,13 @@ struct dcxemu_settings {
     uint32_t max_wqe;
     double time_scale;
     uint64_t heap_mb;
+    int deferred;                  /* DCXEMU_EXEC=deferred */
+    uint32_t defer_us;
+    /* DCXEMU_FAULTS: probabilities scaled to 2^32 (0 = off) */
+    int faults;
+    uint64_t fault_seed;
+    uint32_t drop_p, delay_p, status_p;
+    uint32_t delay_us, status;
 };
 
 /* ---------------------------------------------------------------- fabric.c ---------------- */
@@ -347,6 +366,18 @@ void dcxemu_engine_kick(void);
 uint64_t dcxemu_now_ns(void);
 uint64_t dcxemu_scaled_ns(double ns);
 void dcxemu_reap_dead_members(void);       /* under the fabric lock */
+uint64_t dcxemu_random(void);              /* deterministic per process (seed) */
+int dcxemu_chance(uint32_t p);             /* true with probability p / 2^32 */
+
+void dcxemu_count(int member, int dev, size_t field_off, uint64_t n);
+#define DCXEMU_COUNT(_m, _d, _field, _n) \
+    dcxemu_count(_m, _d, offsetof(struct dcxemu_counters, _field), _n)
+
+extern int dcxemu_trace_fd;                /* -1: tracing off */
+void dcxemu_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define DCXEMU_TRACE(...) \
+    do { if (__builtin_expect(dcxemu_trace_fd >= 0, 0)) dcxemu_trace(__VA_ARGS__); } while (0)
+
 struct iovec;
 int dcxemu_vm_copy(int member, int to_remote, const struct iovec *local, int nl,
                    const struct iovec *remote, int nr);

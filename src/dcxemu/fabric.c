@@ -75,8 +75,100 @@ static long env_long(const char *name, long def, long min, long max)
     return v;
 }
 
+/* "0.01" -> 0.01 * 2^32 (saturated); -1 if not a probability */
+static int64_t parse_prob(const char *v)
+{
+    char *end;
+    double p = strtod(v, &end);
+    if (end == v || (*end != '\0' && *end != ',') || !(p >= 0.0 && p <= 1.0)) {
+        return -1;
+    }
+    return p >= 1.0 ? 0xffffffffLL : (int64_t)(p * 4294967296.0);
+}
+
+static int parse_status(const char *v, char **end)
+{
+    static const struct { const char *name; int st; } names[] = {
+        { "RETRY_EXC_ERR", IBV_WC_RETRY_EXC_ERR }, { "RNR_RETRY_EXC_ERR", IBV_WC_RNR_RETRY_EXC_ERR },
+        { "REM_ACCESS_ERR", IBV_WC_REM_ACCESS_ERR }, { "LOC_PROT_ERR", IBV_WC_LOC_PROT_ERR },
+        { "REM_OP_ERR", IBV_WC_REM_OP_ERR }, { "REM_INV_REQ_ERR", IBV_WC_REM_INV_REQ_ERR },
+        { "LOC_LEN_ERR", IBV_WC_LOC_LEN_ERR }, { "LOC_QP_OP_ERR", IBV_WC_LOC_QP_OP_ERR },
+        { "GENERAL_ERR", IBV_WC_GENERAL_ERR }, { "WR_FLUSH_ERR", IBV_WC_WR_FLUSH_ERR },
+    };
+    if (strncmp(v, "IBV_WC_", 7) == 0) {
+        v += 7;
+    }
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        size_t n = strlen(names[i].name);
+        if (strncmp(v, names[i].name, n) == 0 && (v[n] == ':' || v[n] == '\0' || v[n] == ',')) {
+            *end = (char *)v + n;
+            return names[i].st;
+        }
+    }
+    long st = strtol(v, end, 0);
+    return *end == v || st <= IBV_WC_SUCCESS || st > IBV_WC_TM_RNDV_INCOMPLETE ? -1 : (int)st;
+}
+
+/* DCXEMU_FAULTS="drop=P,delay_us=U:P,status=NAME:P,seed=N"; a bad item is ignored with a line */
+static void read_faults(const char *spec)
+{
+    char *copy = strdup(spec), *save = NULL, *item;
+    dcxemu_cfg.fault_seed = 1;
+    for (item = strtok_r(copy, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '='), *end, *colon;
+        int64_t p = -1;
+        if (eq == NULL) {
+            goto bad;
+        }
+        *eq++ = '\0';
+        colon = strchr(eq, ':');
+        if (strcmp(item, "drop") == 0) {
+            p = parse_prob(eq);
+            if (p < 0) goto bad;
+            dcxemu_cfg.drop_p = (uint32_t)p;
+        } else if (strcmp(item, "delay_us") == 0) {
+            unsigned long us = strtoul(eq, &end, 0);
+            if (colon == NULL || end != colon || us > 10000000 || (p = parse_prob(colon + 1)) < 0) goto bad;
+            dcxemu_cfg.delay_us = (uint32_t)us;
+            dcxemu_cfg.delay_p = (uint32_t)p;
+        } else if (strcmp(item, "status") == 0) {
+            int st = parse_status(eq, &end);
+            if (st < 0 || colon == NULL || end != colon || (p = parse_prob(colon + 1)) < 0) goto bad;
+            dcxemu_cfg.status = (uint32_t)st;
+            dcxemu_cfg.status_p = (uint32_t)p;
+        } else if (strcmp(item, "seed") == 0) {
+            dcxemu_cfg.fault_seed = strtoull(eq, &end, 0);
+            if (*end != '\0') goto bad;
+        } else {
+            goto bad;
+        }
+        continue;
+bad:
+        fprintf(stderr, "dcxemu: ignoring DCXEMU_FAULTS item '%s'\n", item);
+    }
+    free(copy);
+    dcxemu_cfg.faults = dcxemu_cfg.drop_p || dcxemu_cfg.delay_p || dcxemu_cfg.status_p;
+}
+
+static void read_trace(const char *t)
+{
+    if (t == NULL || *t == '\0' || strcmp(t, "0") == 0) {
+        return;
+    }
+    if (strcmp(t, "1") == 0) {
+        dcxemu_trace_fd = STDERR_FILENO;
+        return;
+    }
+    dcxemu_trace_fd = open(t, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (dcxemu_trace_fd < 0) {
+        fprintf(stderr, "dcxemu: cannot open DCXEMU_TRACE=%s: %s\n", t, strerror(errno));
+    }
+}
+
 static void read_settings(void)
 {
+    const char *ex = getenv("DCXEMU_EXEC");
+    const char *fs = getenv("DCXEMU_FAULTS");
     const char *f = getenv("DCXEMU_FABRIC");
     const char *ts = getenv("DCXEMU_TIME_SCALE");
     if (f != NULL && *f != '\0' && strlen(f) < sizeof(dcxemu_cfg.fabric) - 2 &&
@@ -98,6 +190,33 @@ static void read_settings(void)
             fprintf(stderr, "dcxemu: ignoring DCXEMU_TIME_SCALE=%s\n", ts);
         }
     }
+    dcxemu_cfg.deferred = 0;
+    if (ex != NULL && strcmp(ex, "deferred") == 0) {
+        dcxemu_cfg.deferred = 1;
+    } else if (ex != NULL && *ex != '\0' && strcmp(ex, "immediate") != 0) {
+        fprintf(stderr, "dcxemu: ignoring DCXEMU_EXEC=%s (immediate or deferred)\n", ex);
+    }
+    dcxemu_cfg.defer_us = (uint32_t)env_long("DCXEMU_DEFER_US", 20, 1, 1000000);
+    if (fs != NULL && *fs != '\0') {
+        read_faults(fs);
+    }
+    read_trace(getenv("DCXEMU_TRACE"));
+}
+
+/* splitmix64 over a shared counter: deterministic sequence for a given seed, thread-safe */
+uint64_t dcxemu_random(void)
+{
+    static _Atomic uint64_t ctr;
+    uint64_t z = dcxemu_cfg.fault_seed * 0x9e3779b97f4a7c15ull +
+                 (atomic_fetch_add(&ctr, 1) + 1) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+int dcxemu_chance(uint32_t p)
+{
+    return p != 0 && (uint32_t)(dcxemu_random() >> 32) < p;
 }
 
 /* ---------------------------------------------------------------- locks ---- */
@@ -545,6 +664,9 @@ static int do_attach(void)
         goto out_unmap;
     }
     dcxemu_reap_dead_members();
+    if (f->num_devices < (uint32_t)dcxemu_cfg.num_devices) {
+        f->num_devices = (uint32_t)dcxemu_cfg.num_devices;
+    }
     for (int m = 0; m < DCXEMU_MAX_MEMBERS; m++) {
         struct dcxemu_shm_member *mb = &f->members[m];
         struct flock fl;
@@ -559,6 +681,7 @@ static int do_attach(void)
             mb->starttime = proc_starttime(getpid());
             mb->token = f->next_token++;
             mb->doorbell = 0;
+            memset(f->member_cnt[m], 0, sizeof(f->member_cnt[m]));
             dcxemu_me = m;
             dcxemu_my_token = mb->token;
             break;

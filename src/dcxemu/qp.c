@@ -29,6 +29,20 @@ static const double rnr_timer_ms[32] = {
     163.84, 245.76, 327.68, 491.52,
 };
 
+static const struct { const char *name; int cnt; } op_info[] = {
+    [DCXEMU_OP_NONE] = { "none", -1 },
+    [DCXEMU_OP_SEND] = { "send", DCXEMU_CNT_OP_SEND },
+    [DCXEMU_OP_SEND_IMM] = { "send_imm", DCXEMU_CNT_OP_SEND_IMM },
+    [DCXEMU_OP_WRITE] = { "write", DCXEMU_CNT_OP_WRITE },
+    [DCXEMU_OP_WRITE_IMM] = { "write_imm", DCXEMU_CNT_OP_WRITE_IMM },
+    [DCXEMU_OP_READ] = { "read", DCXEMU_CNT_OP_READ },
+    [DCXEMU_OP_CMP_SWP] = { "atomic_cs", DCXEMU_CNT_OP_ATOMIC_CS },
+    [DCXEMU_OP_FETCH_ADD] = { "atomic_fa", DCXEMU_CNT_OP_ATOMIC_FA },
+    [DCXEMU_OP_UMR_LIST] = { "umr_list", DCXEMU_CNT_OP_UMR },
+    [DCXEMU_OP_UMR_INTERLEAVED] = { "umr_interleaved", DCXEMU_CNT_OP_UMR },
+    [DCXEMU_OP_LOCAL_INV] = { "local_inv", DCXEMU_CNT_OP_LOCAL_INV },
+};
+
 static inline struct dcxemu_qp *QP(struct ibv_qp_ex *q) { return (struct dcxemu_qp *)q; }
 static inline struct dcxemu_qp *QPDV(struct mlx5dv_qp_ex *d)
 {
@@ -42,6 +56,14 @@ static inline struct ibv_sge *wqe_sges(struct dcxemu_wqe *w) { return (struct ib
 static inline char *wqe_inline(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
 {
     return (char *)(wqe_sges(w) + qp->cap.max_send_sge);
+}
+static uint64_t wqe_len(struct dcxemu_wqe *w)
+{
+    uint64_t len = w->inline_len;
+    for (uint32_t i = 0; !w->is_inline && i < w->num_sge; i++) {
+        len += wqe_sges(w)[i].length;
+    }
+    return len;
 }
 
 /* ---------------------------------------------------------------- builders ---- */
@@ -390,6 +412,7 @@ static int wr_complete(struct ibv_qp_ex *q)
 {
     struct dcxemu_qp *qp = QP(q);
     int err = qp->batch_err;
+    uint64_t nb = 0;
     if (err == 0 && qp->cur != NULL && !wqe_finished(qp->cur)) {
         err = EINVAL;
     }
@@ -400,12 +423,30 @@ static int wr_complete(struct ibv_qp_ex *q)
         err = dcxemu_usable();
     }
     if (err == 0 && qp->batch_n > 0) {
+        /* deferred: the whole batch becomes executable after one delay in (0, DEFER_US] */
+        nb = dcxemu_cfg.deferred ?
+             dcxemu_now_ns() + 1000 * (1 + dcxemu_random() % dcxemu_cfg.defer_us) : 0;
+        for (uint32_t i = 0; i < qp->batch_n; i++) {
+            struct dcxemu_wqe *w = slot(qp, qp->sq_posted + i);
+            w->not_before_ns = nb;
+            DCXEMU_TRACE("post qp=0x%x op=%s len=%llu wr_id=0x%llx flags=0x%x", q->qp_base.qp_num,
+                         op_info[w->opcode].name, (unsigned long long)wqe_len(w),
+                         (unsigned long long)w->wr_id, w->flags);
+        }
         __atomic_store_n(&qp->sq_posted, qp->sq_posted + qp->batch_n, __ATOMIC_RELEASE);
     }
     batch_reset(qp);
     pthread_mutex_unlock(&qp->post_lock);
-    if (err == 0) {
+    if (err == 0 && !dcxemu_cfg.deferred) {
         dcxemu_qp_progress(qp);
+    } else if (err == 0 && nb != 0) {
+        /* only publish: the engine executes from nb on (an existing deadline already covers
+         * earlier WQEs, and the queue is FIFO) */
+        uint64_t zero = 0;
+        pthread_mutex_lock(&qp->exec_lock);
+        atomic_compare_exchange_strong(&qp->deadline_ns, &zero, nb);
+        pthread_mutex_unlock(&qp->exec_lock);
+        dcxemu_engine_kick();
     }
     return err;
 }
@@ -443,6 +484,7 @@ enum exec_result { EXEC_DONE, EXEC_RNR, EXEC_UNREACHABLE };
 struct exec_out {
     uint32_t status, vendor_err, byte_len;
     double rnr_ms;
+    uint64_t bytes;        /* payload moved (counters) */
 };
 
 /* Validate a key for an access of len bytes at addr (fabric lock held).  Returns the MR. */
@@ -664,8 +706,15 @@ out:
     }
     if (t->cq_idx >= 0) {
         struct dcxemu_shm_cq *cq = &dcxemu_fab->cqs[t->cq_idx];
-        if (cq->in_use && cq->owner == t->owner && dcxemu_cq_push(cq, &cqe)) {
-            *wake_member = t->owner;
+        if (cq->in_use && cq->owner == t->owner) {
+            /* charged to the target's member and device */
+            DCXEMU_COUNT(t->owner, (int)t->lid - 1, recv_cqes, 1);
+            if (cqe.status != IBV_WC_SUCCESS) {
+                DCXEMU_COUNT(t->owner, (int)t->lid - 1, error_cqes, 1);
+            }
+            if (dcxemu_cq_push(cq, &cqe)) {
+                *wake_member = t->owner;
+            }
         }
     }
     return 0;
@@ -733,6 +782,22 @@ static void execute_local(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exe
     k->programmed = 1;
 }
 
+static uint32_t forced_syndrome(uint32_t st)
+{
+    switch (st) {
+    case IBV_WC_RETRY_EXC_ERR: return SYND_RETRY_EXC;
+    case IBV_WC_RNR_RETRY_EXC_ERR: return SYND_RNR_RETRY_EXC;
+    case IBV_WC_REM_ACCESS_ERR: return SYND_REM_ACCESS;
+    case IBV_WC_LOC_PROT_ERR: return SYND_LOC_PROT;
+    case IBV_WC_REM_INV_REQ_ERR: return SYND_REM_INV_REQ;
+    case IBV_WC_REM_OP_ERR: return SYND_REM_OP;
+    case IBV_WC_LOC_LEN_ERR: return SYND_LOC_LEN;
+    case IBV_WC_LOC_QP_OP_ERR: return SYND_LOC_QP_OP;
+    case IBV_WC_WR_FLUSH_ERR: return SYND_WR_FLUSH;
+    default: return 0;
+    }
+}
+
 static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
 {
     struct iovbuf liov, riov;
@@ -749,8 +814,19 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
         fail(o, IBV_WC_GENERAL_ERR, 0);
         return EXEC_DONE;
     }
+    if (dcxemu_fab->qps[qp->idx].fault_force_status != 0) {
+        /* injected: this WR completes with the status instead of executing */
+        uint32_t st = dcxemu_fab->qps[qp->idx].fault_force_status - 1;
+        dcxemu_fab->qps[qp->idx].fault_force_status = 0;
+        fail(o, st, forced_syndrome(st));
+        goto out;
+    }
     if (w->opcode >= DCXEMU_OP_UMR_LIST) {
         execute_local(qp, w, o);
+        goto out;
+    }
+    if (__builtin_expect(dcxemu_cfg.faults, 0) && dcxemu_chance(dcxemu_cfg.status_p)) {
+        fail(o, dcxemu_cfg.status, forced_syndrome(dcxemu_cfg.status));
         goto out;
     }
     /* local checks first: they never reach the wire */
@@ -784,7 +860,16 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
     t = &dcxemu_fab->qps[w->dctn & (DCXEMU_MAX_QPS - 1)];
     if (w->dlid < 1 || w->dlid > (uint32_t)dcxemu_cfg.num_devices || !t->in_use || !t->is_dct ||
         !t->dct_ready || t->qpn != w->dctn || t->lid != w->dlid || t->dc_key != w->dc_key ||
-        !dcxemu_member_alive(t->owner, t->owner_token)) {
+        !dcxemu_member_alive(t->owner, t->owner_token) || t->fault_unreachable) {
+        res = EXEC_UNREACHABLE;
+        goto out;
+    }
+    if (t->fault_drop_next > 0) {
+        t->fault_drop_next--;   /* injected: this delivery attempt is lost on the wire */
+        res = EXEC_UNREACHABLE;
+        goto out;
+    }
+    if (__builtin_expect(dcxemu_cfg.faults, 0) && dcxemu_chance(dcxemu_cfg.drop_p)) {
         res = EXEC_UNREACHABLE;
         goto out;
     }
@@ -888,6 +973,9 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
         fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);
         break;
     }
+    if (res == EXEC_DONE && o->status == IBV_WC_SUCCESS) {
+        o->bytes = is_atomic ? 8 : total;
+    }
 out:
     dcxemu_unlock();
     iovbuf_fini(&liov);
@@ -923,6 +1011,9 @@ static int complete_wqe(struct dcxemu_qp *qp, struct dcxemu_wqe *w, uint64_t i,
     if (o->status == IBV_WC_SUCCESS && !(w->flags & IBV_SEND_SIGNALED) && !qp->sq_sig_all) {
         return 0;
     }
+    if (o->status != IBV_WC_SUCCESS) {
+        DCXEMU_COUNT(dcxemu_me, qp->ctx->dev_index, error_cqes, 1);
+    }
     memset(&cqe, 0, sizeof(cqe));
     cqe.wr_id = w->wr_id;
     cqe.sq_index = i;
@@ -934,6 +1025,40 @@ static int complete_wqe(struct dcxemu_qp *qp, struct dcxemu_wqe *w, uint64_t i,
     cqe.qp_num = qp->qpx.qp_base.qp_num;
     cqe.is_send = 1;
     return dcxemu_cq_push(qp->send_cq->s, &cqe);
+}
+
+/* Microseconds to wait before the head WQE runs: injected delays of the QP and of its target
+ * DCT (read without the fabric lock: a stale value only shifts one delay), and DCXEMU_FAULTS. */
+static uint64_t head_delay_us(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
+{
+    uint64_t us = __atomic_load_n(&dcxemu_fab->qps[qp->idx].fault_delay_us, __ATOMIC_RELAXED);
+    if (w->opcode < DCXEMU_OP_UMR_LIST) {
+        struct dcxemu_shm_qp *t = &dcxemu_fab->qps[w->dctn & (DCXEMU_MAX_QPS - 1)];
+        if (__atomic_load_n(&t->qpn, __ATOMIC_RELAXED) == w->dctn) {
+            us += __atomic_load_n(&t->fault_delay_us, __ATOMIC_RELAXED);
+        }
+        if (__builtin_expect(dcxemu_cfg.faults, 0) && dcxemu_chance(dcxemu_cfg.delay_p)) {
+            us += dcxemu_cfg.delay_us;
+        }
+    }
+    return us;
+}
+
+static void count_executed(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const struct exec_out *o)
+{
+    int dev = qp->ctx->dev_index, c = op_info[w->opcode].cnt;
+    if (c >= 0) {
+        DCXEMU_COUNT(dcxemu_me, dev, wr[c], 1);
+    }
+    if (o->bytes != 0) {
+        DCXEMU_COUNT(dcxemu_me, dev, bytes, o->bytes);
+    }
+    if (o->status == IBV_WC_LOC_PROT_ERR || o->status == IBV_WC_REM_ACCESS_ERR) {
+        DCXEMU_COUNT(dcxemu_me, dev, key_violations, 1);
+    }
+    DCXEMU_TRACE("exec qp=0x%x op=%s len=%llu wr_id=0x%llx status=%u", qp->qpx.qp_base.qp_num,
+                 op_info[w->opcode].name, (unsigned long long)wqe_len(w),
+                 (unsigned long long)w->wr_id, o->status);
 }
 
 /* Execute published WQEs in order until done or the head WQE must wait for a timer. */
@@ -957,6 +1082,7 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
             fail(&o, IBV_WC_WR_FLUSH_ERR, SYND_WR_FLUSH);
             raised |= complete_wqe(qp, w, qp->sq_done, &o);
             qp->sq_done++;
+            qp->head_gate_ns = 0;
             continue;
         }
         now = dcxemu_now_ns();
@@ -964,11 +1090,24 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
         if (deadline != 0 && now < deadline) {
             break;
         }
+        if (qp->head_gate_ns == 0) {
+            /* first look at this head: deferral and injected delays, then it may run */
+            uint64_t gate = w->not_before_ns, extra = head_delay_us(qp, w);
+            if (extra != 0) {
+                gate = (gate > now ? gate : now) + extra * 1000;
+            }
+            qp->head_gate_ns = gate != 0 ? gate : 1;
+        }
+        if (now < qp->head_gate_ns) {
+            atomic_store(&qp->deadline_ns, qp->head_gate_ns);
+            break;
+        }
         r = execute(qp, w, &o);
         if (r == EXEC_RNR) {
             qp->rnr_count++;
             if (qp->rnr_retry == 7 || qp->rnr_count <= qp->rnr_retry) {
                 atomic_store(&qp->deadline_ns, now + dcxemu_scaled_ns(o.rnr_ms * 1e6));
+                DCXEMU_COUNT(dcxemu_me, qp->ctx->dev_index, rnr_retries, 1);
                 break;
             }
             fail(&o, IBV_WC_RNR_RETRY_EXC_ERR, SYND_RNR_RETRY_EXC);
@@ -977,6 +1116,7 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
             qp->retry_count++;
             if (qp->timeout == 0 || qp->retry_count <= qp->retry_cnt) {
                 atomic_store(&qp->deadline_ns, now + dcxemu_scaled_ns(t));   /* 0 = forever */
+                DCXEMU_COUNT(dcxemu_me, qp->ctx->dev_index, transport_retries, 1);
                 break;
             }
             fail(&o, IBV_WC_RETRY_EXC_ERR, SYND_RETRY_EXC);
@@ -987,8 +1127,10 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
         if (o.status != IBV_WC_SUCCESS) {
             atomic_store(&qp->hw_state, IBV_QPS_ERR);   /* qp->state is left alone */
         }
+        count_executed(qp, w, &o);
         raised |= complete_wqe(qp, w, qp->sq_done, &o);
         qp->sq_done++;
+        qp->head_gate_ns = 0;
     }
     pthread_mutex_unlock(&qp->exec_lock);
     if (atomic_load(&qp->deadline_ns) != 0) {
@@ -1431,6 +1573,7 @@ static void purge_qp(struct dcxemu_qp *qp)
     qp->sq_posted = qp->sq_done = 0;
     atomic_store(&qp->sq_freed, 0);
     qp->rnr_count = qp->retry_count = 0;
+    qp->head_gate_ns = 0;
     atomic_store(&qp->deadline_ns, 0);
     if (qpn != 0) {
         dcxemu_cq_purge_qpn(qp->send_cq->s, qpn);

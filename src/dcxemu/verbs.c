@@ -915,6 +915,9 @@ static inline struct dcxemu_shm_cqe *cq_ring(struct dcxemu_shm_cq *s)
 int dcxemu_cq_push(struct dcxemu_shm_cq *s, const struct dcxemu_shm_cqe *cqe)
 {
     int wake = 0;
+    DCXEMU_TRACE("cqe qp=0x%x %s opcode=%u len=%u wr_id=0x%llx status=%u", cqe->qp_num,
+                 cqe->is_send ? "send" : "recv", cqe->opcode, cqe->byte_len,
+                 (unsigned long long)cqe->wr_id, cqe->status);
     if (dcxemu_shm_lock(&s->lock) != 0) {
         return 0;
     }

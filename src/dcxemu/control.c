@@ -1,0 +1,127 @@
+/* dcxemu test-only control API (fault injection), counters and tracing. */
+#define _GNU_SOURCE
+#include "dcxemu_int.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int dcxemu_trace_fd = -1;
+
+void dcxemu_trace(const char *fmt, ...)
+{
+    char line[320];
+    va_list ap;
+    int n = snprintf(line, sizeof(line), "dcxemu %d ", (int)getpid());
+    va_start(ap, fmt);
+    n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof(line) - 2) {
+        n = (int)sizeof(line) - 2;
+    }
+    line[n++] = '\n';
+    /* one write per line: lines of concurrent processes never interleave (O_APPEND) */
+    if (write(dcxemu_trace_fd, line, (size_t)n) < 0) {
+        return;
+    }
+}
+
+void dcxemu_count(int member, int dev, size_t off, uint64_t n)
+{
+    if (dev < 0 || dev >= DCXEMU_MAX_DEVICES || dcxemu_fab == NULL) {
+        return;
+    }
+    __atomic_fetch_add((uint64_t *)((char *)&dcxemu_fab->dev_cnt[dev] + off), n, __ATOMIC_RELAXED);
+    if (member >= 0 && member < DCXEMU_MAX_MEMBERS) {
+        __atomic_fetch_add((uint64_t *)((char *)&dcxemu_fab->member_cnt[member][dev] + off), n,
+                           __ATOMIC_RELAXED);
+    }
+}
+
+/* The shared QP-table slot that currently carries number qpn, or NULL (fabric lock held). */
+static struct dcxemu_shm_qp *slot_of(uint32_t qpn)
+{
+    struct dcxemu_shm_qp *s;
+    if (qpn == 0 || qpn >= (1u << 24)) {
+        return NULL;
+    }
+    s = &dcxemu_fab->qps[qpn & (DCXEMU_MAX_QPS - 1)];
+    return s->in_use && s->qpn == qpn ? s : NULL;
+}
+
+DCXEMU_API int dcxemu_fault_inject(enum dcxemu_fault_kind kind, uint32_t target, uint64_t arg)
+{
+    struct dcxemu_shm_qp *s;
+    int err;
+    if ((err = dcxemu_attach()) != 0) {
+        return err;
+    }
+    switch (kind) {
+    case DCXEMU_FAULT_DCT_UNREACHABLE: if (arg > 1) return EINVAL; break;
+    case DCXEMU_FAULT_DROP_NEXT: if (arg > UINT32_MAX) return EINVAL; break;
+    case DCXEMU_FAULT_FORCE_STATUS:
+        if (arg == IBV_WC_SUCCESS || arg > IBV_WC_TM_RNDV_INCOMPLETE) return EINVAL;
+        break;
+    case DCXEMU_FAULT_DELAY: if (arg > 10000000) return EINVAL; break;   /* at most 10 s */
+    default: return EINVAL;
+    }
+    if ((err = dcxemu_lock()) != 0) {
+        return err;
+    }
+    s = slot_of(target);
+    if (s == NULL) {
+        err = ENOENT;
+    } else if ((kind == DCXEMU_FAULT_DCT_UNREACHABLE || kind == DCXEMU_FAULT_DROP_NEXT) &&
+               !s->is_dct) {
+        err = EINVAL;
+    } else if (kind == DCXEMU_FAULT_FORCE_STATUS && s->is_dct) {
+        err = EINVAL;
+    } else {
+        switch (kind) {
+        case DCXEMU_FAULT_DCT_UNREACHABLE: s->fault_unreachable = (uint32_t)arg; break;
+        case DCXEMU_FAULT_DROP_NEXT: s->fault_drop_next = (uint32_t)arg; break;
+        case DCXEMU_FAULT_FORCE_STATUS: s->fault_force_status = (uint32_t)arg + 1; break;
+        default: __atomic_store_n(&s->fault_delay_us, (uint32_t)arg, __ATOMIC_RELAXED); break;
+        }
+    }
+    dcxemu_unlock();
+    return err;
+}
+
+DCXEMU_API int dcxemu_fault_clear_all(void)
+{
+    int err;
+    if ((err = dcxemu_attach()) != 0 || (err = dcxemu_lock()) != 0) {
+        return err;
+    }
+    for (unsigned i = 0; i < DCXEMU_MAX_QPS; i++) {
+        struct dcxemu_shm_qp *s = &dcxemu_fab->qps[i];
+        s->fault_unreachable = s->fault_drop_next = s->fault_force_status = 0;
+        __atomic_store_n(&s->fault_delay_us, 0, __ATOMIC_RELAXED);
+    }
+    dcxemu_unlock();
+    return 0;
+}
+
+DCXEMU_API int dcxemu_counters_read(int dev, enum dcxemu_counter_scope scope,
+                                    struct dcxemu_counters *out)
+{
+    const uint64_t *src;
+    uint64_t *dst = (uint64_t *)out;
+    int err;
+    if (out == NULL || dev < 0 || dev >= DCXEMU_MAX_DEVICES ||
+        (scope != DCXEMU_SCOPE_PROCESS && scope != DCXEMU_SCOPE_FABRIC)) {
+        return EINVAL;
+    }
+    if ((err = dcxemu_attach()) != 0) {
+        return err;
+    }
+    src = (const uint64_t *)(scope == DCXEMU_SCOPE_FABRIC ? &dcxemu_fab->dev_cnt[dev] :
+                             &dcxemu_fab->member_cnt[dcxemu_me][dev]);
+    for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++) {
+        dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+    }
+    return 0;
+}

@@ -15,8 +15,10 @@ E2E_TIMEOUT=${DCX_E2E_TIMEOUT:-180}
 
 suite_ucp() {
     make -C "$DCX_BUILD" -s -j"$DCX_JOBS" check >/dev/null || die "building the tests failed"
-    DCXEMU_FABRIC="dcx-ucp-test-$$" \
+    DCXEMU_FABRIC="dcx-ucp-test-$$" DCXEMU_EXEC=immediate \
         run_gtest ucp "$DCX_BUILD/test/gtest/ucp/dcx_ucp_gtest"
+    DCXEMU_FABRIC="dcx-ucp-test-d-$$" DCXEMU_EXEC=deferred \
+        run_gtest ucp-deferred "$DCX_BUILD/test/gtest/ucp/dcx_ucp_gtest"
 }
 
 # Build the MPI and OpenSHMEM programs (C, warnings as errors) into the

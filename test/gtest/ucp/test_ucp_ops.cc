@@ -870,14 +870,6 @@ TEST_F(ucp_pair, wakeup_mode)
     EXPECT_EQ(0u, command({CMD_AM_COUNT, 3}));
 }
 
-/* The device model has a deferred execution mode (work runs on the model's
- * engine thread instead of at post time); it is not implemented yet. */
-TEST(ucp_device_model, deferred_execution_mode)
-{
-    GTEST_SKIP() << "missing feature: the device model's deferred execution "
-                    "mode (the UCP suite then runs again in that mode)";
-}
-
 /* A peer that is killed. */
 class ucp_peer_failure : public testing::Test {
 protected:

@@ -615,6 +615,7 @@ TEST_P(uct_ops_one_dci, pending_purge)
         ++*(int*)arg;
     }, &purged);
     EXPECT_EQ(1, purged);
+    flush(); /* the puts land in target before it goes away */
 }
 
 struct pending_flush_ctx {

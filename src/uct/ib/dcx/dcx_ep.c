@@ -228,6 +228,14 @@ static void uct_dcx_op_comp_release(uct_dcx_op_t *op, ucs_status_t status)
     ucs_mpool_put_inline(op);
 }
 
+/* A flush: recognised by the completion loop, which keeps flushes behind
+ * operations that post again (compare-swap loops). */
+void uct_dcx_op_flush_done(uct_dcx_op_t *op, ucs_status_t status)
+{
+    uct_dcx_op_complete(op, status);
+    ucs_mpool_put_inline(op);
+}
+
 static void uct_dcx_op_get_bcopy(uct_dcx_op_t *op, ucs_status_t status)
 {
     if (status == UCS_OK) {
@@ -1698,7 +1706,7 @@ ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    op->handler = uct_dcx_op_comp_release;
+    op->handler = uct_dcx_op_flush_done;
     op->comp    = comp;
     op->iface   = iface;
     op->dci     = ep->dci;

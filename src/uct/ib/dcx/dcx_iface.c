@@ -1202,10 +1202,28 @@ void uct_dcx_iface_dci_put(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
     }
 }
 
+/* An operation went on with a new work request (a compare-swap loop that
+ * has to try again): flushes issued after it must wait for that request,
+ * so they move behind it. */
+static void uct_dcx_iface_flushes_to_tail(uct_dcx_dci_t *dci)
+{
+    ucs_queue_head_t flushes;
+    uct_dcx_op_t *op;
+
+    ucs_queue_head_init(&flushes);
+    ucs_queue_for_each_extract(op, &dci->outstanding, queue,
+                               op->handler == uct_dcx_op_flush_done) {
+        op->sn = dci->posted;
+        ucs_queue_push(&flushes, &op->queue);
+    }
+    ucs_queue_splice(&dci->outstanding, &flushes);
+}
+
 static void uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface,
                                         const uct_dcx_wc_t *wc)
 {
     uct_dcx_op_t *op = NULL;
+    uint64_t posted;
     ucs_status_t status;
     uct_dcx_dci_t *dci;
     uint16_t dci_index;
@@ -1249,8 +1267,12 @@ static void uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface,
             break;
         }
         ucs_queue_pull_non_empty(&dci->outstanding);
+        posted = dci->posted;
         op->handler(op, dci->error ? (status == UCS_OK ?
                                       UCS_ERR_CANCELED : status) : UCS_OK);
+        if (ucs_unlikely(dci->posted != posted)) {
+            uct_dcx_iface_flushes_to_tail(dci);
+        }
     }
 
     if (dci->posted != dci->completed) {
@@ -1376,15 +1398,26 @@ ucs_status_t uct_dcx_iface_flush(uct_iface_h tl_iface, unsigned flags,
                                  uct_completion_t *comp)
 {
     uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+    unsigned i;
 
     if (comp != NULL) {
         return UCS_ERR_UNSUPPORTED;
     }
 
-    /* Pending requests are sent by progress; the caller polls again. */
-    return ((iface->tx.num_free == iface->tx.num_dci) &&
-            ucs_arbiter_is_empty(&iface->tx.arbiter)) ? UCS_OK :
-                                                        UCS_INPROGRESS;
+    /* Pending requests are sent by progress; the caller polls again.
+     * Shared DCIs (rand) never return to the free stack: check them all. */
+    if (!ucs_arbiter_is_empty(&iface->tx.arbiter) ||
+        (iface->tx.num_free != iface->tx.num_dci)) {
+        return UCS_INPROGRESS;
+    }
+    if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
+        for (i = 0; i < iface->tx.num_dci; ++i) {
+            if (iface->tx.dcis[i].posted != iface->tx.dcis[i].completed) {
+                return UCS_INPROGRESS;
+            }
+        }
+    }
+    return UCS_OK;
 }
 
 ucs_status_t uct_dcx_iface_fence(uct_iface_h tl_iface, unsigned flags)

@@ -476,6 +476,7 @@ ucs_status_t uct_dcx_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 void uct_dcx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
                               void *arg);
 void uct_dcx_ep_handle_failure(uct_dcx_ep_t *ep, ucs_status_t status);
+void uct_dcx_op_flush_done(uct_dcx_op_t *op, ucs_status_t status);
 void uct_dcx_ep_fc_request(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
 void uct_dcx_ep_fc_wait_remove(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
 ucs_arbiter_cb_result_t uct_dcx_ep_pending_dispatch(ucs_arbiter_t *arbiter,

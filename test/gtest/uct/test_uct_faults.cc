@@ -1,0 +1,290 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * dcx under injected faults (the device model's fault control): a lost
+ * flow-control grant, an unreachable or destroyed DCT, a bad remote key and
+ * a forced error status each fail only what they concern, and everything
+ * else completes with its data verified.
+ */
+#include "uct_test.h"
+
+#include "dcxemu.h"
+
+#include <dlfcn.h>
+#include <string.h>
+#include <time.h>
+
+using namespace dcx_test;
+
+namespace {
+
+/* The device model the plugin loaded into this process. */
+struct fault_api {
+    int (*inject)(enum dcxemu_fault_kind, uint32_t, uint64_t) = nullptr;
+    int (*clear_all)(void)                                     = nullptr;
+    int (*counters)(int, enum dcxemu_counter_scope,
+                    struct dcxemu_counters*)                   = nullptr;
+
+    fault_api()
+    {
+        const char *lib = getenv("UCX_DCX_EMU_LIB");
+        void *handle    = dlopen(lib, RTLD_NOW); /* the one the plugin opens */
+        if (handle == nullptr) {
+            ADD_FAILURE() << "the device model is not loaded: " << dlerror();
+            return;
+        }
+        inject    = (decltype(inject))dlsym(handle, "dcxemu_fault_inject");
+        clear_all = (decltype(clear_all))dlsym(handle,
+                                               "dcxemu_fault_clear_all");
+        counters  = (decltype(counters))dlsym(handle, "dcxemu_counters_read");
+        EXPECT_NE(nullptr, inject);
+        EXPECT_NE(nullptr, clear_all);
+        EXPECT_NE(nullptr, counters);
+    }
+
+    ~fault_api()
+    {
+        if (clear_all != nullptr) {
+            clear_all();
+        }
+    }
+};
+
+/* The DCT number in a dcx interface address (24 bits, little endian). */
+uint32_t iface_dctn(const entity &e)
+{
+    const std::vector<char> &a = e.iface_addr();
+    return (uint8_t)a[0] | ((uint32_t)(uint8_t)a[1] << 8) |
+           ((uint32_t)(uint8_t)a[2] << 16);
+}
+
+double now_sec()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct am_seq {
+    uint64_t next = 0;
+    uint64_t bad  = 0;
+};
+
+ucs_status_t am_seq_cb(void *arg, void *data, size_t length, unsigned flags)
+{
+    am_seq *s = (am_seq*)arg;
+    uint64_t v;
+
+    memcpy(&v, data, sizeof(v));
+    s->bad  += (v != s->next);
+    s->next  = v + 1;
+    return UCS_OK;
+}
+
+struct failures {
+    std::vector<uct_ep_h>     eps;
+    std::vector<ucs_status_t> statuses;
+};
+
+ucs_status_t record_failure(void *arg, uct_ep_h ep, ucs_status_t status)
+{
+    failures *f = (failures*)arg;
+    f->eps.push_back(ep);
+    f->statuses.push_back(status);
+    return UCS_OK;
+}
+
+} // namespace
+
+/* A grant lost to the receiver's DCI error (its deliveries to the sender's
+ * DCT dropped until the retries run out) is asked for again after
+ * FC_GRANT_TIMEOUT: the sender does not hang and nothing is lost. */
+TEST(uct_faults, lost_grant_is_requested_again)
+{
+    fault_api api;
+    ASSERT_NE(nullptr, api.inject);
+    const int count = 64;
+    entity receiver(config_t{{"TIMEOUT", "100us"}, {"RETRY_COUNT", "1"}});
+    entity sender(config_t{{"FC_WND_SIZE", "8"}, {"FC_REQ_THRESH", "0"},
+                           {"FC_GRANT_TIMEOUT", "200ms"}});
+    std::vector<entity*> both = {&sender, &receiver};
+    am_seq seq;
+
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(receiver.iface(), 3, am_seq_cb,
+                                               &seq, 0));
+    uct_ep_h ep = sender.connect(receiver);
+    ASSERT_NE(nullptr, ep);
+
+    /* The first grant's delivery and its one retry are lost. */
+    ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DROP_NEXT, iface_dctn(sender), 2));
+
+    double start = now_sec();
+    for (int i = 0; i < count; ++i) {
+        ASSERT_EQ(UCS_OK, retry(both, [&] {
+            return uct_ep_am_short(ep, 3, i, NULL, 0);
+        })) << "message " << i;
+    }
+    ASSERT_TRUE(wait_for(both, [&] { return seq.next >= (uint64_t)count; }));
+    double elapsed = now_sec() - start;
+
+    EXPECT_EQ(0u, seq.bad);
+    EXPECT_EQ((uint64_t)count, seq.next);
+    EXPECT_GE(elapsed, 0.2) << "no grant was lost: the fault did not act";
+    ASSERT_TRUE(wait_for(both, [&] {
+        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+    }));
+    uct_ep_destroy(ep);
+}
+
+/* A DCT that becomes unreachable fails only the endpoint to it (after the
+ * transport retries); the endpoint to another DCT keeps working. */
+TEST(uct_faults, unreachable_dct_fails_only_its_endpoint)
+{
+    fault_api api;
+    ASSERT_NE(nullptr, api.inject);
+    failures f;
+    entity sender(config_t{{"TIMEOUT", "100us"}, {"RETRY_COUNT", "2"}},
+                  record_failure, &f);
+    entity gone, alive;
+    buffer buf_gone(gone, 4096), buf_alive(alive, 4096);
+    rkey rk_gone(buf_gone.packed_rkey()), rk_alive(buf_alive.packed_rkey());
+    std::vector<entity*> all = {&sender, &gone, &alive};
+    uct_ep_h ep_gone = sender.connect(gone), ep_alive = sender.connect(alive);
+
+    ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE, iface_dctn(gone), 1));
+    uint64_t value = 7;
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(ep_gone, &value, 8, buf_gone.addr(),
+                                       rk_gone.get()));
+    for (uint64_t i = 0; i < 100; ++i) {
+        ASSERT_EQ(UCS_OK, retry(all, [&] {
+            return uct_ep_put_short(ep_alive, &i, 8, buf_alive.addr() + 8 * i,
+                                    rk_alive.get());
+        }));
+    }
+    ASSERT_TRUE(wait_for(all, [&] { return !f.eps.empty(); }, 30));
+    ASSERT_TRUE(wait_for(all, [&] {
+        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+    }));
+
+    ASSERT_EQ(1u, f.eps.size());
+    EXPECT_EQ(ep_gone, f.eps[0]);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, f.statuses[0]);
+    uint64_t untouched;
+    memcpy(&untouched, buf_gone.ptr(), 8);
+    EXPECT_EQ(0u, untouched) << "an unreachable DCT was written";
+    for (uint64_t i = 0; i < 100; ++i) {
+        uint64_t v;
+        memcpy(&v, buf_alive.ptr() + 8 * i, 8);
+        ASSERT_EQ(i, v);
+    }
+    uct_ep_destroy(ep_gone);
+    uct_ep_destroy(ep_alive);
+}
+
+/* A destroyed DCT (its interface closed) fails the endpoints to it, not the
+ * sender's other endpoints. */
+TEST(uct_faults, destroyed_dct_fails_only_its_endpoint)
+{
+    failures f;
+    entity sender(config_t{{"TIMEOUT", "100us"}, {"RETRY_COUNT", "2"}},
+                  record_failure, &f);
+    std::unique_ptr<entity> doomed(new entity());
+    entity alive;
+    buffer buf_alive(alive, 4096);
+    rkey rk_alive(buf_alive.packed_rkey());
+    uct_ep_h ep_doomed = sender.connect(*doomed);
+    uct_ep_h ep_alive  = sender.connect(alive);
+    std::vector<entity*> all = {&sender, &alive};
+
+    doomed.reset();
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_doomed, 1, 0, NULL, 0));
+    uint64_t value = 99;
+    ASSERT_EQ(UCS_OK, retry(all, [&] {
+        return uct_ep_put_short(ep_alive, &value, 8, buf_alive.addr(),
+                                rk_alive.get());
+    }));
+    ASSERT_TRUE(wait_for(all, [&] { return !f.eps.empty(); }, 30));
+    ASSERT_TRUE(wait_for(all, [&] {
+        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+    }));
+    ASSERT_EQ(1u, f.eps.size());
+    EXPECT_EQ(ep_doomed, f.eps[0]);
+    uint64_t got;
+    memcpy(&got, buf_alive.ptr(), 8);
+    EXPECT_EQ(99u, got);
+    uct_ep_destroy(ep_doomed);
+    uct_ep_destroy(ep_alive);
+}
+
+/* A well-formed but wrong remote key (the tag byte of a real key changed,
+ * as after the registration went away) fails that endpoint with a remote
+ * access error; the target's memory is untouched and another endpoint
+ * keeps working. */
+TEST(uct_faults, wrong_rkey_fails_only_its_endpoint)
+{
+    failures f;
+    entity sender(config_t(), record_failure, &f);
+    entity target, other;
+    buffer live(target, 4096), buf_other(other, 4096);
+    std::vector<char> wrong_packed = live.packed_rkey();
+    wrong_packed[0] ^= 0x5a; /* the key's tag: the key format stays valid */
+    rkey stale(wrong_packed), rk_other(buf_other.packed_rkey());
+    uct_ep_h ep_bad   = sender.connect(target);
+    uct_ep_h ep_other = sender.connect(other);
+    std::vector<entity*> all = {&sender, &target, &other};
+
+    uint64_t value = 0xbad;
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(ep_bad, &value, 8, live.addr(),
+                                       stale.get()));
+    value = 0x600d;
+    ASSERT_EQ(UCS_OK, retry(all, [&] {
+        return uct_ep_put_short(ep_other, &value, 8, buf_other.addr(),
+                                rk_other.get());
+    }));
+    ASSERT_TRUE(wait_for(all, [&] { return !f.eps.empty(); }, 30));
+    ASSERT_TRUE(wait_for(all, [&] {
+        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+    }));
+    ASSERT_EQ(1u, f.eps.size());
+    EXPECT_EQ(ep_bad, f.eps[0]);
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET, f.statuses[0]);
+    uint64_t got;
+    memcpy(&got, live.ptr(), 8);
+    EXPECT_EQ(0u, got) << "a stale key wrote memory";
+    memcpy(&got, buf_other.ptr(), 8);
+    EXPECT_EQ(0x600du, got);
+    uct_ep_destroy(ep_bad);
+    uct_ep_destroy(ep_other);
+}
+
+/* Drops that the transport retries hide: data arrives, retries counted. */
+TEST(uct_faults, dropped_deliveries_are_retried)
+{
+    fault_api api;
+    ASSERT_NE(nullptr, api.inject);
+    failures f;
+    entity sender(config_t{{"TIMEOUT", "100us"}, {"RETRY_COUNT", "7"}},
+                  record_failure, &f);
+    entity target;
+    buffer buf(target, 4096);
+    rkey rk(buf.packed_rkey());
+    uct_ep_h ep = sender.connect(target);
+    std::vector<entity*> all = {&sender, &target};
+    struct dcxemu_counters before = {}, after = {};
+
+    ASSERT_EQ(0, api.counters(0, DCXEMU_SCOPE_PROCESS, &before));
+    ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DROP_NEXT, iface_dctn(target), 3));
+    uint64_t value = 0x1234;
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &value, 8, buf.addr(), rk.get()));
+    ASSERT_TRUE(wait_for(all, [&] {
+        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+    }));
+    ASSERT_EQ(0, api.counters(0, DCXEMU_SCOPE_PROCESS, &after));
+
+    EXPECT_TRUE(f.eps.empty());
+    uint64_t got;
+    memcpy(&got, buf.ptr(), 8);
+    EXPECT_EQ(0x1234u, got);
+    EXPECT_EQ(3u, after.transport_retries - before.transport_retries);
+    uct_ep_destroy(ep);
+}

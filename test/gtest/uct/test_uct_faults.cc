@@ -288,3 +288,63 @@ TEST(uct_faults, dropped_deliveries_are_retried)
     EXPECT_EQ(3u, after.transport_retries - before.transport_retries);
     uct_ep_destroy(ep);
 }
+
+/* rand: endpoints share DCIs, so an error on one fails every endpoint on
+ * that DCI (the policy does not offer peer-failure handling); the DCI is
+ * reset and endpoints created afterwards work. Never the process. */
+TEST(uct_faults, rand_error_fails_sharers_and_resets_dci)
+{
+    fault_api api;
+    ASSERT_NE(nullptr, api.inject);
+    failures f;
+    entity sender(config_t{{"TX_POLICY", "rand"}, {"NUM_DCI", "1"},
+                           {"TIMEOUT", "100us"}, {"RETRY_COUNT", "1"}},
+                  record_failure, &f);
+    entity gone, other;
+    buffer buf_gone(gone, 4096), buf_other(other, 4096);
+    rkey rk_gone(buf_gone.packed_rkey()), rk_other(buf_other.packed_rkey());
+    std::vector<entity*> all = {&sender, &gone, &other};
+    uct_ep_h ep_gone = sender.connect(gone), ep_other = sender.connect(other);
+
+    EXPECT_FALSE(sender.attr().cap.flags &
+                 UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE);
+    ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE, iface_dctn(gone), 1));
+    uint64_t value = 5;
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(ep_gone, &value, 8, buf_gone.addr(),
+                                       rk_gone.get()));
+    ASSERT_TRUE(wait_for(all, [&] {
+        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+    }, 30));
+
+    /* Every endpoint that shared the failed DCI learns it at its next
+     * operation (no per-DCI endpoint list: endpoints stay small). */
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT,
+              uct_ep_put_short(ep_gone, &value, 8, buf_gone.addr(),
+                               rk_gone.get()));
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT,
+              uct_ep_put_short(ep_other, &value, 8, buf_other.addr(),
+                               rk_other.get()));
+    ASSERT_EQ(2u, f.eps.size());
+    EXPECT_EQ(ep_gone, f.eps[0]);
+    EXPECT_EQ(ep_other, f.eps[1]);
+    uint64_t untouched;
+    memcpy(&untouched, buf_other.ptr(), 8);
+    EXPECT_EQ(0u, untouched);
+
+    /* A new endpoint on the reset DCI works. */
+    uct_ep_h ep_new = sender.connect(other);
+    value = 77;
+    ASSERT_EQ(UCS_OK, retry(all, [&] {
+        return uct_ep_put_short(ep_new, &value, 8, buf_other.addr(),
+                                rk_other.get());
+    }));
+    ASSERT_TRUE(wait_for(all, [&] {
+        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+    }, 30));
+    uint64_t got;
+    memcpy(&got, buf_other.ptr(), 8);
+    EXPECT_EQ(77u, got);
+    uct_ep_destroy(ep_gone);
+    uct_ep_destroy(ep_other);
+    uct_ep_destroy(ep_new);
+}

@@ -1157,4 +1157,73 @@ TEST(emu_fabric, dead_member_slots_reclaimed)
     }
 }
 
+static dcxemu_counters cnt(int scope)
+{
+    dcxemu_counters c;
+    EXPECT_EQ(dcxemu_counters_read(0, (dcxemu_counter_scope)scope, &c), 0);
+    return c;
+}
+
+/* Another process's DCT made unreachable: our DCI sees retry_cnt counted transport retries, then
+ * RETRY_EXC_ERR, and the target's memory is untouched; switching it off restores delivery. */
+TEST_F(emu_mp, fault_dct_unreachable_remote)
+{
+    remote_target t;
+    ASSERT_TRUE(t.start(g_fabric));
+    ASSERT_TRUE(make_dci(d, c, (uint16_t)t.ti.lid, 64, 4, 2));
+    dcxemu_counters p0 = cnt(DCXEMU_SCOPE_PROCESS), f0 = cnt(DCXEMU_SCOPE_FABRIC);
+    ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DCT_UNREACHABLE, t.ti.dctn, 1), 0);
+    memset(lbuf.data(), 'Z', 256);
+    ASSERT_EQ(post_one(c, OP_WRITE, lmr->lkey, lbuf.data(), 256, t.ti.rkey, t.ti.addr,
+                       t.ti.dctn, t.ti.dc_key), 0);
+    ibv_wc_status st;
+    ASSERT_TRUE(status_of(&st));
+    EXPECT_EQ(st, IBV_WC_RETRY_EXC_ERR);
+    std::vector<char> got = t.dump(0, 256);
+    ASSERT_EQ(got.size(), 256u);
+    EXPECT_EQ(std::count(got.begin(), got.end(), 0), 256);
+    EXPECT_EQ(cnt(DCXEMU_SCOPE_PROCESS).transport_retries - p0.transport_retries, 2u);
+    EXPECT_EQ(cnt(DCXEMU_SCOPE_FABRIC).transport_retries - f0.transport_retries, 2u);
+    EXPECT_EQ(cnt(DCXEMU_SCOPE_PROCESS).error_cqes - p0.error_cqes, 1u);
+    ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DCT_UNREACHABLE, t.ti.dctn, 0), 0);
+    destroy_dci(c);
+    ASSERT_TRUE(make_dci(d, c, (uint16_t)t.ti.lid, 64, 4, 2));
+    ASSERT_EQ(post_one(c, OP_WRITE, lmr->lkey, lbuf.data(), 256, t.ti.rkey, t.ti.addr,
+                       t.ti.dctn, t.ti.dc_key), 0);
+    ASSERT_TRUE(status_of(&st));
+    EXPECT_EQ(st, IBV_WC_SUCCESS);
+    got = t.dump(0, 256);
+    ASSERT_EQ(got.size(), 256u);
+    EXPECT_EQ(std::count(got.begin(), got.end(), 'Z'), 256);
+    EXPECT_EQ(t.stop(), 0);
+}
+
+/* DROP_NEXT N < retry_cnt on another process's DCT: success after exactly N counted transport
+ * retries.  The receive CQE is charged to the target process and device, not to us. */
+TEST_F(emu_mp, fault_drop_next_remote)
+{
+    remote_target t;
+    ASSERT_TRUE(t.start(g_fabric));
+    ASSERT_TRUE(make_dci(d, c, (uint16_t)t.ti.lid, 64, 4, 3));
+    ASSERT_TRUE(t.post_recv(1, 1024, 4096));
+    dcxemu_counters p0 = cnt(DCXEMU_SCOPE_PROCESS), f0 = cnt(DCXEMU_SCOPE_FABRIC);
+    ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DROP_NEXT, t.ti.dctn, 2), 0);
+    memset(lbuf.data(), 'Q', 100);
+    ASSERT_EQ(post_one(c, OP_SEND, lmr->lkey, lbuf.data(), 100, 0, 0, t.ti.dctn, t.ti.dc_key), 0);
+    ibv_wc_status st;
+    ASSERT_TRUE(status_of(&st));
+    EXPECT_EQ(st, IBV_WC_SUCCESS);
+    std::vector<rwc> r = t.poll(1, 5000);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].byte_len, 100u);
+    dcxemu_counters p = cnt(DCXEMU_SCOPE_PROCESS), f = cnt(DCXEMU_SCOPE_FABRIC);
+    EXPECT_EQ(p.transport_retries - p0.transport_retries, 2u);
+    EXPECT_EQ(f.transport_retries - f0.transport_retries, 2u);
+    EXPECT_EQ(p.wr[DCXEMU_CNT_OP_SEND] - p0.wr[DCXEMU_CNT_OP_SEND], 1u);
+    EXPECT_EQ(p.recv_cqes - p0.recv_cqes, 0u);
+    EXPECT_EQ(f.recv_cqes - f0.recv_cqes, 1u);
+    EXPECT_EQ(f.bytes - f0.bytes, 100u);
+    EXPECT_EQ(t.stop(), 0);
+}
+
 } // namespace

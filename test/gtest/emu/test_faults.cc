@@ -1,0 +1,590 @@
+/* Execution modes, fault injection, counters and trace of the device model (issue 4). */
+#include "emu_test.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+using namespace emu;
+
+namespace {
+
+const uint64_t KEY = 0x600df00dcafe1234ull;
+
+/* A DCI and a DCT (with SRQ and receive CQ) in this process, plus two MRs. */
+struct loop {
+    dev d;
+    ibv_cq *rcq = nullptr;
+    ibv_srq *srq = nullptr;
+    ibv_qp *dct = nullptr;
+    dci c;
+    std::vector<char> lbuf, rbuf;
+    ibv_mr *lmr = nullptr, *rmr = nullptr;
+
+    bool open(uint8_t timeout = 10, uint8_t retry = 3)
+    {
+        if (!d.open()) return false;
+        rcq = dcxemu_ibv_create_cq(d.ctx, 256, nullptr, nullptr, 0);
+        srq = rcq ? create_srq(d, 64, 2) : nullptr;
+        dct = srq ? create_dct(d, srq, KEY, rcq) : nullptr;
+        if (dct == nullptr || dct_to_rtr(dct) != 0) return false;
+        lbuf.assign(1 << 16, 0);
+        rbuf.assign(1 << 16, 0);
+        int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                  IBV_ACCESS_REMOTE_ATOMIC;
+        lmr = dcxemu_ibv_reg_mr(d.pd, lbuf.data(), lbuf.size(), acc);
+        rmr = dcxemu_ibv_reg_mr(d.pd, rbuf.data(), rbuf.size(), acc);
+        return lmr && rmr && make_dci(d, c, d.lid, 64, timeout, retry);
+    }
+    void close()
+    {
+        destroy_dci(c);
+        if (dct) dcxemu_ibv_destroy_qp(dct);
+        if (srq) dcxemu_ibv_destroy_srq(srq);
+        if (lmr) dcxemu_ibv_dereg_mr(lmr);
+        if (rmr) dcxemu_ibv_dereg_mr(rmr);
+        if (rcq) dcxemu_ibv_destroy_cq(rcq);
+        d.close();
+        dct = nullptr;
+        srq = nullptr;
+        lmr = rmr = nullptr;
+        rcq = nullptr;
+    }
+    uint64_t raddr(size_t off = 0) { return (uintptr_t)rbuf.data() + off; }
+    int write(size_t loff, size_t roff, uint32_t len, uint64_t wr_id = 1,
+              unsigned flags = IBV_SEND_SIGNALED)
+    {
+        return post_one(c, OP_WRITE, lmr->lkey, lbuf.data() + loff, len, rmr->rkey, raddr(roff),
+                        dct->qp_num, KEY, wr_id, flags);
+    }
+};
+
+int run_and_wait(const std::vector<std::string> &args, const std::vector<std::string> &env,
+                 int timeout_ms = 20000)
+{
+    pid_t pid = spawn(g_fabric, args, env);
+    if (pid <= 0) return -1;
+    int st = wait_child(pid, timeout_ms);
+    return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+struct counters : dcxemu_counters {
+    counters(int scope, int dev = 0)
+    {
+        EXPECT_EQ(dcxemu_counters_read(dev, (dcxemu_counter_scope)scope, this), 0);
+    }
+    counters operator-(const counters &o) const
+    {
+        counters r(*this);
+        for (size_t i = 0; i < sizeof(dcxemu_counters) / 8; i++) {
+            ((uint64_t *)&r)[i] -= ((const uint64_t *)&o)[i];
+        }
+        return r;
+    }
+};
+
+} // namespace
+
+/* ------------------------------------------------------------------ child roles ---- */
+
+/* reuse: WRITE 'A' from a buffer, overwrite the buffer with 'B' right after wr_complete, then
+ * poll.  Exit 10 + (target byte == 'B'), so the parent sees which contents reached the target. */
+EMU_CHILD(reuse)
+{
+    (void)argc; (void)argv;
+    loop l;
+    if (!l.open()) return 2;
+    memset(l.lbuf.data(), 'A', 4096);
+    if (l.write(0, 0, 4096) != 0) return 3;
+    memset(l.lbuf.data(), 'B', 4096);   /* a transport bug: reuse before the completion */
+    bool early = !cq_stays_empty(l.d.cq, 0);
+    ibv_wc wc;
+    if (!poll_one(l.d.cq, &wc) || wc.status != IBV_WC_SUCCESS) return 4;
+    int got_b = l.rbuf[0] == 'B' && l.rbuf[4095] == 'B';
+    if (!got_b && (l.rbuf[0] != 'A' || l.rbuf[4095] != 'A')) return 5;
+    (void)early;
+    l.close();
+    return 10 + got_b;
+}
+
+/* deferred_order: many batches of WRITEs to one word, then ERR flush, destroy with queued WRs,
+ * and exit with queued WRs.  0 on success. */
+EMU_CHILD(deferred_order)
+{
+    (void)argc; (void)argv;
+    loop l;
+    ibv_wc wc;
+    if (!l.open()) return 2;
+    /* FIFO: the last WRITE wins and the CQEs come in posting order */
+    for (uint32_t i = 0; i < 40; i++) {
+        memcpy(l.lbuf.data() + 8 * i, &i, 4);
+        if (l.write(8 * i, 0, 4, i) != 0) return 3;
+    }
+    for (uint32_t i = 0; i < 40; i++) {
+        if (!poll_one(l.d.cq, &wc) || wc.status != IBV_WC_SUCCESS || wc.wr_id != i) return 4;
+    }
+    uint32_t last;
+    memcpy(&last, l.rbuf.data(), 4);
+    if (last != 39) return 5;
+    /* ERR while WRs wait: every one flushes, in order, signaled or not */
+    for (uint32_t i = 0; i < 5; i++) {
+        if (l.write(0, 64, 8, 100 + i, i % 2 ? 0 : IBV_SEND_SIGNALED) != 0) return 6;
+    }
+    ibv_qp_attr a;
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_ERR;
+    if (dcxemu_ibv_modify_qp(l.c.qp, &a, IBV_QP_STATE) != 0) return 7;
+    /* WRs that ran before ERR complete (if signaled); from the first flush on, every later WR
+     * flushes, signaled or not, in order */
+    uint64_t prev = 99, flushed = 0;
+    while (poll_one(l.d.cq, &wc, 200)) {
+        if (wc.wr_id <= prev) return 8;
+        if (flushed > 0 && (wc.status != IBV_WC_WR_FLUSH_ERR || wc.wr_id != prev + 1)) return 8;
+        if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) return 8;
+        flushed += wc.status == IBV_WC_WR_FLUSH_ERR;
+        prev = wc.wr_id;
+    }
+    const char *mode = getenv("DCXEMU_EXEC");
+    bool deferred = mode != nullptr && strcmp(mode, "deferred") == 0;
+    if (deferred ? (flushed < 1 || prev != 104) : flushed != 0) return 9;
+    /* destroy a DCI with queued WRs, and exit with more queued on another */
+    dci c2;
+    if (!make_dci(l.d, c2, l.d.lid)) return 10;
+    for (uint32_t i = 0; i < 8; i++) {
+        if (post_one(c2, OP_WRITE, l.lmr->lkey, l.lbuf.data(), 8, l.rmr->rkey, l.raddr(128),
+                     l.dct->qp_num, KEY, i) != 0) return 11;
+    }
+    destroy_dci(c2);
+    dci c3;
+    if (!make_dci(l.d, c3, l.d.lid)) return 12;
+    for (uint32_t i = 0; i < 8; i++) {
+        if (post_one(c3, OP_WRITE, l.lmr->lkey, l.lbuf.data(), 8, l.rmr->rkey, l.raddr(128),
+                     l.dct->qp_num, KEY, i) != 0) return 13;
+    }
+    return 0;   /* exit with queued WRs: the destructor must leave cleanly */
+}
+
+/* envfault <which>: single-process WR under DCXEMU_FAULTS; exit code tells the outcome */
+EMU_CHILD(envfault)
+{
+    if (argc < 1) return 2;
+    loop l;
+    ibv_wc wc;
+    if (!l.open(4, 2)) return 3;
+    memset(l.lbuf.data(), 0x5c, 64);
+    uint64_t t0 = now_ms();
+    if (l.write(0, 0, 64) != 0) return 4;
+    if (!poll_one(l.d.cq, &wc, 10000)) return 5;
+    uint64_t ms = now_ms() - t0;
+    counters p(DCXEMU_SCOPE_PROCESS);
+    if (strcmp(argv[0], "status") == 0) {
+        return wc.status == IBV_WC_REM_OP_ERR && l.rbuf[0] == 0 ? 0 : 20;
+    }
+    if (strcmp(argv[0], "drop") == 0) {
+        return wc.status == IBV_WC_RETRY_EXC_ERR && p.transport_retries == 2 && l.rbuf[0] == 0
+               ? 0 : 21;
+    }
+    if (strcmp(argv[0], "delay") == 0) {
+        return wc.status == IBV_WC_SUCCESS && ms >= 150 && l.rbuf[63] == 0x5c ? 0 : 22;
+    }
+    if (strcmp(argv[0], "none") == 0) {
+        return wc.status == IBV_WC_SUCCESS && p.transport_retries == 0 ? 0 : 23;
+    }
+    return 24;
+}
+
+/* traced: one WRITE and its completion, then exit (DCXEMU_TRACE set by the parent) */
+EMU_CHILD(traced)
+{
+    (void)argc; (void)argv;
+    loop l;
+    ibv_wc wc;
+    if (!l.open()) return 2;
+    if (l.write(0, 0, 77, 0x4242) != 0) return 3;
+    if (!poll_one(l.d.cq, &wc) || wc.status != IBV_WC_SUCCESS) return 4;
+    l.close();
+    return 0;
+}
+
+/* counted: 3 WRITEs of 100 bytes and one READ of 8 on device 0, then exit */
+EMU_CHILD(counted)
+{
+    (void)argc; (void)argv;
+    loop l;
+    ibv_wc wc;
+    if (!l.open()) return 2;
+    for (int i = 0; i < 3; i++) {
+        if (l.write(0, 0, 100) != 0 || !poll_one(l.d.cq, &wc) || wc.status) return 3;
+    }
+    if (post_one(l.c, OP_READ, l.lmr->lkey, l.lbuf.data(), 8, l.rmr->rkey, l.raddr(0),
+                 l.dct->qp_num, KEY) != 0 || !poll_one(l.d.cq, &wc) || wc.status) return 4;
+    l.close();
+    return 0;
+}
+
+/* ------------------------------------------------------------------ deferred mode ---- */
+
+/* A buffer reused right after wr_complete: in deferred mode the target gets the reused contents
+ * (the bug is caught); in immediate mode it got the original. */
+TEST(emu_deferred, reused_send_buffer_caught)
+{
+    EXPECT_EQ(run_and_wait({ "reuse" }, { "DCXEMU_EXEC=deferred", "DCXEMU_DEFER_US=200000" }), 11);
+    EXPECT_EQ(run_and_wait({ "reuse" }, { "DCXEMU_EXEC=immediate" }), 10);
+}
+
+/* FIFO order and last-writer-wins across batches; ERR flushes queued WRs in order; destroy and
+ * process exit with queued WRs are clean (in both modes of this process). */
+TEST(emu_deferred, fifo_flush_destroy_exit)
+{
+    EXPECT_EQ(run_and_wait({ "deferred_order" }, { "DCXEMU_EXEC=deferred", "DCXEMU_DEFER_US=2000" }), 0);
+    EXPECT_EQ(run_and_wait({ "deferred_order" }, { "DCXEMU_EXEC=immediate" }), 0);
+    /* the fabric still works after those exits */
+    loop l;
+    ASSERT_TRUE(l.open());
+    ASSERT_EQ(l.write(0, 0, 8), 0);
+    ibv_wc wc;
+    ASSERT_TRUE(poll_one(l.d.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    l.close();
+}
+
+/* No completion before execution: in deferred mode the CQ is empty right after wr_complete. */
+TEST(emu_deferred, completion_only_after_execution)
+{
+    const char *m = getenv("DCXEMU_EXEC");
+    loop l;
+    ASSERT_TRUE(l.open());
+    memset(l.lbuf.data(), 7, 64);
+    ASSERT_EQ(l.write(0, 0, 64), 0);
+    ibv_wc wc;
+    if (m != nullptr && strcmp(m, "deferred") == 0) {
+        EXPECT_EQ(ibv_poll_cq(l.d.cq, 1, &wc), 0);   /* not before post + (0, DEFER_US] */
+    } else {
+        EXPECT_EQ(l.rbuf[63], 7);   /* immediate: executed inside wr_complete */
+    }
+    ASSERT_TRUE(poll_one(l.d.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(l.rbuf[63], 7);
+    l.close();
+}
+
+/* ------------------------------------------------------------------ faults ---- */
+
+struct emu_faults : public ::testing::Test {
+    loop l;
+    void SetUp() override { ASSERT_TRUE(l.open(4, 3)); }
+    void TearDown() override
+    {
+        EXPECT_EQ(dcxemu_fault_clear_all(), 0);
+        l.close();
+    }
+};
+
+TEST_F(emu_faults, inject_argument_errors)
+{
+    EXPECT_EQ(dcxemu_fault_inject((dcxemu_fault_kind)0, l.dct->qp_num, 1), EINVAL);
+    EXPECT_EQ(dcxemu_fault_inject((dcxemu_fault_kind)99, l.dct->qp_num, 1), EINVAL);
+    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DCT_UNREACHABLE, l.dct->qp_num, 2), EINVAL);
+    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DCT_UNREACHABLE, l.c.qp->qp_num, 1), EINVAL);
+    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DROP_NEXT, l.c.qp->qp_num, 1), EINVAL);
+    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_FORCE_STATUS, l.dct->qp_num,
+                                  IBV_WC_REM_ACCESS_ERR), EINVAL);
+    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_FORCE_STATUS, l.c.qp->qp_num, IBV_WC_SUCCESS),
+              EINVAL);
+    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, 0, 5), ENOENT);
+    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, (l.dct->qp_num + (1u << 12)) & 0xffffff, 5),
+              ENOENT);   /* same slot, other generation */
+    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, 1u << 24, 5), ENOENT);
+    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, l.c.qp->qp_num, 0), 0);
+}
+
+/* FORCE_STATUS: exactly the next WR completes with the status without executing; the QP goes to
+ * ERR and the following WRs flush; another QP is not affected. */
+TEST_F(emu_faults, force_status_next_wr_then_flush)
+{
+    counters p0(DCXEMU_SCOPE_PROCESS);
+    ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_FORCE_STATUS, l.c.qp->qp_num,
+                                  IBV_WC_REM_ACCESS_ERR), 0);
+    memset(l.lbuf.data(), 0x33, 64);
+    ASSERT_EQ(l.write(0, 0, 64, 1, 0), 0);   /* unsignaled: an error CQE anyway */
+    ASSERT_EQ(l.write(0, 0, 64, 2), 0);
+    ibv_wc wc;
+    ASSERT_TRUE(poll_one(l.d.cq, &wc));
+    EXPECT_EQ(wc.wr_id, 1u);
+    EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(wc.vendor_err, 0x13u);
+    ASSERT_TRUE(poll_one(l.d.cq, &wc));
+    EXPECT_EQ(wc.wr_id, 2u);
+    EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(l.rbuf[0], 0);   /* nothing executed */
+    counters p = counters(DCXEMU_SCOPE_PROCESS) - p0;
+    EXPECT_EQ(p.error_cqes, 2u);
+    EXPECT_EQ(p.key_violations, 1u);
+    EXPECT_EQ(p.wr[DCXEMU_CNT_OP_WRITE], 1u);   /* the flushed WR never executed */
+    /* one-shot: a fresh DCI (new number) runs normally */
+    dci c2;
+    ASSERT_TRUE(make_dci(l.d, c2, l.d.lid));
+    ASSERT_EQ(post_one(c2, OP_WRITE, l.lmr->lkey, l.lbuf.data(), 64, l.rmr->rkey, l.raddr(),
+                       l.dct->qp_num, KEY), 0);
+    ASSERT_TRUE(poll_one(l.d.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(l.rbuf[63], 0x33);
+    destroy_dci(c2);
+}
+
+/* DELAY on the DCI and on the DCT: each operation waits at least that long; 0 clears. */
+TEST_F(emu_faults, delay_on_qp_and_dct)
+{
+    ibv_wc wc;
+    const uint32_t targets[2] = { l.c.qp->qp_num, l.dct->qp_num };
+    for (uint32_t t : targets) {
+        ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, t, 150000), 0);
+        uint64_t t0 = now_ms();
+        ASSERT_EQ(l.write(0, 0, 8), 0);
+        EXPECT_TRUE(cq_stays_empty(l.d.cq, 80));
+        ASSERT_TRUE(poll_one(l.d.cq, &wc));
+        EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+        EXPECT_GE(now_ms() - t0, 150u);
+        ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, t, 0), 0);
+        t0 = now_ms();
+        ASSERT_EQ(l.write(0, 0, 8), 0);
+        ASSERT_TRUE(poll_one(l.d.cq, &wc));
+        EXPECT_LT(now_ms() - t0, 100u);
+    }
+}
+
+/* DROP_NEXT with N <= retry_cnt: success after N counted transport retries; more than retry_cnt:
+ * RETRY_EXC_ERR.  Same-process target here; test_multiproc covers another process's DCT. */
+TEST_F(emu_faults, drop_next_counts_retries)
+{
+    counters p0(DCXEMU_SCOPE_PROCESS), f0(DCXEMU_SCOPE_FABRIC);
+    ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DROP_NEXT, l.dct->qp_num, 3), 0);
+    memset(l.lbuf.data(), 0x44, 16);
+    ASSERT_EQ(l.write(0, 0, 16), 0);
+    ibv_wc wc;
+    ASSERT_TRUE(poll_one(l.d.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(l.rbuf[15], 0x44);
+    EXPECT_EQ((counters(DCXEMU_SCOPE_PROCESS) - p0).transport_retries, 3u);
+    EXPECT_EQ((counters(DCXEMU_SCOPE_FABRIC) - f0).transport_retries, 3u);
+    ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DROP_NEXT, l.dct->qp_num, 4), 0);
+    ASSERT_EQ(l.write(0, 100, 16), 0);
+    ASSERT_TRUE(poll_one(l.d.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
+    EXPECT_EQ(l.rbuf[100], 0);
+    EXPECT_EQ((counters(DCXEMU_SCOPE_PROCESS) - p0).transport_retries, 6u);
+}
+
+TEST_F(emu_faults, clear_all)
+{
+    ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DCT_UNREACHABLE, l.dct->qp_num, 1), 0);
+    ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_FORCE_STATUS, l.c.qp->qp_num, IBV_WC_GENERAL_ERR), 0);
+    ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, l.c.qp->qp_num, 1000000), 0);
+    ASSERT_EQ(dcxemu_fault_clear_all(), 0);
+    uint64_t t0 = now_ms();
+    ASSERT_EQ(l.write(0, 0, 8), 0);
+    ibv_wc wc;
+    ASSERT_TRUE(poll_one(l.d.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_LT(now_ms() - t0, 500u);
+}
+
+/* DCXEMU_FAULTS in a child: status=, drop= (RETRY_EXC after retry_cnt counted retries), delay_us=;
+ * a bad spec is ignored. */
+TEST(emu_faults_env, coarse_switch)
+{
+    EXPECT_EQ(run_and_wait({ "envfault", "status" }, { "DCXEMU_FAULTS=status=REM_OP_ERR:1,seed=3" }), 0);
+    EXPECT_EQ(run_and_wait({ "envfault", "drop" }, { "DCXEMU_FAULTS=drop=1.0" }), 0);
+    EXPECT_EQ(run_and_wait({ "envfault", "delay" }, { "DCXEMU_FAULTS=delay_us=150000:1,seed=9" }), 0);
+    EXPECT_EQ(run_and_wait({ "envfault", "none" }, { "DCXEMU_FAULTS=drop=0,bogus=1" }), 0);
+}
+
+/* ------------------------------------------------------------------ counters ---- */
+
+/* A known sequence, checked exactly in both scopes (this process is initiator and target). */
+TEST(emu_counters, exact_sequence_both_scopes)
+{
+    loop l;
+    ASSERT_TRUE(l.open());
+    counters p0(DCXEMU_SCOPE_PROCESS), f0(DCXEMU_SCOPE_FABRIC), q0(DCXEMU_SCOPE_PROCESS, 1);
+    ibv_wc wc;
+    auto done = [&](ibv_cq *cq, ibv_wc_status st) {
+        ASSERT_TRUE(poll_one(cq, &wc));
+        EXPECT_EQ(wc.status, st);
+    };
+    ASSERT_EQ(l.write(0, 0, 100), 0);
+    done(l.d.cq, IBV_WC_SUCCESS);
+    ASSERT_EQ(l.write(0, 0, 100, 2, 0), 0);   /* unsignaled: counted all the same */
+    ASSERT_EQ(post_recv(l.srq, l.rmr, l.rbuf.data() + 1000, 64, 1), 0);
+    ASSERT_EQ(post_recv(l.srq, l.rmr, l.rbuf.data() + 2000, 64, 2), 0);
+    ASSERT_EQ(post_recv(l.srq, l.rmr, l.rbuf.data() + 3000, 64, 3), 0);
+    ASSERT_EQ(post_one(l.c, OP_WRITE_IMM, l.lmr->lkey, l.lbuf.data(), 50, l.rmr->rkey, l.raddr(),
+                       l.dct->qp_num, KEY), 0);
+    done(l.d.cq, IBV_WC_SUCCESS);
+    done(l.rcq, IBV_WC_SUCCESS);
+    ASSERT_EQ(post_one(l.c, OP_SEND, l.lmr->lkey, l.lbuf.data(), 30, 0, 0, l.dct->qp_num, KEY), 0);
+    done(l.d.cq, IBV_WC_SUCCESS);
+    done(l.rcq, IBV_WC_SUCCESS);
+    ASSERT_EQ(post_one(l.c, OP_SEND_IMM, l.lmr->lkey, l.lbuf.data(), 20, 0, 0, l.dct->qp_num,
+                       KEY), 0);
+    done(l.d.cq, IBV_WC_SUCCESS);
+    done(l.rcq, IBV_WC_SUCCESS);
+    ASSERT_EQ(post_one(l.c, OP_READ, l.lmr->lkey, l.lbuf.data(), 64, l.rmr->rkey, l.raddr(),
+                       l.dct->qp_num, KEY), 0);
+    done(l.d.cq, IBV_WC_SUCCESS);
+    ASSERT_EQ(post_one(l.c, OP_FADD, l.lmr->lkey, l.lbuf.data(), 8, l.rmr->rkey, l.raddr(8),
+                       l.dct->qp_num, KEY, 1, IBV_SEND_SIGNALED, 1), 0);
+    done(l.d.cq, IBV_WC_SUCCESS);
+    ASSERT_EQ(post_one(l.c, OP_CSWAP, l.lmr->lkey, l.lbuf.data(), 8, l.rmr->rkey, l.raddr(8),
+                       l.dct->qp_num, KEY, 1, IBV_SEND_SIGNALED, 0, 5), 0);
+    done(l.d.cq, IBV_WC_SUCCESS);
+    /* a key violation, then a flushed WR (not executed) */
+    ASSERT_EQ(post_one(l.c, OP_WRITE, l.lmr->lkey, l.lbuf.data(), 8, l.rmr->rkey + 1, l.raddr(),
+                       l.dct->qp_num, KEY), 0);
+    ASSERT_EQ(l.write(0, 0, 8), 0);
+    done(l.d.cq, IBV_WC_REM_ACCESS_ERR);
+    done(l.d.cq, IBV_WC_WR_FLUSH_ERR);
+    for (int scope = 0; scope < 2; scope++) {
+        counters n = counters(scope) - (scope ? f0 : p0);
+        EXPECT_EQ(n.wr[DCXEMU_CNT_OP_WRITE], 3u) << scope;
+        EXPECT_EQ(n.wr[DCXEMU_CNT_OP_WRITE_IMM], 1u);
+        EXPECT_EQ(n.wr[DCXEMU_CNT_OP_SEND], 1u);
+        EXPECT_EQ(n.wr[DCXEMU_CNT_OP_SEND_IMM], 1u);
+        EXPECT_EQ(n.wr[DCXEMU_CNT_OP_READ], 1u);
+        EXPECT_EQ(n.wr[DCXEMU_CNT_OP_ATOMIC_FA], 1u);
+        EXPECT_EQ(n.wr[DCXEMU_CNT_OP_ATOMIC_CS], 1u);
+        EXPECT_EQ(n.wr[DCXEMU_CNT_OP_UMR], 0u);
+        EXPECT_EQ(n.wr[DCXEMU_CNT_OP_LOCAL_INV], 0u);
+        EXPECT_EQ(n.bytes, 100u + 100 + 50 + 30 + 20 + 64 + 8 + 8);
+        EXPECT_EQ(n.rnr_retries, 0u);
+        EXPECT_EQ(n.transport_retries, 0u);
+        EXPECT_EQ(n.key_violations, 1u);
+        EXPECT_EQ(n.error_cqes, 2u);
+        EXPECT_EQ(n.recv_cqes, 3u);
+    }
+    /* device 1 saw nothing; bad arguments */
+    counters q = counters(DCXEMU_SCOPE_PROCESS, 1) - q0;
+    EXPECT_EQ(q.wr[DCXEMU_CNT_OP_WRITE] + q.bytes + q.recv_cqes, 0u);
+    dcxemu_counters x;
+    EXPECT_EQ(dcxemu_counters_read(-1, DCXEMU_SCOPE_FABRIC, &x), EINVAL);
+    EXPECT_EQ(dcxemu_counters_read(16, DCXEMU_SCOPE_FABRIC, &x), EINVAL);
+    EXPECT_EQ(dcxemu_counters_read(0, (dcxemu_counter_scope)2, &x), EINVAL);
+    EXPECT_EQ(dcxemu_counters_read(0, DCXEMU_SCOPE_FABRIC, nullptr), EINVAL);
+    l.close();
+}
+
+/* RNR retries are counted (a SEND waits for a receive WQE). */
+TEST(emu_counters, rnr_retries)
+{
+    loop l;
+    ASSERT_TRUE(l.open());
+    counters p0(DCXEMU_SCOPE_PROCESS);
+    ASSERT_EQ(post_one(l.c, OP_SEND, l.lmr->lkey, l.lbuf.data(), 8, 0, 0, l.dct->qp_num, KEY), 0);
+    EXPECT_TRUE(cq_stays_empty(l.d.cq, 30));
+    ASSERT_EQ(post_recv(l.srq, l.rmr, l.rbuf.data(), 64, 1), 0);
+    ibv_wc wc;
+    ASSERT_TRUE(poll_one(l.d.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    ASSERT_TRUE(poll_one(l.rcq, &wc));
+    EXPECT_GE((counters(DCXEMU_SCOPE_PROCESS) - p0).rnr_retries, 1u);
+    l.close();
+}
+
+/* Fabric counters survive a member's exit (and reaping); its work is not in our process scope. */
+TEST(emu_counters, fabric_scope_survives_exit)
+{
+    counters p0(DCXEMU_SCOPE_PROCESS), f0(DCXEMU_SCOPE_FABRIC);
+    ASSERT_EQ(run_and_wait({ "counted" }, {}), 0);
+    counters f = counters(DCXEMU_SCOPE_FABRIC) - f0, p = counters(DCXEMU_SCOPE_PROCESS) - p0;
+    EXPECT_EQ(f.wr[DCXEMU_CNT_OP_WRITE], 3u);
+    EXPECT_EQ(f.wr[DCXEMU_CNT_OP_READ], 1u);
+    EXPECT_EQ(f.bytes, 308u);
+    EXPECT_EQ(p.wr[DCXEMU_CNT_OP_WRITE] + p.wr[DCXEMU_CNT_OP_READ] + p.bytes, 0u);
+}
+
+static std::string stat_tool()
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) return "";
+    exe[n] = '\0';
+    std::string dir(exe);
+    for (int up = 0; up < 5; up++) {
+        dir = dir.substr(0, dir.rfind('/'));
+        std::string p = dir + "/src/dcxemu/dcxemu-stat";
+        if (access(p.c_str(), X_OK) == 0) return p;
+    }
+    return "";
+}
+
+static std::string run_capture(const std::string &cmd, int *rc)
+{
+    std::string out;
+    FILE *f = popen(cmd.c_str(), "r");
+    char buf[4096];
+    if (f == nullptr) return out;
+    while (fgets(buf, sizeof(buf), f) != nullptr) out += buf;
+    int st = pclose(f);
+    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return out;
+}
+
+/* dcxemu-stat -c prints the fabric-wide counters per device, read-only; a missing fabric is
+ * reported with exit 1 and not created. */
+TEST(emu_counters, stat_tool)
+{
+    std::string tool = stat_tool();
+    ASSERT_FALSE(tool.empty()) << "dcxemu-stat not found next to the build tree";
+    loop l;
+    ASSERT_TRUE(l.open());
+    ASSERT_EQ(l.write(0, 0, 123), 0);
+    ibv_wc wc;
+    ASSERT_TRUE(poll_one(l.d.cq, &wc));
+    counters f(DCXEMU_SCOPE_FABRIC);
+    int rc = -1;
+    std::string out = run_capture(tool + " -c -f " + g_fabric, &rc);
+    EXPECT_EQ(rc, 0);
+    std::string want = "dcxemu0 write=" + std::to_string(f.wr[DCXEMU_CNT_OP_WRITE]) + " ";
+    EXPECT_EQ(out.compare(0, want.size(), want), 0) << out;
+    EXPECT_NE(out.find(" bytes=" + std::to_string(f.bytes) + " "), std::string::npos) << out;
+    EXPECT_NE(out.find("\ndcxemu1 write="), std::string::npos) << out;   /* 2 devices */
+    out = run_capture("DCXEMU_FABRIC=" + g_fabric + " " + tool, &rc);
+    EXPECT_EQ(rc, 0);
+    EXPECT_NE(out.find("  write "), std::string::npos) << out;
+    std::string none = g_fabric + "-absent";
+    out = run_capture(tool + " -f " + none + " 2>&1", &rc);
+    EXPECT_EQ(rc, 1);
+    EXPECT_NE(out.find("does not exist"), std::string::npos) << out;
+    struct stat st;
+    EXPECT_NE(stat(("/dev/shm/" + none).c_str(), &st), 0);
+    /* the live fabric is undisturbed */
+    ASSERT_EQ(l.write(0, 0, 8), 0);
+    ASSERT_TRUE(poll_one(l.d.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    l.close();
+}
+
+/* DCXEMU_TRACE=/path: one line per WR posted and executed and per CQE. */
+TEST(emu_trace, lines_per_wr_and_cqe)
+{
+    char path[] = "/tmp/dcxemu-trace-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    EXPECT_EQ(run_and_wait({ "traced" }, { std::string("DCXEMU_TRACE=") + path }), 0);
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string t = ss.str();
+    unlink(path);
+    EXPECT_NE(t.find(" post qp=0x"), std::string::npos) << t;
+    EXPECT_NE(t.find(" op=write len=77 wr_id=0x4242"), std::string::npos) << t;
+    EXPECT_NE(t.find(" exec qp=0x"), std::string::npos) << t;
+    EXPECT_NE(t.find("len=77 wr_id=0x4242 status=0"), std::string::npos) << t;
+    EXPECT_NE(t.find(" cqe qp=0x"), std::string::npos) << t;
+    EXPECT_NE(t.find("send opcode=1 len=0 wr_id=0x4242 status=0"), std::string::npos) << t;
+}

@@ -100,13 +100,27 @@ E2E_LAUNCH_OPTS=(--allow-run-as-root --oversubscribe -np "$E2E_NP" -x UCX_LOG_LE
 # launcher_run PASS_PATTERN LAUNCHER PROGRAM [ARGS]: through dcx-run --emu;
 # passes when it exits 0, printed PASS_PATTERN and dcx carried the traffic
 # of every rank.
+# Work requests the device model executed on the e2e fabric (its fabric-wide
+# counters; 0 when the fabric does not exist).
+device_wrs() {
+    "$DCX_PREFIX/bin/dcxemu-stat" -c -f "$E2E_FABRIC" 2>/dev/null |
+        awk '{ for (i = 2; i <= NF; ++i) { split($i, kv, "=");
+               if (kv[1] ~ /^(write|write_imm|send|send_imm|read|atomic_fa|atomic_cs)$/) n += kv[2] } }
+             END { print n + 0 }'
+}
+
 launcher_run() {
     local pattern=$1 launcher=$2; shift 2
-    local out rc=0
+    local out rc=0 wrs_before wrs_after
     out=$(mktemp)
+    # A fresh fabric (nobody is attached between runs): its counters then
+    # count this run only.
+    rm -f "/dev/shm/$E2E_FABRIC"
+    wrs_before=$(device_wrs)
     DCXEMU_FABRIC="$E2E_FABRIC" timeout -k 10 "$E2E_TIMEOUT" \
         "$DCX_PREFIX/bin/dcx-run" -v --emu "$launcher" "${E2E_LAUNCH_OPTS[@]}" "$@" \
         > "$out" 2>&1 || rc=$?
+    wrs_after=$(device_wrs)
     cat "$out"
     if [ $rc -ne 0 ]; then
         rm -f "$out"
@@ -120,6 +134,12 @@ launcher_run() {
     fi
     dcx_carried "$out" "$E2E_NP" || { rm -f "$out"; return 1; }
     rm -f "$out"
+    # The device's own counters: the run moved its data through it.
+    if [ "$wrs_after" -le "$wrs_before" ]; then
+        echo "the device model executed no work request for this run"
+        return 1
+    fi
+    echo "device model: $((wrs_after - wrs_before)) work requests executed"
 }
 
 # Control: the same MPI run without the plugin must fail (UCX_TLS=dcx,self

@@ -259,23 +259,6 @@ DCX_CHILD_ROLE(sleeper)
     return 0;
 }
 
-namespace {
-
-struct failure_record {
-    std::vector<uct_ep_h>     eps;
-    std::vector<ucs_status_t> statuses;
-};
-
-ucs_status_t record_failure(void *arg, uct_ep_h ep, ucs_status_t status)
-{
-    failure_record *rec = (failure_record*)arg;
-    rec->eps.push_back(ep);
-    rec->statuses.push_back(status);
-    return UCS_OK;
-}
-
-} // namespace
-
 TEST(uct_multiproc, dead_peer_fails_only_its_endpoint)
 {
     failure_record failures;

@@ -379,16 +379,6 @@ template <typename T> T plugin_sym(const char *name)
     return fn;
 }
 
-struct failure_log {
-    std::vector<ucs_status_t> statuses;
-};
-
-ucs_status_t log_failure(void *arg, uct_ep_h ep, ucs_status_t status)
-{
-    ((failure_log*)arg)->statuses.push_back(status);
-    return UCS_OK;
-}
-
 } // namespace
 
 /* A persistent remote strided view: the peer puts and gets contiguous
@@ -401,8 +391,8 @@ TEST_P(uct_umr_pool, remote_strided_view)
     ASSERT_TRUE((view_create != nullptr) && (view_destroy != nullptr));
 
     const size_t blen = 16, stride = 64, count = 32, total = blen * count;
-    failure_log failures;
-    entity sender(config_t(), log_failure, &failures);
+    failure_record failures;
+    entity sender(config_t(), record_failure, &failures);
     buffer target(*m_receiver, 8192);
     buffer src(sender, 4096), dst(sender, 4096);
     uct_ep_h ep = sender.connect(*m_receiver);

@@ -378,6 +378,14 @@ static bool read_full(int fd, void *buf, size_t len, double deadline)
     return true;
 }
 
+ucs_status_t record_failure(void *arg, uct_ep_h ep, ucs_status_t status)
+{
+    failure_record *rec = (failure_record*)arg;
+    rec->eps.push_back(ep);
+    rec->statuses.push_back(status);
+    return UCS_OK;
+}
+
 void send_msg(int fd, const std::vector<char> &msg)
 {
     uint32_t len = msg.size();

@@ -103,6 +103,15 @@ struct test_comp {
     test_comp();
 };
 
+/* Endpoint failures reported to an entity's error handler. */
+struct failure_record {
+    std::vector<uct_ep_h>     eps;
+    std::vector<ucs_status_t> statuses;
+};
+
+/* An error handler (arg: failure_record*) that records and accepts. */
+ucs_status_t record_failure(void *arg, uct_ep_h ep, ucs_status_t status);
+
 /* Retry an operation while it returns UCS_ERR_NO_RESOURCE. */
 ucs_status_t retry(const std::vector<entity*> &entities,
                    const std::function<ucs_status_t()> &op);

@@ -66,6 +66,75 @@ bench_uct() {
         "bench_perftest bw cma memory -t put_bw -D zcopy -s 1048576 -n 1000 -w 50"
 }
 
+# The device floor: dcx_floor by test and size; one number.
+bench_floor_one() {
+    local test=$1 size=$2 n=$3
+    DCXEMU_FABRIC="$BENCH_FABRIC" timeout 300 \
+        "$DCX_BUILD/test/bench/dcx_floor" -t "$test" -s "$size" -n "$n" \
+        -w $(( n / 10 + 1 )) | awk '{ print $(NF-1) }'
+}
+
+# Iterations that keep each measurement near a tenth of a second.
+bench_emu_iters() {
+    local size=$1 kind=$2
+    if [ "$kind" = lat ]; then
+        [ "$size" -le 8192 ] && echo 5000 || echo 500
+    else
+        echo $(( (64 << 20) / size > 20000 ? 20000 : ((64 << 20) / size < 50 ? 50 : (64 << 20) / size) ))
+    fi
+}
+
+bench_emu() {
+    local sizes=(8 64 1024 8192 65536 1048576) size test v n
+    local lat_tests=(write_lat send_lat read_lat) bw_tests=(write_bw send_bw read_bw memcpy_bw)
+    local cma_lat cma_bw w_lat w_bw
+    say "bench emu: the device model's floor between two processes, with memcpy and UCX's cma"
+    note "latency: median of half a ping-pong (read: one round trip), us; bandwidth: 32 in flight, MB/s"
+    note "memcpy: one process, 256 MiB walked so large copies miss the caches"
+    echo "kind,test,size,value,unit" > "$BENCH_CSV"
+    printf '  %8s' size
+    for test in "${lat_tests[@]}" "${bw_tests[@]}"; do printf ' %11s' "$test"; done
+    printf '\n'
+    for size in "${sizes[@]}"; do
+        printf '  %8s' "$size"
+        for test in "${lat_tests[@]}"; do
+            n=$(bench_emu_iters "$size" lat)
+            v=$(bench_floor_one "$test" "$size" "$n") || v=nan
+            printf ' %11s' "$v"
+            echo "floor,$test,$size,$v,us" >> "$BENCH_CSV"
+            [ "$test" = write_lat ] && [ "$size" = 8 ] && w_lat=$v
+        done
+        for test in "${bw_tests[@]}"; do
+            n=$(bench_emu_iters "$size" bw)
+            v=$(bench_floor_one "$test" "$size" "$n") || v=nan
+            printf ' %11s' "$v"
+            echo "floor,$test,$size,$v,MB/s" >> "$BENCH_CSV"
+            [ "$test" = write_bw ] && [ "$size" = 1048576 ] && w_bw=$v
+        done
+        printf '\n'
+    done
+
+    note "UCX's cma transport on this host (ucx_perftest -x cma -D zcopy), same run:"
+    cma_lat=$(bench_perftest lat cma memory -t put_lat -D zcopy -s 8 -n 20000 -w 2000) || cma_lat=nan
+    cma_bw=$(bench_perftest bw cma memory -t put_bw -D zcopy -s 1048576 -n 1000 -w 50) || cma_bw=nan
+    echo "cma,put_lat,8,$cma_lat,us" >> "$BENCH_CSV"
+    echo "cma,put_bw,1048576,$cma_bw,MB/s" >> "$BENCH_CSV"
+    printf '  %-4s %-44s %10s %10s %7s\n' id measure model cma ratio
+    bench_goal F1 "8 B WRITE latency (us): model / cma put_lat" le 2.0 "$w_lat" "$cma_lat"
+    bench_goal F2 "1 MiB WRITE bandwidth (MB/s): model / cma put_bw" ge 0.9 "$w_bw" "$cma_bw"
+}
+
+# A goal line from two numbers measured above.
+bench_goal() {
+    local name=$1 what=$2 dir=$3 goal=$4 a=$5 b=$6 ratio met
+    ratio=$(awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }')
+    met=$(awk -v r="$ratio" -v g="$goal" -v d="$dir" 'BEGIN {
+        if (r == "nan") print "no data"; else if ((d == "le" && r <= g) || (d == "ge" && r >= g)) print "met"; else print "missed" }')
+    printf '  %-4s %-44s %10s %10s %7s  goal %s %-5s %s\n' "$name" "$what" "$a" "$b" "$ratio" \
+        "$([ "$dir" = le ] && echo '<=' || echo '>=')" "$goal" "$met"
+    echo "goal,$name,$what,$ratio,$dir $goal $met" >> "$BENCH_CSV"
+}
+
 cmd_bench() {
     local what=${1:-uct}
     cmd_build
@@ -77,7 +146,8 @@ cmd_bench() {
     case "$what" in
     uct) bench_uct ;;
     umr) bench_umr ;;
-    *)   die "unknown benchmark '$what' (benchmarks: uct umr)" ;;
+    emu) bench_emu ;;
+    *)   die "unknown benchmark '$what' (benchmarks: uct umr emu)" ;;
     esac
     note "saved $BENCH_CSV"
 }

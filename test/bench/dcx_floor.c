@@ -7,10 +7,14 @@
  * measured against (contrib/dcx bench).
  *
  *   dcx_floor [-n iters] [-w warmup] [-s size] [-t test] [-c csv]
- *   tests: write_lat send_lat read_lat write_bw
+ *   tests: write_lat send_lat read_lat write_bw send_bw read_bw memcpy_bw
  *
  * Latencies are the median of half a ping-pong (write_lat, send_lat) or of
- * one round trip (read_lat), in microseconds; bandwidth in MB/s (1e6 B).
+ * one round trip (read_lat), in microseconds; bandwidth in MB/s (1e6 B),
+ * streaming with 32 operations in flight. memcpy_bw is the reference the
+ * device's data movement compares with: plain memcpy of size bytes in one
+ * process, source and destination walking 256 MiB so that large copies miss
+ * the caches, as the device's copies between processes do.
  */
 #define _GNU_SOURCE
 #include "dcxemu.h"
@@ -403,6 +407,58 @@ static double write_bw(floor_t *f, size_t len, long iters)
     return (double)len * iters / (now_us() - start); /* bytes/us = MB/s */
 }
 
+/* Streaming SENDs or READs, like write_bw; the target of SENDs consumes
+ * (and reposts) its receive buffers meanwhile. */
+static double stream_bw(floor_t *f, int op, size_t len, long iters)
+{
+    const int window = 32;
+    long posted = 0, done = 0;
+    double start = now_us();
+
+    while (done < iters) {
+        while ((posted < iters) && (posted - done < window)) {
+            post(f, op, len, 1, 0);
+            ++posted;
+        }
+        wait_send(f);
+        ++done;
+    }
+    return (double)len * iters / (now_us() - start);
+}
+
+#define MEMCPY_SPAN (256ul << 20)
+
+static double memcpy_bw(size_t len, long iters)
+{
+    size_t span = (len < MEMCPY_SPAN / 2) ? MEMCPY_SPAN / 2 : len;
+    char *src   = malloc(span), *dst = malloc(span);
+    size_t off  = 0;
+    double start;
+    long i;
+
+    if ((src == NULL) || (dst == NULL)) {
+        die("malloc");
+    }
+    memset(src, 1, span);
+    memset(dst, 2, span);
+    start = now_us();
+    for (i = 0; i < iters; ++i) {
+        if (off + len > span) {
+            off = 0;
+        }
+        memcpy(dst + off, src + off, len);
+        off += len;
+    }
+    start = (double)len * iters / (now_us() - start);
+    /* Keep the copies observable. */
+    if (dst[len - 1] != 1) {
+        die("memcpy");
+    }
+    free(src);
+    free(dst);
+    return start;
+}
+
 static long floor_max(long a, long b)
 {
     return (a > b) ? a : b;
@@ -441,7 +497,8 @@ int main(int argc, char **argv)
         case 'c': csv    = optarg; break;
         default:
             fprintf(stderr, "usage: dcx_floor [-n iters] [-w warmup] "
-                    "[-s size] [-t write_lat|send_lat|read_lat|write_bw] "
+                    "[-s size] [-t write_lat|send_lat|read_lat|write_bw|"
+                    "send_bw|read_bw|memcpy_bw] "
                     "[-c csv]\n");
             return 1;
         }
@@ -449,6 +506,13 @@ int main(int argc, char **argv)
     if ((size == 0) || (iters <= 0)) {
         fprintf(stderr, "dcx_floor: size and iterations must be > 0\n");
         return 1;
+    }
+
+    if (!strcmp(test, "memcpy_bw")) {
+        memcpy_bw(size, warmup);
+        result = memcpy_bw(size, iters);
+        printf("%s size %zu: %.3f MB/s\n", test, size, result);
+        return 0;
     }
 
     if ((pipe(to_child) != 0) || (pipe(to_parent) != 0)) {
@@ -478,15 +542,26 @@ int main(int argc, char **argv)
     } else if (!strcmp(test, "send_lat")) {
         send_pingpong(&f, initiator, size, warmup, samples);
         result = send_pingpong(&f, initiator, size, iters, samples);
-    } else if (!strcmp(test, "read_lat") || !strcmp(test, "write_bw")) {
+    } else if (!strcmp(test, "read_lat") || !strcmp(test, "write_bw") ||
+               !strcmp(test, "read_bw")) {
         if (initiator) {
             if (!strcmp(test, "read_lat")) {
                 read_lat(&f, size, warmup, samples);
                 result = read_lat(&f, size, iters, samples);
+            } else if (!strcmp(test, "read_bw")) {
+                stream_bw(&f, OP_READ, size, warmup);
+                result = stream_bw(&f, OP_READ, size, iters);
             } else {
                 write_bw(&f, size, warmup);
                 result = write_bw(&f, size, iters);
             }
+        }
+    } else if (!strcmp(test, "send_bw")) {
+        if (initiator) {
+            stream_bw(&f, OP_SEND, size, warmup);
+            result = stream_bw(&f, OP_SEND, size, iters);
+        } else {
+            wait_comps(&f, 0, (int)(warmup + iters));
         }
     } else {
         fprintf(stderr, "dcx_floor: unknown test %s\n", test);

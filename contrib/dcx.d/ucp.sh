@@ -256,6 +256,7 @@ suite_e2e-users() {
     check ucp-perftest-ucp_put_bw    ucp_perftest_pair put_bw      -t ucp_put_bw -s 65536 $n
     check ucp-perftest-ucp_get       ucp_perftest_pair get         -t ucp_get -s 65536 $n
     check ucp-perftest-ucp_fadd      ucp_perftest_pair fadd        -t ucp_fadd $n
+    check ucp-perftest-tag_lat-sleep ucp_perftest_pair tag_lat-sleep -t tag_lat -E sleep -n 2000 -w 100
     check mpi-p2p \
         launcher_run '^mpi_check: PASS \(p2p\)' mpirun "$bin/mpi_check" p2p
     check mpi-p2p-rndv-put_zcopy \

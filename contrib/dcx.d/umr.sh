@@ -32,11 +32,11 @@ suite_umr() {
     # The UMR entry limits follow the device's largest WQE: pinned 512 B and
     # a larger 1024 B device.
     DCXEMU_FABRIC="dcx-umr-test-$$" \
-        run_gtest umr "$DCX_BUILD/test/gtest/uct/dcx_uct_gtest" --gtest_filter='umr/*:uct_multiproc.strided*'
+        run_gtest umr "$DCX_BUILD/test/gtest/uct/dcx_uct_gtest" --gtest_filter='umr/*:uct_umr_caps.*:uct_multiproc.strided*'
     DCXEMU_FABRIC="dcx-umr-test-1k-$$" DCXEMU_MAX_WQE_SIZE=1024 \
-        run_gtest umr-wqe1024 "$DCX_BUILD/test/gtest/uct/dcx_uct_gtest" --gtest_filter='umr/*:uct_multiproc.strided*'
+        run_gtest umr-wqe1024 "$DCX_BUILD/test/gtest/uct/dcx_uct_gtest" --gtest_filter='umr/*:uct_umr_caps.*:uct_multiproc.strided*'
     DCXEMU_FABRIC="dcx-umr-test-d-$$" DCXEMU_EXEC=deferred \
-        run_gtest umr-deferred "$DCX_BUILD/test/gtest/uct/dcx_uct_gtest" --gtest_filter='umr/*:uct_multiproc.strided*'
+        run_gtest umr-deferred "$DCX_BUILD/test/gtest/uct/dcx_uct_gtest" --gtest_filter='umr/*:uct_umr_caps.*:uct_multiproc.strided*'
     DCXEMU_EXEC=deferred check halo-4-ranks-deferred halo_check 4 10
     check halo-4-ranks halo_check 4 20
     check halo-8-ranks-tall halo_check 8 5 2048 32

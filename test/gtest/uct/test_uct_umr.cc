@@ -683,6 +683,9 @@ TEST_P(uct_umr_pool, list_capacity_limit)
     ASSERT_NO_FATAL_FAILURE(check_shape({8, 64, 4, 0})); /* creates the QP */
     size_t max = umr_counters(m_sender->iface()).max_pieces;
     ASSERT_GT(max, 8u);
+    /* What the interface reported before the UMR QP existed. */
+    EXPECT_EQ(max, m_sender->attr().cap.put.max_iov);
+    EXPECT_EQ(max, m_sender->attr().cap.get.max_iov);
     printf("[ umr      ] %zu pieces per list UMR\n", max);
 
     std::vector<uct_iov_t> iov(max + 1);
@@ -709,6 +712,15 @@ TEST_P(uct_umr_pool, list_capacity_limit)
     for (size_t i = 0; i < max; ++i) {
         ASSERT_EQ((char)(i + 1), remote.ptr()[7 * i]) << "piece " << i;
     }
+}
+
+/* Without UMR the iov capacity is the gather list's. */
+TEST(uct_umr_caps, max_iov_without_umr)
+{
+    entity plain(config_t{{"UMR", "no"}});
+    ASSERT_NE(nullptr, plain.iface());
+    EXPECT_EQ(8u, plain.attr().cap.put.max_iov);
+    EXPECT_EQ(8u, plain.attr().cap.get.max_iov);
 }
 
 /* Impossible shapes fail with no side effect. */

@@ -332,14 +332,14 @@ static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
     attr->cap.put.max_zcopy       = max_msg;
     attr->cap.put.opt_zcopy_align = UCS_SYS_PCI_MAX_PAYLOAD;
     attr->cap.put.align_mtu       = (128u << iface->config.path_mtu);
-    attr->cap.put.max_iov         = iface->tx.max_sge;
+    attr->cap.put.max_iov         = iface->umr.max_iov;
 
     attr->cap.get.max_bcopy       = iface->tx.seg_size;
     attr->cap.get.min_zcopy       = 0;
     attr->cap.get.max_zcopy       = max_msg;
     attr->cap.get.opt_zcopy_align = UCS_SYS_PCI_MAX_PAYLOAD;
     attr->cap.get.align_mtu       = attr->cap.put.align_mtu;
-    attr->cap.get.max_iov         = iface->tx.max_sge;
+    attr->cap.get.max_iov         = iface->umr.max_iov;
 
     /* Active messages carry their id in the immediate data. */
     attr->cap.am.max_short        = iface->tx.max_inline;
@@ -1722,6 +1722,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     uct_dcx_md_t *md                     = ucs_derived_of(tl_md, uct_dcx_md_t);
     struct ibv_srq_init_attr srq_attr    = {};
     struct ibv_srq_attr srq_mod          = {};
+    unsigned list_max;
     struct ibv_device_attr dev_attr;
     size_t rx_headroom, op_size;
     const char *dev_name;
@@ -1959,6 +1960,15 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
                                     self->tx.seg_size);
     self->umr.unavailable = (config->umr == UCS_NO) || !md->devx ||
                             (config->umr_mkeys == 0);
+    /* Iov lists longer than the gather list go through a list UMR: report
+     * its capacity (probed now; the UMR QP itself comes with the first
+     * operation that needs it). */
+    self->umr.max_iov = self->tx.max_sge;
+    if (!self->umr.unavailable &&
+        (uct_dcx_umr_probe(self->ops, md->ctx, md->pd, config->umr_max_inline,
+                           &list_max) == UCS_OK)) {
+        self->umr.max_iov = ucs_max(self->tx.max_sge, list_max);
+    }
     uct_dcx_iface_post_recv(self);
     if (self->rx.posted == 0) {
         ucs_error("dcx: %s: cannot post receive buffers", dev_name);

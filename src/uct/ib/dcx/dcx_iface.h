@@ -361,6 +361,7 @@ struct uct_dcx_iface {
         unsigned              num_mkeys;
         size_t                max_inline;
         size_t                pack_thresh; /* pack strided ops this small */
+        unsigned              max_iov;     /* iov entries one op takes */
         uct_dcx_md_mr_listener_t listener;
         uint64_t              zcopy_ops;   /* strided ops through an mkey */
         uint64_t              copy_ops;    /* strided ops packed instead */

@@ -155,6 +155,33 @@ static ucs_status_t uct_dcx_umr_qp_create(uct_dcx_umr_t *umr,
     return UCS_OK;
 }
 
+ucs_status_t uct_dcx_umr_probe(const uct_dcx_verbs_ops_t *ops,
+                               struct ibv_context *ctx, struct ibv_pd *pd,
+                               unsigned max_inline, unsigned *list_max_p)
+{
+    struct ibv_cq_init_attr_ex cq_attr = {};
+    uct_dcx_umr_t umr;
+    ucs_status_t status;
+
+    memset(&umr, 0, sizeof(umr));
+    umr.ops           = ops;
+    cq_attr.cqe       = UCT_DCX_UMR_SQ_LEN;
+    cq_attr.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+    cq_attr.flags     = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+    umr.cq            = ops->create_cq_ex(ctx, &cq_attr);
+    if (umr.cq == NULL) {
+        return UCS_ERR_IO_ERROR;
+    }
+
+    status = uct_dcx_umr_qp_create(&umr, ctx, pd, max_inline);
+    if (status == UCS_OK) {
+        *list_max_p = umr.list_max;
+        ops->destroy_qp(umr.qp);
+    }
+    ops->destroy_cq(ibv_cq_ex_to_cq(umr.cq));
+    return status;
+}
+
 ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
                               const uct_dcx_verbs_ops_t *ops,
                               struct ibv_context *ctx, struct ibv_pd *pd,

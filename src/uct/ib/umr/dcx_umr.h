@@ -125,6 +125,13 @@ ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
 
 void uct_dcx_umr_cleanup(uct_dcx_umr_t *umr);
 
+/* How many pieces one list UMR would map on this device, without keeping
+ * any resource (creates and destroys a UMR QP): lets an interface report
+ * its iov capacity before its first strided operation. */
+ucs_status_t uct_dcx_umr_probe(const uct_dcx_verbs_ops_t *ops,
+                               struct ibv_context *ctx, struct ibv_pd *pd,
+                               unsigned max_inline, unsigned *list_max_p);
+
 /* An mkey mapping the layout zero-based, with a reference for the caller:
  * UCS_OK (use it now), UCS_INPROGRESS (being programmed: retry after
  * progress), UCS_ERR_NO_RESOURCE (every mkey busy), UCS_ERR_INVALID_PARAM

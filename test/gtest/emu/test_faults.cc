@@ -116,7 +116,9 @@ EMU_CHILD(reuse)
 EMU_CHILD(deferred_order)
 {
     (void)argc; (void)argv;
-    loop l;
+    /* left open at exit on purpose: never destroyed, so the buffers stay valid while the engine
+     * may still run queued WRs, and reachable for LSan */
+    static loop &l = *new loop;
     ibv_wc wc;
     if (!l.open()) return 2;
     /* FIFO: the last WRITE wins and the CQEs come in posting order */
@@ -159,7 +161,7 @@ EMU_CHILD(deferred_order)
                      l.dct->qp_num, KEY, i) != 0) return 11;
     }
     destroy_dci(c2);
-    dci c3;
+    static dci &c3 = *new dci;
     if (!make_dci(l.d, c3, l.d.lid)) return 12;
     for (uint32_t i = 0; i < 8; i++) {
         if (post_one(c3, OP_WRITE, l.lmr->lkey, l.lbuf.data(), 8, l.rmr->rkey, l.raddr(128),
@@ -181,20 +183,19 @@ EMU_CHILD(envfault)
     if (!poll_one(l.d.cq, &wc, 10000)) return 5;
     uint64_t ms = now_ms() - t0;
     counters p(DCXEMU_SCOPE_PROCESS);
+    int rc = 24;
     if (strcmp(argv[0], "status") == 0) {
-        return wc.status == IBV_WC_REM_OP_ERR && l.rbuf[0] == 0 ? 0 : 20;
+        rc = wc.status == IBV_WC_REM_OP_ERR && l.rbuf[0] == 0 ? 0 : 20;
+    } else if (strcmp(argv[0], "drop") == 0) {
+        rc = wc.status == IBV_WC_RETRY_EXC_ERR && p.transport_retries == 2 && l.rbuf[0] == 0
+             ? 0 : 21;
+    } else if (strcmp(argv[0], "delay") == 0) {
+        rc = wc.status == IBV_WC_SUCCESS && ms >= 150 && l.rbuf[63] == 0x5c ? 0 : 22;
+    } else if (strcmp(argv[0], "none") == 0) {
+        rc = wc.status == IBV_WC_SUCCESS && p.transport_retries == 0 ? 0 : 23;
     }
-    if (strcmp(argv[0], "drop") == 0) {
-        return wc.status == IBV_WC_RETRY_EXC_ERR && p.transport_retries == 2 && l.rbuf[0] == 0
-               ? 0 : 21;
-    }
-    if (strcmp(argv[0], "delay") == 0) {
-        return wc.status == IBV_WC_SUCCESS && ms >= 150 && l.rbuf[63] == 0x5c ? 0 : 22;
-    }
-    if (strcmp(argv[0], "none") == 0) {
-        return wc.status == IBV_WC_SUCCESS && p.transport_retries == 0 ? 0 : 23;
-    }
-    return 24;
+    l.close();
+    return rc;
 }
 
 /* traced: one WRITE and its completion, then exit (DCXEMU_TRACE set by the parent) */

@@ -227,6 +227,25 @@ EMU_CHILD(counted)
     return 0;
 }
 
+/* freed: deregister the send buffer's MR right after wr_complete.  Exit 10 + (the WR failed with
+ * LOC_PROT_ERR and the target was not written). */
+EMU_CHILD(freed)
+{
+    (void)argc; (void)argv;
+    loop l;
+    ibv_wc wc;
+    if (!l.open()) return 2;
+    memset(l.lbuf.data(), 'A', 64);
+    if (l.write(0, 0, 64) != 0) return 3;
+    if (dcxemu_ibv_dereg_mr(l.lmr) != 0) return 4;
+    l.lmr = nullptr;
+    if (!poll_one(l.d.cq, &wc)) return 5;
+    int failed = wc.status == IBV_WC_LOC_PROT_ERR && l.rbuf[0] == 0;
+    if (!failed && (wc.status != IBV_WC_SUCCESS || l.rbuf[0] != 'A')) return 6;
+    l.close();
+    return 10 + failed;
+}
+
 /* ------------------------------------------------------------------ deferred mode ---- */
 
 /* A buffer reused right after wr_complete: in deferred mode the target gets the reused contents
@@ -235,6 +254,9 @@ TEST(emu_deferred, reused_send_buffer_caught)
 {
     EXPECT_EQ(run_and_wait({ "reuse" }, { "DCXEMU_EXEC=deferred", "DCXEMU_DEFER_US=200000" }), 11);
     EXPECT_EQ(run_and_wait({ "reuse" }, { "DCXEMU_EXEC=immediate" }), 10);
+    /* a buffer freed (MR deregistered) before the completion: the WR fails in deferred mode */
+    EXPECT_EQ(run_and_wait({ "freed" }, { "DCXEMU_EXEC=deferred", "DCXEMU_DEFER_US=200000" }), 11);
+    EXPECT_EQ(run_and_wait({ "freed" }, { "DCXEMU_EXEC=immediate" }), 10);
 }
 
 /* FIFO order and last-writer-wins across batches; ERR flushes queued WRs in order; destroy and

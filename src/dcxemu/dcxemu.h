@@ -34,7 +34,8 @@
  *                                          delay_us=U:P (U us added before execution),
  *                                          status=NAME:P (completes with IBV_WC_NAME, e.g.
  *                                          RETRY_EXC_ERR, or a number; QP goes to ERR),
- *                                          seed=N (deterministic sequence per process).
+ *                                          seed=N (default 1; the sequence, also used for the
+ *                                          deferral delays, is deterministic per process).
  *   DCXEMU_TRACE          (off)            1: one line per WR posted / executed / flushed and per
  *                                          CQE on stderr; a path: appended to that file.
  *

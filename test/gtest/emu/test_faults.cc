@@ -246,6 +246,28 @@ EMU_CHILD(freed)
     return 10 + failed;
 }
 
+/* victim <resp_fd> <cmd_fd>: report this process's DCI number, wait for the go byte, post two
+ * WRITEs.  Exit 0 if the first completed with REM_OP_ERR (injected by the parent), the second
+ * flushed and the target is untouched. */
+EMU_CHILD(victim)
+{
+    if (argc < 2) return 2;
+    int rfd = atoi(argv[0]), cfd = atoi(argv[1]);
+    loop l;
+    ibv_wc wc;
+    char go;
+    if (!l.open()) return 3;
+    uint32_t qpn = l.c.qp->qp_num;
+    if (!write_full(rfd, &qpn, sizeof(qpn)) || !read_full(cfd, &go, 1, 10000)) return 4;
+    memset(l.lbuf.data(), 0x66, 32);
+    if (l.write(0, 0, 32, 1) != 0 || l.write(0, 0, 32, 2) != 0) return 5;
+    if (!poll_one(l.d.cq, &wc) || wc.wr_id != 1 || wc.status != IBV_WC_REM_OP_ERR) return 6;
+    if (!poll_one(l.d.cq, &wc) || wc.wr_id != 2 || wc.status != IBV_WC_WR_FLUSH_ERR) return 7;
+    int rc = l.rbuf[0] == 0 ? 0 : 8;
+    l.close();
+    return rc;
+}
+
 /* ------------------------------------------------------------------ deferred mode ---- */
 
 /* A buffer reused right after wr_complete: in deferred mode the target gets the reused contents
@@ -400,6 +422,41 @@ TEST_F(emu_faults, drop_next_counts_retries)
     EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
     EXPECT_EQ(l.rbuf[100], 0);
     EXPECT_EQ((counters(DCXEMU_SCOPE_PROCESS) - p0).transport_retries, 6u);
+}
+
+/* A fault injected by this process acts in the process that executes the QP (FORCE_STATUS on
+ * another process's DCI); the control API refuses a forked child with EPERM. */
+TEST(emu_faults_xproc, force_status_on_other_process_and_fork_eperm)
+{
+    dev d;
+    ASSERT_TRUE(d.open());   /* attached: a forked child of ours may not use the fabric */
+    int r[2], c[2];
+    ASSERT_EQ(pipe(r), 0);
+    ASSERT_EQ(pipe(c), 0);
+    pid_t pid = spawn(g_fabric, { "victim", std::to_string(r[1]), std::to_string(c[0]) });
+    ASSERT_GT(pid, 0);
+    ::close(r[1]);
+    ::close(c[0]);
+    uint32_t qpn = 0;
+    ASSERT_TRUE(read_full(r[0], &qpn, sizeof(qpn), 10000));
+    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_FORCE_STATUS, qpn, IBV_WC_REM_OP_ERR), 0);
+    ASSERT_TRUE(write_full(c[1], "g", 1));
+    int st = wait_child(pid, 20000);
+    EXPECT_TRUE(st >= 0 && WIFEXITED(st)) << st;
+    EXPECT_EQ(WEXITSTATUS(st), 0);
+    ::close(r[0]);
+    ::close(c[1]);
+    pid = fork();
+    if (pid == 0) {
+        dcxemu_counters x;
+        _exit(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, qpn, 1) == EPERM &&
+              dcxemu_fault_clear_all() == EPERM &&
+              dcxemu_counters_read(0, DCXEMU_SCOPE_FABRIC, &x) == EPERM ? 0 : 1);
+    }
+    ASSERT_GT(pid, 0);
+    st = wait_child(pid, 10000);
+    EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+    d.close();
 }
 
 TEST_F(emu_faults, clear_all)

@@ -34,9 +34,10 @@
  *                                          delay_us=U:P (U us added before execution),
  *                                          status=NAME:P (completes with IBV_WC_NAME, e.g.
  *                                          RETRY_EXC_ERR, or a number; QP goes to ERR),
- *                                          seed=N (deterministic sequence per process).
- *   DCXEMU_TRACE          (off)            1: one line per WR posted / executed and per CQE on
- *                                          stderr; a path: appended to that file.
+ *                                          seed=N (default 1; the sequence, also used for the
+ *                                          deferral delays, is deterministic per process).
+ *   DCXEMU_TRACE          (off)            1: one line per WR posted / executed / flushed and per
+ *                                          CQE on stderr; a path: appended to that file.
  *
  * Errors specific to the model: a fabric with a foreign magic/layout version or owner is refused
  * with EPROTO / EACCES and one line on stderr; any call from a forked child of a process that

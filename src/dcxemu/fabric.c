@@ -113,7 +113,9 @@ static int parse_status(const char *v, char **end)
 static void read_faults(const char *spec)
 {
     char *copy = strdup(spec), *save = NULL, *item;
-    dcxemu_cfg.fault_seed = 1;
+    if (copy == NULL) {
+        return;
+    }
     for (item = strtok_r(copy, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(item, '='), *end, *colon;
         int64_t p = -1;
@@ -197,6 +199,7 @@ static void read_settings(void)
         fprintf(stderr, "dcxemu: ignoring DCXEMU_EXEC=%s (immediate or deferred)\n", ex);
     }
     dcxemu_cfg.defer_us = (uint32_t)env_long("DCXEMU_DEFER_US", 20, 1, 1000000);
+    dcxemu_cfg.fault_seed = 1;   /* also drives the deferral delays: reproducible by default */
     if (fs != NULL && *fs != '\0') {
         read_faults(fs);
     }

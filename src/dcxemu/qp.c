@@ -1034,7 +1034,7 @@ static uint64_t head_delay_us(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
     uint64_t us = __atomic_load_n(&dcxemu_fab->qps[qp->idx].fault_delay_us, __ATOMIC_RELAXED);
     if (w->opcode < DCXEMU_OP_UMR_LIST) {
         struct dcxemu_shm_qp *t = &dcxemu_fab->qps[w->dctn & (DCXEMU_MAX_QPS - 1)];
-        if (__atomic_load_n(&t->qpn, __ATOMIC_RELAXED) == w->dctn) {
+        if (w->dctn != 0 && __atomic_load_n(&t->qpn, __ATOMIC_RELAXED) == w->dctn) {
             us += __atomic_load_n(&t->fault_delay_us, __ATOMIC_RELAXED);
         }
         if (__builtin_expect(dcxemu_cfg.faults, 0) && dcxemu_chance(dcxemu_cfg.delay_p)) {
@@ -1080,6 +1080,9 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
         memset(&o, 0, sizeof(o));
         if (atomic_load(&qp->hw_state) == IBV_QPS_ERR) {
             fail(&o, IBV_WC_WR_FLUSH_ERR, SYND_WR_FLUSH);
+            DCXEMU_TRACE("flush qp=0x%x op=%s len=%llu wr_id=0x%llx status=%u",
+                         qp->qpx.qp_base.qp_num, op_info[w->opcode].name,
+                         (unsigned long long)wqe_len(w), (unsigned long long)w->wr_id, o.status);
             raised |= complete_wqe(qp, w, qp->sq_done, &o);
             qp->sq_done++;
             qp->head_gate_ns = 0;
@@ -1828,6 +1831,8 @@ DCXEMU_API int dcxemu_ibv_destroy_qp(struct ibv_qp *ibqp)
             s->in_use = 0;
             s->dct_ready = 0;   /* later packets to this dctn find no target */
             s->qpn = 0;
+            s->fault_unreachable = s->fault_drop_next = s->fault_force_status = 0;
+            __atomic_store_n(&s->fault_delay_us, 0, __ATOMIC_RELAXED);
         }
         dcxemu_unlock();
     }

@@ -101,14 +101,14 @@ EMU_CHILD(reuse)
     memset(l.lbuf.data(), 'A', 4096);
     if (l.write(0, 0, 4096) != 0) return 3;
     memset(l.lbuf.data(), 'B', 4096);   /* a transport bug: reuse before the completion */
-    bool early = !cq_stays_empty(l.d.cq, 0);
     ibv_wc wc;
-    if (!poll_one(l.d.cq, &wc) || wc.status != IBV_WC_SUCCESS) return 4;
+    bool early = ibv_poll_cq(l.d.cq, 1, &wc) == 1;
+    if ((!early && !poll_one(l.d.cq, &wc)) || wc.status != IBV_WC_SUCCESS) return 4;
     int got_b = l.rbuf[0] == 'B' && l.rbuf[4095] == 'B';
     if (!got_b && (l.rbuf[0] != 'A' || l.rbuf[4095] != 'A')) return 5;
-    (void)early;
     l.close();
-    return 10 + got_b;
+    /* deferred: no CQE before execution; immediate: the CQE was there at once */
+    return got_b == early ? 6 : 10 + got_b;
 }
 
 /* deferred_order: many batches of WRITEs to one word, then ERR flush, destroy with queued WRs,
@@ -116,7 +116,9 @@ EMU_CHILD(reuse)
 EMU_CHILD(deferred_order)
 {
     (void)argc; (void)argv;
-    loop l;
+    /* left open at exit on purpose: never destroyed, so the buffers stay valid while the engine
+     * may still run queued WRs, and reachable for LSan */
+    static loop &l = *new loop;
     ibv_wc wc;
     if (!l.open()) return 2;
     /* FIFO: the last WRITE wins and the CQEs come in posting order */
@@ -159,7 +161,7 @@ EMU_CHILD(deferred_order)
                      l.dct->qp_num, KEY, i) != 0) return 11;
     }
     destroy_dci(c2);
-    dci c3;
+    static dci &c3 = *new dci;
     if (!make_dci(l.d, c3, l.d.lid)) return 12;
     for (uint32_t i = 0; i < 8; i++) {
         if (post_one(c3, OP_WRITE, l.lmr->lkey, l.lbuf.data(), 8, l.rmr->rkey, l.raddr(128),
@@ -181,20 +183,19 @@ EMU_CHILD(envfault)
     if (!poll_one(l.d.cq, &wc, 10000)) return 5;
     uint64_t ms = now_ms() - t0;
     counters p(DCXEMU_SCOPE_PROCESS);
+    int rc = 24;
     if (strcmp(argv[0], "status") == 0) {
-        return wc.status == IBV_WC_REM_OP_ERR && l.rbuf[0] == 0 ? 0 : 20;
+        rc = wc.status == IBV_WC_REM_OP_ERR && l.rbuf[0] == 0 ? 0 : 20;
+    } else if (strcmp(argv[0], "drop") == 0) {
+        rc = wc.status == IBV_WC_RETRY_EXC_ERR && p.transport_retries == 2 && l.rbuf[0] == 0
+             ? 0 : 21;
+    } else if (strcmp(argv[0], "delay") == 0) {
+        rc = wc.status == IBV_WC_SUCCESS && ms >= 150 && l.rbuf[63] == 0x5c ? 0 : 22;
+    } else if (strcmp(argv[0], "none") == 0) {
+        rc = wc.status == IBV_WC_SUCCESS && p.transport_retries == 0 ? 0 : 23;
     }
-    if (strcmp(argv[0], "drop") == 0) {
-        return wc.status == IBV_WC_RETRY_EXC_ERR && p.transport_retries == 2 && l.rbuf[0] == 0
-               ? 0 : 21;
-    }
-    if (strcmp(argv[0], "delay") == 0) {
-        return wc.status == IBV_WC_SUCCESS && ms >= 150 && l.rbuf[63] == 0x5c ? 0 : 22;
-    }
-    if (strcmp(argv[0], "none") == 0) {
-        return wc.status == IBV_WC_SUCCESS && p.transport_retries == 0 ? 0 : 23;
-    }
-    return 24;
+    l.close();
+    return rc;
 }
 
 /* traced: one WRITE and its completion, then exit (DCXEMU_TRACE set by the parent) */
@@ -226,6 +227,47 @@ EMU_CHILD(counted)
     return 0;
 }
 
+/* freed: deregister the send buffer's MR right after wr_complete.  Exit 10 + (the WR failed with
+ * LOC_PROT_ERR and the target was not written). */
+EMU_CHILD(freed)
+{
+    (void)argc; (void)argv;
+    loop l;
+    ibv_wc wc;
+    if (!l.open()) return 2;
+    memset(l.lbuf.data(), 'A', 64);
+    if (l.write(0, 0, 64) != 0) return 3;
+    if (dcxemu_ibv_dereg_mr(l.lmr) != 0) return 4;
+    l.lmr = nullptr;
+    if (!poll_one(l.d.cq, &wc)) return 5;
+    int failed = wc.status == IBV_WC_LOC_PROT_ERR && l.rbuf[0] == 0;
+    if (!failed && (wc.status != IBV_WC_SUCCESS || l.rbuf[0] != 'A')) return 6;
+    l.close();
+    return 10 + failed;
+}
+
+/* victim <resp_fd> <cmd_fd>: report this process's DCI number, wait for the go byte, post two
+ * WRITEs.  Exit 0 if the first completed with REM_OP_ERR (injected by the parent), the second
+ * flushed and the target is untouched. */
+EMU_CHILD(victim)
+{
+    if (argc < 2) return 2;
+    int rfd = atoi(argv[0]), cfd = atoi(argv[1]);
+    loop l;
+    ibv_wc wc;
+    char go;
+    if (!l.open()) return 3;
+    uint32_t qpn = l.c.qp->qp_num;
+    if (!write_full(rfd, &qpn, sizeof(qpn)) || !read_full(cfd, &go, 1, 10000)) return 4;
+    memset(l.lbuf.data(), 0x66, 32);
+    if (l.write(0, 0, 32, 1) != 0 || l.write(0, 0, 32, 2) != 0) return 5;
+    if (!poll_one(l.d.cq, &wc) || wc.wr_id != 1 || wc.status != IBV_WC_REM_OP_ERR) return 6;
+    if (!poll_one(l.d.cq, &wc) || wc.wr_id != 2 || wc.status != IBV_WC_WR_FLUSH_ERR) return 7;
+    int rc = l.rbuf[0] == 0 ? 0 : 8;
+    l.close();
+    return rc;
+}
+
 /* ------------------------------------------------------------------ deferred mode ---- */
 
 /* A buffer reused right after wr_complete: in deferred mode the target gets the reused contents
@@ -234,13 +276,16 @@ TEST(emu_deferred, reused_send_buffer_caught)
 {
     EXPECT_EQ(run_and_wait({ "reuse" }, { "DCXEMU_EXEC=deferred", "DCXEMU_DEFER_US=200000" }), 11);
     EXPECT_EQ(run_and_wait({ "reuse" }, { "DCXEMU_EXEC=immediate" }), 10);
+    /* a buffer freed (MR deregistered) before the completion: the WR fails in deferred mode */
+    EXPECT_EQ(run_and_wait({ "freed" }, { "DCXEMU_EXEC=deferred", "DCXEMU_DEFER_US=200000" }), 11);
+    EXPECT_EQ(run_and_wait({ "freed" }, { "DCXEMU_EXEC=immediate" }), 10);
 }
 
 /* FIFO order and last-writer-wins across batches; ERR flushes queued WRs in order; destroy and
  * process exit with queued WRs are clean (in both modes of this process). */
 TEST(emu_deferred, fifo_flush_destroy_exit)
 {
-    EXPECT_EQ(run_and_wait({ "deferred_order" }, { "DCXEMU_EXEC=deferred", "DCXEMU_DEFER_US=2000" }), 0);
+    EXPECT_EQ(run_and_wait({ "deferred_order" }, { "DCXEMU_EXEC=deferred", "DCXEMU_DEFER_US=100000" }), 0);
     EXPECT_EQ(run_and_wait({ "deferred_order" }, { "DCXEMU_EXEC=immediate" }), 0);
     /* the fabric still works after those exits */
     loop l;
@@ -252,18 +297,18 @@ TEST(emu_deferred, fifo_flush_destroy_exit)
     l.close();
 }
 
-/* No completion before execution: in deferred mode the CQ is empty right after wr_complete. */
+/* No completion before execution: with a long deferral (reuse child) the CQ is empty right after
+ * wr_complete; here, in this process's mode, data is in place once the CQE is seen. */
 TEST(emu_deferred, completion_only_after_execution)
 {
+    EXPECT_EQ(run_and_wait({ "reuse" }, { "DCXEMU_EXEC=deferred", "DCXEMU_DEFER_US=100000" }), 11);
     const char *m = getenv("DCXEMU_EXEC");
     loop l;
     ASSERT_TRUE(l.open());
     memset(l.lbuf.data(), 7, 64);
     ASSERT_EQ(l.write(0, 0, 64), 0);
     ibv_wc wc;
-    if (m != nullptr && strcmp(m, "deferred") == 0) {
-        EXPECT_EQ(ibv_poll_cq(l.d.cq, 1, &wc), 0);   /* not before post + (0, DEFER_US] */
-    } else {
+    if (m == nullptr || strcmp(m, "deferred") != 0) {
         EXPECT_EQ(l.rbuf[63], 7);   /* immediate: executed inside wr_complete */
     }
     ASSERT_TRUE(poll_one(l.d.cq, &wc));
@@ -377,6 +422,41 @@ TEST_F(emu_faults, drop_next_counts_retries)
     EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
     EXPECT_EQ(l.rbuf[100], 0);
     EXPECT_EQ((counters(DCXEMU_SCOPE_PROCESS) - p0).transport_retries, 6u);
+}
+
+/* A fault injected by this process acts in the process that executes the QP (FORCE_STATUS on
+ * another process's DCI); the control API refuses a forked child with EPERM. */
+TEST(emu_faults_xproc, force_status_on_other_process_and_fork_eperm)
+{
+    dev d;
+    ASSERT_TRUE(d.open());   /* attached: a forked child of ours may not use the fabric */
+    int r[2], c[2];
+    ASSERT_EQ(pipe(r), 0);
+    ASSERT_EQ(pipe(c), 0);
+    pid_t pid = spawn(g_fabric, { "victim", std::to_string(r[1]), std::to_string(c[0]) });
+    ASSERT_GT(pid, 0);
+    ::close(r[1]);
+    ::close(c[0]);
+    uint32_t qpn = 0;
+    ASSERT_TRUE(read_full(r[0], &qpn, sizeof(qpn), 10000));
+    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_FORCE_STATUS, qpn, IBV_WC_REM_OP_ERR), 0);
+    ASSERT_TRUE(write_full(c[1], "g", 1));
+    int st = wait_child(pid, 20000);
+    EXPECT_TRUE(st >= 0 && WIFEXITED(st)) << st;
+    EXPECT_EQ(WEXITSTATUS(st), 0);
+    ::close(r[0]);
+    ::close(c[1]);
+    pid = fork();
+    if (pid == 0) {
+        dcxemu_counters x;
+        _exit(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, qpn, 1) == EPERM &&
+              dcxemu_fault_clear_all() == EPERM &&
+              dcxemu_counters_read(0, DCXEMU_SCOPE_FABRIC, &x) == EPERM ? 0 : 1);
+    }
+    ASSERT_GT(pid, 0);
+    st = wait_child(pid, 10000);
+    EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+    d.close();
 }
 
 TEST_F(emu_faults, clear_all)

@@ -375,4 +375,35 @@ TEST_F(emu_umr, local_inv_then_reprogram)
     EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
 }
 
+/* UMR and LOCAL_INV are counted by opcode on the device of the RC QP, in both scopes. */
+TEST_F(emu_umr, counters_umr_and_local_inv)
+{
+    mlx5dv_mkey *mk = mkey(4);
+    ASSERT_NE(mk, nullptr);
+    dcxemu_counters p0, f0, p1, f1;
+    ASSERT_EQ(dcxemu_counters_read(0, DCXEMU_SCOPE_PROCESS, &p0), 0);
+    ASSERT_EQ(dcxemu_counters_read(0, DCXEMU_SCOPE_FABRIC, &f0), 0);
+    ibv_wc wc;
+    std::vector<ibv_sge> one = { { (uintptr_t)a.data(), 64, amr->lkey } };
+    ASSERT_EQ(umr_list(mk, one, ALL, SI, &wc), 0);
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    ASSERT_EQ(umr_list(mk, one, ALL, SI, &wc), 0);
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    ibv_wr_start(rcx);
+    rcx->wr_id = 9;
+    rcx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_local_inv(rcx, mk->lkey);
+    ASSERT_EQ(ibv_wr_complete(rcx), 0);
+    ASSERT_TRUE(poll_one(d.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    ASSERT_EQ(dcxemu_counters_read(0, DCXEMU_SCOPE_PROCESS, &p1), 0);
+    ASSERT_EQ(dcxemu_counters_read(0, DCXEMU_SCOPE_FABRIC, &f1), 0);
+    EXPECT_EQ(p1.wr[DCXEMU_CNT_OP_UMR] - p0.wr[DCXEMU_CNT_OP_UMR], 2u);
+    EXPECT_EQ(f1.wr[DCXEMU_CNT_OP_UMR] - f0.wr[DCXEMU_CNT_OP_UMR], 2u);
+    EXPECT_EQ(p1.wr[DCXEMU_CNT_OP_LOCAL_INV] - p0.wr[DCXEMU_CNT_OP_LOCAL_INV], 1u);
+    EXPECT_EQ(f1.wr[DCXEMU_CNT_OP_LOCAL_INV] - f0.wr[DCXEMU_CNT_OP_LOCAL_INV], 1u);
+    EXPECT_EQ(p1.bytes - p0.bytes, 0u);
+    EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
+}
+
 } // namespace

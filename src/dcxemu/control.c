@@ -76,8 +76,6 @@ DCXEMU_API int dcxemu_fault_inject(enum dcxemu_fault_kind kind, uint32_t target,
     } else if ((kind == DCXEMU_FAULT_DCT_UNREACHABLE || kind == DCXEMU_FAULT_DROP_NEXT) &&
                !s->is_dct) {
         err = EINVAL;
-    } else if (kind == DCXEMU_FAULT_FORCE_STATUS && s->is_dct) {
-        err = EINVAL;
     } else {
         switch (kind) {
         case DCXEMU_FAULT_DCT_UNREACHABLE: s->fault_unreachable = (uint32_t)arg; break;

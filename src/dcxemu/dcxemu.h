@@ -140,7 +140,9 @@ enum dcxemu_fault_kind {
     DCXEMU_FAULT_FORCE_STATUS    = 3, /* target = send QP number (DCI or RC); arg = enum ibv_wc_status:
                                          the next WR executed on it completes with that status instead
                                          of executing (QP goes to ERR as hardware would for an error
-                                         CQE; following WRs flush). */
+                                         CQE; following WRs flush).  target = DCT number: the next WR
+                                         that reaches that DCT, from any DCI, does so instead (the
+                                         test needs no DCI number). */
     DCXEMU_FAULT_DELAY           = 4, /* target = send QP number or DCT number; arg = microseconds added
                                          before each operation executes; 0 clears. */
 };

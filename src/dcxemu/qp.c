@@ -864,6 +864,13 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
         res = EXEC_UNREACHABLE;
         goto out;
     }
+    if (t->fault_force_status != 0) {
+        /* injected on the target: this WR completes with the status, nothing executes */
+        uint32_t st = t->fault_force_status - 1;
+        t->fault_force_status = 0;
+        fail(o, st, forced_syndrome(st));
+        goto out;
+    }
     if (t->fault_drop_next > 0) {
         t->fault_drop_next--;   /* injected: this delivery attempt is lost on the wire */
         res = EXEC_UNREACHABLE;

@@ -336,8 +336,6 @@ TEST_F(emu_faults, inject_argument_errors)
     EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DCT_UNREACHABLE, l.dct->qp_num, 2), EINVAL);
     EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DCT_UNREACHABLE, l.c.qp->qp_num, 1), EINVAL);
     EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DROP_NEXT, l.c.qp->qp_num, 1), EINVAL);
-    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_FORCE_STATUS, l.dct->qp_num,
-                                  IBV_WC_REM_ACCESS_ERR), EINVAL);
     EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_FORCE_STATUS, l.c.qp->qp_num, IBV_WC_SUCCESS),
               EINVAL);
     EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, 0, 5), ENOENT);
@@ -378,6 +376,30 @@ TEST_F(emu_faults, force_status_next_wr_then_flush)
     ASSERT_TRUE(poll_one(l.d.cq, &wc));
     EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
     EXPECT_EQ(l.rbuf[63], 0x33);
+    destroy_dci(c2);
+}
+
+/* FORCE_STATUS on a DCT: the next WR that reaches it, from whichever DCI, completes with the
+ * status at its sender and nothing executes; one-shot. */
+TEST_F(emu_faults, force_status_via_dct)
+{
+    ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_FORCE_STATUS, l.dct->qp_num,
+                                  IBV_WC_REM_OP_ERR), 0);
+    memset(l.lbuf.data(), 0x44, 64);
+    ASSERT_EQ(l.write(0, 0, 64, 7), 0);
+    ibv_wc wc;
+    ASSERT_TRUE(poll_one(l.d.cq, &wc));
+    EXPECT_EQ(wc.wr_id, 7u);
+    EXPECT_EQ(wc.status, IBV_WC_REM_OP_ERR);
+    EXPECT_EQ(l.rbuf[0], 0);   /* nothing executed */
+    /* one-shot: a fresh DCI reaches the DCT normally */
+    dci c2;
+    ASSERT_TRUE(make_dci(l.d, c2, l.d.lid));
+    ASSERT_EQ(post_one(c2, OP_WRITE, l.lmr->lkey, l.lbuf.data(), 64, l.rmr->rkey, l.raddr(),
+                       l.dct->qp_num, KEY), 0);
+    ASSERT_TRUE(poll_one(l.d.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(l.rbuf[63], 0x44);
     destroy_dci(c2);
 }
 

@@ -344,3 +344,67 @@ TEST(uct_faults, rand_error_fails_sharers_and_resets_dci)
     uct_ep_destroy(ep_other);
     uct_ep_destroy(ep_new);
 }
+
+/* A forced error status on the way to one peer fails that endpoint only,
+ * with the status mapped as documented (remote operation error -> reset),
+ * its outstanding operations complete with that status, and the DCI is
+ * reset: the same interface goes on serving another peer and, after the
+ * one-shot fault, a new endpoint to the first peer. */
+TEST(uct_faults, forced_status_fails_only_its_endpoint)
+{
+    fault_api api;
+    ASSERT_NE(nullptr, api.inject);
+    failure_record f;
+    entity sender(config_t{{"NUM_DCI", "2"}}, record_failure, &f);
+    entity bad, good;
+    buffer buf_bad(bad, 4096), buf_good(good, 4096), src(sender, 4096);
+    rkey rk_bad(buf_bad.packed_rkey()), rk_good(buf_good.packed_rkey());
+    std::vector<entity*> all = {&sender, &bad, &good};
+    uct_ep_h ep_bad = sender.connect(bad), ep_good = sender.connect(good);
+
+    ASSERT_EQ(0, api.inject(DCXEMU_FAULT_FORCE_STATUS, iface_dctn(bad),
+                            IBV_WC_REM_OP_ERR));
+    memset(src.ptr(), 0x3c, 4096);
+    test_comp comp;
+    uct_iov_t iov = {src.ptr(), 4096, src.memh(), 0, 1};
+    ucs_status_t status = uct_ep_put_zcopy(ep_bad, &iov, 1, buf_bad.addr(),
+                                           rk_bad.get(), &comp.uct);
+    ASSERT_EQ(UCS_INPROGRESS, status);
+    for (uint64_t i = 0; i < 50; ++i) {
+        ASSERT_EQ(UCS_OK, retry(all, [&] {
+            return uct_ep_put_short(ep_good, &i, 8, buf_good.addr() + 8 * i,
+                                    rk_good.get());
+        }));
+    }
+    ASSERT_TRUE(wait_for(all, [&] { return comp.done != 0; }, 30));
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET, comp.status);
+    ASSERT_TRUE(wait_for(all, [&] {
+        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+    }, 30));
+    ASSERT_EQ(1u, f.eps.size());
+    EXPECT_EQ(ep_bad, f.eps[0]);
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET, f.statuses[0]);
+    EXPECT_EQ(0, buf_bad.ptr()[0]) << "a forced error executed";
+    for (uint64_t i = 0; i < 50; ++i) {
+        uint64_t v;
+        memcpy(&v, buf_good.ptr() + 8 * i, 8);
+        ASSERT_EQ(i, v);
+    }
+
+    /* One-shot; the DCI was reset: a new endpoint to the same peer works. */
+    uct_ep_h ep_again = sender.connect(bad);
+    test_comp comp2;
+    status = retry(all, [&] {
+        return uct_ep_put_zcopy(ep_again, &iov, 1, buf_bad.addr(),
+                                rk_bad.get(), &comp2.uct);
+    });
+    if (status == UCS_INPROGRESS) {
+        ASSERT_TRUE(wait_for(all, [&] { return comp2.done != 0; }));
+        status = comp2.status;
+    }
+    EXPECT_EQ(UCS_OK, status);
+    EXPECT_EQ(0x3c, buf_bad.ptr()[4095]);
+    uct_ep_destroy(ep_bad);
+    uct_ep_destroy(ep_good);
+    uct_ep_destroy(ep_again);
+}

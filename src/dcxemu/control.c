@@ -103,6 +103,30 @@ DCXEMU_API int dcxemu_fault_clear_all(void)
     return 0;
 }
 
+DCXEMU_API int dcxemu_objects_read(struct dcxemu_objects *out)
+{
+    int err;
+    if (out == NULL) {
+        return EINVAL;
+    }
+    if ((err = dcxemu_attach()) != 0 || (err = dcxemu_lock()) != 0) {
+        return err;
+    }
+    memset(out, 0, sizeof(*out));
+    for (unsigned i = 0; i < DCXEMU_MAX_QPS; i++) {
+        const struct dcxemu_shm_qp *s = &dcxemu_fab->qps[i];
+        if (s->in_use && s->owner == (uint16_t)dcxemu_me && s->owner_token == dcxemu_my_token) {
+            if (s->is_dct) {
+                out->dcts++;
+            } else {
+                out->qps++;
+            }
+        }
+    }
+    dcxemu_unlock();
+    return 0;
+}
+
 DCXEMU_API int dcxemu_counters_read(int dev, enum dcxemu_counter_scope scope,
                                     struct dcxemu_counters *out)
 {

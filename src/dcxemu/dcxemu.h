@@ -175,6 +175,14 @@ enum dcxemu_counter_scope { DCXEMU_SCOPE_PROCESS = 0, DCXEMU_SCOPE_FABRIC = 1 };
 DCXEMU_API int dcxemu_counters_read(int device_index, enum dcxemu_counter_scope scope,
                                     struct dcxemu_counters *out);
 
+/* Live objects of this process on the fabric: a transport test asserts with it that endpoints
+   cost no QP.  Returns 0 or an errno value. */
+struct dcxemu_objects {
+    uint32_t qps;    /* send QPs: DCIs and RC QPs */
+    uint32_t dcts;
+};
+DCXEMU_API int dcxemu_objects_read(struct dcxemu_objects *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -596,6 +596,23 @@ TEST(emu_counters, rnr_retries)
     l.close();
 }
 
+/* The live-object count of this process follows creation and destruction of send QPs and DCTs. */
+TEST(emu_counters, objects_read)
+{
+    dcxemu_objects o0, o1, o2;
+    ASSERT_EQ(dcxemu_objects_read(nullptr), EINVAL);
+    ASSERT_EQ(dcxemu_objects_read(&o0), 0);
+    loop l;
+    ASSERT_TRUE(l.open());   /* one DCI, one DCT */
+    ASSERT_EQ(dcxemu_objects_read(&o1), 0);
+    EXPECT_EQ(o1.qps, o0.qps + 1);
+    EXPECT_EQ(o1.dcts, o0.dcts + 1);
+    l.close();
+    ASSERT_EQ(dcxemu_objects_read(&o2), 0);
+    EXPECT_EQ(o2.qps, o0.qps);
+    EXPECT_EQ(o2.dcts, o0.dcts);
+}
+
 /* Fabric counters survive a member's exit (and reaping); its work is not in our process scope. */
 TEST(emu_counters, fabric_scope_survives_exit)
 {

@@ -6,6 +6,9 @@
  */
 #include "uct_test.h"
 
+#include "dcxemu.h"
+
+#include <dlfcn.h>
 #include <malloc.h>
 #include <string.h>
 #include <unistd.h>
@@ -75,6 +78,23 @@ ucs_status_t stream_check(void *arg, void *data, size_t length,
     }
     ++c->total;
     return UCS_OK;
+}
+
+/* Send QPs and DCTs this process holds on the device model. */
+dcxemu_objects device_objects()
+{
+    typedef int (*read_fn_t)(struct dcxemu_objects*);
+    static read_fn_t read_fn = []() -> read_fn_t {
+        void *h = dlopen(getenv("UCX_DCX_EMU_LIB"), RTLD_NOW);
+        return (h == nullptr) ? nullptr :
+               (read_fn_t)dlsym(h, "dcxemu_objects_read");
+    }();
+    dcxemu_objects o = {};
+    EXPECT_NE(nullptr, read_fn);
+    if (read_fn != nullptr) {
+        EXPECT_EQ(0, read_fn(&o));
+    }
+    return o;
 }
 
 std::vector<char> u64_msg(uint64_t value)
@@ -206,7 +226,8 @@ TEST(uct_scale, ten_thousand_endpoints)
         everybody.push_back(peers.back().get());
     }
 
-    struct mallinfo2 before = mallinfo2();
+    dcxemu_objects objs_before = device_objects();
+    struct mallinfo2 before    = mallinfo2();
     for (int i = 0; i < num_eps; ++i) {
         eps[i] = sender.connect(*peers[i % num_peers]);
         ASSERT_NE(nullptr, eps[i]) << "endpoint " << i;
@@ -233,6 +254,17 @@ TEST(uct_scale, ten_thousand_endpoints)
                8);
         ASSERT_EQ(0x5ca1e000000000ull + i, value) << "endpoint " << i;
     }
+
+    /* Endpoints and their traffic cost no QP: the sender still has its 16
+     * DCIs and one DCT (plus one DCI and one DCT per peer interface). */
+    dcxemu_objects objs_after = device_objects();
+    EXPECT_EQ(objs_before.qps, objs_after.qps);
+    EXPECT_EQ(objs_before.dcts, objs_after.dcts);
+    EXPECT_EQ((uint32_t)(16 + num_peers), objs_after.qps);
+    EXPECT_EQ((uint32_t)(1 + num_peers), objs_after.dcts);
+    printf("[ scale    ] QPs of this process: %u send QPs (16 DCIs + %d peer "
+           "DCIs), %u DCTs, before and after\n", objs_after.qps, num_peers,
+           objs_after.dcts);
 
     RecordProperty("heap_bytes_per_endpoint", std::to_string(per_ep));
     printf("[ scale    ] %d endpoints to %d DCTs: %.1f heap bytes per "

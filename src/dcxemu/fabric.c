@@ -789,6 +789,81 @@ static void ascending_copy(void *dst, const void *src, size_t len)
     ((volatile char *)dst)[len - 1] = ((const char *)src)[len - 1];
 }
 
+/* Gathering small pieces through a staging buffer pays off above this many pieces of at most
+ * this average size. */
+#define VM_GATHER_MIN_PIECES 4
+#define VM_GATHER_MAX_AVG    512
+#define VM_STAGING_SIZE      65536
+
+/* Move the pieces to/from the contiguous remote span rv through a per-thread staging buffer:
+ * one system call per VM_STAGING_SIZE bytes. */
+static int vm_copy_staged(pid_t pid, int to_remote, const struct iovec *piece, int k,
+                          const struct iovec *rv)
+{
+    static __thread char staging[VM_STAGING_SIZE];
+    char *remote = rv->iov_base;
+    size_t poff = 0;
+    int pi = 0;
+
+    while (pi < k) {
+        /* the next chunk: as many piece bytes as fit */
+        size_t fill = 0;
+        int pj = pi;
+        size_t pjoff = poff;
+        while (pj < k && fill < sizeof(staging)) {
+            size_t take = piece[pj].iov_len - pjoff;
+            if (take > sizeof(staging) - fill) {
+                take = sizeof(staging) - fill;
+            }
+            if (to_remote) {
+                memcpy(staging + fill, (char *)piece[pj].iov_base + pjoff, take);
+            }
+            fill += take;
+            pjoff += take;
+            if (pjoff == piece[pj].iov_len) {
+                pj++;
+                pjoff = 0;
+            }
+        }
+        struct iovec lv = { staging, fill }, r = { remote, fill };
+        size_t moved = 0;
+        while (moved < fill) {
+            ssize_t n = to_remote ? process_vm_writev(pid, &lv, 1, &r, 1, 0)
+                                  : process_vm_readv(pid, &lv, 1, &r, 1, 0);
+            if (n <= 0) {
+                return n < 0 ? errno : EFAULT;
+            }
+            moved += (size_t)n;
+            lv.iov_base = (char *)lv.iov_base + n;
+            lv.iov_len -= (size_t)n;
+            r.iov_base = (char *)r.iov_base + n;
+            r.iov_len -= (size_t)n;
+        }
+        if (!to_remote) {
+            /* scatter the chunk back into the pieces, in ascending order */
+            size_t off = 0;
+            while (off < fill) {
+                size_t take = piece[pi].iov_len - poff;
+                if (take > fill - off) {
+                    take = fill - off;
+                }
+                memcpy((char *)piece[pi].iov_base + poff, staging + off, take);
+                off += take;
+                poff += take;
+                if (poff == piece[pi].iov_len) {
+                    pi++;
+                    poff = 0;
+                }
+            }
+        } else {
+            pi = pj;
+            poff = pjoff;
+        }
+        remote += fill;
+    }
+    return 0;
+}
+
 /* Copy between local iovecs and remote iovecs of member m (fabric lock held, liveness checked
  * by the caller under that same lock).  Bytes move in ascending order, at most IOV_MAX pieces per
  * system call.  Returns 0 or errno (EFAULT for unmapped memory, ESRCH for a vanished process). */
@@ -837,6 +912,14 @@ int dcxemu_vm_copy(int member, int to_remote, const struct iovec *local, int nl,
                         ascending_copy(piece[j].iov_base, (char *)rv.iov_base + off, piece[j].iov_len);
                     }
                     off += piece[j].iov_len;
+                }
+            } else if (k > VM_GATHER_MIN_PIECES && want / k < VM_GATHER_MAX_AVG) {
+                /* Many small pieces (a UMR layout of small blocks): the kernel's cost is per
+                 * iovec, so gather them here and move one contiguous span per call, as a NIC
+                 * gathers before it sends.  Order and "last byte last" are unchanged. */
+                int err = vm_copy_staged(pid, to_remote, piece, k, &rv);
+                if (err != 0) {
+                    return err;
                 }
             } else {
                 size_t moved = 0;

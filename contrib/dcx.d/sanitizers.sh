@@ -4,7 +4,8 @@
 #   suite asan      a second build tree (build-asan/) configured with
 #                   --enable-sanitizers (AddressSanitizer + UBSan, leaks
 #                   detected, undefined behaviour fatal); runs the device
-#                   model's, the UCT and the UCP googletests from it. Child
+#                   model's, the UCT and the UCP googletests from it, in both
+#                   of the model's execution modes. Child
 #                   processes are images of the same ASan binaries.
 #   suite valgrind  memcheck on the normal build: the device model's suite
 #                   and the UCT suite except uct_scale.* (sixteen busy
@@ -28,12 +29,14 @@ suite_asan() {
     make -C "$DCX_ASAN_BUILD" -s -j"$DCX_JOBS" check >/dev/null ||
         die "building the ASan tests failed"
 
-    local t
-    for t in emu/dcxemu_gtest uct/dcx_uct_gtest ucp/dcx_ucp_gtest; do
-        ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \
-        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-        DCXEMU_FABRIC="dcx-asan-$$" \
-            run_gtest "asan-$(basename "$t")" "$DCX_ASAN_BUILD/test/gtest/$t"
+    local t mode
+    for mode in immediate deferred; do
+        for t in emu/dcxemu_gtest uct/dcx_uct_gtest ucp/dcx_ucp_gtest; do
+            ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \
+            UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+            DCXEMU_FABRIC="dcx-asan-$mode-$$" DCXEMU_EXEC=$mode \
+                run_gtest "asan-$mode-$(basename "$t")" "$DCX_ASAN_BUILD/test/gtest/$t"
+        done
     done
 }
 

@@ -25,6 +25,8 @@ CONF_TEST_TIMEOUT=${DCX_CONF_TEST_TIMEOUT:-120}
 CONF_SUITE_TIMEOUT=${DCX_CONF_SUITE_TIMEOUT:-1800}
 
 . "$DCX_TOP/contrib/dcx.d/ucx-patches/gtest-dcx.sed.sh"
+# The files it edits (restored from the pristine tree before patching).
+CONF_PATCHED="uct/uct_test.h uct/test_md.cc uct/uct_p2p_test.cc ucp/ucp_test.h"
 
 # Debian's configure flags (ucx_info -v) minus the install layout, plus
 # what the brief needs: no Java/Go bindings.
@@ -114,11 +116,11 @@ conf_build() {
     fi
     conf_check_layout "$build"
     note "UCX gtest: patching the transport lists (dcx)"
-    for f in uct/uct_test.h uct/test_md.cc ucp/ucp_test.h; do
+    for f in $CONF_PATCHED; do
         cp -p "$pristine/test/gtest/$f" "$src/test/gtest/$f"
     done
     ucx_gtest_patch_dcx "$src/test/gtest" || die "patching UCX's gtest failed (not UCX 1.13?)"
-    (cd "$src" && for f in uct/uct_test.h uct/test_md.cc ucp/ucp_test.h; do
+    (cd "$src" && for f in $CONF_PATCHED; do
          diff -u "$pristine/test/gtest/$f" "test/gtest/$f" | sed "1,2s|$pristine/||"; done) \
         > "$cache/gtest-dcx.diff" || true
     note "UCX gtest: make -j$DCX_JOBS (libraries, then test/gtest without -Werror)"
@@ -159,10 +161,10 @@ CONF_KNOWN=()
 # (test_peer_failure.cc: RC_TIMEOUT?=100us, RC_RETRY_COUNT?=4).
 CONF_PF_ENV="UCX_DCX_TIMEOUT=100us UCX_DCX_RETRY_COUNT=4"
 CONF_UCT_SUITES=(
-    "uct-test_p2p_rma|dcx/uct_p2p_rma_test.*:dcx/test_p2p_rma_madvise.*"
+    "uct-test_p2p_rma|dcx/uct_p2p_rma_test*:dcx/test_p2p_rma_madvise.*"
     "uct-test_p2p_am|dcx/uct_p2p_am_*"
     "uct-test_p2p_err|dcx/uct_p2p_err_test.*"
-    "uct-test_p2p_mix|dcx/uct_p2p_mix_test.*"
+    "uct-test_p2p_mix|dcx/uct_p2p_mix_test*"
     "uct-test_amo|dcx/uct_amo_*"
     "uct-test_flush|dcx/uct_flush_test.*:dcx/uct_cancel_test.*"
     "uct-test_fence|dcx/uct_fence_test.*"
@@ -204,7 +206,7 @@ conf_run_suite() {
     local pass fail skip listed crashed f
     : > "$log"
     neg=$(conf_known_negative)
-    listed=$(UCX_DCX_EMU=y "$CONF_RUN" "$CONF_GTEST" --gtest_list_tests \
+    listed=$("${CONF_RUN[@]}" "$CONF_GTEST" --gtest_list_tests \
              --gtest_filter="$filter${neg:+-$neg}" 2>/dev/null | grep -c '^  ' || true)
     if [ "$listed" -eq 0 ]; then
         note "FAIL $name: no dcx instance of '$filter' (is the plugin loaded?)"
@@ -216,17 +218,17 @@ conf_run_suite() {
         round=$((round + 1))
         rc=0
         env "${env[@]}" DCXEMU_FABRIC="dcx-conf-$$-$name-$round" UCX_HANDLE_ERRORS=bt \
-            timeout -k 10 "$CONF_SUITE_TIMEOUT" "$CONF_RUN" "$CONF_GTEST" \
+            timeout -k 10 "$CONF_SUITE_TIMEOUT" "${CONF_RUN[@]}" "$CONF_GTEST" \
             -t "$CONF_TEST_TIMEOUT" \
             --gtest_filter="$filter-${neg:+$neg:}${done_tests#:}" \
             >> "$log" 2>&1 || rc=$?
         grep -q '^\[==========\] .* ran\.' "$log" && break
         # The process died (watchdog abort, crash, suite timeout): the test
         # that was running fails; continue after it.
-        crashed=$(awk '/^\[ RUN      \]/ { t = $4 } /^\[       OK \]|^\[  FAILED  \]|^\[  SKIPPED \]/ { if ($4 == t) t = "" } END { print t }' "$log")
+        crashed=$(awk '/^\[ RUN      \]/ { t = $4 } /^\[       OK \]|^\[  FAILED  \]|^\[  SKIPPED \]/ { n = $4; sub(/,$/, "", n); if (n == t) t = "" } END { print t }' "$log")
         [ -n "$crashed" ] || break
         echo "[  FAILED  ] $crashed (process died, exit $rc: hang or crash)" >> "$log"
-        done_tests=$(awk '/^\[       OK \] |^\[  FAILED  \] [^ ,]* \(|^\[  SKIPPED \] [^ ,]* \(/ { printf ":%s", $4 }' "$log")
+        done_tests=$(awk '/^\[       OK \] |^\[  FAILED  \] [^ ]*\/|^\[  SKIPPED \] [^ ]*\// { n = $4; sub(/,$/, "", n); if (!(n in d)) printf ":%s", n; d[n] = 1 }' "$log")
         [ $round -lt 50 ] || break
     done
     # Tally: UCX's skips print "[     SKIP ] (reason)" and then "[ OK ]".
@@ -254,13 +256,13 @@ conf_tally() {
         /^\[ *SKIP \] / { sk = 1; why = $0; sub(/^\[ *SKIP \] */, "", why); next }
         /^\[  SKIPPED \] [^ ]*\/[^ ]* \(/ { r[$4] = "SKIP " $4; next }
         /^\[       OK \] / { r[$4] = (sk && $4 == cur) ? "SKIP " $4 " " why : "PASS " $4; next }
-        /^\[  FAILED  \] [^ ]*\/[^ ,]* \(/ { r[$4] = "FAIL " $4; next }
+        /^\[  FAILED  \] [^ ]*\// { n = $4; sub(/,$/, "", n); r[n] = "FAIL " n; next }
         END { for (t in r) print r[t] }' "$1" | sort -k2
 }
 
 conf_prepare() {
     conf_build
-    CONF_RUN="$DCX_PREFIX/bin/dcx-run"
+    CONF_RUN=("$DCX_PREFIX/bin/dcx-run" --emu)
     # The libtool wrapper runs the real binary; inspect that.
     CONF_REAL_GTEST="$(dirname "$CONF_GTEST")/.libs/gtest"
     [ -x "$CONF_REAL_GTEST" ] || CONF_REAL_GTEST=$CONF_GTEST

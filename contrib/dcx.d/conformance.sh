@@ -8,7 +8,8 @@
 # configured like Debian built it, with dcx added to its transport lists by
 # contrib/dcx.d/ucx-patches/gtest-dcx.sed.sh. It runs under dcx-run --emu,
 # so the plugin registers itself into the source-built libuct.
-# Not in SUITES_ALL (run by name: SUITES_BY_NAME). Documentation: docs/conformance.md.
+# ucx-conformance-ci is part of the default run (SUITES_ALL, so CI runs it);
+# ucx-conformance runs by name. Documentation: docs/conformance.md.
 #
 # Knobs: DCX_CONF_ALL=1 (or "ucx-conformance --all" style: DCX_CONF_ALL=1)
 # runs the known failures too; DCX_CONF_FILTER=PATTERN runs only suites whose
@@ -19,7 +20,8 @@
 # configure: HAVE_NUMA is in ucx_info -b; googletest is bundled with UCX).
 CONF_PACKAGES=(libnuma-dev)
 
-SUITES_BY_NAME+=(ucx-conformance ucx-conformance-ci)
+SUITES_ALL+=(ucx-conformance-ci)
+SUITES_BY_NAME+=(ucx-conformance)
 
 CONF_TEST_TIMEOUT=${DCX_CONF_TEST_TIMEOUT:-120}
 CONF_SUITE_TIMEOUT=${DCX_CONF_SUITE_TIMEOUT:-1800}
@@ -163,12 +165,7 @@ CONF_NA=(
 )
 # Diagnosed dcx transport bugs (not fixed here: see docs/conformance.md).
 CONF_KNOWN=(
-    "dcx/uct_p2p_rma_test.put_*|dcx bug: zero-length put with UCT_INVALID_RKEY returns INVALID_PARAM (dcx_ep.c:611,638,684 check the rkey before the length)"
-    "dcx/uct_p2p_am_misc.no_rx_buffs/*|dcx bug: SRQ never refilled once the user holds every rx descriptor (dcx_iface.c:446-448,488 repost only after a receive completion): sender stuck in NO_RESOURCE"
-    "dcx/test_uct_peer_failure.peer_failure/*|dcx bug: same zero-length put_short(rkey 0) rejection (dcx_ep.c:611), so no error is ever raised"
     "dcx/test_uct_peer_failure_multiple.*|dcx bug: an operation returns UCS_ERR_IO_ERROR instead of completing with the peer error (uct_test.cc:856), not yet analysed"
-    "dcx/uct_p2p_am_alignment.*|dcx bug: UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT/AM_ALIGN_OFFSET ignored and not validated (dcx_iface.c:1122-1125 fix the payload offset)"
-    "dcx/uct_p2p_err_test.local_access_error/*:dcx/uct_p2p_err_test.remote_access_error/*|dcx bug: access errors are not reported through ucs_error (test_p2p_err.cc:118)"
     "dcx/test_uct_pending.pending_fairness/*|dcx bug: an endpoint's pending requests are never dispatched (min_sends 0; dcx_iface.c:655 dispatch)"
     "dcx/test_uct_pending.send_ooo_with_comp/*|dcx bug: zcopy completion runs before the pending request is dispatched (dcx_iface.c:651-656 order)"
     "dcx/test_uct_ep.destroy_entity_after_send/*|dcx bug: iface close drops outstanding ops without calling their completions (dcx_iface.c:1271-1276)"
@@ -225,7 +222,7 @@ conf_run_suite() {
     local pass fail skip listed crashed f
     : > "$log"
     neg=$(conf_known_negative)
-    listed=$("${CONF_RUN[@]}" "$CONF_GTEST" --gtest_list_tests \
+    listed=$(DCXEMU_FABRIC="dcx-conf-$$-$name-list" "${CONF_RUN[@]}" "$CONF_GTEST" --gtest_list_tests \
              --gtest_filter="$filter${neg:+-$neg}" 2>/dev/null | grep -c '^  ' || true)
     if [ "$listed" -eq 0 ]; then
         note "FAIL $name: no dcx instance of '$filter' (is the plugin loaded?)"

@@ -158,10 +158,12 @@ uct_dcx_ep_op_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep, ucs_mpool_t *mp,
     return op;
 }
 
+/* A zero-length RDMA operation never touches remote memory, so its rkey is
+ * not checked (UCX passes UCT_INVALID_RKEY there, as the device does). */
 static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_dcx_ep_check_rkey(uct_rkey_t rkey)
+uct_dcx_ep_check_rkey(uct_rkey_t rkey, size_t length)
 {
-    if (ucs_unlikely(!uct_dcx_rkey_is_valid(rkey))) {
+    if (ucs_unlikely(!uct_dcx_rkey_is_valid(rkey) && (length != 0))) {
         ucs_error("dcx: invalid remote key 0x%" PRIx64 ": not unpacked by "
                   "the dcx component", rkey);
         return UCS_ERR_INVALID_PARAM;
@@ -985,7 +987,7 @@ ucs_status_t uct_dcx_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     ucs_status_t status;
 
     UCT_CHECK_LENGTH(length, 0, iface->tx.max_inline, "put_short");
-    status = uct_dcx_ep_check_rkey(rkey);
+    status = uct_dcx_ep_check_rkey(rkey, length);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
@@ -1012,11 +1014,6 @@ ssize_t uct_dcx_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     uct_dcx_op_t *op;
     size_t length;
 
-    status = uct_dcx_ep_check_rkey(rkey);
-    if (ucs_unlikely(status != UCS_OK)) {
-        return status;
-    }
-
     status = uct_dcx_ep_tx_get(iface, ep, &dci);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
@@ -1031,6 +1028,12 @@ ssize_t uct_dcx_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     length = pack_cb(op->buf, arg);
     ucs_assertv(length <= iface->tx.seg_size, "put_bcopy packed %zu > %zu",
                 length, iface->tx.seg_size);
+    status = uct_dcx_ep_check_rkey(rkey, length);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put_inline(op);
+        uct_dcx_ep_tx_abort(iface, ep);
+        return status;
+    }
 
     qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
     ibv_wr_rdma_write(qpx, uct_dcx_rkey(rkey), remote_addr);
@@ -1347,7 +1350,7 @@ uct_dcx_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     const uct_iov_t *strided;
     size_t num_nonempty;
 
-    status = uct_dcx_ep_check_rkey(rkey);
+    status = uct_dcx_ep_check_rkey(rkey, uct_iov_total_length(iov, iovcnt));
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
@@ -1440,7 +1443,7 @@ ucs_status_t uct_dcx_ep_get_bcopy(uct_ep_h tl_ep,
     uct_dcx_op_t *op;
 
     UCT_CHECK_LENGTH(length, 0, iface->tx.seg_size, "get_bcopy");
-    status = uct_dcx_ep_check_rkey(rkey);
+    status = uct_dcx_ep_check_rkey(rkey, length);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
@@ -1556,7 +1559,7 @@ uct_dcx_ep_atomic64(uct_ep_h tl_ep, uct_atomic_op_t opcode, uint64_t value,
 
     UCT_CHECK_PARAM(!(remote_addr & (sizeof(uint64_t) - 1)),
                     "unaligned 64-bit atomic address 0x%" PRIx64, remote_addr);
-    status = uct_dcx_ep_check_rkey(rkey);
+    status = uct_dcx_ep_check_rkey(rkey, sizeof(uint64_t));
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }

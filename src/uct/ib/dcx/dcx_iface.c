@@ -431,6 +431,9 @@ static void uct_dcx_iface_release_desc(uct_recv_desc_t *self, void *desc)
 
     ucs_mpool_put_inline(UCS_PTR_BYTE_OFFSET(desc,
                                              -(ptrdiff_t)iface->rx.headroom_offset));
+    /* The SRQ may have run short while the user held every buffer, and
+     * then no receive completion comes to refill it: progress does. */
+    iface->rx.refill = 1;
 }
 
 /* Fill the SRQ up to its length. */
@@ -1074,6 +1077,10 @@ static unsigned uct_dcx_iface_poll_rx(uct_dcx_iface_t *iface)
     uint8_t am_id;
 
     if (ibv_start_poll(cq, &attr) != 0) {
+        if (ucs_unlikely(iface->rx.refill)) {
+            iface->rx.refill = 0;
+            uct_dcx_iface_post_recv(iface);
+        }
         return 0;
     }
 
@@ -1248,8 +1255,12 @@ static void uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface,
             dci->last_error = status;
         }
         if (!dci->error && (status != UCS_ERR_CANCELED)) {
-            ucs_log((dci->ep == NULL) ? UCS_LOG_LEVEL_DEBUG :
-                                        UCS_LOG_LEVEL_DIAG,
+            /* Like UCX's IB transports: an endpoint's error completion is
+             * reported at UCX_DCX_FAILURE (diag by default). */
+            ucs_log(((dci->ep == NULL) &&
+                     (iface->tx.policy != UCT_DCX_TX_POLICY_RAND)) ?
+                            UCS_LOG_LEVEL_DEBUG :
+                            iface->super.config.failure_level,
                     "dcx: dci 0x%x: %s", dci->qp->qp_num,
                     iface->ops->wc_status_str(wc->status));
         }
@@ -1724,7 +1735,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     struct ibv_srq_attr srq_mod          = {};
     unsigned list_max;
     struct ibv_device_attr dev_attr;
-    size_t rx_headroom, op_size;
+    size_t rx_headroom, op_size, rx_align, rx_align_offset;
     const char *dev_name;
     ucs_status_t status;
     unsigned i, port;
@@ -1924,12 +1935,20 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
         goto err_cleanup_grant_mp;
     }
 
-    /* The user's headroom starts cache-line aligned; the release pointer
-     * before it stays pointer-aligned whatever the headroom size. */
+    /* By default the user's headroom starts cache-line aligned; with
+     * UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT the payload (plus the requested
+     * offset) is aligned as asked. */
+    status = uct_iface_param_am_alignment(params, self->tx.seg_size,
+                                          self->rx.headroom_offset,
+                                          self->rx.payload_offset,
+                                          &rx_align, &rx_align_offset);
+    if (status != UCS_OK) {
+        goto err_cleanup_ep_mp;
+    }
+
     status = uct_iface_mpool_init(&self->super, &self->rx.mp,
                                   self->rx.payload_offset + self->tx.seg_size,
-                                  self->rx.headroom_offset,
-                                  UCS_SYS_CACHE_LINE_SIZE, &config->rx_mp,
+                                  rx_align_offset, rx_align, &config->rx_mp,
                                   self->rx.queue_len,
                                   uct_dcx_iface_recv_desc_init, "dcx_rx");
     if (status != UCS_OK) {
@@ -1969,6 +1988,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
                            &list_max) == UCS_OK)) {
         self->umr.max_iov = ucs_max(self->tx.max_sge, list_max);
     }
+    self->rx.refill = 0;
     uct_dcx_iface_post_recv(self);
     if (self->rx.posted == 0) {
         ucs_error("dcx: %s: cannot post receive buffers", dev_name);

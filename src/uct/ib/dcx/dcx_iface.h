@@ -333,6 +333,7 @@ struct uct_dcx_iface {
         ucs_mpool_t           mp;
         unsigned              queue_len;
         unsigned              posted;       /* buffers in the SRQ */
+        int                   refill;       /* a held buffer came back */
         size_t                headroom_offset;
         size_t                payload_offset;
         uct_recv_desc_t       release_desc;

@@ -1192,7 +1192,8 @@ static void uct_dcx_iface_dci_release(uct_dcx_iface_t *iface,
 void uct_dcx_iface_dci_put(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
     uct_dcx_iface_dci_release(iface, ep->dci);
-    ep->dci = UCT_DCX_EP_NO_DCI;
+    ep->dci    = UCT_DCX_EP_NO_DCI;
+    ep->flags &= ~UCT_DCX_EP_FLAG_TX_WAIT;
 
     /* Work still pending: from now on it waits for a DCI like the others. */
     if (!ucs_arbiter_group_is_empty(&ep->arb_group) &&

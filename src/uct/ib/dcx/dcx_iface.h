@@ -401,8 +401,11 @@ enum {
     UCT_DCX_EP_FLAG_FAILED   = UCS_BIT(0),
     UCT_DCX_EP_FLAG_WAIT_DCI = UCS_BIT(1), /* counted in tx.num_waiters */
     UCT_DCX_EP_FLAG_FC_WAIT  = UCS_BIT(2), /* in fc.waiting: owed a grant */
-    UCT_DCX_EP_FLAG_WAIT_UMR = UCS_BIT(3)  /* a layout it needs is being
+    UCT_DCX_EP_FLAG_WAIT_UMR = UCS_BIT(3), /* a layout it needs is being
                                               programmed (umr_gen) */
+    UCT_DCX_EP_FLAG_TX_WAIT  = UCS_BIT(4)  /* dcs_quota: yielded its DCI,
+                                              posts nothing until it drains
+                                              and returns to the pool */
 };
 
 

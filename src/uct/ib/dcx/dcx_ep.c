@@ -1537,7 +1537,10 @@ static void uct_dcx_op_amo_cas_loop(uct_dcx_op_t *op, ucs_status_t status)
         if (ep == NULL) {
             status = UCS_ERR_CANCELED; /* the endpoint was destroyed */
         } else {
-            /* The completion just freed a send queue slot of this DCI. */
+            /* The next try takes the send queue slot of the completion
+             * being handled, before anybody else can. */
+            ucs_assert(dci->slot_held);
+            uct_dcx_iface_dci_slot_return(iface, dci);
             op->amo.compare = old;
             status = uct_dcx_ep_amo_post(iface, ep, dci, op, 1,
                                          uct_dcx_amo_apply(op->amo.opcode,

@@ -169,8 +169,6 @@ CONF_KNOWN=(
     "dcx/test_uct_peer_failure_multiple.*|dcx bug: an operation returns UCS_ERR_IO_ERROR instead of completing with the peer error (uct_test.cc:856), not yet analysed"
     "dcx/uct_p2p_am_alignment.*|dcx bug: UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT/AM_ALIGN_OFFSET ignored and not validated (dcx_iface.c:1122-1125 fix the payload offset)"
     "dcx/uct_p2p_err_test.local_access_error/*:dcx/uct_p2p_err_test.remote_access_error/*|dcx bug: access errors are not reported through ucs_error (test_p2p_err.cc:118)"
-    "dcx/test_uct_pending.pending_fairness/*|dcx bug: an endpoint's pending requests are never dispatched (min_sends 0; dcx_iface.c:655 dispatch)"
-    "dcx/test_uct_pending.send_ooo_with_comp/*|dcx bug: zcopy completion runs before the pending request is dispatched (dcx_iface.c:651-656 order)"
     "dcx/test_uct_ep.destroy_entity_after_send/*|dcx bug: iface close drops outstanding ops without calling their completions (dcx_iface.c:1271-1276)"
 )
 

@@ -166,8 +166,6 @@ CONF_NA=(
 # Diagnosed dcx transport bugs (not fixed here: see docs/conformance.md).
 CONF_KNOWN=(
     "dcx/test_uct_peer_failure_multiple.*|dcx bug: an operation returns UCS_ERR_IO_ERROR instead of completing with the peer error (uct_test.cc:856), not yet analysed"
-    "dcx/test_uct_pending.pending_fairness/*|dcx bug: an endpoint's pending requests are never dispatched (min_sends 0; dcx_iface.c:655 dispatch)"
-    "dcx/test_uct_pending.send_ooo_with_comp/*|dcx bug: zcopy completion runs before the pending request is dispatched (dcx_iface.c:651-656 order)"
     "dcx/test_uct_ep.destroy_entity_after_send/*|dcx bug: iface close drops outstanding ops without calling their completions (dcx_iface.c:1271-1276)"
 )
 

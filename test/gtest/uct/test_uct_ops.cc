@@ -9,7 +9,10 @@
 #include <ucs/config/global_opts.h>
 #include <ucs/debug/log_def.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <climits>
 #include <poll.h>
 #include <string.h>
 
@@ -687,6 +690,89 @@ TEST_P(uct_ops_one_dci, flush_queued_behind_pending)
     EXPECT_EQ(put.value, flush.seen) << "flush completed before the put";
 }
 
+struct pending_am_ctx {
+    uct_pending_req_t req;
+    uct_ep_h          ep;
+    int               done;
+};
+
+static ucs_status_t pending_am(uct_pending_req_t *req)
+{
+    pending_am_ctx *ctx = ucs_container_of(req, pending_am_ctx, req);
+    ucs_status_t status = uct_ep_am_short(ctx->ep, 5, 2, NULL, 0);
+
+    if (status == UCS_OK) {
+        ctx->done = 1;
+    }
+    return status;
+}
+
+struct comp_am_ctx {
+    uct_completion_t uct;
+    uct_ep_h         ep;
+    ucs_status_t     sent;
+    int              done;
+};
+
+/* UCX's test_uct_pending.send_ooo_with_comp: a send from a completion
+ * callback must not overtake a request queued before it (UCX's rc and dc:
+ * a completion's resources are returned after its callbacks, and pending
+ * requests are dispatched before the next completion's callbacks). */
+TEST_P(uct_ops_one_dci, completion_send_after_pending)
+{
+    buffer src(*m_sender, 32, 'z');
+    uct_iov_t iov       = {src.ptr(), src.length(), src.memh(), 0, 1};
+    uint64_t zhdr       = 0;
+    pending_am_ctx pend = {};
+    comp_am_ctx comp    = {};
+    ucs_status_t status;
+
+    comp.uct.func   = [](uct_completion_t *self) {
+        comp_am_ctx *ctx = ucs_container_of(self, comp_am_ctx, uct);
+        ctx->sent = uct_ep_am_short(ctx->ep, 5, 3, NULL, 0);
+        ctx->done = 1;
+    };
+    comp.uct.count  = 1;
+    comp.uct.status = UCS_OK;
+    comp.ep         = m_ep;
+    status = uct_ep_am_zcopy(m_ep, 5, &zhdr, sizeof(zhdr), &iov, 1, 0,
+                             &comp.uct);
+    ASSERT_EQ(UCS_INPROGRESS, status);
+
+    /* Fill the DCI behind the zero-copy message, then queue one. */
+    size_t expected = 1;
+    while ((status = uct_ep_am_short(m_ep, 5, 1, NULL, 0)) == UCS_OK) {
+        ++expected;
+    }
+    ASSERT_EQ(UCS_ERR_NO_RESOURCE, status);
+    pend.req.func = pending_am;
+    pend.ep       = m_ep;
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &pend.req, 0));
+
+    ASSERT_TRUE(wait_for(all(), [&] { return comp.done && pend.done; }));
+    EXPECT_TRUE((comp.sent == UCS_OK) || (comp.sent == UCS_ERR_NO_RESOURCE))
+            << ucs_status_string(comp.sent);
+    flush();
+
+    expected += 1 + (comp.sent == UCS_OK);
+    wait_am(expected);
+    int pending_at = -1, comp_at = -1;
+    for (size_t i = 0; i < m_am.messages.size(); ++i) {
+        uint64_t hdr = *(const uint64_t*)m_am.messages[i].data();
+        if (hdr == 2) {
+            pending_at = i;
+        } else if (hdr == 3) {
+            comp_at = i;
+        }
+    }
+    ASSERT_GE(pending_at, 0) << "the queued request was never sent";
+    if (comp_at >= 0) {
+        EXPECT_LT(pending_at, comp_at)
+                << "the completion callback's message overtook the request "
+                   "queued before it";
+    }
+}
+
 static bool fd_readable(int fd, int timeout_ms)
 {
     struct pollfd pfd = {fd, POLLIN, 0};
@@ -974,4 +1060,126 @@ TEST(uct_policy, dcs_quota_no_starvation)
         uct_ep_destroy(eps[i]);
     }
     uct_ep_destroy(busy);
+}
+
+struct fair_ctx {
+    uct_pending_req_t req;
+    uct_ep_h          ep;
+    uint64_t          addr;
+    uct_rkey_t        rkey;
+    bool              pending;
+    int               sends;
+    int               *num_pending;
+};
+
+static ucs_status_t fair_put_now(fair_ctx *ctx)
+{
+    uint64_t value = ctx->sends;
+
+    return uct_ep_put_short(ctx->ep, &value, sizeof(value), ctx->addr,
+                            ctx->rkey);
+}
+
+static ucs_status_t fair_put(uct_pending_req_t *req)
+{
+    fair_ctx *ctx       = ucs_container_of(req, fair_ctx, req);
+    ucs_status_t status = fair_put_now(ctx);
+
+    if (status == UCS_OK) {
+        ctx->pending = false;
+        ++ctx->sends;
+        --*ctx->num_pending;
+    }
+    return status;
+}
+
+/* Send one, or queue it when out of resources. */
+static bool fair_send_or_queue(fair_ctx *ctx)
+{
+    ucs_status_t status;
+
+    for (;;) {
+        status = fair_put_now(ctx);
+        if (status == UCS_OK) {
+            ++ctx->sends;
+            return true;
+        }
+        if (status != UCS_ERR_NO_RESOURCE) {
+            return false;
+        }
+        status = uct_ep_pending_add(ctx->ep, &ctx->req, 0);
+        if (status == UCS_OK) {
+            ctx->pending = true;
+            ++*ctx->num_pending;
+            return true;
+        }
+        if (status != UCS_ERR_BUSY) {
+            return false;
+        }
+    }
+}
+
+/* UCX's test_uct_pending.pending_fairness on one DCI: every endpoint sends
+ * until it runs out of resources and queues one request; as soon as any
+ * request went, everybody that is not queued sends again. The endpoint
+ * holding the DCI gets its own request dispatched whenever a completion
+ * frees a slot, so unless it yields the DCI after its quota (until the DCI
+ * drains) the others never get it. */
+TEST(uct_policy, dcs_quota_fair_pending)
+{
+    const int num_eps = 16, iters = 2000;
+    entity sender({{"NUM_DCI", "1"}, {"TX_QUEUE_LEN", "64"},
+                   {"TX_POLICY", "dcs_quota"}, {"QUOTA", "32"}});
+    entity receiver;
+    buffer target(receiver, 8 * num_eps);
+    rkey rk(target.packed_rkey());
+    std::vector<entity*> both = {&sender, &receiver};
+    std::vector<fair_ctx> ctxs(num_eps);
+    int num_pending = 0;
+
+    for (int i = 0; i < num_eps; ++i) {
+        ctxs[i].req.func    = fair_put;
+        ctxs[i].ep          = sender.connect(receiver);
+        ctxs[i].addr        = target.addr() + 8 * i;
+        ctxs[i].rkey        = rk.get();
+        ctxs[i].pending     = false;
+        ctxs[i].sends       = 0;
+        ctxs[i].num_pending = &num_pending;
+        ASSERT_NE(nullptr, ctxs[i].ep);
+    }
+
+    for (int iter = 0; iter < iters; ++iter) {
+        while (num_pending < num_eps) {
+            for (auto &ctx : ctxs) {
+                if (!ctx.pending) {
+                    ASSERT_TRUE(fair_send_or_queue(&ctx));
+                }
+            }
+        }
+        auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::seconds(20);
+        while ((num_pending == num_eps) &&
+               (std::chrono::steady_clock::now() < deadline)) {
+            sender.progress();
+            receiver.progress();
+        }
+        ASSERT_LT(num_pending, num_eps) << "no request dispatched in 20 s";
+    }
+
+    int min_sends = INT_MAX, max_sends = 0;
+    for (auto &ctx : ctxs) {
+        min_sends = std::min(min_sends, ctx.sends);
+        max_sends = std::max(max_sends, ctx.sends);
+    }
+    EXPECT_LT(0, min_sends) << "an endpoint starved (max " << max_sends << ")";
+    EXPECT_GE(min_sends * 2, max_sends) << "unfair: " << min_sends << " .. "
+                                        << max_sends;
+
+    ASSERT_TRUE(wait_for(both, [&] {
+        return (num_pending == 0) &&
+               (uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK);
+    }));
+    for (auto &ctx : ctxs) {
+        uct_ep_destroy(ctx.ep);
+    }
 }

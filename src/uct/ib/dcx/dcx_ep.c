@@ -38,16 +38,32 @@ uct_dcx_ep_may_take_dci(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 
 /* Whether the endpoint's DCI takes one more work request now. */
 static UCS_F_ALWAYS_INLINE int
-uct_dcx_ep_dci_has_room(uct_dcx_iface_t *iface, const uct_dcx_dci_t *dci)
+uct_dcx_ep_dci_has_room(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                        const uct_dcx_dci_t *dci)
 {
     if (ucs_unlikely(dci->available == 0)) {
         return 0;
     }
 
-    /* dcs_quota: yield the DCI when others wait and this one is busy. */
-    return (iface->tx.policy != UCT_DCX_TX_POLICY_DCS_QUOTA) ||
-           (iface->tx.num_waiters == 0) ||
-           ((iface->tx.queue_len - dci->available) < iface->tx.quota);
+    if (iface->tx.policy != UCT_DCX_TX_POLICY_DCS_QUOTA) {
+        return 1;
+    }
+
+    /* dcs_quota: an endpoint that has used its quota while others wait for
+     * a DCI yields: it posts nothing more until its DCI has drained and gone
+     * back to the pool (uct_dcx_iface_dci_put), where it queues behind the
+     * endpoints that waited before it. Stopping only while the quota is
+     * exceeded is not enough: every completion would let it post again, so
+     * its DCI would never drain and the waiting endpoints would starve. */
+    if (ucs_unlikely(ep->flags & UCT_DCX_EP_FLAG_TX_WAIT)) {
+        return 0;
+    }
+    if ((iface->tx.num_waiters == 0) ||
+        ((iface->tx.queue_len - dci->available) < iface->tx.quota)) {
+        return 1;
+    }
+    ep->flags |= UCT_DCX_EP_FLAG_TX_WAIT;
+    return 0;
 }
 
 /* Make sure the endpoint holds a DCI with a free send queue slot. */
@@ -81,7 +97,7 @@ uct_dcx_ep_tx_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         dci->ep = ep;
     } else {
         dci = &iface->tx.dcis[ep->dci];
-        if (ucs_unlikely(!uct_dcx_ep_dci_has_room(iface, dci))) {
+        if (ucs_unlikely(!uct_dcx_ep_dci_has_room(iface, ep, dci))) {
             return UCS_ERR_NO_RESOURCE;
         }
     }
@@ -1524,7 +1540,10 @@ static void uct_dcx_op_amo_cas_loop(uct_dcx_op_t *op, ucs_status_t status)
         if (ep == NULL) {
             status = UCS_ERR_CANCELED; /* the endpoint was destroyed */
         } else {
-            /* The completion just freed a send queue slot of this DCI. */
+            /* The next try takes the send queue slot of the completion
+             * being handled, before anybody else can. */
+            ucs_assert(dci->slot_held);
+            uct_dcx_iface_dci_slot_return(iface, dci);
             op->amo.compare = old;
             status = uct_dcx_ep_amo_post(iface, ep, dci, op, 1,
                                          uct_dcx_amo_apply(op->amo.opcode,
@@ -1777,7 +1796,7 @@ static int uct_dcx_ep_can_send(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
     }
     return (ep->dci == UCT_DCX_EP_NO_DCI) ?
            uct_dcx_ep_may_take_dci(iface, ep) :
-           uct_dcx_ep_dci_has_room(iface, &iface->tx.dcis[ep->dci]);
+           uct_dcx_ep_dci_has_room(iface, ep, &iface->tx.dcis[ep->dci]);
 }
 
 ucs_status_t uct_dcx_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,

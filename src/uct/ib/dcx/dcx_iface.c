@@ -1198,8 +1198,16 @@ static void uct_dcx_iface_dci_release(uct_dcx_iface_t *iface,
 
 void uct_dcx_iface_dci_put(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
+    /* From a callback of the DCI's own completion (the endpoint destroyed,
+     * or nothing posted after all): the completion returns the DCI once
+     * its callbacks are done, and only once. */
+    if (iface->tx.dcis[ep->dci].completing) {
+        return;
+    }
+
     uct_dcx_iface_dci_release(iface, ep->dci);
-    ep->dci = UCT_DCX_EP_NO_DCI;
+    ep->dci    = UCT_DCX_EP_NO_DCI;
+    ep->flags &= ~UCT_DCX_EP_FLAG_TX_WAIT;
 
     /* Work still pending: from now on it waits for a DCI like the others. */
     if (!ucs_arbiter_group_is_empty(&ep->arb_group) &&
@@ -1226,10 +1234,17 @@ static void uct_dcx_iface_flushes_to_tail(uct_dcx_dci_t *dci)
     ucs_queue_splice(&dci->outstanding, &flushes);
 }
 
+/* One send completion, in the order of UCX's rc and dc transports: first
+ * the callbacks of the operations it finishes, then its send queue slot
+ * (and the DCI, once drained) goes back, then pending requests are
+ * dispatched, before the next completion's callbacks. So a send from a
+ * completion callback cannot take the resources that pending requests
+ * queued before it are waiting for, and overtake them. */
 static void uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface,
                                         const uct_dcx_wc_t *wc)
 {
     uct_dcx_op_t *op = NULL;
+    int dispatch     = 0;
     uint64_t posted;
     ucs_status_t status;
     uct_dcx_dci_t *dci;
@@ -1245,8 +1260,7 @@ static void uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface,
     dci    = &iface->tx.dcis[dci_index];
     status = uct_dcx_wc_to_status(wc->status);
     ++dci->completed;
-    ++dci->available;
-    ++iface->tx.cq_available;
+    dci->slot_held = 1;
 
     if (ucs_unlikely(status != UCS_OK)) {
         if (!dci->error && (iface->tx.policy == UCT_DCX_TX_POLICY_RAND)) {
@@ -1278,33 +1292,54 @@ static void uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface,
             break;
         }
         ucs_queue_pull_non_empty(&dci->outstanding);
-        posted = dci->posted;
+        dispatch        = 1; /* its buffer went back to the pool */
+        posted          = dci->posted;
+        dci->completing = 1;
         op->handler(op, dci->error ? (status == UCS_OK ?
                                       UCS_ERR_CANCELED : status) : UCS_OK);
+        dci->completing = 0;
         if (ucs_unlikely(dci->posted != posted)) {
             uct_dcx_iface_flushes_to_tail(dci);
         }
     }
 
-    if (dci->posted != dci->completed) {
-        return;
+    /* The slot, unless a compare-swap loop took it for its next try. */
+    if (dci->slot_held) {
+        uct_dcx_iface_dci_slot_return(iface, dci);
     }
 
-    if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
-        /* Shared DCIs stay with their endpoints; once drained after an
-         * error, the DCI serves the endpoints created since. */
-        if (dci->error) {
-            uct_dcx_iface_dci_recover(iface, dci);
+    /* The endpoints that the slot may serve: the DCI's holder unless it
+     * yields the DCI (dcs_quota), or under rand any endpoint sharing it. */
+    if ((iface->tx.policy == UCT_DCX_TX_POLICY_RAND) ||
+        ((dci->ep != NULL) && !(dci->ep->flags & UCT_DCX_EP_FLAG_TX_WAIT) &&
+         !ucs_arbiter_group_is_empty(&dci->ep->arb_group))) {
+        dispatch = 1;
+    }
+
+    if (dci->posted == dci->completed) {
+        if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
+            /* Shared DCIs stay with their endpoints; once drained after an
+             * error, the DCI serves the endpoints created since. */
+            if (dci->error) {
+                uct_dcx_iface_dci_recover(iface, dci);
+            }
+        } else if (dci->ep == NULL) {
+            /* dcs policies: an endpoint holds a DCI only while it has work
+             * outstanding; an orphan's endpoint was destroyed meanwhile. */
+            uct_dcx_iface_dci_release(iface, dci_index);
+            dispatch = 1;
+        } else {
+            uct_dcx_iface_dci_put(iface, dci->ep);
+            dispatch = 1;
         }
-        return;
     }
 
-    /* dcs policies: an endpoint holds a DCI only while it has work
-     * outstanding; an orphan's endpoint was destroyed meanwhile. */
-    if (dci->ep == NULL) {
-        uct_dcx_iface_dci_release(iface, dci_index);
-    } else {
-        uct_dcx_iface_dci_put(iface, dci->ep);
+    /* Completions that return nothing a pending request could use do not
+     * walk the arbiter (with many endpoints waiting for a DCI, every send
+     * completion would). */
+    if (dispatch) {
+        ucs_arbiter_dispatch(&iface->tx.arbiter, 1,
+                             uct_dcx_ep_pending_dispatch, NULL);
     }
 }
 
@@ -1329,9 +1364,6 @@ static unsigned uct_dcx_iface_poll_tx(uct_dcx_iface_t *iface)
     for (i = 0; i < count; ++i) {
         uct_dcx_iface_tx_completion(iface, &wc[i]);
     }
-
-    ucs_arbiter_dispatch(&iface->tx.arbiter, 1, uct_dcx_ep_pending_dispatch,
-                         NULL);
     return count;
 }
 

@@ -279,6 +279,11 @@ typedef struct uct_dcx_dci {
     uint16_t             available;    /* free send queue slots */
     uint8_t              fence;        /* fence the next work request */
     uint8_t              error;        /* got an error completion */
+    uint8_t              slot_held;    /* the send queue slot of the
+                                          completion being handled: returned
+                                          after its callbacks */
+    uint8_t              completing;   /* its completion's callbacks run:
+                                          the DCI is returned after them */
     uint8_t              generation;   /* rand: bumped by every error */
     ucs_status_t         last_error;   /* rand: what failed the DCI */
 } uct_dcx_dci_t;
@@ -402,8 +407,11 @@ enum {
     UCT_DCX_EP_FLAG_FAILED   = UCS_BIT(0),
     UCT_DCX_EP_FLAG_WAIT_DCI = UCS_BIT(1), /* counted in tx.num_waiters */
     UCT_DCX_EP_FLAG_FC_WAIT  = UCS_BIT(2), /* in fc.waiting: owed a grant */
-    UCT_DCX_EP_FLAG_WAIT_UMR = UCS_BIT(3)  /* a layout it needs is being
+    UCT_DCX_EP_FLAG_WAIT_UMR = UCS_BIT(3), /* a layout it needs is being
                                               programmed (umr_gen) */
+    UCT_DCX_EP_FLAG_TX_WAIT  = UCS_BIT(4)  /* dcs_quota: yielded its DCI,
+                                              posts nothing until it drains
+                                              and returns to the pool */
 };
 
 
@@ -411,6 +419,16 @@ extern uct_tl_t uct_dcx_tl;
 extern ucs_config_field_t uct_dcx_iface_config_table[];
 extern const char *uct_dcx_tx_policy_names[];
 
+
+/* A send queue slot goes back to the DCI (after a completion's callbacks;
+ * a compare-swap loop takes its own completion's slot for the next try). */
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_iface_dci_slot_return(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
+{
+    dci->slot_held = 0;
+    ++dci->available;
+    ++iface->tx.cq_available;
+}
 
 /* dcx_iface.c */
 void uct_dcx_iface_dci_put(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);

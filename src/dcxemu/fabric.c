@@ -182,6 +182,7 @@ static void read_settings(void)
     dcxemu_cfg.num_devices = (int)env_long("DCXEMU_NUM_DEVICES", 1, 1, DCXEMU_MAX_DEVICES);
     dcxemu_cfg.max_wqe = (uint32_t)env_long("DCXEMU_MAX_WQE_SIZE", 512, 256, 4096) & ~63u;
     dcxemu_cfg.heap_mb = (uint64_t)env_long("DCXEMU_HEAP_MB", 1024, 16, 65536);
+    dcxemu_cfg.strict_umr = (int)env_long("DCXEMU_STRICT_UMR", 1, 0, 1);
     dcxemu_cfg.time_scale = 1.0;
     if (ts != NULL && *ts != '\0') {
         char *end;

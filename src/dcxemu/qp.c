@@ -751,6 +751,13 @@ static void execute_local(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exe
         k->programmed = 0;   /* free: accesses fail until the next UMR */
         return;
     }
+    if (k->programmed && dcxemu_cfg.strict_umr) {
+        /* The documented contract: invalidate before re-registering. Hardware
+         * (v44 sets no check-free flag) would overwrite silently, so an mkey
+         * still in use by in-flight work could change under it. */
+        fail(o, IBV_WC_MW_BIND_ERR, SYND_LOC_PROT);
+        return;
+    }
     src = umr_entries(qp, w);
     if (w->umr_n > k->max_entries ||
         (w->opcode == DCXEMU_OP_UMR_INTERLEAVED && w->umr_n + 1 > k->max_entries)) {

@@ -129,6 +129,18 @@ struct emu_umr : public ::testing::Test {
         if (r == 0 && wc != nullptr && !poll_one(d.cq, wc)) return -1;
         return r;
     }
+    ibv_wc_status local_inv(mlx5dv_mkey *mk)
+    {
+        ibv_wc wc;
+        ibv_wr_start(rcx);
+        rcx->wr_id = 9;
+        rcx->wr_flags = IBV_SEND_SIGNALED;
+        ibv_wr_local_inv(rcx, mk->lkey);
+        if (ibv_wr_complete(rcx) != 0 || !poll_one(d.cq, &wc)) {
+            return IBV_WC_GENERAL_ERR;
+        }
+        return wc.status;
+    }
     ibv_wc_status write(uint32_t rkey, uint64_t raddr, uint32_t len)
     {
         ibv_wc wc;
@@ -370,8 +382,17 @@ TEST_F(emu_umr, local_inv_then_reprogram)
     ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
     EXPECT_EQ(write(mk->rkey, 0, 8), IBV_WC_SUCCESS);
     /* rights come from the UMR's access flags */
+    ASSERT_EQ(local_inv(mk), IBV_WC_SUCCESS);
     ASSERT_EQ(umr_list(mk, one, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, SI, &wc), 0);
     EXPECT_EQ(write(mk->rkey, 0, 8), IBV_WC_REM_ACCESS_ERR);
+    /* re-registering without LOCAL_INV first breaks the documented contract:
+     * strict by default (DCXEMU_STRICT_UMR=1), an error CQE and the QP in ERR */
+    ASSERT_EQ(umr_list(mk, one, ALL, SI, &wc), 0);
+    EXPECT_EQ(wc.status, IBV_WC_MW_BIND_ERR);
+    ibv_qp_attr x;
+    ibv_qp_init_attr xi;
+    ASSERT_EQ(dcxemu_ibv_query_qp(rc, &x, IBV_QP_STATE, &xi), 0);
+    EXPECT_EQ(x.qp_state, IBV_QPS_ERR);
     EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
 }
 
@@ -387,21 +408,16 @@ TEST_F(emu_umr, counters_umr_and_local_inv)
     std::vector<ibv_sge> one = { { (uintptr_t)a.data(), 64, amr->lkey } };
     ASSERT_EQ(umr_list(mk, one, ALL, SI, &wc), 0);
     ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    ASSERT_EQ(local_inv(mk), IBV_WC_SUCCESS);
     ASSERT_EQ(umr_list(mk, one, ALL, SI, &wc), 0);
     ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
-    ibv_wr_start(rcx);
-    rcx->wr_id = 9;
-    rcx->wr_flags = IBV_SEND_SIGNALED;
-    ibv_wr_local_inv(rcx, mk->lkey);
-    ASSERT_EQ(ibv_wr_complete(rcx), 0);
-    ASSERT_TRUE(poll_one(d.cq, &wc));
-    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    ASSERT_EQ(local_inv(mk), IBV_WC_SUCCESS);
     ASSERT_EQ(dcxemu_counters_read(0, DCXEMU_SCOPE_PROCESS, &p1), 0);
     ASSERT_EQ(dcxemu_counters_read(0, DCXEMU_SCOPE_FABRIC, &f1), 0);
     EXPECT_EQ(p1.wr[DCXEMU_CNT_OP_UMR] - p0.wr[DCXEMU_CNT_OP_UMR], 2u);
     EXPECT_EQ(f1.wr[DCXEMU_CNT_OP_UMR] - f0.wr[DCXEMU_CNT_OP_UMR], 2u);
-    EXPECT_EQ(p1.wr[DCXEMU_CNT_OP_LOCAL_INV] - p0.wr[DCXEMU_CNT_OP_LOCAL_INV], 1u);
-    EXPECT_EQ(f1.wr[DCXEMU_CNT_OP_LOCAL_INV] - f0.wr[DCXEMU_CNT_OP_LOCAL_INV], 1u);
+    EXPECT_EQ(p1.wr[DCXEMU_CNT_OP_LOCAL_INV] - p0.wr[DCXEMU_CNT_OP_LOCAL_INV], 2u);
+    EXPECT_EQ(f1.wr[DCXEMU_CNT_OP_LOCAL_INV] - f0.wr[DCXEMU_CNT_OP_LOCAL_INV], 2u);
     EXPECT_EQ(p1.bytes - p0.bytes, 0u);
     EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
 }

@@ -69,9 +69,9 @@ bench_umr() {
     local png="$DCX_TOP/bench-results/umr.png" dat line shape
     dat=$(mktemp)
     say "bench umr: one strided transfer into contiguous remote memory, four ways"
-    note "device-model figures on this host, not mlx5 hardware: the model moves"
-    note "every UMR block with its own iovec, so small blocks cost more than on"
-    note "a NIC, and a UMR costs no device round trip"
+    note "device-model figures on this host, not mlx5 hardware: the model gathers"
+    note "every UMR block with a CPU copy where a NIC gathers by DMA, and a UMR"
+    note "costs no device round trip"
     echo "shape,method,usec_per_transfer,MBps" > "$BENCH_CSV"
     printf '  %-18s %-12s %14s %10s\n' shape method usec/transfer MB/s
     for shape in "${shapes[@]}"; do

@@ -3,6 +3,7 @@
 #include "dcxemu_int.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -540,6 +541,25 @@ static void iovbuf_fini(struct iovbuf *b)
     }
 }
 
+/* Room for n pieces in all, in one step (an interleaved mkey knows its piece count). */
+static int iovbuf_reserve(struct iovbuf *b, uint64_t n)
+{
+    struct iovec *v;
+    if (n <= (uint64_t)b->cap) {
+        return 0;
+    }
+    if (n > INT_MAX / 2 || (v = malloc(sizeof(*v) * (size_t)n)) == NULL) {
+        return -1;
+    }
+    memcpy(v, b->v, sizeof(*v) * (size_t)b->n);
+    if (b->v != b->small) {
+        free(b->v);
+    }
+    b->v = v;
+    b->cap = (int)n;
+    return 0;
+}
+
 static int iovbuf_push(struct iovbuf *b, void *p, size_t len)
 {
     if (len == 0) {
@@ -574,19 +594,69 @@ static int is_mkey(uint32_t key)
     return idx >= DCXEMU_MKEY_BASE && idx < DCXEMU_MKEY_BASE + DCXEMU_MAX_MKEYS;
 }
 
+/* Leaf bases of an interleaved mkey's entries, on the stack for the usual few entries. */
+#define LEAF_BASES_STACK 64
+
+static uint64_t mkey_unit(const struct dcxemu_shm_mkey *k, const struct dcxemu_mkey_entry *e)
+{
+    uint64_t unit = 0;
+    for (uint32_t i = 0; i < k->n; i++) {
+        unit += e[i].bytes;
+    }
+    return unit;
+}
+
+/* Check every leaf piece that [addr, end) of an interleaved mkey touches, entry by entry, and
+ * note each entry's leaf base (the owner's address of e[i].addr).  The pieces of one entry in
+ * successive repeats start and end at ascending leaf addresses (the stride is unsigned), so its
+ * leaf MR, one address range, holds them all exactly when it holds the span from the first
+ * touched piece's first byte to the last touched piece's last byte: the same verdict, at the same rights, as checking each piece, in
+ * O(entries) instead of O(pieces).  Entries of zero bytes own no piece and are not checked. */
+static int interleaved_check(const struct dcxemu_mkey_entry *e, uint32_t n, uint64_t unit,
+                             uint16_t owner, uint64_t token, uint64_t pd_id, uint64_t addr,
+                             uint64_t end, uintptr_t *base)
+{
+    uint64_t cum = 0;
+    for (uint32_t i = 0; i < n; cum += e[i].bytes, i++) {
+        uint64_t b = e[i].bytes, rf, rl, fs, ls, lo, hi;
+        struct dcxemu_shm_mr *m;
+        if (b == 0 || end <= cum) {
+            continue;
+        }
+        rf = addr >= cum + b ? (addr - cum - b) / unit + 1 : 0;   /* first piece ending after addr */
+        rl = (end - 1 - cum) / unit;                              /* last piece starting before end */
+        if (rf > rl) {
+            continue;   /* the range falls between this entry's pieces */
+        }
+        fs = rf * unit + cum;
+        ls = rl * unit + cum;
+        lo = e[i].addr + rf * e[i].stride + (addr > fs ? addr - fs : 0);
+        hi = e[i].addr + rl * e[i].stride + (end - ls < b ? end - ls : b);
+        m = mr_lookup(e[i].lkey, owner, token, pd_id, lo, hi - lo, 0);
+        if (m == NULL) {
+            return -1;
+        }
+        if (base != NULL) {
+            base[i] = (uintptr_t)(m->addr - m->iova + e[i].addr);
+        }
+    }
+    return 0;
+}
+
 /* Resolve [addr, addr+len) of a memory key owned by (owner, token) in pd_id, needing rights
  * `need`, into pieces of the owner's address space (fabric lock held).  Plain MRs give one piece;
  * an indirect mkey (zero-based, spec §3.5) gives one per pointed-to range, each leaf checked to
- * be a plain MR of the same owner and PD (nested mkeys are refused).  0, or -1 if invalid. */
+ * be a plain MR of the same owner and PD (nested mkeys are refused).  With out == NULL only the
+ * checks are made.  0, or -1 if invalid. */
 static int resolve(uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id, uint64_t addr,
                    uint64_t len, uint32_t need, struct iovbuf *out)
 {
     const struct dcxemu_shm_mkey *k;
     const struct dcxemu_mkey_entry *e;
-    uint64_t o, end, unit = 0;
+    uint64_t o, end, unit;
     if (!is_mkey(key)) {
         struct dcxemu_shm_mr *m = mr_lookup(key, owner, token, pd_id, addr, len, need);
-        return m == NULL || iovbuf_push(out, mr_ptr(m, addr), len) != 0 ? -1 : 0;
+        return m == NULL || (out != NULL && iovbuf_push(out, mr_ptr(m, addr), len) != 0) ? -1 : 0;
     }
     k = &dcxemu_fab->mkeys[(key >> 8) - DCXEMU_MKEY_BASE];
     if ((key & 0xff) != 0 || !k->in_use || !k->programmed || k->owner != owner ||
@@ -595,11 +665,62 @@ static int resolve(uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id,
         return -1;
     }
     e = (const struct dcxemu_mkey_entry *)dcxemu_ptr(k->entries_off);
-    for (uint32_t i = 0; i < k->n; i++) {
-        unit += e[i].bytes;
+    unit = mkey_unit(k, e);
+    end = addr + len;
+    if (k->interleaved) {
+        uintptr_t sbase[LEAF_BASES_STACK], *base = sbase;
+        uint64_t r, w, cum = 0, p;
+        uint32_t i = 0, n = k->n;
+        int ret = 0;
+        if (len == 0) {
+            return 0;
+        }
+        if (n > LEAF_BASES_STACK && (base = malloc(sizeof(*base) * n)) == NULL) {
+            return -1;
+        }
+        if (interleaved_check(e, n, unit, owner, token, pd_id, addr, end, base) != 0) {
+            ret = -1;
+            goto out_base;
+        }
+        if (out == NULL) {
+            goto out_base;
+        }
+        /* every piece is checked: emit them in a tight loop */
+        if (iovbuf_reserve(out, (uint64_t)out->n + (len / unit + 2) * n) != 0) {
+            ret = -1;
+            goto out_base;
+        }
+        r = addr / unit;
+        w = addr % unit;
+        while (w >= cum + e[i].bytes) {
+            cum += e[i].bytes;
+            i++;
+        }
+        p = w - cum;
+        for (o = addr; o < end;) {
+            uint64_t piece = e[i].bytes - p;
+            if (piece > end - o) {
+                piece = end - o;
+            }
+            if (iovbuf_push(out, (void *)(base[i] + r * e[i].stride + p), piece) != 0) {
+                ret = -1;
+                break;
+            }
+            o += piece;
+            p = 0;
+            if (++i == n) {
+                i = 0;
+                r++;
+            }
+        }
+    out_base:
+        if (base != sbase) {
+            free(base);
+        }
+        return ret;
     }
-    for (o = addr, end = addr + len; o < end;) {
-        uint64_t r = k->interleaved ? o / unit : 0, w = k->interleaved ? o % unit : o, cum = 0;
+    for (o = addr; o < end;) {
+        uint64_t w = o, cum = 0;
         uint32_t i = 0;
         uint64_t leaf, piece;
         struct dcxemu_shm_mr *m;
@@ -610,13 +731,13 @@ static int resolve(uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id,
         if (i == k->n) {
             return -1;
         }
-        leaf = e[i].addr + r * e[i].stride + (w - cum);
+        leaf = e[i].addr + (w - cum);
         piece = e[i].bytes - (w - cum);
         if (piece > end - o) {
             piece = end - o;
         }
         m = mr_lookup(e[i].lkey, owner, token, pd_id, leaf, piece, 0);
-        if (m == NULL || iovbuf_push(out, mr_ptr(m, leaf), piece) != 0) {
+        if (m == NULL || (out != NULL && iovbuf_push(out, mr_ptr(m, leaf), piece) != 0)) {
             return -1;
         }
         o += piece;
@@ -720,6 +841,206 @@ out:
     return 0;
 }
 
+/* ---------------------------------------------------------------- WRITE gather ---- */
+
+/* A WRITE whose local side is an interleaved mkey of small blocks is gathered here straight from
+ * the layout into a staging buffer, one system call per staged chunk, instead of through one
+ * iovec per block: the local side is always the executing process's own memory.  Blocks of at
+ * least GATHER_MAX_AVG bytes on average go the iovec way, where the kernel copies them directly. */
+#define GATHER_MAX_AVG 512
+#define GATHER_STAGING 65536
+
+static int sge_is_small_interleaved(const struct ibv_sge *sg)
+{
+    const struct dcxemu_shm_mkey *k;
+    uint32_t nz = 0;
+    uint64_t unit = 0;
+    if (!is_mkey(sg->lkey) || (sg->lkey & 0xff) != 0) {
+        return 0;
+    }
+    k = &dcxemu_fab->mkeys[(sg->lkey >> 8) - DCXEMU_MKEY_BASE];
+    if (!k->in_use || !k->programmed || !k->interleaved) {
+        return 0;
+    }
+    const struct dcxemu_mkey_entry *e = (const struct dcxemu_mkey_entry *)dcxemu_ptr(k->entries_off);
+    for (uint32_t i = 0; i < k->n; i++) {
+        unit += e[i].bytes;
+        nz += e[i].bytes != 0;
+    }
+    return nz > 0 && unit / nz < GATHER_MAX_AVG;
+}
+
+/* 16 bytes, any alignment, any type: gcc would fuse memcpy()s into a slow "rep movs". */
+typedef uint64_t u128_unaligned __attribute__((vector_size(16), aligned(1), may_alias));
+
+static inline void copy_block(char *d, const char *s, uint64_t b)
+{
+    switch (b) {   /* fixed sizes inline to a move or two */
+    case 8:  memcpy(d, s, 8); break;
+    case 4:  memcpy(d, s, 4); break;
+    case 16:
+    case 32:
+    case 64:
+        for (uint64_t o = 0; o < b; o += 16) {
+            *(u128_unaligned *)(d + o) = *(const u128_unaligned *)(s + o);
+        }
+        break;
+    default: memcpy(d, s, b); break;
+    }
+}
+
+/* Copy bytes [off, off+len) of a local SGE, already checked by resolve() under the fabric lock
+ * still held, to dst.  0, or -1 on a (checked, so impossible) bad key. */
+static int gather_sge(const struct ibv_sge *sg, uint64_t off, uint64_t len, char *dst)
+{
+    const struct dcxemu_shm_mkey *k;
+    const struct dcxemu_mkey_entry *e;
+    uintptr_t sbase[LEAF_BASES_STACK], *base = sbase;
+    uint64_t unit, addr = sg->addr + off, end = addr + len, r, w, cum = 0, p;
+    uint32_t i = 0, n;
+    if (!is_mkey(sg->lkey)) {
+        const struct dcxemu_shm_mr *m = &dcxemu_fab->mrs[sg->lkey >> 8];
+        memcpy(dst, mr_ptr(m, addr), len);
+        return 0;
+    }
+    k = &dcxemu_fab->mkeys[(sg->lkey >> 8) - DCXEMU_MKEY_BASE];
+    e = (const struct dcxemu_mkey_entry *)dcxemu_ptr(k->entries_off);
+    n = k->n;
+    unit = mkey_unit(k, e);
+    if (!k->interleaved) {
+        /* a list mkey beside the layout: its few pieces, resolved as usual */
+        struct iovbuf v;
+        int ret;
+        iovbuf_init(&v);
+        ret = resolve(sg->lkey, (uint16_t)dcxemu_me, dcxemu_my_token, k->pd_id, addr, len, 0, &v);
+        for (int j = 0; ret == 0 && j < v.n; j++) {
+            memcpy(dst, v.v[j].iov_base, v.v[j].iov_len);
+            dst += v.v[j].iov_len;
+        }
+        iovbuf_fini(&v);
+        return ret;
+    }
+    if (unit == 0) {
+        return -1;
+    }
+    if (n > LEAF_BASES_STACK && (base = malloc(sizeof(*base) * n)) == NULL) {
+        return -1;
+    }
+    /* the leaf bases (and, again, the checks: O(entries)) */
+    if (interleaved_check(e, n, unit, (uint16_t)dcxemu_me, dcxemu_my_token, k->pd_id, addr, end,
+                          base) != 0) {
+        if (base != sbase) {
+            free(base);
+        }
+        return -1;
+    }
+    r = addr / unit;
+    w = addr % unit;
+    while (w >= cum + e[i].bytes) {
+        cum += e[i].bytes;
+        i++;
+    }
+    p = w - cum;
+    if (n == 1 && p == 0) {
+        /* one entry: a plain strided walk */
+        uint64_t b = e[0].bytes, stride = e[0].stride, full = len / b;
+        const char *src = (const char *)(base[0] + r * stride);
+        /* fixed block sizes: the copy is a few 16-byte moves (not a string instruction), the
+         * walk a tight loop */
+#define STRIDED_WALK(_b, _copy) \
+        for (uint64_t j = 0; j < full; j++, src += stride, dst += (_b)) { \
+            _copy; \
+        }
+#define COPY16(_o) (*(u128_unaligned *)(dst + (_o)) = *(const u128_unaligned *)(src + (_o)))
+        switch (b) {
+        case 8:  STRIDED_WALK(8, memcpy(dst, src, 8)); break;
+        case 4:  STRIDED_WALK(4, memcpy(dst, src, 4)); break;
+        case 16: STRIDED_WALK(16, COPY16(0)); break;
+        case 32: STRIDED_WALK(32, (COPY16(0), COPY16(16))); break;
+        case 64: STRIDED_WALK(64, (COPY16(0), COPY16(16), COPY16(32), COPY16(48))); break;
+        default: STRIDED_WALK(b, memcpy(dst, src, b)); break;
+        }
+#undef COPY16
+#undef STRIDED_WALK
+        memcpy(dst, src, len - full * b);
+    } else {
+        for (uint64_t o = addr; o < end;) {
+            uint64_t piece = e[i].bytes - p;
+            if (piece > end - o) {
+                piece = end - o;
+            }
+            copy_block(dst, (const char *)(base[i] + r * e[i].stride + p), piece);
+            dst += piece;
+            o += piece;
+            p = 0;
+            if (++i == n) {
+                i = 0;
+                r++;
+            }
+        }
+    }
+    if (base != sbase) {
+        free(base);
+    }
+    return 0;
+}
+
+/* Move the checked local SGEs of a WRITE to the remote pieces, chunk by chunk through the
+ * staging buffer, in ascending order (fabric lock held).  0 or errno as dcxemu_vm_copy. */
+static int gather_write(int member, const struct ibv_sge *sges, uint32_t nsge,
+                        const struct iovec *remote, int nr)
+{
+    static __thread char staging[GATHER_STAGING];
+    char *stage = staging;
+    uint32_t si = 0;
+    uint64_t soff = 0, roff = 0;
+    int ri = 0;
+    for (;;) {
+        size_t fill = 0, done = 0;
+        while (fill < GATHER_STAGING && si < nsge) {
+            uint64_t take = sges[si].length - soff;
+            if (take > GATHER_STAGING - fill) {
+                take = GATHER_STAGING - fill;
+            }
+            if (take > 0 && gather_sge(&sges[si], soff, take, stage + fill) != 0) {
+                return EFAULT;
+            }
+            fill += take;
+            soff += take;
+            if (soff == sges[si].length) {
+                si++;
+                soff = 0;
+            }
+        }
+        if (fill == 0) {
+            return 0;
+        }
+        while (done < fill) {
+            struct iovec lv, rv;
+            int err;
+            if (ri >= nr) {
+                return EINVAL;   /* remote shorter than local: caller bug */
+            }
+            lv.iov_base = stage + done;
+            lv.iov_len = remote[ri].iov_len - roff;
+            if (lv.iov_len > fill - done) {
+                lv.iov_len = fill - done;
+            }
+            rv.iov_base = (char *)remote[ri].iov_base + roff;
+            rv.iov_len = lv.iov_len;
+            if ((err = dcxemu_vm_copy(member, 1, &lv, 1, &rv, 1)) != 0) {
+                return err;
+            }
+            done += lv.iov_len;
+            roff += lv.iov_len;
+            if (roff == remote[ri].iov_len) {
+                ri++;
+                roff = 0;
+            }
+        }
+    }
+}
+
 /* A target that vanished mid-operation is unreachable (retried, then RETRY_EXC_ERR); any other
  * failure to touch registered target memory is a remote access error. */
 static enum exec_result copy_failed(int err, struct exec_out *o)
@@ -808,7 +1129,7 @@ static uint32_t forced_syndrome(uint32_t st)
 static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
 {
     struct iovbuf liov, riov;
-    int wake = -1, cerr;
+    int wake = -1, cerr, gather = 0;
     uint64_t total = 0;
     struct dcxemu_shm_qp *t;
     enum exec_result res = EXEC_DONE;
@@ -845,10 +1166,17 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
         total = w->inline_len;
         iovbuf_push(&liov, wqe_inline(qp, w), total);
     } else {
+        if (w->opcode == DCXEMU_OP_WRITE) {
+            for (uint32_t i = 0; i < w->num_sge && !gather; i++) {
+                gather = sge_is_small_interleaved(&wqe_sges(w)[i]);
+            }
+        }
         for (uint32_t i = 0; i < w->num_sge; i++) {
             struct ibv_sge *sg = &wqe_sges(w)[i];
+            /* gathered: the same checks, no piece list */
             if (resolve(sg->lkey, (uint16_t)dcxemu_me, dcxemu_my_token, qp->pd->pd_id, sg->addr,
-                        sg->length, writes_local ? IBV_ACCESS_LOCAL_WRITE : 0, &liov) != 0) {
+                        sg->length, writes_local ? IBV_ACCESS_LOCAL_WRITE : 0,
+                        gather ? NULL : &liov) != 0) {
                 fail(o, IBV_WC_LOC_PROT_ERR, SYND_LOC_PROT);
                 goto out;
             }
@@ -937,7 +1265,9 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
             fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
             goto out;
         }
-        if ((cerr = dcxemu_vm_copy(t->owner, !rd, liov.v, liov.n, riov.v, riov.n)) != 0) {
+        cerr = gather ? gather_write(t->owner, wqe_sges(w), w->num_sge, riov.v, riov.n)
+                      : dcxemu_vm_copy(t->owner, !rd, liov.v, liov.n, riov.v, riov.n);
+        if (cerr != 0) {
             res = copy_failed(cerr, o);
             goto out;
         }

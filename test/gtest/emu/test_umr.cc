@@ -307,6 +307,113 @@ TEST_F(emu_umr, interleaved_layout)
     EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
 }
 
+/* An interleaved mkey as the local key of a WRITE: the device gathers the blocks.  Whole and
+ * partial ranges, one and two entries, mixed with a plain SGE, and a leaf deregistered after the
+ * UMR (checked at the access, like every leaf of every access). */
+TEST_F(emu_umr, interleaved_local_gather)
+{
+    for (size_t i = 0; i < a.size(); i++) a[i] = (char)(i * 7 + 1);
+    for (size_t i = 0; i < cbuf.size(); i++) cbuf[i] = (char)(i * 5 + 3);
+    ibv_wc wc;
+    auto program = [&](mlx5dv_mkey *mk, uint32_t repeat, std::vector<mlx5dv_mr_interleaved> e) {
+        ibv_wr_start(rcx);
+        rcx->wr_flags = SI;
+        mlx5dv_wr_mr_interleaved(rcdv, mk, ALL, repeat, (uint16_t)e.size(), e.data());
+        ASSERT_EQ(ibv_wr_complete(rcx), 0);
+        ASSERT_TRUE(poll_one(d.cq, &wc));
+        ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    };
+    auto put = [&](std::vector<ibv_sge> sg) {
+        ibv_wr_start(c.qpx);
+        c.qpx->wr_id = 3;
+        c.qpx->wr_flags = IBV_SEND_SIGNALED;
+        ibv_wr_rdma_write(c.qpx, bmr->rkey, (uintptr_t)b.data());
+        mlx5dv_wr_set_dc_addr(c.dv, c.ah, dct->qp_num, key);
+        ibv_wr_set_sge_list(c.qpx, sg.size(), sg.data());
+        if (ibv_wr_complete(c.qpx) != 0 || !poll_one(d.cq, &wc)) return IBV_WC_GENERAL_ERR;
+        return wc.status;
+    };
+    /* the bytes at offsets [off, off+len) of the layout, as the spec maps them */
+    auto expect = [&](std::vector<mlx5dv_mr_interleaved> e, uint64_t off, uint64_t len) {
+        std::vector<char> out;
+        uint64_t unit = 0;
+        for (auto &x : e) unit += x.bytes_count;
+        for (uint64_t o = off; o < off + len; o++) {
+            uint64_t r = o / unit, w = o % unit, i = 0;
+            while (w >= e[i].bytes_count) w -= e[i].bytes_count, i++;
+            out.push_back(*(char *)(e[i].addr + r * (e[i].bytes_count + e[i].bytes_skip) + w));
+        }
+        return out;
+    };
+    auto check = [&](const std::vector<char> &want, size_t at) {
+        for (size_t i = 0; i < want.size(); i++) ASSERT_EQ(b[at + i], want[i]) << i;
+        EXPECT_EQ(b[at + want.size()], 0);
+    };
+    /* one entry: 8 B blocks at stride 64, 40 repeats */
+    mlx5dv_mkey *m1 = mkey(2);
+    ASSERT_NE(m1, nullptr);
+    std::vector<mlx5dv_mr_interleaved> e1 = { { (uintptr_t)a.data() + 3, 8, 56, amr->lkey } };
+    program(m1, 40, e1);
+    const uint64_t ranges1[][2] = { { 0, 320 }, { 8, 21 }, { 3, 30 }, { 317, 3 }, { 5, 1 } };
+    for (auto &r : ranges1) {
+        std::fill(b.begin(), b.end(), 0);
+        EXPECT_EQ(put({ { r[0], (uint32_t)r[1], m1->lkey } }), IBV_WC_SUCCESS) << r[0];
+        check(expect(e1, r[0], r[1]), 0);
+    }
+    /* two entries in two MRs: 4 B at stride 16 and 12 B at stride 24, 9 repeats */
+    mlx5dv_mkey *m2 = mkey(3);
+    ASSERT_NE(m2, nullptr);
+    std::vector<mlx5dv_mr_interleaved> e2 = { { (uintptr_t)a.data() + 100, 4, 12, amr->lkey },
+                                              { (uintptr_t)cbuf.data() + 7, 12, 12, cmr->lkey } };
+    program(m2, 9, e2);
+    const uint64_t ranges2[][2] = { { 0, 144 }, { 2, 50 }, { 4, 12 }, { 5, 3 }, { 140, 4 } };
+    for (auto &r : ranges2) {
+        std::fill(b.begin(), b.end(), 0);
+        EXPECT_EQ(put({ { r[0], (uint32_t)r[1], m2->lkey } }), IBV_WC_SUCCESS) << r[0];
+        check(expect(e2, r[0], r[1]), 0);
+    }
+    /* a plain SGE, then the layout, then the other layout */
+    for (int i = 0; i < 16; i++) lbuf[i] = (char)(90 + i);
+    std::fill(b.begin(), b.end(), 0);
+    EXPECT_EQ(put({ { (uintptr_t)lbuf.data(), 16, lmr->lkey }, { 8, 100, m1->lkey } }),
+              IBV_WC_SUCCESS);
+    for (int i = 0; i < 16; i++) ASSERT_EQ(b[i], (char)(90 + i));
+    check(expect(e1, 8, 100), 16);
+    /* a list mkey beside the layout */
+    mlx5dv_mkey *ml = mkey(2);
+    ASSERT_NE(ml, nullptr);
+    ASSERT_EQ(umr_list(ml, { { (uintptr_t)lbuf.data() + 4, 12, lmr->lkey } }, ALL, SI, &wc), 0);
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    std::fill(b.begin(), b.end(), 0);
+    EXPECT_EQ(put({ { 2, 10, ml->lkey }, { 0, 24, m1->lkey } }), IBV_WC_SUCCESS);
+    for (int i = 0; i < 10; i++) ASSERT_EQ(b[i], (char)(96 + i));
+    check(expect(e1, 0, 24), 10);
+    EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(ml), 0);
+    /* beyond L: local protection, nothing reaches the target */
+    std::fill(b.begin(), b.end(), 0);
+    EXPECT_EQ(put({ { 300, 21, m1->lkey } }), IBV_WC_LOC_PROT_ERR);
+    EXPECT_EQ(b[0], 0);
+    reset_dci();
+    /* a leaf deregistered after the UMR: local protection at the access */
+    std::vector<char> x(4096, 9);
+    ibv_mr *xmr = dcxemu_ibv_reg_mr(d.pd, x.data(), x.size(), ALL);
+    ASSERT_NE(xmr, nullptr);
+    std::vector<mlx5dv_mr_interleaved> e3 = { { (uintptr_t)a.data(), 8, 8, amr->lkey },
+                                              { (uintptr_t)x.data() + 64, 8, 56, xmr->lkey } };
+    program(m2, 10, e3);
+    std::fill(b.begin(), b.end(), 0);
+    EXPECT_EQ(put({ { 0, 160, m2->lkey } }), IBV_WC_SUCCESS);
+    check(expect(e3, 0, 160), 0);
+    ASSERT_EQ(dcxemu_ibv_dereg_mr(xmr), 0);
+    std::fill(b.begin(), b.end(), 0);
+    EXPECT_EQ(put({ { 0, 8, m2->lkey } }), IBV_WC_SUCCESS);   /* only the live leaf */
+    EXPECT_EQ(put({ { 0, 16, m2->lkey } }), IBV_WC_LOC_PROT_ERR);
+    EXPECT_EQ(b[8], 0);
+    reset_dci();
+    EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(m1), 0);
+    EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(m2), 0);
+}
+
 TEST_F(emu_umr, builder_rules)
 {
     mlx5dv_mkey *mk = mkey(4);

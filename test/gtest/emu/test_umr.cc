@@ -400,6 +400,7 @@ TEST_F(emu_umr, interleaved_local_gather)
     ASSERT_NE(xmr, nullptr);
     std::vector<mlx5dv_mr_interleaved> e3 = { { (uintptr_t)a.data(), 8, 8, amr->lkey },
                                               { (uintptr_t)x.data() + 64, 8, 56, xmr->lkey } };
+    ASSERT_EQ(local_inv(m2), IBV_WC_SUCCESS);   /* invalidate before re-registering */
     program(m2, 10, e3);
     std::fill(b.begin(), b.end(), 0);
     EXPECT_EQ(put({ { 0, 160, m2->lkey } }), IBV_WC_SUCCESS);

@@ -153,6 +153,7 @@ uct_dcx_ep_op_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep, ucs_mpool_t *mp,
 
     op->handler = handler;
     op->comp    = comp;
+    op->ep      = ep;
     op->iface   = iface;
     op->dci     = ep->dci;
     return op;
@@ -376,15 +377,38 @@ void uct_dcx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
 
 static void uct_dcx_op_amo_cas_loop(uct_dcx_op_t *op, ucs_status_t status);
 
-/* Compare-swap loops of a destroyed endpoint end at their next completion. */
-static void uct_dcx_ep_orphan_ops(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
+/* An operation of an endpoint being destroyed: its user completion is
+ * called now, with UCS_ERR_CANCELED, and never again. Its work request may
+ * still complete, so it stays queued and releases its resources then,
+ * without touching user memory (results, unpacking); a compare-swap loop
+ * ends at its next completion. */
+static void uct_dcx_op_cancel(uct_dcx_op_t *op)
+{
+    uct_completion_t *comp = op->comp;
+
+    op->comp = NULL;
+    op->ep   = NULL;
+    if (op->handler == uct_dcx_op_amo_cas_loop) {
+        op->amo.ep     = NULL;
+        op->amo.result = NULL;
+    } else if (op->handler != uct_dcx_op_umr_release) {
+        op->handler = uct_dcx_op_release;
+    }
+
+    if (comp != NULL) {
+        uct_invoke_completion(comp, UCS_ERR_CANCELED);
+    }
+}
+
+/* Every operation the endpoint has outstanding (a shared DCI, rand, also
+ * holds other endpoints' operations). */
+static void uct_dcx_ep_cancel_ops(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
     uct_dcx_op_t *op;
 
     ucs_queue_for_each(op, &iface->tx.dcis[ep->dci].outstanding, queue) {
-        if ((op->handler == uct_dcx_op_amo_cas_loop) &&
-            (op->amo.ep == &ep->super.super)) {
-            op->amo.ep = NULL;
+        if (op->ep == ep) {
+            uct_dcx_op_cancel(op);
         }
     }
 }
@@ -402,11 +426,12 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_ep_t)
     }
 
     if (self->dci != UCT_DCX_EP_NO_DCI) {
-        uct_dcx_ep_orphan_ops(iface, self);
+        uct_dcx_ep_cancel_ops(iface, self);
     }
 
-    /* Outstanding work completes without the endpoint; the DCI returns to
-     * the pool when it drains. Shared DCIs (rand) are not owned. */
+    /* Outstanding work requests complete without the endpoint (their
+     * operations were cancelled above); the DCI returns to the pool when it
+     * drains. Shared DCIs (rand) are not owned. */
     if ((self->dci != UCT_DCX_EP_NO_DCI) &&
         (iface->tx.policy != UCT_DCX_TX_POLICY_RAND)) {
         iface->tx.dcis[self->dci].ep = NULL;
@@ -1708,6 +1733,7 @@ ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
 
     op->handler = uct_dcx_op_flush_done;
     op->comp    = comp;
+    op->ep      = ep;
     op->iface   = iface;
     op->dci     = ep->dci;
     op->sn      = dci->posted;

@@ -915,6 +915,10 @@ uct_dcx_iface_fc_post_grant(uct_dcx_iface_t *iface,
         return UCS_ERR_IO_ERROR;
     }
 
+    if ((iface->tx.policy != UCT_DCX_TX_POLICY_RAND) && !dci->grant) {
+        dci->grant = 1;
+        ++iface->tx.num_grants;
+    }
     --dci->available;
     --iface->tx.cq_available;
     ++dci->posted;
@@ -1184,6 +1188,10 @@ static void uct_dcx_iface_dci_release(uct_dcx_iface_t *iface,
     if (dci->error) {
         uct_dcx_iface_dci_recover(iface, dci);
     }
+    if (dci->grant) {
+        dci->grant = 0;
+        --iface->tx.num_grants;
+    }
     dci->ep    = NULL;
     dci->fence = 0;
     iface->tx.free_stack[iface->tx.num_free++] = dci_index;
@@ -1405,9 +1413,12 @@ ucs_status_t uct_dcx_iface_flush(uct_iface_h tl_iface, unsigned flags,
     }
 
     /* Pending requests are sent by progress; the caller polls again.
-     * Shared DCIs (rand) never return to the free stack: check them all. */
+     * Credit grants are no operation of the user's: a grant to a peer
+     * that is gone takes the whole transport timeout to fail, and must not
+     * hold the flush that long. Shared DCIs (rand) never return to the free
+     * stack: check them all. */
     if (!ucs_arbiter_is_empty(&iface->tx.arbiter) ||
-        (iface->tx.num_free != iface->tx.num_dci)) {
+        (iface->tx.num_free + iface->tx.num_grants != iface->tx.num_dci)) {
         return UCS_INPROGRESS;
     }
     if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
@@ -2024,6 +2035,7 @@ err_destroy_channel:
 static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
 {
     uct_dcx_fc_pending_grant_t *grant;
+    uct_completion_t *comp;
     struct ibv_ah *ah;
     uct_dcx_op_t *op;
     unsigned i;
@@ -2031,15 +2043,23 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
 
-    /* Destroying the QPs discards their completions: release what waits. */
+    /* Destroying the QPs discards their completions: what still waits is
+     * cancelled, its user completion called once with UCS_ERR_CANCELED
+     * (operations of destroyed endpoints have none left). Handlers are not
+     * run: results never arrived, and the UMR engine goes away. */
     uct_dcx_iface_dcis_destroy(self, self->tx.num_dci);
-    uct_dcx_iface_umr_cleanup(self);
     for (i = 0; i < self->tx.num_dci; ++i) {
         ucs_queue_for_each_extract(op, &self->tx.dcis[i].outstanding, queue,
                                    1) {
+            comp     = op->comp;
+            op->comp = NULL;
             ucs_mpool_put(op);
+            if (comp != NULL) {
+                uct_invoke_completion(comp, UCS_ERR_CANCELED);
+            }
         }
     }
+    uct_dcx_iface_umr_cleanup(self);
 
     self->ops->destroy_qp(self->rx.dct);
     self->ops->destroy_srq(self->rx.srq);

@@ -236,6 +236,7 @@ struct uct_dcx_op {
     uint64_t             sn;        /* done when the DCI completed this many */
     uct_dcx_op_handler_t handler;
     uct_completion_t     *comp;     /* user completion, may be NULL */
+    uct_dcx_ep_t         *ep;       /* posted by, NULL once it is destroyed */
     uct_dcx_iface_t      *iface;
     uint32_t             lkey;      /* of the buffer below */
     uint16_t             dci;
@@ -279,6 +280,7 @@ typedef struct uct_dcx_dci {
     uint16_t             available;    /* free send queue slots */
     uint8_t              fence;        /* fence the next work request */
     uint8_t              error;        /* got an error completion */
+    uint8_t              grant;        /* dcs: taken for a credit grant */
     uint8_t              generation;   /* rand: bumped by every error */
     ucs_status_t         last_error;   /* rand: what failed the DCI */
 } uct_dcx_dci_t;
@@ -309,6 +311,7 @@ struct uct_dcx_iface {
         unsigned              num_dci;
         unsigned              num_free;
         unsigned              num_waiters;  /* endpoints waiting for a DCI */
+        unsigned              num_grants;   /* DCIs taken for credit grants */
         uct_dcx_tx_policy_t   policy;
         uint16_t              quota;
         unsigned              rand_seed;

@@ -68,14 +68,15 @@ uct_dcx_ep_tx_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     }
 
     if (ep->dci == UCT_DCX_EP_NO_DCI) {
-        if (ucs_unlikely(!uct_dcx_ep_may_take_dci(iface, ep))) {
+        if (ucs_unlikely(!uct_dcx_ep_may_take_dci(iface, ep) ||
+                         (uct_dcx_iface_dci_take(iface, &index) !=
+                          UCS_OK))) {
             return UCS_ERR_NO_RESOURCE;
         }
         if (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
             ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_DCI;
             --iface->tx.num_waiters;
         }
-        index   = iface->tx.free_stack[--iface->tx.num_free];
         ep->dci = index;
         dci     = &iface->tx.dcis[index];
         dci->ep = ep;
@@ -521,6 +522,7 @@ static ucs_status_t uct_dcx_ep_ctrl_dci_get(uct_dcx_iface_t *iface,
                                             uct_dcx_dci_t **dci_p)
 {
     uct_dcx_dci_t *dci;
+    uint16_t index;
 
     if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
         uct_dcx_ep_check_shared_dci(iface, ep);
@@ -530,14 +532,14 @@ static ucs_status_t uct_dcx_ep_ctrl_dci_get(uct_dcx_iface_t *iface,
     }
 
     if (ep->dci == UCT_DCX_EP_NO_DCI) {
-        if (iface->tx.num_free == 0) {
+        if (uct_dcx_iface_dci_take(iface, &index) != UCS_OK) {
             return UCS_ERR_NO_RESOURCE;
         }
         if (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
             ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_DCI;
             --iface->tx.num_waiters;
         }
-        ep->dci = iface->tx.free_stack[--iface->tx.num_free];
+        ep->dci                    = index;
         iface->tx.dcis[ep->dci].ep = ep;
     }
 

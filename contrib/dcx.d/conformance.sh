@@ -166,12 +166,10 @@ CONF_KNOWN=(
     "dcx/uct_p2p_rma_test.put_*|dcx bug: zero-length put with UCT_INVALID_RKEY returns INVALID_PARAM (dcx_ep.c:611,638,684 check the rkey before the length)"
     "dcx/uct_p2p_am_misc.no_rx_buffs/*|dcx bug: SRQ never refilled once the user holds every rx descriptor (dcx_iface.c:446-448,488 repost only after a receive completion): sender stuck in NO_RESOURCE"
     "dcx/test_uct_peer_failure.peer_failure/*|dcx bug: same zero-length put_short(rkey 0) rejection (dcx_ep.c:611), so no error is ever raised"
-    "dcx/test_uct_peer_failure_multiple.*|dcx bug: an operation returns UCS_ERR_IO_ERROR instead of completing with the peer error (uct_test.cc:856), not yet analysed"
     "dcx/uct_p2p_am_alignment.*|dcx bug: UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT/AM_ALIGN_OFFSET ignored and not validated (dcx_iface.c:1122-1125 fix the payload offset)"
     "dcx/uct_p2p_err_test.local_access_error/*:dcx/uct_p2p_err_test.remote_access_error/*|dcx bug: access errors are not reported through ucs_error (test_p2p_err.cc:118)"
     "dcx/test_uct_pending.pending_fairness/*|dcx bug: an endpoint's pending requests are never dispatched (min_sends 0; dcx_iface.c:655 dispatch)"
     "dcx/test_uct_pending.send_ooo_with_comp/*|dcx bug: zcopy completion runs before the pending request is dispatched (dcx_iface.c:651-656 order)"
-    "dcx/test_uct_ep.destroy_entity_after_send/*|dcx bug: iface close drops outstanding ops without calling their completions (dcx_iface.c:1271-1276)"
 )
 
 # Suites: "name|gtest filter[|VAR=value ...]" (dcx instances only). dcx/ is

@@ -163,10 +163,9 @@ CONF_NA=(
     "dcx/uct_p2p_mix_test_alloc_methods.*|n/a: sets REG_METHODS, a uct_ib_md option"
     "dcx/uct_p2p_mix_test_indirect_atomic.*|n/a: sets INDIRECT_ATOMIC, a uct_ib_md option"
 )
-# Diagnosed dcx transport bugs (not fixed here: see docs/conformance.md).
+# Diagnosed dcx transport bugs still excluded (none now; docs/conformance.md
+# lists the ones fixed since the first runs).
 CONF_KNOWN=(
-    "dcx/test_uct_peer_failure_multiple.*|dcx bug: an operation returns UCS_ERR_IO_ERROR instead of completing with the peer error (uct_test.cc:856), not yet analysed"
-    "dcx/test_uct_ep.destroy_entity_after_send/*|dcx bug: iface close drops outstanding ops without calling their completions (dcx_iface.c:1271-1276)"
 )
 
 # Suites: "name|gtest filter[|VAR=value ...]" (dcx instances only). dcx/ is

@@ -413,3 +413,148 @@ TEST(uct_faults, forced_status_fails_only_its_endpoint)
     uct_ep_destroy(ep_good);
     uct_ep_destroy(ep_again);
 }
+
+namespace {
+
+/* One completion per operation: count 1, so a second call shows as -1. */
+struct cancel_comp {
+    uct_completion_t uct;
+    int              calls  = 0;
+    ucs_status_t     status = UCS_INPROGRESS;
+};
+
+void cancel_comp_cb(uct_completion_t *self)
+{
+    cancel_comp *c = ucs_container_of(self, cancel_comp, uct);
+
+    ++c->calls;
+    c->status = self->status;
+}
+
+void unpack_count_cb(void *arg, const void *data, size_t length)
+{
+    ++*(int*)arg;
+}
+
+/* Zero-copy puts, a get_bcopy and a fetching atomic to a DCT that does not
+ * answer (the first try fails at once and the next waits for TIMEOUT):
+ * all outstanding when the caller destroys the endpoint or the interface. */
+struct stuck_ops {
+    static const int num_zcopy = 8;
+    cancel_comp      zcopy[num_zcopy], get, amo;
+    int              unpacked = 0;
+    uint64_t         result   = 0x5e7u;
+
+    void post(uct_ep_h ep, const buffer &src, const buffer &dst,
+              const rkey &rk)
+    {
+        for (cancel_comp *c : all()) {
+            c->uct.func   = cancel_comp_cb;
+            c->uct.count  = 1;
+            c->uct.status = UCS_OK;
+        }
+        for (int i = 0; i < num_zcopy; ++i) {
+            uct_iov_t iov = {src.ptr() + 256 * i, 256, src.memh(), 0, 1};
+            ASSERT_EQ(UCS_INPROGRESS,
+                      uct_ep_put_zcopy(ep, &iov, 1, dst.addr() + 256 * i,
+                                       rk.get(), &zcopy[i].uct));
+        }
+        ASSERT_EQ(UCS_INPROGRESS,
+                  uct_ep_get_bcopy(ep, unpack_count_cb, &unpacked, 64,
+                                   dst.addr(), rk.get(), &get.uct));
+        ASSERT_EQ(UCS_INPROGRESS,
+                  uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 1, &result,
+                                        dst.addr() + 4096, rk.get(),
+                                        &amo.uct));
+    }
+
+    std::vector<cancel_comp*> all()
+    {
+        std::vector<cancel_comp*> v = {&get, &amo};
+        for (cancel_comp &c : zcopy) {
+            v.push_back(&c);
+        }
+        return v;
+    }
+
+    /* Every completion called once, cancelled; no result delivered. */
+    void expect_cancelled(const char *when)
+    {
+        for (cancel_comp *c : all()) {
+            EXPECT_EQ(1, c->calls) << when;
+            EXPECT_EQ(0, c->uct.count) << when << ": called more than once";
+            EXPECT_EQ(UCS_ERR_CANCELED, c->status) << when;
+        }
+        EXPECT_EQ(0, unpacked) << when << ": a cancelled get was unpacked";
+        EXPECT_EQ(0x5e7u, result) << when << ": a cancelled fetch wrote";
+    }
+};
+
+} // namespace
+
+/* Destroying an endpoint with operations outstanding completes each of
+ * them at once, with UCS_ERR_CANCELED, exactly once: not again when their
+ * work requests finish later, nor when the interface closes. */
+TEST(uct_faults, ep_destroy_cancels_outstanding_ops)
+{
+    fault_api api;
+    ASSERT_NE(nullptr, api.inject);
+    entity receiver;
+    std::unique_ptr<entity> sender(new entity());
+    buffer dst(receiver, 8192);
+    rkey rk(dst.packed_rkey());
+    std::unique_ptr<buffer> src(new buffer(*sender, 4096, 0x11));
+    std::vector<entity*> both = {sender.get(), &receiver};
+    uct_ep_h ep = sender->connect(receiver);
+    stuck_ops ops;
+
+    ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE, iface_dctn(receiver),
+                            1));
+    ops.post(ep, *src, dst, rk);
+    sender->progress();
+    for (cancel_comp *c : ops.all()) {
+        ASSERT_EQ(0, c->calls) << "an operation finished before the test";
+    }
+
+    uct_ep_destroy(ep);
+    ops.expect_cancelled("after ep destroy");
+
+    /* The work requests go on without the endpoint and drain. */
+    ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE, iface_dctn(receiver),
+                            0));
+    ASSERT_TRUE(wait_for(both, [&] {
+        return uct_iface_flush(sender->iface(), 0, NULL) == UCS_OK;
+    }, 30));
+    ops.expect_cancelled("after the work requests drained");
+    sender->close_iface();
+    ops.expect_cancelled("after iface close");
+    src.reset();
+}
+
+/* Closing an interface that still has operations outstanding (its
+ * endpoint was not destroyed) completes each of them once, cancelled. */
+TEST(uct_faults, iface_close_cancels_outstanding_ops)
+{
+    fault_api api;
+    ASSERT_NE(nullptr, api.inject);
+    entity receiver;
+    std::unique_ptr<entity> sender(new entity());
+    buffer dst(receiver, 8192);
+    rkey rk(dst.packed_rkey());
+    std::unique_ptr<buffer> src(new buffer(*sender, 4096, 0x22));
+    uct_ep_h ep = sender->connect(receiver);
+    stuck_ops ops;
+
+    ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE, iface_dctn(receiver),
+                            1));
+    ops.post(ep, *src, dst, rk);
+    sender->progress();
+    for (cancel_comp *c : ops.all()) {
+        ASSERT_EQ(0, c->calls) << "an operation finished before the test";
+    }
+
+    /* The endpoint goes with its interface (a warning says so). */
+    sender->close_iface();
+    ops.expect_cancelled("after iface close");
+    src.reset();
+}

@@ -234,6 +234,7 @@ TEST(uct_scale, ten_thousand_endpoints)
     }
     struct mallinfo2 after = mallinfo2();
     double per_ep = (double)(after.uordblks - before.uordblks) / num_eps;
+    dcxemu_objects objs_connected = device_objects();
 
     for (int i = 0; i < num_eps; ++i) {
         uint64_t value = 0x5ca1e000000000ull + i;
@@ -255,16 +256,21 @@ TEST(uct_scale, ten_thousand_endpoints)
         ASSERT_EQ(0x5ca1e000000000ull + i, value) << "endpoint " << i;
     }
 
-    /* Endpoints and their traffic cost no QP: the sender still has its 16
-     * DCIs and one DCT (plus one DCI and one DCT per peer interface). */
+    /* Endpoints cost no QP. DCIs are created as the pool first needs them
+     * (one per interface to begin with): the traffic brings the sender's
+     * pool up to its 16 DCIs at most, whatever the number of endpoints;
+     * the peers, which only receive, keep their one DCI and one DCT. */
     dcxemu_objects objs_after = device_objects();
-    EXPECT_EQ(objs_before.qps, objs_after.qps);
+    EXPECT_EQ(objs_before.qps, objs_connected.qps);
+    EXPECT_EQ(objs_before.dcts, objs_connected.dcts);
+    EXPECT_EQ((uint32_t)(1 + num_peers), objs_before.qps);
+    EXPECT_LE(objs_after.qps, (uint32_t)(16 + num_peers));
     EXPECT_EQ(objs_before.dcts, objs_after.dcts);
-    EXPECT_EQ((uint32_t)(16 + num_peers), objs_after.qps);
     EXPECT_EQ((uint32_t)(1 + num_peers), objs_after.dcts);
-    printf("[ scale    ] QPs of this process: %u send QPs (16 DCIs + %d peer "
-           "DCIs), %u DCTs, before and after\n", objs_after.qps, num_peers,
-           objs_after.dcts);
+    printf("[ scale    ] QPs of this process: %u send QPs before the "
+           "endpoints, %u after them, %u after their traffic (at most 16 "
+           "DCIs + %d peer DCIs), %u DCTs\n", objs_before.qps,
+           objs_connected.qps, objs_after.qps, num_peers, objs_after.dcts);
 
     RecordProperty("heap_bytes_per_endpoint", std::to_string(per_ep));
     printf("[ scale    ] %d endpoints to %d DCTs: %.1f heap bytes per "
@@ -277,4 +283,54 @@ TEST(uct_scale, ten_thousand_endpoints)
     for (uct_ep_h ep : eps) {
         uct_ep_destroy(ep);
     }
+}
+
+/* DCIs are created when the pool first needs them: 150 interfaces with the
+ * default pool of 32 DCIs (which the device model, with its 4096 QPs per
+ * fabric, could not hold if every DCI existed from the start) open, each
+ * with one DCI and one DCT, and all of them are reachable. */
+TEST(uct_scale, dcis_created_on_demand)
+{
+    const int num_peers = 150;
+    std::vector<std::unique_ptr<entity>> peers;
+    entity sender;
+    std::vector<entity*> everybody = {&sender};
+    std::vector<uint64_t> got(num_peers, 0);
+
+    ASSERT_NE(nullptr, sender.iface());
+    dcxemu_objects objs_before = device_objects();
+    for (int p = 0; p < num_peers; ++p) {
+        peers.emplace_back(new entity(config_t{{"RX_QUEUE_LEN", "16"}}));
+        ASSERT_NE(nullptr, peers.back()->iface()) << "interface " << p;
+        everybody.push_back(peers.back().get());
+    }
+    dcxemu_objects objs_after = device_objects();
+    EXPECT_EQ((uint32_t)num_peers, objs_after.qps - objs_before.qps);
+    EXPECT_EQ((uint32_t)num_peers, objs_after.dcts - objs_before.dcts);
+
+    std::vector<std::unique_ptr<buffer>> targets;
+    std::vector<std::unique_ptr<rkey>> rkeys;
+    std::vector<uct_ep_h> eps;
+    for (int p = 0; p < num_peers; ++p) {
+        targets.emplace_back(new buffer(*peers[p], 8));
+        rkeys.emplace_back(new rkey(targets.back()->packed_rkey()));
+        eps.push_back(sender.connect(*peers[p]));
+        ASSERT_NE(nullptr, eps.back());
+        uint64_t value = 0xdc1000 + p;
+        ASSERT_EQ(UCS_OK, retry(everybody, [&] {
+            return uct_ep_put_short(eps[p], &value, 8, targets[p]->addr(),
+                                    rkeys[p]->get());
+        })) << "peer " << p;
+    }
+    ASSERT_TRUE(wait_for(everybody, [&] {
+        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+    }, 60));
+    for (int p = 0; p < num_peers; ++p) {
+        uint64_t v;
+        memcpy(&v, targets[p]->ptr(), 8);
+        EXPECT_EQ(0xdc1000u + p, v) << "peer " << p;
+        uct_ep_destroy(eps[p]);
+    }
+    /* The sender's pool grew with its traffic, never beyond NUM_DCI. */
+    EXPECT_LE(device_objects().qps - objs_after.qps, 31u);
 }

@@ -130,6 +130,14 @@ entity::~entity()
     }
 }
 
+void entity::close_iface()
+{
+    if (m_iface != nullptr) {
+        uct_iface_close(m_iface);
+        m_iface = nullptr;
+    }
+}
+
 std::vector<char> entity::address() const
 {
     std::vector<char> blob;

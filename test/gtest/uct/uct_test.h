@@ -51,6 +51,9 @@ public:
 
     unsigned progress();
 
+    /* Close the interface now (the memory domain stays open). */
+    void close_iface();
+
 private:
     ucs_async_context_t *m_async  = nullptr;
     uct_worker_h        m_worker  = nullptr;

@@ -84,14 +84,15 @@ uct_dcx_ep_tx_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     }
 
     if (ep->dci == UCT_DCX_EP_NO_DCI) {
-        if (ucs_unlikely(!uct_dcx_ep_may_take_dci(iface, ep))) {
+        if (ucs_unlikely(!uct_dcx_ep_may_take_dci(iface, ep) ||
+                         (uct_dcx_iface_dci_take(iface, &index) !=
+                          UCS_OK))) {
             return UCS_ERR_NO_RESOURCE;
         }
         if (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
             ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_DCI;
             --iface->tx.num_waiters;
         }
-        index   = iface->tx.free_stack[--iface->tx.num_free];
         ep->dci = index;
         dci     = &iface->tx.dcis[index];
         dci->ep = ep;
@@ -169,6 +170,7 @@ uct_dcx_ep_op_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep, ucs_mpool_t *mp,
 
     op->handler = handler;
     op->comp    = comp;
+    op->ep      = ep;
     op->iface   = iface;
     op->dci     = ep->dci;
     return op;
@@ -394,15 +396,38 @@ void uct_dcx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
 
 static void uct_dcx_op_amo_cas_loop(uct_dcx_op_t *op, ucs_status_t status);
 
-/* Compare-swap loops of a destroyed endpoint end at their next completion. */
-static void uct_dcx_ep_orphan_ops(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
+/* An operation of an endpoint being destroyed: its user completion is
+ * called now, with UCS_ERR_CANCELED, and never again. Its work request may
+ * still complete, so it stays queued and releases its resources then,
+ * without touching user memory (results, unpacking); a compare-swap loop
+ * ends at its next completion. */
+static void uct_dcx_op_cancel(uct_dcx_op_t *op)
+{
+    uct_completion_t *comp = op->comp;
+
+    op->comp = NULL;
+    op->ep   = NULL;
+    if (op->handler == uct_dcx_op_amo_cas_loop) {
+        op->amo.ep     = NULL;
+        op->amo.result = NULL;
+    } else if (op->handler != uct_dcx_op_umr_release) {
+        op->handler = uct_dcx_op_release;
+    }
+
+    if (comp != NULL) {
+        uct_invoke_completion(comp, UCS_ERR_CANCELED);
+    }
+}
+
+/* Every operation the endpoint has outstanding (a shared DCI, rand, also
+ * holds other endpoints' operations). */
+static void uct_dcx_ep_cancel_ops(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
     uct_dcx_op_t *op;
 
     ucs_queue_for_each(op, &iface->tx.dcis[ep->dci].outstanding, queue) {
-        if ((op->handler == uct_dcx_op_amo_cas_loop) &&
-            (op->amo.ep == &ep->super.super)) {
-            op->amo.ep = NULL;
+        if (op->ep == ep) {
+            uct_dcx_op_cancel(op);
         }
     }
 }
@@ -420,11 +445,12 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_ep_t)
     }
 
     if (self->dci != UCT_DCX_EP_NO_DCI) {
-        uct_dcx_ep_orphan_ops(iface, self);
+        uct_dcx_ep_cancel_ops(iface, self);
     }
 
-    /* Outstanding work completes without the endpoint; the DCI returns to
-     * the pool when it drains. Shared DCIs (rand) are not owned. */
+    /* Outstanding work requests complete without the endpoint (their
+     * operations were cancelled above); the DCI returns to the pool when it
+     * drains. Shared DCIs (rand) are not owned. */
     if ((self->dci != UCT_DCX_EP_NO_DCI) &&
         (iface->tx.policy != UCT_DCX_TX_POLICY_RAND)) {
         iface->tx.dcis[self->dci].ep = NULL;
@@ -514,6 +540,7 @@ static ucs_status_t uct_dcx_ep_ctrl_dci_get(uct_dcx_iface_t *iface,
                                             uct_dcx_dci_t **dci_p)
 {
     uct_dcx_dci_t *dci;
+    uint16_t index;
 
     if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
         uct_dcx_ep_check_shared_dci(iface, ep);
@@ -523,14 +550,14 @@ static ucs_status_t uct_dcx_ep_ctrl_dci_get(uct_dcx_iface_t *iface,
     }
 
     if (ep->dci == UCT_DCX_EP_NO_DCI) {
-        if (iface->tx.num_free == 0) {
+        if (uct_dcx_iface_dci_take(iface, &index) != UCS_OK) {
             return UCS_ERR_NO_RESOURCE;
         }
         if (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
             ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_DCI;
             --iface->tx.num_waiters;
         }
-        ep->dci = iface->tx.free_stack[--iface->tx.num_free];
+        ep->dci                    = index;
         iface->tx.dcis[ep->dci].ep = ep;
     }
 
@@ -1730,6 +1757,7 @@ ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
 
     op->handler = uct_dcx_op_flush_done;
     op->comp    = comp;
+    op->ep      = ep;
     op->iface   = iface;
     op->dci     = ep->dci;
     op->sn      = dci->posted;

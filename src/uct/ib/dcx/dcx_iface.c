@@ -894,10 +894,9 @@ uct_dcx_iface_fc_post_grant(uct_dcx_iface_t *iface,
             return UCS_ERR_NO_RESOURCE;
         }
     } else {
-        if (iface->tx.num_free == 0) {
+        if (uct_dcx_iface_dci_take(iface, &index) != UCS_OK) {
             return UCS_ERR_NO_RESOURCE;
         }
-        index                    = iface->tx.free_stack[--iface->tx.num_free];
         iface->tx.dcis[index].ep = NULL;
     }
 
@@ -918,6 +917,10 @@ uct_dcx_iface_fc_post_grant(uct_dcx_iface_t *iface,
         return UCS_ERR_IO_ERROR;
     }
 
+    if ((iface->tx.policy != UCT_DCX_TX_POLICY_RAND) && !dci->grant) {
+        dci->grant = 1;
+        ++iface->tx.num_grants;
+    }
     --dci->available;
     --iface->tx.cq_available;
     ++dci->posted;
@@ -1165,6 +1168,8 @@ static ucs_status_t uct_dcx_wc_to_status(enum ibv_wc_status wc_status)
 /* Move a DCI that had an error back to RTS once it has drained. */
 static ucs_status_t uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface,
                                               uct_dcx_dci_t *dci);
+static ucs_status_t uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
+                                             uct_dcx_dci_t *dci);
 
 static void uct_dcx_iface_dci_recover(uct_dcx_iface_t *iface,
                                       uct_dcx_dci_t *dci)
@@ -1191,9 +1196,38 @@ static void uct_dcx_iface_dci_release(uct_dcx_iface_t *iface,
     if (dci->error) {
         uct_dcx_iface_dci_recover(iface, dci);
     }
+    if (dci->grant) {
+        dci->grant = 0;
+        --iface->tx.num_grants;
+    }
     dci->ep    = NULL;
     dci->fence = 0;
     iface->tx.free_stack[iface->tx.num_free++] = dci_index;
+}
+
+/* The top of the free stack was never created (see uct_dcx_iface_dci_take):
+ * every created DCI is taken. When the device has no QP left the pool
+ * stops growing at the DCIs it has (endpoints wait for one of them)
+ * instead of failing operations. */
+ucs_status_t uct_dcx_iface_dci_create_next(uct_dcx_iface_t *iface)
+{
+    uint16_t index = iface->tx.free_stack[iface->tx.num_free - 1];
+    ucs_status_t status;
+
+    ucs_assert(index == iface->tx.num_created);
+    ucs_assert(iface->tx.num_free == iface->tx.num_dci - iface->tx.num_created);
+    status = uct_dcx_iface_dci_create(iface, &iface->tx.dcis[index]);
+    if (status != UCS_OK) {
+        ucs_diag("dcx: %s: cannot create dci %u (%s): the pool keeps %u dcis",
+                 iface->md->device->name, index, ucs_status_string(status),
+                 iface->tx.num_created);
+        iface->tx.num_dci  = iface->tx.num_created;
+        iface->tx.num_free = 0;
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    ++iface->tx.num_created;
+    return UCS_OK;
 }
 
 void uct_dcx_iface_dci_put(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
@@ -1448,9 +1482,12 @@ ucs_status_t uct_dcx_iface_flush(uct_iface_h tl_iface, unsigned flags,
     }
 
     /* Pending requests are sent by progress; the caller polls again.
-     * Shared DCIs (rand) never return to the free stack: check them all. */
+     * Credit grants are no operation of the user's: a grant to a peer
+     * that is gone takes the whole transport timeout to fail, and must not
+     * hold the flush that long. Shared DCIs (rand) never return to the free
+     * stack: check them all. */
     if (!ucs_arbiter_is_empty(&iface->tx.arbiter) ||
-        (iface->tx.num_free != iface->tx.num_dci)) {
+        (iface->tx.num_free + iface->tx.num_grants != iface->tx.num_dci)) {
         return UCS_INPROGRESS;
     }
     if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
@@ -1531,10 +1568,8 @@ static ucs_status_t uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface,
     return UCS_OK;
 }
 
-static ucs_status_t
-uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
-                         const uct_dcx_iface_config_t *config,
-                         uct_dcx_dci_t *dci)
+static ucs_status_t uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
+                                             uct_dcx_dci_t *dci)
 {
     struct mlx5dv_qp_init_attr dv_attr = {};
     struct ibv_qp_init_attr_ex attr    = {};
@@ -1547,9 +1582,9 @@ uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
     attr.send_cq             = ibv_cq_ex_to_cq(iface->tx.cq);
     attr.recv_cq             = ibv_cq_ex_to_cq(iface->tx.cq);
     attr.sq_sig_all          = 0;
-    attr.cap.max_send_wr     = config->tx_queue_len;
+    attr.cap.max_send_wr     = iface->tx.req_queue_len;
     attr.cap.max_send_sge    = UCT_DCX_MAX_SGE;
-    attr.cap.max_inline_data = config->tx_max_inline;
+    attr.cap.max_inline_data = iface->tx.req_max_inline;
     attr.send_ops_flags      = IBV_QP_EX_WITH_SEND |
                                IBV_QP_EX_WITH_SEND_WITH_IMM |
                                IBV_QP_EX_WITH_RDMA_WRITE |
@@ -1575,22 +1610,34 @@ uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
         goto err_destroy;
     }
 
-    /* The device writes back what it granted; every DCI gets the same. */
-    iface->tx.queue_len  = ucs_min(attr.cap.max_send_wr, UINT16_MAX);
-    iface->tx.max_inline = attr.cap.max_inline_data;
-    iface->tx.max_sge    = ucs_min(attr.cap.max_send_sge, UCT_DCX_MAX_SGE);
+    /* The device writes back what it granted: the first DCI sets what the
+     * interface offers, and a later one must grant no less. */
+    if (iface->tx.num_created == 0) {
+        iface->tx.queue_len  = ucs_min(attr.cap.max_send_wr, UINT16_MAX);
+        iface->tx.max_inline = attr.cap.max_inline_data;
+        iface->tx.max_sge    = ucs_min(attr.cap.max_send_sge, UCT_DCX_MAX_SGE);
+    } else if ((attr.cap.max_send_wr < iface->tx.queue_len) ||
+               (attr.cap.max_inline_data < iface->tx.max_inline) ||
+               (attr.cap.max_send_sge < iface->tx.max_sge)) {
+        ucs_error("dcx: %s: dci 0x%x got a smaller send queue than the "
+                  "first one", iface->md->device->name, dci->qp->qp_num);
+        status = UCS_ERR_IO_ERROR;
+        goto err_destroy;
+    }
 
     status = uct_dcx_iface_dci_connect(iface, dci);
     if (status != UCS_OK) {
         goto err_destroy;
     }
 
-    ucs_queue_head_init(&dci->outstanding);
     dci->available = iface->tx.queue_len;
     return UCS_OK;
 
 err_destroy:
     iface->ops->destroy_qp(dci->qp);
+    dci->qp   = NULL;
+    dci->qpx  = NULL;
+    dci->mqpx = NULL;
     return status;
 }
 
@@ -1689,7 +1736,9 @@ static void uct_dcx_iface_dcis_destroy(uct_dcx_iface_t *iface, unsigned count)
     unsigned i;
 
     for (i = 0; i < count; ++i) {
-        iface->ops->destroy_qp(iface->tx.dcis[i].qp);
+        if (iface->tx.dcis[i].qp != NULL) {
+            iface->ops->destroy_qp(iface->tx.dcis[i].qp);
+        }
     }
 }
 
@@ -1923,14 +1972,23 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
         goto err_free_dcis;
     }
 
+    /* DCI 0 tells what the device grants; the others come when the pool
+     * needs them, except under rand, where endpoints pick any. */
+    self->tx.req_queue_len  = config->tx_queue_len;
+    self->tx.req_max_inline = config->tx_max_inline;
     for (i = 0; i < config->num_dci; ++i) {
-        status = uct_dcx_iface_dci_create(self, config, &self->tx.dcis[i]);
+        ucs_queue_head_init(&self->tx.dcis[i].outstanding);
+        /* Lowest index on top of the stack. */
+        self->tx.free_stack[config->num_dci - 1 - i] = i;
+        if ((i > 0) && (self->tx.policy != UCT_DCX_TX_POLICY_RAND)) {
+            continue;
+        }
+        status = uct_dcx_iface_dci_create(self, &self->tx.dcis[i]);
         if (status != UCS_OK) {
             uct_dcx_iface_dcis_destroy(self, i);
             goto err_free_dcis;
         }
-        /* Lowest index on top of the stack. */
-        self->tx.free_stack[config->num_dci - 1 - i] = i;
+        ++self->tx.num_created;
     }
     self->tx.num_free     = config->num_dci;
     self->tx.cq_available = config->num_dci * config->tx_queue_len;
@@ -2076,6 +2134,7 @@ err_destroy_channel:
 static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
 {
     uct_dcx_fc_pending_grant_t *grant;
+    uct_completion_t *comp;
     struct ibv_ah *ah;
     uct_dcx_op_t *op;
     unsigned i;
@@ -2083,15 +2142,23 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
 
-    /* Destroying the QPs discards their completions: release what waits. */
+    /* Destroying the QPs discards their completions: what still waits is
+     * cancelled, its user completion called once with UCS_ERR_CANCELED
+     * (operations of destroyed endpoints have none left). Handlers are not
+     * run: results never arrived, and the UMR engine goes away. */
     uct_dcx_iface_dcis_destroy(self, self->tx.num_dci);
-    uct_dcx_iface_umr_cleanup(self);
     for (i = 0; i < self->tx.num_dci; ++i) {
         ucs_queue_for_each_extract(op, &self->tx.dcis[i].outstanding, queue,
                                    1) {
+            comp     = op->comp;
+            op->comp = NULL;
             ucs_mpool_put(op);
+            if (comp != NULL) {
+                uct_invoke_completion(comp, UCS_ERR_CANCELED);
+            }
         }
     }
+    uct_dcx_iface_umr_cleanup(self);
 
     self->ops->destroy_qp(self->rx.dct);
     self->ops->destroy_srq(self->rx.srq);

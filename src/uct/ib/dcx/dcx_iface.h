@@ -11,6 +11,10 @@
  *   | ep B  |---(waits in the      +------+------+-----+
  *   +-------+    arbiter)          free stack: indices of idle DCIs
  *
+ * A DCI is created when the pool first needs it (DCI 0 with the interface,
+ * or all of them under the rand policy), so an interface that only
+ * receives, or serves few peers at a time, holds few QPs.
+ *
  * Every work request is signaled. A DCI counts posted and completed WRs;
  * operations that need a completion (user callbacks, bcopy gets, atomic
  * results, flushes) wait in its outstanding queue, ordered by the sequence
@@ -236,6 +240,7 @@ struct uct_dcx_op {
     uint64_t             sn;        /* done when the DCI completed this many */
     uct_dcx_op_handler_t handler;
     uct_completion_t     *comp;     /* user completion, may be NULL */
+    uct_dcx_ep_t         *ep;       /* posted by, NULL once it is destroyed */
     uct_dcx_iface_t      *iface;
     uint32_t             lkey;      /* of the buffer below */
     uint16_t             dci;
@@ -284,6 +289,7 @@ typedef struct uct_dcx_dci {
                                           after its callbacks */
     uint8_t              completing;   /* its completion's callbacks run:
                                           the DCI is returned after them */
+    uint8_t              grant;        /* dcs: taken for a credit grant */
     uint8_t              generation;   /* rand: bumped by every error */
     ucs_status_t         last_error;   /* rand: what failed the DCI */
 } uct_dcx_dci_t;
@@ -312,12 +318,16 @@ struct uct_dcx_iface {
         uct_dcx_dci_t         *dcis;
         uint16_t              *free_stack;  /* indices of idle DCIs */
         unsigned              num_dci;
+        unsigned              num_created;  /* DCIs 0..num_created-1 exist */
         unsigned              num_free;
         unsigned              num_waiters;  /* endpoints waiting for a DCI */
+        unsigned              num_grants;   /* DCIs taken for credit grants */
         uct_dcx_tx_policy_t   policy;
         uint16_t              quota;
         unsigned              rand_seed;
         uint16_t              queue_len;    /* send WRs per DCI */
+        unsigned              req_queue_len;  /* asked for a new DCI */
+        size_t                req_max_inline;
         int                   cq_available;
         size_t                max_inline;   /* written back by the device */
         unsigned              max_sge;
@@ -431,6 +441,7 @@ uct_dcx_iface_dci_slot_return(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
 }
 
 /* dcx_iface.c */
+ucs_status_t uct_dcx_iface_dci_create_next(uct_dcx_iface_t *iface);
 void uct_dcx_iface_dci_put(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
 unsigned uct_dcx_iface_progress(uct_iface_h tl_iface);
 ucs_status_t uct_dcx_iface_flush(uct_iface_h tl_iface, unsigned flags,
@@ -445,6 +456,26 @@ ucs_status_t uct_dcx_iface_peer_get(uct_dcx_iface_t *iface,
                                     struct ibv_ah *ah, uint32_t dctn,
                                     uint64_t dc_key, uct_dcx_peer_t **peer_p);
 void uct_dcx_iface_peer_put(uct_dcx_iface_t *iface, uct_dcx_peer_t *peer);
+
+/* Take a DCI from the pool (dcs policies). DCIs are created at their first
+ * use: those not created yet are the bottom of the free stack, lowest index
+ * on top, so one comes up only when every created DCI is taken. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_dcx_iface_dci_take(uct_dcx_iface_t *iface, uint16_t *index_p)
+{
+    if (ucs_unlikely(iface->tx.num_free == 0)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    if (ucs_unlikely(iface->tx.dcis[iface->tx.free_stack[iface->tx.num_free -
+                                                         1]].qp == NULL) &&
+        (uct_dcx_iface_dci_create_next(iface) != UCS_OK)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    *index_p = iface->tx.free_stack[--iface->tx.num_free];
+    return UCS_OK;
+}
 
 /* dcx_ep.c */
 ucs_status_t uct_dcx_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p);

@@ -49,8 +49,11 @@ run_valgrind() {
     rm -f "$xml"
     note "gtest $name (valgrind memcheck)"
     set +e
+    # --fair-sched=yes: valgrind runs one thread at a time, and its default
+    # lock lets a thread that spins in progress starve the device model's
+    # engine thread (retries then take seconds, and waits time out).
     DCXEMU_FABRIC="dcx-valgrind-$$" \
-        valgrind -q --error-exitcode=99 --trace-children=no --log-file="$log" \
+        valgrind -q --fair-sched=yes --error-exitcode=99 --trace-children=no --log-file="$log" \
         "$binary" --gtest_output="xml:$xml" "$@" 2>&1 | sed 's/^/      /'
     rc=${PIPESTATUS[0]}
     set -e

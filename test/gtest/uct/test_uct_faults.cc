@@ -558,3 +558,76 @@ TEST(uct_faults, iface_close_cancels_outstanding_ops)
     ops.expect_cancelled("after iface close");
     src.reset();
 }
+
+/* uct_ep_flush(UCT_FLUSH_FLAG_CANCEL) on an endpoint whose work is stuck
+ * (its peer does not answer) completes every outstanding operation once,
+ * cancelled, long before the transport timeout, and then the flush; it is
+ * not reported as an endpoint failure. With its own DCI (dcs, dcs_quota)
+ * the DCI goes to ERR and is recovered for the next user; a shared DCI
+ * (rand) is not stopped: the operations are cancelled, the work requests
+ * run on, and the other endpoints sharing it keep working. */
+TEST(uct_faults, flush_cancel_completes_outstanding_ops)
+{
+    fault_api api;
+    ASSERT_NE(nullptr, api.inject);
+
+    for (const char *policy : {"dcs_quota", "dcs", "rand"}) {
+        SCOPED_TRACE(policy);
+        failure_record f;
+        entity sender(config_t{{"TX_POLICY", policy}, {"NUM_DCI", "1"}},
+                      record_failure, &f);
+        entity stuck, other;
+        buffer dst(stuck, 8192), dst_other(other, 4096);
+        rkey rk(dst.packed_rkey()), rk_other(dst_other.packed_rkey());
+        buffer src(sender, 4096, 0x33);
+        std::vector<entity*> all = {&sender, &stuck, &other};
+        uct_ep_h ep = sender.connect(stuck);
+        stuck_ops ops;
+        cancel_comp flush;
+
+        ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE,
+                                iface_dctn(stuck), 1));
+        ops.post(ep, src, dst, rk);
+        sender.progress();
+        for (cancel_comp *c : ops.all()) {
+            ASSERT_EQ(0, c->calls) << "an operation finished before the test";
+        }
+
+        flush.uct.func   = cancel_comp_cb;
+        flush.uct.count  = 1;
+        flush.uct.status = UCS_OK;
+        double start     = now_sec();
+        ASSERT_EQ(UCS_INPROGRESS,
+                  uct_ep_flush(ep, UCT_FLUSH_FLAG_CANCEL, &flush.uct));
+        if (std::string(policy) == "rand") {
+            /* The peer answers again, so the shared DCI drains. */
+            ops.expect_cancelled("at once (rand)");
+            ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE,
+                                    iface_dctn(stuck), 0));
+        }
+        ASSERT_TRUE(wait_for(all, [&] { return flush.calls > 0; }, 30));
+        EXPECT_LT(now_sec() - start, 2.0) << "cancel waited for the timeout";
+        ops.expect_cancelled("after the flush");
+        EXPECT_EQ(1, flush.calls);
+        EXPECT_TRUE(f.eps.empty()) << "a cancel was reported as a failure";
+        uct_ep_destroy(ep);
+        ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE,
+                                iface_dctn(stuck), 0));
+
+        /* The (only) DCI serves the next endpoint. */
+        uct_ep_h ep_other = sender.connect(other);
+        uint64_t value    = 0xc0ffee;
+        ASSERT_EQ(UCS_OK, retry(all, [&] {
+            return uct_ep_put_short(ep_other, &value, 8, dst_other.addr(),
+                                    rk_other.get());
+        }));
+        ASSERT_TRUE(wait_for(all, [&] {
+            return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+        }, 30));
+        uint64_t got;
+        memcpy(&got, dst_other.ptr(), 8);
+        EXPECT_EQ(0xc0ffeeu, got);
+        EXPECT_TRUE(f.eps.empty());
+        uct_ep_destroy(ep_other);
+    }
+}

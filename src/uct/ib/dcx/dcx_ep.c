@@ -1742,8 +1742,14 @@ ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
         return (ep->flags & UCT_DCX_EP_FLAG_FAILED) ? ep->status : UCS_OK;
     }
 
-    if ((flags & UCT_FLUSH_FLAG_CANCEL) && !dci->error) {
-        uct_dcx_ep_cancel(iface, ep);
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
+            /* A shared DCI is not the endpoint's to stop: its operations
+             * complete as cancelled now, their work requests run on. */
+            uct_dcx_ep_cancel_ops(iface, ep);
+        } else if (!dci->error) {
+            uct_dcx_ep_cancel(iface, ep);
+        }
     }
 
     if (comp == NULL) {

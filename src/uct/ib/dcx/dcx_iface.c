@@ -1313,7 +1313,9 @@ static void uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface,
                     iface->ops->wc_status_str(wc->status));
         }
         dci->error = 1;
-        if (dci->ep != NULL) {
+        /* Flushed work requests (UCS_ERR_CANCELED) follow an error already
+         * reported, or a flush with UCT_FLUSH_FLAG_CANCEL: no new failure. */
+        if ((dci->ep != NULL) && (status != UCS_ERR_CANCELED)) {
             uct_dcx_ep_handle_failure(dci->ep, status);
         }
     }

@@ -134,10 +134,10 @@ static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_dcx_ep_wr_complete(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                        uct_dcx_dci_t *dci, uct_dcx_op_t *op)
 {
+    uct_dcx_peer_t *peer = uct_dcx_ep_peer(iface, ep);
     int ret;
 
-    mlx5dv_wr_set_dc_addr(dci->mqpx, ep->peer->ah, ep->peer->dctn,
-                          ep->peer->dc_key);
+    mlx5dv_wr_set_dc_addr(dci->mqpx, peer->ah, peer->dctn, peer->dc_key);
     ret = ibv_wr_complete(dci->qpx);
     if (ucs_unlikely(ret != 0)) {
         ucs_error("dcx: dci 0x%x: posting failed: %s", dci->qp->qp_num,
@@ -308,6 +308,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
     uct_dcx_iface_t *iface = ucs_derived_of(params->iface, uct_dcx_iface_t);
     const uct_dcx_iface_addr_t *iface_addr;
     const uct_dcx_dev_addr_t *dev_addr;
+    uct_dcx_peer_t *peer;
     struct ibv_ah *ah;
     ucs_status_t status;
     uint32_t dctn;
@@ -343,10 +344,11 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
     dctn   = iface_addr->dctn[0] | ((uint32_t)iface_addr->dctn[1] << 8) |
              ((uint32_t)iface_addr->dctn[2] << 16);
     status = uct_dcx_iface_peer_get(iface, ah, dctn, iface_addr->dc_key,
-                                    &self->peer);
+                                    &peer);
     if (status != UCS_OK) {
         return status;
     }
+    self->peer_index = peer->index;
 
     self->dci    = UCT_DCX_EP_NO_DCI;
     self->flags  = 0;
@@ -459,10 +461,13 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_ep_t)
             uct_dcx_iface_dci_put(iface, self);
         }
     }
-    uct_dcx_iface_peer_put(iface, self->peer);
+    uct_dcx_iface_peer_put(iface, uct_dcx_ep_peer(iface, self));
 }
 
 UCS_CLASS_DEFINE(uct_dcx_ep_t, uct_base_ep_t);
+
+/* Per-endpoint memory is a design goal (<= 64 B with its pool slot). */
+_Static_assert(sizeof(uct_dcx_ep_t) <= 48, "uct_dcx_ep_t grew");
 
 /* Endpoints come from the interface's pool: no allocator overhead per
  * endpoint at scale. */
@@ -510,7 +515,8 @@ void uct_dcx_ep_handle_failure(uct_dcx_ep_t *ep, ucs_status_t status)
                                           &ep->super.super, status);
     if (err_status != UCS_OK) {
         ucs_log(iface->super.config.failure_level,
-                "dcx: ep %p to dct 0x%x failed: %s", ep, ep->peer->dctn,
+                "dcx: ep %p to dct 0x%x failed: %s", ep,
+                uct_dcx_ep_peer(iface, ep)->dctn,
                 ucs_status_string(status));
     }
 }

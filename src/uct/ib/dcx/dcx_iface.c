@@ -856,6 +856,8 @@ ucs_status_t uct_dcx_iface_peer_get(uct_dcx_iface_t *iface,
     peer->dc_key                = dc_key;
     peer->dctn                  = dctn;
     peer->refcount              = 1;
+    peer->index                 = ucs_ptr_array_insert(&iface->peer_table,
+                                                       peer);
     kh_value(&iface->peers, it) = peer;
     *peer_p                     = peer;
     return UCS_OK;
@@ -873,6 +875,7 @@ void uct_dcx_iface_peer_put(uct_dcx_iface_t *iface, uct_dcx_peer_t *peer)
     it = kh_get(uct_dcx_peer, &iface->peers, key);
     ucs_assert(it != kh_end(&iface->peers));
     kh_del(uct_dcx_peer, &iface->peers, it);
+    ucs_ptr_array_remove(&iface->peer_table, peer->index);
     ucs_free(peer);
 }
 
@@ -2051,6 +2054,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     self->tx.dispatching = NULL;
     kh_init_inplace(uct_dcx_ah, &self->ah_cache);
     kh_init_inplace(uct_dcx_peer, &self->peers);
+    ucs_ptr_array_init(&self->peer_table, "dcx_peers");
     kh_init_inplace(uct_dcx_fc_wait, &self->fc.waiting);
     ucs_queue_head_init(&self->fc.grants);
     if (config->fc_enable) {
@@ -2103,6 +2107,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     return UCS_OK;
 
 err_cleanup_rx_mp:
+    ucs_ptr_array_cleanup(&self->peer_table, 0);
     kh_destroy_inplace(uct_dcx_peer, &self->peers);
     kh_destroy_inplace(uct_dcx_fc_wait, &self->fc.waiting);
     kh_destroy_inplace(uct_dcx_ah, &self->ah_cache);
@@ -2177,6 +2182,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
         ucs_warn("dcx: iface %p destroyed with %u peers in use: endpoints "
                  "were not destroyed first", self, kh_size(&self->peers));
     }
+    ucs_ptr_array_cleanup(&self->peer_table, 0);
     kh_destroy_inplace(uct_dcx_peer, &self->peers);
     ucs_mpool_cleanup(&self->ep_mp, 1);
     kh_foreach_value(&self->ah_cache, ah, {

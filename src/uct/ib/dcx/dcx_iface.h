@@ -35,6 +35,7 @@
 #include <ucs/datastruct/arbiter.h>
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/mpool.h>
+#include <ucs/datastruct/ptr_array.h>
 #include <ucs/datastruct/queue.h>
 #include <ucs/time/time.h>
 
@@ -169,6 +170,7 @@ typedef struct uct_dcx_peer {
     uint64_t      dc_key;
     uint32_t      dctn;
     uint32_t      refcount;
+    unsigned      index;      /* in the interface's peer table */
 } uct_dcx_peer_t;
 
 typedef struct uct_dcx_peer_key {
@@ -385,6 +387,7 @@ struct uct_dcx_iface {
 
     khash_t(uct_dcx_ah)       ah_cache;
     khash_t(uct_dcx_peer)     peers;
+    ucs_ptr_array_t           peer_table;  /* endpoints' peers, by index */
     ucs_mpool_t               ep_mp;       /* endpoints */
 
     struct {
@@ -399,13 +402,16 @@ struct uct_dcx_iface {
 };
 
 
+/* Kept small (48 B with UCX's assertions on, 32 B without) because a
+ * process may hold one per peer process: the DCT address is shared with
+ * the other endpoints to the same DCT, by index rather than pointer. */
 struct uct_dcx_ep {
     uct_base_ep_t             super;
-    uct_dcx_peer_t            *peer;      /* shared address of the DCT */
+    uint32_t                  peer_index; /* shared address of the DCT */
     ucs_status_t              status;     /* the failure, once failed */
+    uint8_t                   flags;
     uint16_t                  dci;        /* UCT_DCX_EP_NO_DCI when none */
     int16_t                   fc_wnd;     /* active messages it may send */
-    uint8_t                   flags;
     uint8_t                   dci_generation; /* rand: of the shared DCI */
     uint8_t                   fc_sn;      /* of its last credit request */
     uint8_t                   umr_gen;    /* umr.gen when a layout was due */
@@ -438,6 +444,19 @@ uct_dcx_iface_dci_slot_return(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
     dci->slot_held = 0;
     ++dci->available;
     ++iface->tx.cq_available;
+}
+
+/* The shared DCT address an endpoint sends to. */
+static UCS_F_ALWAYS_INLINE uct_dcx_peer_t *
+uct_dcx_ep_peer(uct_dcx_iface_t *iface, const uct_dcx_ep_t *ep)
+{
+    void *peer;
+    int found;
+
+    found = ucs_ptr_array_lookup(&iface->peer_table, ep->peer_index, peer);
+    ucs_assert(found);
+    (void)found;
+    return (uct_dcx_peer_t*)peer;
 }
 
 /* dcx_iface.c */

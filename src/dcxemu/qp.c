@@ -606,12 +606,28 @@ static uint64_t mkey_unit(const struct dcxemu_shm_mkey *k, const struct dcxemu_m
     return unit;
 }
 
+/* Where zero-based offset addr falls in an interleaved layout of `unit` bytes per repeat:
+ * repeat *r, entry *i, *p bytes into that entry's block. */
+static void interleaved_locate(const struct dcxemu_mkey_entry *e, uint64_t unit, uint64_t addr,
+                               uint64_t *r, uint32_t *i, uint64_t *p)
+{
+    uint64_t w = addr % unit, cum = 0;
+    uint32_t j = 0;
+    while (w >= cum + e[j].bytes) {
+        cum += e[j].bytes;
+        j++;
+    }
+    *r = addr / unit;
+    *i = j;
+    *p = w - cum;
+}
+
 /* Check every leaf piece that [addr, end) of an interleaved mkey touches, entry by entry, and
  * note each entry's leaf base (the owner's address of e[i].addr).  The pieces of one entry in
  * successive repeats start and end at ascending leaf addresses (the stride is unsigned), so its
  * leaf MR, one address range, holds them all exactly when it holds the span from the first
- * touched piece's first byte to the last touched piece's last byte: the same verdict, at the same rights, as checking each piece, in
- * O(entries) instead of O(pieces).  Entries of zero bytes own no piece and are not checked. */
+ * touched piece's first byte to the last touched piece's last byte: the same verdict, at the
+ * same rights, as checking each piece, in O(entries) instead of O(pieces).  Entries of zero bytes own no piece and are not checked. */
 static int interleaved_check(const struct dcxemu_mkey_entry *e, uint32_t n, uint64_t unit,
                              uint16_t owner, uint64_t token, uint64_t pd_id, uint64_t addr,
                              uint64_t end, uintptr_t *base)
@@ -669,7 +685,7 @@ static int resolve(uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id,
     end = addr + len;
     if (k->interleaved) {
         uintptr_t sbase[LEAF_BASES_STACK], *base = sbase;
-        uint64_t r, w, cum = 0, p;
+        uint64_t r, p;
         uint32_t i = 0, n = k->n;
         int ret = 0;
         if (len == 0) {
@@ -690,13 +706,7 @@ static int resolve(uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id,
             ret = -1;
             goto out_base;
         }
-        r = addr / unit;
-        w = addr % unit;
-        while (w >= cum + e[i].bytes) {
-            cum += e[i].bytes;
-            i++;
-        }
-        p = w - cum;
+        interleaved_locate(e, unit, addr, &r, &i, &p);
         for (o = addr; o < end;) {
             uint64_t piece = e[i].bytes - p;
             if (piece > end - o) {
@@ -896,7 +906,7 @@ static int gather_sge(const struct ibv_sge *sg, uint64_t off, uint64_t len, char
     const struct dcxemu_shm_mkey *k;
     const struct dcxemu_mkey_entry *e;
     uintptr_t sbase[LEAF_BASES_STACK], *base = sbase;
-    uint64_t unit, addr = sg->addr + off, end = addr + len, r, w, cum = 0, p;
+    uint64_t unit, addr = sg->addr + off, end = addr + len, r, p;
     uint32_t i = 0, n;
     if (!is_mkey(sg->lkey)) {
         const struct dcxemu_shm_mr *m = &dcxemu_fab->mrs[sg->lkey >> 8];
@@ -934,13 +944,7 @@ static int gather_sge(const struct ibv_sge *sg, uint64_t off, uint64_t len, char
         }
         return -1;
     }
-    r = addr / unit;
-    w = addr % unit;
-    while (w >= cum + e[i].bytes) {
-        cum += e[i].bytes;
-        i++;
-    }
-    p = w - cum;
+    interleaved_locate(e, unit, addr, &r, &i, &p);
     if (n == 1 && p == 0) {
         /* one entry: a plain strided walk */
         uint64_t b = e[0].bytes, stride = e[0].stride, full = len / b;

@@ -690,7 +690,7 @@ TEST(emu_counters, stat_tool)
 /* DCXEMU_TRACE=/path: one line per WR posted and executed and per CQE. */
 TEST(emu_trace, lines_per_wr_and_cqe)
 {
-    char path[] = "/tmp/dcxemu-trace-XXXXXX";
+    char path[] = P_tmpdir "/dcxemu-trace-XXXXXX";
     int fd = mkstemp(path);
     ASSERT_GE(fd, 0);
     ::close(fd);

@@ -66,13 +66,31 @@ uct_dcx_ep_dci_has_room(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     return 0;
 }
 
+/* Give the endpoint a DCI from the pool (dcs policies); it stops waiting
+ * for one. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_dcx_ep_dci_take(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
+{
+    uint16_t index;
+
+    if (ucs_unlikely(uct_dcx_iface_dci_take(iface, &index) != UCS_OK)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
+        ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_DCI;
+        --iface->tx.num_waiters;
+    }
+    ep->dci                  = index;
+    iface->tx.dcis[index].ep = ep;
+    return UCS_OK;
+}
+
 /* Make sure the endpoint holds a DCI with a free send queue slot. */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_dcx_ep_tx_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                   uct_dcx_dci_t **dci_p)
 {
     uct_dcx_dci_t *dci;
-    uint16_t index;
 
     *dci_p = NULL;
     if (ucs_unlikely(iface->tx.policy == UCT_DCX_TX_POLICY_RAND)) {
@@ -85,17 +103,10 @@ uct_dcx_ep_tx_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
 
     if (ep->dci == UCT_DCX_EP_NO_DCI) {
         if (ucs_unlikely(!uct_dcx_ep_may_take_dci(iface, ep) ||
-                         (uct_dcx_iface_dci_take(iface, &index) !=
-                          UCS_OK))) {
+                         (uct_dcx_ep_dci_take(iface, ep) != UCS_OK))) {
             return UCS_ERR_NO_RESOURCE;
         }
-        if (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
-            ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_DCI;
-            --iface->tx.num_waiters;
-        }
-        ep->dci = index;
-        dci     = &iface->tx.dcis[index];
-        dci->ep = ep;
+        dci = &iface->tx.dcis[ep->dci];
     } else {
         dci = &iface->tx.dcis[ep->dci];
         if (ucs_unlikely(!uct_dcx_ep_dci_has_room(iface, ep, dci))) {
@@ -546,7 +557,6 @@ static ucs_status_t uct_dcx_ep_ctrl_dci_get(uct_dcx_iface_t *iface,
                                             uct_dcx_dci_t **dci_p)
 {
     uct_dcx_dci_t *dci;
-    uint16_t index;
 
     if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
         uct_dcx_ep_check_shared_dci(iface, ep);
@@ -555,16 +565,9 @@ static ucs_status_t uct_dcx_ep_ctrl_dci_get(uct_dcx_iface_t *iface,
         return ep->status;
     }
 
-    if (ep->dci == UCT_DCX_EP_NO_DCI) {
-        if (uct_dcx_iface_dci_take(iface, &index) != UCS_OK) {
-            return UCS_ERR_NO_RESOURCE;
-        }
-        if (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
-            ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_DCI;
-            --iface->tx.num_waiters;
-        }
-        ep->dci                    = index;
-        iface->tx.dcis[ep->dci].ep = ep;
+    if ((ep->dci == UCT_DCX_EP_NO_DCI) &&
+        (uct_dcx_ep_dci_take(iface, ep) != UCS_OK)) {
+        return UCS_ERR_NO_RESOURCE;
     }
 
     dci = &iface->tx.dcis[ep->dci];
@@ -1399,9 +1402,13 @@ uct_dcx_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     const uct_iov_t *strided;
     size_t num_nonempty;
 
-    status = uct_dcx_ep_check_rkey(rkey, uct_iov_total_length(iov, iovcnt));
-    if (ucs_unlikely(status != UCS_OK)) {
-        return status;
+    if (ucs_unlikely(!uct_dcx_rkey_is_valid(rkey))) {
+        /* Only a zero-length operation may go without a key: sum the
+         * lengths here, off the common path. */
+        status = uct_dcx_ep_check_rkey(rkey, uct_iov_total_length(iov, iovcnt));
+        if (status != UCS_OK) {
+            return status;
+        }
     }
 
     strided = uct_dcx_ep_iov_strided(iov, iovcnt, &num_nonempty);

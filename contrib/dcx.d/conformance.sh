@@ -215,7 +215,7 @@ conf_known_negative() {
 conf_run_suite() {
     local name=$1 filter=$2 env=()
     [ -z "${3:-}" ] || read -r -a env <<< "$3"
-    local log="$DCX_BUILD/test-logs/conf-$name.log" done_tests="" neg rc round=0
+    local log="$DCX_LOGS/conf-$name.log" done_tests="" neg rc round=0
     local pass fail skip listed crashed f
     : > "$log"
     neg=$(conf_known_negative)

@@ -24,8 +24,8 @@ suite_asan() {
     note "building $DCX_ASAN_BUILD with --enable-sanitizers"
     DCX_BUILD_DIR="$DCX_ASAN_BUILD" DCX_PREFIX="$DCX_ASAN_BUILD/install" \
         DCX_CONFIGURE_FLAGS="--enable-sanitizers" \
-        "$DCX_TOP/contrib/dcx" build > "$DCX_BUILD/test-logs/asan-build.log" 2>&1 ||
-        { tail -20 "$DCX_BUILD/test-logs/asan-build.log"; die "the ASan build failed"; }
+        "$DCX_TOP/contrib/dcx" build > "$DCX_LOGS/asan-build.log" 2>&1 ||
+        { tail -20 "$DCX_LOGS/asan-build.log"; die "the ASan build failed"; }
     make -C "$DCX_ASAN_BUILD" -s -j"$DCX_JOBS" check >/dev/null ||
         die "building the ASan tests failed"
 
@@ -44,8 +44,8 @@ suite_asan() {
 # memcheck errors (exit code 99) fail one more check named NAME-memcheck.
 run_valgrind() {
     local name=$1 binary=$2; shift 2
-    local log="$DCX_BUILD/test-logs/$name.memcheck.log"
-    local xml="$DCX_BUILD/test-logs/$name.xml" rc=0
+    local log="$DCX_LOGS/$name.memcheck.log"
+    local xml="$DCX_LOGS/$name.xml" rc=0
     rm -f "$xml"
     note "gtest $name (valgrind memcheck)"
     set +e

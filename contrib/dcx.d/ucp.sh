@@ -67,7 +67,7 @@ dcx_carried() {
 # A UCP ucx_perftest pair over UCX_TLS=dcx on the device model.
 ucp_perftest_pair() {
     local name=$1; shift
-    local log="$DCX_BUILD/test-logs/ucp-perftest-$name"
+    local log="$DCX_LOGS/ucp-perftest-$name"
     local port try spid
     for try in 1 2 3; do
         port=$((20000 + (RANDOM % 20000)))
@@ -167,7 +167,7 @@ control_without_dcx() {
 # Control for the perftests: UCX_TLS=dcx without the plugin must fail.
 perftest_control_without_dcx() {
     local out rc=0 port=$((20000 + (RANDOM % 20000))) spid
-    UCX_TLS=dcx timeout -k 5 30 ucx_perftest -p $port > "$DCX_BUILD/test-logs/control.server" 2>&1 &
+    UCX_TLS=dcx timeout -k 5 30 ucx_perftest -p $port > "$DCX_LOGS/control.server" 2>&1 &
     spid=$!
     sleep 0.3
     out=$(UCX_TLS=dcx timeout -k 5 30 ucx_perftest -p $port -t tag_lat -n 10 localhost 2>&1) || rc=$?
@@ -280,7 +280,7 @@ DEMO_ROWS=()
 # A UCP ucx_perftest pair for the demo; field: lat or bw.
 demo_ucp_perftest() {
     local label=$1 field=$2; shift 2
-    local log="$DCX_BUILD/demo-logs/ucp-$field-$RANDOM" value
+    local log="$DCX_LOGS/ucp-$field-$RANDOM" value
     E2E_FABRIC="$DEMO_FABRIC"
     if ucp_perftest_pair "demo" "$@" > "$log" 2>&1; then
         value=$(grep '^Final:' "$log" | tail -1 | awk -v f="$field" '{
@@ -289,6 +289,7 @@ demo_ucp_perftest() {
         DEMO_ROWS+=("$label|$value|dcx (2 processes)")
     else
         printf '    %-44s %s (log: %s)\n' "$label" "FAILED" "$log"
+        failure_excerpt "$log"
         DEMO_ROWS+=("$label|FAILED|-")
         return 1
     fi
@@ -298,7 +299,7 @@ demo_ucp_perftest() {
 # progress lines shown as they come.
 demo_launcher() {
     local label=$1 launcher=$2; shift 2
-    local log="$DCX_BUILD/demo-logs/${launcher}-$RANDOM" rc proof result
+    local log="$DCX_LOGS/${launcher}-$RANDOM" rc proof carried result
     note "  $label"
     set +e
     DCXEMU_FABRIC="$DEMO_FABRIC" timeout -k 10 "$E2E_TIMEOUT" \
@@ -306,20 +307,24 @@ demo_launcher() {
         tee "$log" | grep --line-buffered -E '^(mpi|shmem)_check:' | sed -u 's/^/        /'
     rc=${PIPESTATUS[0]}
     set -e
-    proof=$(dcx_carried "$log" "$E2E_NP") || proof=""
-    if [ "$rc" -eq 0 ] && [ -n "$proof" ] && grep -qE '^(mpi|shmem)_check: PASS' "$log"; then
+    carried=1
+    proof=$(dcx_carried "$log" "$E2E_NP") || carried=0
+    if [ "$rc" -eq 0 ] && [ $carried -eq 1 ] && grep -qE '^(mpi|shmem)_check: PASS' "$log"; then
         result="PASS ($(sed -n 's/^\(mpi\|shmem\)_check: PASS[^:]*: .*, \([0-9]*\) checks.*/\2/p' "$log") checks)"
         DEMO_ROWS+=("$label|$result|dcx ($E2E_NP ranks)")
         return 0
     fi
     note "    FAILED (exit $rc; log: $log)"
+    if [ $carried -eq 0 ]; then
+        printf '%s\n' "$proof" | sed 's/^/      | /'
+    fi
+    failure_excerpt "$log"
     DEMO_ROWS+=("$label|FAILED|-")
     return 1
 }
 
 demo_users() {
     local failed=0 bin="$DCX_BUILD/test/e2e" row what result by
-    mkdir -p "$DCX_BUILD/demo-logs"
     e2e_users_build
     note ""
     note "ucx_perftest at UCP level (UCX_TLS=dcx):"

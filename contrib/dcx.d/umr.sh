@@ -19,7 +19,7 @@ halo_run() {
 # PASS line, and every rank verified its ghosts through the zero-copy path.
 halo_check() {
     local nranks=$1; shift
-    local log="$DCX_BUILD/test-logs/halo.log"
+    local log="$DCX_LOGS/halo.log"
     halo_run "$log" "$nranks" "$@" || { cat "$log"; return 1; }
     grep -q "^dcx_halo: PASS ($nranks ranks" "$log" || { cat "$log"; return 1; }
     [ "$(grep -c 'ghosts verified' "$log")" -eq "$nranks" ] || { cat "$log"; return 1; }
@@ -43,8 +43,7 @@ suite_umr() {
 }
 
 demo_umr() {
-    local log="$DCX_BUILD/demo-logs/halo.log"
-    mkdir -p "$DCX_BUILD/demo-logs"
+    local log="$DCX_LOGS/halo.log"
     note ""
     note "Halo exchange over UCT, 4 processes: columns (strided) into remote"
     note "strided views, zero-copy through UMR (test/demo/dcx_halo.c):"
@@ -53,6 +52,7 @@ demo_umr() {
         return 0
     fi
     note "    FAILED (log: $log)"
+    failure_excerpt "$log"
     return 1
 }
 

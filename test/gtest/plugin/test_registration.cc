@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <fstream>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
@@ -52,15 +53,39 @@ uct_component_h load_plugin()
     return dcx;
 }
 
-std::string copy_plugin()
-{
-    std::string copy = P_tmpdir "/dcx-plugin-copy-" + std::to_string(getpid()) +
-                       ".so";
-    std::ifstream src(dcx_test::plugin_path(), std::ios::binary);
-    std::ofstream dst(copy, std::ios::binary);
-    dst << src.rdbuf();
-    return copy;
-}
+/* A second copy of the plugin: the plugin and its transport library, which
+ * it opens from its own directory, in a directory of their own. */
+struct plugin_copy {
+    std::string dir, plugin;
+
+    plugin_copy() :
+        dir(P_tmpdir "/dcx-plugin-copy-" + std::to_string(getpid())),
+        plugin(dir + "/libuct_dcx.so")
+    {
+        std::string src_dir = dcx_test::plugin_path();
+
+        src_dir.resize(src_dir.rfind('/'));
+        mkdir(dir.c_str(), 0700);
+        copy(dcx_test::plugin_path(), plugin);
+        copy(src_dir + "/libdcx_transport.so.0",
+             dir + "/libdcx_transport.so.0");
+    }
+
+    ~plugin_copy()
+    {
+        unlink(plugin.c_str());
+        unlink((dir + "/libdcx_transport.so.0").c_str());
+        rmdir(dir.c_str());
+    }
+
+    static void copy(const std::string &from, const std::string &to)
+    {
+        std::ifstream src(from, std::ios::binary);
+        std::ofstream dst(to, std::ios::binary);
+        ASSERT_TRUE(src.good()) << from;
+        dst << src.rdbuf();
+    }
+};
 
 } // namespace
 
@@ -86,27 +111,27 @@ TEST(registration, once_after_load)
 
 TEST(registration, second_copy_registers_nothing)
 {
-    std::string copy = copy_plugin();
+    plugin_copy copy;
 
     ASSERT_NE(nullptr, load_plugin());
-    void *handle = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
-    unlink(copy.c_str());
+    void *handle = dlopen(copy.plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
     ASSERT_NE(nullptr, handle) << dlerror();
     EXPECT_EQ(1u, count_dcx_components());
 }
 
 TEST(registration, second_copy_warns_in_ucx_info)
 {
-    std::string copy = copy_plugin();
+    plugin_copy copy;
     int status;
     std::string out = dcx_test::run("LD_PRELOAD=" + dcx_test::plugin_path() +
-                                    ":" + copy + " ucx_info -d", &status);
-    unlink(copy.c_str());
+                                    ":" + copy.plugin + " ucx_info -d",
+                                    &status);
 
     EXPECT_EQ(0, status) << out;
     EXPECT_EQ(1u, dcx_test::count(out, "Component: dcx")) << out;
     EXPECT_EQ(1u, dcx_test::count(out, "registers nothing")) << out;
-    EXPECT_NE(std::string::npos, out.find(copy)) << out;
+    /* Whichever registered first, the warning names both copies. */
+    EXPECT_NE(std::string::npos, out.find(copy.dir + "/")) << out;
 }
 
 TEST(registration, component_without_devices)

@@ -566,7 +566,7 @@ ucs_status_t uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface,
     return UCS_OK;
 }
 
-__attribute__((visibility("default")))
+/* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */
 ucs_status_t uct_dcx_iface_query_umr(uct_iface_h tl_iface,
                                      uct_dcx_umr_counters_t *counters)
 {
@@ -612,7 +612,7 @@ static void uct_dcx_mem_view_init(uct_dcx_iface_t *iface,
     view->memh.flags = UCT_DCX_MEM_FLAG_VIEW;
 }
 
-__attribute__((visibility("default")))
+/* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */
 ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
                                      void *address, size_t length,
                                      size_t stride, size_t count,
@@ -674,7 +674,7 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
     return UCS_OK;
 }
 
-__attribute__((visibility("default")))
+/* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */
 ucs_status_t uct_dcx_mem_view_create_iov(uct_iface_h tl_iface,
                                          const uct_iov_t *iov, size_t iovcnt,
                                          uct_mem_h *view_p)
@@ -753,7 +753,7 @@ ucs_status_t uct_dcx_mem_view_create_iov(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
-__attribute__((visibility("default")))
+/* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */
 ucs_status_t uct_dcx_mem_view_destroy(uct_iface_h tl_iface, uct_mem_h memh)
 {
     uct_dcx_mem_t *mem = memh;

@@ -49,7 +49,8 @@ AC_MSG_RESULT([$UCX_VERSION])
 AC_PATH_PROG([UCX_INFO], [ucx_info], [no], [$ucx_prefix/bin$PATH_SEPARATOR$PATH])
 AS_IF([test "x$UCX_INFO" = xno],
       [AC_MSG_ERROR([ucx_info not found: install UCX's tools (Debian/Ubuntu: apt-get install ucx-utils)])])
-ucx_info_version=`$UCX_INFO -v | sed -n 's/^# Version *//p'`
+# Older releases print "# Version 1.13.1", newer "# Library version: 1.18.1".
+ucx_info_version=`$UCX_INFO -v | sed -n 's/^# \(Library \)\{0,1\}@<:@Vv@:>@ersion:\{0,1\} *//p' | head -1`
 AS_IF([test "x$ucx_info_version" != "x$UCX_VERSION"],
       [AC_MSG_ERROR([$UCX_INFO reports UCX $ucx_info_version but the headers are $UCX_VERSION: use one installation])])
 
@@ -65,10 +66,12 @@ AC_MSG_RESULT([$ucx_src_version])
 AS_IF([test "x$ucx_src_version" != "x$UCX_VERSION"],
       [AC_MSG_ERROR([UCX source tree $UCX_SRC is version $ucx_src_version but the installed UCX is $UCX_VERSION: they must match exactly])])
 
+DCX_SELECT_UCX_COMPAT([$UCX_VERSION])
+
 # The installed UCX's build configuration, force-included into plugin objects:
 # ENABLE_ASSERT and ENABLE_STATS change the layout of UCS/UCT structures.
 $UCX_INFO -b > ucx_build_config.h
-AS_IF([grep -q '^#define ENABLE_ASSERT' ucx_build_config.h], [],
+AS_IF([grep -q '^#define UCX_CONFIGURE_FLAGS' ucx_build_config.h], [],
       [AC_MSG_ERROR([$UCX_INFO -b did not print a build configuration])])
 
 UCX_PLUGIN_CPPFLAGS="-include \$(abs_top_builddir)/ucx_build_config.h -isystem $UCX_SRC/src $UCX_CPPFLAGS"
@@ -107,4 +110,38 @@ AC_SUBST([UCX_SRC])
 AC_SUBST([UCX_PLUGIN_CPPFLAGS])
 AC_SUBST([UCX_BASE_IFACE_SIZE])
 AC_SUBST([UCX_BASE_EP_SIZE])
+])
+
+
+# DCX_SELECT_UCX_COMPAT(VERSION): the compatibility layer for a UCX release
+# (src/uct/ib/dcx/compat/). UCX's internal ABI changes between releases
+# (md ops and attributes in 1.14, mkey_pack and the component in 1.16, iface
+# internal ops in 1.14-1.22), so one layer serves a range of releases whose
+# internals it was written against; anything else stops here.
+#
+# Sets and substitutes:
+#   UCX_COMPAT         the layer: ucx113 (1.13.x) or ucx116 (1.16.x-1.22.x)
+#   UCX_VERSION_CODE   major * 10000 + minor * 100 + patch, for the layer
+#   AM_CONDITIONAL UCX_COMPAT_UCX113 / UCX_COMPAT_UCX116
+AC_DEFUN([DCX_SELECT_UCX_COMPAT], [
+dcx_ucx_major=`echo "$1" | cut -d. -f1`
+dcx_ucx_minor=`echo "$1" | cut -d. -f2`
+dcx_ucx_patch=`echo "$1" | cut -d. -f3 | sed 's/@<:@^0-9@:>@.*//'`
+AS_CASE(["$dcx_ucx_major.$dcx_ucx_minor"],
+    [1.13],                                [UCX_COMPAT=ucx113],
+    [1.16|1.17|1.18|1.19|1.20|1.21|1.22],  [UCX_COMPAT=ucx116],
+    [AC_MSG_ERROR([UCX $1 is not supported by dcx $PACKAGE_VERSION. Supported: UCX 1.13.x
+              (tested: 1.13.1) and 1.16.x to 1.22.x (tested: 1.18.1, 1.22.0). 1.14 and 1.15
+              changed the md and iface internals in ways no layer here adapts to; later
+              releases have not been examined.])])
+UCX_VERSION_CODE=`expr $dcx_ucx_major \* 10000 + $dcx_ucx_minor \* 100 + ${dcx_ucx_patch:-0}`
+AC_MSG_CHECKING([compatibility layer for UCX $1])
+AS_CASE(["$1"],
+    [1.13.1|1.18.1|1.22.0], [AC_MSG_RESULT([$UCX_COMPAT (tested release)])],
+    [AC_MSG_RESULT([$UCX_COMPAT])
+     AC_MSG_WARN([UCX $1 is within the range of the $UCX_COMPAT layer but was not tested; tested releases: 1.13.1, 1.18.1, 1.22.0])])
+AC_SUBST([UCX_COMPAT])
+AC_SUBST([UCX_VERSION_CODE])
+AM_CONDITIONAL([UCX_COMPAT_UCX113], [test "x$UCX_COMPAT" = xucx113])
+AM_CONDITIONAL([UCX_COMPAT_UCX116], [test "x$UCX_COMPAT" = xucx116])
 ])

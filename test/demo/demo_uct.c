@@ -25,7 +25,8 @@ void demo_uct_open(demo_uct_t *d, const char *const *iface_settings)
     uct_iface_config_t *iface_config;
     uct_iface_params_t params;
     unsigned i, num;
-    char name[64];
+    char name[64], prefixed[80];
+    ucs_status_t status;
     const char *eq;
 
     memset(d, 0, sizeof(*d));
@@ -63,8 +64,14 @@ void demo_uct_open(demo_uct_t *d, const char *const *iface_settings)
         }
         memcpy(name, iface_settings[i], eq - iface_settings[i]);
         name[eq - iface_settings[i]] = '\0';
-        demo_check(uct_config_modify(iface_config, name, eq + 1),
-                   iface_settings[i]);
+        /* UCX 1.13 matches a name without the table's prefix, 1.16 and
+         * later only with it (DCX_...). */
+        status = uct_config_modify(iface_config, name, eq + 1);
+        if (status == UCS_ERR_NO_ELEM) {
+            snprintf(prefixed, sizeof(prefixed), "DCX_%s", name);
+            status = uct_config_modify(iface_config, prefixed, eq + 1);
+        }
+        demo_check(status, iface_settings[i]);
     }
     memset(&params, 0, sizeof(params));
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |

@@ -76,9 +76,16 @@ entity::entity(const config_t &config, uct_error_handler_t err_handler,
     EXPECT_EQ(UCS_OK, uct_md_iface_config_read(m_md, "dcx", NULL, NULL,
                                                &iface_config));
     for (const auto &kv : config) {
-        EXPECT_EQ(UCS_OK, uct_config_modify(iface_config, kv.first.c_str(),
-                                            kv.second.c_str()))
-                << kv.first << "=" << kv.second;
+        /* UCX 1.13 matches a name without the table's prefix, 1.16 and
+         * later only with it (DCX_...). */
+        ucs_status_t status = uct_config_modify(iface_config, kv.first.c_str(),
+                                                kv.second.c_str());
+        if (status == UCS_ERR_NO_ELEM) {
+            status = uct_config_modify(iface_config,
+                                       ("DCX_" + kv.first).c_str(),
+                                       kv.second.c_str());
+        }
+        EXPECT_EQ(UCS_OK, status) << kv.first << "=" << kv.second;
     }
 
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |

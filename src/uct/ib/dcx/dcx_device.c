@@ -2,6 +2,7 @@
  * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
  */
 #include "dcx_device.h"
+#include "compat/dcx_compat.h"
 
 #include <ucs/config/parser.h>
 #include <ucs/debug/log.h>
@@ -41,6 +42,14 @@ ucs_config_field_t uct_dcx_global_config_table[] = {
      ucs_offsetof(uct_dcx_global_config_t, emu_lib), UCS_CONFIG_TYPE_STRING},
 
     {NULL}
+};
+
+/* Listed by ucx_info -c; dcx_init.c adds it to UCX's list of tables. */
+ucs_config_global_list_entry_t uct_dcx_global_config_entry = {
+    .name   = "dcx devices",
+    .prefix = "DCX_",
+    .table  = uct_dcx_global_config_table,
+    .size   = sizeof(uct_dcx_global_config_t)
 };
 
 
@@ -246,9 +255,8 @@ static void uct_dcx_devices_discover(void)
 {
     ucs_status_t status;
 
-    status = ucs_config_parser_fill_opts(&uct_dcx_global_config,
-                                         uct_dcx_global_config_table,
-                                         UCS_DEFAULT_ENV_PREFIX, "DCX_", 0);
+    status = uct_dcx_compat_config_fill(&uct_dcx_global_config,
+                                        &uct_dcx_global_config_entry);
     if (status != UCS_OK) {
         ucs_warn("dcx: invalid UCX_DCX_ global settings, no devices");
         return;

@@ -9,6 +9,7 @@
 #include "dcx_seam.h"
 
 #include <uct/api/uct_def.h>
+#include <ucs/config/parser.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,6 +65,7 @@ ucs_status_t uct_dcx_device_probe_dc(const uct_dcx_binding_t *binding,
                                      const struct ibv_port_attr *port_attr);
 
 extern uct_dcx_global_config_t uct_dcx_global_config;
+extern ucs_config_global_list_entry_t uct_dcx_global_config_entry;
 
 #ifdef __cplusplus
 }

@@ -322,6 +322,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
     uct_dcx_peer_t *peer;
     struct ibv_ah *ah;
     ucs_status_t status;
+    char reason[128];
     uint32_t dctn;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
@@ -335,12 +336,10 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
 
     dev_addr   = (const uct_dcx_dev_addr_t*)params->dev_addr;
     iface_addr = (const uct_dcx_iface_addr_t*)params->iface_addr;
-    if (!iface->super.super.ops.iface_is_reachable(&iface->super.super,
-                                                   params->dev_addr,
-                                                   params->iface_addr)) {
-        ucs_error("dcx: malformed or unreachable peer address (lid %u, "
-                  "flags 0x%x/0x%x)", dev_addr->lid, dev_addr->flags,
-                  iface_addr->flags);
+    if (!uct_dcx_iface_addr_is_reachable(&iface->super.super,
+                                         params->dev_addr, params->iface_addr,
+                                         reason, sizeof(reason))) {
+        ucs_error("%s: malformed or unreachable peer address", reason);
         return UCS_ERR_UNREACHABLE;
     }
 
@@ -376,6 +375,36 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
 
     ucs_debug("dcx: ep %p to lid %u dct 0x%x", self, dev_addr->lid, dctn);
     return UCS_OK;
+}
+
+int uct_dcx_ep_is_connected_to(uct_ep_h tl_ep,
+                               const uct_device_addr_t *dev_addr,
+                               const uct_iface_addr_t *iface_addr)
+{
+    uct_dcx_ep_t *ep                 = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    uct_dcx_iface_t *iface           = ucs_derived_of(tl_ep->iface,
+                                                      uct_dcx_iface_t);
+    const uct_dcx_dev_addr_t *daddr  = (const uct_dcx_dev_addr_t*)dev_addr;
+    const uct_dcx_iface_addr_t *addr = (const uct_dcx_iface_addr_t*)
+                                       iface_addr;
+    const uct_dcx_peer_t *peer;
+    struct ibv_ah *ah;
+
+    if (!uct_dcx_iface_addr_is_reachable(tl_ep->iface, dev_addr, iface_addr,
+                                         NULL, 0) ||
+        (uct_dcx_iface_ah_get(iface, daddr->lid,
+                              iface->is_global ?
+                              (const union ibv_gid*)(daddr + 1) : NULL,
+                              &ah) != UCS_OK)) {
+        return 0;
+    }
+
+    /* Address handles are cached per destination: the same handle, DCT
+     * number and DC key are the same target. */
+    peer = uct_dcx_ep_peer(iface, ep);
+    return (peer->ah == ah) && (peer->dc_key == addr->dc_key) &&
+           (peer->dctn == (addr->dctn[0] | ((uint32_t)addr->dctn[1] << 8) |
+                           ((uint32_t)addr->dctn[2] << 16)));
 }
 
 static ucs_arbiter_cb_result_t
@@ -1796,7 +1825,10 @@ ucs_status_t uct_dcx_ep_check(uct_ep_h tl_ep, unsigned flags,
     uct_dcx_dci_t *dci;
     ucs_status_t status;
 
-    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    /* A failure is reported through the interface's error handler, never
+     * through a completion (UCX's own transports do the same). */
+    UCT_CHECK_PARAM(flags == 0, "Unsupported flags: %x", flags);
+    UCT_CHECK_PARAM(comp == NULL, "Unsupported completion on ep_check");
 
     if (ep->flags & UCT_DCX_EP_FLAG_FAILED) {
         return UCS_OK; /* already reported */

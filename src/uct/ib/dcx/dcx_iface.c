@@ -170,13 +170,13 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
      ucs_offsetof(uct_dcx_iface_config_t, umr_max_inline),
      UCS_CONFIG_TYPE_MEMUNITS},
 
-    UCT_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 128, "send",
-                                  ucs_offsetof(uct_dcx_iface_config_t, tx_mp),
-                                  ""),
+    UCT_DCX_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 128, "send",
+                                      ucs_offsetof(uct_dcx_iface_config_t,
+                                                   tx_mp)),
 
-    UCT_IFACE_MPOOL_CONFIG_FIELDS("RX_", -1, 256, "receive",
-                                  ucs_offsetof(uct_dcx_iface_config_t, rx_mp),
-                                  ""),
+    UCT_DCX_IFACE_MPOOL_CONFIG_FIELDS("RX_", -1, 256, "receive",
+                                      ucs_offsetof(uct_dcx_iface_config_t,
+                                                   rx_mp)),
 
     {NULL}
 };
@@ -285,7 +285,7 @@ static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
 {
     uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
     size_t max_msg         = iface->port_attr.max_msg_sz;
-    double bandwidth;
+    uct_dcx_iface_perf_t perf;
 
     uct_base_iface_query(&iface->super, attr);
 
@@ -351,13 +351,12 @@ static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
     attr->cap.am.max_hdr          = iface->tx.seg_size / 2;
     attr->cap.am.max_iov          = iface->tx.max_sge - 1;
 
-    /* One DC connect per message on a fresh DCI, as UCX's model of DC. */
-    attr->latency   = ucs_linear_func_make(660e-9, 0);
-    bandwidth       = 12500.0 * UCS_MBYTE;
-    attr->bandwidth.dedicated = bandwidth;
+    uct_dcx_iface_perf_get(tl_iface, &perf);
+    attr->latency             = ucs_linear_func_make(perf.latency, 0);
+    attr->bandwidth.dedicated = perf.bandwidth;
     attr->bandwidth.shared    = 0;
-    attr->overhead  = 75e-9;
-    attr->priority  = 0;
+    attr->overhead            = perf.send_pre_overhead;
+    attr->priority            = 0;
     return UCS_OK;
 }
 
@@ -391,29 +390,56 @@ static ucs_status_t uct_dcx_iface_get_address(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
-static int uct_dcx_iface_is_reachable(const uct_iface_h tl_iface,
-                                      const uct_device_addr_t *dev_addr,
-                                      const uct_iface_addr_t *iface_addr)
+int uct_dcx_iface_addr_is_reachable(uct_iface_h tl_iface,
+                                    const uct_device_addr_t *dev_addr,
+                                    const uct_iface_addr_t *iface_addr,
+                                    char *info, size_t max)
 {
-    uct_dcx_iface_t *iface               = ucs_derived_of(tl_iface,
-                                                          uct_dcx_iface_t);
-    const uct_dcx_dev_addr_t *daddr      = (const uct_dcx_dev_addr_t*)dev_addr;
-    const uct_dcx_iface_addr_t *ifaddr   = (const uct_dcx_iface_addr_t*)
-                                           iface_addr;
+    uct_dcx_iface_t *iface             = ucs_derived_of(tl_iface,
+                                                        uct_dcx_iface_t);
+    const uct_dcx_dev_addr_t *daddr    = (const uct_dcx_dev_addr_t*)dev_addr;
+    const uct_dcx_iface_addr_t *ifaddr = (const uct_dcx_iface_addr_t*)
+                                         iface_addr;
+    const char *reason;
 
     if ((daddr == NULL) || (ifaddr == NULL)) {
-        return 0;
+        reason = "no device or interface address";
+    } else if ((ifaddr->flags & UCT_DCX_IFACE_ADDR_VERSION_MASK) !=
+               UCT_DCX_IFACE_ADDR_VERSION_1) {
+        reason = "unknown interface address format";
+    } else if (!!(daddr->flags & UCT_DCX_DEV_ADDR_FLAG_GLOBAL) !=
+               iface->is_global) {
+        /* Not the same kind of fabric (IB or RoCE). */
+        reason = "the peer is on another kind of fabric (IB/RoCE)";
+    } else if (!iface->is_global &&
+               ((daddr->lid == 0) || (daddr->lid >= 0xc000))) {
+        /* IB unicast LIDs are 1..0xbfff; RoCE addresses by GID. */
+        reason = "not an IB unicast LID";
+    } else {
+        return 1;
     }
 
-    /* Same address format, and the same kind of fabric (IB or RoCE). */
-    if (((ifaddr->flags & UCT_DCX_IFACE_ADDR_VERSION_MASK) !=
-         UCT_DCX_IFACE_ADDR_VERSION_1) ||
-        (!!(daddr->flags & UCT_DCX_DEV_ADDR_FLAG_GLOBAL) != iface->is_global)) {
-        return 0;
+    if ((info != NULL) && (max > 0)) {
+        ucs_snprintf_zero(info, max, "dcx: %s", reason);
     }
+    return 0;
+}
 
-    /* IB unicast LIDs are 1..0xbfff; RoCE addresses by GID. */
-    return iface->is_global || ((daddr->lid != 0) && (daddr->lid < 0xc000));
+void uct_dcx_iface_perf_get(uct_iface_h tl_iface, uct_dcx_iface_perf_t *perf)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+
+    /* mlx5 figures as UCX models DC: posting and polling cost the CPU about
+     * 75 ns each; a message on a fresh DCI pays a DC connect on the wire. */
+    perf->send_pre_overhead  = 75e-9;
+    perf->send_post_overhead = 0;
+    perf->recv_overhead      = 75e-9;
+    perf->bandwidth          = 12500.0 * UCS_MBYTE;
+    perf->latency            = 660e-9;
+    /* Under dcs and dcs_quota an endpoint with work in flight holds a DCI;
+     * under rand any number share them. */
+    perf->max_inflight_eps   = (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) ?
+                               SIZE_MAX : iface->tx.num_dci;
 }
 
 /* --- receive ---------------------------------------------------------- */
@@ -1807,7 +1833,6 @@ uct_dcx_iface_check_config(const uct_dcx_iface_config_t *config)
 }
 
 static uct_iface_ops_t uct_dcx_iface_tl_ops;
-static uct_iface_internal_ops_t uct_dcx_iface_internal_ops;
 
 static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
                            uct_worker_h worker,
@@ -2008,24 +2033,25 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
         goto err_destroy_dcis;
     }
 
-    status = ucs_mpool_init(&self->tx.flush_mp, 0, sizeof(uct_dcx_op_t), 0,
-                            UCS_SYS_CACHE_LINE_SIZE, 128, UINT_MAX,
-                            &uct_dcx_malloc_mpool_ops, "dcx_flush");
+    status = uct_dcx_compat_mpool_init(&self->tx.flush_mp, sizeof(uct_dcx_op_t),
+                                       UCS_SYS_CACHE_LINE_SIZE, 128, UINT_MAX,
+                                       &uct_dcx_malloc_mpool_ops, "dcx_flush");
     if (status != UCS_OK) {
         goto err_cleanup_tx_mp;
     }
 
-    status = ucs_mpool_init(&self->fc.grant_mp, 0,
-                            sizeof(uct_dcx_fc_pending_grant_t), 0,
-                            UCS_SYS_CACHE_LINE_SIZE, 64, 4096,
-                            &uct_dcx_malloc_mpool_ops, "dcx_fc_grants");
+    status = uct_dcx_compat_mpool_init(&self->fc.grant_mp,
+                                       sizeof(uct_dcx_fc_pending_grant_t),
+                                       UCS_SYS_CACHE_LINE_SIZE, 64, 4096,
+                                       &uct_dcx_malloc_mpool_ops,
+                                       "dcx_fc_grants");
     if (status != UCS_OK) {
         goto err_cleanup_flush_mp;
     }
 
-    status = ucs_mpool_init(&self->ep_mp, 0, sizeof(uct_dcx_ep_t), 0,
-                            sizeof(void*), 1024, UINT_MAX,
-                            &uct_dcx_malloc_mpool_ops, "dcx_eps");
+    status = uct_dcx_compat_mpool_init(&self->ep_mp, sizeof(uct_dcx_ep_t),
+                                       sizeof(void*), 1024, UINT_MAX,
+                                       &uct_dcx_malloc_mpool_ops, "dcx_eps");
     if (status != UCS_OK) {
         goto err_cleanup_grant_mp;
     }
@@ -2217,9 +2243,9 @@ static uct_iface_ops_t uct_dcx_iface_tl_ops = {
     .ep_atomic_cswap64        = uct_dcx_ep_atomic_cswap64,
     .ep_atomic64_post         = uct_dcx_ep_atomic64_post,
     .ep_atomic64_fetch        = uct_dcx_ep_atomic64_fetch,
-    .ep_atomic_cswap32        = (uct_ep_atomic_cswap32_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic32_post         = (uct_ep_atomic32_post_func_t)ucs_empty_function_return_unsupported,
-    .ep_atomic32_fetch        = (uct_ep_atomic32_fetch_func_t)ucs_empty_function_return_unsupported,
+    .ep_atomic_cswap32        = UCT_DCX_STUB(uct_ep_atomic_cswap32_func_t, ucs_empty_function_return_unsupported),
+    .ep_atomic32_post         = UCT_DCX_STUB(uct_ep_atomic32_post_func_t, ucs_empty_function_return_unsupported),
+    .ep_atomic32_fetch        = UCT_DCX_STUB(uct_ep_atomic32_fetch_func_t, ucs_empty_function_return_unsupported),
     .ep_check                 = uct_dcx_ep_check,
     .ep_pending_add           = uct_dcx_ep_pending_add,
     .ep_pending_purge         = uct_dcx_ep_pending_purge,
@@ -2227,8 +2253,8 @@ static uct_iface_ops_t uct_dcx_iface_tl_ops = {
     .ep_fence                 = uct_dcx_ep_fence,
     .ep_create                = uct_dcx_ep_create,
     .ep_destroy               = uct_dcx_ep_destroy,
-    .ep_get_address           = (uct_ep_get_address_func_t)ucs_empty_function_return_unsupported,
-    .ep_connect_to_ep         = (uct_ep_connect_to_ep_func_t)ucs_empty_function_return_unsupported,
+    .ep_get_address           = UCT_DCX_STUB(uct_ep_get_address_func_t, ucs_empty_function_return_unsupported),
+    .ep_connect_to_ep         = UCT_DCX_STUB(uct_ep_connect_to_ep_func_t, ucs_empty_function_return_unsupported),
     .iface_flush              = uct_dcx_iface_flush,
     .iface_fence              = uct_dcx_iface_fence,
     .iface_progress_enable    = uct_base_iface_progress_enable,
@@ -2240,14 +2266,7 @@ static uct_iface_ops_t uct_dcx_iface_tl_ops = {
     .iface_query              = uct_dcx_iface_query,
     .iface_get_device_address = uct_dcx_iface_get_device_address,
     .iface_get_address        = uct_dcx_iface_get_address,
-    .iface_is_reachable       = uct_dcx_iface_is_reachable
-};
-
-static uct_iface_internal_ops_t uct_dcx_iface_internal_ops = {
-    .iface_estimate_perf = uct_base_iface_estimate_perf,
-    .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
-    .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
-    .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported
+    .iface_is_reachable       = uct_dcx_compat_iface_is_reachable
 };
 
 uct_tl_t uct_dcx_tl = {

@@ -1,9 +1,10 @@
 /**
  * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
  *
- * Registration of the dcx component and transport. UCX 1.13 only dlopens
- * modules compiled into it, so the plugin registers itself from a
- * constructor when it is preloaded or linked. It is linked with
+ * Registration of the dcx component and transport, from a constructor: it
+ * runs when the plugin is preloaded or linked (UCX 1.13 to 1.21 dlopen only
+ * the modules compiled into them) and when UCX 1.22 or later dlopens it
+ * from its module directory or UCX_PLUGIN_PATH. It is linked with
  * -z nodelete: UCX's unregister calls leave the component in its lists.
  */
 #include "dcx_guard.h"
@@ -14,14 +15,6 @@
 
 #include <dlfcn.h>
 #include <string.h>
-
-
-static ucs_config_global_list_entry_t uct_dcx_global_config_entry = {
-    .name   = "dcx devices",
-    .prefix = "DCX_",
-    .table  = uct_dcx_global_config_table,
-    .size   = sizeof(uct_dcx_global_config_t)
-};
 
 
 static const char *uct_dcx_object_path(const void *address)

@@ -40,7 +40,7 @@ ucs_config_field_t uct_dcx_md_config_table[] = {
 
     {"", "", NULL,
      ucs_offsetof(uct_dcx_md_config_t, rcache_config),
-     UCS_CONFIG_TYPE_TABLE(uct_md_config_rcache_table)},
+     UCS_CONFIG_TYPE_TABLE(UCT_DCX_RCACHE_CONFIG_TABLE)},
 
     {NULL}
 };
@@ -53,7 +53,7 @@ static const ucs_linear_func_t uct_dcx_md_reg_cost = {
 };
 
 
-static ucs_status_t
+ucs_status_t
 uct_dcx_query_md_resources(uct_component_t *component,
                            uct_md_resource_desc_t **resources_p,
                            unsigned *num_resources_p)
@@ -148,7 +148,7 @@ static ucs_status_t uct_dcx_md_async_init(uct_dcx_md_t *md)
                                        uct_dcx_md_async_event, md, NULL);
 }
 
-static void uct_dcx_md_close(uct_md_h uct_md)
+void uct_dcx_md_close(uct_md_h uct_md)
 {
     uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
     const uct_dcx_verbs_ops_t *ops;
@@ -175,26 +175,26 @@ static void uct_dcx_md_close(uct_md_h uct_md)
     ucs_free(md);
 }
 
-static ucs_status_t uct_dcx_md_query(uct_md_h uct_md, uct_md_attr_t *attr)
+void uct_dcx_md_caps_get(uct_md_h uct_md, uct_dcx_md_caps_t *caps)
 {
     uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
 
-    memset(attr, 0, sizeof(*attr));
-    UCS_CPU_ZERO(&attr->local_cpus);
+    memset(caps, 0, sizeof(*caps));
+    caps->reg_alignment = 1;
     if (md->device == NULL) {
         /* The no-device memory domain registers nothing. */
-        return UCS_OK;
+        return;
     }
 
-    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
-                                 UCT_MD_FLAG_NEED_RKEY;
-    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.max_reg          = md->max_mr_size;
-    attr->rkey_packed_size     = sizeof(uct_dcx_packed_rkey_t);
-    attr->reg_cost             = md->reg_cost;
-    memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
-    return UCS_OK;
+    caps->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
+                             UCT_MD_FLAG_NEED_RKEY;
+    caps->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    caps->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    caps->max_reg          = md->max_mr_size;
+    caps->rkey_packed_size = sizeof(uct_dcx_packed_rkey_t);
+    caps->reg_cost         = md->reg_cost;
+    /* Any byte range registers (the device pins whole pages itself). */
+    caps->reg_alignment    = 1;
 }
 
 static ucs_status_t uct_dcx_md_reg_mr(uct_dcx_md_t *md, void *address,
@@ -245,9 +245,9 @@ static void uct_dcx_md_dereg_mr(uct_dcx_md_t *md, uct_dcx_mem_t *memh)
     }
 }
 
-static ucs_status_t uct_dcx_md_mem_reg(uct_md_h uct_md, void *address,
-                                       size_t length, unsigned flags,
-                                       uct_mem_h *memh_p)
+ucs_status_t uct_dcx_md_mem_reg_flags(uct_md_h uct_md, void *address,
+                                      size_t length, unsigned flags,
+                                      uct_mem_h *memh_p)
 {
     uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
     ucs_rcache_region_t *region;
@@ -259,8 +259,8 @@ static ucs_status_t uct_dcx_md_mem_reg(uct_md_h uct_md, void *address,
     }
 
     if (md->rcache != NULL) {
-        status = ucs_rcache_get(md->rcache, address, length,
-                                PROT_READ | PROT_WRITE, &flags, &region);
+        status = uct_dcx_compat_rcache_get(md->rcache, address, length,
+                                           &flags, &region);
         if (status != UCS_OK) {
             return status;
         }
@@ -283,7 +283,7 @@ static ucs_status_t uct_dcx_md_mem_reg(uct_md_h uct_md, void *address,
     return UCS_OK;
 }
 
-static ucs_status_t
+ucs_status_t
 uct_dcx_md_mem_dereg(uct_md_h uct_md, const uct_md_mem_dereg_params_t *params)
 {
     uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
@@ -310,10 +310,8 @@ uct_dcx_md_mem_dereg(uct_md_h uct_md, const uct_md_mem_dereg_params_t *params)
     return UCS_OK;
 }
 
-static ucs_status_t
-uct_dcx_md_mkey_pack(uct_md_h uct_md, uct_mem_h memh,
-                     const uct_md_mkey_pack_params_t *params,
-                     void *rkey_buffer)
+ucs_status_t uct_dcx_md_mkey_pack_memh(uct_md_h uct_md, uct_mem_h memh,
+                                       void *rkey_buffer)
 {
     uct_dcx_packed_rkey_t *packed = rkey_buffer;
 
@@ -359,11 +357,10 @@ static void uct_dcx_rcache_dump_region_cb(void *context, ucs_rcache_t *rcache,
              region->memh.mr->rkey);
 }
 
-static ucs_rcache_ops_t uct_dcx_rcache_ops = {
-    .mem_reg     = uct_dcx_rcache_mem_reg_cb,
-    .mem_dereg   = uct_dcx_rcache_mem_dereg_cb,
-    .dump_region = uct_dcx_rcache_dump_region_cb
-};
+static ucs_rcache_ops_t uct_dcx_rcache_ops =
+        UCT_DCX_RCACHE_OPS(uct_dcx_rcache_mem_reg_cb,
+                           uct_dcx_rcache_mem_dereg_cb,
+                           uct_dcx_rcache_dump_region_cb);
 
 static ucs_status_t uct_dcx_md_rcache_init(uct_dcx_md_t *md,
                                            const uct_dcx_md_config_t *config)
@@ -376,9 +373,8 @@ static ucs_status_t uct_dcx_md_rcache_init(uct_dcx_md_t *md,
         return UCS_OK;
     }
 
-    uct_md_set_rcache_params(&params, &config->rcache_config);
+    uct_dcx_compat_rcache_params(&params, &config->rcache_config);
     params.region_struct_size = sizeof(uct_dcx_rcache_region_t);
-    params.max_alignment      = ucs_get_page_size();
     params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
     params.context            = md;
     params.ops                = &uct_dcx_rcache_ops;
@@ -387,7 +383,7 @@ static ucs_status_t uct_dcx_md_rcache_init(uct_dcx_md_t *md,
     status = ucs_rcache_create(&params, md->device->name, NULL, &md->rcache);
     if (status == UCS_OK) {
         md->reg_cost = ucs_linear_func_make(
-                uct_md_rcache_overhead(&config->rcache_config), 0);
+                uct_dcx_compat_rcache_overhead(&config->rcache_config), 0);
         return UCS_OK;
     }
 
@@ -402,20 +398,6 @@ static ucs_status_t uct_dcx_md_rcache_init(uct_dcx_md_t *md,
     md->reg_cost = uct_dcx_md_reg_cost;
     return UCS_OK;
 }
-
-static uct_md_ops_t uct_dcx_md_ops = {
-    .close                  = uct_dcx_md_close,
-    .query                  = uct_dcx_md_query,
-    .mem_alloc              = (uct_md_mem_alloc_func_t)ucs_empty_function_return_unsupported,
-    .mem_free               = (uct_md_mem_free_func_t)ucs_empty_function_return_unsupported,
-    .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
-    .mem_reg                = uct_dcx_md_mem_reg,
-    .mem_dereg              = uct_dcx_md_mem_dereg,
-    .mem_query              = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
-    .mkey_pack              = uct_dcx_md_mkey_pack,
-    .is_sockaddr_accessible = ucs_empty_function_return_zero_int,
-    .detect_memory_type     = ucs_empty_function_return_unsupported,
-};
 
 /* Open the device, with DEVX as configured. */
 static ucs_status_t uct_dcx_md_open_device(uct_dcx_md_t *md,
@@ -492,7 +474,7 @@ static ucs_status_t uct_dcx_md_query_device(uct_dcx_md_t *md)
     return UCS_OK;
 }
 
-static ucs_status_t
+ucs_status_t
 uct_dcx_md_open(uct_component_t *component, const char *md_name,
                 const uct_md_config_t *uct_config, uct_md_h *md_p)
 {
@@ -573,9 +555,8 @@ err_free:
     return status;
 }
 
-static ucs_status_t
-uct_dcx_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
-                    uct_rkey_t *rkey_p, void **handle_p)
+ucs_status_t uct_dcx_rkey_unpack_buffer(const void *rkey_buffer,
+                                        uct_rkey_t *rkey_p, void **handle_p)
 {
     const uct_dcx_packed_rkey_t *packed = rkey_buffer;
 
@@ -591,23 +572,3 @@ uct_dcx_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
     *handle_p = NULL;
     return UCS_OK;
 }
-
-uct_component_t uct_dcx_component = {
-    .name               = "dcx",
-    .query_md_resources = uct_dcx_query_md_resources,
-    .md_open            = uct_dcx_md_open,
-    .cm_open            = (uct_component_cm_open_func_t)ucs_empty_function_return_unsupported,
-    .rkey_unpack        = uct_dcx_rkey_unpack,
-    .rkey_ptr           = (uct_component_rkey_ptr_func_t)ucs_empty_function_return_unsupported,
-    .rkey_release       = (uct_component_rkey_release_func_t)ucs_empty_function_return_success,
-    .md_config          = {
-        .name           = "dcx memory domain",
-        .prefix         = "DCX_",
-        .table          = uct_dcx_md_config_table,
-        .size           = sizeof(uct_dcx_md_config_t),
-    },
-    .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
-    .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(&uct_dcx_component),
-    .flags              = 0,
-    .md_vfs_init        = (uct_component_md_vfs_init_func_t)ucs_empty_function
-};

@@ -5,6 +5,7 @@
 #define UCT_DCX_MD_H_
 
 #include "dcx_device.h"
+#include "compat/dcx_compat.h"
 
 #include <uct/base/uct_md.h>
 #include <ucs/config/types.h>
@@ -40,7 +41,7 @@ typedef struct uct_dcx_md_config {
     uct_md_config_t          super;
     ucs_ternary_auto_value_t devx;   /* open devices with DEVX (UMR) */
     ucs_ternary_auto_value_t rcache; /* use a registration cache */
-    uct_md_rcache_config_t   rcache_config;
+    uct_dcx_rcache_config_t  rcache_config;
     ucs_linear_func_t        reg_cost;
 } uct_dcx_md_config_t;
 
@@ -103,7 +104,6 @@ static UCS_F_ALWAYS_INLINE uint32_t uct_dcx_rkey(uct_rkey_t rkey)
 }
 
 
-extern uct_component_t uct_dcx_component;
 extern ucs_config_field_t uct_dcx_md_config_table[];
 extern ucs_config_field_t uct_dcx_global_config_table[];
 

@@ -1,0 +1,34 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * Types and macros of the UCX 1.13 layer (see ../dcx_compat.h).
+ */
+#ifndef UCT_DCX_COMPAT_LAYER_H_
+#define UCT_DCX_COMPAT_LAYER_H_
+
+#include <uct/base/uct_iface.h>
+#include <uct/base/uct_md.h>
+#include <ucs/sys/math.h>
+
+
+#define UCT_DCX_COMPAT_LAYER "ucx113"
+
+/* Registration cache settings: UCT's table in 1.13. */
+typedef uct_md_rcache_config_t uct_dcx_rcache_config_t;
+#define UCT_DCX_RCACHE_CONFIG_TABLE uct_md_config_rcache_table
+
+/* A registration cache's callbacks. */
+#define UCT_DCX_RCACHE_OPS(_mem_reg, _mem_dereg, _dump_region) \
+    { \
+        .mem_reg     = _mem_reg, \
+        .mem_dereg   = _mem_dereg, \
+        .dump_region = _dump_region \
+    }
+
+/* MAX_BUFS and BUFS_GROW of an interface memory pool. */
+#define UCT_DCX_IFACE_MPOOL_CONFIG_FIELDS(_prefix, _dfl_max, _dfl_grow, \
+                                          _mp_name, _offset) \
+    UCT_IFACE_MPOOL_CONFIG_FIELDS(_prefix, _dfl_max, _dfl_grow, _mp_name, \
+                                  _offset, "")
+
+#endif

@@ -1,0 +1,46 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * Types and macros of the UCX 1.16-1.22 layer (see ../dcx_compat.h).
+ */
+#ifndef UCT_DCX_COMPAT_LAYER_H_
+#define UCT_DCX_COMPAT_LAYER_H_
+
+#include <uct/base/uct_iface.h>
+#include <uct/base/uct_md.h>
+#include <ucs/sys/math.h>
+#include <ucs/sys/ptr_arith.h>
+
+
+#define UCT_DCX_COMPAT_LAYER "ucx116"
+
+/* UCT_DCX_UCX_VERSION_CODE (major * 10000 + minor * 100 + patch) comes from
+ * configure; the layer follows changes inside its range with it. */
+#define UCT_DCX_UCX_AT_LEAST(_major, _minor) \
+    (UCT_DCX_UCX_VERSION_CODE >= ((_major) * 10000 + (_minor) * 100))
+
+/* Registration cache settings: UCS's own table since 1.16. */
+typedef ucs_rcache_config_t uct_dcx_rcache_config_t;
+#define UCT_DCX_RCACHE_CONFIG_TABLE ucs_config_rcache_table
+
+/* A registration cache's callbacks; merging regions needs nothing from
+ * dcx (each region is registered whole), but UCS calls merge unchecked. */
+#define UCT_DCX_RCACHE_OPS(_mem_reg, _mem_dereg, _dump_region) \
+    { \
+        .mem_reg     = _mem_reg, \
+        .mem_dereg   = _mem_dereg, \
+        .merge       = (void (*)(void*, ucs_rcache_t*, void*, \
+                                 ucs_rcache_region_t*))(void (*)(void)) \
+                       ucs_empty_function, \
+        .dump_region = _dump_region \
+    }
+
+/* MAX_BUFS, BUFS_GROW, MAX_CHUNK_SIZE and GROW_FACTOR of an interface memory
+ * pool, with the defaults of UCX's IB transports for the last two. */
+#define UCT_DCX_IFACE_MPOOL_CONFIG_FIELDS(_prefix, _dfl_max, _dfl_grow, \
+                                          _mp_name, _offset) \
+    UCT_IFACE_MPOOL_CONFIG_FIELDS(_prefix, _dfl_max, _dfl_grow, \
+                                  128m, 1.0, _mp_name, _offset, \
+                                  "")
+
+#endif

@@ -121,15 +121,22 @@ root_env() {
 
 # root_exec RELEASE CMD...: run CMD in the root, in a private mount namespace
 # (every mount below disappears with it), with RELEASE's environment.
+# The command starts in the caller's directory when that is bound into the
+# root (relative paths then mean the same), otherwise in /.
 root_exec() {
     local release=$1; shift
-    local root env=() binds=()
+    local root env=() binds=() bind cwd=/
     root=$(root_dir)
     mapfile -t env < <(root_env "$release")
     mapfile -t binds < <(root_binds)
+    for bind in "${binds[@]}"; do
+        if path_under "$PWD" "${bind#* }"; then
+            cwd=$PWD
+        fi
+    done
     unshare --mount --propagation private -- \
         "$DCX_TOP/contrib/dcx" __chroot "$root" "${binds[@]}" -- \
-        env -i "${env[@]}" "$@"
+        env -i -C "$cwd" "${env[@]}" "$@"
 }
 
 # The private half of root_exec, run by the re-exec in the new mount
@@ -154,8 +161,10 @@ root_chroot() {
     done
     [ "${1:-}" = -- ] || die "__chroot: no command"
     shift
-    # apt in the root resolves the mirror like the host does
+    # Names resolve as on the host: the mirror for apt, localhost and this
+    # host's name for ucx_perftest and Open MPI (debootstrap writes no hosts).
     cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+    cp -L /etc/hosts "$root/etc/hosts"
     exec chroot "$root" "$@"
 }
 

@@ -39,18 +39,21 @@ e2e_users_build() {
 }
 
 # Proof that dcx carried the traffic. UCP logs the transport of every lane
-# it selects: at UCX_LOG_LEVEL=info each endpoint configuration
-# ("ep_cfg[N]: tag(dcx/dcxemu0:1)"; not printed for atomics-only endpoints),
+# it selects: at UCX_LOG_LEVEL=info each endpoint configuration (UCX 1.13:
+# "ep_cfg[N]: tag(dcx/dcxemu0:1)"; from 1.16 on: "ucp_context_0 intra-node
+# cfg#N tag(dcx/dcxemu0:1)"; not printed for atomics-only endpoints in 1.13),
 # at debug each lane ("lane[0]:  0:dcx/dcxemu0:1.0 md[0] ... amo#0").
 # Passes when LOG shows dcx lanes in at least NPROC distinct processes and no
 # lane of another transport than dcx and self.
+DCX_CFG_LINE='UCX +INFO +(ep_cfg\[[0-9]+\]:|[a-z_0-9]+ [a-z-]+ cfg#[0-9]+ )'
+DCX_LANE_LINE='UCX +DEBUG +ep 0x[0-9a-f]+: lane\[[0-9]+\]:'
 dcx_carried() {
     local log=$1 nproc=$2 procs others
-    procs=$(grep -E 'UCX +(INFO +ep_cfg\[[0-9]+\]:|DEBUG +ep 0x[0-9a-f]+: lane\[[0-9]+\]:).*dcx/dcxemu0:1' "$log" |
+    procs=$(grep -E "($DCX_CFG_LINE|$DCX_LANE_LINE).*dcx/dcxemu0:1" "$log" |
             sed -n 's/^\[[0-9.]*\] \[[^:]*:\([0-9]*\) *:.*/\1/p' | sort -u | wc -l)
-    others=$( { grep -E 'UCX +INFO +ep_cfg\[[0-9]+\]:' "$log" |
-                sed 's/.*ep_cfg\[[0-9]*\]://' | grep -oE '[a-z_0-9]+/[A-Za-z0-9_:.-]+' || true
-                grep -E 'UCX +DEBUG +ep 0x[0-9a-f]+: lane\[[0-9]+\]:' "$log" |
+    others=$( { grep -E "$DCX_CFG_LINE" "$log" |
+                sed -E 's/.*(ep_cfg\[[0-9]*\]:|cfg#[0-9]* )//' | grep -oE '[a-z_0-9]+/[A-Za-z0-9_:.-]+' || true
+                grep -E "$DCX_LANE_LINE" "$log" |
                 sed 's/.*lane\[[0-9]*\]: *[0-9]*:\([^ ]*\)\.[0-9]* .*/\1/' || true; } |
              grep -vE '^(dcx/dcxemu0:1|self/memory0?)$' | sort -u | tr '\n' ' ')
     if [ "$procs" -lt "$nproc" ]; then
@@ -73,12 +76,12 @@ ucp_perftest_pair() {
         port=$((20000 + (RANDOM % 20000)))
         DCXEMU_FABRIC="$E2E_FABRIC" UCX_TLS=dcx UCX_LOG_LEVEL=debug \
             timeout -k 5 "$E2E_TIMEOUT" "$DCX_PREFIX/bin/dcx-run" --emu \
-            ucx_perftest -p $port > "$log.server" 2>&1 &
+            ucx_perftest "${PERFTEST_OPTS[@]}" -p $port > "$log.server" 2>&1 &
         spid=$!
         sleep 0.3
         if DCXEMU_FABRIC="$E2E_FABRIC" UCX_TLS=dcx UCX_LOG_LEVEL=debug \
                timeout -k 5 "$E2E_TIMEOUT" "$DCX_PREFIX/bin/dcx-run" --emu \
-               ucx_perftest -p $port "$@" localhost > "$log.client" 2>&1; then
+               ucx_perftest "${PERFTEST_OPTS[@]}" -p $port "$@" localhost > "$log.client" 2>&1; then
             wait $spid || { cat "$log.server"; return 1; }
             grep -q '^Final:' "$log.client" || { cat "$log.client"; return 1; }
             cat "$log.server" "$log.client" > "$log.both"
@@ -167,10 +170,12 @@ control_without_dcx() {
 # Control for the perftests: UCX_TLS=dcx without the plugin must fail.
 perftest_control_without_dcx() {
     local out rc=0 port=$((20000 + (RANDOM % 20000))) spid
-    UCX_TLS=dcx timeout -k 5 30 ucx_perftest -p $port > "$DCX_LOGS/control.server" 2>&1 &
+    UCX_TLS=dcx timeout -k 5 30 ucx_perftest "${PERFTEST_OPTS[@]}" -p $port \
+        > "$DCX_LOGS/control.server" 2>&1 &
     spid=$!
     sleep 0.3
-    out=$(UCX_TLS=dcx timeout -k 5 30 ucx_perftest -p $port -t tag_lat -n 10 localhost 2>&1) || rc=$?
+    out=$(UCX_TLS=dcx timeout -k 5 30 ucx_perftest "${PERFTEST_OPTS[@]}" -p $port \
+          -t tag_lat -n 10 localhost 2>&1) || rc=$?
     wait $spid 2>/dev/null || true
     echo "$out"
     [ $rc -ne 0 ] || { echo "ucx_perftest ran over UCX_TLS=dcx without the plugin"; return 1; }
@@ -285,7 +290,7 @@ dcx_run_launcher_behind_wrappers() {
     echo "$out"
     echo "$out" | grep -q '^rank: ucx any dcx,self 7$' ||
         { echo "the launcher behind the wrappers did not get the settings"; return 1; }
-    echo "$out" | grep -q '^dcx-run: running: timeout -k 5 50 env UCX_E2E_MARK=7 nice -n 1 stdbuf -oL mpirun -x .*-x UCX_E2E_MARK .*--allow-run-as-root' ||
+    echo "$out" | grep -qE '^dcx-run: running: timeout -k 5 50 env UCX_E2E_MARK=7 nice -n 1 stdbuf -oL mpirun (-x [A-Z_0-9]+ )*-x UCX_E2E_MARK (-x [A-Z_0-9]+ )*--allow-run-as-root' ||
         { echo "the -x options are not right after mpirun"; return 1; }
 }
 

@@ -144,7 +144,7 @@ root_exec() {
 # device-model fabrics are the same files), a private /tmp and the binds
 # ("rw PATH" / "ro PATH"), then chroot.
 root_chroot() {
-    local root=$1 bind mode path; shift
+    local root=$1 mode path; shift
     [ "${DCX_IN_ROOT:-}" = "" ] || die "__chroot: already inside a root"
     mount -t proc proc "$root/proc"
     mount --rbind /sys "$root/sys"
@@ -199,7 +199,8 @@ root_create() {
     chmod +x "$new/usr/sbin/policy-rc.d"
     # Mounts of earlier runs live in namespaces that ended with them; refuse
     # to delete anything if one is visible here (rm would follow a bind).
-    if grep -qF " $root/" /proc/self/mountinfo; then
+    if awk -v r="$root" '$5 == r || index($5, r "/") == 1 { found = 1 } END { exit !found }' \
+           /proc/self/mountinfo; then
         die "something is mounted under $root: unmount it first"
     fi
     rm -rf "$root"
@@ -255,7 +256,7 @@ ucx122_stamp() {
 # A checksum of the source tree: the archive's when it came from one,
 # otherwise one over the tree's files.
 ucx_src_checksum() {
-    local sum= origin
+    local sum='' origin
     origin="$(dirname "$UCX_SRC")/origin"
     if [ "$UCX_SRC_ORIGIN" != DCX_UCX_SRC ] && [ -r "$origin" ]; then
         sum=$(sed -n 's/.*(sha256 \([0-9a-f]*\).*/\1/p' "$origin")
@@ -271,18 +272,23 @@ ucx_src_checksum() {
 # Build UCX 1.22.0 from its release source into UCX122_PREFIX, unless the
 # prefix's stamp says it is already that build. Runs inside the root.
 ucx122_ensure() {
-    local stamp log work start lock
+    local stamp log work start lock found
     exec {lock}>"$(root_dir).ucx-$UCX122_VERSION.lock"
     flock "$lock"
-    find_ucx_src "$UCX122_VERSION" "" > /dev/null
+    # What the search says is shown only when UCX is built.
+    found=$(mktemp)
+    find_ucx_src "$UCX122_VERSION" "" > "$found"
     stamp=$(ucx122_stamp "$(ucx_src_checksum)")
     if [ "$(cat "$UCX122_PREFIX/.dcx-stamp" 2>/dev/null)" = "$stamp" ]; then
+        rm -f "$found"
         exec {lock}>&-
         return
     fi
     log="$(root_dir).ucx-$UCX122_VERSION.log"
     work=/var/tmp/dcx-ucx-$UCX122_VERSION
-    say "UCX $UCX122_VERSION from $UCX_SRC_ORIGIN into $UCX122_PREFIX (log: $log)"
+    say "UCX $UCX122_VERSION into $UCX122_PREFIX (log: $log)"
+    cat "$found"
+    rm -f "$found"
     start=$(date +%s)
     rm -rf "$work" "$UCX122_PREFIX"
     mkdir -p "$work/build"

@@ -22,9 +22,8 @@
 #include <ucs/memory/rcache.h>
 
 /* The layer's types and macros: uct_dcx_rcache_config_t,
- * UCT_DCX_RCACHE_CONFIG_TABLE, UCT_DCX_RCACHE_OPS,
- * UCT_DCX_IFACE_MPOOL_CONFIG_FIELDS,
- * ucs_align_up. */
+ * UCT_DCX_RCACHE_CONFIG_TABLE, UCT_DCX_RCACHE_OPS, UCT_DCX_COMPAT_RKEY_OPS,
+ * UCT_DCX_IFACE_MPOOL_CONFIG_FIELDS, ucs_align_up. */
 #include "dcx_compat_layer.h"
 
 
@@ -58,6 +57,10 @@ void uct_dcx_md_close(uct_md_h md);
 ucs_status_t uct_dcx_query_md_resources(uct_component_t *component,
                                         uct_md_resource_desc_t **resources_p,
                                         unsigned *num_resources_p);
+
+/* The component; its remote key slots come from the layer
+ * (UCT_DCX_COMPAT_RKEY_OPS). */
+extern uct_component_t uct_dcx_component;
 
 /* @a flags: UCT_MD_MEM_FLAG_* */
 ucs_status_t uct_dcx_md_mem_reg_flags(uct_md_h md, void *address,
@@ -100,7 +103,6 @@ void uct_dcx_iface_perf_get(uct_iface_h iface, uct_dcx_iface_perf_t *perf);
 /* --- implemented by the layer, called by the transport ------------------ */
 
 extern uct_md_ops_t uct_dcx_md_ops;
-extern uct_component_t uct_dcx_component;
 extern uct_iface_internal_ops_t uct_dcx_iface_internal_ops;
 
 /* The transport's uct_iface_ops_t.iface_is_reachable for this release. */

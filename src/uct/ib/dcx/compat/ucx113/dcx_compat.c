@@ -54,34 +54,14 @@ uct_md_ops_t uct_dcx_md_ops = {
 };
 
 
-/* --- component ------------------------------------------------------------ */
+/* --- component (uct_dcx_component is in dcx_md.c) ------------------------ */
 
-static ucs_status_t
+ucs_status_t
 uct_dcx_compat_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
                            uct_rkey_t *rkey_p, void **handle_p)
 {
     return uct_dcx_rkey_unpack_buffer(rkey_buffer, rkey_p, handle_p);
 }
-
-uct_component_t uct_dcx_component = {
-    .name               = "dcx",
-    .query_md_resources = uct_dcx_query_md_resources,
-    .md_open            = uct_dcx_md_open,
-    .cm_open            = UCT_DCX_STUB(uct_component_cm_open_func_t, ucs_empty_function_return_unsupported),
-    .rkey_unpack        = uct_dcx_compat_rkey_unpack,
-    .rkey_ptr           = UCT_DCX_STUB(uct_component_rkey_ptr_func_t, ucs_empty_function_return_unsupported),
-    .rkey_release       = UCT_DCX_STUB(uct_component_rkey_release_func_t, ucs_empty_function_return_success),
-    .md_config          = {
-        .name           = "dcx memory domain",
-        .prefix         = "DCX_",
-        .table          = uct_dcx_md_config_table,
-        .size           = sizeof(uct_dcx_md_config_t),
-    },
-    .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
-    .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(&uct_dcx_component),
-    .flags              = 0,
-    .md_vfs_init        = UCT_DCX_STUB(uct_component_md_vfs_init_func_t, ucs_empty_function)
-};
 
 
 /* --- interface ------------------------------------------------------------ */

@@ -17,6 +17,14 @@
 typedef uct_md_rcache_config_t uct_dcx_rcache_config_t;
 #define UCT_DCX_RCACHE_CONFIG_TABLE uct_md_config_rcache_table
 
+/* The component's remote key slots (uct_dcx_component). */
+ucs_status_t
+uct_dcx_compat_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
+                           uct_rkey_t *rkey_p, void **handle_p);
+
+#define UCT_DCX_COMPAT_RKEY_OPS \
+    .rkey_unpack = uct_dcx_compat_rkey_unpack
+
 /* A registration cache's callbacks. */
 #define UCT_DCX_RCACHE_OPS(_mem_reg, _mem_dereg, _dump_region) \
     { \

@@ -93,15 +93,15 @@ uct_md_ops_t uct_dcx_md_ops = {
 };
 
 
-/* --- component ------------------------------------------------------------ */
+/* --- component (uct_dcx_component is in dcx_md.c) ------------------------ */
 
 #if UCT_DCX_UCX_AT_LEAST(1, 19)
-static ucs_status_t
+ucs_status_t
 uct_dcx_compat_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
                            const uct_rkey_unpack_params_t *params,
                            uct_rkey_t *rkey_p, void **handle_p)
 #else
-static ucs_status_t
+ucs_status_t
 uct_dcx_compat_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
                            uct_rkey_t *rkey_p, void **handle_p)
 #endif
@@ -110,7 +110,7 @@ uct_dcx_compat_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
 }
 
 /* Unpacked keys are plain values (tag and 32-bit key), no handle. */
-static ucs_status_t
+ucs_status_t
 uct_dcx_compat_rkey_compare(uct_component_t *component, uct_rkey_t rkey1,
                             uct_rkey_t rkey2,
                             const uct_rkey_compare_params_t *params,
@@ -123,27 +123,6 @@ uct_dcx_compat_rkey_compare(uct_component_t *component, uct_rkey_t rkey1,
     *result = (rkey1 > rkey2) ? 1 : (rkey1 < rkey2) ? -1 : 0;
     return UCS_OK;
 }
-
-uct_component_t uct_dcx_component = {
-    .name               = "dcx",
-    .query_md_resources = uct_dcx_query_md_resources,
-    .md_open            = uct_dcx_md_open,
-    .cm_open            = UCT_DCX_STUB(uct_component_cm_open_func_t, ucs_empty_function_return_unsupported),
-    .rkey_unpack        = uct_dcx_compat_rkey_unpack,
-    .rkey_ptr           = UCT_DCX_STUB(uct_component_rkey_ptr_func_t, ucs_empty_function_return_unsupported),
-    .rkey_release       = UCT_DCX_STUB(uct_component_rkey_release_func_t, ucs_empty_function_return_success),
-    .rkey_compare       = uct_dcx_compat_rkey_compare,
-    .md_config          = {
-        .name           = "dcx memory domain",
-        .prefix         = "DCX_",
-        .table          = uct_dcx_md_config_table,
-        .size           = sizeof(uct_dcx_md_config_t),
-    },
-    .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
-    .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(&uct_dcx_component),
-    .flags              = 0,
-    .md_vfs_init        = UCT_DCX_STUB(uct_component_md_vfs_init_func_t, ucs_empty_function)
-};
 
 
 /* --- interface ------------------------------------------------------------ */

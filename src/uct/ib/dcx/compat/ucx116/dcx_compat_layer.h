@@ -19,6 +19,29 @@
 #define UCT_DCX_UCX_AT_LEAST(_major, _minor) \
     (UCT_DCX_UCX_VERSION_CODE >= ((_major) * 10000 + (_minor) * 100))
 
+/* The component's remote key slots (uct_dcx_component): rkey_unpack took
+ * params in 1.19, rkey_compare came in 1.16. */
+#if UCT_DCX_UCX_AT_LEAST(1, 19)
+ucs_status_t
+uct_dcx_compat_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
+                           const uct_rkey_unpack_params_t *params,
+                           uct_rkey_t *rkey_p, void **handle_p);
+#else
+ucs_status_t
+uct_dcx_compat_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
+                           uct_rkey_t *rkey_p, void **handle_p);
+#endif
+
+ucs_status_t
+uct_dcx_compat_rkey_compare(uct_component_t *component, uct_rkey_t rkey1,
+                            uct_rkey_t rkey2,
+                            const uct_rkey_compare_params_t *params,
+                            int *result);
+
+#define UCT_DCX_COMPAT_RKEY_OPS \
+    .rkey_unpack  = uct_dcx_compat_rkey_unpack, \
+    .rkey_compare = uct_dcx_compat_rkey_compare
+
 /* Registration cache settings: UCS's own table since 1.16. */
 typedef ucs_rcache_config_t uct_dcx_rcache_config_t;
 #define UCT_DCX_RCACHE_CONFIG_TABLE ucs_config_rcache_table

@@ -18,7 +18,8 @@
 
 SUITES_ALL+=(asan valgrind)
 
-DCX_ASAN_BUILD=${DCX_ASAN_BUILD_DIR:-$DCX_TOP/build-asan}
+# Next to the release's own build tree (build-asan-ucx1.18/ under --ucx 1.18).
+DCX_ASAN_BUILD=${DCX_ASAN_BUILD_DIR:-$DCX_TOP/build-asan${DCX_IN_ROOT:+-ucx$DCX_IN_ROOT}}
 
 suite_asan() {
     note "building $DCX_ASAN_BUILD with --enable-sanitizers"

@@ -39,18 +39,21 @@ e2e_users_build() {
 }
 
 # Proof that dcx carried the traffic. UCP logs the transport of every lane
-# it selects: at UCX_LOG_LEVEL=info each endpoint configuration
-# ("ep_cfg[N]: tag(dcx/dcxemu0:1)"; not printed for atomics-only endpoints),
+# it selects: at UCX_LOG_LEVEL=info each endpoint configuration (UCX 1.13:
+# "ep_cfg[N]: tag(dcx/dcxemu0:1)"; from 1.16 on: "ucp_context_0 intra-node
+# cfg#N tag(dcx/dcxemu0:1)"; not printed for atomics-only endpoints in 1.13),
 # at debug each lane ("lane[0]:  0:dcx/dcxemu0:1.0 md[0] ... amo#0").
 # Passes when LOG shows dcx lanes in at least NPROC distinct processes and no
 # lane of another transport than dcx and self.
+DCX_CFG_LINE='UCX +INFO +(ep_cfg\[[0-9]+\]:|[a-z_0-9]+ [a-z-]+ cfg#[0-9]+ )'
+DCX_LANE_LINE='UCX +DEBUG +ep 0x[0-9a-f]+: lane\[[0-9]+\]:'
 dcx_carried() {
     local log=$1 nproc=$2 procs others
-    procs=$(grep -E 'UCX +(INFO +ep_cfg\[[0-9]+\]:|DEBUG +ep 0x[0-9a-f]+: lane\[[0-9]+\]:).*dcx/dcxemu0:1' "$log" |
+    procs=$(grep -E "($DCX_CFG_LINE|$DCX_LANE_LINE).*dcx/dcxemu0:1" "$log" |
             sed -n 's/^\[[0-9.]*\] \[[^:]*:\([0-9]*\) *:.*/\1/p' | sort -u | wc -l)
-    others=$( { grep -E 'UCX +INFO +ep_cfg\[[0-9]+\]:' "$log" |
-                sed 's/.*ep_cfg\[[0-9]*\]://' | grep -oE '[a-z_0-9]+/[A-Za-z0-9_:.-]+' || true
-                grep -E 'UCX +DEBUG +ep 0x[0-9a-f]+: lane\[[0-9]+\]:' "$log" |
+    others=$( { grep -E "$DCX_CFG_LINE" "$log" |
+                sed -E 's/.*(ep_cfg\[[0-9]*\]:|cfg#[0-9]* )//' | grep -oE '[a-z_0-9]+/[A-Za-z0-9_:.-]+' || true
+                grep -E "$DCX_LANE_LINE" "$log" |
                 sed 's/.*lane\[[0-9]*\]: *[0-9]*:\([^ ]*\)\.[0-9]* .*/\1/' || true; } |
              grep -vE '^(dcx/dcxemu0:1|self/memory0?)$' | sort -u | tr '\n' ' ')
     if [ "$procs" -lt "$nproc" ]; then
@@ -73,12 +76,12 @@ ucp_perftest_pair() {
         port=$((20000 + (RANDOM % 20000)))
         DCXEMU_FABRIC="$E2E_FABRIC" UCX_TLS=dcx UCX_LOG_LEVEL=debug \
             timeout -k 5 "$E2E_TIMEOUT" "$DCX_PREFIX/bin/dcx-run" --emu \
-            ucx_perftest -p $port > "$log.server" 2>&1 &
+            ucx_perftest "${PERFTEST_OPTS[@]}" -p $port > "$log.server" 2>&1 &
         spid=$!
         sleep 0.3
         if DCXEMU_FABRIC="$E2E_FABRIC" UCX_TLS=dcx UCX_LOG_LEVEL=debug \
                timeout -k 5 "$E2E_TIMEOUT" "$DCX_PREFIX/bin/dcx-run" --emu \
-               ucx_perftest -p $port "$@" localhost > "$log.client" 2>&1; then
+               ucx_perftest "${PERFTEST_OPTS[@]}" -p $port "$@" localhost > "$log.client" 2>&1; then
             wait $spid || { cat "$log.server"; return 1; }
             grep -q '^Final:' "$log.client" || { cat "$log.client"; return 1; }
             cat "$log.server" "$log.client" > "$log.both"
@@ -167,10 +170,12 @@ control_without_dcx() {
 # Control for the perftests: UCX_TLS=dcx without the plugin must fail.
 perftest_control_without_dcx() {
     local out rc=0 port=$((20000 + (RANDOM % 20000))) spid
-    UCX_TLS=dcx timeout -k 5 30 ucx_perftest -p $port > "$DCX_LOGS/control.server" 2>&1 &
+    UCX_TLS=dcx timeout -k 5 30 ucx_perftest "${PERFTEST_OPTS[@]}" -p $port \
+        > "$DCX_LOGS/control.server" 2>&1 &
     spid=$!
     sleep 0.3
-    out=$(UCX_TLS=dcx timeout -k 5 30 ucx_perftest -p $port -t tag_lat -n 10 localhost 2>&1) || rc=$?
+    out=$(UCX_TLS=dcx timeout -k 5 30 ucx_perftest "${PERFTEST_OPTS[@]}" -p $port \
+          -t tag_lat -n 10 localhost 2>&1) || rc=$?
     wait $spid 2>/dev/null || true
     echo "$out"
     [ $rc -ne 0 ] || { echo "ucx_perftest ran over UCX_TLS=dcx without the plugin"; return 1; }
@@ -178,30 +183,59 @@ perftest_control_without_dcx() {
         { echo "failed, but not because dcx was missing"; return 1; }
 }
 
+# How dcx-run loads dcx into this build's UCX: "plugin-path" (UCX >= 1.22,
+# UCX_PLUGIN_PATH or UCX's module directory) or "preload" (LD_PRELOAD).
+dcx_run_load_mode() {
+    local out
+    out=$("$DCX_PREFIX/bin/dcx-run" -v true 2>&1) || { echo "$out" >&2; return 1; }
+    case "$out" in
+    *"dcx is loaded from UCX's"*) echo plugin-path ;;
+    *"dcx is preloaded"*)         echo preload ;;
+    *) echo "dcx-run -v did not say how dcx is loaded: $out" >&2; return 1 ;;
+    esac
+}
+
+# What a process started by dcx-run has that loads dcx: LD_PRELOAD's first
+# entry is the plugin, or UCX_PLUGIN_PATH starts with the plugin's directory
+# (prints the pattern for a "NAME=VALUE" line of env).
+dcx_loading_env_pattern() {
+    local mode
+    mode=$(dcx_run_load_mode) || return 1
+    if [ "$mode" = plugin-path ]; then
+        echo "^UCX_PLUGIN_PATH=$(dirname "$(plugin_path)")"
+    else
+        echo '^LD_PRELOAD=[^:]*libuct_dcx.so'
+    fi
+}
+
 # dcx-run in front of launchers: ranks load the plugin and get the settings;
-# the caller's settings win; plain commands get nothing but the preload.
+# the caller's settings win; plain commands get nothing but what loads dcx.
 dcx_run_ranks_load_plugin() {
     local out
     out=$(DCXEMU_FABRIC="$E2E_FABRIC" timeout -k 5 60 "$DCX_PREFIX/bin/dcx-run" -v --emu \
           mpirun --allow-run-as-root --oversubscribe -np 2 \
-          sh -c 'grep -c libuct_dcx.so /proc/self/maps >/dev/null && echo "rank loads dcx: $OMPI_MCA_pml $OMPI_MCA_opal_common_ucx_tls $UCX_TLS $UCX_DCX_EMU"' 2>&1) ||
+          sh -c 'ucx_info -d | grep -q "^#     Component: dcx$" && echo "rank loads dcx: $OMPI_MCA_pml $OMPI_MCA_opal_common_ucx_tls $UCX_TLS $UCX_DCX_EMU"' 2>&1) ||
         { echo "$out"; return 1; }
     echo "$out"
     [ "$(echo "$out" | grep -c '^rank loads dcx: ucx any dcx,self y$')" -eq 2 ] ||
         { echo "ranks did not load the plugin with the settings"; return 1; }
     echo "$out" | grep -q '^dcx-run: OMPI_MCA_pml=ucx$' || { echo "-v did not print the settings"; return 1; }
+    echo "$out" | grep -qE "^dcx-run: dcx is (preloaded|loaded from UCX's)" ||
+        { echo "-v did not say how dcx is loaded"; return 1; }
 }
 
 dcx_run_caller_settings_win() {
-    local out
+    local out pattern
+    pattern=$(dcx_loading_env_pattern) || return 1
     out=$(UCX_TLS=tcp,self OMPI_MCA_mca_base_env_list='DCX_E2E_MARK=42' \
           timeout -k 5 60 "$DCX_PREFIX/bin/dcx-run" -v \
           mpirun --allow-run-as-root -np 1 \
-          sh -c 'echo "rank: $UCX_TLS $DCX_E2E_MARK ${LD_PRELOAD%%:*}"' 2>&1) ||
+          sh -c 'echo "rank: $UCX_TLS $DCX_E2E_MARK"; env' 2>&1) ||
         { echo "$out"; return 1; }
-    echo "$out"
-    echo "$out" | grep -q "^rank: tcp,self 42 .*/libuct_dcx.so$" ||
+    echo "$out" | grep -E '^(rank|dcx-run|UCX_PLUGIN_PATH|LD_PRELOAD)'
+    echo "$out" | grep -q "^rank: tcp,self 42$" ||
         { echo "caller's UCX_TLS / env list not kept"; return 1; }
+    echo "$out" | grep -q "$pattern" || { echo "the rank has no $pattern"; return 1; }
     echo "$out" | grep -q "UCX_TLS=tcp,self (kept: set by the caller)" ||
         { echo "-v did not say the caller's UCX_TLS was kept"; return 1; }
 }
@@ -209,14 +243,15 @@ dcx_run_caller_settings_win() {
 # srun is not installed here: a stand-in named srun shows what it receives
 # (Slurm forwards the whole environment by default; no -x options).
 dcx_run_srun_settings() {
-    local dir out
+    local dir out pattern
+    pattern=$(dcx_loading_env_pattern) || return 1
     dir=$(mktemp -d)
     printf '#!/bin/sh\necho "srun args: $*"\nenv\n' > "$dir/srun"
     chmod +x "$dir/srun"
     out=$(env -u UCX_TLS "$DCX_PREFIX/bin/dcx-run" "$dir/srun" -n 4 ./app) ||
         { rm -rf "$dir"; return 1; }
     rm -rf "$dir"
-    echo "$out" | grep -E '^(srun args|OMPI_MCA_|UCX_TLS|LD_PRELOAD)'
+    echo "$out" | grep -E '^(srun args|OMPI_MCA_|UCX_TLS|UCX_PLUGIN_PATH|LD_PRELOAD)'
     echo "$out" | grep -q '^srun args: -n 4 ./app$' || { echo "srun's arguments changed"; return 1; }
     local v
     for v in OMPI_MCA_pml=ucx OMPI_MCA_osc=ucx OMPI_MCA_spml=ucx \
@@ -224,23 +259,55 @@ dcx_run_srun_settings() {
              UCX_TLS=dcx,self; do
         echo "$out" | grep -qx "$v" || { echo "missing $v"; return 1; }
     done
-    echo "$out" | grep -q '^LD_PRELOAD=.*libuct_dcx.so' || { echo "no LD_PRELOAD"; return 1; }
+    echo "$out" | grep -q "$pattern" || { echo "no $pattern"; return 1; }
 }
 
 dcx_run_plain_command_untouched() {
-    local out
+    local out pattern
+    pattern=$(dcx_loading_env_pattern) || return 1
     out=$(env -u UCX_TLS -u OMPI_MCA_pml "$DCX_PREFIX/bin/dcx-run" env) || return 1
     if echo "$out" | grep -qE '^(UCX_TLS|OMPI_MCA_[a-z_]*)='; then
         echo "a plain command got launcher settings:"
         echo "$out" | grep -E '^(UCX_TLS|OMPI_MCA_)'
         return 1
     fi
-    echo "$out" | grep -q '^LD_PRELOAD=.*libuct_dcx.so' || { echo "no LD_PRELOAD"; return 1; }
+    echo "$out" | grep -q "$pattern" || { echo "no $pattern"; return 1; }
     "$DCX_PREFIX/bin/dcx-run" 2>/dev/null && { echo "no command: exit 0"; return 1; }
     "$DCX_PREFIX/bin/dcx-run" --bogus true 2>/dev/null && { echo "bad option: exit 0"; return 1; }
-    echo "plain command: only LD_PRELOAD set; misuse exits non-zero"
+    echo "plain command: only $pattern set; misuse exits non-zero"
 }
 
+# A launcher behind timeout, env, nice and stdbuf still gets the settings
+# and the -x options (right after the launcher's name); env's UCX_* words
+# are forwarded too.
+dcx_run_launcher_behind_wrappers() {
+    local out
+    out=$(env -u UCX_TLS timeout -k 5 60 "$DCX_PREFIX/bin/dcx-run" -v \
+          timeout -k 5 50 env UCX_E2E_MARK=7 nice -n 1 stdbuf -oL \
+          mpirun --allow-run-as-root -np 1 \
+          sh -c 'echo "rank: $OMPI_MCA_pml $OMPI_MCA_opal_common_ucx_tls $UCX_TLS $UCX_E2E_MARK"' 2>&1) ||
+        { echo "$out"; return 1; }
+    echo "$out"
+    echo "$out" | grep -q '^rank: ucx any dcx,self 7$' ||
+        { echo "the launcher behind the wrappers did not get the settings"; return 1; }
+    echo "$out" | grep -qE '^dcx-run: running: timeout -k 5 50 env UCX_E2E_MARK=7 nice -n 1 stdbuf -oL mpirun (-x [A-Z_0-9]+ )*-x UCX_E2E_MARK (-x [A-Z_0-9]+ )*--allow-run-as-root' ||
+        { echo "the -x options are not right after mpirun"; return 1; }
+}
+
+# A launcher behind a command dcx-run does not know (nohup): a warning that
+# says to put the launcher first, and no launcher settings.
+dcx_run_hidden_launcher_warns() {
+    local out
+    out=$(env -u UCX_TLS -u OMPI_MCA_pml timeout -k 5 60 "$DCX_PREFIX/bin/dcx-run" -v \
+          nohup mpirun --version 2>&1) || { echo "$out"; return 1; }
+    echo "$out" | grep '^dcx-run'
+    echo "$out" | grep -q "^dcx-run: warning: 'mpirun' comes after 'nohup'.*Put the launcher first" ||
+        { echo "no warning about the launcher behind nohup"; return 1; }
+    if echo "$out" | grep -qE '^dcx-run: (OMPI_MCA_pml|UCX_TLS)='; then
+        echo "launcher settings were made for a hidden launcher"
+        return 1
+    fi
+}
 
 suite_e2e-users() {
     E2E_FABRIC="dcx-e2e-users-$$"
@@ -250,6 +317,8 @@ suite_e2e-users() {
     check dcx-run-caller-settings-win     dcx_run_caller_settings_win
     check dcx-run-plain-command-untouched dcx_run_plain_command_untouched
     check dcx-run-srun-settings           dcx_run_srun_settings
+    check dcx-run-launcher-behind-wrappers dcx_run_launcher_behind_wrappers
+    check dcx-run-hidden-launcher-warns   dcx_run_hidden_launcher_warns
     check ucp-perftest-tag_lat       ucp_perftest_pair tag_lat     -t tag_lat $n
     check ucp-perftest-tag_bw-eager  ucp_perftest_pair tag_bw-eag  -t tag_bw -s 4096 $n
     check ucp-perftest-tag_bw-rndv   ucp_perftest_pair tag_bw-rndv -t tag_bw -s 1048576 -n 200 -w 10

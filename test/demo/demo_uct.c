@@ -27,6 +27,7 @@ void demo_uct_open(demo_uct_t *d, const char *const *iface_settings)
     unsigned i, num;
     char name[64], prefixed[80];
     ucs_status_t status;
+    void *plugin;
     const char *eq;
 
     memset(d, 0, sizeof(*d));
@@ -85,16 +86,24 @@ void demo_uct_open(demo_uct_t *d, const char *const *iface_settings)
     demo_check(uct_iface_query(d->iface, &d->iface_attr), "iface query");
     uct_iface_progress_enable(d->iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
 
-    d->view_create  = (demo_view_create_fn_t)dlsym(RTLD_DEFAULT,
+    /* The extensions are exported by the plugin, which UCX >= 1.22 loads
+     * itself, with RTLD_LOCAL: look in the plugin (found by its soname),
+     * or in the global scope where dcx-run preloaded it. */
+    plugin = dlopen("libuct_dcx.so.0", RTLD_NOLOAD | RTLD_LAZY);
+    if (plugin == NULL) {
+        plugin = RTLD_DEFAULT;
+    }
+    d->view_create  = (demo_view_create_fn_t)dlsym(plugin,
                                                    "uct_dcx_mem_view_create");
-    d->view_destroy = (demo_view_destroy_fn_t)dlsym(RTLD_DEFAULT,
+    d->view_destroy = (demo_view_destroy_fn_t)dlsym(plugin,
                                                     "uct_dcx_mem_view_destroy");
-    d->query_umr    = (demo_query_umr_fn_t)dlsym(RTLD_DEFAULT,
+    d->query_umr    = (demo_query_umr_fn_t)dlsym(plugin,
                                                  "uct_dcx_iface_query_umr");
     if ((d->view_create == NULL) || (d->view_destroy == NULL) ||
         (d->query_umr == NULL)) {
         fprintf(stderr, "dcx demo: the dcx plugin's extensions are not "
-                "visible: run under dcx-run\n");
+                "visible: run under dcx-run, or with UCX >= 1.22 with dcx in "
+                "UCX's plugin path\n");
         exit(1);
     }
 }

@@ -315,7 +315,7 @@ TEST_F(emu_umr, interleaved_local_gather)
     for (size_t i = 0; i < a.size(); i++) a[i] = (char)(i * 7 + 1);
     for (size_t i = 0; i < cbuf.size(); i++) cbuf[i] = (char)(i * 5 + 3);
     ibv_wc wc;
-    auto program = [&](mlx5dv_mkey *mk, uint32_t repeat, std::vector<mlx5dv_mr_interleaved> e) {
+    auto program = [&](mlx5dv_mkey *mk, uint32_t repeat, std::vector<mlx5dv_mr_interleaved> &e) {
         ibv_wr_start(rcx);
         rcx->wr_flags = SI;
         mlx5dv_wr_mr_interleaved(rcdv, mk, ALL, repeat, (uint16_t)e.size(), e.data());

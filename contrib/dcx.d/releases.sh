@@ -215,11 +215,17 @@ root_create() {
 # Make the root or bring it up to date: a new recipe, suite or mirror makes
 # a new one; a changed package list is installed into the existing one, and
 # a root in which that fails is made again.
+root_is_current() {
+    local root
+    root=$(root_dir)
+    [ -r "$root/.dcx-root" ] && [ "$(cat "$root/.dcx-root")" = "$(root_stamp)" ]
+}
+
 root_ensure() {
     local root log
     root=$(root_dir)
     log="$root.log"
-    if [ -r "$root/.dcx-root" ] && [ "$(cat "$root/.dcx-root")" = "$(root_stamp)" ]; then
+    if root_is_current; then
         return
     fi
     say "Debian $ROOT_SUITE root for UCX 1.18 / 1.22: $root"
@@ -344,11 +350,63 @@ release_run() {
         die "--ucx $release runs in a Debian $ROOT_SUITE root (debootstrap, chroot, mount namespace): run as root"
     local lock
     mkdir -p "$DCX_CACHE/roots"
-    # Exclusive while the root is checked or made, shared while it is used.
+    # Shared while the root is used (commands run side by side), exclusive
+    # only while a stale root is made again.
     exec {lock}>"$(root_dir).lock"
-    flock "$lock"
-    root_ensure
     flock -s "$lock"
+    if ! root_is_current; then
+        flock -u "$lock"
+        flock "$lock"
+        root_ensure
+        flock -s "$lock"
+    fi
     root_exec "$release" "$DCX_TOP/contrib/dcx" "$@"
     exit $?
+}
+
+# --- suite cross-load: a build for one release loaded into another ----------
+
+SUITES_BY_NAME+=(cross-load)
+
+# cross_load_refused RELEASE HOW PLUGIN BUILT_FOR: in RELEASE's environment,
+# ucx_info with PLUGIN (a build for BUILT_FOR) loaded HOW (preload or
+# plugin-path) exits 0, lists no dcx component, and warns once naming both
+# releases.
+cross_load_refused() {
+    local release=$1 how=$2 plugin=$3 built_for=$4 out rc=0 loader
+    [ -r "$plugin" ] || { echo "$plugin: not built"; return 1; }
+    case "$how" in
+    preload)     loader="LD_PRELOAD=$plugin" ;;
+    plugin-path) loader="UCX_PLUGIN_PATH=$(dirname "$plugin")" ;;
+    esac
+    out=$("$DCX_TOP/contrib/dcx" shell --ucx "$release" -- \
+          env "$loader" ucx_info -d 2>&1) || rc=$?
+    echo "$out" | grep -E 'dcx|Component' | head -5
+    [ $rc -eq 0 ] || { echo "ucx_info exited with $rc"; return 1; }
+    if echo "$out" | grep -q 'Component: dcx'; then
+        echo "a build for UCX $built_for registered in UCX $release"
+        return 1
+    fi
+    [ "$(echo "$out" | grep -c "dcx was built for UCX $built_for.* but this process runs UCX $release")" -eq 1 ] ||
+        { echo "no single warning naming UCX $built_for and UCX $release"; return 1; }
+}
+
+# The three builds, then each loaded into the next release: the plugin
+# binds nothing release-specific before its check (dcx_loader.c), so the
+# process goes on without dcx instead of failing in the dynamic loader.
+suite_cross-load() {
+    local r plugin13 plugin18 plugin22
+    [ -z "${DCX_IN_ROOT:-}" ] || die "suite cross-load runs on the host (no --ucx)"
+    for r in 1.13 1.18 1.22; do
+        "$DCX_TOP/contrib/dcx" build --ucx "$r" > "$DCX_LOGS/cross-load-build-$r.log" 2>&1 ||
+            { tail -20 "$DCX_LOGS/cross-load-build-$r.log"; die "building dcx for UCX $r failed"; }
+    done
+    plugin13=$DCX_TOP/build/install/lib/ucx/libuct_dcx.so
+    plugin18=$DCX_TOP/build-ucx1.18/install/lib/ucx/libuct_dcx.so
+    plugin22=$DCX_TOP/build-ucx1.22/install/lib/ucx/libuct_dcx.so
+    check cross-load-1.13-build-into-1.18 cross_load_refused 1.18 preload "$plugin13" 1.13.1
+    check cross-load-1.18-build-into-1.22 cross_load_refused 1.22 preload "$plugin18" 1.18.1
+    check cross-load-1.18-build-in-1.22-plugin-path \
+        cross_load_refused 1.22 plugin-path "$plugin18" 1.18.1
+    check cross-load-1.22-build-into-1.18 cross_load_refused 1.18 preload "$plugin22" 1.22.0
 }

@@ -142,19 +142,61 @@ bench_goal() {
     echo "goal,$name,$what,$ratio,$dir $goal $met" >> "$BENCH_CSV"
 }
 
+# The protocols UCP (protocols v2, UCX >= 1.16) picks over dcx, as
+# UCX_PROTO_INFO prints them: tag, RMA put and get, active messages.
+bench_proto_one() {
+    local port=$((20000 + (RANDOM % 20000))) spid rc=0 out
+    DCXEMU_FABRIC="$BENCH_FABRIC" UCX_TLS=dcx "$DCX_PREFIX/bin/dcx-run" --emu \
+        ucx_perftest $BENCH_PERFTEST_OPTS -p $port >/dev/null 2>&1 &
+    spid=$!
+    sleep 0.3
+    out=$(DCXEMU_FABRIC="$BENCH_FABRIC" UCX_TLS=dcx UCX_PROTO_INFO=y timeout 120 \
+          "$DCX_PREFIX/bin/dcx-run" --emu ucx_perftest $BENCH_PERFTEST_OPTS -p $port \
+          "$@" -n 20 -w 2 localhost 2>&1) || rc=$?
+    wait $spid || rc=$?
+    [ $rc -eq 0 ] || { echo "$out" | tail -5 >&2; return 1; }
+    # the table rows of UCX's log lines, without timestamp and host
+    echo "$out" | sed -n 's/^\[[^]]*\] \[[^]]*\] *\(|.*\)$/\1/p'
+}
+
+bench_proto() {
+    local out="$DCX_TOP/bench-results/proto-ucx$(ucx_version).txt" t
+    case "$(ucx_version)" in
+    1.1[0-5].*) die "UCP selects protocols this way (protocols v2) from UCX 1.16 on: run 'contrib/dcx bench --ucx 1.18 proto' or '--ucx 1.22'" ;;
+    esac
+    # Debian 13's ucx_perftest enters MPI mode when stdin is no terminal.
+    BENCH_PERFTEST_OPTS=""
+    if ucx_perftest -h 2>&1 | grep -q -- '-P <'; then
+        BENCH_PERFTEST_OPTS="-P 0"
+    fi
+    say "bench proto: UCP's protocol choices over dcx, UCX $(ucx_version), device model"
+    : > "$out"
+    for t in "tag_bw -s 1048576" "ucp_put_bw -s 1048576" "ucp_get -s 1048576" \
+             "ucp_am_bw -s 1048576"; do
+        echo "ucx_perftest -t $t" | tee -a "$out"
+        # shellcheck disable=SC2086
+        bench_proto_one -t $t | tee -a "$out" || die "ucx_perftest -t $t failed"
+    done
+    note "saved $out"
+}
+
 cmd_bench() {
     local what=${1:-uct}
     cmd_build
     make -C "$DCX_BUILD" -s -j"$DCX_JOBS" check >/dev/null || die "building the benchmarks failed"
     mkdir -p "$DCX_TOP/bench-results"
     BENCH_FABRIC="dcx-bench-$$"
+    if [ "$what" = proto ]; then
+        bench_proto
+        return
+    fi
     BENCH_CSV="$DCX_TOP/bench-results/$what.csv"
     echo "id,measure,dcx,reference,ratio,direction,goal,result" > "$BENCH_CSV"
     case "$what" in
     uct) bench_uct ;;
     umr) bench_umr ;;
     emu) bench_emu ;;
-    *)   die "unknown benchmark '$what' (benchmarks: uct umr emu)" ;;
+    *)   die "unknown benchmark '$what' (benchmarks: uct umr emu proto)" ;;
     esac
     note "saved $BENCH_CSV"
 }

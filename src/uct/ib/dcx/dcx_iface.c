@@ -351,10 +351,10 @@ static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
     attr->cap.am.max_hdr          = iface->tx.seg_size / 2;
     attr->cap.am.max_iov          = iface->tx.max_sge - 1;
 
-    uct_dcx_iface_perf_get(tl_iface, &perf);
+    uct_dcx_iface_perf_get(tl_iface, UCT_DCX_PERF_OP_ANY, &perf);
     attr->latency             = ucs_linear_func_make(perf.latency, 0);
-    attr->bandwidth.dedicated = perf.bandwidth;
-    attr->bandwidth.shared    = 0;
+    attr->bandwidth.dedicated = 0;
+    attr->bandwidth.shared    = perf.bandwidth;
     attr->overhead            = perf.send_pre_overhead;
     attr->priority            = 0;
     return UCS_OK;
@@ -425,21 +425,73 @@ int uct_dcx_iface_addr_is_reachable(uct_iface_h tl_iface,
     return 0;
 }
 
-void uct_dcx_iface_perf_get(uct_iface_h tl_iface, uct_dcx_iface_perf_t *perf)
+/* Payload rate of one lane in Gb/s after line encoding, by the port's
+ * active_speed (IBTA: 8b/10b up to QDR, 64b/66b from FDR10 on). */
+static double uct_dcx_iface_lane_gbps(uint8_t active_speed)
+{
+    switch (active_speed) {
+    case 1:   return 2.0;    /* SDR */
+    case 2:   return 4.0;    /* DDR */
+    case 4:   return 8.0;    /* QDR */
+    case 8:   return 10.0;   /* FDR10 */
+    case 16:  return 13.64;  /* FDR */
+    case 32:  return 25.0;   /* EDR */
+    case 64:  return 50.0;   /* HDR */
+    case 128: return 100.0;  /* NDR */
+    default:  return 2.0;    /* unknown: the slowest */
+    }
+}
+
+/* Lanes of the link, by the port's active_width. */
+static unsigned uct_dcx_iface_lanes(uint8_t active_width)
+{
+    switch (active_width) {
+    case 1:  return 1;
+    case 2:  return 4;
+    case 4:  return 8;
+    case 8:  return 12;
+    case 16: return 2;
+    default: return 1;
+    }
+}
+
+void uct_dcx_iface_perf_get(uct_iface_h tl_iface, uct_dcx_perf_op_t op,
+                            uct_dcx_iface_perf_t *perf)
 {
     uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+    /* A packet carries one path MTU of payload behind LRH/GRH, BTH, the
+     * DC extended header (DCETH) and the CRCs. */
+    double mtu  = 128u << iface->config.path_mtu;
+    double hdrs = (iface->is_global ? 40 + 8 : 8) + 12 + 16 + 4 + 2;
+    double wire = uct_dcx_iface_lane_gbps(iface->port_attr.active_speed) *
+                  uct_dcx_iface_lanes(iface->port_attr.active_width) *
+                  1e9 / 8;
 
-    /* mlx5 figures as UCX models DC: posting and polling cost the CPU about
-     * 75 ns each; a message on a fresh DCI pays a DC connect on the wire. */
-    perf->send_pre_overhead  = 75e-9;
-    perf->send_post_overhead = 0;
+    /* Estimates for mlx5, as UCX models its IB transports: writing a WQE
+     * and ringing the doorbell cost the CPU ~40 ns each; retiring a CQE
+     * ~50 ns; receiving a message ~75 ns; the NIC fetching a WQE it was
+     * not given inline adds ~350 ns; DC's connect adds ~60 ns on the wire
+     * to the port's ~600 ns (RoCE: +200 ns). */
+    perf->bandwidth          = wire * mtu / (mtu + hdrs);
+    perf->latency            = 660e-9 + (iface->is_global ? 200e-9 : 0);
+    perf->send_pre_overhead  = 40e-9;
+    perf->send_post_overhead = 40e-9;
     perf->recv_overhead      = 75e-9;
-    perf->bandwidth          = 12500.0 * UCS_MBYTE;
-    perf->latency            = 660e-9;
+    switch (op) {
+    case UCT_DCX_PERF_OP_ZCOPY:
+        perf->send_post_overhead += 50e-9;
+        perf->latency            += 350e-9;
+        break;
+    case UCT_DCX_PERF_OP_BCOPY:
+        perf->latency            += 350e-9;
+        break;
+    default:
+        break;
+    }
     /* Under dcs and dcs_quota an endpoint with work in flight holds a DCI;
      * under rand any number share them. */
-    perf->max_inflight_eps   = (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) ?
-                               SIZE_MAX : iface->tx.num_dci;
+    perf->max_inflight_eps = (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) ?
+                             SIZE_MAX : iface->tx.num_dci;
 }
 
 /* --- receive ---------------------------------------------------------- */

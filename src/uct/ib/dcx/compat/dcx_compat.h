@@ -87,17 +87,27 @@ int uct_dcx_iface_addr_is_reachable(uct_iface_h iface,
 int uct_dcx_ep_is_connected_to(uct_ep_h ep, const uct_device_addr_t *dev_addr,
                                const uct_iface_addr_t *iface_addr);
 
+/* The kind of operation a performance estimate is for. */
+typedef enum {
+    UCT_DCX_PERF_OP_ANY,   /* iface_query: no operation named */
+    UCT_DCX_PERF_OP_SHORT, /* inline: the CPU writes the data into the WQE */
+    UCT_DCX_PERF_OP_BCOPY, /* from a bounce buffer the NIC reads */
+    UCT_DCX_PERF_OP_ZCOPY  /* from user memory, with a completion to retire */
+} uct_dcx_perf_op_t;
+
 /* The device's figures for UCP's protocol selection (uct_perf_attr_t). */
 typedef struct uct_dcx_iface_perf {
     double send_pre_overhead;  /* CPU time to post one work request, s */
-    double send_post_overhead; /* CPU time to retire its completion, s */
+    double send_post_overhead; /* CPU time after posting (doorbell, CQE), s */
     double recv_overhead;      /* CPU time to receive one message, s */
-    double bandwidth;          /* link bandwidth, bytes/s */
-    double latency;            /* one-way wire latency, s */
+    double bandwidth;          /* the port's payload bandwidth, bytes/s,
+                                  shared by the node's processes */
+    double latency;            /* one-way latency, s */
     size_t max_inflight_eps;   /* endpoints with work in flight at once */
 } uct_dcx_iface_perf_t;
 
-void uct_dcx_iface_perf_get(uct_iface_h iface, uct_dcx_iface_perf_t *perf);
+void uct_dcx_iface_perf_get(uct_iface_h iface, uct_dcx_perf_op_t op,
+                            uct_dcx_iface_perf_t *perf);
 
 
 /* --- implemented by the layer, called by the transport ------------------ */

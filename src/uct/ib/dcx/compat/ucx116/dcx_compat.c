@@ -178,9 +178,17 @@ static int uct_dcx_compat_ep_is_connected(uct_ep_h ep,
 static ucs_status_t uct_dcx_compat_estimate_perf(uct_iface_h iface,
                                                  uct_perf_attr_t *attr)
 {
+    uct_ep_operation_t op = UCS_PARAM_VALUE(UCT_PERF_ATTR_FIELD, attr,
+                                            operation, OPERATION,
+                                            UCT_EP_OP_LAST);
     uct_dcx_iface_perf_t perf;
 
-    uct_dcx_iface_perf_get(iface, &perf);
+    uct_dcx_iface_perf_get(iface,
+                           (op == UCT_EP_OP_LAST)    ? UCT_DCX_PERF_OP_ANY :
+                           uct_ep_op_is_zcopy(op)    ? UCT_DCX_PERF_OP_ZCOPY :
+                           uct_ep_op_is_bcopy(op)    ? UCT_DCX_PERF_OP_BCOPY :
+                                                       UCT_DCX_PERF_OP_SHORT,
+                           &perf);
     if (attr->field_mask & UCT_PERF_ATTR_FIELD_SEND_PRE_OVERHEAD) {
         attr->send_pre_overhead = perf.send_pre_overhead;
     }
@@ -191,15 +199,15 @@ static ucs_status_t uct_dcx_compat_estimate_perf(uct_iface_h iface,
         attr->recv_overhead = perf.recv_overhead;
     }
     if (attr->field_mask & UCT_PERF_ATTR_FIELD_BANDWIDTH) {
-        attr->bandwidth.dedicated = perf.bandwidth;
-        attr->bandwidth.shared    = 0;
+        attr->bandwidth.dedicated = 0;
+        attr->bandwidth.shared    = perf.bandwidth;
     }
 #if UCT_DCX_UCX_AT_LEAST(1, 19)
     /* Not in 1.18; present in 1.22 (1.19-1.21 are untested: if one lacks
      * it, this fails to compile rather than leave it unset). */
     if (attr->field_mask & UCT_PERF_ATTR_FIELD_PATH_BANDWIDTH) {
-        attr->path_bandwidth.dedicated = perf.bandwidth;
-        attr->path_bandwidth.shared    = 0;
+        attr->path_bandwidth.dedicated = 0;
+        attr->path_bandwidth.shared    = perf.bandwidth;
     }
 #endif
     if (attr->field_mask & UCT_PERF_ATTR_FIELD_LATENCY) {

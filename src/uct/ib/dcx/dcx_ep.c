@@ -161,6 +161,9 @@ uct_dcx_ep_wr_complete(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     --dci->available;
     --iface->tx.cq_available;
     ++dci->posted;
+    ucs_trace_data("dcx: ep %p: posted work request %" PRIu64 " on dci 0x%x "
+                   "to dct 0x%x", ep, (uint64_t)dci->posted, dci->qp->qp_num,
+                   peer->dctn);
     if (op != NULL) {
         op->sn = dci->posted;
         ucs_queue_push(&dci->outstanding, &op->queue);
@@ -706,6 +709,25 @@ uct_dcx_ep_fc_consume(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 
 /* --- active messages ------------------------------------------------- */
 
+/* Data-path tracing (UCX_LOG_LEVEL=trace_data, and the AM tracer UCP
+ * installs): an inline message as one buffer, the way the peer gets it. */
+static UCS_F_NOINLINE void
+uct_dcx_ep_trace_am_inline(uct_dcx_iface_t *iface, uint8_t id,
+                           const struct ibv_data_buf *bufs, size_t num,
+                           const char *what)
+{
+    char data[UCT_DCX_TRACE_AM_MAX];
+    size_t i, length = 0, n;
+
+    for (i = 0; i < num; ++i) {
+        n = ucs_min(bufs[i].length, sizeof(data) - length);
+        memcpy(data + length, bufs[i].addr, n);
+        length += n;
+    }
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, data,
+                       length, "TX: %s", what);
+}
+
 ucs_status_t uct_dcx_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                                  const void *payload, unsigned length)
 {
@@ -734,6 +756,10 @@ ucs_status_t uct_dcx_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     bufs[0].length = sizeof(header);
     bufs[1].addr   = (void*)payload;
     bufs[1].length = length;
+
+    if (ucs_log_is_enabled(UCS_LOG_LEVEL_TRACE_DATA)) {
+        uct_dcx_ep_trace_am_inline(iface, id, bufs, 2, "AM_SHORT");
+    }
 
     qpx = uct_dcx_ep_wr_start(dci, ep->dci);
     ibv_wr_send_imm(qpx, htobe32(id));
@@ -779,6 +805,10 @@ ucs_status_t uct_dcx_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
         return status;
     }
 
+    if (ucs_log_is_enabled(UCS_LOG_LEVEL_TRACE_DATA)) {
+        uct_dcx_ep_trace_am_inline(iface, id, bufs, num, "AM_SHORT_IOV");
+    }
+
     qpx = uct_dcx_ep_wr_start(dci, ep->dci);
     ibv_wr_send_imm(qpx, htobe32(id));
     ibv_wr_set_inline_data_list(qpx, num, bufs);
@@ -822,6 +852,8 @@ ssize_t uct_dcx_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     length = pack_cb(op->buf, arg);
     ucs_assertv(length <= iface->tx.seg_size, "am_bcopy packed %zu > %zu",
                 length, iface->tx.seg_size);
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, op->buf,
+                       length, "TX: AM_BCOPY");
 
     qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
     ibv_wr_send_imm(qpx, htobe32(id));
@@ -941,6 +973,8 @@ uct_dcx_ep_am_zcopy_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         }
         sge[0].length = header_length + total;
     }
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, header,
+                       header_length, "TX: AM_ZCOPY strided");
 
     qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
     ibv_wr_send_imm(qpx, htobe32(id));
@@ -1038,6 +1072,9 @@ ucs_status_t uct_dcx_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         sge[0].length = header_length;
         sge[0].lkey   = op->lkey;
     }
+    /* The header only: the payload is the user's, not contiguous. */
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, header,
+                       header_length, "TX: AM_ZCOPY");
 
     qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
     ibv_wr_send_imm(qpx, htobe32(id));

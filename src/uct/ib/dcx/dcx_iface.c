@@ -1208,6 +1208,9 @@ static unsigned uct_dcx_iface_poll_rx(uct_dcx_iface_t *iface)
 
         udesc = UCS_PTR_BYTE_OFFSET(desc, iface->rx.headroom_offset);
         uct_recv_desc(udesc) = &iface->rx.release_desc;
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id,
+                           UCS_PTR_BYTE_OFFSET(desc, iface->rx.payload_offset),
+                           wc[i].byte_len, "RX: AM");
         status = uct_iface_invoke_am(&iface->super, am_id,
                                      UCS_PTR_BYTE_OFFSET(desc,
                                                          iface->rx.payload_offset),

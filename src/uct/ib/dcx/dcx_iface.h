@@ -48,6 +48,7 @@
 
 /* Gather entries per DCI work request (written back by the device). */
 #define UCT_DCX_MAX_SGE          8
+#define UCT_DCX_TRACE_AM_MAX     512  /* bytes of an inline AM traced */
 
 /* Receive buffers posted to the SRQ per post call. */
 #define UCT_DCX_RX_POST_BATCH    64

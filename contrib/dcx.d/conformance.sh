@@ -447,9 +447,11 @@ conf_prepare() {
     conf_load_mode
     conf_check_loading
     # Every dcx test of this release's gtest ("Suite.test" names).
-    mapfile -t CONF_ALL_TESTS < <(DCXEMU_FABRIC="dcx-conf-$$-all" "${CONF_RUN[@]}" "$CONF_GTEST" \
-        --gtest_list_tests --gtest_filter='dcx/*:dcxtl/*' 2>/dev/null |
-        awk '/^[^ ]/ { s = $1; next } /^  / { print s $1 }')
+    local list
+    list=$(DCXEMU_FABRIC="dcx-conf-$$-all" "${CONF_RUN[@]}" "$CONF_GTEST" \
+           --gtest_list_tests --gtest_filter='dcx/*:dcxtl/*' 2>/dev/null) ||
+        die "UCX gtest --gtest_list_tests failed under dcx-run"
+    mapfile -t CONF_ALL_TESTS < <(echo "$list" | awk '/^[^ ]/ { s = $1; next } /^  / { print s $1 }')
     [ ${#CONF_ALL_TESTS[@]} -gt 0 ] || die "UCX gtest lists no dcx test"
     CONF_TABLE=()
     CONF_ABSENT=()

@@ -4,10 +4,13 @@
 #   suite ucx-conformance     every listed UCT and UCP suite, dcx instances only
 #   suite ucx-conformance-ci  a subset that fits in ~15 min on 2 cores,
 #                             including an uncached build
-# UCX's gtest is built from the UCX source package of the installed version,
-# configured like Debian built it, with dcx added to its transport lists by
+# UCX's gtest is built from the source of the UCX dcx was built against (the
+# host's: Debian 12's UCX 1.13.1; with --ucx 1.18: Debian 13's 1.18.1; with
+# --ucx 1.22: the 1.22.0 release source), configured like that UCX was built,
+# with dcx added to its transport lists by
 # contrib/dcx.d/ucx-patches/gtest-dcx.sed.sh. It runs under dcx-run --emu,
-# so the plugin registers itself into the source-built libuct.
+# so the plugin registers itself into the source-built libuct (1.13, 1.18:
+# preloaded; 1.22: loaded from UCX_PLUGIN_PATH).
 # ucx-conformance-ci is part of the default run (SUITES_ALL, so CI runs it);
 # ucx-conformance runs by name. Documentation: docs/conformance.md.
 #
@@ -30,17 +33,62 @@ CONF_SUITE_TIMEOUT=${DCX_CONF_SUITE_TIMEOUT:-1800}
 # The files it edits (restored from the pristine tree before patching).
 CONF_PATCHED="uct/uct_test.h uct/test_md.cc uct/uct_p2p_test.cc ucp/ucp_test.h"
 
-# Debian's configure flags (ucx_info -v) minus the install layout, plus
-# what the brief needs: no Java/Go bindings.
+# The UCX release of this run: the host's (1.13) or that of the --ucx
+# environment this runs in (DCX_IN_ROOT).
+conf_release() {
+    echo "${DCX_IN_ROOT:-1.13}"
+}
+
+# The ucx_info of the UCX dcx was built against: the installation under
+# DCX_UCX_PREFIX (1.22: /opt/ucx-1.22.0), otherwise the distribution's.
+conf_ucx_info() {
+    if [ -n "${DCX_UCX_PREFIX:-}" ]; then
+        echo "$DCX_UCX_PREFIX/bin/ucx_info"
+    else
+        echo ucx_info
+    fi
+}
+
+# The configure flags that UCX was built with (ucx_info -v: Debian's for
+# 1.13 and 1.18, those of the 1.22 prefix's recipe for 1.22) minus the
+# install layout, plus no Java/Go bindings and the gtest. Debian 13 builds
+# 1.18 also --with-rocm=/usr --with-mad=yes --enable-lcov and with libfuse3:
+# ROCm, MAD and lcov are turned off and fuse is not found, as their
+# packages are not in the root; they add only GPU modules, ucx_perftest's
+# MAD launcher, coverage make targets and the VFS fuse module
+# (CONF_MAY_DIFFER).
 conf_ucx_configure_flags() {
-    ucx_info -v | sed -n 's/^# Configured with: //p' | tr ' ' '\n' |
+    "$(conf_ucx_info)" -v | sed -n 's/^# Configured with: //p' | tr ' ' '\n' |
         grep -vE '^--(build|prefix|includedir|mandir|infodir|sysconfdir|localstatedir|libdir|runstatedir)=' |
+        sed -E -e 's/^--with-(rocm|mad)(=.*)?$/--without-\1/' -e 's/^--enable-lcov$/--disable-lcov/' |
         tr '\n' ' '
     echo "--without-java --without-go --enable-gtest"
 }
 
+# An identifier of the UCX source tree: the archive's sha256 when it came
+# from one (ucx-src/<v>/origin), otherwise a hash over the tree's files.
+conf_src_id() {
+    local src=$1 sum
+    sum=$(sed -n 's/.*(sha256 \([0-9a-f]*\).*/\1/p' "$(dirname "$src")/origin" 2>/dev/null || true)
+    if [ -z "$sum" ] || [ -n "${DCX_UCX_SRC:-}" ]; then
+        sum=$(cd "$src" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum |
+              sha256sum | cut -d' ' -f1)
+    fi
+    echo "${sum:0:12}"
+}
+
+# The build cache: per release and per UCX source. The host's keeps its
+# name (the Debian package version, e.g. 1.13.1-1); a --ucx environment's
+# is ucx<release>-<UCX version>-<source id>.
 conf_cache_dir() {
-    echo "$DCX_CACHE/ucx-gtest/$(ucx_deb_version)"
+    if [ -z "${DCX_IN_ROOT:-}" ]; then
+        echo "$DCX_CACHE/ucx-gtest/$(ucx_deb_version)"
+    else
+        local src
+        src=$(ucx_src_dir)
+        [ -n "$src" ] || die "no UCX source tree (contrib/dcx setup --ucx $DCX_IN_ROOT)"
+        echo "$DCX_CACHE/ucx-gtest/ucx$DCX_IN_ROOT-$(ucx_version)-$(conf_src_id "$src")"
+    fi
 }
 
 # Cache key: the patch, the configure flags and the build recipe's version.
@@ -52,39 +100,54 @@ conf_key() {
 
 # Settings that change struct layouts or inline code shared with the
 # installed UCX (and with libuct_dcx.so, built against ucx_info -b).
-# Module lists and the configure line itself may differ.
+# Module lists and the configure line itself may differ, and so may
+# CONF_MAY_DIFFER (regexes): defines that only GPU modules (uct/ucm rocm),
+# ucx_perftest (MAD launcher), the VFS fuse module (src/ucs/vfs/fuse,
+# src/tools/vfs) and UCX's gtest's GPU memory types read (UCX 1.18's
+# src/ucs/ outside vfs/fuse, src/uct/ and src/ucp/ never do), and
+# HAVE_NETLINK_RDMA: found by the source build in Debian 13's current
+# headers, not by Debian's build of 1.18.1; it only compiles uct_ib's SMI
+# device filter (uct_ib_device_is_smi in src/uct/ib/base/ib_device.c), code
+# that dcx, not a uct_ib transport, never runs.
+CONF_MAY_DIFFER="HAVE_ROCM HAVE_HIP HAVE_HIP_RUNTIME_H HAVE_HSA_[A-Z_]+ HAVE_MAD FUSE_USE_VERSION HAVE_DECL_FUSE_[A-Z_]+ HAVE_FUSE_[A-Z_]+ HAVE_NETLINK_RDMA"
 conf_norm_config() {
     awk '$1 == "#define" { v = $3; for (i = 4; i <= NF; i++) v = v " " $i; print $2 "=" v }' |
-        grep -vE '^(UCX_CONFIGURE_FLAGS|[a-z]+_MODULES|__restrict__)=' | sort
+        grep -vE "^(UCX_CONFIGURE_FLAGS|[a-z_]+_MODULES|__restrict__|${CONF_MAY_DIFFER// /|})=" | sort
 }
 
 conf_check_layout() {
-    local build=$1 diffs
-    diffs=$(diff <(ucx_info -b | conf_norm_config) \
+    local build=$1 diffs info
+    info=$(conf_ucx_info)
+    diffs=$(diff <("$info" -b | conf_norm_config) \
                  <(conf_norm_config < "$build/config.h")) || true
     if [ -n "$diffs" ]; then
         printf '%s\n' "$diffs" | sed 's/^/      /' >&2
         die "the source-built UCX's configuration differs from the installed one's
-    (< installed ucx_info -b, > $build/config.h): a missing build dependency?"
+    (< installed $info -b, > $build/config.h): a missing build dependency?"
     fi
     for v in ENABLE_ASSERT ENABLE_MT ENABLE_DEBUG_DATA ENABLE_PARAMS_CHECK; do
         grep -q "^#define $v " "$build/config.h" || grep -q "^#define $v$" "$build/config.h" ||
             die "$v missing from $build/config.h"
     done
     ! grep -q '^#define ENABLE_STATS' "$build/config.h" || die "ENABLE_STATS set in the source build"
-    note "source-built UCX matches the installed ucx_info -b (ENABLE_*, HAVE_*, UCS_*)"
+    note "source-built UCX matches the installed $info -b (ENABLE_*, HAVE_*, UCS_*)"
 }
 
 # Build (or reuse) UCX's gtest; prints nothing, sets CONF_GTEST.
 conf_build() {
-    local cache key src pristine build f start flags
-    cache=$(conf_cache_dir)
+    local cache key src pristine build f start flags lock
+    cache=$CONF_CACHE
+    mkdir -p "$(dirname "$cache")"
+    # One build at a time per cache (runs from several worktrees share it).
+    exec {lock}>"$cache.lock"
+    flock "$lock"
     key=$(conf_key)
     build="$cache/build"
     CONF_GTEST="$build/test/gtest/gtest"
     if [ -f "$cache/stamp" ] && [ "$(cat "$cache/stamp")" = "$key" ] && [ -x "$CONF_GTEST" ]; then
         note "UCX gtest: cached ($cache, key $key)"
         conf_check_layout "$build"
+        exec {lock}>&-
         return
     fi
     start=$(date +%s)
@@ -106,7 +169,7 @@ conf_build() {
     mkdir -p "$cache"
     flags=$(conf_ucx_configure_flags)
     if [ ! -f "$build/config.status" ] || [ "$(cat "$cache/configured" 2>/dev/null)" != "$flags" ]; then
-        note "UCX gtest: copying $pristine and configuring (Debian's flags)"
+        note "UCX gtest: copying $pristine and configuring ($flags)"
         rm -rf "$src" "$build" "$cache/stamp"
         cp -a "$pristine" "$src"
         (cd "$src" && ./autogen.sh) > "$cache/autogen.log" 2>&1 || die "UCX autogen failed ($cache/autogen.log)"
@@ -121,7 +184,8 @@ conf_build() {
     for f in $CONF_PATCHED; do
         cp -p "$pristine/test/gtest/$f" "$src/test/gtest/$f"
     done
-    ucx_gtest_patch_dcx "$src/test/gtest" || die "patching UCX's gtest failed (not UCX 1.13?)"
+    ucx_gtest_patch_dcx "$src/test/gtest" ||
+        die "patching UCX $(ucx_version)'s gtest failed (contrib/dcx.d/ucx-patches/gtest-dcx.sed.sh knows 1.13, 1.18 and 1.22)"
     (cd "$src" && for f in $CONF_PATCHED; do
          diff -u "$pristine/test/gtest/$f" "test/gtest/$f" | sed "1,2s|$pristine/||"; done) \
         > "$cache/gtest-dcx.diff" || true
@@ -138,18 +202,60 @@ conf_build() {
         die "UCX gtest build failed ($cache/make.log)"
     echo "$key" > "$cache/stamp"
     note "UCX gtest: built in $(( $(date +%s) - start )) s"
+    exec {lock}>&-
+}
+
+# How dcx-run loads the plugin here: "preload" (UCX before 1.22) or
+# "plugin-path" (UCX_PLUGIN_PATH, 1.22). UCX 1.22's gtest must find dcx
+# the way 1.22 users do, with nothing preloaded.
+conf_load_mode() {
+    local env plugin
+    plugin=$(plugin_path)
+    env=$("${CONF_RUN[@]}" sh -c 'printf "%s\n%s\n" "${LD_PRELOAD:-}" "${UCX_PLUGIN_PATH:-}"') ||
+        die "dcx-run failed"
+    if [[ ":$(echo "$env" | sed -n 1p):" == *":$plugin:"* ]]; then
+        CONF_LOAD=preload
+    elif [[ ":$(echo "$env" | sed -n 2p):" == *":$(cd "$(dirname "$plugin")" && pwd -P):"* ]]; then
+        CONF_LOAD="plugin-path"
+    else
+        die "dcx-run neither preloads $plugin nor puts its directory into UCX_PLUGIN_PATH"
+    fi
+    case "$(conf_release)" in
+    1.13|1.18) [ "$CONF_LOAD" = preload ] || die "UCX $(conf_release): dcx-run does not preload dcx" ;;
+    *)         [ "$CONF_LOAD" = plugin-path ] ||
+                   die "UCX $(conf_release): dcx-run preloads dcx instead of using UCX_PLUGIN_PATH" ;;
+    esac
 }
 
 # The gtest binary must load the dcx plugin into the source-built libuct.
+# First statically (the libraries it links, and the preloaded plugin), then
+# in a real run (listing the dcx tests loads UCX's modules and dcx): every
+# libucs/libuct/libucp/libucm initialised comes from the source build, and
+# so does the plugin's transport library (its libuct.so.0 dependency
+# resolves to the copy already loaded).
 conf_check_loading() {
-    local cache out bad
-    cache=$(conf_cache_dir)
-    out=$(LD_TRACE_LOADED_OBJECTS=1 LD_PRELOAD="$(plugin_path)" "$CONF_REAL_GTEST" 2>&1) ||
+    local cache=$CONF_CACHE out bad preload=()
+    if [ "$CONF_LOAD" = preload ]; then
+        preload=(LD_PRELOAD="$(plugin_path)")
+    fi
+    out=$(env -u LD_LIBRARY_PATH LD_TRACE_LOADED_OBJECTS=1 "${preload[@]}" "$CONF_REAL_GTEST" 2>&1) ||
         die "cannot inspect $CONF_REAL_GTEST"
     bad=$(echo "$out" | grep -E 'lib(ucs|uct|ucp|ucm)\.so' | grep -v "$cache/build" || true)
     [ -z "$bad" ] || die "UCX gtest would load the installed UCX next to the source-built one:
 $bad"
-    echo "$out" | grep -q 'libuct_dcx.so' || die "the plugin is not preloaded"
+    if [ "$CONF_LOAD" = preload ]; then
+        echo "$out" | grep -q 'libuct_dcx.so' || die "the plugin is not preloaded"
+    fi
+    out=$(LD_DEBUG=files DCXEMU_FABRIC="dcx-conf-$$-load" "${CONF_RUN[@]}" "$CONF_GTEST" \
+              --gtest_list_tests --gtest_filter='dcx/test_md.*' 2>&1 >/dev/null) ||
+        die "UCX gtest --gtest_list_tests failed under dcx-run"
+    out=$(echo "$out" | sed -n 's/.*calling init: //p' | sort -u)
+    bad=$(echo "$out" | grep -E '/lib(ucs|uct|ucp|ucm)\.so' | grep -v "^$cache/build/" || true)
+    [ -z "$bad" ] || die "UCX gtest loaded the installed UCX next to the source-built one:
+$bad"
+    echo "$out" | grep -qE '/libuct_dcx\.so' || die "UCX gtest did not load the dcx plugin"
+    note "UCX $(conf_release) gtest: source-built UCX libraries only; dcx $( [ "$CONF_LOAD" = preload ] &&
+        echo "preloaded" || echo "loaded from UCX_PLUGIN_PATH, nothing preloaded")"
 }
 
 # Excluded from the default run (DCX_CONF_ALL=1 runs them), each as
@@ -167,6 +273,46 @@ CONF_NA=(
 # lists the ones fixed since the first runs).
 CONF_KNOWN=(
 )
+# The same, for one release only (CONF_KNOWN_UCX<release without dots>):
+# n/a tests and known dcx bugs that only that release's gtest shows.
+CONF_KNOWN_UCX113=(
+)
+# Since 1.18 (both classes exist in 1.13 without these tests/options).
+CONF_NA_SINCE_118=(
+    "dcx/uct_p2p_rma_test_xfer.fence_relaxed_order/*|n/a: sets IB_PCI_RELAXED_ORDERING, a uct_ib_md option"
+    "dcx/uct_p2p_mix_test_mt.*|n/a: sets IB_REG_MT_THRESH / IB_REG_MT_BIND, uct_ib_md options"
+)
+# A known dcx bug that UCX builds with logging up to TRACE_DATA show (1.18
+# from Debian 13 and the 1.22 prefix: UCS_MAX_LOG_LEVEL=TRACE_POLL; Debian
+# 12's 1.13 is built --disable-logging, where the tests skip the check):
+# dcx neither calls uct_iface_trace_am for AM sends/receives (the tests set
+# an AM tracer with uct_iface_set_am_tracer and count its calls) nor logs a
+# TRACE_DATA line per posted put/get (uct_p2p_test.cc: "the transport
+# prints log messages for the transfers"). The data checks of these tests
+# pass; only the tracing expectation fails.
+CONF_TRACE_DATA_BUG="dcx bug: no data-path tracing (uct_iface_trace_am / TRACE_DATA log per transfer)"
+CONF_KNOWN_TRACE_DATA=(
+    "dcx/uct_p2p_rma_test.put_short/*|$CONF_TRACE_DATA_BUG"
+    "dcx/uct_p2p_rma_test.put_bcopy/*|$CONF_TRACE_DATA_BUG"
+    "dcx/uct_p2p_rma_test.put_zcopy/*|$CONF_TRACE_DATA_BUG"
+    "dcx/uct_p2p_rma_test.get_bcopy/*|$CONF_TRACE_DATA_BUG"
+    "dcx/uct_p2p_rma_test.get_zcopy/*|$CONF_TRACE_DATA_BUG"
+    "dcx/uct_p2p_am_test.am_bcopy/*|$CONF_TRACE_DATA_BUG"
+    "dcx/uct_p2p_am_test.am_bcopy_keep_data/*|$CONF_TRACE_DATA_BUG"
+    "dcx/uct_p2p_am_test.am_short_keep_data/*|$CONF_TRACE_DATA_BUG"
+    "dcx/uct_p2p_am_test.am_short_iov_keep_data/*|$CONF_TRACE_DATA_BUG"
+    "dcx/uct_p2p_am_test.am_zcopy/*|$CONF_TRACE_DATA_BUG"
+)
+CONF_KNOWN_UCX118=("${CONF_NA_SINCE_118[@]}" "${CONF_KNOWN_TRACE_DATA[@]}")
+CONF_KNOWN_UCX122=("${CONF_NA_SINCE_118[@]}" "${CONF_KNOWN_TRACE_DATA[@]}")
+
+# Every exclusion of this release, one "pattern|reason" a line.
+conf_excluded() {
+    local name
+    name="CONF_KNOWN_UCX$(conf_release | tr -d .)"
+    local -n rel=$name
+    printf '%s\n' "${CONF_NA[@]}" "${CONF_KNOWN[@]}" "${rel[@]}" | grep .
+}
 
 # Suites: "name|gtest filter[|VAR=value ...]" (dcx instances only). dcx/ is
 # the UCT transport dcx; dcxtl/ is UCP with UCX_TLS=dcx. Peer-failure suites
@@ -203,9 +349,9 @@ CONF_UCP_SUITES=(
 conf_known_negative() {
     local k neg=""
     [ "${DCX_CONF_ALL:-0}" = 1 ] && return
-    for k in "${CONF_NA[@]}" "${CONF_KNOWN[@]}"; do
+    while IFS= read -r k; do
         neg="$neg:${k%%|*}"
-    done
+    done < <(conf_excluded)
     echo "${neg#:}"
 }
 
@@ -222,11 +368,25 @@ conf_run_suite() {
     listed=$(DCXEMU_FABRIC="dcx-conf-$$-$name-list" "${CONF_RUN[@]}" "$CONF_GTEST" --gtest_list_tests \
              --gtest_filter="$filter${neg:+-$neg}" 2>/dev/null | grep -c '^  ' || true)
     if [ "$listed" -eq 0 ]; then
-        note "FAIL $name: no dcx instance of '$filter' (is the plugin loaded?)"
+        note "FAIL $name: no dcx instance of '$filter' in UCX $(conf_release) (is the plugin loaded?)"
         total_failed=$((total_failed + 1))
         failed_names+=("$name (no dcx instances)")
         return
     fi
+    # Test classes a release does not have (or has without dcx instances)
+    # are reported, not passed over.
+    local pat t hit
+    for pat in ${filter//:/ }; do
+        hit=0
+        for t in "${CONF_ALL_TESTS[@]}"; do
+            # shellcheck disable=SC2053 # gtest filters are globs
+            if [[ $t == $pat ]]; then hit=1; break; fi
+        done
+        if [ $hit -eq 0 ]; then
+            note "ABSENT $name: '$pat' has no dcx test in UCX $(conf_release)'s gtest"
+            CONF_ABSENT+=("$name: $pat")
+        fi
+    done
     while :; do
         round=$((round + 1))
         rc=0
@@ -274,18 +434,31 @@ conf_tally() {
 }
 
 conf_prepare() {
+    CONF_CACHE=$(conf_cache_dir)
+    note "UCX $(conf_release) ($(ucx_version)): gtest cache $CONF_CACHE"
     conf_build
-    CONF_RUN=("$DCX_PREFIX/bin/dcx-run" --emu)
+    # LD_LIBRARY_PATH (the 1.22 environment's /opt/ucx-1.22.0/lib) would
+    # win over the gtest's RUNPATH, i.e. over the source-built libraries.
+    CONF_RUN=(env -u LD_LIBRARY_PATH "$DCX_PREFIX/bin/dcx-run" --emu)
     # The libtool wrapper runs the real binary; inspect that.
     CONF_REAL_GTEST="$(dirname "$CONF_GTEST")/.libs/gtest"
     [ -x "$CONF_REAL_GTEST" ] || CONF_REAL_GTEST=$CONF_GTEST
     CONF_GTEST=$CONF_REAL_GTEST
+    conf_load_mode
     conf_check_loading
+    # Every dcx test of this release's gtest ("Suite.test" names).
+    local list
+    list=$(DCXEMU_FABRIC="dcx-conf-$$-all" "${CONF_RUN[@]}" "$CONF_GTEST" \
+           --gtest_list_tests --gtest_filter='dcx/*:dcxtl/*' 2>/dev/null) ||
+        die "UCX gtest --gtest_list_tests failed under dcx-run"
+    mapfile -t CONF_ALL_TESTS < <(echo "$list" | awk '/^[^ ]/ { s = $1; next } /^  / { print s $1 }')
+    [ ${#CONF_ALL_TESTS[@]} -gt 0 ] || die "UCX gtest lists no dcx test"
     CONF_TABLE=()
+    CONF_ABSENT=()
 }
 
 conf_run_list() {
-    local entry name filter extra
+    local entry name filter extra k
     for entry in "$@"; do
         IFS='|' read -r name filter extra <<< "$entry"
         if [ -n "${DCX_CONF_FILTER:-}" ] && ! [[ $name =~ $DCX_CONF_FILTER ]]; then
@@ -294,6 +467,7 @@ conf_run_list() {
         conf_run_suite "$name" "$filter" "$extra"
     done
     note ""
+    note "UCX $(conf_release) ($(ucx_version)), dcx loaded by $CONF_LOAD:"
     note "$(printf '%-24s %6s %6s %6s %6s' suite listed passed failed skipped)"
     local row
     for row in "${CONF_TABLE[@]}"; do
@@ -301,9 +475,14 @@ conf_run_list() {
     done
     if [ "${DCX_CONF_ALL:-0}" != 1 ]; then
         note "not run (docs/conformance.md; DCX_CONF_ALL=1 runs them):"
-        local k
-        for k in "${CONF_NA[@]}" "${CONF_KNOWN[@]}"; do
+        while IFS= read -r k; do
             note "  ${k%%|*}: ${k#*|}"
+        done < <(conf_excluded)
+    fi
+    if [ ${#CONF_ABSENT[@]} -gt 0 ]; then
+        note "not in UCX $(conf_release)'s gtest (no dcx test matches):"
+        for k in "${CONF_ABSENT[@]}"; do
+            note "  $k"
         done
     fi
 }

@@ -2223,6 +2223,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
 {
     uct_dcx_fc_pending_grant_t *grant;
     uct_completion_t *comp;
+    uct_dcx_peer_t *peer;
     struct ibv_ah *ah;
     uct_dcx_op_t *op;
     unsigned i;
@@ -2263,6 +2264,10 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
         ucs_warn("dcx: iface %p destroyed with %u peers in use: endpoints "
                  "were not destroyed first", self, kh_size(&self->peers));
     }
+    /* The endpoints still holding them go with their pool below. */
+    kh_foreach_value(&self->peers, peer, {
+        ucs_free(peer);
+    });
     ucs_ptr_array_cleanup(&self->peer_table, 0);
     kh_destroy_inplace(uct_dcx_peer, &self->peers);
     ucs_mpool_cleanup(&self->ep_mp, 1);

@@ -208,6 +208,28 @@ dcx_loading_env_pattern() {
     fi
 }
 
+# UCX >= 1.22: two plain ucx_perftest processes over UCX_TLS=dcx with only
+# UCX_PLUGIN_PATH and the device model's settings (no dcx-run, no preload).
+plugin_path_perftest() {
+    local port=$((20000 + (RANDOM % 20000))) spid rc=0 src=0
+    local log="$DCX_LOGS/plugin-path-perftest" dir
+    dir=$(dirname "$(plugin_path)")
+    set -- env -u LD_PRELOAD DCXEMU_FABRIC="$E2E_FABRIC" UCX_TLS=dcx \
+        UCX_PLUGIN_PATH="$dir" UCX_DCX_EMU=y UCX_DCX_EMU_LIB="$DCX_PREFIX/lib/libdcxemu.so.0" \
+        UCX_LOG_LEVEL=info timeout -k 5 "$E2E_TIMEOUT" ucx_perftest "${PERFTEST_OPTS[@]}"
+    "$@" -p $port > "$log.server" 2>&1 &
+    spid=$!
+    sleep 0.3
+    "$@" -p $port -t tag_bw -s 65536 -n 500 -w 50 localhost > "$log.client" 2>&1 || rc=$?
+    wait $spid || src=$?
+    cat "$log.server" "$log.client" > "$log.both"
+    [ $rc -eq 0 ] && [ $src -eq 0 ] ||
+        { cat "$log.both"; echo "client exit $rc, server exit $src"; return 1; }
+    grep '^Final:' "$log.client" || { cat "$log.client"; return 1; }
+    dcx_carried "$log.both" 2
+    echo "UCX_PLUGIN_PATH=$dir, no LD_PRELOAD"
+}
+
 # dcx-run in front of launchers: ranks load the plugin and get the settings;
 # the caller's settings win; plain commands get nothing but what loads dcx.
 dcx_run_ranks_load_plugin() {
@@ -319,6 +341,9 @@ suite_e2e-users() {
     check dcx-run-srun-settings           dcx_run_srun_settings
     check dcx-run-launcher-behind-wrappers dcx_run_launcher_behind_wrappers
     check dcx-run-hidden-launcher-warns   dcx_run_hidden_launcher_warns
+    if [ "$(dcx_run_load_mode)" = plugin-path ]; then
+        check ucp-perftest-plugin-path-no-dcx-run plugin_path_perftest
+    fi
     check ucp-perftest-tag_lat       ucp_perftest_pair tag_lat     -t tag_lat $n
     check ucp-perftest-tag_bw-eager  ucp_perftest_pair tag_bw-eag  -t tag_bw -s 4096 $n
     check ucp-perftest-tag_bw-rndv   ucp_perftest_pair tag_bw-rndv -t tag_bw -s 1048576 -n 200 -w 10

@@ -179,6 +179,7 @@ void uct_dcx_md_caps_get(uct_md_h uct_md, uct_dcx_md_caps_t *caps)
 {
     uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
 
+    /* Any byte range registers (the device pins whole pages itself). */
     memset(caps, 0, sizeof(*caps));
     caps->reg_alignment = 1;
     if (md->device == NULL) {
@@ -193,8 +194,6 @@ void uct_dcx_md_caps_get(uct_md_h uct_md, uct_dcx_md_caps_t *caps)
     caps->max_reg          = md->max_mr_size;
     caps->rkey_packed_size = sizeof(uct_dcx_packed_rkey_t);
     caps->reg_cost         = md->reg_cost;
-    /* Any byte range registers (the device pins whole pages itself). */
-    caps->reg_alignment    = 1;
 }
 
 static ucs_status_t uct_dcx_md_reg_mr(uct_dcx_md_t *md, void *address,

@@ -182,6 +182,46 @@ TEST(uct_faults, unreachable_dct_fails_only_its_endpoint)
     uct_ep_destroy(ep_alive);
 }
 
+/* Completion moderation: puts that asked for no completion have reached the
+ * peer, which then becomes unreachable; a keepalive behind that unsignaled
+ * tail asks for a completion of its own and fails the endpoint. */
+TEST(uct_faults, keepalive_behind_unsignaled_tail_finds_dead_peer)
+{
+    fault_api api;
+    ASSERT_NE(nullptr, api.inject);
+    failure_record f;
+    entity sender(config_t{{"TIMEOUT", "100us"}, {"RETRY_COUNT", "2"}},
+                  record_failure, &f);
+    entity peer;
+    buffer buf(peer, 4096);
+    rkey rk(buf.packed_rkey());
+    std::vector<entity*> all = {&sender, &peer};
+    uct_ep_h ep = sender.connect(peer);
+
+    for (uint64_t i = 1; i <= 3; ++i) {
+        ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &i, 8, buf.addr() + 8 * i,
+                                           rk.get()));
+    }
+    ASSERT_TRUE(wait_for(all, [&] {
+        uint64_t v;
+        memcpy(&v, buf.ptr() + 24, 8);
+        return v == 3;
+    })) << "the puts did not arrive";
+    EXPECT_EQ(0u, tx_counters(sender.iface()).signaled);
+
+    ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE, iface_dctn(peer), 1));
+    ASSERT_EQ(UCS_OK, uct_ep_check(ep, 0, NULL));
+    ASSERT_TRUE(wait_for(all, [&] { return !f.eps.empty(); }, 30))
+            << "the keepalive did not find the dead peer";
+    ASSERT_EQ(1u, f.eps.size());
+    EXPECT_EQ(ep, f.eps[0]);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, f.statuses[0]);
+    ASSERT_TRUE(wait_for(all, [&] {
+        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+    }));
+    uct_ep_destroy(ep);
+}
+
 /* A destroyed DCT (its interface closed) fails the endpoints to it, not the
  * sender's other endpoints. */
 TEST(uct_faults, destroyed_dct_fails_only_its_endpoint)

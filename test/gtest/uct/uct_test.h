@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 #include <uct/api/uct.h>
+#include <uct/ib/dcx/dcx.h>
 #include <ucs/async/async_fwd.h>
 
 #include <functional>
@@ -114,6 +115,10 @@ struct failure_record {
 
 /* An error handler (arg: failure_record*) that records and accepts. */
 ucs_status_t record_failure(void *arg, uct_ep_h ep, ucs_status_t status);
+
+/* The send-side counters of a dcx interface (uct_dcx_iface_query_tx, looked
+ * up in the plugin as a program that preloads it would). */
+uct_dcx_tx_counters_t tx_counters(uct_iface_h iface);
 
 /* Retry an operation while it returns UCS_ERR_NO_RESOURCE. */
 ucs_status_t retry(const std::vector<entity*> &entities,

@@ -42,6 +42,30 @@ ucs_status_t uct_dcx_iface_query_umr(uct_iface_h iface,
 
 
 /**
+ * Send-side work counters of one dcx interface: what it asked of the
+ * device, and how many completions it made the device write (see
+ * UCX_DCX_TX_CQ_MODERATION).
+ */
+typedef struct uct_dcx_tx_counters {
+    uint64_t work_requests;        /**< work requests posted on DCIs */
+    uint64_t signaled;             /**< ... of which asked for a completion */
+    uint64_t cqes;                 /**< send completions polled */
+    uint64_t completion_requests;  /**< signaled zero-length writes posted
+                                        only to retire an unsignaled tail */
+} uct_dcx_tx_counters_t;
+
+
+/**
+ * Read the send-side work counters of a dcx interface.
+ *
+ * @return UCS_OK, or UCS_ERR_INVALID_PARAM if @a iface is not a dcx
+ *         interface.
+ */
+ucs_status_t uct_dcx_iface_query_tx(uct_iface_h iface,
+                                    uct_dcx_tx_counters_t *counters);
+
+
+/**
  * Create a persistent strided view of registered memory: @a count blocks of
  * @a length bytes, @a stride bytes apart, starting at @a address inside the
  * registration @a memh of @a iface's memory domain. The view is a memory

@@ -15,6 +15,8 @@
 typedef struct uct_dcx_api {
     ucs_status_t (*iface_query_umr)(uct_iface_h iface,
                                     uct_dcx_umr_counters_t *counters);
+    ucs_status_t (*iface_query_tx)(uct_iface_h iface,
+                                   uct_dcx_tx_counters_t *counters);
     ucs_status_t (*mem_view_create)(uct_iface_h iface, uct_mem_h memh,
                                     void *address, size_t length,
                                     size_t stride, size_t count,

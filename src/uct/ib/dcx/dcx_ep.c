@@ -102,7 +102,10 @@ uct_dcx_ep_tx_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     }
 
     if (ep->dci == UCT_DCX_EP_NO_DCI) {
-        if (ucs_unlikely(!uct_dcx_ep_may_take_dci(iface, ep) ||
+        /* Waiting endpoints first; an empty pool asks its holders for
+         * completions (uct_dcx_iface_dci_take). */
+        if (ucs_unlikely(((iface->tx.num_waiters > 0) &&
+                          !(ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI)) ||
                          (uct_dcx_ep_dci_take(iface, ep) != UCS_OK))) {
             return UCS_ERR_NO_RESOURCE;
         }
@@ -129,14 +132,19 @@ static void uct_dcx_ep_tx_abort(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
     }
 }
 
+/* Start the endpoint's next work request; @a need_completion: an operation
+ * waits for it (else it may go unsignaled, see uct_dcx_iface_dci_signal). */
 static UCS_F_ALWAYS_INLINE struct ibv_qp_ex *
-uct_dcx_ep_wr_start(uct_dcx_dci_t *dci, uint64_t wr_id)
+uct_dcx_ep_wr_start(uct_dcx_iface_t *iface, const uct_dcx_ep_t *ep,
+                    uct_dcx_dci_t *dci, int need_completion)
 {
     struct ibv_qp_ex *qpx = dci->qpx;
 
     ibv_wr_start(qpx);
-    qpx->wr_id    = wr_id;
-    qpx->wr_flags = IBV_SEND_SIGNALED | (dci->fence ? IBV_SEND_FENCE : 0);
+    qpx->wr_id    = UCT_DCX_WR_ID(ep->dci, dci->posted + 1);
+    qpx->wr_flags = (uct_dcx_iface_dci_signal(iface, dci, need_completion) ?
+                     IBV_SEND_SIGNALED : 0) |
+                    (dci->fence ? IBV_SEND_FENCE : 0);
     return qpx;
 }
 
@@ -158,9 +166,8 @@ uct_dcx_ep_wr_complete(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     }
 
     dci->fence = 0;
-    --dci->available;
-    --iface->tx.cq_available;
-    ++dci->posted;
+    uct_dcx_iface_dci_posted(iface, dci,
+                             dci->qpx->wr_flags & IBV_SEND_SIGNALED);
     ucs_trace_data("dcx: ep %p: posted work request %" PRIu64 " on dci 0x%x "
                    "to dct 0x%x", ep, (uint64_t)dci->posted, dci->qp->qp_num,
                    peer->dctn);
@@ -502,6 +509,11 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_ep_t)
         if (iface->tx.dcis[self->dci].posted ==
             iface->tx.dcis[self->dci].completed) {
             uct_dcx_iface_dci_put(iface, self);
+        } else {
+            /* The DCI returns to the pool when its last request completes:
+             * if none asked for a completion, ask now. A full queue asks
+             * again from its next completion (an orphan's tail). */
+            (void)uct_dcx_iface_dci_request_completion(iface, self->dci);
         }
     }
     uct_dcx_iface_peer_put(iface, uct_dcx_ep_peer(iface, self));
@@ -642,7 +654,7 @@ static ucs_status_t uct_dcx_ep_fc_post_request(uct_dcx_iface_t *iface,
     bufs[1].addr   = &iface->gid;
     bufs[1].length = iface->is_global ? sizeof(iface->gid) : 0;
 
-    qpx = uct_dcx_ep_wr_start(dci, ep->dci);
+    qpx = uct_dcx_ep_wr_start(iface, ep, dci, 0);
     ibv_wr_send_imm(qpx, htobe32(UCT_DCX_IMM_FC_REQUEST));
     ibv_wr_set_inline_data_list(qpx, 2, bufs);
     return uct_dcx_ep_wr_complete(iface, ep, dci, NULL);
@@ -761,7 +773,7 @@ ucs_status_t uct_dcx_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
         uct_dcx_ep_trace_am_inline(iface, id, bufs, 2, "AM_SHORT");
     }
 
-    qpx = uct_dcx_ep_wr_start(dci, ep->dci);
+    qpx = uct_dcx_ep_wr_start(iface, ep, dci, 0);
     ibv_wr_send_imm(qpx, htobe32(id));
     ibv_wr_set_inline_data_list(qpx, 2, bufs);
     status = uct_dcx_ep_wr_complete(iface, ep, dci, NULL);
@@ -809,7 +821,7 @@ ucs_status_t uct_dcx_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
         uct_dcx_ep_trace_am_inline(iface, id, bufs, num, "AM_SHORT_IOV");
     }
 
-    qpx = uct_dcx_ep_wr_start(dci, ep->dci);
+    qpx = uct_dcx_ep_wr_start(iface, ep, dci, 0);
     ibv_wr_send_imm(qpx, htobe32(id));
     ibv_wr_set_inline_data_list(qpx, num, bufs);
     status = uct_dcx_ep_wr_complete(iface, ep, dci, NULL);
@@ -855,7 +867,7 @@ ssize_t uct_dcx_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, op->buf,
                        length, "TX: AM_BCOPY");
 
-    qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
+    qpx = uct_dcx_ep_wr_start(iface, ep, dci, 1);
     ibv_wr_send_imm(qpx, htobe32(id));
     ibv_wr_set_sge(qpx, op->lkey, (uintptr_t)op->buf, length);
     status = uct_dcx_ep_wr_complete(iface, ep, dci, op);
@@ -976,7 +988,7 @@ uct_dcx_ep_am_zcopy_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, header,
                        header_length, "TX: AM_ZCOPY strided");
 
-    qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
+    qpx = uct_dcx_ep_wr_start(iface, ep, dci, 1);
     ibv_wr_send_imm(qpx, htobe32(id));
     if ((mkey != NULL) && (header_length > 0)) {
         ibv_wr_set_sge_list(qpx, 2, sge);
@@ -1076,7 +1088,7 @@ ucs_status_t uct_dcx_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, header,
                        header_length, "TX: AM_ZCOPY");
 
-    qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
+    qpx = uct_dcx_ep_wr_start(iface, ep, dci, 1);
     ibv_wr_send_imm(qpx, htobe32(id));
     if (num_sge == 0) {
         ibv_wr_set_sge(qpx, op->lkey, (uintptr_t)op->buf, 0);
@@ -1115,7 +1127,7 @@ ucs_status_t uct_dcx_ep_put_short(uct_ep_h tl_ep, const void *buffer,
         return status;
     }
 
-    qpx = uct_dcx_ep_wr_start(dci, ep->dci);
+    qpx = uct_dcx_ep_wr_start(iface, ep, dci, 0);
     ibv_wr_rdma_write(qpx, uct_dcx_rkey(rkey), remote_addr);
     ibv_wr_set_inline_data(qpx, (void*)buffer, length);
     return uct_dcx_ep_wr_complete(iface, ep, dci, NULL);
@@ -1153,7 +1165,7 @@ ssize_t uct_dcx_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
         return status;
     }
 
-    qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
+    qpx = uct_dcx_ep_wr_start(iface, ep, dci, 1);
     ibv_wr_rdma_write(qpx, uct_dcx_rkey(rkey), remote_addr);
     ibv_wr_set_sge(qpx, op->lkey, (uintptr_t)op->buf, length);
     status = uct_dcx_ep_wr_complete(iface, ep, dci, op);
@@ -1200,7 +1212,7 @@ uct_dcx_ep_rma_strided_copy(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
+    qpx = uct_dcx_ep_wr_start(iface, ep, dci, 1);
     if (is_read) {
         op->strided.buffer = iov->buffer;
         op->strided.length = iov->length;
@@ -1301,7 +1313,7 @@ uct_dcx_ep_rma_mkey(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     }
     op->umr.mkey = mkey;
 
-    qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
+    qpx = uct_dcx_ep_wr_start(iface, ep, dci, 1);
     if (is_read) {
         ibv_wr_rdma_read(qpx, uct_dcx_rkey(rkey), remote_addr);
     } else {
@@ -1512,7 +1524,7 @@ uct_dcx_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
         }
     }
 
-    qpx = uct_dcx_ep_wr_start(dci, (op == NULL) ? ep->dci : (uintptr_t)op);
+    qpx = uct_dcx_ep_wr_start(iface, ep, dci, op != NULL);
     if (is_read) {
         ibv_wr_rdma_read(qpx, uct_dcx_rkey(rkey), remote_addr);
     } else {
@@ -1585,7 +1597,7 @@ ucs_status_t uct_dcx_ep_get_bcopy(uct_ep_h tl_ep,
     op->get_bcopy.arg       = arg;
     op->get_bcopy.length    = length;
 
-    qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
+    qpx = uct_dcx_ep_wr_start(iface, ep, dci, 1);
     ibv_wr_rdma_read(qpx, uct_dcx_rkey(rkey), remote_addr);
     ibv_wr_set_sge(qpx, op->lkey, (uintptr_t)op->buf, length);
     status = uct_dcx_ep_wr_complete(iface, ep, dci, op);
@@ -1606,7 +1618,7 @@ static ucs_status_t uct_dcx_ep_amo_post(uct_dcx_iface_t *iface,
 {
     struct ibv_qp_ex *qpx;
 
-    qpx = uct_dcx_ep_wr_start(dci, (uintptr_t)op);
+    qpx = uct_dcx_ep_wr_start(iface, ep, dci, 1);
     if (cswap) {
         ibv_wr_atomic_cmp_swp(qpx, uct_dcx_rkey(op->amo.rkey),
                               op->amo.remote_addr, op->amo.compare, swap);
@@ -1831,6 +1843,14 @@ ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
         }
     }
 
+    /* The flush ends with the DCI's last request: it must ask for a
+     * completion. Also after a cancel: requests that ran unsignaled before
+     * the DCI went to error are done and get no flush CQE; only a later
+     * (flushed) signaled request retires them. */
+    if (uct_dcx_iface_dci_request_completion(iface, ep->dci) != UCS_OK) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
     if (comp == NULL) {
         return UCS_INPROGRESS;
     }
@@ -1870,8 +1890,11 @@ ucs_status_t uct_dcx_ep_check(uct_ep_h tl_ep, unsigned flags,
     if (ep->flags & UCT_DCX_EP_FLAG_FAILED) {
         return UCS_OK; /* already reported */
     }
+    /* Work outstanding whose last request asked for a completion tells
+     * of a dead peer by itself; an unsignaled tail might not, for long. */
     if ((ep->dci != UCT_DCX_EP_NO_DCI) &&
-        (iface->tx.dcis[ep->dci].posted != iface->tx.dcis[ep->dci].completed)) {
+        (iface->tx.dcis[ep->dci].posted != iface->tx.dcis[ep->dci].completed) &&
+        (iface->tx.dcis[ep->dci].unsignaled == 0)) {
         return UCS_OK;
     }
 
@@ -1880,7 +1903,7 @@ ucs_status_t uct_dcx_ep_check(uct_ep_h tl_ep, unsigned flags,
         return status;
     }
 
-    qpx = uct_dcx_ep_wr_start(dci, ep->dci);
+    qpx = uct_dcx_ep_wr_start(iface, ep, dci, 1);
     ibv_wr_rdma_write(qpx, 0, 0);
     ibv_wr_set_inline_data(qpx, NULL, 0);
     return uct_dcx_ep_wr_complete(iface, ep, dci, NULL);
@@ -1927,8 +1950,7 @@ ucs_status_t uct_dcx_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 
     if ((ep->dci == UCT_DCX_EP_NO_DCI) &&
         !(ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI)) {
-        ep->flags |= UCT_DCX_EP_FLAG_WAIT_DCI;
-        ++iface->tx.num_waiters;
+        uct_dcx_iface_waiter_add(iface, ep);
     }
 
     uct_pending_req_arb_group_push(&ep->arb_group, req);

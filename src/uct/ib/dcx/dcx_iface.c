@@ -64,6 +64,15 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
      "Length of the send queue of each DCI.",
      ucs_offsetof(uct_dcx_iface_config_t, tx_queue_len), UCS_CONFIG_TYPE_UINT},
 
+    {"TX_CQ_MODERATION", "64",
+     "Maximum number of work requests a DCI posts without asking for a\n"
+     "completion (as UCX's rc transports). Requests that an operation waits\n"
+     "for always ask for one, and so does every request while endpoints wait\n"
+     "for a DCI. At most a quarter of TX_QUEUE_LEN is used; 0 or 1: every\n"
+     "request asks for a completion.",
+     ucs_offsetof(uct_dcx_iface_config_t, tx_cq_moderation),
+     UCS_CONFIG_TYPE_UINT},
+
     {"RX_QUEUE_LEN", "4095",
      "Number of receive buffers posted to the shared receive queue of the\n"
      "interface's DC target (DCT).",
@@ -643,6 +652,19 @@ ucs_status_t uct_dcx_iface_query_umr(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
+/* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */
+ucs_status_t uct_dcx_iface_query_tx(uct_iface_h tl_iface,
+                                    uct_dcx_tx_counters_t *counters)
+{
+    if ((tl_iface == NULL) || (counters == NULL) ||
+        (tl_iface->ops.ep_put_zcopy != uct_dcx_ep_put_zcopy)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    *counters = ucs_derived_of(tl_iface, uct_dcx_iface_t)->tx.stats;
+    return UCS_OK;
+}
+
 /* A view: the memory handle mkey_pack reads, describing the view's mkey. */
 typedef struct uct_dcx_mem_view {
     uct_dcx_mem_t      memh;
@@ -981,9 +1003,10 @@ uct_dcx_iface_fc_post_grant(uct_dcx_iface_t *iface,
         iface->tx.dcis[index].ep = NULL;
     }
 
+    /* Signaled: the DCI returns to the pool when the grant completes. */
     dci = &iface->tx.dcis[index];
     ibv_wr_start(dci->qpx);
-    dci->qpx->wr_id    = index;
+    dci->qpx->wr_id    = UCT_DCX_WR_ID(index, dci->posted + 1);
     dci->qpx->wr_flags = IBV_SEND_SIGNALED;
     ibv_wr_send_imm(dci->qpx, htobe32(UCT_DCX_IMM_FC_GRANT));
     ibv_wr_set_inline_data(dci->qpx, (void*)&pg->grant, sizeof(pg->grant));
@@ -1002,9 +1025,7 @@ uct_dcx_iface_fc_post_grant(uct_dcx_iface_t *iface,
         dci->grant = 1;
         ++iface->tx.num_grants;
     }
-    --dci->available;
-    --iface->tx.cq_available;
-    ++dci->posted;
+    uct_dcx_iface_dci_posted(iface, dci, 1);
     return UCS_OK;
 }
 
@@ -1330,8 +1351,80 @@ void uct_dcx_iface_dci_put(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
     /* Work still pending: from now on it waits for a DCI like the others. */
     if (!ucs_arbiter_group_is_empty(&ep->arb_group) &&
         !(ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI)) {
-        ep->flags |= UCT_DCX_EP_FLAG_WAIT_DCI;
-        ++iface->tx.num_waiters;
+        uct_dcx_iface_waiter_add(iface, ep);
+    }
+}
+
+/* Ask for a completion of everything the DCI has posted: a signaled
+ * zero-length RDMA write to the interface's own DCT, which is always there
+ * (a dead peer would hold it for the whole transport timeout). A send queue
+ * completes in order, so its CQE retires the unsignaled requests before it;
+ * after an error it is flushed like them. */
+ucs_status_t uct_dcx_iface_dci_request_completion(uct_dcx_iface_t *iface,
+                                                  uint16_t dci_index)
+{
+    uct_dcx_dci_t *dci = &iface->tx.dcis[dci_index];
+    ucs_status_t status;
+    int ret;
+
+    if (dci->unsignaled == 0) {
+        return UCS_OK; /* the last request asked for one already */
+    }
+    if (dci->available == 0) {
+        return UCS_ERR_NO_RESOURCE; /* a signaled request frees a slot */
+    }
+
+    if (iface->tx.self_ah == NULL) {
+        status = uct_dcx_iface_ah_get(iface, iface->port_attr.lid,
+                                      iface->is_global ? &iface->gid : NULL,
+                                      &iface->tx.self_ah);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    ibv_wr_start(dci->qpx);
+    dci->qpx->wr_id    = UCT_DCX_WR_ID(dci_index, dci->posted + 1);
+    dci->qpx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_rdma_write(dci->qpx, 0, 0);
+    ibv_wr_set_inline_data(dci->qpx, NULL, 0);
+    mlx5dv_wr_set_dc_addr(dci->mqpx, iface->tx.self_ah, iface->rx.dctn,
+                          iface->rx.dc_key);
+    ret = ibv_wr_complete(dci->qpx);
+    if (ret != 0) {
+        ucs_error("dcx: dci 0x%x: posting a completion request failed: %s",
+                  dci->qp->qp_num, strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    uct_dcx_iface_dci_posted(iface, dci, 1);
+    ++iface->tx.stats.completion_requests;
+    ucs_trace_data("dcx: dci 0x%x: completion request %" PRIu64,
+                   dci->qp->qp_num, (uint64_t)dci->posted);
+    return UCS_OK;
+}
+
+/* Every DCI with an unsignaled tail: the pool or a flush waits for them. */
+void uct_dcx_iface_dcis_request_completions(uct_dcx_iface_t *iface)
+{
+    unsigned i;
+
+    for (i = 0; i < iface->tx.num_created; ++i) {
+        if (iface->tx.dcis[i].unsignaled > 0) {
+            (void)uct_dcx_iface_dci_request_completion(iface, i);
+        }
+    }
+}
+
+/* An endpoint starts waiting for a DCI: from now on every request asks for
+ * a completion (uct_dcx_iface_dci_signal), and the tails already posted are
+ * asked for one, so the DCIs holding them drain and come back. */
+void uct_dcx_iface_waiter_add(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
+{
+    ucs_assert(!(ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI));
+    ep->flags |= UCT_DCX_EP_FLAG_WAIT_DCI;
+    if (iface->tx.num_waiters++ == 0) {
+        uct_dcx_iface_dcis_request_completions(iface);
     }
 }
 
@@ -1358,27 +1451,32 @@ static void uct_dcx_iface_flushes_to_tail(uct_dcx_dci_t *dci)
  * dispatched, before the next completion's callbacks. So a send from a
  * completion callback cannot take the resources that pending requests
  * queued before it are waiting for, and overtake them. */
-static void uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface,
-                                        const uct_dcx_wc_t *wc)
+static UCS_F_NOINLINE void
+uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
 {
-    uct_dcx_op_t *op = NULL;
-    int dispatch     = 0;
-    uint64_t posted;
+    uint16_t dci_index = UCT_DCX_WR_ID_DCI(wc->wr_id);
+    uint64_t sn        = UCT_DCX_WR_ID_SN(wc->wr_id);
+    uct_dcx_dci_t *dci = &iface->tx.dcis[dci_index];
+    int dispatch       = 0;
+    uint64_t posted, retired;
     ucs_status_t status;
-    uct_dcx_dci_t *dci;
-    uint16_t dci_index;
+    uct_dcx_op_t *op;
 
-    if (wc->wr_id < UCT_DCX_MAX_DCI) {
-        dci_index = wc->wr_id;
-    } else {
-        op        = (uct_dcx_op_t*)(uintptr_t)wc->wr_id;
-        dci_index = op->dci;
+    /* The CQE retires its own request and the unsignaled ones before it.
+     * Their slots go back now, except the CQE's own (slot_held). */
+    ucs_assertv((sn > dci->completed) && (sn <= dci->posted),
+                "dci %u: sn %" PRIu64 " completed %" PRIu64 " posted %"
+                PRIu64, dci_index, sn, (uint64_t)dci->completed,
+                (uint64_t)dci->posted);
+    retired                 = sn - dci->completed;
+    dci->completed          = sn;
+    dci->available         += retired - 1;
+    iface->tx.cq_available += retired - 1;
+    dci->slot_held          = 1;
+    if (dci->unsignaled > dci->posted - sn) {
+        dci->unsignaled = dci->posted - sn;
     }
-
-    dci    = &iface->tx.dcis[dci_index];
     status = uct_dcx_wc_to_status(wc->status);
-    ++dci->completed;
-    dci->slot_held = 1;
 
     if (ucs_unlikely(status != UCS_OK)) {
         if (!dci->error && (iface->tx.policy == UCT_DCX_TX_POLICY_RAND)) {
@@ -1436,7 +1534,16 @@ static void uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface,
         dispatch = 1;
     }
 
-    if (dci->posted == dci->completed) {
+    if (dci->posted != dci->completed) {
+        /* An unsignaled tail that someone waits for: endpoints waiting for
+         * a DCI, or (dcs) the pool for the DCI of a destroyed endpoint. */
+        if (ucs_unlikely(dci->unsignaled > 0) &&
+            ((iface->tx.num_waiters > 0) ||
+             ((dci->ep == NULL) &&
+              (iface->tx.policy != UCT_DCX_TX_POLICY_RAND)))) {
+            (void)uct_dcx_iface_dci_request_completion(iface, dci_index);
+        }
+    } else {
         if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
             /* Shared DCIs stay with their endpoints; once drained after an
              * error, the DCI serves the endpoints created since. */
@@ -1481,6 +1588,7 @@ static unsigned uct_dcx_iface_poll_tx(uct_dcx_iface_t *iface)
     } while ((count < UCT_DCX_POLL_BATCH) && (ibv_next_poll(cq) == 0));
     ibv_end_poll(cq);
 
+    iface->tx.stats.cqes += count;
     for (i = 0; i < count; ++i) {
         uct_dcx_iface_tx_completion(iface, &wc[i]);
     }
@@ -1539,6 +1647,8 @@ static ucs_status_t uct_dcx_iface_event_arm(uct_iface_h tl_iface,
     }
 
     if (events & UCT_EVENT_SEND_COMP) {
+        /* An unsignaled tail would never raise the event. */
+        uct_dcx_iface_dcis_request_completions(iface);
         ret = ibv_req_notify_cq(ibv_cq_ex_to_cq(iface->tx.cq), 0);
         if (ret != 0) {
             ucs_error("dcx: req_notify_cq(tx) failed: %s", strerror(ret));
@@ -1574,16 +1684,21 @@ ucs_status_t uct_dcx_iface_flush(uct_iface_h tl_iface, unsigned flags,
      * stack: check them all. */
     if (!ucs_arbiter_is_empty(&iface->tx.arbiter) ||
         (iface->tx.num_free + iface->tx.num_grants != iface->tx.num_dci)) {
-        return UCS_INPROGRESS;
+        goto in_progress;
     }
     if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
         for (i = 0; i < iface->tx.num_dci; ++i) {
             if (iface->tx.dcis[i].posted != iface->tx.dcis[i].completed) {
-                return UCS_INPROGRESS;
+                goto in_progress;
             }
         }
     }
     return UCS_OK;
+
+in_progress:
+    /* Held DCIs drain only once their last requests ask for completions. */
+    uct_dcx_iface_dcis_request_completions(iface);
+    return UCS_INPROGRESS;
 }
 
 ucs_status_t uct_dcx_iface_fence(uct_iface_h tl_iface, unsigned flags)
@@ -2077,6 +2192,12 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     }
     self->tx.num_free     = config->num_dci;
     self->tx.cq_available = config->num_dci * config->tx_queue_len;
+    /* A quarter of the queue at most, so a full send queue always holds
+     * signaled requests that free its slots. */
+    self->tx.moderation   = ucs_max(ucs_min(config->tx_cq_moderation,
+                                            self->tx.queue_len / 4), 1);
+    self->tx.self_ah      = NULL;
+    memset(&self->tx.stats, 0, sizeof(self->tx.stats));
 
     op_size = sizeof(uct_dcx_op_t) + self->tx.seg_size;
     status  = uct_iface_mpool_init(&self->super, &self->tx.mp, op_size,

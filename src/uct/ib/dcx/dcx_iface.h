@@ -15,11 +15,20 @@
  * or all of them under the rand policy), so an interface that only
  * receives, or serves few peers at a time, holds few QPs.
  *
- * Every work request is signaled. A DCI counts posted and completed WRs;
- * operations that need a completion (user callbacks, bcopy gets, atomic
- * results, flushes) wait in its outstanding queue, ordered by the sequence
- * number of the last WR they depend on. An endpoint returns its DCI when
- * everything it posted has completed.
+ * A DCI counts posted and completed WRs; operations that need a completion
+ * (user callbacks, bcopy gets, atomic results, flushes) wait in its
+ * outstanding queue, ordered by the sequence number of the last WR they
+ * depend on. An endpoint returns its DCI when everything it posted has
+ * completed.
+ *
+ * Completion moderation (UCX_DCX_TX_CQ_MODERATION): a work request asks for
+ * a completion (IBV_SEND_SIGNALED) when an operation waits for it, every
+ * N-th request, and while endpoints wait for a DCI; the others are retired
+ * by the next signaled one, as on mlx5, where one CQE completes every
+ * earlier WQE of its send queue. The work request id carries its sequence
+ * number, so a CQE tells how many requests it retires. Whoever waits for a
+ * DCI to drain (a flush, a keepalive, the pool) and finds an unsignaled
+ * tail asks for a completion with a signaled zero-length write.
  */
 #ifndef UCT_DCX_IFACE_H_
 #define UCT_DCX_IFACE_H_
@@ -54,6 +63,14 @@
 #define UCT_DCX_RX_POST_BATCH    64
 
 #define UCT_DCX_EP_NO_DCI        UINT16_MAX
+
+/* Work request ids: the DCI index below, its sequence number above. */
+#define UCT_DCX_WR_ID_DCI_BITS   16
+#define UCT_DCX_WR_ID(_dci, _sn) \
+    (((uint64_t)(_sn) << UCT_DCX_WR_ID_DCI_BITS) | (_dci))
+#define UCT_DCX_WR_ID_DCI(_wr_id) \
+    ((uint16_t)((_wr_id) & UCS_MASK(UCT_DCX_WR_ID_DCI_BITS)))
+#define UCT_DCX_WR_ID_SN(_wr_id) ((_wr_id) >> UCT_DCX_WR_ID_DCI_BITS)
 
 /* Immediate data of flow-control messages: above every active message id,
  * so they never reach a user handler. */
@@ -205,6 +222,7 @@ typedef struct uct_dcx_iface_config {
     int                tx_policy;     /* uct_dcx_tx_policy_t */
     unsigned           quota;
     unsigned           tx_queue_len;
+    unsigned           tx_cq_moderation;
     unsigned           rx_queue_len;
     size_t             seg_size;
     size_t             tx_max_inline;
@@ -285,6 +303,7 @@ typedef struct uct_dcx_dci {
     uint64_t             posted;       /* work requests posted */
     uint64_t             completed;    /* ... and completed */
     uint16_t             available;    /* free send queue slots */
+    uint16_t             unsignaled;   /* posted since the last signaled */
     uint8_t              fence;        /* fence the next work request */
     uint8_t              error;        /* got an error completion */
     uint8_t              slot_held;    /* the send queue slot of the
@@ -329,6 +348,10 @@ struct uct_dcx_iface {
         uint16_t              quota;
         unsigned              rand_seed;
         uint16_t              queue_len;    /* send WRs per DCI */
+        uint16_t              moderation;   /* signal every this many WRs */
+        struct ibv_ah         *self_ah;     /* to the own DCT: completion
+                                               requests (created lazily) */
+        uct_dcx_tx_counters_t stats;
         unsigned              req_queue_len;  /* asked for a new DCI */
         size_t                req_max_inline;
         int                   cq_available;
@@ -447,6 +470,35 @@ uct_dcx_iface_dci_slot_return(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
     ++iface->tx.cq_available;
 }
 
+/* Whether the next work request on the DCI asks for a completion: when an
+ * operation waits for it, every tx.moderation requests, while endpoints wait
+ * for a DCI to come back to the pool, and for a fenced request. */
+static UCS_F_ALWAYS_INLINE int
+uct_dcx_iface_dci_signal(const uct_dcx_iface_t *iface,
+                         const uct_dcx_dci_t *dci, int need_completion)
+{
+    return need_completion ||
+           ((unsigned)dci->unsignaled + 1 >= iface->tx.moderation) ||
+           (iface->tx.num_waiters > 0) || dci->fence;
+}
+
+/* A work request went out on the DCI. */
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_iface_dci_posted(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
+                         int signaled)
+{
+    --dci->available;
+    --iface->tx.cq_available;
+    ++dci->posted;
+    ++iface->tx.stats.work_requests;
+    if (signaled) {
+        dci->unsignaled = 0;
+        ++iface->tx.stats.signaled;
+    } else {
+        ++dci->unsignaled;
+    }
+}
+
 /* The shared DCT address an endpoint sends to. */
 static UCS_F_ALWAYS_INLINE uct_dcx_peer_t *
 uct_dcx_ep_peer(uct_dcx_iface_t *iface, const uct_dcx_ep_t *ep)
@@ -463,6 +515,10 @@ uct_dcx_ep_peer(uct_dcx_iface_t *iface, const uct_dcx_ep_t *ep)
 /* dcx_iface.c */
 ucs_status_t uct_dcx_iface_dci_create_next(uct_dcx_iface_t *iface);
 void uct_dcx_iface_dci_put(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
+ucs_status_t uct_dcx_iface_dci_request_completion(uct_dcx_iface_t *iface,
+                                                  uint16_t dci_index);
+void uct_dcx_iface_dcis_request_completions(uct_dcx_iface_t *iface);
+void uct_dcx_iface_waiter_add(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
 unsigned uct_dcx_iface_progress(uct_iface_h tl_iface);
 ucs_status_t uct_dcx_iface_flush(uct_iface_h tl_iface, unsigned flags,
                                  uct_completion_t *comp);
@@ -484,6 +540,9 @@ static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_dcx_iface_dci_take(uct_dcx_iface_t *iface, uint16_t *index_p)
 {
     if (ucs_unlikely(iface->tx.num_free == 0)) {
+        /* Held DCIs come back only once their last work request completes:
+         * make sure it will. */
+        uct_dcx_iface_dcis_request_completions(iface);
         return UCS_ERR_NO_RESOURCE;
     }
 

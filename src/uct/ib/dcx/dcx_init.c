@@ -17,6 +17,7 @@ uct_dcx_transport_register(uct_dcx_api_t *api);
 void uct_dcx_transport_register(uct_dcx_api_t *api)
 {
     api->iface_query_umr     = uct_dcx_iface_query_umr;
+    api->iface_query_tx      = uct_dcx_iface_query_tx;
     api->mem_view_create     = uct_dcx_mem_view_create;
     api->mem_view_create_iov = uct_dcx_mem_view_create_iov;
     api->mem_view_destroy    = uct_dcx_mem_view_destroy;

@@ -151,6 +151,12 @@ uct_dcx_iface_query_umr(uct_iface_h iface, uct_dcx_umr_counters_t *counters)
 }
 
 UCT_DCX_API_EXPORT ucs_status_t
+uct_dcx_iface_query_tx(uct_iface_h iface, uct_dcx_tx_counters_t *counters)
+{
+    return UCT_DCX_API_CALL(iface_query_tx, iface, counters);
+}
+
+UCT_DCX_API_EXPORT ucs_status_t
 uct_dcx_mem_view_create(uct_iface_h iface, uct_mem_h memh, void *address,
                         size_t length, size_t stride, size_t count,
                         uct_mem_h *view_p)

@@ -1,0 +1,338 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * Send completion moderation (UCX_DCX_TX_CQ_MODERATION): how many work
+ * requests ask for a completion, and that everything waiting for a DCI to
+ * drain (flushes, keepalives, the DCI pool, pending requests, wakeups) gets
+ * there when the DCI's last requests asked for none.
+ */
+#include "uct_test.h"
+
+#include <poll.h>
+#include <string.h>
+
+using namespace dcx_test;
+
+namespace {
+
+/* The default of UCX_DCX_TX_CQ_MODERATION. */
+const unsigned default_moderation = 64;
+
+} // namespace
+
+/* Parameter: the DCI policy. */
+class uct_moderation : public testing::TestWithParam<std::string> {
+protected:
+    config_t cfg(config_t extra = config_t()) const
+    {
+        extra["TX_POLICY"] = GetParam();
+        return extra;
+    }
+
+    void start(const config_t &sender_extra = config_t())
+    {
+        m_receiver.reset(new entity(cfg()));
+        m_sender.reset(new entity(cfg(sender_extra)));
+        ASSERT_NE(nullptr, m_receiver->iface());
+        ASSERT_NE(nullptr, m_sender->iface());
+        m_target.reset(new buffer(*m_receiver, 64 * 1024));
+        m_rkey.reset(new rkey(m_target->packed_rkey()));
+    }
+
+    void TearDown() override
+    {
+        for (uct_ep_h ep : m_eps) {
+            uct_ep_destroy(ep);
+        }
+        m_rkey.reset();
+        m_target.reset();
+        m_sender.reset();
+        m_receiver.reset();
+    }
+
+    std::vector<entity*> all() { return {m_sender.get(), m_receiver.get()}; }
+
+    uct_ep_h connect()
+    {
+        uct_ep_h ep = m_sender->connect(*m_receiver);
+        EXPECT_NE(nullptr, ep);
+        m_eps.push_back(ep);
+        return ep;
+    }
+
+public:
+    /* Value i at word i of the target (also from pending callbacks). */
+    ucs_status_t put(uct_ep_h ep, uint64_t i)
+    {
+        return uct_ep_put_short(ep, &i, sizeof(i), m_target->addr() + 8 * i,
+                                m_rkey->get());
+    }
+
+protected:
+
+    void put_range(uct_ep_h ep, uint64_t first, uint64_t count)
+    {
+        for (uint64_t i = first; i < first + count; ++i) {
+            ASSERT_EQ(UCS_OK, retry(all(), [&] { return put(ep, i); }));
+        }
+    }
+
+    void check_range(uint64_t first, uint64_t count)
+    {
+        for (uint64_t i = first; i < first + count; ++i) {
+            uint64_t v;
+            memcpy(&v, m_target->ptr() + 8 * i, sizeof(v));
+            ASSERT_EQ(i, v) << "word " << i;
+        }
+    }
+
+    void flush(uct_ep_h ep)
+    {
+        test_comp comp;
+        ucs_status_t status = retry(all(), [&] {
+            return uct_ep_flush(ep, 0, &comp.uct);
+        });
+        if (status == UCS_INPROGRESS) {
+            ASSERT_TRUE(wait_for(all(), [&] { return comp.done != 0; }))
+                    << "the flush did not complete";
+            status = comp.status;
+        }
+        ASSERT_EQ(UCS_OK, status);
+    }
+
+    void iface_flush()
+    {
+        ASSERT_TRUE(wait_for(all(), [&] {
+            return uct_iface_flush(m_sender->iface(), 0, NULL) == UCS_OK;
+        })) << "the interface flush did not complete";
+    }
+
+    uct_dcx_tx_counters_t counters() { return tx_counters(m_sender->iface()); }
+
+    std::unique_ptr<entity> m_sender, m_receiver;
+    std::unique_ptr<buffer> m_target;
+    std::unique_ptr<rkey>   m_rkey;
+    std::vector<uct_ep_h>   m_eps;
+};
+
+/* A stream of puts asks for one completion per window, and the device
+ * writes (and dcx polls) no more CQEs than that. */
+TEST_P(uct_moderation, puts_signal_once_per_window)
+{
+    const unsigned count = 1000;
+
+    ASSERT_NO_FATAL_FAILURE(start());
+    uct_ep_h ep = connect();
+    ASSERT_NO_FATAL_FAILURE(put_range(ep, 0, count));
+    ASSERT_NO_FATAL_FAILURE(flush(ep));
+    ASSERT_NO_FATAL_FAILURE(check_range(0, count));
+
+    uct_dcx_tx_counters_t c = counters();
+    EXPECT_EQ(count + c.completion_requests, c.work_requests);
+    EXPECT_GE(c.signaled, count / default_moderation);
+    EXPECT_LE(c.signaled, count / default_moderation + c.completion_requests);
+    EXPECT_LE(c.completion_requests, 1u);
+    EXPECT_EQ(c.signaled, c.cqes);
+}
+
+/* 0 and 1 turn moderation off: every request is signaled. */
+TEST_P(uct_moderation, off_signals_every_request)
+{
+    const unsigned count = 200;
+
+    ASSERT_NO_FATAL_FAILURE(start({{"TX_CQ_MODERATION", "1"}}));
+    uct_ep_h ep = connect();
+    ASSERT_NO_FATAL_FAILURE(put_range(ep, 0, count));
+    ASSERT_NO_FATAL_FAILURE(flush(ep));
+    ASSERT_NO_FATAL_FAILURE(check_range(0, count));
+
+    uct_dcx_tx_counters_t c = counters();
+    EXPECT_EQ(count, c.work_requests);
+    EXPECT_EQ(count, c.signaled);
+    EXPECT_EQ(count, c.cqes);
+    EXPECT_EQ(0u, c.completion_requests);
+}
+
+/* A window larger than the send queue is cut to a quarter of it, so a full
+ * queue always holds signaled requests and frees slots. */
+TEST_P(uct_moderation, window_capped_by_queue)
+{
+    const unsigned count = 1000;
+
+    ASSERT_NO_FATAL_FAILURE(start({{"TX_CQ_MODERATION", "100000"},
+                                   {"TX_QUEUE_LEN", "32"}}));
+    uct_ep_h ep = connect();
+    ASSERT_NO_FATAL_FAILURE(put_range(ep, 0, count));
+    ASSERT_NO_FATAL_FAILURE(flush(ep));
+    ASSERT_NO_FATAL_FAILURE(check_range(0, count));
+
+    /* The device may round the queue up, so the window is not exact; an
+     * uncapped one would signal only the flush. */
+    uct_dcx_tx_counters_t c = counters();
+    EXPECT_GE(c.signaled, count / 64);
+}
+
+/* A flush of requests that asked for no completion asks for one itself. */
+TEST_P(uct_moderation, flush_retires_unsignaled_tail)
+{
+    ASSERT_NO_FATAL_FAILURE(start());
+    uct_ep_h ep = connect();
+    ASSERT_NO_FATAL_FAILURE(put_range(ep, 0, 5));
+    EXPECT_EQ(0u, counters().signaled);
+
+    ASSERT_NO_FATAL_FAILURE(flush(ep));
+    ASSERT_NO_FATAL_FAILURE(check_range(0, 5));
+    uct_dcx_tx_counters_t c = counters();
+    EXPECT_EQ(1u, c.completion_requests);
+    EXPECT_EQ(1u, c.signaled);
+    EXPECT_EQ(1u, c.cqes);
+    EXPECT_EQ(UCS_OK, uct_iface_flush(m_sender->iface(), 0, NULL));
+}
+
+/* A cancel after unsignaled requests ran: they are done and get no flush
+ * CQE when the DCI goes to error, yet the flush completes and the DCI comes
+ * back (a flushed signaled request retires them). */
+TEST_P(uct_moderation, flush_cancel_after_unsignaled_tail_ran)
+{
+    ASSERT_NO_FATAL_FAILURE(start({{"NUM_DCI", "1"}}));
+    uct_ep_h ep1 = connect(), ep2 = connect();
+    ASSERT_NO_FATAL_FAILURE(put_range(ep1, 0, 3));
+    ASSERT_TRUE(wait_for(all(), [&] {
+        uint64_t v;
+        memcpy(&v, m_target->ptr() + 16, sizeof(v));
+        return v == 2;
+    })) << "the puts did not arrive";
+
+    test_comp comp;
+    ucs_status_t status = retry(all(), [&] {
+        return uct_ep_flush(ep1, UCT_FLUSH_FLAG_CANCEL, &comp.uct);
+    });
+    if (status == UCS_INPROGRESS) {
+        ASSERT_TRUE(wait_for(all(), [&] { return comp.done != 0; }))
+                << "the cancelling flush did not complete";
+        status = comp.status;
+    }
+    EXPECT_TRUE((status == UCS_OK) || (status == UCS_ERR_CANCELED))
+            << ucs_status_string(status);
+    ASSERT_NO_FATAL_FAILURE(iface_flush());
+
+    /* The DCI is back (recovered under dcs): another endpoint uses it. */
+    ASSERT_NO_FATAL_FAILURE(put_range(ep2, 3, 3));
+    ASSERT_NO_FATAL_FAILURE(flush(ep2));
+    ASSERT_NO_FATAL_FAILURE(check_range(0, 6));
+}
+
+/* The same through the interface flush (without a completion: polled). */
+TEST_P(uct_moderation, iface_flush_retires_unsignaled_tail)
+{
+    ASSERT_NO_FATAL_FAILURE(start());
+    uct_ep_h ep = connect();
+    ASSERT_NO_FATAL_FAILURE(put_range(ep, 0, 5));
+    ASSERT_NO_FATAL_FAILURE(iface_flush());
+    ASSERT_NO_FATAL_FAILURE(check_range(0, 5));
+    EXPECT_EQ(1u, counters().completion_requests);
+}
+
+/* An endpoint whose last requests asked for no completion gives its DCI
+ * back: another endpoint that retries (without pending requests) gets it. */
+TEST_P(uct_moderation, dci_returns_for_retrying_endpoint)
+{
+    ASSERT_NO_FATAL_FAILURE(start({{"NUM_DCI", "1"}}));
+    uct_ep_h ep1 = connect(), ep2 = connect();
+    ASSERT_NO_FATAL_FAILURE(put_range(ep1, 0, 3));
+    ASSERT_NO_FATAL_FAILURE(put_range(ep2, 3, 3));
+    ASSERT_NO_FATAL_FAILURE(iface_flush());
+    ASSERT_NO_FATAL_FAILURE(check_range(0, 6));
+}
+
+/* A pending request waiting for the DCI held by an unsignaled tail runs. */
+TEST_P(uct_moderation, pending_request_gets_the_dci)
+{
+    struct pending_put {
+        uct_pending_req_t   req;
+        uct_moderation      *test;
+        uct_ep_h            ep;
+        int                 done;
+    } p;
+
+    ASSERT_NO_FATAL_FAILURE(start({{"NUM_DCI", "1"}}));
+    uct_ep_h ep1 = connect(), ep2 = connect();
+    ASSERT_NO_FATAL_FAILURE(put_range(ep1, 0, 3));
+
+    p.test     = this;
+    p.ep       = ep2;
+    p.done     = 0;
+    p.req.func = [](uct_pending_req_t *req) -> ucs_status_t {
+        pending_put *pp     = ucs_container_of(req, pending_put, req);
+        ucs_status_t status = pp->test->put(pp->ep, 3);
+        pp->done           += (status == UCS_OK);
+        return status;
+    };
+
+    ucs_status_t status = put(ep2, 3);
+    if (status == UCS_ERR_NO_RESOURCE) { /* dcs policies: ep1 holds it */
+        ASSERT_EQ(UCS_OK, uct_ep_pending_add(ep2, &p.req, 0));
+        ASSERT_TRUE(wait_for(all(), [&] { return p.done != 0; }))
+                << "the pending request never got the DCI";
+    } else {
+        ASSERT_EQ(UCS_OK, status); /* rand: the DCI is shared */
+    }
+    ASSERT_NO_FATAL_FAILURE(iface_flush());
+    ASSERT_NO_FATAL_FAILURE(check_range(0, 4));
+}
+
+/* The DCI of an endpoint destroyed with an unsignaled tail drains and
+ * returns to the pool. */
+TEST_P(uct_moderation, destroyed_endpoint_returns_its_dci)
+{
+    ASSERT_NO_FATAL_FAILURE(start({{"NUM_DCI", "1"}}));
+    uct_ep_h ep1 = m_sender->connect(*m_receiver);
+    ASSERT_NE(nullptr, ep1);
+    ASSERT_NO_FATAL_FAILURE(put_range(ep1, 0, 3));
+    uct_ep_destroy(ep1);
+
+    ASSERT_NO_FATAL_FAILURE(iface_flush());
+    uct_ep_h ep2 = connect();
+    ASSERT_NO_FATAL_FAILURE(put_range(ep2, 3, 3));
+    ASSERT_NO_FATAL_FAILURE(flush(ep2));
+    ASSERT_NO_FATAL_FAILURE(check_range(0, 6));
+}
+
+/* Arming for send completions with an unsignaled tail still wakes up. */
+TEST_P(uct_moderation, send_wakeup_with_unsignaled_tail)
+{
+    int fd;
+
+    ASSERT_NO_FATAL_FAILURE(start());
+    uct_ep_h ep = connect();
+    ASSERT_EQ(UCS_OK, uct_iface_event_fd_get(m_sender->iface(), &fd));
+    ASSERT_NO_FATAL_FAILURE(put_range(ep, 0, 3));
+
+    ucs_status_t status = uct_iface_event_arm(m_sender->iface(),
+                                              UCT_EVENT_SEND_COMP);
+    ASSERT_TRUE((status == UCS_OK) || (status == UCS_ERR_BUSY));
+    if (status == UCS_OK) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        EXPECT_EQ(1, poll(&pfd, 1, 10000)) << "no send-completion wakeup";
+    }
+    ASSERT_NO_FATAL_FAILURE(flush(ep));
+    ASSERT_NO_FATAL_FAILURE(check_range(0, 3));
+}
+
+/* A keepalive behind an unsignaled tail asks for a completion. */
+TEST_P(uct_moderation, ep_check_signals)
+{
+    ASSERT_NO_FATAL_FAILURE(start());
+    uct_ep_h ep = connect();
+    ASSERT_NO_FATAL_FAILURE(put_range(ep, 0, 3));
+    ASSERT_EQ(UCS_OK, retry(all(), [&] {
+        return uct_ep_check(ep, 0, NULL);
+    }));
+    EXPECT_EQ(1u, counters().signaled);
+    ASSERT_NO_FATAL_FAILURE(iface_flush());
+    EXPECT_EQ(0u, counters().completion_requests);
+    EXPECT_EQ(1u, counters().cqes);
+}
+
+INSTANTIATE_TEST_SUITE_P(policy, uct_moderation,
+                         testing::Values("dcs", "dcs_quota", "rand"));

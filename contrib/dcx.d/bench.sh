@@ -196,7 +196,8 @@ cmd_bench() {
     uct) bench_uct ;;
     umr) bench_umr ;;
     emu) bench_emu ;;
-    *)   die "unknown benchmark '$what' (benchmarks: uct umr emu proto)" ;;
+    cost) bench_cost ;;
+    *)   die "unknown benchmark '$what' (benchmarks: uct umr emu cost proto)" ;;
     esac
     note "saved $BENCH_CSV"
 }

@@ -1,0 +1,537 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * dcx_cost: one operation in a loop between two dcx interfaces (or two UCP
+ * workers over dcx) of this process, shaped for callgrind: contrib/dcx
+ * bench cost runs it under valgrind --tool=callgrind and counts the
+ * instructions of the measured loop by object and by function.
+ *
+ *   dcx_cost OP COUNT
+ *   OP: put_short am_short put_zcopy get_zcopy fadd ucp_put ucp_tag
+ *
+ * The loop calls three functions (noipa: no clone renames them) at top
+ * level, never nested, so each can be
+ * collected on its own with --toggle-collect: cost_post (one try of the
+ * operation), cost_progress_tx (the sender's progress) and cost_progress_rx
+ * (the receiver's). WARMUP operations run first; then callgrind's counters
+ * are zeroed, COUNT operations run, and the counters are dumped (the dump
+ * file's ".1"), before the teardown. Without valgrind the client requests do
+ * nothing, so the program also runs as a plain test of itself.
+ *
+ * stdout: "op=OP count=COUNT"; exit status 0 only if every operation
+ * completed with its data in place.
+ */
+#include <uct/api/uct.h>
+#include <ucp/api/ucp.h>
+#include <ucs/async/async_fwd.h>
+
+/* Without valgrind's headers (a build root without valgrind) the program
+ * still builds and runs; only callgrind needs its client requests. */
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#else
+#define CALLGRIND_ZERO_STATS
+#define CALLGRIND_DUMP_STATS_AT(_name)
+#endif
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define COST_WARMUP      2000
+#define COST_AM_ID       7
+#define COST_ZCOPY_SIZE  65536
+#define COST_SHORT_SIZE  8
+#define COST_TAG         0x17ull
+
+typedef enum {
+    COST_PUT_SHORT, COST_AM_SHORT, COST_PUT_ZCOPY, COST_GET_ZCOPY, COST_FADD,
+    COST_UCP_PUT, COST_UCP_TAG, COST_LAST
+} cost_op_t;
+
+static const char *cost_op_names[] = {
+    "put_short", "am_short", "put_zcopy", "get_zcopy", "fadd", "ucp_put",
+    "ucp_tag"
+};
+
+/* One side: a UCT interface or a UCP worker. */
+typedef struct {
+    ucs_async_context_t *async;
+    uct_worker_h        worker;
+    uct_md_h            md;
+    uct_iface_h         iface;
+    ucp_worker_h        ucp_worker;
+} cost_side_t;
+
+typedef struct {
+    cost_op_t         op;
+    uct_component_h   component;
+    cost_side_t       tx, rx;
+    uct_ep_h          ep;
+    char              *local, *remote;  /* COST_ZCOPY_SIZE each */
+    uct_mem_h         local_memh, remote_memh;
+    uct_rkey_bundle_t rkey;
+    uct_completion_t  comp;             /* counts completed operations */
+    uint64_t          fetched;
+    unsigned          am_received;
+    uint64_t          posted;           /* operations that went out */
+    /* UCP */
+    ucp_context_h     context;
+    ucp_ep_h          ucp_ep;
+    ucp_mem_h         ucp_memh;
+    ucp_rkey_h        ucp_rkey;
+    unsigned          tag_received;
+    char              tag_buf[COST_SHORT_SIZE];
+    ucs_status_ptr_t  tag_req;
+} cost_t;
+
+#define COST_CHECK(_cond, _what) \
+    do { \
+        if (!(_cond)) { \
+            fprintf(stderr, "dcx_cost: %s failed\n", _what); \
+            exit(1); \
+        } \
+    } while (0)
+
+#define COST_OK(_call) COST_CHECK((_call) == UCS_OK, #_call)
+
+
+/* --- UCT --------------------------------------------------------------- */
+
+static ucs_status_t cost_am_handler(void *arg, void *data, size_t length,
+                                    unsigned flags)
+{
+    ++((cost_t*)arg)->am_received;
+    return UCS_OK;
+}
+
+static void cost_comp_cb(uct_completion_t *self)
+{
+    COST_CHECK(self->status == UCS_OK, "an operation's completion");
+}
+
+static uct_component_h cost_dcx_component(void)
+{
+    uct_component_h *components, found = NULL;
+    uct_component_attr_t attr;
+    unsigned i, num;
+
+    COST_OK(uct_query_components(&components, &num));
+    for (i = 0; i < num; ++i) {
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+        COST_OK(uct_component_query(components[i], &attr));
+        if (!strcmp(attr.name, "dcx")) {
+            found = components[i];
+        }
+    }
+    uct_release_component_list(components);
+    COST_CHECK(found != NULL, "finding the dcx component (run with dcx-run)");
+    return found;
+}
+
+static void cost_uct_side_open(cost_t *c, cost_side_t *s)
+{
+    uct_iface_params_t params = {};
+    uct_iface_config_t *iface_config;
+    uct_md_config_t *md_config;
+
+    COST_OK(ucs_async_context_create(UCS_ASYNC_MODE_POLL, &s->async));
+    COST_OK(uct_worker_create(s->async, UCS_THREAD_MODE_SINGLE, &s->worker));
+    COST_OK(uct_md_config_read(c->component, NULL, NULL, &md_config));
+    COST_OK(uct_md_open(c->component, "dcxemu0", md_config, &s->md));
+    uct_config_release(md_config);
+    COST_OK(uct_md_iface_config_read(s->md, "dcx", NULL, NULL, &iface_config));
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                  UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = "dcx";
+    params.mode.device.dev_name = "dcxemu0:1";
+    COST_OK(uct_iface_open(s->md, s->worker, &params, iface_config,
+                           &s->iface));
+    uct_config_release(iface_config);
+    uct_iface_progress_enable(s->iface,
+                              UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+}
+
+static void cost_uct_side_close(cost_side_t *s)
+{
+    uct_iface_close(s->iface);
+    uct_md_close(s->md);
+    uct_worker_destroy(s->worker);
+    ucs_async_context_destroy(s->async);
+}
+
+static void cost_uct_init(cost_t *c)
+{
+    uct_ep_params_t ep_params = {};
+    uct_iface_attr_t attr;
+    uct_device_addr_t *dev_addr;
+    uct_iface_addr_t *iface_addr;
+    void *packed;
+    uct_md_attr_t md_attr;
+
+    c->component = cost_dcx_component();
+    cost_uct_side_open(c, &c->tx);
+    cost_uct_side_open(c, &c->rx);
+    COST_OK(uct_iface_set_am_handler(c->rx.iface, COST_AM_ID, cost_am_handler,
+                                     c, 0));
+
+    COST_OK(uct_iface_query(c->rx.iface, &attr));
+    dev_addr   = malloc(attr.device_addr_len);
+    iface_addr = malloc(attr.iface_addr_len);
+    COST_CHECK((dev_addr != NULL) && (iface_addr != NULL), "malloc");
+    COST_OK(uct_iface_get_device_address(c->rx.iface, dev_addr));
+    COST_OK(uct_iface_get_address(c->rx.iface, iface_addr));
+    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
+                           UCT_EP_PARAM_FIELD_DEV_ADDR |
+                           UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    ep_params.iface      = c->tx.iface;
+    ep_params.dev_addr   = dev_addr;
+    ep_params.iface_addr = iface_addr;
+    COST_OK(uct_ep_create(&ep_params, &c->ep));
+    free(dev_addr);
+    free(iface_addr);
+
+    COST_OK(uct_md_mem_reg(c->tx.md, c->local, COST_ZCOPY_SIZE,
+                           UCT_MD_MEM_ACCESS_ALL, &c->local_memh));
+    COST_OK(uct_md_mem_reg(c->rx.md, c->remote, COST_ZCOPY_SIZE,
+                           UCT_MD_MEM_ACCESS_ALL, &c->remote_memh));
+    COST_OK(uct_md_query(c->rx.md, &md_attr));
+    packed = malloc(md_attr.rkey_packed_size);
+    COST_CHECK(packed != NULL, "malloc");
+    COST_OK(uct_md_mkey_pack(c->rx.md, c->remote_memh, packed));
+    COST_OK(uct_rkey_unpack(c->component, packed, &c->rkey));
+    free(packed);
+}
+
+static void cost_uct_flush(cost_t *c)
+{
+    ucs_status_t status;
+
+    do {
+        uct_worker_progress(c->tx.worker);
+        uct_worker_progress(c->rx.worker);
+        status = uct_iface_flush(c->tx.iface, 0, NULL);
+    } while (status == UCS_INPROGRESS);
+    COST_OK(status);
+}
+
+static void cost_uct_cleanup(cost_t *c)
+{
+    cost_uct_flush(c);
+    uct_ep_destroy(c->ep);
+    uct_rkey_release(c->component, &c->rkey);
+    uct_md_mem_dereg(c->tx.md, c->local_memh);
+    uct_md_mem_dereg(c->rx.md, c->remote_memh);
+    cost_uct_side_close(&c->tx);
+    cost_uct_side_close(&c->rx);
+}
+
+
+/* --- UCP --------------------------------------------------------------- */
+
+static void cost_ucp_worker(cost_t *c, ucp_worker_h *worker_p)
+{
+    ucp_worker_params_t params = {};
+
+    params.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    params.thread_mode = UCS_THREAD_MODE_SINGLE;
+    COST_OK(ucp_worker_create(c->context, &params, worker_p));
+}
+
+static void cost_ucp_init(cost_t *c)
+{
+    ucp_params_t params          = {};
+    ucp_ep_params_t ep_params    = {};
+    ucp_mem_map_params_t mparams = {};
+    ucp_address_t *address;
+    size_t address_length, rkey_size;
+    void *rkey_buf;
+
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features   = UCP_FEATURE_RMA | UCP_FEATURE_TAG;
+    COST_OK(ucp_init(&params, NULL, &c->context));
+    cost_ucp_worker(c, &c->tx.ucp_worker);
+    cost_ucp_worker(c, &c->rx.ucp_worker);
+
+    COST_OK(ucp_worker_get_address(c->rx.ucp_worker, &address,
+                                   &address_length));
+    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep_params.address    = address;
+    COST_OK(ucp_ep_create(c->tx.ucp_worker, &ep_params, &c->ucp_ep));
+    ucp_worker_release_address(c->rx.ucp_worker, address);
+
+    mparams.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+                         UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mparams.address    = c->remote;
+    mparams.length     = COST_ZCOPY_SIZE;
+    COST_OK(ucp_mem_map(c->context, &mparams, &c->ucp_memh));
+    COST_OK(ucp_rkey_pack(c->context, c->ucp_memh, &rkey_buf, &rkey_size));
+    COST_OK(ucp_ep_rkey_unpack(c->ucp_ep, rkey_buf, &c->ucp_rkey));
+    ucp_rkey_buffer_release(rkey_buf);
+}
+
+static void cost_ucp_wait(cost_t *c, ucs_status_ptr_t req)
+{
+    ucs_status_t status;
+
+    if (req == NULL) {
+        return;
+    }
+    if (UCS_PTR_IS_ERR(req)) {
+        fprintf(stderr, "dcx_cost: a UCP request failed: %s\n",
+                ucs_status_string(UCS_PTR_STATUS(req)));
+        exit(1);
+    }
+    do {
+        ucp_worker_progress(c->tx.ucp_worker);
+        ucp_worker_progress(c->rx.ucp_worker);
+        status = ucp_request_check_status(req);
+    } while (status == UCS_INPROGRESS);
+    COST_OK(status);
+    ucp_request_free(req);
+}
+
+static void cost_ucp_cleanup(cost_t *c)
+{
+    ucp_request_param_t param = {};
+
+    if (c->tag_req != NULL) {
+        ucp_request_cancel(c->rx.ucp_worker, c->tag_req);
+        ucp_worker_progress(c->rx.ucp_worker);
+        ucp_request_free(c->tag_req);
+    }
+    cost_ucp_wait(c, ucp_worker_flush_nbx(c->tx.ucp_worker, &param));
+    ucp_rkey_destroy(c->ucp_rkey);
+    cost_ucp_wait(c, ucp_ep_close_nbx(c->ucp_ep, &param));
+    ucp_mem_unmap(c->context, c->ucp_memh);
+    ucp_worker_destroy(c->tx.ucp_worker);
+    ucp_worker_destroy(c->rx.ucp_worker);
+    ucp_cleanup(c->context);
+}
+
+static void cost_tag_recv_cb(void *request, ucs_status_t status,
+                             const ucp_tag_recv_info_t *info, void *arg)
+{
+    cost_t *c = arg;
+
+    if (status == UCS_OK) {
+        ++c->tag_received;
+    }
+}
+
+/* The receiver keeps one receive posted, as a message-rate loop does. */
+static void cost_tag_recv_post(cost_t *c)
+{
+    ucp_request_param_t param = {};
+
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                         UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.cb.recv      = cost_tag_recv_cb;
+    param.user_data    = c;
+    c->tag_req = ucp_tag_recv_nbx(c->rx.ucp_worker, c->tag_buf,
+                                  sizeof(c->tag_buf), COST_TAG, UINT64_MAX,
+                                  &param);
+    COST_CHECK(!UCS_PTR_IS_ERR(c->tag_req), "ucp_tag_recv_nbx");
+}
+
+
+/* --- the measured functions --------------------------------------------- */
+
+/* One try of the operation: UCS_OK or UCS_INPROGRESS when it went out. */
+static __attribute__((noipa)) ucs_status_t cost_post(cost_t *c, uint64_t i)
+{
+    ucp_request_param_t param = {};
+    uint64_t value            = i;
+    ucs_status_ptr_t req;
+    uct_iov_t iov;
+
+    switch (c->op) {
+    case COST_PUT_SHORT:
+        return uct_ep_put_short(c->ep, &value, COST_SHORT_SIZE,
+                                (uintptr_t)c->remote, c->rkey.rkey);
+    case COST_AM_SHORT:
+        return uct_ep_am_short(c->ep, COST_AM_ID, value, NULL, 0);
+    case COST_PUT_ZCOPY:
+    case COST_GET_ZCOPY:
+        iov.buffer = c->local;
+        iov.length = COST_ZCOPY_SIZE;
+        iov.memh   = c->local_memh;
+        iov.stride = 0;
+        iov.count  = 1;
+        ++c->comp.count;
+        return (c->op == COST_PUT_ZCOPY) ?
+               uct_ep_put_zcopy(c->ep, &iov, 1, (uintptr_t)c->remote,
+                                c->rkey.rkey, &c->comp) :
+               uct_ep_get_zcopy(c->ep, &iov, 1, (uintptr_t)c->remote,
+                                c->rkey.rkey, &c->comp);
+    case COST_FADD:
+        ++c->comp.count;
+        return uct_ep_atomic64_fetch(c->ep, UCT_ATOMIC_OP_ADD, 1, &c->fetched,
+                                     (uintptr_t)c->remote, c->rkey.rkey,
+                                     &c->comp);
+    case COST_UCP_PUT:
+        req = ucp_put_nbx(c->ucp_ep, &value, COST_SHORT_SIZE,
+                          (uintptr_t)c->remote, c->ucp_rkey, &param);
+        break;
+    case COST_UCP_TAG:
+        req = ucp_tag_send_nbx(c->ucp_ep, &value, COST_SHORT_SIZE, COST_TAG,
+                               &param);
+        break;
+    default:
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    /* UCP: a request that did not complete at once completes by progress
+     * (its status is checked at the flush). */
+    if (UCS_PTR_IS_ERR(req)) {
+        fprintf(stderr, "dcx_cost: %s: %s\n", cost_op_names[c->op],
+                ucs_status_string(UCS_PTR_STATUS(req)));
+        exit(1);
+    }
+    if (req != NULL) {
+        ucp_request_free(req);
+    }
+    return UCS_OK;
+}
+
+static __attribute__((noipa)) unsigned cost_progress_tx(cost_t *c)
+{
+    return (c->op >= COST_UCP_PUT) ? ucp_worker_progress(c->tx.ucp_worker) :
+                                     uct_worker_progress(c->tx.worker);
+}
+
+static __attribute__((noipa)) unsigned cost_progress_rx(cost_t *c)
+{
+    return (c->op >= COST_UCP_PUT) ? ucp_worker_progress(c->rx.ucp_worker) :
+                                     uct_worker_progress(c->rx.worker);
+}
+
+/* A zero-copy operation with an unused completion counter would fail its
+ * callback at zero; count them up front instead. */
+static void cost_op_failed(cost_t *c)
+{
+    if ((c->op == COST_PUT_ZCOPY) || (c->op == COST_GET_ZCOPY) ||
+        (c->op == COST_FADD)) {
+        --c->comp.count;
+    }
+}
+
+static void cost_run(cost_t *c, uint64_t count)
+{
+    uint64_t i = 0;
+    ucs_status_t status;
+
+    while (i < count) {
+        status = cost_post(c, c->posted);
+        if ((status == UCS_OK) || (status == UCS_INPROGRESS)) {
+            if ((status == UCS_OK) && (c->op >= COST_PUT_ZCOPY) &&
+                (c->op <= COST_FADD)) {
+                --c->comp.count; /* done at once: no callback */
+            }
+            ++i;
+            ++c->posted;
+        } else {
+            COST_CHECK(status == UCS_ERR_NO_RESOURCE, "posting");
+            cost_op_failed(c);
+        }
+        cost_progress_tx(c);
+        cost_progress_rx(c);
+        if ((c->op == COST_UCP_TAG) &&
+            (ucp_request_check_status(c->tag_req) != UCS_INPROGRESS)) {
+            ucp_request_free(c->tag_req);
+            cost_tag_recv_post(c);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    cost_t c = {};
+    uint64_t count, total;
+    int op;
+
+    if (argc != 3) {
+        fprintf(stderr, "usage: dcx_cost OP COUNT (OP: put_short am_short "
+                "put_zcopy get_zcopy fadd ucp_put ucp_tag)\n");
+        return 2;
+    }
+    for (op = 0; op < COST_LAST; ++op) {
+        if (!strcmp(argv[1], cost_op_names[op])) {
+            break;
+        }
+    }
+    COST_CHECK(op < COST_LAST, "recognising the operation");
+    c.op    = op;
+    count   = strtoull(argv[2], NULL, 0);
+    total   = COST_WARMUP + count;
+    c.local = aligned_alloc(4096, COST_ZCOPY_SIZE);
+    c.remote = aligned_alloc(4096, COST_ZCOPY_SIZE);
+    COST_CHECK((c.local != NULL) && (c.remote != NULL), "aligned_alloc");
+    memset(c.local, 0x5a, COST_ZCOPY_SIZE);
+    memset(c.remote, 0, COST_ZCOPY_SIZE);
+    c.comp.func   = cost_comp_cb;
+    c.comp.count  = 1; /* dropped after the loop: the callback runs once */
+    c.comp.status = UCS_OK;
+
+    if (c.op >= COST_UCP_PUT) {
+        cost_ucp_init(&c);
+        if (c.op == COST_UCP_TAG) {
+            cost_tag_recv_post(&c);
+        }
+    } else {
+        cost_uct_init(&c);
+    }
+
+    cost_run(&c, COST_WARMUP);
+    CALLGRIND_ZERO_STATS;
+    cost_run(&c, count);
+    CALLGRIND_DUMP_STATS_AT("measured");
+
+    if (c.op >= COST_UCP_PUT) {
+        if (c.op == COST_UCP_TAG) {
+            while (c.tag_received < total) {
+                ucp_worker_progress(c.tx.ucp_worker);
+                ucp_worker_progress(c.rx.ucp_worker);
+                if (ucp_request_check_status(c.tag_req) != UCS_INPROGRESS) {
+                    ucp_request_free(c.tag_req);
+                    c.tag_req = NULL;
+                    if (c.tag_received < total) {
+                        cost_tag_recv_post(&c);
+                    }
+                }
+            }
+        }
+        cost_ucp_cleanup(&c);
+        COST_CHECK((c.op != COST_UCP_PUT) ||
+                   (*(uint64_t*)c.remote == total - 1), "the put data");
+    } else {
+        cost_uct_flush(&c);
+        while ((c.op == COST_AM_SHORT) && (c.am_received < total)) {
+            uct_worker_progress(c.rx.worker);
+        }
+        COST_CHECK(c.comp.count == 1, "every completion");
+        switch (c.op) {
+        case COST_PUT_SHORT:
+            COST_CHECK(*(uint64_t*)c.remote == total - 1, "the put data");
+            break;
+        case COST_PUT_ZCOPY:
+            COST_CHECK((unsigned char)c.remote[COST_ZCOPY_SIZE - 1] == 0x5a,
+                       "the put data");
+            break;
+        case COST_FADD:
+            COST_CHECK(*(uint64_t*)c.remote == total, "the fetch-add data");
+            break;
+        default:
+            break;
+        }
+        cost_uct_cleanup(&c);
+    }
+
+    printf("op=%s count=%" PRIu64 "\n", cost_op_names[c.op], count);
+    free(c.local);
+    free(c.remote);
+    return 0;
+}

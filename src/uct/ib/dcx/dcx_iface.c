@@ -1170,9 +1170,9 @@ static void uct_dcx_iface_fc_progress(uct_dcx_iface_t *iface)
     }
 }
 
-static unsigned uct_dcx_iface_poll_rx(uct_dcx_iface_t *iface)
+/* Receive completions, after ibv_start_poll found the first. */
+static UCS_F_NOINLINE unsigned uct_dcx_iface_poll_rx_batch(uct_dcx_iface_t *iface)
 {
-    struct ibv_poll_cq_attr attr = {};
     uct_dcx_wc_t wc[UCT_DCX_POLL_BATCH];
     struct ibv_cq_ex *cq = iface->rx.cq;
     unsigned i, count = 0;
@@ -1180,14 +1180,6 @@ static unsigned uct_dcx_iface_poll_rx(uct_dcx_iface_t *iface)
     void *desc, *udesc;
     int granted = 0;
     uint8_t am_id;
-
-    if (ibv_start_poll(cq, &attr) != 0) {
-        if (ucs_unlikely(iface->rx.refill)) {
-            iface->rx.refill = 0;
-            uct_dcx_iface_post_recv(iface);
-        }
-        return 0;
-    }
 
     do {
         wc[count].wr_id    = cq->wr_id;
@@ -1241,12 +1233,31 @@ static unsigned uct_dcx_iface_poll_rx(uct_dcx_iface_t *iface)
         }
     }
 
-    uct_dcx_iface_post_recv(iface);
+    /* Refill in batches: one post call (one doorbell on hardware) per
+     * rx.refill_batch messages, not per message. */
+    if ((iface->rx.queue_len - iface->rx.posted) >= iface->rx.refill_batch) {
+        uct_dcx_iface_post_recv(iface);
+    }
     if (ucs_unlikely(granted)) {
         ucs_arbiter_dispatch(&iface->tx.arbiter, 1,
                              uct_dcx_ep_pending_dispatch, NULL);
     }
     return count;
+}
+
+/* Progress finds nothing most of the time: that check stays inline. */
+static UCS_F_ALWAYS_INLINE unsigned uct_dcx_iface_poll_rx(uct_dcx_iface_t *iface)
+{
+    struct ibv_poll_cq_attr attr = {};
+
+    if (ucs_likely(ibv_start_poll(iface->rx.cq, &attr) != 0)) {
+        if (ucs_unlikely(iface->rx.refill)) {
+            iface->rx.refill = 0;
+            uct_dcx_iface_post_recv(iface);
+        }
+        return 0;
+    }
+    return uct_dcx_iface_poll_rx_batch(iface);
 }
 
 /* --- send completions ------------------------------------------------- */
@@ -1570,16 +1581,12 @@ uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
     }
 }
 
-static unsigned uct_dcx_iface_poll_tx(uct_dcx_iface_t *iface)
+/* Send completions, after ibv_start_poll found the first. */
+static UCS_F_NOINLINE unsigned uct_dcx_iface_poll_tx_batch(uct_dcx_iface_t *iface)
 {
-    struct ibv_poll_cq_attr attr = {};
     uct_dcx_wc_t wc[UCT_DCX_POLL_BATCH];
     struct ibv_cq_ex *cq = iface->tx.cq;
     unsigned i, count = 0;
-
-    if (ibv_start_poll(cq, &attr) != 0) {
-        return 0;
-    }
 
     do {
         wc[count].wr_id  = cq->wr_id;
@@ -1593,6 +1600,16 @@ static unsigned uct_dcx_iface_poll_tx(uct_dcx_iface_t *iface)
         uct_dcx_iface_tx_completion(iface, &wc[i]);
     }
     return count;
+}
+
+static UCS_F_ALWAYS_INLINE unsigned uct_dcx_iface_poll_tx(uct_dcx_iface_t *iface)
+{
+    struct ibv_poll_cq_attr attr = {};
+
+    if (ucs_likely(ibv_start_poll(iface->tx.cq, &attr) != 0)) {
+        return 0;
+    }
+    return uct_dcx_iface_poll_tx_batch(iface);
 }
 
 unsigned uct_dcx_iface_progress(uct_iface_h tl_iface)
@@ -2156,6 +2173,9 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
         goto err_destroy_rx_cq;
     }
     self->rx.queue_len    = ucs_min(self->rx.queue_len, srq_attr.attr.max_wr);
+    /* A quarter of the queue at most may be missing before a refill. */
+    self->rx.refill_batch = ucs_max(ucs_min(UCT_DCX_RX_POST_BATCH,
+                                            self->rx.queue_len / 4), 1);
 
     status = uct_dcx_iface_dct_create(self);
     if (status != UCS_OK) {

@@ -374,6 +374,8 @@ struct uct_dcx_iface {
         ucs_mpool_t           mp;
         unsigned              queue_len;
         unsigned              posted;       /* buffers in the SRQ */
+        unsigned              refill_batch; /* refill when this many are
+                                               missing */
         int                   refill;       /* a held buffer came back */
         size_t                headroom_offset;
         size_t                payload_offset;

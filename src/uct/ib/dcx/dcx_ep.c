@@ -1480,6 +1480,18 @@ uct_dcx_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     const uct_iov_t *strided;
     size_t num_nonempty;
 
+    /* The common case, one contiguous registered buffer: one pass. */
+    if (ucs_likely((iovcnt == 1) && (iov->count == 1) &&
+                   (iov->length > 0) && (iov->memh != UCT_MEM_HANDLE_NULL) &&
+                   (iov->length <= iface->port_attr.max_msg_sz) &&
+                   uct_dcx_rkey_is_valid(rkey))) {
+        sge[0].addr   = (uintptr_t)iov->buffer;
+        sge[0].length = iov->length;
+        sge[0].lkey   = uct_dcx_memh_lkey(iov->memh);
+        num_sge       = 1;
+        goto post;
+    }
+
     if (ucs_unlikely(!uct_dcx_rkey_is_valid(rkey))) {
         /* Only a zero-length operation may go without a key: sum the
          * lengths here, off the common path. */
@@ -1511,6 +1523,7 @@ uct_dcx_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     UCT_CHECK_LENGTH(length, 0, iface->port_attr.max_msg_sz,
                      is_read ? "get_zcopy" : "put_zcopy");
 
+post:
     status = uct_dcx_ep_tx_get(iface, ep, &dci);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
@@ -1534,6 +1547,8 @@ uct_dcx_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     if (num_sge == 0) {
         /* A zero-length operation still carries one (empty) element. */
         ibv_wr_set_sge(qpx, 0, 0, 0);
+    } else if (num_sge == 1) {
+        ibv_wr_set_sge(qpx, sge[0].lkey, sge[0].addr, sge[0].length);
     } else {
         ibv_wr_set_sge_list(qpx, num_sge, sge);
     }

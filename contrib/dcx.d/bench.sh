@@ -9,7 +9,8 @@ bench_median() {
 }
 
 # ucx_perftest pair; prints one figure of the client's final line:
-# lat = typical latency (us), bw = average bandwidth (MB/s).
+# lat = typical latency (us), bw = average bandwidth (MB/s), mr = overall
+# message rate (messages/s).
 bench_perftest() {
     local field=$1 tl=$2 dev=$3; shift 3
     local port=$((20000 + (RANDOM % 20000))) spid line
@@ -24,7 +25,7 @@ bench_perftest() {
     wait $spid 2>/dev/null
     [ -n "$line" ] || { echo nan; return 1; }
     # Final: iters typical avg overall | bw avg overall | msg avg overall
-    echo "$line" | awk -v f="$field" '{ print (f == "lat") ? $3 : $6 }'
+    echo "$line" | awk -v f="$field" '{ print (f == "lat") ? $3 : (f == "mr") ? $9 : $6 }'
 }
 
 bench_floor() {
@@ -71,6 +72,14 @@ bench_uct() {
     bench_row P3 "put_bw 1 MiB (MB/s): dcx / cma" ge 0.90 \
         "bench_perftest bw dcx dcxemu0:1 -t put_bw -D zcopy -s 1048576 -n 1000 -w 50" \
         "bench_perftest bw cma memory -t put_bw -D zcopy -s 1048576 -n 1000 -w 50"
+    # Completion moderation must not cost message rate (issue 19): the same
+    # stream with the default and with every request signaled.
+    bench_row P4 "put_bw 8 B msg rate: moderation 64 / off" ge 0.97 \
+        "bench_perftest mr dcx dcxemu0:1 -t put_bw -s 8 -n 200000 -w 20000" \
+        "UCX_DCX_TX_CQ_MODERATION=1 bench_perftest mr dcx dcxemu0:1 -t put_bw -s 8 -n 200000 -w 20000"
+    bench_row P5 "am_bw 8 B msg rate: moderation 64 / off" ge 0.97 \
+        "bench_perftest mr dcx dcxemu0:1 -t am_bw -s 8 -n 200000 -w 20000" \
+        "UCX_DCX_TX_CQ_MODERATION=1 bench_perftest mr dcx dcxemu0:1 -t am_bw -s 8 -n 200000 -w 20000"
 }
 
 # The device floor: dcx_floor by test and size; one number.

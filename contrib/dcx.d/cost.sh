@@ -3,7 +3,8 @@
 # contrib/dcx bench cost: what one operation costs the CPU, counted (not
 # timed) by callgrind around test/bench/dcx_cost's measured loop:
 #   dcx tx   instructions in libdcx_transport.so per operation, posting and
-#            the sender's progress (its completions included)
+#            the sender's progress (its completions included); a stream
+#            that progresses every 16 posts and when out of resources
 #   dcx rx   the same for the receiver's progress (active messages, tags)
 #   post     every instruction of the posting call (UCT call or ucp_*_nbx
 #            to its return, the device's work-request functions included)

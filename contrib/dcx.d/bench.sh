@@ -206,7 +206,8 @@ cmd_bench() {
     umr) bench_umr ;;
     emu) bench_emu ;;
     cost) bench_cost ;;
-    *)   die "unknown benchmark '$what' (benchmarks: uct umr emu cost proto)" ;;
+    sgl) bench_sgl ;;
+    *)   die "unknown benchmark '$what' (benchmarks: uct umr emu cost sgl proto)" ;;
     esac
     note "saved $BENCH_CSV"
 }

@@ -53,23 +53,6 @@ uct_component_h dcx_component()
     return dcx;
 }
 
-uct_dcx_tx_counters_t tx_counters(uct_iface_h iface)
-{
-    typedef ucs_status_t (*query_fn_t)(uct_iface_h, uct_dcx_tx_counters_t*);
-    static query_fn_t query = []() -> query_fn_t {
-        void *handle = dlopen(DCX_TEST_PLUGIN, RTLD_NOW | RTLD_NOLOAD);
-        return (handle == nullptr) ? nullptr :
-               (query_fn_t)dlsym(handle, "uct_dcx_iface_query_tx");
-    }();
-    uct_dcx_tx_counters_t c = {};
-
-    EXPECT_NE(nullptr, query) << "uct_dcx_iface_query_tx is not exported";
-    if (query != nullptr) {
-        EXPECT_EQ(UCS_OK, query(iface, &c));
-    }
-    return c;
-}
-
 entity::entity(const config_t &config, uct_error_handler_t err_handler,
                void *err_arg)
 {

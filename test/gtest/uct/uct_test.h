@@ -12,6 +12,7 @@
 #include <uct/ib/dcx/dcx.h>
 #include <ucs/async/async_fwd.h>
 
+#include <dlfcn.h>
 #include <functional>
 #include <map>
 #include <memory>
@@ -116,9 +117,33 @@ struct failure_record {
 /* An error handler (arg: failure_record*) that records and accepts. */
 ucs_status_t record_failure(void *arg, uct_ep_h ep, ucs_status_t status);
 
-/* The send-side counters of a dcx interface (uct_dcx_iface_query_tx, looked
- * up in the plugin as a program that preloads it would). */
-uct_dcx_tx_counters_t tx_counters(uct_iface_h iface);
+/* A query of the plugin's public API (include/uct/ib/dcx/dcx.h), looked up
+ * in the plugin the suite loaded, as a program that preloads it would. */
+template <typename T>
+T plugin_query(const char *symbol, uct_iface_h iface)
+{
+    typedef ucs_status_t (*query_fn_t)(uct_iface_h, T*);
+    void *handle     = dlopen(DCX_TEST_PLUGIN, RTLD_NOW | RTLD_NOLOAD);
+    query_fn_t query = (handle == nullptr) ? nullptr :
+                       (query_fn_t)dlsym(handle, symbol);
+    T result         = {};
+
+    EXPECT_NE(nullptr, query) << symbol << " is not exported";
+    if (query != nullptr) {
+        EXPECT_EQ(UCS_OK, query(iface, &result));
+    }
+    if (handle != nullptr) {
+        dlclose(handle);
+    }
+    return result;
+}
+
+/* The send-side counters of a dcx interface. */
+static inline uct_dcx_tx_counters_t tx_counters(uct_iface_h iface)
+{
+    return plugin_query<uct_dcx_tx_counters_t>("uct_dcx_iface_query_tx",
+                                               iface);
+}
 
 /* Retry an operation while it returns UCS_ERR_NO_RESOURCE. */
 ucs_status_t retry(const std::vector<entity*> &entities,

@@ -1579,6 +1579,372 @@ ucs_status_t uct_dcx_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                 1);
 }
 
+/* --- scatter-gather put (uct_ep_put_sgl_zcopy, UCX >= 1.22) ------------ */
+
+/* Check one call's elements and count its work requests: one per block (an
+ * element is counts[i] blocks of lengths[i] bytes, strides[i] apart on both
+ * sides). Empty elements and blocks post nothing. */
+static ucs_status_t
+uct_dcx_ep_sgl_check(uct_dcx_iface_t *iface, void * const *buffers,
+                     const size_t *lengths, uct_mem_h const *memhs,
+                     const uint64_t *remote_addrs, uct_rkey_t const *rkeys,
+                     const size_t *counts, const size_t *strides,
+                     size_t count, size_t *num_wrs_p)
+{
+    size_t i, blocks, num_wrs = 0;
+    ucs_status_t status;
+
+    if ((count > 0) && ((buffers == NULL) || (lengths == NULL) ||
+                        (memhs == NULL) || (remote_addrs == NULL) ||
+                        (rkeys == NULL))) {
+        ucs_error("dcx: put_sgl_zcopy: NULL element array");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((counts == NULL) != (strides == NULL)) {
+        ucs_error("dcx: put_sgl_zcopy: counts and strides go together");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (count > iface->tx.put_sgl_max) {
+        ucs_error("dcx: put_sgl_zcopy: %zu elements, at most %zu", count,
+                  iface->tx.put_sgl_max);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    for (i = 0; i < count; ++i) {
+        blocks = (counts == NULL) ? 1 : counts[i];
+        if ((lengths[i] == 0) || (blocks == 0)) {
+            continue;
+        }
+        if (lengths[i] > iface->port_attr.max_msg_sz) {
+            ucs_error("dcx: put_sgl_zcopy: element %zu: %zu bytes, at most %u",
+                      i, lengths[i], iface->port_attr.max_msg_sz);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        if (memhs[i] == UCT_MEM_HANDLE_NULL) {
+            ucs_error("dcx: put_sgl_zcopy: element %zu has no memory handle",
+                      i);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        status = uct_dcx_ep_check_rkey(rkeys[i], lengths[i]);
+        if (status != UCS_OK) {
+            return status;
+        }
+        num_wrs += blocks;
+        if (num_wrs > iface->tx.put_sgl_max) {
+            ucs_error("dcx: put_sgl_zcopy: more than %zu blocks in one call",
+                      iface->tx.put_sgl_max);
+            return UCS_ERR_INVALID_PARAM;
+        }
+    }
+
+    *num_wrs_p = num_wrs;
+    return UCS_OK;
+}
+
+/* Whether the @a wr-th write of an SGL batch asks for a completion: the
+ * last one when an operation waits for it, and on the way as any request
+ * (uct_dcx_iface_dci_signal). @a unsignaled: before this write. */
+static UCS_F_ALWAYS_INLINE int
+uct_dcx_ep_sgl_signal(const uct_dcx_iface_t *iface, unsigned unsignaled,
+                      size_t wr, size_t num_wrs, int need_completion)
+{
+    return ((wr + 1 == num_wrs) && need_completion) ||
+           (unsignaled + 1 >= iface->tx.moderation) ||
+           (iface->tx.num_waiters > 0);
+}
+
+/* Elements [first, first + n) of an SGL call that go out together: when
+ * their remote ranges follow each other in one registration, one RDMA
+ * WRITE whose local side is a list mkey (mkey != NULL); else one write per
+ * element (per block with counts). */
+typedef struct {
+    size_t             first;
+    size_t             n;
+    size_t             total;
+    uct_dcx_umr_mkey_t *mkey;
+} uct_dcx_sgl_run_t;
+
+/* Whether element @a i continues the run @a run (remote side). */
+static int uct_dcx_ep_sgl_continues(const uct_dcx_iface_t *iface,
+                                    const uct_dcx_sgl_run_t *run,
+                                    const size_t *lengths,
+                                    const uint64_t *remote_addrs,
+                                    uct_rkey_t const *rkeys, unsigned list_max,
+                                    size_t i)
+{
+    size_t last = run->first + run->n - 1;
+
+    return (run->n < list_max) && (rkeys[i] == rkeys[run->first]) &&
+           (remote_addrs[i] == remote_addrs[last] + lengths[last]) &&
+           (run->total + lengths[i] <= iface->port_attr.max_msg_sz);
+}
+
+/* Cut the call into runs; merge runs of 2 or more elements through list
+ * mkeys when UMR is there (UCX_DCX_UMR) and there are no per-element
+ * counts. *num_wrs_p: the work requests the runs take. */
+static ucs_status_t
+uct_dcx_ep_sgl_runs(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                    void * const *buffers, const size_t *lengths,
+                    uct_mem_h const *memhs, const uint64_t *remote_addrs,
+                    uct_rkey_t const *rkeys, const size_t *counts,
+                    size_t count, uct_dcx_sgl_run_t *runs, size_t *num_runs_p,
+                    size_t *num_wrs_p)
+{
+    struct ibv_sge pieces[UCT_DCX_UMR_LIST_MAX];
+    uct_dcx_umr_t *umr   = NULL;
+    unsigned list_max    = 1;
+    size_t num_runs      = 0;
+    size_t num_wrs       = 0;
+    uct_dcx_sgl_run_t *run;
+    ucs_status_t status;
+    size_t i, r;
+
+    if ((counts == NULL) && (count > 1) && (iface->umr.enable != UCS_NO) &&
+        (uct_dcx_iface_umr_engine(iface, &umr) == UCS_OK)) {
+        list_max = ucs_min(umr->list_max, UCT_DCX_UMR_LIST_MAX);
+    }
+
+    for (i = 0; i < count; ++i) {
+        if ((lengths[i] == 0) || ((counts != NULL) && (counts[i] == 0))) {
+            continue;
+        }
+        run = &runs[num_runs - 1];
+        if ((num_runs > 0) &&
+            uct_dcx_ep_sgl_continues(iface, run, lengths, remote_addrs, rkeys,
+                                     list_max, i)) {
+            ++run->n;
+            run->total += lengths[i];
+            continue;
+        }
+        run        = &runs[num_runs++];
+        run->first = i;
+        run->n     = 1;
+        run->total = lengths[i];
+        run->mkey  = NULL;
+    }
+
+    for (r = 0; r < num_runs; ++r) {
+        run = &runs[r];
+        if (run->n < 2) {
+            num_wrs += (counts == NULL) ? 1 : counts[run->first];
+            continue;
+        }
+        for (i = 0; i < run->n; ++i) {
+            pieces[i].addr   = (uintptr_t)buffers[run->first + i];
+            pieces[i].length = lengths[run->first + i];
+            pieces[i].lkey   = uct_dcx_memh_lkey(memhs[run->first + i]);
+        }
+        status = uct_dcx_umr_get_list(umr, pieces, run->n, &run->mkey);
+        if (status == UCS_ERR_INVALID_PARAM) {
+            run->mkey = NULL; /* the device refused the layout: one by one */
+            num_wrs  += run->n;
+            continue;
+        }
+        if (status != UCS_OK) {
+            /* Being programmed, or every mkey busy: the whole call waits,
+             * and the mkeys taken so far go back. */
+            while (r-- > 0) {
+                if (runs[r].mkey != NULL) {
+                    uct_dcx_umr_put(umr, runs[r].mkey);
+                }
+            }
+            return uct_dcx_ep_umr_wait(iface, ep, status);
+        }
+        ++num_wrs;
+    }
+
+    ep->flags   &= ~UCT_DCX_EP_FLAG_WAIT_UMR;
+    *num_runs_p  = num_runs;
+    *num_wrs_p   = num_wrs;
+    return UCS_OK;
+}
+
+/* Undo what an SGL call took before it posted. */
+static void uct_dcx_ep_sgl_release(uct_dcx_iface_t *iface,
+                                   uct_dcx_sgl_run_t *runs, size_t num_runs,
+                                   uct_dcx_op_t **ops, size_t num_ops)
+{
+    size_t r;
+
+    for (r = 0; r < num_runs; ++r) {
+        if (runs[r].mkey != NULL) {
+            uct_dcx_umr_put(iface->umr.engine, runs[r].mkey);
+        }
+    }
+    while (num_ops-- > 0) {
+        ucs_mpool_put_inline(ops[num_ops]);
+    }
+}
+
+/* Post the runs' writes as one batch; *num_posted_p: work requests. */
+static void uct_dcx_ep_sgl_post(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                                uct_dcx_dci_t *dci, const uct_dcx_peer_t *peer,
+                                void * const *buffers, const size_t *lengths,
+                                uct_mem_h const *memhs,
+                                const uint64_t *remote_addrs,
+                                uct_rkey_t const *rkeys, const size_t *counts,
+                                const size_t *strides,
+                                const uct_dcx_sgl_run_t *runs, size_t num_runs,
+                                size_t num_wrs, int need_completion,
+                                uint64_t *run_sn)
+{
+    struct ibv_qp_ex *qpx = dci->qpx;
+    unsigned unsignaled   = dci->unsignaled;
+    size_t r, i, b, blocks, stride, wr = 0;
+    int signal;
+
+    for (r = 0; r < num_runs; ++r) {
+        for (i = runs[r].first; i < runs[r].first + runs[r].n; ++i) {
+            blocks = (runs[r].mkey != NULL) ? 1 :
+                     (counts == NULL)       ? 1 : counts[i];
+            stride = (strides == NULL) ? 0 : strides[i];
+            for (b = 0; b < blocks; ++b, ++wr) {
+                signal        = uct_dcx_ep_sgl_signal(iface, unsignaled, wr,
+                                                      num_wrs,
+                                                      need_completion);
+                unsignaled    = signal ? 0 : unsignaled + 1;
+                qpx->wr_id    = UCT_DCX_WR_ID(ep->dci, dci->posted + wr + 1);
+                qpx->wr_flags = (signal ? IBV_SEND_SIGNALED : 0) |
+                                (((wr == 0) && dci->fence) ?
+                                 IBV_SEND_FENCE : 0);
+                ibv_wr_rdma_write(qpx, uct_dcx_rkey(rkeys[i]),
+                                  remote_addrs[i] + (b * stride));
+                if (runs[r].mkey != NULL) {
+                    ibv_wr_set_sge(qpx, runs[r].mkey->mkey->lkey, 0,
+                                   runs[r].total);
+                } else {
+                    ibv_wr_set_sge(qpx, uct_dcx_memh_lkey(memhs[i]),
+                                   (uintptr_t)buffers[i] + (b * stride),
+                                   lengths[i]);
+                }
+                mlx5dv_wr_set_dc_addr(dci->mqpx, peer->ah, peer->dctn,
+                                      peer->dc_key);
+            }
+            if (runs[r].mkey != NULL) {
+                break; /* the whole run was one write */
+            }
+        }
+        run_sn[r] = dci->posted + wr; /* its last work request */
+    }
+    ucs_assert(wr == num_wrs);
+}
+
+/* The elements go out as one batch of RDMA WRITEs on the endpoint's DCI
+ * (one doorbell); runs of elements whose remote ranges follow each other
+ * in one registration become one write from a list mkey. Only the last
+ * write asks for a completion, when an operation waits for it (and every
+ * moderation-th on the way). */
+ucs_status_t uct_dcx_ep_put_sgl_zcopy(uct_ep_h tl_ep, void * const *buffers,
+                                      const size_t *lengths,
+                                      uct_mem_h const *memhs,
+                                      const uint64_t *remote_addrs,
+                                      uct_rkey_t const *rkeys,
+                                      const size_t *counts,
+                                      const size_t *strides, size_t count,
+                                      uct_completion_t *comp)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    uct_dcx_sgl_run_t runs[UCT_DCX_SGL_MAX];
+    uint64_t run_sn[UCT_DCX_SGL_MAX];
+    uct_dcx_op_t *ops[UCT_DCX_SGL_MAX + 1];
+    size_t r, num_runs, num_wrs, num_ops = 0;
+    uct_dcx_peer_t *peer;
+    uct_dcx_dci_t *dci;
+    ucs_status_t status;
+    uct_dcx_op_t *op;
+    int ret;
+
+    status = uct_dcx_ep_sgl_check(iface, buffers, lengths, memhs,
+                                  remote_addrs, rkeys, counts, strides, count,
+                                  &num_wrs);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (num_wrs == 0) {
+        return (ep->flags & UCT_DCX_EP_FLAG_FAILED) ? ep->status : UCS_OK;
+    }
+    if (ucs_unlikely(ep->flags & UCT_DCX_EP_FLAG_FAILED)) {
+        return ep->status;
+    }
+
+    status = uct_dcx_ep_sgl_runs(iface, ep, buffers, lengths, memhs,
+                                 remote_addrs, rkeys, counts, count, runs,
+                                 &num_runs, &num_wrs);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_dcx_ep_tx_get(iface, ep, &dci);
+    if ((status == UCS_OK) && (dci->available < num_wrs)) {
+        uct_dcx_ep_tx_abort(iface, ep);
+        status = UCS_ERR_NO_RESOURCE;
+    }
+    if (ucs_unlikely(status != UCS_OK)) {
+        uct_dcx_ep_sgl_release(iface, runs, num_runs, ops, 0);
+        return status;
+    }
+
+    /* An operation per list mkey (released when its write completes), and
+     * the user's completion after the last write. */
+    for (r = 0; r <= num_runs; ++r) {
+        if ((r < num_runs) ? (runs[r].mkey == NULL) : (comp == NULL)) {
+            continue;
+        }
+        op = ucs_mpool_get_inline(&iface->tx.flush_mp);
+        if (ucs_unlikely(op == NULL)) {
+            uct_dcx_ep_tx_abort(iface, ep);
+            uct_dcx_ep_sgl_release(iface, runs, num_runs, ops, num_ops);
+            return UCS_ERR_NO_RESOURCE;
+        }
+        op->handler  = (r < num_runs) ? uct_dcx_op_umr_release :
+                                        uct_dcx_op_comp_release;
+        op->comp     = (r < num_runs) ? NULL : comp;
+        op->ep       = ep;
+        op->iface    = iface;
+        op->dci      = ep->dci;
+        op->umr.mkey = (r < num_runs) ? runs[r].mkey : NULL;
+        op->sn       = r; /* the run, until it has its sequence number */
+        ops[num_ops++] = op;
+    }
+
+    peer = uct_dcx_ep_peer(iface, ep);
+    ibv_wr_start(dci->qpx);
+    uct_dcx_ep_sgl_post(iface, ep, dci, peer, buffers, lengths, memhs,
+                        remote_addrs, rkeys, counts, strides, runs, num_runs,
+                        num_wrs, num_ops > 0, run_sn);
+    ret = ibv_wr_complete(dci->qpx);
+    if (ucs_unlikely(ret != 0)) {
+        ucs_error("dcx: dci 0x%x: posting %zu scatter-gather writes failed: "
+                  "%s", dci->qp->qp_num, num_wrs, strerror(ret));
+        uct_dcx_ep_tx_abort(iface, ep);
+        uct_dcx_ep_sgl_release(iface, runs, num_runs, ops, num_ops);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    /* The same signaling decisions again, now that the batch is posted. */
+    dci->fence = 0;
+    for (r = 0; r < num_wrs; ++r) {
+        uct_dcx_iface_dci_posted(iface, dci,
+                                 uct_dcx_ep_sgl_signal(iface, dci->unsignaled,
+                                                       r, num_wrs,
+                                                       num_ops > 0));
+    }
+    for (r = 0; r < num_ops; ++r) {
+        ops[r]->sn = (ops[r]->comp != NULL) ? dci->posted :
+                     run_sn[ops[r]->sn];
+        ucs_queue_push(&dci->outstanding, &ops[r]->queue);
+        if (ops[r]->umr.mkey != NULL) {
+            ++iface->umr.zcopy_ops;
+        }
+    }
+    ucs_trace_data("dcx: ep %p: posted %zu writes for %zu scatter-gather "
+                   "elements up to %" PRIu64 " on dci 0x%x to dct 0x%x", ep,
+                   num_wrs, count, (uint64_t)dci->posted, dci->qp->qp_num,
+                   peer->dctn);
+    return UCS_INPROGRESS;
+}
+
 ucs_status_t uct_dcx_ep_get_bcopy(uct_ep_h tl_ep,
                                   uct_unpack_callback_t unpack_cb, void *arg,
                                   size_t length, uint64_t remote_addr,

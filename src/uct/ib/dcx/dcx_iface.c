@@ -179,6 +179,12 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
      ucs_offsetof(uct_dcx_iface_config_t, umr_max_inline),
      UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"PUT_SGL", "y",
+     "Offer scatter-gather put (uct_ep_put_sgl_zcopy, UCX 1.22 and later):\n"
+     "the elements of one call go out as one batch of work requests on one\n"
+     "DCI with one completion. n - UCP puts the elements one by one.",
+     ucs_offsetof(uct_dcx_iface_config_t, put_sgl), UCS_CONFIG_TYPE_BOOL},
+
     UCT_DCX_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 128, "send",
                                       ucs_offsetof(uct_dcx_iface_config_t,
                                                    tx_mp)),
@@ -650,6 +656,11 @@ ucs_status_t uct_dcx_iface_query_umr(uct_iface_h tl_iface,
         counters->max_pieces    = iface->umr.engine->list_max;
     }
     return UCS_OK;
+}
+
+size_t uct_dcx_iface_put_sgl_max(uct_iface_h tl_iface)
+{
+    return ucs_derived_of(tl_iface, uct_dcx_iface_t)->tx.put_sgl_max;
 }
 
 /* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */
@@ -2217,6 +2228,11 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     self->tx.moderation   = ucs_max(ucs_min(config->tx_cq_moderation,
                                             self->tx.queue_len / 4), 1);
     self->tx.self_ah      = NULL;
+    /* One SGL call is one batch on one DCI: it must fit in half a send
+     * queue, so it can go out while the other half is in flight. */
+    self->tx.put_sgl_max  = config->put_sgl ?
+                            ucs_min(self->tx.queue_len / 2,
+                                    UCT_DCX_SGL_MAX) : 0;
     memset(&self->tx.stats, 0, sizeof(self->tx.stats));
 
     op_size = sizeof(uct_dcx_op_t) + self->tx.seg_size;

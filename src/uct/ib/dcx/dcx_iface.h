@@ -59,6 +59,10 @@
 #define UCT_DCX_MAX_SGE          8
 #define UCT_DCX_TRACE_AM_MAX     512  /* bytes of an inline AM traced */
 
+/* Elements of one scatter-gather put at most (also bounded by half the
+ * send queue): runs and operations of one call live on the stack. */
+#define UCT_DCX_SGL_MAX          256
+
 /* Receive buffers posted to the SRQ per post call. */
 #define UCT_DCX_RX_POST_BATCH    64
 
@@ -241,6 +245,7 @@ typedef struct uct_dcx_iface_config {
     unsigned           umr_mkeys;
     size_t             umr_pack_thresh;
     size_t             umr_max_inline;
+    int                put_sgl;
     uct_iface_mpool_config_t tx_mp;
     uct_iface_mpool_config_t rx_mp;
 } uct_dcx_iface_config_t;
@@ -352,6 +357,7 @@ struct uct_dcx_iface {
         struct ibv_ah         *self_ah;     /* to the own DCT: completion
                                                requests (created lazily) */
         uct_dcx_tx_counters_t stats;
+        size_t                put_sgl_max;  /* elements of one SGL put */
         unsigned              req_queue_len;  /* asked for a new DCI */
         size_t                req_max_inline;
         int                   cq_available;

@@ -109,6 +109,19 @@ typedef struct uct_dcx_iface_perf {
 void uct_dcx_iface_perf_get(uct_iface_h iface, uct_dcx_perf_op_t op,
                             uct_dcx_iface_perf_t *perf);
 
+/* Scatter-gather put (uct_ep_put_sgl_zcopy, UCX >= 1.22): the most elements
+ * one call takes, 0 when disabled (UCX_DCX_PUT_SGL=n). */
+size_t uct_dcx_iface_put_sgl_max(uct_iface_h iface);
+
+ucs_status_t uct_dcx_ep_put_sgl_zcopy(uct_ep_h ep, void * const *buffers,
+                                      const size_t *lengths,
+                                      uct_mem_h const *memhs,
+                                      const uint64_t *remote_addrs,
+                                      uct_rkey_t const *rkeys,
+                                      const size_t *counts,
+                                      const size_t *strides, size_t count,
+                                      uct_completion_t *comp);
+
 
 /* --- implemented by the layer, called by the transport ------------------ */
 

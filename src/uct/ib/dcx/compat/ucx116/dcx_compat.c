@@ -222,9 +222,34 @@ static ucs_status_t uct_dcx_compat_estimate_perf(uct_iface_h iface,
     return UCS_OK;
 }
 
+#if UCT_DCX_UCX_AT_LEAST(1, 22)
+/* The v2 capabilities: scatter-gather put. */
+static ucs_status_t uct_dcx_compat_iface_query_v2(uct_iface_h iface,
+                                                  uct_iface_attr_v2_t *attr)
+{
+    size_t sgl_max = uct_dcx_iface_put_sgl_max(iface);
+    ucs_status_t status;
+
+    status = uct_iface_base_query_v2(iface, attr);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if ((attr->field_mask & UCT_IFACE_ATTR_FIELD_CAP_FLAGS) && (sgl_max > 0)) {
+        attr->cap.flags |= UCT_IFACE_FLAG_V2_PUT_SGL_ZCOPY;
+    }
+    if (attr->field_mask & UCT_IFACE_ATTR_FIELD_MAX_PUT_SGL_ZCOPY_COUNT) {
+        attr->max_put_sgl_zcopy_count = sgl_max;
+    }
+    return UCS_OK;
+}
+#endif
+
 uct_iface_internal_ops_t uct_dcx_iface_internal_ops = {
-#if UCT_DCX_UCX_AT_LEAST(1, 20)
-    /* No v2-only capability yet (SGL put: issue 20). */
+#if UCT_DCX_UCX_AT_LEAST(1, 22)
+    .iface_query_v2        = uct_dcx_compat_iface_query_v2,
+#elif UCT_DCX_UCX_AT_LEAST(1, 20)
+    /* No v2-only capability before 1.22. */
     .iface_query_v2        = uct_iface_base_query_v2,
 #endif
     .iface_estimate_perf   = uct_dcx_compat_estimate_perf,
@@ -238,7 +263,7 @@ uct_iface_internal_ops_t uct_dcx_iface_internal_ops = {
     .ep_get_device_ep      = UCT_DCX_STUB(uct_ep_get_device_ep_func_t, ucs_empty_function_return_unsupported),
 #endif
 #if UCT_DCX_UCX_AT_LEAST(1, 22)
-    .ep_put_sgl_zcopy      = UCT_DCX_STUB(uct_ep_put_sgl_zcopy_func_t, ucs_empty_function_return_unsupported),
+    .ep_put_sgl_zcopy      = uct_dcx_ep_put_sgl_zcopy,
 #endif
 };
 

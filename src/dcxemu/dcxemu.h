@@ -18,6 +18,9 @@
  *                                          LID i+1 on every member of the fabric.
  *   DCXEMU_MAX_WQE_SIZE   512              Largest send WQE in bytes (multiple of 64, 256..4096);
  *                                          sets the written-back max_inline_data / max_send_sge.
+ *   DCXEMU_ATOMIC_CAP     hca              none: a device without atomics (atomic_cap
+ *                                          IBV_ATOMIC_NONE); atomic send_ops_flags at QP create
+ *                                          and REMOTE_ATOMIC at DCT/RC modify fail EOPNOTSUPP.
  *   DCXEMU_TIME_SCALE     1.0              Factor applied to transport-retry and RNR timers
  *                                          (e.g. 0.01 makes RETRY_EXC_ERR arrive 100x sooner).
  *                                          Counts and "infinite" cases are never scaled away.

@@ -186,6 +186,12 @@ struct dcxemu_objects {
 };
 DCXEMU_API int dcxemu_objects_read(struct dcxemu_objects *out);
 
+/* Numbers of this process's RC QPs (the UMR hosts), lowest slot first: a transport test aims
+   DCXEMU_FAULT_FORCE_STATUS at the QP it cannot otherwise name.  Fills up to max numbers and sets
+   *count to how many exist.  Returns 0 or an errno value (EINVAL for NULL count, or NULL nums with
+   max > 0). */
+DCXEMU_API int dcxemu_rc_qp_numbers(uint32_t *nums, unsigned max, unsigned *count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -652,6 +652,7 @@ ucs_status_t uct_dcx_iface_query_umr(uct_iface_h tl_iface,
         counters->evictions     = iface->umr.engine->stats.evictions;
         counters->invalidations = iface->umr.engine->stats.invalidations;
         counters->max_pieces    = iface->umr.engine->list_max;
+        counters->recoveries    = iface->umr.engine->stats.recoveries;
     }
     return UCS_OK;
 }
@@ -742,6 +743,7 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
     layout.count  = count;
     status        = uct_dcx_umr_view_create(umr, iface->md->pd, &layout,
                                             NULL, 0, &view->umr);
+    ++iface->umr.gen; /* its wait may have taken completions for others */
     if (status != UCS_OK) {
         ucs_free(view);
         return status;
@@ -821,6 +823,7 @@ ucs_status_t uct_dcx_mem_view_create_iov(uct_iface_h tl_iface,
 
     status = uct_dcx_umr_view_create(umr, iface->md->pd, &layout, pieces, n,
                                      &view->umr);
+    ++iface->umr.gen; /* its wait may have taken completions for others */
     if (status != UCS_OK) {
         ucs_free(view);
         return status;
@@ -849,17 +852,22 @@ ucs_status_t uct_dcx_mem_view_destroy(uct_iface_h tl_iface, uct_mem_h memh)
     iface  = ucs_derived_of(tl_iface, uct_dcx_iface_t);
     view   = ucs_container_of(mem, uct_dcx_mem_view_t, memh);
     status = uct_dcx_umr_view_destroy(iface->umr.engine, &view->umr);
+    ++iface->umr.gen; /* its wait may have taken completions for others */
     ucs_free(view);
     return status;
 }
 
-/* UMR completions make layouts ready: endpoints waiting for one retry. */
+/* UMR completions (also those a view's wait took) and the UMR QP's
+ * recovery make layouts ready: endpoints waiting for one retry. */
 static unsigned uct_dcx_iface_umr_progress(uct_dcx_iface_t *iface)
 {
     unsigned count = uct_dcx_umr_progress(iface->umr.engine);
 
     if (count > 0) {
         ++iface->umr.gen;
+    }
+    if (iface->umr.gen != iface->umr.dispatched_gen) {
+        iface->umr.dispatched_gen = iface->umr.gen;
         ucs_arbiter_dispatch(&iface->tx.arbiter, 1,
                              uct_dcx_ep_pending_dispatch, NULL);
     }

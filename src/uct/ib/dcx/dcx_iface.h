@@ -399,6 +399,7 @@ struct uct_dcx_iface {
         uct_dcx_umr_t         *engine;     /* NULL: not (yet) created */
         int                   unavailable; /* no DEVX / UMR: copy path */
         uint8_t               gen;         /* bumped by UMR completions */
+        uint8_t               dispatched_gen; /* gen the waiters last saw */
         ucs_ternary_auto_value_t enable;
         unsigned              num_mkeys;
         size_t                max_inline;

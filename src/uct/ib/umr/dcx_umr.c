@@ -599,9 +599,13 @@ static void uct_dcx_umr_recover(uct_dcx_umr_t *umr)
     int ret;
 
     ret = umr->ops->modify_qp(umr->qp, &attr, IBV_QP_STATE);
+    if (ret != 0) {
+        ucs_error("dcx: umr qp 0x%x: cannot reset it: %s", umr->qp->qp_num,
+                  strerror(ret));
+    }
     if ((ret != 0) || (uct_dcx_umr_qp_connect(umr) != UCS_OK)) {
-        ucs_error("dcx: cannot recover umr qp 0x%x: %s: strided zero-copy "
-                  "fails from now on", umr->qp->qp_num, strerror(ret));
+        ucs_error("dcx: umr qp 0x%x not recovered: strided zero-copy fails "
+                  "from now on", umr->qp->qp_num);
         umr->qp_dead = 1;
         return;
     }

@@ -127,6 +127,31 @@ DCXEMU_API int dcxemu_objects_read(struct dcxemu_objects *out)
     return 0;
 }
 
+DCXEMU_API int dcxemu_rc_qp_numbers(uint32_t *nums, unsigned max, unsigned *count)
+{
+    unsigned n = 0;
+    int err;
+    if (count == NULL || (nums == NULL && max > 0)) {
+        return EINVAL;
+    }
+    if ((err = dcxemu_attach()) != 0) {
+        return err;
+    }
+    pthread_mutex_lock(&dcxemu_reg_lock);
+    for (unsigned i = 0; i < DCXEMU_MAX_QPS; i++) {
+        const struct dcxemu_qp *qp = dcxemu_local_qps[i];
+        if (qp != NULL && qp->is_rc) {
+            if (n < max) {
+                nums[n] = qp->qpx.qp_base.qp_num;
+            }
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&dcxemu_reg_lock);
+    *count = n;
+    return 0;
+}
+
 DCXEMU_API int dcxemu_counters_read(int dev, enum dcxemu_counter_scope scope,
                                     struct dcxemu_counters *out)
 {

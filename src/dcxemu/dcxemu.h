@@ -18,6 +18,9 @@
  *                                          LID i+1 on every member of the fabric.
  *   DCXEMU_MAX_WQE_SIZE   512              Largest send WQE in bytes (multiple of 64, 256..4096);
  *                                          sets the written-back max_inline_data / max_send_sge.
+ *   DCXEMU_ATOMIC_CAP     hca              none: a device without atomics (atomic_cap
+ *                                          IBV_ATOMIC_NONE); atomic send_ops_flags at QP create
+ *                                          and REMOTE_ATOMIC at DCT/RC modify fail EOPNOTSUPP.
  *   DCXEMU_TIME_SCALE     1.0              Factor applied to transport-retry and RNR timers
  *                                          (e.g. 0.01 makes RETRY_EXC_ERR arrive 100x sooner).
  *                                          Counts and "infinite" cases are never scaled away.
@@ -182,6 +185,12 @@ struct dcxemu_objects {
     uint32_t dcts;
 };
 DCXEMU_API int dcxemu_objects_read(struct dcxemu_objects *out);
+
+/* Numbers of this process's RC QPs (the UMR hosts), lowest slot first: a transport test aims
+   DCXEMU_FAULT_FORCE_STATUS at the QP it cannot otherwise name.  Fills up to max numbers and sets
+   *count to how many exist.  Returns 0 or an errno value (EINVAL for NULL count, or NULL nums with
+   max > 0). */
+DCXEMU_API int dcxemu_rc_qp_numbers(uint32_t *nums, unsigned max, unsigned *count);
 
 #ifdef __cplusplus
 }

@@ -330,6 +330,7 @@ struct dcxemu_settings {
     double time_scale;
     uint64_t heap_mb;
     int strict_umr;                /* DCXEMU_STRICT_UMR: re-UMR needs LOCAL_INV first */
+    int no_atomics;                /* DCXEMU_ATOMIC_CAP=none: atomic_cap IBV_ATOMIC_NONE */
     int deferred;                  /* DCXEMU_EXEC=deferred */
     uint32_t defer_us;
     /* DCXEMU_FAULTS: probabilities scaled to 2^32 (0 = off) */

@@ -173,6 +173,7 @@ static void read_settings(void)
     const char *fs = getenv("DCXEMU_FAULTS");
     const char *f = getenv("DCXEMU_FABRIC");
     const char *ts = getenv("DCXEMU_TIME_SCALE");
+    const char *ac = getenv("DCXEMU_ATOMIC_CAP");
     if (f != NULL && *f != '\0' && strlen(f) < sizeof(dcxemu_cfg.fabric) - 2 &&
         strchr(f, '/') == NULL) {
         snprintf(dcxemu_cfg.fabric, sizeof(dcxemu_cfg.fabric), "/%s", f);
@@ -183,6 +184,12 @@ static void read_settings(void)
     dcxemu_cfg.max_wqe = (uint32_t)env_long("DCXEMU_MAX_WQE_SIZE", 512, 256, 4096) & ~63u;
     dcxemu_cfg.heap_mb = (uint64_t)env_long("DCXEMU_HEAP_MB", 1024, 16, 65536);
     dcxemu_cfg.strict_umr = (int)env_long("DCXEMU_STRICT_UMR", 1, 0, 1);
+    dcxemu_cfg.no_atomics = 0;
+    if (ac != NULL && strcmp(ac, "none") == 0) {
+        dcxemu_cfg.no_atomics = 1;
+    } else if (ac != NULL && *ac != '\0' && strcmp(ac, "hca") != 0) {
+        fprintf(stderr, "dcxemu: ignoring DCXEMU_ATOMIC_CAP=%s (hca or none)\n", ac);
+    }
     dcxemu_cfg.time_scale = 1.0;
     if (ts != NULL && *ts != '\0') {
         char *end;

@@ -19,6 +19,7 @@ enum {
     IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |       \
     IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |              \
     IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV)
+#define ATOMIC_SEND_OPS (IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 /* Operations the model executes; the others are refused at create time (part 2). */
 #define MODEL_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
     IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |     \
@@ -1663,6 +1664,9 @@ static struct ibv_qp *create_rc(struct ibv_context *context, struct ibv_qp_init_
     }
     if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
         ops = attr->send_ops_flags;
+        if (dcxemu_cfg.no_atomics && (ops & ATOMIC_SEND_OPS)) {
+            DCXEMU_ERR(EOPNOTSUPP);   /* checked before the QP type, as mlx5 does */
+        }
         if (ops & ~rc_ops) {
             DCXEMU_ERR(EOPNOTSUPP);   /* RC data operations: not modelled */
         }
@@ -1799,6 +1803,9 @@ DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
         }
         if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
             ops = attr->send_ops_flags;
+            if (dcxemu_cfg.no_atomics && (ops & ATOMIC_SEND_OPS)) {
+                DCXEMU_ERR(EOPNOTSUPP);   /* mlx5 qp.c:mlx5_qp_fill_wr_pfns: !atomics_enabled */
+            }
             if (ops & ~(uint64_t)DEFAULT_SEND_OPS) {
                 DCXEMU_ERR(EOPNOTSUPP);
             }
@@ -2013,6 +2020,9 @@ static int modify_dct(struct dcxemu_qp *qp, struct ibv_qp_attr *a, int mask, int
             (a->qp_access_flags & ~access_ok)) {
             return EINVAL;
         }
+        if (dcxemu_cfg.no_atomics && (a->qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC)) {
+            return EOPNOTSUPP;   /* kernel mlx5_ib_modify_dct: no atomic mode */
+        }
         qp->access = a->qp_access_flags;
         qp->pkey_index = a->pkey_index;
         qp->port = a->port_num;
@@ -2078,6 +2088,10 @@ DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, 
         }
         if ((mask & req) != req || (mask & ~(req | opt | IBV_QP_STATE))) {
             return EINVAL;   /* every required bit, and nothing outside req ∪ opt */
+        }
+        if (dcxemu_cfg.no_atomics && (mask & IBV_QP_ACCESS_FLAGS) &&
+            (a->qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC)) {
+            return EOPNOTSUPP;   /* kernel mlx5 set_qpc_atomic_flags: no atomic mode */
         }
         if (mask & IBV_QP_PKEY_INDEX) qp->pkey_index = a->pkey_index;
         if (mask & IBV_QP_PORT) qp->port = a->port_num;

@@ -248,7 +248,7 @@ static void fill_device_attr(int dev, struct ibv_device_attr *a)
     a->max_qp_rd_atom = DCXEMU_MAX_RD_ATOM;
     a->max_res_rd_atom = DCXEMU_MAX_RD_ATOM * DCXEMU_MAX_QPS;
     a->max_qp_init_rd_atom = DCXEMU_MAX_RD_ATOM;
-    a->atomic_cap = IBV_ATOMIC_HCA;
+    a->atomic_cap = dcxemu_cfg.no_atomics ? IBV_ATOMIC_NONE : IBV_ATOMIC_HCA;
     a->max_srq = DCXEMU_MAX_SRQS;
     a->max_srq_wr = DCXEMU_MAX_SRQ_WR;
     a->max_srq_sge = DCXEMU_MAX_SRQ_SGE;
@@ -285,8 +285,10 @@ static int query_device_ex_op(struct ibv_context *context,
     a.completion_timestamp_mask = (1ull << 63) - 1;
     a.hca_core_clock = 1000000;   /* kHz: timestamps are nanoseconds */
     a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
-    a.pci_atomic_caps.fetch_add = IBV_PCI_ATOMIC_OPERATION_8_BYTE_SIZE_SUP;
-    a.pci_atomic_caps.compare_swap = IBV_PCI_ATOMIC_OPERATION_8_BYTE_SIZE_SUP;
+    if (!dcxemu_cfg.no_atomics) {
+        a.pci_atomic_caps.fetch_add = IBV_PCI_ATOMIC_OPERATION_8_BYTE_SIZE_SUP;
+        a.pci_atomic_caps.compare_swap = IBV_PCI_ATOMIC_OPERATION_8_BYTE_SIZE_SUP;
+    }
     a.max_dm_size = 0;
     a.phys_port_cnt_ex = 1;
     memcpy(attr, &a, attr_size < sizeof(a) ? attr_size : sizeof(a));

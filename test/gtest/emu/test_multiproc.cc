@@ -341,6 +341,51 @@ EMU_CHILD(wqe)
     return err;
 }
 
+/* noatomics: under DCXEMU_ATOMIC_CAP=none the device reports IBV_ATOMIC_NONE and refuses atomic
+ * send ops and REMOTE_ATOMIC with EOPNOTSUPP, as mlx5 does; everything else still works. Exit 0
+ * when every check holds, else the number of the first that failed. */
+EMU_CHILD(noatomics)
+{
+    dev d;
+    if (!d.open()) return 2;
+    ibv_device_attr a;
+    if (dcxemu_ibv_query_device(d.ctx, &a) != 0 || a.atomic_cap != IBV_ATOMIC_NONE) return 3;
+    errno = 0;
+    ibv_qp *qp = create_dci(d);   /* asks for both atomic send ops */
+    if (qp != nullptr || errno != EOPNOTSUPP) return 4;
+    ibv_qp_init_attr_ex ia;
+    mlx5dv_qp_init_attr dv;
+    memset(&ia, 0, sizeof(ia));
+    memset(&dv, 0, sizeof(dv));
+    ia.qp_type = IBV_QPT_DRIVER;
+    ia.send_cq = ia.recv_cq = d.cq;
+    ia.pd = d.pd;
+    ia.cap.max_send_wr = 16;
+    ia.cap.max_send_sge = 1;
+    ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    ia.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC;
+    dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
+    errno = 0;
+    if (dcxemu_mlx5dv_create_qp(d.ctx, &ia, &dv) != nullptr || errno != EOPNOTSUPP) return 5;
+    ia.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND;
+    qp = dcxemu_mlx5dv_create_qp(d.ctx, &ia, &dv);
+    if (qp == nullptr || dci_to_rts(qp) != 0) return 6;
+    ibv_srq *srq = create_srq(d);
+    ibv_qp *dct = create_dct(d, srq, 5);
+    if (dct == nullptr) return 7;
+    if (dct_to_rtr(dct) != EOPNOTSUPP) return 8;   /* at RESET->INIT, REMOTE_ATOMIC */
+    ibv_qp *dct2 = create_dct(d, srq, 5);
+    if (dct2 == nullptr || dct_to_rtr(dct2, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ) != 0)
+        return 9;
+    dcxemu_ibv_destroy_qp(dct2);
+    dcxemu_ibv_destroy_qp(dct);
+    dcxemu_ibv_destroy_qp(qp);
+    dcxemu_ibv_destroy_srq(srq);
+    d.close();
+    return 0;
+}
+
 /* chaos <lid> <dctn> <key> <rkey> <addr>: every kind of call in a loop until killed (the word
  * at addr takes fetch_adds, the 4 KiB after it writes and reads). */
 EMU_CHILD(chaos)
@@ -1132,6 +1177,14 @@ TEST(emu_fabric, max_wqe_size_setting)
     std::string f = fresh_fabric();
     EXPECT_EQ(run_attach(f, { "wqe", "500" }), EINVAL);
     EXPECT_EQ(run_attach(f, { "wqe", "500" }, { "DCXEMU_MAX_WQE_SIZE=1024" }), 0);
+}
+
+TEST(emu_fabric, no_atomics_device)
+{
+    /* the same checks fail on the default device (atomic_cap HCA) */
+    std::string f = fresh_fabric();
+    EXPECT_EQ(run_attach(f, { "noatomics" }, { "DCXEMU_ATOMIC_CAP=none" }), 0);
+    EXPECT_EQ(run_attach(f, { "noatomics" }), 3);
 }
 
 TEST(emu_fabric, engine_idle_sleeps)

@@ -1,5 +1,6 @@
 /* Indirect mkeys programmed by UMR on a loopback RC QP (spec §2.5, §3.5), used by DCI traffic. */
 #include "emu_test.h"
+#include <algorithm>
 
 using namespace emu;
 
@@ -531,3 +532,32 @@ TEST_F(emu_umr, counters_umr_and_local_inv)
 }
 
 } // namespace
+
+/* dcxemu_rc_qp_numbers names this process's RC QPs (only those), so a transport test can aim
+ * FORCE_STATUS at its UMR QP. */
+TEST_F(emu_umr, rc_qp_numbers)
+{
+    unsigned n0 = 0, n = 0;
+    uint32_t nums[64];
+    EXPECT_EQ(dcxemu_rc_qp_numbers(nullptr, 0, nullptr), EINVAL);
+    EXPECT_EQ(dcxemu_rc_qp_numbers(nullptr, 1, &n), EINVAL);
+    ASSERT_EQ(dcxemu_rc_qp_numbers(nums, 64, &n0), 0);
+    ASSERT_GE(n0, 1u);
+    ASSERT_LE(n0, 63u);
+    auto listed = [&](uint32_t qpn) {
+        return std::count(nums, nums + std::min(n, 64u), qpn);
+    };
+    n = n0;
+    EXPECT_EQ(listed(rc->qp_num), 1);
+    EXPECT_EQ(listed(c.qp->qp_num), 0);   /* a DCI is not listed */
+    ibv_qp *q = create_rc(16, 1, 0);
+    ASSERT_NE(q, nullptr);
+    ASSERT_EQ(dcxemu_rc_qp_numbers(nums, 1, &n), 0);
+    EXPECT_EQ(n, n0 + 1);   /* counted beyond max */
+    ASSERT_EQ(dcxemu_rc_qp_numbers(nums, 64, &n), 0);
+    EXPECT_EQ(listed(q->qp_num), 1);
+    EXPECT_EQ(listed(rc->qp_num), 1);
+    EXPECT_EQ(dcxemu_ibv_destroy_qp(q), 0);
+    ASSERT_EQ(dcxemu_rc_qp_numbers(nums, 64, &n), 0);
+    EXPECT_EQ(n, n0);
+}

@@ -8,6 +8,7 @@
  */
 #include "ucp_test.h"
 
+#include <algorithm>
 #include <poll.h>
 #include <set>
 #include <string.h>
@@ -442,12 +443,16 @@ DCX_CHILD_ROLE(amo_client)
 /* Fixture: this process and a ucp_peer child, connected both ways. */
 class ucp_pair : public testing::Test {
 protected:
-    void start(bool wakeup = false)
+    /* peer_env: set for the peer child only (this process keeps its own). */
+    void start(bool wakeup = false, const env_vars &peer_env = env_vars())
     {
         m_wakeup = wakeup;
-        m_peer.reset(new child("ucp_peer",
-                               wakeup ? std::vector<std::string>{"wakeup"}
-                                      : std::vector<std::string>{}));
+        {
+            scoped_env env(peer_env);
+            m_peer.reset(new child("ucp_peer",
+                                   wakeup ? std::vector<std::string>{"wakeup"}
+                                          : std::vector<std::string>{}));
+        }
         m_e.reset(new ucp_entity(all_features, wakeup));
         ASSERT_TRUE(m_e->ok());
         m_peer_addr = recv_msg(m_peer->from_fd());
@@ -823,6 +828,44 @@ TEST_F(ucp_pair, atomics_device_mode_under_contention)
     ASSERT_EQ(UCS_OK, m_e->wait(ucp_ep_flush_nbx(m_ep, &np)));
     EXPECT_EQ(((0x1234567890abcdefull & mask) ^ 0x11) | 0x3,
               command({CMD_READ_U64, 0}));
+}
+
+/* A peer and a client on devices without atomics (DCXEMU_ATOMIC_CAP=none,
+ * read once per process, hence children): their dcx interfaces open but
+ * offer no device atomics, so UCP emulates atomics over active messages;
+ * every fetched value is unique and the totals are exact. (UCP picks an
+ * atomic lane from the target's capabilities only, so both sides are.) */
+TEST_F(ucp_pair, atomics_emulated_on_device_without_atomics)
+{
+    start(false, env_vars{{"DCXEMU_ATOMIC_CAP", "none"}});
+    const uint64_t count = 200;
+    std::unique_ptr<child> client;
+    {
+        scoped_env env(env_vars{{"DCXEMU_ATOMIC_CAP", "none"}});
+        client.reset(new child("amo_client"));
+    }
+    send_msg(client->to_fd(), m_peer_addr);
+    send_msg(client->to_fd(), m_packed_rkey);
+    send_msg(client->to_fd(), u64_msg(m_raddr));
+    std::vector<char> lane = recv_msg(client->from_fd());
+    ASSERT_FALSE(lane.empty()) << "the client has no endpoint: exit "
+                               << client->wait(5);
+    EXPECT_EQ(0u, msg_u64(lane)) << "a device atomic lane without atomics";
+    send_msg(client->to_fd(), u64_msg(count));
+
+    struct pollfd pfd = {client->from_fd(), POLLIN, 0};
+    ASSERT_TRUE(m_e->wait_for([&] { return poll(&pfd, 1, 0) > 0; }, 120));
+    std::vector<uint64_t> fetched = msg_u64s(recv_msg(client->from_fd()));
+    send_msg(client->to_fd(), u64_msg(0));
+    EXPECT_EQ(0, client->wait(30));
+
+    ASSERT_EQ(count, fetched.size());
+    std::sort(fetched.begin(), fetched.end());
+    for (uint64_t i = 0; i < count; ++i) {
+        EXPECT_EQ(i, fetched[i]);
+    }
+    EXPECT_EQ(count, command({CMD_READ_U64, 0}));
+    EXPECT_EQ(count, command({CMD_READ_U64, 8}));
 }
 
 /* Wakeup mode: both sides sleep instead of polling (the peer in

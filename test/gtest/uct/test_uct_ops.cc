@@ -1183,3 +1183,104 @@ TEST(uct_policy, dcs_quota_fair_pending)
         uct_ep_destroy(ctx.ep);
     }
 }
+
+/* A device without atomics (the model's DCXEMU_ATOMIC_CAP=none, read once
+ * per process, hence a child): the interface opens, offers no device
+ * atomics so UCP emulates them, refuses atomic calls, and moves data.
+ * Exit 0 when every check holds, else the number of the failed one. */
+DCX_CHILD_ROLE(no_atomics_device)
+{
+    entity receiver, sender;
+    if ((receiver.iface() == nullptr) || (sender.iface() == nullptr)) {
+        return 10; /* mlx5 refused the atomic flags of the DCI or DCT */
+    }
+
+    const uct_iface_attr_t &attr = sender.attr();
+    if ((attr.cap.flags & UCT_IFACE_FLAG_ATOMIC_DEVICE) ||
+        (attr.cap.atomic64.op_flags != 0) ||
+        (attr.cap.atomic64.fop_flags != 0) ||
+        (attr.cap.atomic32.op_flags != 0) ||
+        (attr.cap.atomic32.fop_flags != 0)) {
+        return 11;
+    }
+    if (!(attr.cap.flags & UCT_IFACE_FLAG_PUT_SHORT) ||
+        !(attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) ||
+        !(attr.cap.flags & UCT_IFACE_FLAG_AM_SHORT)) {
+        return 12;
+    }
+
+    am_record am;
+    if (uct_iface_set_am_handler(receiver.iface(), 5, am_handler, &am, 0) !=
+        UCS_OK) {
+        return 13;
+    }
+    std::vector<entity*> all = {&sender, &receiver};
+    uct_ep_h ep              = sender.connect(receiver);
+    buffer target(receiver, 8192), src(sender, 8192);
+    rkey rk(target.packed_rkey());
+    std::vector<char> small = pattern(64, 3), big = pattern(8192, 4);
+    memcpy(src.ptr(), big.data(), big.size());
+
+    if (retry(all, [&] {
+            return uct_ep_put_short(ep, small.data(), small.size(),
+                                    target.addr(), rk.get());
+        }) != UCS_OK) {
+        return 14;
+    }
+    uct_iov_t iov = {src.ptr() + 64, big.size() - 64, src.memh(), 0, 1};
+    test_comp comp;
+    ucs_status_t status = retry(all, [&] {
+        return uct_ep_put_zcopy(ep, &iov, 1, target.addr() + 64, rk.get(),
+                                &comp.uct);
+    });
+    if ((status != UCS_INPROGRESS) && (status != UCS_OK)) {
+        return 15;
+    }
+    if ((status == UCS_INPROGRESS) &&
+        (!wait_for(all, [&] { return comp.done != 0; }) ||
+         (comp.status != UCS_OK))) {
+        return 16;
+    }
+    if ((memcmp(target.ptr(), small.data(), small.size()) != 0) ||
+        (memcmp(target.ptr() + 64, big.data() + 64, big.size() - 64) != 0)) {
+        return 17;
+    }
+
+    if ((retry(all, [&] {
+            return uct_ep_am_short(ep, 5, 0x42, small.data(), small.size());
+        }) != UCS_OK) ||
+        !wait_for(all, [&] { return am.messages.size() == 1; }) ||
+        (am.messages[0].size() != 8 + small.size()) ||
+        (memcmp(am.messages[0].data() + 8, small.data(), small.size()) != 0)) {
+        return 18;
+    }
+
+    uint64_t result;
+    test_comp acomp;
+    if ((uct_ep_atomic64_post(ep, UCT_ATOMIC_OP_ADD, 1, target.addr(),
+                              rk.get()) != UCS_ERR_UNSUPPORTED) ||
+        (uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 1, &result,
+                               target.addr(), rk.get(), &acomp.uct) !=
+         UCS_ERR_UNSUPPORTED) ||
+        (uct_ep_atomic_cswap64(ep, 0, 1, target.addr(), rk.get(), &result,
+                               &acomp.uct) != UCS_ERR_UNSUPPORTED)) {
+        return 19;
+    }
+
+    test_comp fcomp;
+    status = retry(all, [&] { return uct_ep_flush(ep, 0, &fcomp.uct); });
+    if ((status == UCS_INPROGRESS) &&
+        !wait_for(all, [&] { return fcomp.done != 0; })) {
+        return 20;
+    }
+    uct_ep_destroy(ep);
+    return 0;
+}
+
+TEST(uct_no_atomics, iface_opens_without_device_atomics)
+{
+    setenv("DCXEMU_ATOMIC_CAP", "none", 1);
+    child c("no_atomics_device");
+    unsetenv("DCXEMU_ATOMIC_CAP");
+    EXPECT_EQ(0, c.wait());
+}

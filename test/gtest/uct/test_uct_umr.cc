@@ -9,6 +9,8 @@
 
 #include <uct/ib/dcx/dcx.h>
 
+#include "dcxemu.h"
+
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +120,15 @@ protected:
         buffer local(*m_sender, span + 64);
         buffer remote(*m_receiver, total + 64);
         rkey rk(remote.packed_rkey());
+
+        check_shape_on(s, local, remote, rk);
+    }
+
+    /* The same on given buffers (large enough), e.g. a layout kept cached. */
+    void check_shape_on(const shape &s, const buffer &local,
+                        const buffer &remote, const rkey &rk)
+    {
+        size_t total = s.length * s.count;
 
         for (size_t i = 0; i < local.length(); ++i) {
             local.ptr()[i] = local_byte(i);
@@ -752,6 +763,57 @@ TEST_P(uct_umr, invalid_shapes)
     for (size_t i = 0; i < remote.length(); ++i) {
         ASSERT_EQ(0, remote.ptr()[i]) << "a refused operation wrote";
     }
+}
+
+/* An error completion on the UMR QP (forced by the device model): the
+ * operation whose UMR failed fails (no hang), the QP is reset and
+ * reconnected once it has drained, the layouts cached before are dropped,
+ * and strided put/get zero-copy works again, data verified. */
+TEST_P(uct_umr_pool, umr_qp_recovers_after_error)
+{
+    typedef int (*inject_fn_t)(enum dcxemu_fault_kind, uint32_t, uint64_t);
+    typedef int (*rc_qps_fn_t)(uint32_t*, unsigned, unsigned*);
+    void *emu = dlopen(getenv("UCX_DCX_EMU_LIB"), RTLD_NOW);
+    ASSERT_NE(nullptr, emu) << dlerror();
+    auto inject = (inject_fn_t)dlsym(emu, "dcxemu_fault_inject");
+    auto rc_qps = (rc_qps_fn_t)dlsym(emu, "dcxemu_rc_qp_numbers");
+    ASSERT_TRUE((inject != nullptr) && (rc_qps != nullptr));
+
+    /* A layout cached before the error (its buffers stay registered). */
+    const shape s_old = {8, 64, 100, 0};
+    buffer old_local(*m_sender, 8192), old_remote(*m_receiver, 8192);
+    rkey old_rk(old_remote.packed_rkey());
+    ASSERT_NO_FATAL_FAILURE(check_shape_on(s_old, old_local, old_remote,
+                                           old_rk));
+    uct_dcx_umr_counters_t c0 = umr_counters(m_sender->iface());
+    EXPECT_EQ(0u, c0.recoveries);
+
+    /* The sender's UMR QP is the only RC QP of this process. */
+    uint32_t qpn  = 0;
+    unsigned nqps = 0;
+    ASSERT_EQ(0, rc_qps(&qpn, 1, &nqps));
+    ASSERT_EQ(1u, nqps);
+    ASSERT_EQ(0, inject(DCXEMU_FAULT_FORCE_STATUS, qpn, IBV_WC_GENERAL_ERR));
+
+    /* A new layout: its UMR completes in error. */
+    const shape s_new = {16, 64, 100, 0};
+    buffer local(*m_sender, 8192), remote(*m_receiver, 8192);
+    rkey rk(remote.packed_rkey());
+    EXPECT_EQ(UCS_ERR_IO_ERROR, rma(false, local, s_new, remote, rk));
+    uct_dcx_umr_counters_t c1 = umr_counters(m_sender->iface());
+    EXPECT_EQ(1u, c1.recoveries);
+
+    /* Every layout works again: the failed one, the one cached before the
+     * error (programmed again), and another. */
+    ASSERT_NO_FATAL_FAILURE(check_shape_on(s_new, local, remote, rk));
+    ASSERT_NO_FATAL_FAILURE(check_shape_on(s_old, old_local, old_remote,
+                                           old_rk));
+    ASSERT_NO_FATAL_FAILURE(check_shape({24, 40, 50, 3}));
+    uct_dcx_umr_counters_t c2 = umr_counters(m_sender->iface());
+    EXPECT_EQ(1u, c2.recoveries);
+    EXPECT_EQ(3u, c2.umrs - c1.umrs);
+    EXPECT_EQ(c0.zcopy_ops + 6, c2.zcopy_ops);
+    dlclose(emu);
 }
 
 INSTANTIATE_TEST_SUITE_P(umr, uct_umr, testing::Values("try", "no"));

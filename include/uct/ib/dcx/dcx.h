@@ -28,6 +28,8 @@ typedef struct uct_dcx_umr_counters {
     uint64_t invalidations;  /**< layouts dropped with their registration */
     uint64_t max_pieces;     /**< pieces one list UMR maps (0 until the first
                                   strided operation creates the UMR QP) */
+    uint64_t recoveries;     /**< times the UMR QP was reset and reconnected
+                                  after an error completion */
 } uct_dcx_umr_counters_t;
 
 

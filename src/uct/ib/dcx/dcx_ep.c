@@ -2075,6 +2075,10 @@ uct_dcx_ep_atomic64(uct_ep_h tl_ep, uct_atomic_op_t opcode, uint64_t value,
     uct_dcx_op_t *op;
     int cswap;
 
+    if (ucs_unlikely(!iface->config.atomics)) {
+        return UCS_ERR_UNSUPPORTED; /* not advertised: UCP emulates them */
+    }
+
     UCT_CHECK_PARAM(!(remote_addr & (sizeof(uint64_t) - 1)),
                     "unaligned 64-bit atomic address 0x%" PRIx64, remote_addr);
     status = uct_dcx_ep_check_rkey(rkey, sizeof(uint64_t));

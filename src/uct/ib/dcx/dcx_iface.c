@@ -327,19 +327,22 @@ static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
                       UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PUT_SHORT |
                       UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
                       UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
-                      UCT_IFACE_FLAG_ATOMIC_DEVICE | UCT_IFACE_FLAG_PENDING |
-                      UCT_IFACE_FLAG_CB_SYNC |
+                      UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
                       UCT_IFACE_FLAG_CONNECT_TO_IFACE;
 
     /* 64-bit atomics: add, fetch-add and compare-swap natively, the others
-     * as compare-swap loops on the device. */
-    attr->cap.atomic64.op_flags  = UCS_BIT(UCT_ATOMIC_OP_ADD) |
-                                   UCS_BIT(UCT_ATOMIC_OP_AND) |
-                                   UCS_BIT(UCT_ATOMIC_OP_OR)  |
-                                   UCS_BIT(UCT_ATOMIC_OP_XOR);
-    attr->cap.atomic64.fop_flags = attr->cap.atomic64.op_flags |
-                                   UCS_BIT(UCT_ATOMIC_OP_SWAP) |
-                                   UCS_BIT(UCT_ATOMIC_OP_CSWAP);
+     * as compare-swap loops on the device. A device without atomics offers
+     * none, so UCP emulates them. */
+    if (iface->config.atomics) {
+        attr->cap.flags              |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
+        attr->cap.atomic64.op_flags   = UCS_BIT(UCT_ATOMIC_OP_ADD) |
+                                        UCS_BIT(UCT_ATOMIC_OP_AND) |
+                                        UCS_BIT(UCT_ATOMIC_OP_OR)  |
+                                        UCS_BIT(UCT_ATOMIC_OP_XOR);
+        attr->cap.atomic64.fop_flags  = attr->cap.atomic64.op_flags |
+                                        UCS_BIT(UCT_ATOMIC_OP_SWAP) |
+                                        UCS_BIT(UCT_ATOMIC_OP_CSWAP);
+    }
 
     attr->cap.put.max_short       = iface->tx.max_inline;
     attr->cap.put.max_bcopy       = iface->tx.seg_size;
@@ -400,7 +403,8 @@ static ucs_status_t uct_dcx_iface_get_address(uct_iface_h tl_iface,
     addr->dctn[1] = (iface->rx.dctn >> 8) & 0xff;
     addr->dctn[2] = (iface->rx.dctn >> 16) & 0xff;
     addr->flags   = UCT_DCX_IFACE_ADDR_VERSION_1 |
-                    UCT_DCX_IFACE_ADDR_FLAG_ATOMIC64;
+                    (iface->config.atomics ?
+                     UCT_DCX_IFACE_ADDR_FLAG_ATOMIC64 : 0);
     addr->dc_key  = iface->rx.dc_key;
     return UCS_OK;
 }
@@ -654,6 +658,7 @@ ucs_status_t uct_dcx_iface_query_umr(uct_iface_h tl_iface,
         counters->evictions     = iface->umr.engine->stats.evictions;
         counters->invalidations = iface->umr.engine->stats.invalidations;
         counters->max_pieces    = iface->umr.engine->list_max;
+        counters->recoveries    = iface->umr.engine->stats.recoveries;
     }
     return UCS_OK;
 }
@@ -749,6 +754,7 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
     layout.count  = count;
     status        = uct_dcx_umr_view_create(umr, iface->md->pd, &layout,
                                             NULL, 0, &view->umr);
+    ++iface->umr.gen; /* its wait may have taken completions for others */
     if (status != UCS_OK) {
         ucs_free(view);
         return status;
@@ -828,6 +834,7 @@ ucs_status_t uct_dcx_mem_view_create_iov(uct_iface_h tl_iface,
 
     status = uct_dcx_umr_view_create(umr, iface->md->pd, &layout, pieces, n,
                                      &view->umr);
+    ++iface->umr.gen; /* its wait may have taken completions for others */
     if (status != UCS_OK) {
         ucs_free(view);
         return status;
@@ -856,17 +863,22 @@ ucs_status_t uct_dcx_mem_view_destroy(uct_iface_h tl_iface, uct_mem_h memh)
     iface  = ucs_derived_of(tl_iface, uct_dcx_iface_t);
     view   = ucs_container_of(mem, uct_dcx_mem_view_t, memh);
     status = uct_dcx_umr_view_destroy(iface->umr.engine, &view->umr);
+    ++iface->umr.gen; /* its wait may have taken completions for others */
     ucs_free(view);
     return status;
 }
 
-/* UMR completions make layouts ready: endpoints waiting for one retry. */
+/* UMR completions (also those a view's wait took) and the UMR QP's
+ * recovery make layouts ready: endpoints waiting for one retry. */
 static unsigned uct_dcx_iface_umr_progress(uct_dcx_iface_t *iface)
 {
     unsigned count = uct_dcx_umr_progress(iface->umr.engine);
 
     if (count > 0) {
         ++iface->umr.gen;
+    }
+    if (iface->umr.gen != iface->umr.dispatched_gen) {
+        iface->umr.dispatched_gen = iface->umr.gen;
         ucs_arbiter_dispatch(&iface->tx.arbiter, 1,
                              uct_dcx_ep_pending_dispatch, NULL);
     }
@@ -1817,9 +1829,12 @@ static ucs_status_t uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
     attr.send_ops_flags      = IBV_QP_EX_WITH_SEND |
                                IBV_QP_EX_WITH_SEND_WITH_IMM |
                                IBV_QP_EX_WITH_RDMA_WRITE |
-                               IBV_QP_EX_WITH_RDMA_READ |
-                               IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                               IBV_QP_EX_WITH_RDMA_READ;
+    /* mlx5 refuses atomic send ops on a device without atomics. */
+    if (iface->config.atomics) {
+        attr.send_ops_flags |= IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
                                IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    }
     dv_attr.comp_mask             = MLX5DV_QP_INIT_ATTR_MASK_DC;
     dv_attr.dc_init_attr.dc_type  = MLX5DV_DCTYPE_DCI;
 
@@ -1906,7 +1921,8 @@ static ucs_status_t uct_dcx_iface_dct_create(uct_dcx_iface_t *iface)
     qp_attr.port_num        = iface->port;
     qp_attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
                               IBV_ACCESS_REMOTE_READ |
-                              IBV_ACCESS_REMOTE_ATOMIC;
+                              (iface->config.atomics ?
+                               IBV_ACCESS_REMOTE_ATOMIC : 0);
     ret = iface->ops->modify_qp(iface->rx.dct, &qp_attr, IBV_QP_STATE |
                                 IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                                 IBV_QP_ACCESS_FLAGS);
@@ -2126,6 +2142,10 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     self->config.sl              = config->sl;
     self->config.max_rd_atomic   = ucs_min(config->max_rd_atomic,
                                            (unsigned)dev_attr.max_qp_init_rd_atom);
+    self->config.atomics         = (dev_attr.atomic_cap != IBV_ATOMIC_NONE);
+    if (!self->config.atomics) {
+        ucs_debug("dcx: %s: no device atomics (atomic_cap NONE)", dev_name);
+    }
     self->tx.seg_size            = config->seg_size;
     self->tx.num_dci             = config->num_dci;
     self->tx.policy              = config->tx_policy;

@@ -407,6 +407,7 @@ struct uct_dcx_iface {
         uct_dcx_umr_t         *engine;     /* NULL: not (yet) created */
         int                   unavailable; /* no DEVX / UMR: copy path */
         uint8_t               gen;         /* bumped by UMR completions */
+        uint8_t               dispatched_gen; /* gen the waiters last saw */
         ucs_ternary_auto_value_t enable;
         unsigned              num_mkeys;
         size_t                max_inline;
@@ -429,6 +430,7 @@ struct uct_dcx_iface {
         uint8_t               min_rnr_timer; /* IB 5-bit code */
         uint8_t               sl;
         uint8_t               max_rd_atomic;
+        uint8_t               atomics;       /* atomic_cap is not NONE */
         enum ibv_mtu          path_mtu;
     } config;
 };

@@ -33,10 +33,10 @@
                               IBV_ACCESS_REMOTE_READ)
 
 
-static ucs_status_t uct_dcx_umr_qp_connect(uct_dcx_umr_t *umr, uint8_t port,
-                                           const struct ibv_port_attr *pattr,
-                                           const union ibv_gid *gid)
+static ucs_status_t uct_dcx_umr_qp_connect(uct_dcx_umr_t *umr)
 {
+    const struct ibv_port_attr *pattr = &umr->port_attr;
+    uint8_t port                      = umr->port;
     struct ibv_qp_attr attr;
     int ret;
 
@@ -62,9 +62,9 @@ static ucs_status_t uct_dcx_umr_qp_connect(uct_dcx_umr_t *umr, uint8_t port,
     attr.min_rnr_timer         = 1;
     attr.ah_attr.dlid          = pattr->lid;
     attr.ah_attr.port_num      = port;
-    if (gid != NULL) {
+    if (umr->is_global) {
         attr.ah_attr.is_global      = 1;
-        attr.ah_attr.grh.dgid       = *gid;
+        attr.ah_attr.grh.dgid       = umr->gid;
         attr.ah_attr.grh.hop_limit  = 1;
     }
     ret = umr->ops->modify_qp(umr->qp, &attr,
@@ -139,6 +139,7 @@ static ucs_status_t uct_dcx_umr_qp_create(uct_dcx_umr_t *umr,
     }
 
     umr->sq_available = attr.cap.max_send_wr;
+    umr->sq_len       = attr.cap.max_send_wr;
     /* One inline descriptor of 16 bytes per entry, one for the repeat
      * header of an interleaved layout (spec: n <= (inline + 4) / 16 - 1). */
     umr->list_max     = ucs_min((attr.cap.max_inline_data + 4) / 16,
@@ -195,8 +196,14 @@ ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
     unsigned i;
 
     memset(umr, 0, sizeof(*umr));
-    umr->ops    = ops;
-    umr->access = UCT_DCX_UMR_ACCESS;
+    umr->ops       = ops;
+    umr->access    = UCT_DCX_UMR_ACCESS;
+    umr->port      = port;
+    umr->port_attr = *port_attr;
+    umr->is_global = (gid != NULL);
+    if (gid != NULL) {
+        umr->gid = *gid;
+    }
     ucs_list_head_init(&umr->free);
     ucs_list_head_init(&umr->lru);
     kh_init_inplace(uct_dcx_umr_layouts, &umr->layouts);
@@ -216,7 +223,7 @@ ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
         goto err_destroy_cq;
     }
 
-    status = uct_dcx_umr_qp_connect(umr, port, port_attr, gid);
+    status = uct_dcx_umr_qp_connect(umr);
     if (status != UCS_OK) {
         goto err_destroy_qp;
     }
@@ -327,7 +334,7 @@ static void uct_dcx_umr_retire(uct_dcx_umr_t *umr, uct_dcx_umr_mkey_t *mk)
     int ret;
 
     uct_dcx_umr_unlist(mk);
-    if (!mk->dirty || (umr->sq_available == 0)) {
+    if (!mk->dirty || umr->qp_error || (umr->sq_available == 0)) {
         /* Not programmed, or invalidated before its next UMR. */
         mk->state  = UCT_DCX_UMR_MKEY_FREE;
         mk->listed = 1;
@@ -363,7 +370,7 @@ static ucs_status_t uct_dcx_umr_program(uct_dcx_umr_t *umr,
     khiter_t it;
     int ret;
 
-    if (umr->sq_available < 2) {
+    if ((umr->sq_available < 2) || umr->qp_error) {
         return UCS_ERR_NO_RESOURCE;
     }
 
@@ -396,8 +403,9 @@ static ucs_status_t uct_dcx_umr_program(uct_dcx_umr_t *umr,
         return UCS_ERR_IO_ERROR;
     }
 
+    /* dirty follows the completions: the mkey is programmed only if the
+     * UMR succeeds, and free again only if the invalidation does. */
     umr->sq_available -= mk->dirty ? 2 : 1;
-    mk->dirty  = 1;
     mk->fresh  = 1;
     mk->layout = *layout;
     mk->state  = UCT_DCX_UMR_MKEY_PROGRAMMING;
@@ -438,13 +446,16 @@ static ucs_status_t uct_dcx_umr_lookup(uct_dcx_umr_t *umr,
             /* Reported once; a later try programs it again. */
             uct_dcx_umr_uncache(umr, mk);
             uct_dcx_umr_retire(umr, mk);
-            return UCS_ERR_INVALID_PARAM;
+            return (ucs_status_t)mk->failure;
         default:
             return UCS_INPROGRESS;
         }
     }
 
-    if (umr->sq_available < 2) {
+    if (ucs_unlikely(umr->qp_dead)) {
+        return UCS_ERR_IO_ERROR;
+    }
+    if ((umr->sq_available < 2) || umr->qp_error) {
         return UCS_ERR_NO_RESOURCE;
     }
 
@@ -525,21 +536,28 @@ static void uct_dcx_umr_complete(uct_dcx_umr_t *umr, uint64_t wr_id,
     uct_dcx_umr_mkey_t *mk;
 
     ++umr->sq_available;
+    if (status != IBV_WC_SUCCESS) {
+        /* The QP is in error now: what follows is flushed. */
+        umr->qp_error = 1;
+    }
     if (wr_id & UCT_DCX_UMR_WR_VIEW) {
         return;
     }
 
     mk = &umr->mkeys[wr_id & ~(uint64_t)UCT_DCX_UMR_WR_INV];
     if (wr_id & UCT_DCX_UMR_WR_INV) {
-        /* A stand-alone invalidation, or the failed first half of a
-         * programming (its UMR then fails too). */
+        /* A stand-alone invalidation, or the first half of a programming
+         * (if it failed, its UMR is flushed). */
+        if (status == IBV_WC_SUCCESS) {
+            mk->dirty = 0;
+        }
         if (mk->state == UCT_DCX_UMR_MKEY_INVALIDATING) {
-            mk->dirty  = (status != IBV_WC_SUCCESS);
             mk->state  = UCT_DCX_UMR_MKEY_FREE;
             mk->listed = 1;
             ucs_list_add_tail(&umr->free, &mk->list);
         }
     } else if (status == IBV_WC_SUCCESS) {
+        mk->dirty = 1;
         mk->state = UCT_DCX_UMR_MKEY_READY;
         if (!mk->cached) {
             uct_dcx_umr_retire(umr, mk); /* forgotten meanwhile */
@@ -547,16 +565,65 @@ static void uct_dcx_umr_complete(uct_dcx_umr_t *umr, uint64_t wr_id,
             mk->listed = 1;
             ucs_list_add_tail(&umr->lru, &mk->list);
         }
+    } else if (status == IBV_WC_WR_FLUSH_ERR) {
+        /* Not the layout's fault: the next try programs it again once the
+         * QP has recovered. */
+        uct_dcx_umr_uncache(umr, mk);
+        mk->state  = UCT_DCX_UMR_MKEY_FREE;
+        mk->listed = 1;
+        ucs_list_add_tail(&umr->free, &mk->list);
     } else {
         ucs_diag("dcx: umr of mkey 0x%x failed: %s", mk->mkey->lkey,
                  umr->ops->wc_status_str(status));
         /* A cached failure is reported to the next user of the layout
          * and evictable meanwhile. */
-        mk->state  = mk->cached ? UCT_DCX_UMR_MKEY_FAILED :
-                                  UCT_DCX_UMR_MKEY_FREE;
+        mk->failure = ((status == IBV_WC_LOC_PROT_ERR) ||
+                       (status == IBV_WC_MW_BIND_ERR)) ?
+                      UCS_ERR_INVALID_PARAM : UCS_ERR_IO_ERROR;
+        mk->state   = mk->cached ? UCT_DCX_UMR_MKEY_FAILED :
+                                   UCT_DCX_UMR_MKEY_FREE;
         mk->listed = 1;
         ucs_list_add_tail(mk->cached ? &umr->lru : &umr->free, &mk->list);
     }
+}
+
+/* The QP in error has drained: back to RTS (RESET, INIT, RTR, RTS, as a
+ * DCI recovers). Cached layouts are dropped: the idle ones are invalidated
+ * now, the ones in use when their operations complete; a failure still to
+ * be reported stays for its next user. */
+static void uct_dcx_umr_recover(uct_dcx_umr_t *umr)
+{
+    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_RESET };
+    uct_dcx_umr_mkey_t *mk;
+    unsigned i;
+    int ret;
+
+    ret = umr->ops->modify_qp(umr->qp, &attr, IBV_QP_STATE);
+    if (ret != 0) {
+        ucs_error("dcx: umr qp 0x%x: cannot reset it: %s", umr->qp->qp_num,
+                  strerror(ret));
+    }
+    if ((ret != 0) || (uct_dcx_umr_qp_connect(umr) != UCS_OK)) {
+        ucs_error("dcx: umr qp 0x%x not recovered: strided zero-copy fails "
+                  "from now on", umr->qp->qp_num);
+        umr->qp_dead = 1;
+        return;
+    }
+
+    umr->qp_error = 0;
+    ++umr->stats.recoveries;
+    for (i = 0; i < umr->num_mkeys; ++i) {
+        mk = &umr->mkeys[i];
+        if (!mk->cached || (mk->state == UCT_DCX_UMR_MKEY_FAILED)) {
+            continue;
+        }
+        uct_dcx_umr_uncache(umr, mk);
+        if ((mk->refcount == 0) && (mk->state == UCT_DCX_UMR_MKEY_READY)) {
+            uct_dcx_umr_retire(umr, mk);
+        }
+    }
+    ucs_diag("dcx: umr qp 0x%x recovered after an error completion",
+             umr->qp->qp_num);
 }
 
 unsigned uct_dcx_umr_progress(uct_dcx_umr_t *umr)
@@ -565,17 +632,37 @@ unsigned uct_dcx_umr_progress(uct_dcx_umr_t *umr)
     struct ibv_cq_ex *cq         = umr->cq;
     unsigned count               = 0;
 
-    if (ibv_start_poll(cq, &attr) != 0) {
-        return 0;
+    if (ibv_start_poll(cq, &attr) == 0) {
+        do {
+            uct_dcx_umr_complete(umr, cq->wr_id, cq->status);
+            ++count;
+        } while (ibv_next_poll(cq) == 0);
+        ibv_end_poll(cq);
     }
 
-    do {
-        uct_dcx_umr_complete(umr, cq->wr_id, cq->status);
-        ++count;
-    } while (ibv_next_poll(cq) == 0);
-    ibv_end_poll(cq);
-
+    if (ucs_unlikely(umr->qp_error && !umr->qp_dead) &&
+        (umr->sq_available == umr->sq_len)) {
+        uct_dcx_umr_recover(umr);
+        ++count; /* layouts may be programmed again */
+    }
     return count;
+}
+
+/* A view waits for the UMR QP to leave an error first. */
+static ucs_status_t uct_dcx_umr_wait_usable(uct_dcx_umr_t *umr)
+{
+    ucs_time_t deadline = ucs_get_time() +
+                          ucs_time_from_sec(UCT_DCX_UMR_VIEW_TIMEOUT);
+
+    while (umr->qp_error && !umr->qp_dead) {
+        uct_dcx_umr_progress(umr);
+        if (ucs_get_time() > deadline) {
+            ucs_error("dcx: umr qp 0x%x did not drain after an error",
+                      umr->qp->qp_num);
+            return UCS_ERR_TIMED_OUT;
+        }
+    }
+    return umr->qp_dead ? UCS_ERR_IO_ERROR : UCS_OK;
 }
 
 /* Post the batch in the QP's current session and wait for its one view
@@ -644,6 +731,10 @@ ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
                   layout->length, layout->stride);
         return UCS_ERR_INVALID_PARAM;
     }
+    status = uct_dcx_umr_wait_usable(umr);
+    if (status != UCS_OK) {
+        return status;
+    }
     if (umr->sq_available == 0) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -688,15 +779,19 @@ ucs_status_t uct_dcx_umr_view_destroy(uct_dcx_umr_t *umr,
     int ret;
 
     /* Invalidate first: a peer still using the view then gets a remote
-     * access error instead of reaching the memory. */
-    while (umr->sq_available == 0) {
+     * access error instead of reaching the memory. (Without a usable QP,
+     * destroying the mkey below still ends its access.) */
+    status = uct_dcx_umr_wait_usable(umr);
+    while ((status == UCS_OK) && (umr->sq_available == 0)) {
         uct_dcx_umr_progress(umr);
     }
-    ibv_wr_start(umr->qpx);
-    umr->qpx->wr_id    = UCT_DCX_UMR_WR_VIEW;
-    umr->qpx->wr_flags = IBV_SEND_SIGNALED;
-    ibv_wr_local_inv(umr->qpx, view->mkey->lkey);
-    status = uct_dcx_umr_view_wait(umr, "invalidation");
+    if (status == UCS_OK) {
+        ibv_wr_start(umr->qpx);
+        umr->qpx->wr_id    = UCT_DCX_UMR_WR_VIEW;
+        umr->qpx->wr_flags = IBV_SEND_SIGNALED;
+        ibv_wr_local_inv(umr->qpx, view->mkey->lkey);
+        status = uct_dcx_umr_view_wait(umr, "invalidation");
+    }
 
     ret = umr->ops->mlx5dv_destroy_mkey(view->mkey);
     if (ret != 0) {

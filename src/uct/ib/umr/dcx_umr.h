@@ -14,6 +14,11 @@
  * returns UCS_INPROGRESS and the caller retries after progress. An mkey in
  * use by operations (reference count) is never invalidated; one whose
  * registration goes away leaves the cache and is invalidated once idle.
+ *
+ * An error completion moves the UMR QP to error and flushes everything
+ * after it. Once every work request has completed, the QP is reset and
+ * reconnected, the cached layouts are dropped, and programming resumes;
+ * layouts whose UMR was only flushed are programmed again on the next try.
  */
 #ifndef UCT_DCX_UMR_H_
 #define UCT_DCX_UMR_H_
@@ -64,6 +69,7 @@ typedef struct uct_dcx_umr_mkey {
     uint8_t              listed;    /* on free or lru */
     uint8_t              fresh;     /* programmed, not used yet: its first
                                        use is not a cache hit */
+    int8_t               failure;   /* FAILED: the status to report */
 } uct_dcx_umr_mkey_t;
 
 
@@ -92,6 +98,7 @@ typedef struct uct_dcx_umr_stats {
     uint64_t hits;           /* operations served by a cached layout */
     uint64_t evictions;      /* cached layouts replaced */
     uint64_t invalidations;  /* layouts dropped with their registration */
+    uint64_t recoveries;     /* UMR QP reset after an error completion */
 } uct_dcx_umr_stats_t;
 
 
@@ -102,6 +109,14 @@ typedef struct uct_dcx_umr {
     struct ibv_qp_ex          *qpx;
     struct mlx5dv_qp_ex       *mqpx;
     unsigned                  sq_available;
+    unsigned                  sq_len;      /* work requests the QP holds */
+    int                       qp_error;    /* an error completion: the QP
+                                              is in error until recovered */
+    int                       qp_dead;     /* recovery failed */
+    uint8_t                   port;        /* to reconnect after an error */
+    struct ibv_port_attr      port_attr;
+    union ibv_gid             gid;
+    int                       is_global;
     unsigned                  max_entries; /* interleaved entries per UMR */
     unsigned                  list_max;    /* pieces per list UMR */
     uint32_t                  access;      /* rights of every layout */
@@ -134,8 +149,10 @@ ucs_status_t uct_dcx_umr_probe(const uct_dcx_verbs_ops_t *ops,
 
 /* An mkey mapping the layout zero-based, with a reference for the caller:
  * UCS_OK (use it now), UCS_INPROGRESS (being programmed: retry after
- * progress), UCS_ERR_NO_RESOURCE (every mkey busy), UCS_ERR_INVALID_PARAM
- * (the device refused the layout). */
+ * progress), UCS_ERR_NO_RESOURCE (every mkey busy, or the UMR QP is
+ * recovering from an error: retry after progress), UCS_ERR_INVALID_PARAM
+ * (the device refused the layout), UCS_ERR_IO_ERROR (its UMR failed
+ * otherwise, or the UMR QP could not be recovered). */
 ucs_status_t uct_dcx_umr_get(uct_dcx_umr_t *umr,
                              const uct_dcx_umr_layout_t *layout,
                              uct_dcx_umr_mkey_t **mkey_p);
@@ -149,7 +166,8 @@ ucs_status_t uct_dcx_umr_get_list(uct_dcx_umr_t *umr,
 /* Drop the reference of an operation that completed. */
 void uct_dcx_umr_put(uct_dcx_umr_t *umr, uct_dcx_umr_mkey_t *mkey);
 
-/* Completions of UMR and invalidation work requests. */
+/* Completions of UMR and invalidation work requests, and the recovery of
+ * the UMR QP once it has drained after an error (counted as progress). */
 unsigned uct_dcx_umr_progress(uct_dcx_umr_t *umr);
 
 /* A registration goes away: forget every layout over it and invalidate the

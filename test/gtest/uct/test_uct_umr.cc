@@ -35,19 +35,8 @@ std::ostream &operator<<(std::ostream &os, const shape &s)
 /* The plugin's counters, looked up where the suite loaded it. */
 uct_dcx_umr_counters_t umr_counters(uct_iface_h iface)
 {
-    typedef ucs_status_t (*query_fn_t)(uct_iface_h, uct_dcx_umr_counters_t*);
-    static query_fn_t query = []() -> query_fn_t {
-        void *handle = dlopen(DCX_TEST_PLUGIN, RTLD_NOW | RTLD_NOLOAD);
-        return (handle == nullptr) ? nullptr :
-               (query_fn_t)dlsym(handle, "uct_dcx_iface_query_umr");
-    }();
-    uct_dcx_umr_counters_t c = {};
-
-    EXPECT_NE(nullptr, query) << "uct_dcx_iface_query_umr is not exported";
-    if (query != nullptr) {
-        EXPECT_EQ(UCS_OK, query(iface, &c));
-    }
-    return c;
+    return plugin_query<uct_dcx_umr_counters_t>("uct_dcx_iface_query_umr",
+                                                iface);
 }
 
 char local_byte(size_t i)  { return (char)(i * 13 + 7); }

@@ -12,6 +12,7 @@
 #include <uct/api/v2/uct_v2.h>
 #endif
 
+#include <algorithm>
 #include <string.h>
 
 using namespace dcx_test;
@@ -322,11 +323,13 @@ TEST_P(uct_sgl_merge, gaps_and_registrations_cut_runs)
 TEST_P(uct_sgl_merge, more_elements_than_one_list)
 {
     ASSERT_NO_FATAL_FAILURE(start());
-    add(0, 8, 0, 0); /* creates the UMR engine: its list capacity */
+    add(0, 8, 0, 0); /* a run of two creates the UMR engine: its list */
+    add(64, 8, 0, 8);
     put_sgl_wait();
     size_t list = umr().max_pieces;
     ASSERT_GT(list, 1u);
-    size_t n = ucs_min(2 * list + 3, query_v2().max_put_sgl_zcopy_count);
+    size_t n = std::min<size_t>(2 * list + 3,
+                                query_v2().max_put_sgl_zcopy_count);
     size_t expected = (n + list - 1) / list;
 
     m_buffers.clear(); m_lengths.clear(); m_memhs.clear(); m_raddrs.clear();

@@ -3,11 +3,14 @@
 # contrib/dcx --ucx 1.22 bench sgl: scatter-gather put through UCP
 # (ucp_put_nbx with ucp_dt_make_sgl(), UCX 1.22 and later) over dcx, side by
 # side with the same data sent as a loop of contiguous ucp_put_nbx calls and
-# with dcx's SGL put switched off (UCX_DCX_PUT_SGL=n, so UCP puts the
-# elements itself). test/bench/dcx_sgl measures element rates; each row is
-# BENCH_ROUNDS rounds of the three back to back, medians and the median of
-# the per-round ratios. Goals (issue 20): SGL / loop >= 3 into one
-# contiguous region with small pieces, >= 1.5 to scattered addresses.
+# with dcx's merging of adjacent pieces switched off (UCX_DCX_UMR=no: every
+# piece its own write, still one batch). With UCX_DCX_PUT_SGL=n there is no
+# third way to compare: UCP 1.22 has no SGL put protocol without a transport
+# that offers one and fails the call ("cannot find remote protocol").
+# test/bench/dcx_sgl measures element rates; each row is BENCH_ROUNDS rounds
+# of the three back to back, medians and the median of the per-round
+# ratios. Goals (issue 20): SGL / loop >= 3 into one contiguous region with
+# small pieces, >= 1.5 to scattered addresses.
 
 # The demo's SGL row (UCX 1.22 and later): the README's example.
 demo_sgl() {
@@ -47,7 +50,7 @@ bench_sgl_row() {
     for ((i = 0; i < BENCH_ROUNDS; ++i)); do
         s=$(bench_sgl_one "" sgl "$n" "$size" "$layout" "$iters")
         l=$(bench_sgl_one "" loop "$n" "$size" "$layout" "$iters")
-        o=$(bench_sgl_one "UCX_DCX_PUT_SGL=n" sgl "$n" "$size" "$layout" "$iters")
+        o=$(bench_sgl_one "UCX_DCX_UMR=no" sgl "$n" "$size" "$layout" "$iters")
         sv+=("$s"); lv+=("$l"); ov+=("$o")
         ratios_l+=("$(awk -v a="$s" -v b="$l" 'BEGIN { if (a > 0 && b > 0) printf "%.4f", a / b }')")
         ratios_o+=("$(awk -v a="$s" -v b="$o" 'BEGIN { if (a > 0 && b > 0) printf "%.4f", a / b }')")
@@ -75,9 +78,9 @@ bench_sgl() {
     1.1[0-9].*|1.2[01].*) die "scatter-gather put comes with UCX 1.22: run 'contrib/dcx --ucx 1.22 bench sgl'" ;;
     esac
     say "bench sgl: ucp_put_nbx with an SGL over dcx, UCX $(ucx_version), device model, $BENCH_ROUNDS rounds"
-    note "elements per second: SGL put, loop of contiguous puts, SGL with UCX_DCX_PUT_SGL=n; ratios SGL/loop (goal) and SGL/off"
-    echo "id,elements,size,layout,sgl,loop,sgl_off,sgl_over_loop,sgl_over_off,goal,result" > "$BENCH_CSV"
-    printf '  %-3s %-15s %-8s %12s %12s %12s %8s %8s   %s\n' id pieces layout sgl loop "sgl off" sgl/loop sgl/off goal
+    note "elements per second: SGL put, loop of contiguous puts, SGL without merging (UCX_DCX_UMR=no); ratios SGL/loop (goal), SGL/unmerged"
+    echo "id,elements,size,layout,sgl,loop,sgl_unmerged,sgl_over_loop,sgl_over_unmerged,goal,result" > "$BENCH_CSV"
+    printf '  %-3s %-15s %-8s %12s %12s %12s %8s %8s   %s\n' id pieces layout sgl loop unmerged sgl/loop sgl/unm goal
     bench_sgl_row G1 64 8 contig 3
     bench_sgl_row G2 64 512 contig -
     bench_sgl_row G3 1024 64 contig 3
@@ -99,7 +102,7 @@ set xtics rotate by -30
 set title "dcx scatter-gather put (UCX $(ucx_version), device model)"
 plot "$BENCH_CSV" every ::1 using 5:xtic(stringcolumn(2)."x".stringcolumn(3)."B ".stringcolumn(4)) title "SGL put", \
      "" every ::1 using 6 title "loop of puts", \
-     "" every ::1 using 7 title "SGL, dcx SGL off"
+     "" every ::1 using 7 title "SGL put, no merging (UMR=no)"
 EOF
         note "plot: $png"
     fi

@@ -182,7 +182,8 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
     {"PUT_SGL", "y",
      "Offer scatter-gather put (uct_ep_put_sgl_zcopy, UCX 1.22 and later):\n"
      "the elements of one call go out as one batch of work requests on one\n"
-     "DCI with one completion. n - UCP puts the elements one by one.",
+     "DCI with one completion. n - not offered (UCP 1.22 has no other\n"
+     "protocol for SGL puts and fails them).",
      ucs_offsetof(uct_dcx_iface_config_t, put_sgl), UCS_CONFIG_TYPE_BOOL},
 
     UCT_DCX_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 128, "send",

@@ -1,7 +1,8 @@
 /* dcxemu-stat: print the fabric-wide device counters of a dcxemu fabric.
  *
  * Maps the fabric read-only and takes no lock, so it never disturbs live members and never
- * (re-)initialises a fabric: it only reads counters that writers update with atomic adds. */
+ * (re-)initialises a fabric: it only reads counters that writers update with atomic adds.
+ * -r removes the fabric instead, if no process is attached (dcx-run does that when it ends). */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -20,34 +21,45 @@ static const char *const op_names[DCXEMU_CNT_OP_MAX] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: dcxemu-stat [-c] [-f FABRIC]\n"
+    fprintf(f, "usage: dcxemu-stat [-c] [-r] [-f FABRIC]\n"
                "  Print the fabric-wide counters of every device of a dcxemu fabric\n"
-               "  (default: $DCXEMU_FABRIC, else dcxemu-<uid>).\n"
-               "  -c  one line per device: dcxemuN key=value ...\n");
+               "  (default: $DCXEMU_FABRIC, else dcxemu-<uid> or its fallback name).\n"
+               "  -c  one line per device: dcxemuN key=value ...\n"
+               "  -r  remove the fabric if no process is attached to it; exit 0 when\n"
+               "      removed or absent, 3 when in use (left in place), 1 on error\n");
 }
 
 int main(int argc, char **argv)
 {
-    const char *name = getenv("DCXEMU_FABRIC");
+    const char *name = NULL;
     char path[256];
     struct dcxemu_counters c;
     const struct dcxemu_shm *f;
     struct stat st;
-    int opt, csv = 0, fd;
+    int opt, csv = 0, remove = 0, fd, err;
     uint32_t ndev;
 
-    while ((opt = getopt(argc, argv, "cf:h")) != -1) {
+    while ((opt = getopt(argc, argv, "cf:hr")) != -1) {
         switch (opt) {
         case 'c': csv = 1; break;
+        case 'r': remove = 1; break;
         case 'f': name = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
-    if (name != NULL && *name != '\0') {
-        snprintf(path, sizeof(path), "/%s", name);
-    } else {
-        snprintf(path, sizeof(path), "/dcxemu-%u", (unsigned)getuid());
+    if (name == NULL || *name == '\0') {
+        name = dcxemu_fabric_name();
+    }
+    snprintf(path, sizeof(path), "/%s", name);
+    if (remove) {
+        err = dcxemu_fabric_remove(name);
+        if (err == 0 || err == ENOENT) {
+            return 0;
+        }
+        fprintf(stderr, "dcxemu-stat: fabric %s %s\n", name,
+                err == EBUSY ? "is in use; left in place" : strerror(err));
+        return err == EBUSY ? 3 : 1;
     }
     fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) {

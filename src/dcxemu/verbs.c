@@ -828,7 +828,8 @@ DCXEMU_API int dcxemu_ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 void dcxemu_deliver_events(void)
 {
     pthread_mutex_lock(&dcxemu_reg_lock);
-    for (unsigned i = 0; i < DCXEMU_MAX_CQS; i++) {
+    for (uint32_t k = 0; k < dcxemu_cq_set.n; k++) {
+        uint32_t i = dcxemu_cq_set.item[k];
         struct dcxemu_cq *cq = dcxemu_local_cqs[i];
         uint64_t raised;
         if (cq == NULL) {
@@ -851,8 +852,8 @@ void dcxemu_deliver_events(void)
             dcxemu_async_post(dcxemu_ctx(cq->cqx.context), IBV_EVENT_CQ_ERR, cq);
         }
     }
-    for (unsigned i = 0; i < DCXEMU_MAX_SRQS; i++) {
-        struct dcxemu_srq *srq = dcxemu_local_srqs[i];
+    for (uint32_t k = 0; k < dcxemu_srq_set.n; k++) {
+        struct dcxemu_srq *srq = dcxemu_local_srqs[dcxemu_srq_set.item[k]];
         if (srq != NULL && atomic_exchange(&srq->s->limit_event, 0)) {
             dcxemu_async_post(dcxemu_ctx(srq->srq.context), IBV_EVENT_SRQ_LIMIT_REACHED, srq);
         }
@@ -1179,6 +1180,10 @@ static struct ibv_cq_ex *create_cq_ex_op(struct ibv_context *context,
     }
     if (idx >= 0) {
         s = &dcxemu_fab->cqs[idx];
+        if (!s->lock_ready) {
+            dcxemu_shm_mutex_init(&s->lock);   /* first use of the slot: nobody can hold it */
+            s->lock_ready = 1;
+        }
         s->ring_off = dcxemu_heap_alloc((uint64_t)cap * sizeof(struct dcxemu_shm_cqe));
         if (s->ring_off == 0) {
             idx = -1;
@@ -1242,6 +1247,7 @@ static struct ibv_cq_ex *create_cq_ex_op(struct ibv_context *context,
     }
     pthread_mutex_lock(&dcxemu_reg_lock);
     dcxemu_local_cqs[idx] = cq;
+    dcxemu_idx_set_add(&dcxemu_cq_set, (uint32_t)idx);
     pthread_mutex_unlock(&dcxemu_reg_lock);
     return &cq->cqx;
 }
@@ -1291,6 +1297,7 @@ DCXEMU_API int dcxemu_ibv_destroy_cq(struct ibv_cq *ibcq)
     pthread_mutex_unlock(&ibcq->mutex);
     pthread_mutex_lock(&dcxemu_reg_lock);
     dcxemu_local_cqs[cq->idx] = NULL;
+    dcxemu_idx_set_del(&dcxemu_cq_set, (uint32_t)cq->idx);
     pthread_mutex_unlock(&dcxemu_reg_lock);
     if ((err = dcxemu_lock()) == 0) {
         if (cq->s->in_use && dcxemu_owner_is_me(cq->s->owner, cq->s->owner_token)) {
@@ -1357,6 +1364,10 @@ DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
     }
     if (idx >= 0) {
         s = &dcxemu_fab->srqs[idx];
+        if (!s->lock_ready) {
+            dcxemu_shm_mutex_init(&s->lock);   /* first use of the slot: nobody can hold it */
+            s->lock_ready = 1;
+        }
         s->wqe_size = (uint32_t)(sizeof(struct dcxemu_shm_srq_wqe) + max_sge * sizeof(struct ibv_sge));
         s->max_wr = max - 1;
         s->ring_off = dcxemu_heap_alloc((uint64_t)s->max_wr * s->wqe_size);
@@ -1392,6 +1403,7 @@ DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
     atomic_fetch_add(&srq->pd->refcnt, 1);
     pthread_mutex_lock(&dcxemu_reg_lock);
     dcxemu_local_srqs[idx] = srq;
+    dcxemu_idx_set_add(&dcxemu_srq_set, (uint32_t)idx);
     pthread_mutex_unlock(&dcxemu_reg_lock);
     return &srq->srq;
 }
@@ -1470,6 +1482,7 @@ DCXEMU_API int dcxemu_ibv_destroy_srq(struct ibv_srq *ibsrq)
     }
     pthread_mutex_lock(&dcxemu_reg_lock);
     dcxemu_local_srqs[srq->idx] = NULL;
+    dcxemu_idx_set_del(&dcxemu_srq_set, (uint32_t)srq->idx);
     pthread_mutex_unlock(&dcxemu_reg_lock);
     if ((err = dcxemu_lock()) == 0) {
         if (srq->s->in_use && dcxemu_owner_is_me(srq->s->owner, srq->s->owner_token)) {

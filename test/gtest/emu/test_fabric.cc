@@ -4,6 +4,7 @@
 #include "emu_test.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -179,6 +180,51 @@ TEST(emu_fabric_life, removed_when_last_member_leaves)
     d.close();
     ::close(ready[0]);
     ::close(ready[1]);
+}
+
+static std::string self_exe()
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) return "";
+    exe[n] = '\0';
+    return exe;
+}
+
+/* dcxemu-stat in the build tree (a libtool wrapper next to the library). */
+static std::string stat_tool_path()
+{
+    std::string dir = self_exe();
+    for (int up = 0; up < 5 && !dir.empty(); up++) {
+        dir = dir.substr(0, dir.rfind('/'));
+        std::string p = dir + "/src/dcxemu/dcxemu-stat";
+        if (access(p.c_str(), X_OK) == 0) return p;
+    }
+    return "";
+}
+
+/* Members that are all killed leave the file: "dcxemu-stat -r -- COMMAND" (what dcx-run --emu
+ * runs) removes it after COMMAND, passing on COMMAND's status. */
+TEST(emu_fabric_life, killed_members_removed_by_stat_tool)
+{
+    std::string tool = stat_tool_path(), exe = self_exe();
+    ASSERT_FALSE(tool.empty()) << "dcxemu-stat not found next to the build tree";
+    std::string f = fresh_fabric();
+    /* control: a member killed outright leaves its fabric behind */
+    pid_t p = spawn(f, { "attach", "0", "die" });
+    EXPECT_EQ(exit_code(wait_child(p, 20000)), 1000 + SIGKILL);
+    EXPECT_TRUE(shm_exists(f));
+    ASSERT_EQ(dcxemu_fabric_remove(f.c_str()), 0);
+    /* the same under dcxemu-stat -r: removed, status passed on (128 + SIGKILL) */
+    p = fork();
+    if (p == 0) {
+        setenv("DCXEMU_FABRIC", f.c_str(), 1);
+        execl(tool.c_str(), tool.c_str(), "-r", "--", exe.c_str(), "--emu-child", "attach", "0",
+              "die", (char *)nullptr);
+        _exit(127);
+    }
+    EXPECT_EQ(exit_code(wait_child(p, 20000)), 128 + SIGKILL);
+    EXPECT_FALSE(shm_exists(f)) << "dcxemu-stat -r left the fabric of a killed command";
 }
 
 /* Whether /proc/locks shows a process waiting for a flock on inode ino. */

@@ -18,6 +18,8 @@
  *                                          line on stderr) when it is held by another user, has
  *                                          another mode than 0600 or is no fabric of this library;
  *                                          an explicit name is refused instead.
+ *   DCXEMU_DEFAULT_FABRIC dcxemu-<uid>     Base of the default name (tests: keeps them off the
+ *                                          user's real default fabric).
  *   DCXEMU_KEEP_FABRIC    0                1: keep the fabric file when the last member leaves
  *                                          (to read its counters with dcxemu-stat afterwards).
  *                                          Otherwise the last member to leave removes it.

@@ -190,6 +190,9 @@ struct dcxemu_shm {
     uint32_t max_members;                     /* slots that may be taken (DCXEMU_MAX_MEMBERS) */
     uint32_t pad1;
     _Atomic uint64_t next_reap_ns;            /* one periodic reap per interval, fabric-wide */
+    /* 1 + highest slot ever taken per table: scans stop there, because reading a never-written
+     * page of the file allocates it (tmpfs) and would make every table resident */
+    uint32_t member_hwm, qp_hwm, mr_hwm, mkey_hwm, cq_hwm, srq_hwm;
     struct dcxemu_shm_member members[DCXEMU_MAX_MEMBERS];
     struct dcxemu_shm_qp qps[DCXEMU_MAX_QPS];
     struct dcxemu_shm_mr mrs[DCXEMU_MAX_MRS];
@@ -393,6 +396,12 @@ uint64_t dcxemu_scaled_ns(double ns);
 void dcxemu_reap_dead_members(void);       /* under the fabric lock */
 uint64_t dcxemu_random(void);              /* deterministic per process (seed) */
 uint32_t dcxemu_qp_next_gen(uint32_t idx);   /* fabric lock held: the slot's next generation */
+static inline void dcxemu_hwm_bump(uint32_t *hwm, uint32_t idx)   /* fabric lock held */
+{
+    if (idx + 1 > *hwm) {
+        *hwm = idx + 1;
+    }
+}
 int dcxemu_chance(uint32_t p);             /* true with probability p / 2^32 */
 
 void dcxemu_count(int member, int dev, size_t field_off, uint64_t n);

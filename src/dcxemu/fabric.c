@@ -525,7 +525,9 @@ int dcxemu_owner_is_me(uint16_t owner, uint64_t token)
 /* Under the fabric lock. */
 void dcxemu_reap_dead_members(void)
 {
-    for (int m = 0; m < DCXEMU_MAX_MEMBERS; m++) {
+    uint32_t hwm = dcxemu_fab->member_hwm < DCXEMU_MAX_MEMBERS ? dcxemu_fab->member_hwm :
+                                                                DCXEMU_MAX_MEMBERS;
+    for (int m = 0; m < (int)hwm; m++) {
         struct dcxemu_shm_member *mb = &dcxemu_fab->members[m];
         if (!mb->in_use || m == dcxemu_me || dcxemu_member_alive(m, mb->token)) {
             continue;
@@ -801,6 +803,7 @@ static int attach_name(int is_explicit, char *why, size_t wlen)
         fl.l_start = m;
         fl.l_len = 1;
         if (!mb->in_use && fcntl(fd, F_SETLK, &fl) == 0) {
+            dcxemu_hwm_bump(&f->member_hwm, m);
             mb->in_use = 1;
             mb->pid = getpid();
             mb->starttime = proc_starttime(getpid());

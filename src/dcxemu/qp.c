@@ -1578,6 +1578,7 @@ static int alloc_qp_slot(struct dcxemu_qp *qp, int is_dct)
         s->owner = (uint16_t)dcxemu_me;
         s->owner_token = dcxemu_my_token;
         s->in_use = 1;   /* last: a half-made slot is never live */
+        dcxemu_hwm_bump(&dcxemu_fab->qp_hwm, i);
         s->qpn = 0;
         s->srq_idx = -1;
         s->cq_idx = -1;

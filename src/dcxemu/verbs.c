@@ -513,6 +513,7 @@ DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
         s->owner = (uint16_t)dcxemu_me;
         s->owner_token = dcxemu_my_token;
         s->in_use = 1;   /* last: a half-made slot is never live */
+        dcxemu_hwm_bump(&dcxemu_fab->mr_hwm, idx);
         s->pd_id = p->pd_id;
         s->access = access & known;
         s->addr = (uintptr_t)addr;
@@ -621,6 +622,7 @@ DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init
     k->n = 0;
     k->length = 0;
     k->in_use = 1;   /* last: a half-made slot is never live */
+    dcxemu_hwm_bump(&dcxemu_fab->mkey_hwm, (uint32_t)idx);
     dcxemu_unlock();
     attr->max_entries = (uint16_t)max;
     mk->idx = (uint32_t)idx;
@@ -1197,6 +1199,7 @@ static struct ibv_cq_ex *create_cq_ex_op(struct ibv_context *context,
     s->owner = (uint16_t)dcxemu_me;
     s->owner_token = dcxemu_my_token;
     s->in_use = 1;   /* last: a half-made slot is never live */
+    dcxemu_hwm_bump(&dcxemu_fab->cq_hwm, (uint32_t)idx);
     s->capacity = cap;
     s->armed = 0;
     s->head = s->tail = 0;
@@ -1383,6 +1386,7 @@ DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
     s->owner = (uint16_t)dcxemu_me;
     s->owner_token = dcxemu_my_token;
     s->in_use = 1;   /* last: a half-made slot is never live */
+    dcxemu_hwm_bump(&dcxemu_fab->srq_hwm, (uint32_t)idx);
     s->pd_id = ((struct dcxemu_pd *)pd)->pd_id;
     s->max_sge = max_sge;
     s->limit = 0;
@@ -1539,17 +1543,18 @@ static int post_srq_recv_op(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 /* ---------------------------------------------------------------- member cleanup ---- */
 
 /* Fabric lock held: release everything a member (dead, or exiting) owned.  Keys and QP numbers
- * become invalid at once; rings return to the heap. */
+ * become invalid at once; rings return to the heap.  Only slots below each table's high-water
+ * mark can be in use, and pages above it stay untouched. */
 void dcxemu_free_member_objects(int m)
 {
-    for (unsigned i = 0; i < DCXEMU_MAX_MRS; i++) {
+    for (unsigned i = 0; i < dcxemu_fab->mr_hwm && i < DCXEMU_MAX_MRS; i++) {
         struct dcxemu_shm_mr *s = &dcxemu_fab->mrs[i];
         if (s->in_use && s->owner == m) {
             s->in_use = 0;
             s->tag = (s->tag + 1) & 0xff;
         }
     }
-    for (unsigned i = 0; i < DCXEMU_MAX_MKEYS; i++) {
+    for (unsigned i = 0; i < dcxemu_fab->mkey_hwm && i < DCXEMU_MAX_MKEYS; i++) {
         struct dcxemu_shm_mkey *s = &dcxemu_fab->mkeys[i];
         if (s->in_use && s->owner == m) {
             s->in_use = 0;
@@ -1558,7 +1563,7 @@ void dcxemu_free_member_objects(int m)
             s->entries_off = 0;
         }
     }
-    for (unsigned i = 0; i < DCXEMU_MAX_QPS; i++) {
+    for (unsigned i = 0; i < dcxemu_fab->qp_hwm && i < DCXEMU_MAX_QPS; i++) {
         struct dcxemu_shm_qp *s = &dcxemu_fab->qps[i];
         if (s->in_use && s->owner == m) {
             s->in_use = 0;
@@ -1566,7 +1571,7 @@ void dcxemu_free_member_objects(int m)
             s->qpn = 0;
         }
     }
-    for (unsigned i = 0; i < DCXEMU_MAX_CQS; i++) {
+    for (unsigned i = 0; i < dcxemu_fab->cq_hwm && i < DCXEMU_MAX_CQS; i++) {
         struct dcxemu_shm_cq *s = &dcxemu_fab->cqs[i];
         if (s->in_use && s->owner == m) {
             dcxemu_heap_free(s->ring_off);
@@ -1574,7 +1579,7 @@ void dcxemu_free_member_objects(int m)
             s->in_use = 0;
         }
     }
-    for (unsigned i = 0; i < DCXEMU_MAX_SRQS; i++) {
+    for (unsigned i = 0; i < dcxemu_fab->srq_hwm && i < DCXEMU_MAX_SRQS; i++) {
         struct dcxemu_shm_srq *s = &dcxemu_fab->srqs[i];
         if (s->in_use && s->owner == m) {
             dcxemu_heap_free(s->ring_off);

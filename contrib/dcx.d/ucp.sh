@@ -117,10 +117,10 @@ launcher_run() {
     local out rc=0 wrs_before wrs_after
     out=$(mktemp)
     # A fresh fabric (nobody is attached between runs): its counters then
-    # count this run only.
+    # count this run only. Kept after its last process leaves, to read them.
     rm -f "/dev/shm/$E2E_FABRIC"
     wrs_before=$(device_wrs)
-    DCXEMU_FABRIC="$E2E_FABRIC" timeout -k 10 "$E2E_TIMEOUT" \
+    DCXEMU_FABRIC="$E2E_FABRIC" DCXEMU_KEEP_FABRIC=1 timeout -k 10 "$E2E_TIMEOUT" \
         "$DCX_PREFIX/bin/dcx-run" -v --emu "$launcher" "${E2E_LAUNCH_OPTS[@]}" "$@" \
         > "$out" 2>&1 || rc=$?
     wrs_after=$(device_wrs)

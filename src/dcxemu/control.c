@@ -94,7 +94,7 @@ DCXEMU_API int dcxemu_fault_clear_all(void)
     if ((err = dcxemu_attach()) != 0 || (err = dcxemu_lock()) != 0) {
         return err;
     }
-    for (unsigned i = 0; i < DCXEMU_MAX_QPS; i++) {
+    for (unsigned i = 0; i < dcxemu_fab->qp_hwm && i < DCXEMU_MAX_QPS; i++) {
         struct dcxemu_shm_qp *s = &dcxemu_fab->qps[i];
         s->fault_unreachable = s->fault_drop_next = s->fault_force_status = 0;
         __atomic_store_n(&s->fault_delay_us, 0, __ATOMIC_RELAXED);
@@ -113,7 +113,7 @@ DCXEMU_API int dcxemu_objects_read(struct dcxemu_objects *out)
         return err;
     }
     memset(out, 0, sizeof(*out));
-    for (unsigned i = 0; i < DCXEMU_MAX_QPS; i++) {
+    for (unsigned i = 0; i < dcxemu_fab->qp_hwm && i < DCXEMU_MAX_QPS; i++) {
         const struct dcxemu_shm_qp *s = &dcxemu_fab->qps[i];
         if (s->in_use && s->owner == (uint16_t)dcxemu_me && s->owner_token == dcxemu_my_token) {
             if (s->is_dct) {

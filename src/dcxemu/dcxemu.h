@@ -13,7 +13,18 @@
  *   Variable              Default          Meaning
  *   --------------------  ---------------  -------------------------------------------------------
  *   DCXEMU_FABRIC         dcxemu-<uid>     Fabric name; processes with the same name share one
- *                                          fabric (shared memory object /dev/shm/<name>).
+ *                                          fabric (shared memory object /dev/shm/<name>).  The
+ *                                          default name falls back to dcxemu-<uid>.1 .. .15 (one
+ *                                          line on stderr) when it is held by another user, has
+ *                                          another mode than 0600 or is no fabric of this library;
+ *                                          an explicit name is refused instead.
+ *   DCXEMU_DEFAULT_FABRIC dcxemu-<uid>     Base of the default name (tests: keeps them off the
+ *                                          user's real default fabric).
+ *   DCXEMU_KEEP_FABRIC    0                1: keep the fabric file when the last member leaves
+ *                                          (to read its counters with dcxemu-stat afterwards).
+ *                                          Otherwise the last member to leave removes it.
+ *   DCXEMU_MAX_MEMBERS    1024             Member processes a new fabric admits (2..1024); memory
+ *                                          grows with the members attached, not with this.
  *   DCXEMU_NUM_DEVICES    1                Number of devices dcxemu0..N-1 (1..16); device i has
  *                                          LID i+1 on every member of the fabric.
  *   DCXEMU_MAX_WQE_SIZE   512              Largest send WQE in bytes (multiple of 64, 256..4096);
@@ -191,6 +202,17 @@ DCXEMU_API int dcxemu_objects_read(struct dcxemu_objects *out);
    *count to how many exist.  Returns 0 or an errno value (EINVAL for NULL count, or NULL nums with
    max > 0). */
 DCXEMU_API int dcxemu_rc_qp_numbers(uint32_t *nums, unsigned max, unsigned *count);
+
+/* The fabric name this process uses (or would use): DCXEMU_FABRIC, else the default
+   "dcxemu-<uid>", or its first fallback ("dcxemu-<uid>.1" ...) when that name is held by another
+   user or is not a fabric of this library.  Without a leading '/'.  Never NULL. */
+DCXEMU_API const char *dcxemu_fabric_name(void);
+
+/* Remove fabric NAME (NULL: dcxemu_fabric_name()) if no process is attached to it.  Serialised
+   with attaching processes, so nobody is left on a removed file.  Returns 0 (removed), ENOENT (no
+   such fabric), EBUSY (a member is attached), EACCES (owned by another user), EPROTO (not a
+   fabric of this library), or another errno value. */
+DCXEMU_API int dcxemu_fabric_remove(const char *name);
 
 #ifdef __cplusplus
 }

@@ -10,16 +10,19 @@
 #include <sys/types.h>
 
 #define DCXEMU_MAGIC            0x4443584546414252ULL /* "DCXEFABR" */
-#define DCXEMU_LAYOUT_VERSION   4u   /* 4: faults and counters */
+#define DCXEMU_LAYOUT_VERSION   5u   /* 5: 1024 members, 32768 QPs, lazy tables */
 
-#define DCXEMU_MAX_MEMBERS      64
-#define DCXEMU_QP_IDX_BITS      12                     /* qpn = gen << 12 | index (24 bits) */
+/* Member slots: the table is sized for the most, but only slots ever taken are touched (the
+ * fabric file is sparse), so memory grows with the number of members. */
+#define DCXEMU_MAX_MEMBERS      1024
+#define DCXEMU_QP_IDX_BITS      15                     /* qpn = gen << 15 | index (24 bits) */
 #define DCXEMU_MAX_QPS          (1u << DCXEMU_QP_IDX_BITS)
+#define DCXEMU_QP_GEN_MAX       ((1u << (24 - DCXEMU_QP_IDX_BITS)) - 1)   /* gen 1..511 */
 #define DCXEMU_MAX_MRS          65536                  /* key = index << 8 | tag */
 #define DCXEMU_MAX_MKEYS        4096                   /* key = (MAX_MRS + index) << 8, tag 0 */
 #define DCXEMU_MKEY_BASE        DCXEMU_MAX_MRS
-#define DCXEMU_MAX_CQS          1024
-#define DCXEMU_MAX_SRQS         1024
+#define DCXEMU_MAX_CQS          4096
+#define DCXEMU_MAX_SRQS         4096
 #define DCXEMU_MAX_DEVICES      16
 #define DCXEMU_NO_OWNER         0xffffu
 
@@ -132,6 +135,8 @@ struct dcxemu_shm_cq {
     uint32_t in_use;
     uint16_t owner;
     uint16_t ignore_overrun;
+    uint32_t lock_ready;   /* lock initialised when the slot is first used (keeps pages untouched) */
+    uint32_t pad0;
     uint64_t owner_token;
     pthread_mutex_t lock;  /* robust, process-shared; producers take it under the fabric lock */
     uint64_t ring_off;     /* heap offset of capacity CQEs */
@@ -154,6 +159,8 @@ struct dcxemu_shm_srq {
     uint32_t in_use;
     uint16_t owner;
     uint16_t pad;
+    uint32_t lock_ready;   /* as for CQs */
+    uint32_t pad0;
     uint64_t owner_token;
     pthread_mutex_t lock;  /* robust, process-shared */
     uint64_t pd_id;
@@ -180,6 +187,12 @@ struct dcxemu_shm {
     uint32_t next_mr_idx;
     uint64_t heap_off, heap_size, heap_free;  /* heap_free: offset of first free block or 0 */
     _Atomic uint64_t atomic_ops;              /* statistics */
+    uint32_t max_members;                     /* slots that may be taken (DCXEMU_MAX_MEMBERS) */
+    uint32_t pad1;
+    _Atomic uint64_t next_reap_ns;            /* one periodic reap per interval, fabric-wide */
+    /* 1 + highest slot ever taken per table: scans stop there, because reading a never-written
+     * page of the file allocates it (tmpfs) and would make every table resident */
+    uint32_t member_hwm, qp_hwm, mr_hwm, mkey_hwm, cq_hwm, srq_hwm;
     struct dcxemu_shm_member members[DCXEMU_MAX_MEMBERS];
     struct dcxemu_shm_qp qps[DCXEMU_MAX_QPS];
     struct dcxemu_shm_mr mrs[DCXEMU_MAX_MRS];
@@ -324,7 +337,10 @@ struct dcxemu_qp {
 };
 
 struct dcxemu_settings {
-    char fabric[200];
+    char fabric[200];              /* "/name" of the fabric in use */
+    int fabric_explicit;           /* DCXEMU_FABRIC given: no fallback name */
+    int keep_fabric;               /* DCXEMU_KEEP_FABRIC: leave the file when the last member leaves */
+    uint32_t max_members;          /* DCXEMU_MAX_MEMBERS, used when the fabric is created */
     int num_devices;
     uint32_t max_wqe;
     double time_scale;
@@ -352,6 +368,17 @@ extern struct dcxemu_srq *dcxemu_local_srqs[DCXEMU_MAX_SRQS];
 extern struct dcxemu_qp *dcxemu_local_qps[DCXEMU_MAX_QPS];
 extern struct dcxemu_context *dcxemu_contexts;
 
+/* This process's QP / CQ / SRQ slot indices, dense (under dcxemu_reg_lock), so the engine's scans
+ * cost what the process uses rather than the size of the fabric-wide tables. */
+struct dcxemu_idx_set {
+    uint32_t n;
+    uint32_t *item;        /* item[0..n) */
+    uint32_t *pos;         /* pos[index] = position in item */
+};
+extern struct dcxemu_idx_set dcxemu_qp_set, dcxemu_cq_set, dcxemu_srq_set;
+void dcxemu_idx_set_add(struct dcxemu_idx_set *s, uint32_t index);
+void dcxemu_idx_set_del(struct dcxemu_idx_set *s, uint32_t index);
+
 int dcxemu_attach(void);                   /* 0 or errno */
 int dcxemu_usable(void);                   /* 0, or EPERM in a forked child / errno of attach */
 int dcxemu_lock(void);                     /* fabric lock; 0 or errno */
@@ -369,6 +396,13 @@ uint64_t dcxemu_now_ns(void);
 uint64_t dcxemu_scaled_ns(double ns);
 void dcxemu_reap_dead_members(void);       /* under the fabric lock */
 uint64_t dcxemu_random(void);              /* deterministic per process (seed) */
+uint32_t dcxemu_qp_next_gen(uint32_t idx);   /* fabric lock held: the slot's next generation */
+static inline void dcxemu_hwm_bump(uint32_t *hwm, uint32_t idx)   /* fabric lock held */
+{
+    if (idx + 1 > *hwm) {
+        *hwm = idx + 1;
+    }
+}
 int dcxemu_chance(uint32_t p);             /* true with probability p / 2^32 */
 
 void dcxemu_count(int member, int dev, size_t field_off, uint64_t n);

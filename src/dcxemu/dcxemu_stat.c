@@ -1,17 +1,21 @@
 /* dcxemu-stat: print the fabric-wide device counters of a dcxemu fabric.
  *
  * Maps the fabric read-only and takes no lock, so it never disturbs live members and never
- * (re-)initialises a fabric: it only reads counters that writers update with atomic adds. */
+ * (re-)initialises a fabric: it only reads counters that writers update with atomic adds.
+ * -r removes the fabric instead, if no process is attached; "-r -- COMMAND ..." runs COMMAND
+ * first (dcx-run --emu does that, so a fabric whose processes were all killed goes too). */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const char *const op_names[DCXEMU_CNT_OP_MAX] = {
@@ -21,33 +25,115 @@ static const char *const op_names[DCXEMU_CNT_OP_MAX] = {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: dcxemu-stat [-c] [-f FABRIC]\n"
+               "       dcxemu-stat -r [-f FABRIC] [-- COMMAND [ARGS...]]\n"
                "  Print the fabric-wide counters of every device of a dcxemu fabric\n"
-               "  (default: $DCXEMU_FABRIC, else dcxemu-<uid>).\n"
-               "  -c  one line per device: dcxemuN key=value ...\n");
+               "  (default: $DCXEMU_FABRIC, else dcxemu-<uid> or its fallback name).\n"
+               "  -c  one line per device: dcxemuN key=value ...\n"
+               "  -r  remove the fabric if no process is attached to it; exit 0 when\n"
+               "      removed or absent, 3 when in use (left in place), 1 on error.\n"
+               "      With COMMAND: run it, then remove the fabric if idle, and exit\n"
+               "      with COMMAND's status (128+N if signal N ended it).\n");
+}
+
+static volatile pid_t child_pid;
+
+static void forward_signal(int sig)
+{
+    if (child_pid > 0) {
+        kill(child_pid, sig);
+    }
+}
+
+/* Run cmd as our child and wait for it.  SIGTERM and SIGHUP sent to us are passed on; the
+ * terminal's SIGINT / SIGQUIT reach the child anyway (same process group), so we only outlive
+ * them to clean up.  Returns cmd's exit status, or 128 + N when signal N ended it. */
+static int run_command(char **cmd)
+{
+    struct sigaction sa;
+    sigset_t block, old;
+    int st;
+    pid_t pid;
+
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGQUIT);
+    sigprocmask(SIG_BLOCK, &block, &old);   /* no signal lost between fork and the handlers */
+    pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "dcxemu-stat: fork: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        execvp(cmd[0], cmd);
+        fprintf(stderr, "dcxemu-stat: cannot run %s: %s\n", cmd[0], strerror(errno));
+        _exit(errno == ENOENT ? 127 : 126);
+    }
+    child_pid = pid;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = forward_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGQUIT, &sa, NULL);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    while (waitpid(pid, &st, 0) < 0) {
+        if (errno != EINTR) {
+            fprintf(stderr, "dcxemu-stat: waitpid: %s\n", strerror(errno));
+            return 1;
+        }
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 int main(int argc, char **argv)
 {
-    const char *name = getenv("DCXEMU_FABRIC");
+    const char *name = NULL;
     char path[256];
     struct dcxemu_counters c;
     const struct dcxemu_shm *f;
     struct stat st;
-    int opt, csv = 0, fd;
+    int opt, csv = 0, remove = 0, fd, err;
     uint32_t ndev;
 
-    while ((opt = getopt(argc, argv, "cf:h")) != -1) {
+    while ((opt = getopt(argc, argv, "+cf:hr")) != -1) {
         switch (opt) {
         case 'c': csv = 1; break;
+        case 'r': remove = 1; break;
         case 'f': name = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
-    if (name != NULL && *name != '\0') {
-        snprintf(path, sizeof(path), "/%s", name);
-    } else {
-        snprintf(path, sizeof(path), "/dcxemu-%u", (unsigned)getuid());
+    if (name == NULL || *name == '\0') {
+        name = dcxemu_fabric_name();
+    }
+    snprintf(path, sizeof(path), "/%s", name);
+    if (optind < argc && !remove) {
+        usage(stderr);
+        return 2;
+    }
+    if (remove) {
+        int cmd_rc = optind < argc ? run_command(argv + optind) : -1;
+        err = dcxemu_fabric_remove(name);
+        if (cmd_rc >= 0) {
+            /* after a command: in use means others still run on it, which is fine */
+            if (err != 0 && err != ENOENT && err != EBUSY) {
+                fprintf(stderr, "dcxemu-stat: cannot remove fabric %s: %s\n", name,
+                        strerror(err));
+            }
+            return cmd_rc;
+        }
+        if (err == 0 || err == ENOENT) {
+            return 0;
+        }
+        fprintf(stderr, "dcxemu-stat: fabric %s %s\n", name,
+                err == EBUSY ? "is in use; left in place" : strerror(err));
+        return err == EBUSY ? 3 : 1;
     }
     fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) {

@@ -29,6 +29,26 @@ struct dcxemu_srq *dcxemu_local_srqs[DCXEMU_MAX_SRQS];
 struct dcxemu_qp *dcxemu_local_qps[DCXEMU_MAX_QPS];
 struct dcxemu_context *dcxemu_contexts;
 
+static uint32_t qp_items[DCXEMU_MAX_QPS], qp_pos[DCXEMU_MAX_QPS];
+static uint32_t cq_items[DCXEMU_MAX_CQS], cq_pos[DCXEMU_MAX_CQS];
+static uint32_t srq_items[DCXEMU_MAX_SRQS], srq_pos[DCXEMU_MAX_SRQS];
+struct dcxemu_idx_set dcxemu_qp_set = { 0, qp_items, qp_pos };
+struct dcxemu_idx_set dcxemu_cq_set = { 0, cq_items, cq_pos };
+struct dcxemu_idx_set dcxemu_srq_set = { 0, srq_items, srq_pos };
+
+void dcxemu_idx_set_add(struct dcxemu_idx_set *s, uint32_t index)
+{
+    s->pos[index] = s->n;
+    s->item[s->n++] = index;
+}
+
+void dcxemu_idx_set_del(struct dcxemu_idx_set *s, uint32_t index)
+{
+    uint32_t p = s->pos[index], last = s->item[--s->n];
+    s->item[p] = last;
+    s->pos[last] = p;
+}
+
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 static int attached;
 static int attach_err;
@@ -167,19 +187,43 @@ static void read_trace(const char *t)
     }
 }
 
+/* Fallback names tried after the default one: "<default>.1" .. "<default>.15". */
+#define FABRIC_NAME_TRIES 16
+
+/* "/name" of fabric candidate cand: DCXEMU_FABRIC (explicit, one candidate only), else the
+ * default "dcxemu-<uid>" (DCXEMU_DEFAULT_FABRIC replaces it, for tests that must not touch the
+ * user's real default) and its fallbacks.  Returns 1 if the name is explicit. */
+static int fabric_candidate(int cand, char *buf, size_t len)
+{
+    const char *f = getenv("DCXEMU_FABRIC");
+    const char *base = getenv("DCXEMU_DEFAULT_FABRIC");
+    char def[64];
+    if (f != NULL && *f != '\0' && strlen(f) < len - 2 && strchr(f, '/') == NULL) {
+        snprintf(buf, len, "/%s", f);
+        return 1;
+    }
+    if (base == NULL || *base == '\0' || strlen(base) > 100 || strchr(base, '/') != NULL) {
+        snprintf(def, sizeof(def), "dcxemu-%u", (unsigned)getuid());
+        base = def;
+    }
+    if (cand == 0) {
+        snprintf(buf, len, "/%s", base);
+    } else {
+        snprintf(buf, len, "/%s.%d", base, cand);
+    }
+    return 0;
+}
+
 static void read_settings(void)
 {
     const char *ex = getenv("DCXEMU_EXEC");
     const char *fs = getenv("DCXEMU_FAULTS");
-    const char *f = getenv("DCXEMU_FABRIC");
     const char *ts = getenv("DCXEMU_TIME_SCALE");
     const char *ac = getenv("DCXEMU_ATOMIC_CAP");
-    if (f != NULL && *f != '\0' && strlen(f) < sizeof(dcxemu_cfg.fabric) - 2 &&
-        strchr(f, '/') == NULL) {
-        snprintf(dcxemu_cfg.fabric, sizeof(dcxemu_cfg.fabric), "/%s", f);
-    } else {
-        snprintf(dcxemu_cfg.fabric, sizeof(dcxemu_cfg.fabric), "/dcxemu-%u", (unsigned)getuid());
-    }
+    dcxemu_cfg.fabric_explicit = fabric_candidate(0, dcxemu_cfg.fabric, sizeof(dcxemu_cfg.fabric));
+    dcxemu_cfg.keep_fabric = (int)env_long("DCXEMU_KEEP_FABRIC", 0, 0, 1);
+    dcxemu_cfg.max_members = (uint32_t)env_long("DCXEMU_MAX_MEMBERS", DCXEMU_MAX_MEMBERS, 2,
+                                                DCXEMU_MAX_MEMBERS);
     dcxemu_cfg.num_devices = (int)env_long("DCXEMU_NUM_DEVICES", 1, 1, DCXEMU_MAX_DEVICES);
     dcxemu_cfg.max_wqe = (uint32_t)env_long("DCXEMU_MAX_WQE_SIZE", 512, 256, 4096) & ~63u;
     dcxemu_cfg.heap_mb = (uint64_t)env_long("DCXEMU_HEAP_MB", 1024, 16, 65536);
@@ -228,6 +272,17 @@ uint64_t dcxemu_random(void)
 int dcxemu_chance(uint32_t p)
 {
     return p != 0 && (uint32_t)(dcxemu_random() >> 32) < p;
+}
+
+/* Next generation of QP slot idx, 1..DCXEMU_QP_GEN_MAX.  A slot never used starts at a spread
+ * value derived from its index, so the table needs no initialisation (untouched pages stay free). */
+uint32_t dcxemu_qp_next_gen(uint32_t idx)
+{
+    uint32_t g = dcxemu_fab->qps[idx].gen;
+    if (g == 0) {
+        g = (idx * 7) % DCXEMU_QP_GEN_MAX;
+    }
+    return g % DCXEMU_QP_GEN_MAX + 1;
 }
 
 /* ---------------------------------------------------------------- locks ---- */
@@ -477,7 +532,9 @@ int dcxemu_owner_is_me(uint16_t owner, uint64_t token)
 /* Under the fabric lock. */
 void dcxemu_reap_dead_members(void)
 {
-    for (int m = 0; m < DCXEMU_MAX_MEMBERS; m++) {
+    uint32_t hwm = dcxemu_fab->member_hwm < DCXEMU_MAX_MEMBERS ? dcxemu_fab->member_hwm :
+                                                                DCXEMU_MAX_MEMBERS;
+    for (int m = 0; m < (int)hwm; m++) {
         struct dcxemu_shm_member *mb = &dcxemu_fab->members[m];
         if (!mb->in_use || m == dcxemu_me || dcxemu_member_alive(m, mb->token)) {
             continue;
@@ -517,8 +574,8 @@ static void *engine_main(void *arg)
 
         dcxemu_deliver_events();
         pthread_mutex_lock(&dcxemu_reg_lock);
-        for (unsigned i = 0; i < DCXEMU_MAX_QPS; i++) {
-            struct dcxemu_qp *qp = dcxemu_local_qps[i];
+        for (uint32_t k = 0; k < dcxemu_qp_set.n; k++) {
+            struct dcxemu_qp *qp = dcxemu_local_qps[dcxemu_qp_set.item[k]];
             uint64_t d;
             if (qp == NULL) {
                 continue;
@@ -538,8 +595,13 @@ static void *engine_main(void *arg)
         }
         pthread_mutex_unlock(&dcxemu_reg_lock);
         if (now >= next_reap) {
-            if (dcxemu_lock() == 0) {
-                dcxemu_reap_dead_members();
+            /* one member reaps per interval: with hundreds of members, each checking every
+             * slot would cost members^2 liveness checks per interval */
+            if (now >= atomic_load(&dcxemu_fab->next_reap_ns) && dcxemu_lock() == 0) {
+                if (now >= atomic_load(&dcxemu_fab->next_reap_ns)) {
+                    dcxemu_reap_dead_members();
+                    atomic_store(&dcxemu_fab->next_reap_ns, now + 200000000ull);
+                }
                 dcxemu_unlock();
             }
             next_reap = now + 200000000ull;
@@ -557,37 +619,83 @@ static void *engine_main(void *arg)
 
 /* ---------------------------------------------------------------- attach ---- */
 
-static int all_members_dead(int fd, struct dcxemu_shm *f)
+/* Whether another process is attached: every member holds a record lock on its slot's byte for
+ * its lifetime, and a process is never told about its own locks.  Asked under flock, so nobody is
+ * half-way through attaching (a member takes its slot lock before it releases the flock). */
+static int others_attached(int fd)
 {
-    for (int m = 0; m < DCXEMU_MAX_MEMBERS; m++) {
-        struct dcxemu_shm_member *mb = &f->members[m];
-        if (mb->in_use && mb->pid > 0 && slot_locked_by(fd, m, mb->pid)) {
-            return 0;
-        }
+    struct flock fl;
+    memset(&fl, 0, sizeof(fl));
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 0;
+    fl.l_len = DCXEMU_MAX_MEMBERS;
+    if (fcntl(fd, F_GETLK, &fl) != 0) {
+        return 1;   /* unknown: assume in use, never remove a live fabric */
     }
-    return 1;
+    return fl.l_type != F_UNLCK;
+}
+
+/* Whether fd is still the file linked at /dev/shm<name> (glibc keeps POSIX shared memory
+ * there).  A fabric is unlinked only under its flock, so a process that waited for the flock of
+ * a file removed meanwhile sees that here and opens the name again. */
+static int fd_is_linked(int fd, const char *name)
+{
+    char path[sizeof(dcxemu_cfg.fabric) + 16];
+    struct stat a, b;
+    snprintf(path, sizeof(path), "/dev/shm%s", name);
+    return fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
+/* 0 if fd is a fabric file we may use (or an empty / unfinished one); EACCES if it is owned by
+ * another user, has another mode than 0600 or is not a regular file; EPROTO if it holds something
+ * other than a fabric of this layout.  why: the reason, for a message ("fabric X <why>"). */
+static int fabric_file_check(int fd, const struct stat *st, char *why, size_t wlen)
+{
+    const struct dcxemu_shm *h;
+    int err = 0;
+    if (!S_ISREG(st->st_mode) || st->st_uid != getuid() || (st->st_mode & 077) != 0) {
+        snprintf(why, wlen, "is owned by uid %u with mode 0%03o (needs uid %u and mode 0600)",
+                 (unsigned)st->st_uid, (unsigned)(st->st_mode & 0777), (unsigned)getuid());
+        return EACCES;
+    }
+    if ((size_t)st->st_size < 2 * sizeof(uint64_t)) {
+        return 0;   /* created, never initialised */
+    }
+    /* the fields read below are in the first page; past EOF within it reads as zero */
+    h = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED) {
+        err = errno;
+        snprintf(why, wlen, "cannot be mapped (%s)", strerror(err));
+        return err;
+    }
+    if (h->magic != 0 &&
+        (h->magic != DCXEMU_MAGIC || (size_t)st->st_size < sizeof(*h) ||
+         h->layout_version != DCXEMU_LAYOUT_VERSION || h->struct_size != sizeof(*h))) {
+        snprintf(why, wlen, "has magic 0x%llx layout %u, this library needs magic 0x%llx layout %u",
+                 (unsigned long long)h->magic,
+                 (size_t)st->st_size >= sizeof(*h) ? h->layout_version : 0,
+                 (unsigned long long)DCXEMU_MAGIC, DCXEMU_LAYOUT_VERSION);
+        err = EPROTO;
+    }
+    munmap((void *)h, 4096);
+    return err;
 }
 
 /* The test suite takes this lock from outside the library to prove recovery. */
 _Static_assert(offsetof(struct dcxemu_shm, lock) == 32, "fabric lock offset is part of the layout");
 
+/* The file was just truncated to zero, so every table is zero-filled and costs no memory until
+ * used: CQ/SRQ locks and QP generations are set up when a slot is first taken. */
 static void fabric_init(struct dcxemu_shm *f, size_t total)
 {
-    memset(f, 0, sizeof(*f));
     f->layout_version = DCXEMU_LAYOUT_VERSION;
     f->uid = (uint32_t)getuid();
     f->struct_size = sizeof(*f);
     f->total_size = total;
     dcxemu_shm_mutex_init(&f->lock);
-    for (unsigned i = 0; i < DCXEMU_MAX_CQS; i++) {
-        dcxemu_shm_mutex_init(&f->cqs[i].lock);
-    }
-    for (unsigned i = 0; i < DCXEMU_MAX_SRQS; i++) {
-        dcxemu_shm_mutex_init(&f->srqs[i].lock);
-    }
-    for (unsigned i = 0; i < DCXEMU_MAX_QPS; i++) {
-        f->qps[i].gen = (uint32_t)(i * 7) % 4095;   /* spread numbers; gen 0 is skipped */
-    }
+    f->max_members = dcxemu_cfg.max_members;
     f->next_pd_id = 1;
     f->next_token = 1;
     f->heap_off = (sizeof(*f) + 4095) & ~4095ull;
@@ -595,59 +703,73 @@ static void fabric_init(struct dcxemu_shm *f, size_t total)
     __atomic_store_n(&f->magic, DCXEMU_MAGIC, __ATOMIC_RELEASE);
 }
 
-static int do_attach(void)
+#define FABRIC_SQUATTED (-1)   /* attach_name: the default name is unusable, try the next one */
+
+/* Attach to the fabric named dcxemu_cfg.fabric.  For a default name, a file we may not use gives
+ * FABRIC_SQUATTED and the reason in why; for an explicit name it is refused with an errno. */
+static int attach_name(int is_explicit, char *why, size_t wlen)
 {
+    const char *name = dcxemu_cfg.fabric;
     size_t hdr_size = (sizeof(struct dcxemu_shm) + 4095) & ~(size_t)4095;
     size_t total = hdr_size + (size_t)dcxemu_cfg.heap_mb * 1024 * 1024;
     struct stat st;
     struct dcxemu_shm *f;
     pthread_mutexattr_t ra;
-    int fd, err = 0, init = 0;
+    int fd, err = 0, init = 0, tries = 0;
+    uint32_t max_members;
 
-    fd = shm_open(dcxemu_cfg.fabric, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        err = errno;
-        fprintf(stderr, "dcxemu: cannot open fabric %s: %s\n", dcxemu_cfg.fabric, strerror(err));
-        return err;
+    for (;;) {
+        fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            err = errno;
+            if (!is_explicit && (err == EACCES || err == ELOOP || err == EISDIR)) {
+                /* another user's 0600 file, a symbolic link, a directory */
+                snprintf(why, wlen, "cannot be opened (%s)", strerror(err));
+                return FABRIC_SQUATTED;
+            }
+            fprintf(stderr, "dcxemu: cannot open fabric %s: %s\n", name, strerror(err));
+            return err;
+        }
+        if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0) {
+            err = errno;
+            goto out_close;
+        }
+        if (fd_is_linked(fd, name)) {
+            break;
+        }
+        /* the last member removed this file while we waited for its flock */
+        close(fd);
+        if (++tries == 1000) {
+            fprintf(stderr, "dcxemu: fabric %s keeps being removed while attaching\n", name);
+            return EAGAIN;
+        }
     }
-    if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0) {
-        err = errno;
+    err = fabric_file_check(fd, &st, why, wlen);
+    if (err != 0) {
+        if (!is_explicit && (err == EACCES || err == EPROTO)) {
+            err = FABRIC_SQUATTED;
+        } else if (err == EACCES) {
+            fprintf(stderr, "dcxemu: fabric %s %s; refusing it\n", name, why);
+        } else {
+            fprintf(stderr, "dcxemu: fabric %s %s; use another DCXEMU_FABRIC or remove "
+                    "/dev/shm%s\n", name, why, name);
+        }
         goto out_close;
     }
-    if (st.st_uid != getuid() || (st.st_mode & 077) != 0) {
-        fprintf(stderr, "dcxemu: fabric %s is owned by uid %u or is not mode 0600; refusing it\n",
-                dcxemu_cfg.fabric, (unsigned)st.st_uid);
-        err = EACCES;
-        goto out_close;
-    }
-    if ((size_t)st.st_size >= sizeof(uint64_t) * 2) {
-        /* Check the header before trusting any size from it. */
-        struct dcxemu_shm *h = mmap(NULL, sizeof(*h) <= (size_t)st.st_size ? sizeof(*h) : 4096,
-                                    PROT_READ, MAP_SHARED, fd, 0);
+    if ((size_t)st.st_size >= sizeof(struct dcxemu_shm)) {
+        struct dcxemu_shm *h = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
         if (h == MAP_FAILED) {
             err = errno;
             goto out_close;
         }
         if (h->magic == 0) {
             init = 1;   /* a creator died before finishing: nobody can be using it */
-        } else if (h->magic != DCXEMU_MAGIC || (size_t)st.st_size < sizeof(*h) ||
-                   h->layout_version != DCXEMU_LAYOUT_VERSION ||
-                   h->struct_size != sizeof(*h)) {
-            fprintf(stderr, "dcxemu: fabric %s has magic 0x%llx layout %u, this library needs "
-                    "magic 0x%llx layout %u; use another DCXEMU_FABRIC or remove /dev/shm%s\n",
-                    dcxemu_cfg.fabric, (unsigned long long)h->magic,
-                    (size_t)st.st_size >= sizeof(*h) ? h->layout_version : 0,
-                    (unsigned long long)DCXEMU_MAGIC, DCXEMU_LAYOUT_VERSION, dcxemu_cfg.fabric);
-            err = EPROTO;
-        } else if (all_members_dead(fd, h)) {
+        } else if (!others_attached(fd)) {
             init = 1;   /* stale fabric: re-initialise with this process's settings */
         } else {
             total = h->total_size;
         }
-        munmap(h, sizeof(*h) <= (size_t)st.st_size ? sizeof(*h) : 4096);
-        if (err) {
-            goto out_close;
-        }
+        munmap(h, 4096);
     } else {
         init = 1;
     }
@@ -678,7 +800,8 @@ static int do_attach(void)
     if (f->num_devices < (uint32_t)dcxemu_cfg.num_devices) {
         f->num_devices = (uint32_t)dcxemu_cfg.num_devices;
     }
-    for (int m = 0; m < DCXEMU_MAX_MEMBERS; m++) {
+    max_members = f->max_members < DCXEMU_MAX_MEMBERS ? f->max_members : DCXEMU_MAX_MEMBERS;
+    for (uint32_t m = 0; m < max_members; m++) {
         struct dcxemu_shm_member *mb = &f->members[m];
         struct flock fl;
         memset(&fl, 0, sizeof(fl));
@@ -687,21 +810,22 @@ static int do_attach(void)
         fl.l_start = m;
         fl.l_len = 1;
         if (!mb->in_use && fcntl(fd, F_SETLK, &fl) == 0) {
+            dcxemu_hwm_bump(&f->member_hwm, m);
             mb->in_use = 1;
             mb->pid = getpid();
             mb->starttime = proc_starttime(getpid());
             mb->token = f->next_token++;
             mb->doorbell = 0;
             memset(f->member_cnt[m], 0, sizeof(f->member_cnt[m]));
-            dcxemu_me = m;
+            dcxemu_me = (int)m;
             dcxemu_my_token = mb->token;
             break;
         }
     }
     dcxemu_unlock();
     if (dcxemu_me < 0) {
-        fprintf(stderr, "dcxemu: fabric %s has no free member slot (%d)\n", dcxemu_cfg.fabric,
-                DCXEMU_MAX_MEMBERS);
+        fprintf(stderr, "dcxemu: fabric %s has no free member slot (%u; DCXEMU_MAX_MEMBERS when "
+                "it was created)\n", name, max_members);
         err = EAGAIN;
         goto out_unmap;
     }
@@ -727,6 +851,32 @@ out_unmap:
 out_close:
     close(fd);
     return err;
+}
+
+/* An explicit DCXEMU_FABRIC is used or refused as it is.  The default name is predictable, so
+ * another local user can create it first: then (or when it holds something else) fall back to
+ * the next default name, the same sequence in every process of the user, with one line saying
+ * why. */
+static int do_attach(void)
+{
+    char why[192], prev[sizeof(dcxemu_cfg.fabric)];
+    for (int cand = 0; cand < FABRIC_NAME_TRIES; cand++) {
+        int err;
+        if (cand > 0) {
+            memcpy(prev, dcxemu_cfg.fabric, sizeof(prev));
+            fabric_candidate(cand, dcxemu_cfg.fabric, sizeof(dcxemu_cfg.fabric));
+            fprintf(stderr, "dcxemu: default fabric %s %s (another user may have taken the "
+                    "name); using %s instead (DCXEMU_FABRIC sets a name)\n", prev + 1, why,
+                    dcxemu_cfg.fabric + 1);
+        }
+        err = attach_name(dcxemu_cfg.fabric_explicit, why, sizeof(why));
+        if (err != FABRIC_SQUATTED) {
+            return err;
+        }
+    }
+    fprintf(stderr, "dcxemu: default fabric %s %s, and so does every other default name; set "
+            "DCXEMU_FABRIC to a name of your own\n", dcxemu_cfg.fabric + 1, why);
+    return EACCES;
 }
 
 int dcxemu_attach(void)
@@ -757,15 +907,92 @@ int dcxemu_usable(void)
     return 0;
 }
 
-/* Leave the fabric cleanly at exit so peers need not wait for the reaper. */
+DCXEMU_API const char *dcxemu_fabric_name(void)
+{
+    static char name[sizeof(dcxemu_cfg.fabric)];
+    char why[192];
+    pthread_mutex_lock(&attach_lock);
+    if (attached && attach_err == 0) {
+        memcpy(name, dcxemu_cfg.fabric, sizeof(name));
+        goto out;
+    }
+    /* the name attaching would choose: the first candidate that is absent or usable */
+    for (int cand = 0; cand < FABRIC_NAME_TRIES; cand++) {
+        struct stat st;
+        int fd, ok;
+        if (fabric_candidate(cand, name, sizeof(name)) || cand == FABRIC_NAME_TRIES - 1) {
+            break;
+        }
+        fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+        if (fd < 0) {
+            if (errno == ENOENT) {
+                break;
+            }
+            continue;
+        }
+        ok = fstat(fd, &st) == 0 && fabric_file_check(fd, &st, why, sizeof(why)) == 0;
+        close(fd);
+        if (ok) {
+            break;
+        }
+    }
+out:
+    pthread_mutex_unlock(&attach_lock);
+    return name + 1;
+}
+
+DCXEMU_API int dcxemu_fabric_remove(const char *fabric)
+{
+    char path[sizeof(dcxemu_cfg.fabric)], why[192];
+    struct stat st;
+    int fd, err;
+    if (fabric == NULL) {
+        fabric = dcxemu_fabric_name();
+    }
+    if (*fabric == '\0' || strchr(fabric, '/') != NULL || strlen(fabric) > sizeof(path) - 2) {
+        return EINVAL;
+    }
+    snprintf(path, sizeof(path), "/%s", fabric);
+    pthread_mutex_lock(&attach_lock);
+    if (attached && attach_err == 0 && strcmp(path, dcxemu_cfg.fabric) == 0) {
+        /* we are a member (and closing a second descriptor would drop our liveness lock) */
+        err = EBUSY;
+        goto out;
+    }
+    fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) {
+        err = errno;
+        goto out;
+    }
+    if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0) {
+        err = errno;
+    } else if (!fd_is_linked(fd, path)) {
+        err = ENOENT;   /* removed while we waited */
+    } else if ((err = fabric_file_check(fd, &st, why, sizeof(why))) != 0) {
+        /* another user's or not a fabric: not ours to remove */
+    } else if (others_attached(fd)) {
+        err = EBUSY;
+    } else {
+        err = shm_unlink(path) == 0 ? 0 : errno;
+    }
+    close(fd);
+out:
+    pthread_mutex_unlock(&attach_lock);
+    return err;
+}
+
+/* Leave the fabric cleanly at exit so peers need not wait for the reaper, and remove the file
+ * when we were the last live member (under the flock, so nobody is attaching meanwhile). */
 __attribute__((destructor)) static void dcxemu_fini(void)
 {
+    int flocked;
     if (!attached || attach_err || forked || dcxemu_fab == NULL) {
         return;
     }
     engine_stop = 1;
     dcxemu_engine_kick();
     pthread_join(engine_thread, NULL);
+    flocked = flock(fab_fd, LOCK_EX) == 0;
     if (dcxemu_lock() == 0) {
         struct dcxemu_shm_member *mb = &dcxemu_fab->members[dcxemu_me];
         dcxemu_free_member_objects(dcxemu_me);
@@ -773,6 +1000,22 @@ __attribute__((destructor)) static void dcxemu_fini(void)
         mb->in_use = 0;
         mb->token = 0;
         dcxemu_unlock();
+    }
+    if (flocked) {
+        /* Drop our liveness lock now, not at exit: a member leaving at the same time that takes
+         * the flock after us must not see us and leave the file behind. */
+        struct flock fl;
+        memset(&fl, 0, sizeof(fl));
+        fl.l_type = F_UNLCK;
+        fl.l_whence = SEEK_SET;
+        fl.l_start = dcxemu_me;
+        fl.l_len = 1;
+        fcntl(fab_fd, F_SETLK, &fl);
+        if (!dcxemu_cfg.keep_fabric && !others_attached(fab_fd) &&
+            fd_is_linked(fab_fd, dcxemu_cfg.fabric)) {
+            shm_unlink(dcxemu_cfg.fabric);
+        }
+        flock(fab_fd, LOCK_UN);
     }
 }
 

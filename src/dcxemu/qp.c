@@ -1579,11 +1579,12 @@ static int alloc_qp_slot(struct dcxemu_qp *qp, int is_dct)
         s->owner = (uint16_t)dcxemu_me;
         s->owner_token = dcxemu_my_token;
         s->in_use = 1;   /* last: a half-made slot is never live */
+        dcxemu_hwm_bump(&dcxemu_fab->qp_hwm, i);
         s->qpn = 0;
         s->srq_idx = -1;
         s->cq_idx = -1;
         if (!is_dct) {
-            s->gen = s->gen % 4095 + 1;   /* 1..4095: a freed number returns with a new gen */
+            s->gen = dcxemu_qp_next_gen(i);   /* a freed number returns with a new gen */
             s->qpn = s->gen << DCXEMU_QP_IDX_BITS | i;
         }
         dcxemu_fab->next_qp_idx = i + 1;
@@ -1722,6 +1723,7 @@ static struct ibv_qp *create_rc(struct ibv_context *context, struct ibv_qp_init_
     attr->cap = cap;
     pthread_mutex_lock(&dcxemu_reg_lock);
     dcxemu_local_qps[qp->idx] = qp;
+    dcxemu_idx_set_add(&dcxemu_qp_set, (uint32_t)qp->idx);
     pthread_mutex_unlock(&dcxemu_reg_lock);
     return &qp->qpx.qp_base;
 }
@@ -1904,6 +1906,7 @@ DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
     }
     pthread_mutex_lock(&dcxemu_reg_lock);
     dcxemu_local_qps[qp->idx] = qp;
+    dcxemu_idx_set_add(&dcxemu_qp_set, (uint32_t)qp->idx);
     pthread_mutex_unlock(&dcxemu_reg_lock);
     return b;
 }
@@ -2037,7 +2040,7 @@ static int modify_dct(struct dcxemu_qp *qp, struct ibv_qp_attr *a, int mask, int
             return err;
         }
         s = &dcxemu_fab->qps[qp->idx];
-        s->gen = s->gen % 4095 + 1;
+        s->gen = dcxemu_qp_next_gen((uint32_t)qp->idx);
         s->qpn = s->gen << DCXEMU_QP_IDX_BITS | (uint32_t)qp->idx;
         s->pd_id = qp->pd->pd_id;
         s->dc_key = qp->dc_key;
@@ -2184,6 +2187,7 @@ DCXEMU_API int dcxemu_ibv_destroy_qp(struct ibv_qp *ibqp)
     }
     pthread_mutex_lock(&dcxemu_reg_lock);
     dcxemu_local_qps[qp->idx] = NULL;
+    dcxemu_idx_set_del(&dcxemu_qp_set, (uint32_t)qp->idx);
     pthread_mutex_unlock(&dcxemu_reg_lock);
     pthread_mutex_lock(&qp->post_lock);
     pthread_mutex_lock(&qp->exec_lock);

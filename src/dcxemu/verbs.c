@@ -515,6 +515,7 @@ DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
         s->owner = (uint16_t)dcxemu_me;
         s->owner_token = dcxemu_my_token;
         s->in_use = 1;   /* last: a half-made slot is never live */
+        dcxemu_hwm_bump(&dcxemu_fab->mr_hwm, idx);
         s->pd_id = p->pd_id;
         s->access = access & known;
         s->addr = (uintptr_t)addr;
@@ -623,6 +624,7 @@ DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init
     k->n = 0;
     k->length = 0;
     k->in_use = 1;   /* last: a half-made slot is never live */
+    dcxemu_hwm_bump(&dcxemu_fab->mkey_hwm, (uint32_t)idx);
     dcxemu_unlock();
     attr->max_entries = (uint16_t)max;
     mk->idx = (uint32_t)idx;
@@ -830,7 +832,8 @@ DCXEMU_API int dcxemu_ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 void dcxemu_deliver_events(void)
 {
     pthread_mutex_lock(&dcxemu_reg_lock);
-    for (unsigned i = 0; i < DCXEMU_MAX_CQS; i++) {
+    for (uint32_t k = 0; k < dcxemu_cq_set.n; k++) {
+        uint32_t i = dcxemu_cq_set.item[k];
         struct dcxemu_cq *cq = dcxemu_local_cqs[i];
         uint64_t raised;
         if (cq == NULL) {
@@ -853,8 +856,8 @@ void dcxemu_deliver_events(void)
             dcxemu_async_post(dcxemu_ctx(cq->cqx.context), IBV_EVENT_CQ_ERR, cq);
         }
     }
-    for (unsigned i = 0; i < DCXEMU_MAX_SRQS; i++) {
-        struct dcxemu_srq *srq = dcxemu_local_srqs[i];
+    for (uint32_t k = 0; k < dcxemu_srq_set.n; k++) {
+        struct dcxemu_srq *srq = dcxemu_local_srqs[dcxemu_srq_set.item[k]];
         if (srq != NULL && atomic_exchange(&srq->s->limit_event, 0)) {
             dcxemu_async_post(dcxemu_ctx(srq->srq.context), IBV_EVENT_SRQ_LIMIT_REACHED, srq);
         }
@@ -1181,6 +1184,10 @@ static struct ibv_cq_ex *create_cq_ex_op(struct ibv_context *context,
     }
     if (idx >= 0) {
         s = &dcxemu_fab->cqs[idx];
+        if (!s->lock_ready) {
+            dcxemu_shm_mutex_init(&s->lock);   /* first use of the slot: nobody can hold it */
+            s->lock_ready = 1;
+        }
         s->ring_off = dcxemu_heap_alloc((uint64_t)cap * sizeof(struct dcxemu_shm_cqe));
         if (s->ring_off == 0) {
             idx = -1;
@@ -1194,6 +1201,7 @@ static struct ibv_cq_ex *create_cq_ex_op(struct ibv_context *context,
     s->owner = (uint16_t)dcxemu_me;
     s->owner_token = dcxemu_my_token;
     s->in_use = 1;   /* last: a half-made slot is never live */
+    dcxemu_hwm_bump(&dcxemu_fab->cq_hwm, (uint32_t)idx);
     s->capacity = cap;
     s->armed = 0;
     s->head = s->tail = 0;
@@ -1244,6 +1252,7 @@ static struct ibv_cq_ex *create_cq_ex_op(struct ibv_context *context,
     }
     pthread_mutex_lock(&dcxemu_reg_lock);
     dcxemu_local_cqs[idx] = cq;
+    dcxemu_idx_set_add(&dcxemu_cq_set, (uint32_t)idx);
     pthread_mutex_unlock(&dcxemu_reg_lock);
     return &cq->cqx;
 }
@@ -1293,6 +1302,7 @@ DCXEMU_API int dcxemu_ibv_destroy_cq(struct ibv_cq *ibcq)
     pthread_mutex_unlock(&ibcq->mutex);
     pthread_mutex_lock(&dcxemu_reg_lock);
     dcxemu_local_cqs[cq->idx] = NULL;
+    dcxemu_idx_set_del(&dcxemu_cq_set, (uint32_t)cq->idx);
     pthread_mutex_unlock(&dcxemu_reg_lock);
     if ((err = dcxemu_lock()) == 0) {
         if (cq->s->in_use && dcxemu_owner_is_me(cq->s->owner, cq->s->owner_token)) {
@@ -1359,6 +1369,10 @@ DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
     }
     if (idx >= 0) {
         s = &dcxemu_fab->srqs[idx];
+        if (!s->lock_ready) {
+            dcxemu_shm_mutex_init(&s->lock);   /* first use of the slot: nobody can hold it */
+            s->lock_ready = 1;
+        }
         s->wqe_size = (uint32_t)(sizeof(struct dcxemu_shm_srq_wqe) + max_sge * sizeof(struct ibv_sge));
         s->max_wr = max - 1;
         s->ring_off = dcxemu_heap_alloc((uint64_t)s->max_wr * s->wqe_size);
@@ -1374,6 +1388,7 @@ DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
     s->owner = (uint16_t)dcxemu_me;
     s->owner_token = dcxemu_my_token;
     s->in_use = 1;   /* last: a half-made slot is never live */
+    dcxemu_hwm_bump(&dcxemu_fab->srq_hwm, (uint32_t)idx);
     s->pd_id = ((struct dcxemu_pd *)pd)->pd_id;
     s->max_sge = max_sge;
     s->limit = 0;
@@ -1394,6 +1409,7 @@ DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
     atomic_fetch_add(&srq->pd->refcnt, 1);
     pthread_mutex_lock(&dcxemu_reg_lock);
     dcxemu_local_srqs[idx] = srq;
+    dcxemu_idx_set_add(&dcxemu_srq_set, (uint32_t)idx);
     pthread_mutex_unlock(&dcxemu_reg_lock);
     return &srq->srq;
 }
@@ -1472,6 +1488,7 @@ DCXEMU_API int dcxemu_ibv_destroy_srq(struct ibv_srq *ibsrq)
     }
     pthread_mutex_lock(&dcxemu_reg_lock);
     dcxemu_local_srqs[srq->idx] = NULL;
+    dcxemu_idx_set_del(&dcxemu_srq_set, (uint32_t)srq->idx);
     pthread_mutex_unlock(&dcxemu_reg_lock);
     if ((err = dcxemu_lock()) == 0) {
         if (srq->s->in_use && dcxemu_owner_is_me(srq->s->owner, srq->s->owner_token)) {
@@ -1528,17 +1545,18 @@ static int post_srq_recv_op(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 /* ---------------------------------------------------------------- member cleanup ---- */
 
 /* Fabric lock held: release everything a member (dead, or exiting) owned.  Keys and QP numbers
- * become invalid at once; rings return to the heap. */
+ * become invalid at once; rings return to the heap.  Only slots below each table's high-water
+ * mark can be in use, and pages above it stay untouched. */
 void dcxemu_free_member_objects(int m)
 {
-    for (unsigned i = 0; i < DCXEMU_MAX_MRS; i++) {
+    for (unsigned i = 0; i < dcxemu_fab->mr_hwm && i < DCXEMU_MAX_MRS; i++) {
         struct dcxemu_shm_mr *s = &dcxemu_fab->mrs[i];
         if (s->in_use && s->owner == m) {
             s->in_use = 0;
             s->tag = (s->tag + 1) & 0xff;
         }
     }
-    for (unsigned i = 0; i < DCXEMU_MAX_MKEYS; i++) {
+    for (unsigned i = 0; i < dcxemu_fab->mkey_hwm && i < DCXEMU_MAX_MKEYS; i++) {
         struct dcxemu_shm_mkey *s = &dcxemu_fab->mkeys[i];
         if (s->in_use && s->owner == m) {
             s->in_use = 0;
@@ -1547,7 +1565,7 @@ void dcxemu_free_member_objects(int m)
             s->entries_off = 0;
         }
     }
-    for (unsigned i = 0; i < DCXEMU_MAX_QPS; i++) {
+    for (unsigned i = 0; i < dcxemu_fab->qp_hwm && i < DCXEMU_MAX_QPS; i++) {
         struct dcxemu_shm_qp *s = &dcxemu_fab->qps[i];
         if (s->in_use && s->owner == m) {
             s->in_use = 0;
@@ -1555,7 +1573,7 @@ void dcxemu_free_member_objects(int m)
             s->qpn = 0;
         }
     }
-    for (unsigned i = 0; i < DCXEMU_MAX_CQS; i++) {
+    for (unsigned i = 0; i < dcxemu_fab->cq_hwm && i < DCXEMU_MAX_CQS; i++) {
         struct dcxemu_shm_cq *s = &dcxemu_fab->cqs[i];
         if (s->in_use && s->owner == m) {
             dcxemu_heap_free(s->ring_off);
@@ -1563,7 +1581,7 @@ void dcxemu_free_member_objects(int m)
             s->in_use = 0;
         }
     }
-    for (unsigned i = 0; i < DCXEMU_MAX_SRQS; i++) {
+    for (unsigned i = 0; i < dcxemu_fab->srq_hwm && i < DCXEMU_MAX_SRQS; i++) {
         struct dcxemu_shm_srq *s = &dcxemu_fab->srqs[i];
         if (s->in_use && s->owner == m) {
             dcxemu_heap_free(s->ring_off);

@@ -339,7 +339,7 @@ TEST_F(emu_faults, inject_argument_errors)
     EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_FORCE_STATUS, l.c.qp->qp_num, IBV_WC_SUCCESS),
               EINVAL);
     EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, 0, 5), ENOENT);
-    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, (l.dct->qp_num + (1u << 12)) & 0xffffff, 5),
+    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, (l.dct->qp_num + (1u << 15)) & 0xffffff, 5),
               ENOENT);   /* same slot, other generation */
     EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, 1u << 24, 5), ENOENT);
     EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, l.c.qp->qp_num, 0), 0);

@@ -1013,8 +1013,9 @@ TEST(emu_fabric, reinit_after_all_members_die)
     EXPECT_EQ(shm_size(f), small);
     kill(a, SIGKILL);
     wait_child(a, 5000);
-    /* all members dead: the next one re-initialises with its own settings */
-    EXPECT_EQ(run_attach(f, { "attach", "0" }, { "DCXEMU_HEAP_MB=32" }), 0);
+    /* all members dead: the next one re-initialises with its own settings (and keeps the
+     * file when it leaves, so its size can be seen) */
+    EXPECT_EQ(run_attach(f, { "attach", "0" }, { "DCXEMU_HEAP_MB=32", "DCXEMU_KEEP_FABRIC=1" }), 0);
     EXPECT_EQ(shm_size(f), small + (16 << 20));
     ::close(p[0]);
     ::close(p[1]);
@@ -1203,10 +1204,11 @@ TEST(emu_fabric, engine_idle_sleeps)
 
 TEST(emu_fabric, dead_member_slots_reclaimed)
 {
-    /* 70 members attach and die without leaving (SIGKILL); only 64 slots exist */
+    /* 70 members attach and die without leaving (SIGKILL); the fabric admits 64 */
     std::string f = fresh_fabric();
     for (int i = 0; i < 70; i++) {
-        ASSERT_EQ(run_attach(f, { "attach", "0", "die" }), 1000 + SIGKILL) << "member " << i;
+        ASSERT_EQ(run_attach(f, { "attach", "0", "die" }, { "DCXEMU_MAX_MEMBERS=64" }),
+                  1000 + SIGKILL) << "member " << i;
     }
 }
 

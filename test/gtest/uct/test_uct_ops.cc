@@ -480,6 +480,66 @@ TEST_P(uct_ops, malformed_address)
     EXPECT_EQ(UCS_ERR_UNREACHABLE, m_sender->connect(address, &ep));
 }
 
+/* uct_ep_create with a NULL device or interface address, an address cut short (the bytes
+ * after the cut zero) or garbage returns an error status and never crashes; it used to read
+ * the NULL address while printing why it was refused (issue 16). */
+TEST_P(uct_ops, null_truncated_garbage_address)
+{
+    std::vector<char> good = m_receiver->address();
+    size_t dev_len         = (unsigned char)good[0];
+    uct_ep_params_t params = {};
+    uct_ep_h ep            = nullptr;
+
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                        UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    params.iface      = m_sender->iface();
+    const uct_device_addr_t *dev = (const uct_device_addr_t*)&good[1];
+    const uct_iface_addr_t *ifa  = (const uct_iface_addr_t*)&good[1 + dev_len];
+    const struct {
+        const uct_device_addr_t *dev;
+        const uct_iface_addr_t  *iface;
+    } nulls[] = {{nullptr, ifa}, {dev, nullptr}, {nullptr, nullptr}};
+    for (const auto &n : nulls) {
+        params.dev_addr   = n.dev;
+        params.iface_addr = n.iface;
+        EXPECT_FALSE(uct_iface_is_reachable(m_sender->iface(), n.dev, n.iface));
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, uct_ep_create(&params, &ep));
+    }
+
+    /* cut anywhere before the interface address's format byte */
+    for (size_t cut = 0; cut < dev_len + 4; ++cut) {
+        std::vector<char> t(good.size(), 0);
+        t[0] = good[0];
+        std::copy(good.begin() + 1, good.begin() + 1 + cut, t.begin() + 1);
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, m_sender->connect(t, &ep)) << "cut at " << cut;
+    }
+
+    for (char fill : {(char)0x00, (char)0xff, (char)0x5a}) {
+        std::vector<char> t(good.size(), fill);
+        t[0] = good[0];
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, m_sender->connect(t, &ep)) << (int)fill;
+    }
+
+    /* random bytes: whatever they say, an error or a usable endpoint, never a crash */
+    unsigned seed = 16;
+    int refused   = 0;
+    for (int i = 0; i < 200; ++i) {
+        std::vector<char> t(good.size());
+        t[0] = good[0];
+        for (size_t j = 1; j < t.size(); ++j) {
+            t[j] = (char)rand_r(&seed);
+        }
+        ucs_status_t status = m_sender->connect(t, &ep);
+        if (status == UCS_OK) {
+            uct_ep_destroy(ep);
+        } else {
+            EXPECT_EQ(UCS_ERR_UNREACHABLE, status);
+            ++refused;
+        }
+    }
+    EXPECT_GT(refused, 0);
+}
+
 TEST_P(uct_ops, iface_flush)
 {
     buffer target(*m_receiver, 65536);

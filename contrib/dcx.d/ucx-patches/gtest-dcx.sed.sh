@@ -82,4 +82,13 @@ ucx_gtest_patch_dcx() {
         echo "dcx gtest patch: $p2p: unknown layout: the max_alloc trim in test_xfer_multi_mem_type (known: 1.13, 1.18, 1.22)" >&2
         return 1
     fi
+    # 1.22: the SGL put tests run only with UCX_TLS=all, where UCP picks
+    # shared memory between the test's two workers: a dcxtl instance runs
+    # them over dcx (UCP's put/sgl/offload protocol, dcx's put_sgl_zcopy).
+    local rma="$g/ucp/test_ucp_rma.cc"
+    if grep -q '^UCP_INSTANTIATE_TEST_CASE_TLS(test_ucp_rma_sgl, all, "all")$' "$rma"; then
+        ucx_gtest_edit "$rma" "dcxtl instance of test_ucp_rma_sgl" \
+            '^UCP_INSTANTIATE_TEST_CASE_TLS(test_ucp_rma_sgl, dcxtl, "dcx")$' 1 \
+            '/^UCP_INSTANTIATE_TEST_CASE_TLS(test_ucp_rma_sgl, all, "all")$/a\UCP_INSTANTIATE_TEST_CASE_TLS(test_ucp_rma_sgl, dcxtl, "dcx")' || return 1
+    fi
 }

@@ -358,6 +358,111 @@ TEST_P(uct_sgl_merge, without_umr_one_write_each)
 INSTANTIATE_TEST_SUITE_P(policy, uct_sgl_merge,
                          testing::Values("dcs", "dcs_quota", "rand"));
 
+/* A peer process exposes a zeroed buffer and, when told, sends it back
+ * whole, so the parent checks every byte: written ones and untouched ones. */
+DCX_CHILD_ROLE(sgl_target)
+{
+    entity e;
+    buffer buf(e, 64 * 1024);
+
+    if (e.iface() == nullptr) {
+        return 2;
+    }
+    memset(buf.ptr(), 0, buf.length());
+    send_msg(out_fd, e.address());
+    send_msg(out_fd, buf.packed_rkey());
+    uint64_t addr = buf.addr();
+    send_msg(out_fd, std::vector<char>((char*)&addr, (char*)&addr + 8));
+    recv_msg(in_fd, 120); /* the parent flushed */
+    send_msg(out_fd, std::vector<char>(buf.ptr(), buf.ptr() + buf.length()));
+    recv_msg(in_fd, 120); /* the parent is done */
+    return 0;
+}
+
+/* Between processes: a run that merges, scattered pieces and strided
+ * blocks, in three calls, every byte of the peer's buffer checked. */
+TEST(uct_sgl_multiproc, pieces_land_in_another_process)
+{
+    child peer("sgl_target");
+    entity e;
+    buffer local(e, 64 * 1024);
+    std::vector<entity*> me = {&e};
+    uct_ep_h ep;
+
+    for (size_t i = 0; i < local.length(); ++i) {
+        local.ptr()[i] = local_byte(i);
+    }
+    ASSERT_EQ(UCS_OK, e.connect(recv_msg(peer.from_fd()), &ep));
+    rkey rk(recv_msg(peer.from_fd()));
+    std::vector<char> addr_msg = recv_msg(peer.from_fd());
+    uint64_t raddr;
+    ASSERT_EQ(8u, addr_msg.size());
+    memcpy(&raddr, addr_msg.data(), 8);
+
+    /* expected[] mirrors the peer's buffer. */
+    std::vector<char> expected(64 * 1024, 0);
+    struct call {
+        std::vector<void*>      buffers;
+        std::vector<size_t>     lengths, counts, strides;
+        std::vector<uct_mem_h>  memhs;
+        std::vector<uint64_t>   raddrs;
+        std::vector<uct_rkey_t> rkeys;
+    } calls[3];
+    auto add = [&](call &c, size_t loff, size_t len, size_t roff,
+                   size_t count, size_t stride) {
+        c.buffers.push_back(local.ptr() + loff);
+        c.lengths.push_back(len);
+        c.memhs.push_back(local.memh());
+        c.raddrs.push_back(raddr + roff);
+        c.rkeys.push_back(rk.get());
+        c.counts.push_back(count);
+        c.strides.push_back(stride);
+        for (size_t b = 0; b < count; ++b) {
+            memcpy(&expected[roff + b * stride],
+                   local.ptr() + loff + b * stride, len);
+        }
+    };
+    for (size_t i = 0; i < 40; ++i) {          /* one run: merged */
+        add(calls[0], 30000 - i * 700, 48, i * 48, 1, 0);
+    }
+    for (size_t i = 0; i < 40; ++i) {          /* scattered, out of order */
+        add(calls[1], i * 300, 7 + i, 8192 + ((i * 17) % 40) * 128, 1, 0);
+    }
+    add(calls[2], 40000, 24, 20000, 10, 100);  /* strided blocks */
+    add(calls[2], 50000, 500, 30000, 1, 0);
+
+    for (int k = 0; k < 3; ++k) {
+        call &c = calls[k];
+        test_comp comp;
+        ucs_status_t status = retry(me, [&] {
+            return uct_ep_put_sgl_zcopy(ep, c.buffers.data(), c.lengths.data(),
+                                        c.memhs.data(), c.raddrs.data(),
+                                        c.rkeys.data(),
+                                        (k == 2) ? c.counts.data() : NULL,
+                                        (k == 2) ? c.strides.data() : NULL,
+                                        c.buffers.size(), &comp.uct);
+        });
+        if (status == UCS_INPROGRESS) {
+            ASSERT_TRUE(wait_for(me, [&] { return comp.done != 0; }));
+            status = comp.status;
+        }
+        ASSERT_EQ(UCS_OK, status) << "call " << k;
+    }
+    ASSERT_TRUE(wait_for(me, [&] {
+        return uct_iface_flush(e.iface(), 0, NULL) == UCS_OK;
+    }));
+
+    send_msg(peer.to_fd(), std::vector<char>(1, 0));
+    std::vector<char> got = recv_msg(peer.from_fd());
+    ASSERT_EQ(expected.size(), got.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+        ASSERT_EQ(expected[i], got[i]) << "peer byte " << i;
+    }
+    uct_ep_destroy(ep);
+    send_msg(peer.to_fd(), std::vector<char>(1, 0));
+    EXPECT_EQ(0, peer.wait());
+}
+
 /* Disabled: not offered, and the call refuses. */
 TEST_P(uct_sgl, disabled)
 {

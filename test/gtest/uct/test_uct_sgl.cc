@@ -85,6 +85,7 @@ protected:
         m_strides.push_back(stride);
     }
 
+public:
     ucs_status_t put_sgl(uct_completion_t *comp, bool with_counts = false)
     {
         return uct_ep_put_sgl_zcopy(m_ep, m_buffers.data(), m_lengths.data(),
@@ -95,6 +96,7 @@ protected:
                                     m_buffers.size(), comp);
     }
 
+protected:
     void put_sgl_wait(bool with_counts = false)
     {
         test_comp comp;
@@ -495,6 +497,49 @@ TEST_P(uct_sgl, waits_for_room)
     }
     EXPECT_EQ(UCS_ERR_NO_RESOURCE, put_sgl(NULL));
     ASSERT_NO_FATAL_FAILURE(put_sgl_wait());
+    ASSERT_NO_FATAL_FAILURE(check(0, 0, 0, 8 * max));
+}
+
+/* A batch that does not fit goes to the pending queue and stays there until
+ * it fits: pending_add does not answer BUSY because one slot is free (UCP
+ * would call again at once, for ever). */
+TEST_P(uct_sgl, pending_until_the_batch_fits)
+{
+    struct pending_sgl {
+        uct_pending_req_t req;
+        uct_sgl           *test;
+        int               done;
+    } p;
+
+    ASSERT_NO_FATAL_FAILURE(start({{"TX_QUEUE_LEN", "64"}}));
+    size_t max = query_v2().max_put_sgl_zcopy_count;
+    ASSERT_GE(max, 8u);
+    /* Leave half a batch of free slots (no progress meanwhile). */
+    uint64_t v = 1;
+    for (size_t i = 0; i < max + max / 2; ++i) {
+        ASSERT_EQ(UCS_OK, uct_ep_put_short(m_ep, &v, 8, m_remote[1]->addr(),
+                                           m_rkey[1]->get()));
+    }
+    for (size_t i = 0; i < max; ++i) {
+        add(i * 8, 8, 0, i * 8);
+    }
+    ASSERT_EQ(UCS_ERR_NO_RESOURCE, put_sgl(NULL));
+
+    p.test     = this;
+    p.done     = 0;
+    p.req.func = [](uct_pending_req_t *req) -> ucs_status_t {
+        pending_sgl *ps     = ucs_container_of(req, pending_sgl, req);
+        ucs_status_t status = ps->test->put_sgl(NULL);
+        ps->done           += (status == UCS_INPROGRESS) || (status == UCS_OK);
+        return UCS_STATUS_IS_ERR(status) ? status : UCS_OK;
+    };
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &p.req, 0))
+            << "pending_add refused while the batch does not fit";
+    ASSERT_TRUE(wait_for(all(), [&] { return p.done != 0; }))
+            << "the pending batch was never sent";
+    ASSERT_TRUE(wait_for(all(), [&] {
+        return uct_iface_flush(m_sender->iface(), 0, NULL) == UCS_OK;
+    }));
     ASSERT_NO_FATAL_FAILURE(check(0, 0, 0, 8 * max));
 }
 

@@ -36,12 +36,14 @@ uct_dcx_ep_may_take_dci(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
             (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI));
 }
 
-/* Whether the endpoint's DCI takes one more work request now. */
+/* Whether the endpoint's DCI takes its next work request now: one slot, or
+ * the whole batch of an SGL put that found too few (dci->room), so that a
+ * pending request is not dispatched to fail again for want of room. */
 static UCS_F_ALWAYS_INLINE int
 uct_dcx_ep_dci_has_room(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                         const uct_dcx_dci_t *dci)
 {
-    if (ucs_unlikely(dci->available == 0)) {
+    if (ucs_unlikely(dci->available < dci->room)) {
         return 0;
     }
 
@@ -1877,6 +1879,9 @@ ucs_status_t uct_dcx_ep_put_sgl_zcopy(uct_ep_h tl_ep, void * const *buffers,
 
     status = uct_dcx_ep_tx_get(iface, ep, &dci);
     if ((status == UCS_OK) && (dci->available < num_wrs)) {
+        /* The endpoint may send nothing more until the batch fits: a
+         * pending request waits for that, not for one free slot. */
+        dci->room = num_wrs;
         uct_dcx_ep_tx_abort(iface, ep);
         status = UCS_ERR_NO_RESOURCE;
     }
@@ -1924,6 +1929,7 @@ ucs_status_t uct_dcx_ep_put_sgl_zcopy(uct_ep_h tl_ep, void * const *buffers,
 
     /* The same signaling decisions again, now that the batch is posted. */
     dci->fence = 0;
+    dci->room  = 1;
     for (r = 0; r < num_wrs; ++r) {
         uct_dcx_iface_dci_posted(iface, dci,
                                  uct_dcx_ep_sgl_signal(iface, dci->unsignaled,

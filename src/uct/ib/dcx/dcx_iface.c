@@ -1342,6 +1342,7 @@ static void uct_dcx_iface_dci_release(uct_dcx_iface_t *iface,
     }
     dci->ep    = NULL;
     dci->fence = 0;
+    dci->room  = 1;
     iface->tx.free_stack[iface->tx.num_free++] = dci_index;
 }
 
@@ -1817,6 +1818,7 @@ static ucs_status_t uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
     struct ibv_qp_init_attr_ex attr    = {};
     ucs_status_t status;
 
+    dci->room                = 1;
     attr.qp_type             = IBV_QPT_DRIVER;
     attr.comp_mask           = IBV_QP_INIT_ATTR_PD |
                                IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;

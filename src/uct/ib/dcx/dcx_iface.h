@@ -309,6 +309,9 @@ typedef struct uct_dcx_dci {
     uint64_t             completed;    /* ... and completed */
     uint16_t             available;    /* free send queue slots */
     uint16_t             unsignaled;   /* posted since the last signaled */
+    uint16_t             room;         /* free slots the next operation of
+                                          its holder needs: 1, or a whole
+                                          SGL batch that did not fit */
     uint8_t              fence;        /* fence the next work request */
     uint8_t              error;        /* got an error completion */
     uint8_t              slot_held;    /* the send queue slot of the

@@ -1681,6 +1681,28 @@ static int uct_dcx_ep_sgl_continues(const uct_dcx_iface_t *iface,
            (run->total + lengths[i] <= iface->port_attr.max_msg_sz);
 }
 
+/* Whether two non-empty elements of the call land next to each other in one
+ * registration: only then is the UMR engine worth creating (its QP is
+ * polled by every progress call once it exists). */
+static int uct_dcx_ep_sgl_has_adjacent(const size_t *lengths,
+                                       const uint64_t *remote_addrs,
+                                       uct_rkey_t const *rkeys, size_t count)
+{
+    size_t i, prev = SIZE_MAX;
+
+    for (i = 0; i < count; ++i) {
+        if (lengths[i] == 0) {
+            continue;
+        }
+        if ((prev != SIZE_MAX) && (rkeys[i] == rkeys[prev]) &&
+            (remote_addrs[i] == remote_addrs[prev] + lengths[prev])) {
+            return 1;
+        }
+        prev = i;
+    }
+    return 0;
+}
+
 /* Cut the call into runs; merge runs of 2 or more elements through list
  * mkeys when UMR is there (UCX_DCX_UMR) and there are no per-element
  * counts. *num_wrs_p: the work requests the runs take. */
@@ -1702,6 +1724,7 @@ uct_dcx_ep_sgl_runs(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     size_t i, r;
 
     if ((counts == NULL) && (count > 1) && (iface->umr.enable != UCS_NO) &&
+        uct_dcx_ep_sgl_has_adjacent(lengths, remote_addrs, rkeys, count) &&
         (uct_dcx_iface_umr_engine(iface, &umr) == UCS_OK)) {
         list_max = ucs_min(umr->list_max, UCT_DCX_UMR_LIST_MAX);
     }

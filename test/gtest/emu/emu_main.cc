@@ -51,13 +51,17 @@ int run_child_main(int argc, char **argv)
     return it->second(argc - 3, argv + 3);
 }
 
-pid_t spawn(const std::string &fabric, const std::vector<std::string> &args,
-            const std::vector<std::string> &env)
+pid_t spawn_io(const std::string &fabric, const std::vector<std::string> &args,
+               const std::vector<std::string> &env, int in_fd, int out_fd, int err_fd)
 {
     std::vector<std::string> a = { "/proc/self/exe", "--emu-child" };
     a.insert(a.end(), args.begin(), args.end());
     pid_t pid = fork();
     if (pid == 0) {
+        if ((in_fd >= 0 && dup2(in_fd, 0) < 0) || (out_fd >= 0 && dup2(out_fd, 1) < 0) ||
+            (err_fd >= 0 && dup2(err_fd, 2) < 0)) {
+            _exit(126);
+        }
         std::vector<char *> av;
         for (auto &s : a) av.push_back(const_cast<char *>(s.c_str()));
         av.push_back(nullptr);
@@ -67,6 +71,12 @@ pid_t spawn(const std::string &fabric, const std::vector<std::string> &args,
         _exit(127);
     }
     return pid;
+}
+
+pid_t spawn(const std::string &fabric, const std::vector<std::string> &args,
+            const std::vector<std::string> &env)
+{
+    return spawn_io(fabric, args, env, -1, -1, -1);
 }
 
 int wait_child(pid_t pid, int timeout_ms)

@@ -42,6 +42,11 @@ int run_child_main(int argc, char **argv);   /* returns -1 if argv is not a chil
 
 pid_t spawn(const std::string &fabric, const std::vector<std::string> &args,
             const std::vector<std::string> &env = {});
+/* The same with in_fd / out_fd / err_fd (-1: inherit) as the child's stdin / stdout / stderr;
+ * every other descriptor of ours is close-on-exec, so a "go" pipe reaches EOF when we close its
+ * write end. */
+pid_t spawn_io(const std::string &fabric, const std::vector<std::string> &args,
+               const std::vector<std::string> &env, int in_fd, int out_fd, int err_fd = -1);
 /* Wait up to timeout_ms; kills the child on timeout and returns -1. Else the exit status. */
 int wait_child(pid_t pid, int timeout_ms);
 

@@ -44,30 +44,6 @@ EMU_CHILD(member)
     return 0;
 }
 
-/* Children get in_fd / out_fd / err_fd (-1: inherit) as stdin / stdout / stderr; every other
- * descriptor of ours is close-on-exec, so a "go" pipe reaches EOF when we close its write end. */
-pid_t spawn_io(const std::string &fabric, const std::vector<std::string> &args,
-               const std::vector<std::string> &env, int in_fd, int out_fd, int err_fd = -1)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        if ((in_fd >= 0 && dup2(in_fd, 0) < 0) || (out_fd >= 0 && dup2(out_fd, 1) < 0) ||
-            (err_fd >= 0 && dup2(err_fd, 2) < 0)) {
-            _exit(126);
-        }
-        std::vector<std::string> a = { "/proc/self/exe", "--emu-child" };
-        a.insert(a.end(), args.begin(), args.end());
-        std::vector<char *> av;
-        for (auto &s : a) av.push_back(const_cast<char *>(s.c_str()));
-        av.push_back(nullptr);
-        setenv("DCXEMU_FABRIC", fabric.c_str(), 1);
-        for (auto &e : env) putenv(strdup(e.c_str()));
-        execv("/proc/self/exe", av.data());
-        _exit(127);
-    }
-    return pid;
-}
-
 bool shm_exists(const std::string &f, struct stat *st = nullptr)
 {
     struct stat s;

@@ -50,8 +50,8 @@ bench_row() {
     done
     dcx=$(printf '%s\n' "${dcx_vals[@]}" | bench_median)
     ref=$(printf '%s\n' "${ref_vals[@]}" | bench_median)
-    ratio=$(printf '%s\n' "${ratios[@]}" | grep . | bench_median || true)
-    ratio=$(awk -v r="$ratio" 'BEGIN { if (r == "") print "nan"; else printf "%.3f", r }')
+    ratio=$(printf '%s\n' "${ratios[@]}" | awk 'NF' | bench_median)
+    ratio=$(awk -v r="$ratio" 'BEGIN { if (r == "" || r == "nan") print "nan"; else printf "%.3f", r }')
     met=$(awk -v r="$ratio" -v g="$goal" -v d="$dir" 'BEGIN {
         if (r == "nan") print "no data"; else if ((d == "le" && r <= g) || (d == "ge" && r >= g)) print "met"; else print "missed" }')
     printf '  %-4s %-44s %10s %10s %7s  goal %s %-5s %s\n' "$name" "$what" "$dcx" "$ref" "$ratio" \

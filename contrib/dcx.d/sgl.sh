@@ -58,10 +58,10 @@ bench_sgl_row() {
     sm=$(printf '%s\n' "${sv[@]}" | bench_median)
     lm=$(printf '%s\n' "${lv[@]}" | bench_median)
     om=$(printf '%s\n' "${ov[@]}" | bench_median)
-    rl=$(printf '%s\n' "${ratios_l[@]}" | grep . | bench_median || true)
-    ro=$(printf '%s\n' "${ratios_o[@]}" | grep . | bench_median || true)
-    rl=$(awk -v r="$rl" 'BEGIN { if (r == "") print "nan"; else printf "%.2f", r }')
-    ro=$(awk -v r="$ro" 'BEGIN { if (r == "") print "nan"; else printf "%.2f", r }')
+    rl=$(printf '%s\n' "${ratios_l[@]}" | awk 'NF' | bench_median)
+    ro=$(printf '%s\n' "${ratios_o[@]}" | awk 'NF' | bench_median)
+    rl=$(awk -v r="$rl" 'BEGIN { if (r == "" || r == "nan") print "nan"; else printf "%.2f", r }')
+    ro=$(awk -v r="$ro" 'BEGIN { if (r == "" || r == "nan") print "nan"; else printf "%.2f", r }')
     if [ "$goal" = - ]; then
         met=-
     else

@@ -1644,15 +1644,14 @@ uct_dcx_ep_sgl_check(uct_dcx_iface_t *iface, void * const *buffers,
 }
 
 /* Whether the @a wr-th write of an SGL batch asks for a completion: the
- * last one when an operation waits for it, and on the way as any request
- * (uct_dcx_iface_dci_signal). @a unsignaled: before this write. */
+ * last one when an operation waits for it, and on the way as any request.
+ * @a unsignaled: before this write. */
 static UCS_F_ALWAYS_INLINE int
 uct_dcx_ep_sgl_signal(const uct_dcx_iface_t *iface, unsigned unsignaled,
                       size_t wr, size_t num_wrs, int need_completion)
 {
-    return ((wr + 1 == num_wrs) && need_completion) ||
-           (unsignaled + 1 >= iface->tx.moderation) ||
-           (iface->tx.num_waiters > 0);
+    return uct_dcx_iface_signal_after(iface, unsignaled,
+                                      (wr + 1 == num_wrs) && need_completion);
 }
 
 /* Elements [first, first + n) of an SGL call that go out together: when
@@ -1666,6 +1665,16 @@ typedef struct {
     uct_dcx_umr_mkey_t *mkey;
 } uct_dcx_sgl_run_t;
 
+/* Whether element @a i lands right after element @a prev in the same
+ * registration. */
+static UCS_F_ALWAYS_INLINE int
+uct_dcx_ep_sgl_adjacent(const size_t *lengths, const uint64_t *remote_addrs,
+                        uct_rkey_t const *rkeys, size_t prev, size_t i)
+{
+    return (rkeys[i] == rkeys[prev]) &&
+           (remote_addrs[i] == remote_addrs[prev] + lengths[prev]);
+}
+
 /* Whether element @a i continues the run @a run (remote side). */
 static int uct_dcx_ep_sgl_continues(const uct_dcx_iface_t *iface,
                                     const uct_dcx_sgl_run_t *run,
@@ -1674,10 +1683,9 @@ static int uct_dcx_ep_sgl_continues(const uct_dcx_iface_t *iface,
                                     uct_rkey_t const *rkeys, unsigned list_max,
                                     size_t i)
 {
-    size_t last = run->first + run->n - 1;
-
-    return (run->n < list_max) && (rkeys[i] == rkeys[run->first]) &&
-           (remote_addrs[i] == remote_addrs[last] + lengths[last]) &&
+    return (run->n < list_max) &&
+           uct_dcx_ep_sgl_adjacent(lengths, remote_addrs, rkeys,
+                                   run->first + run->n - 1, i) &&
            (run->total + lengths[i] <= iface->port_attr.max_msg_sz);
 }
 
@@ -1694,8 +1702,8 @@ static int uct_dcx_ep_sgl_has_adjacent(const size_t *lengths,
         if (lengths[i] == 0) {
             continue;
         }
-        if ((prev != SIZE_MAX) && (rkeys[i] == rkeys[prev]) &&
-            (remote_addrs[i] == remote_addrs[prev] + lengths[prev])) {
+        if ((prev != SIZE_MAX) &&
+            uct_dcx_ep_sgl_adjacent(lengths, remote_addrs, rkeys, prev, i)) {
             return 1;
         }
         prev = i;
@@ -1733,12 +1741,11 @@ uct_dcx_ep_sgl_runs(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         if ((lengths[i] == 0) || ((counts != NULL) && (counts[i] == 0))) {
             continue;
         }
-        run = &runs[num_runs - 1];
         if ((num_runs > 0) &&
-            uct_dcx_ep_sgl_continues(iface, run, lengths, remote_addrs, rkeys,
-                                     list_max, i)) {
-            ++run->n;
-            run->total += lengths[i];
+            uct_dcx_ep_sgl_continues(iface, &runs[num_runs - 1], lengths,
+                                     remote_addrs, rkeys, list_max, i)) {
+            ++runs[num_runs - 1].n;
+            runs[num_runs - 1].total += lengths[i];
             continue;
         }
         run        = &runs[num_runs++];
@@ -1801,7 +1808,8 @@ static void uct_dcx_ep_sgl_release(uct_dcx_iface_t *iface,
     }
 }
 
-/* Post the runs' writes as one batch; *num_posted_p: work requests. */
+/* Post the runs' writes as one batch (num_wrs work requests); run_sn[r]:
+ * the sequence number of run r's last write. */
 static void uct_dcx_ep_sgl_post(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                                 uct_dcx_dci_t *dci, const uct_dcx_peer_t *peer,
                                 void * const *buffers, const size_t *lengths,

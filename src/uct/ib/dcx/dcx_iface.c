@@ -638,14 +638,21 @@ ucs_status_t uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface,
     return UCS_OK;
 }
 
+/* Whether a handle passed to the public API (include/uct/ib/dcx/dcx.h) is a
+ * dcx interface. */
+static int uct_dcx_iface_is_dcx(uct_iface_h tl_iface)
+{
+    return (tl_iface != NULL) &&
+           (tl_iface->ops.ep_put_zcopy == uct_dcx_ep_put_zcopy);
+}
+
 /* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */
 ucs_status_t uct_dcx_iface_query_umr(uct_iface_h tl_iface,
                                      uct_dcx_umr_counters_t *counters)
 {
     uct_dcx_iface_t *iface;
 
-    if ((tl_iface == NULL) || (counters == NULL) ||
-        (tl_iface->ops.ep_put_zcopy != uct_dcx_ep_put_zcopy)) {
+    if (!uct_dcx_iface_is_dcx(tl_iface) || (counters == NULL)) {
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -673,8 +680,7 @@ size_t uct_dcx_iface_put_sgl_max(uct_iface_h tl_iface)
 ucs_status_t uct_dcx_iface_query_tx(uct_iface_h tl_iface,
                                     uct_dcx_tx_counters_t *counters)
 {
-    if ((tl_iface == NULL) || (counters == NULL) ||
-        (tl_iface->ops.ep_put_zcopy != uct_dcx_ep_put_zcopy)) {
+    if (!uct_dcx_iface_is_dcx(tl_iface) || (counters == NULL)) {
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -717,8 +723,7 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
     ucs_status_t status;
     uintptr_t first, end;
 
-    if ((tl_iface == NULL) || (tl_iface->ops.ep_put_zcopy !=
-                               uct_dcx_ep_put_zcopy) ||
+    if (!uct_dcx_iface_is_dcx(tl_iface) ||
         (mem == NULL) || (view_p == NULL) ||
         (mem->flags & UCT_DCX_MEM_FLAG_VIEW)) {
         ucs_error("dcx: a view needs a dcx interface and a registration");
@@ -782,8 +787,7 @@ ucs_status_t uct_dcx_mem_view_create_iov(uct_iface_h tl_iface,
     unsigned n = 0;
     uintptr_t end;
 
-    if ((tl_iface == NULL) || (tl_iface->ops.ep_put_zcopy !=
-                               uct_dcx_ep_put_zcopy) || (view_p == NULL)) {
+    if (!uct_dcx_iface_is_dcx(tl_iface) || (view_p == NULL)) {
         ucs_error("dcx: a view needs a dcx interface");
         return UCS_ERR_INVALID_PARAM;
     }
@@ -854,8 +858,7 @@ ucs_status_t uct_dcx_mem_view_destroy(uct_iface_h tl_iface, uct_mem_h memh)
     uct_dcx_iface_t *iface;
     ucs_status_t status;
 
-    if ((tl_iface == NULL) || (tl_iface->ops.ep_put_zcopy !=
-                               uct_dcx_ep_put_zcopy) ||
+    if (!uct_dcx_iface_is_dcx(tl_iface) ||
         (mem == NULL) || !(mem->flags & UCT_DCX_MEM_FLAG_VIEW)) {
         ucs_error("dcx: %p is not a strided view of a dcx interface", memh);
         return UCS_ERR_INVALID_PARAM;

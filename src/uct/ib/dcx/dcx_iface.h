@@ -483,16 +483,24 @@ uct_dcx_iface_dci_slot_return(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
     ++iface->tx.cq_available;
 }
 
-/* Whether the next work request on the DCI asks for a completion: when an
- * operation waits for it, every tx.moderation requests, while endpoints wait
- * for a DCI to come back to the pool, and for a fenced request. */
+/* Whether a work request posted after @a unsignaled unsignaled ones asks
+ * for a completion: when an operation waits for it, every tx.moderation
+ * requests, and while endpoints wait for a DCI to come back to the pool. */
+static UCS_F_ALWAYS_INLINE int
+uct_dcx_iface_signal_after(const uct_dcx_iface_t *iface, unsigned unsignaled,
+                           int need_completion)
+{
+    return need_completion || (unsignaled + 1 >= iface->tx.moderation) ||
+           (iface->tx.num_waiters > 0);
+}
+
+/* The same for the DCI's next work request; a fenced one asks too. */
 static UCS_F_ALWAYS_INLINE int
 uct_dcx_iface_dci_signal(const uct_dcx_iface_t *iface,
                          const uct_dcx_dci_t *dci, int need_completion)
 {
-    return need_completion ||
-           ((unsigned)dci->unsignaled + 1 >= iface->tx.moderation) ||
-           (iface->tx.num_waiters > 0) || dci->fence;
+    return uct_dcx_iface_signal_after(iface, dci->unsignaled,
+                                      need_completion) || dci->fence;
 }
 
 /* A work request went out on the DCI. */

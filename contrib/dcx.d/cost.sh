@@ -8,7 +8,8 @@
 #   dcx rx   the same for the receiver's progress (active messages, tags)
 #   post     every instruction of the posting call (UCT call or ucp_*_nbx
 #            to its return, the device's work-request functions included)
-#   cqe      send completions dcx handled per operation
+#   cqe      send CQEs the device wrote per operation (the model's counter,
+#            read by dcx_cost around the measured loop)
 #   tx by object: where the sender's instructions go (dcx, the device
 #            model and verbs, UCX, libc, the rest)
 # Counted on the device model in immediate execution mode, so the counts
@@ -16,13 +17,11 @@
 
 COST_COUNT=${DCX_COST_COUNT:-10000}
 
-# Sum a callgrind dump by object, and count the calls of one function.
-# Reads the raw file: callgrind_annotate leaves out code inlined from
-# headers (fi=/fe= blocks), which is most of dcx's hot path.
-# Prints: "<object> <Ir>" lines, then "calls <n>".
+# Sum a callgrind dump by object. Reads the raw file: callgrind_annotate
+# leaves out code inlined from headers (fi=/fe= blocks), which is most of
+# dcx's hot path. Prints "<object> <Ir>" lines.
 cost_parse() {
-    local file=$1 count_fn=$2
-    awk -v count_fn="$count_fn" '
+    awk '
         function resolve(kind, s,   id, rest) {
             if (match(s, /^\([0-9]+\)/)) {
                 id   = substr(s, 2, RLENGTH - 2)
@@ -35,31 +34,20 @@ cost_parse() {
         }
         /^ob=/  { ob = resolve("ob", substr($0, 4)); next }
         /^cob=/ { resolve("ob", substr($0, 5)); next }
-        /^fn=/  { resolve("fn", substr($0, 4)); next }
-        /^cfn=/ { cfn = resolve("fn", substr($0, 5)); next }
-        /^calls=/ {
-            split(substr($0, 7), a, " ")
-            if (cfn == count_fn) calls += a[1]
-            inclusive = 1
-            next
-        }
+        /^calls=/ { inclusive = 1; next }
         /^[0-9+*-]/ {
             if (inclusive) { inclusive = 0; next } # the call above, not self
             self[ob] += $2
             next
         }
-        END {
-            for (o in self) printf "%s %d\n", o, self[o]
-            printf "calls %d\n", calls
-        }' "$file"
+        END { for (o in self) printf "%s %d\n", o, self[o] }' "$1"
 }
 
 # Instructions per operation of the objects matching a pattern ("." = all).
 cost_per_op() {
     local parsed=$1 pattern=$2
-    grep -v '^calls ' "$parsed" |
-        awk -v p="$pattern" -v n="$COST_COUNT" '
-            $1 ~ p { s += $2 } END { printf "%.0f", s / n }'
+    awk -v p="$pattern" -v n="$COST_COUNT" '
+            $1 ~ p { s += $2 } END { printf "%.0f", s / n }' "$parsed"
 }
 
 # One callgrind run of dcx_cost; $1: output name, $2: op, then the
@@ -80,7 +68,7 @@ cost_callgrind() {
         { tail -20 "$COST_DIR/$out.log" >&2; die "dcx_cost $op under callgrind failed (log: $COST_DIR/$out.log)"; }
     [ -s "$COST_DIR/$out.1" ] ||
         die "callgrind wrote no dump of the measured loop for $op ($COST_DIR/$out.1)"
-    cost_parse "$COST_DIR/$out.1" uct_dcx_iface_tx_completion > "$COST_DIR/$out.parsed"
+    cost_parse "$COST_DIR/$out.1" > "$COST_DIR/$out.parsed"
 }
 
 # One row: op, the posting function, whether it has a receive side, goal.
@@ -103,8 +91,14 @@ cost_row() {
     other=$(awk -v all="$(cost_per_op "$COST_DIR/$op.tx.parsed" '.')" \
                 -v a="$dcx_tx" -v b="$dev" -v c="$ucx" -v d="$libc" \
                 'BEGIN { printf "%.0f", all - a - b - c - d }')
-    cqe=$(awk -v n="$COST_COUNT" '$1 == "calls" { printf "%.3f", $2 / n }' \
-              "$COST_DIR/$op.tx.parsed")
+    cqe=$(awk -v n="$COST_COUNT" '
+              match($0, /send_cqes=-?[0-9]+/) {
+                  v = substr($0, RSTART + 10, RLENGTH - 10) + 0
+                  if (v >= 0) printf "%.3f", v / n; else printf "-"
+                  found = 1
+              }
+              END { if (!found) exit 1 }' "$COST_DIR/$op.tx.log") ||
+        die "dcx_cost printed no send_cqes count for $op ($COST_DIR/$op.tx.log)"
     if [ "$goal" != - ]; then
         result=$(awk -v v="$dcx_tx" -v g="$goal" 'BEGIN { print (v <= g) ? "met" : "missed" }')
     fi

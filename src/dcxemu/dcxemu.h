@@ -176,10 +176,12 @@ enum dcxemu_counter_op {
    device; bytes: payload moved by successful WRs; rnr_retries / transport_retries: each wait
    before a retry; key_violations: LOC_PROT_ERR / REM_ACCESS_ERR completions; error_cqes: every
    CQE with a non-success status (send and receive side, flushes included); recv_cqes: receive
-   CQEs, on the target's device. */
+   CQEs, on the target's device; send_cqes: CQEs written to send CQs (signaled WRs and every
+   error or flush), on the sender's device: the completions a NIC would write and the CPU poll. */
 struct dcxemu_counters {
     uint64_t wr[DCXEMU_CNT_OP_MAX];
     uint64_t bytes, rnr_retries, transport_retries, key_violations, error_cqes, recv_cqes;
+    uint64_t send_cqes;
 };
 
 /* PROCESS: events charged to this process (what it executed, and receive CQEs for its DCTs) since

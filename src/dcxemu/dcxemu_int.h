@@ -10,7 +10,8 @@
 #include <sys/types.h>
 
 #define DCXEMU_MAGIC            0x4443584546414252ULL /* "DCXEFABR" */
-#define DCXEMU_LAYOUT_VERSION   5u   /* 5: 1024 members, 32768 QPs, lazy tables */
+#define DCXEMU_LAYOUT_VERSION   6u   /* 6: send_cqes counter; 5: 1024 members, 32768 QPs,
+                                         lazy tables */
 
 /* Member slots: the table is sized for the most, but only slots ever taken are touched (the
  * fabric file is sparse), so memory grows with the number of members. */

@@ -171,6 +171,7 @@ int main(int argc, char **argv)
             { "bytes", c.bytes }, { "rnr_retries", c.rnr_retries },
             { "transport_retries", c.transport_retries }, { "key_violations", c.key_violations },
             { "error_cqes", c.error_cqes }, { "recv_cqes", c.recv_cqes },
+            { "send_cqes", c.send_cqes },
         };
         printf(csv ? "dcxemu%u" : "dcxemu%u (fabric %s)\n", d, path + 1);
         for (int i = 0; i < DCXEMU_CNT_OP_MAX; i++) {

@@ -1360,6 +1360,7 @@ static int complete_wqe(struct dcxemu_qp *qp, struct dcxemu_wqe *w, uint64_t i,
     if (o->status == IBV_WC_SUCCESS && !(w->flags & IBV_SEND_SIGNALED) && !qp->sq_sig_all) {
         return 0;
     }
+    DCXEMU_COUNT(dcxemu_me, qp->ctx->dev_index, send_cqes, 1);
     if (o->status != IBV_WC_SUCCESS) {
         DCXEMU_COUNT(dcxemu_me, qp->ctx->dev_index, error_cqes, 1);
     }

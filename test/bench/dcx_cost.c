@@ -18,8 +18,9 @@
  * file's ".1"), before the teardown. Without valgrind the client requests do
  * nothing, so the program also runs as a plain test of itself.
  *
- * stdout: "op=OP count=COUNT"; exit status 0 only if every operation
- * completed with its data in place.
+ * stdout: "op=OP count=COUNT send_cqes=N" (N: send CQEs the device model
+ * wrote during the measured loop, -1 off the model); exit status 0 only if
+ * every operation completed with its data in place.
  */
 #include <uct/api/uct.h>
 #include <ucp/api/ucp.h>
@@ -34,6 +35,9 @@
 #define CALLGRIND_DUMP_STATS_AT(_name)
 #endif
 
+#include <dcxemu.h>
+
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -438,6 +442,34 @@ static void cost_op_failed(cost_t *c)
  * to the pool after every operation, which a stream on hardware does not. */
 #define COST_POSTS_PER_PROGRESS 16
 
+/* Send CQEs the device model wrote for this process so far, every device
+ * summed (the model the plugin loaded, UCX_DCX_EMU_LIB); -1 off the model. */
+static int64_t cost_send_cqes(void)
+{
+    int (*counters_read)(int, enum dcxemu_counter_scope,
+                         struct dcxemu_counters*);
+    const char *lib = getenv("UCX_DCX_EMU_LIB");
+    struct dcxemu_counters counters;
+    int64_t total = 0;
+    void *handle;
+    int dev;
+
+    handle = (lib == NULL) ? NULL : dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+    if (handle == NULL) {
+        return -1;
+    }
+    counters_read = (int (*)(int, enum dcxemu_counter_scope,
+                             struct dcxemu_counters*))
+                    dlsym(handle, "dcxemu_counters_read");
+    COST_CHECK(counters_read != NULL, "finding dcxemu_counters_read");
+    for (dev = 0;
+         counters_read(dev, DCXEMU_SCOPE_PROCESS, &counters) == 0; ++dev) {
+        total += counters.send_cqes;
+    }
+    dlclose(handle);
+    return total;
+}
+
 static void cost_run(cost_t *c, uint64_t count)
 {
     uint64_t i = 0;
@@ -472,6 +504,7 @@ int main(int argc, char **argv)
 {
     cost_t c = {};
     uint64_t count, total;
+    int64_t send_cqes;
     int op;
 
     if (argc != 3) {
@@ -507,9 +540,13 @@ int main(int argc, char **argv)
     }
 
     cost_run(&c, COST_WARMUP);
+    send_cqes = cost_send_cqes();
     CALLGRIND_ZERO_STATS;
     cost_run(&c, count);
     CALLGRIND_DUMP_STATS_AT("measured");
+    if (send_cqes >= 0) {
+        send_cqes = cost_send_cqes() - send_cqes;
+    }
 
     if (c.op >= COST_UCP_PUT) {
         if (c.op == COST_UCP_TAG) {
@@ -551,7 +588,8 @@ int main(int argc, char **argv)
         cost_uct_cleanup(&c);
     }
 
-    printf("op=%s count=%" PRIu64 "\n", cost_op_names[c.op], count);
+    printf("op=%s count=%" PRIu64 " send_cqes=%" PRId64 "\n",
+           cost_op_names[c.op], count, send_cqes);
     free(c.local);
     free(c.remote);
     return 0;

@@ -567,10 +567,13 @@ TEST(emu_counters, exact_sequence_both_scopes)
         EXPECT_EQ(n.key_violations, 1u);
         EXPECT_EQ(n.error_cqes, 2u);
         EXPECT_EQ(n.recv_cqes, 3u);
+        /* every signaled WR, the unsignaled write not, the error and the
+         * flush both */
+        EXPECT_EQ(n.send_cqes, 9u);
     }
     /* device 1 saw nothing; bad arguments */
     counters q = counters(DCXEMU_SCOPE_PROCESS, 1) - q0;
-    EXPECT_EQ(q.wr[DCXEMU_CNT_OP_WRITE] + q.bytes + q.recv_cqes, 0u);
+    EXPECT_EQ(q.wr[DCXEMU_CNT_OP_WRITE] + q.bytes + q.recv_cqes + q.send_cqes, 0u);
     dcxemu_counters x;
     EXPECT_EQ(dcxemu_counters_read(-1, DCXEMU_SCOPE_FABRIC, &x), EINVAL);
     EXPECT_EQ(dcxemu_counters_read(16, DCXEMU_SCOPE_FABRIC, &x), EINVAL);

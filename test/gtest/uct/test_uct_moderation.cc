@@ -334,5 +334,158 @@ TEST_P(uct_moderation, ep_check_signals)
     EXPECT_EQ(1u, counters().cqes);
 }
 
+/* Zero-copy completions wait in their DCI's ring, not in operation
+ * objects: called once each, in posting order, before a flush issued after
+ * them; cancelled once when their endpoint goes. */
+namespace {
+
+const int    num_ops  = 8;
+const size_t length   = 4096;
+const int    flush_id = 100; /* the flush's entry in the log */
+
+struct ordered_comp {
+    uct_completion_t uct;
+    std::vector<int> *log;
+    int              id;
+    int              calls;
+    ucs_status_t     status;
+
+    ordered_comp(std::vector<int> *l, int i) :
+        log(l), id(i), calls(0), status(UCS_INPROGRESS)
+    {
+        uct.func   = cb;
+        uct.count  = 1;
+        uct.status = UCS_OK;
+    }
+
+    static void cb(uct_completion_t *self)
+    {
+        ordered_comp *c = ucs_container_of(self, ordered_comp, uct);
+        c->log->push_back(c->id);
+        c->status = self->status;
+        ++c->calls;
+    }
+};
+
+} // namespace
+
+class uct_moderation_zcopy : public uct_moderation {
+protected:
+    void SetUp() override
+    {
+        ASSERT_NO_FATAL_FAILURE(start());
+        m_source.reset(new buffer(*m_sender, num_ops * length));
+        memset(m_source->ptr(), 0x3c, num_ops * length);
+        for (int i = 0; i < num_ops; ++i) {
+            m_comps.emplace_back(new ordered_comp(&m_log, i));
+        }
+        m_flush_comp.reset(new ordered_comp(&m_log, flush_id));
+    }
+
+    void TearDown() override
+    {
+        m_source.reset();
+        uct_moderation::TearDown();
+    }
+
+    void put_all(uct_ep_h ep)
+    {
+        for (int i = 0; i < num_ops; ++i) {
+            uct_iov_t iov = {m_source->ptr() + i * length, length,
+                             m_source->memh(), length, 1};
+            ucs_status_t status = retry(all(), [&] {
+                return uct_ep_put_zcopy(ep, &iov, 1,
+                                        m_target->addr() + i * length,
+                                        m_rkey->get(), &m_comps[i]->uct);
+            });
+            ASSERT_EQ(UCS_INPROGRESS, status) << "put " << i;
+        }
+    }
+
+    /* Progress a while longer: nothing may be called again. */
+    void settle()
+    {
+        wait_for(all(), [] { return false; }, 0.2);
+    }
+
+    std::unique_ptr<buffer>                    m_source;
+    std::vector<std::unique_ptr<ordered_comp>> m_comps;
+    std::unique_ptr<ordered_comp>              m_flush_comp;
+    std::vector<int>                           m_log;
+};
+
+TEST_P(uct_moderation_zcopy, completions_in_order_before_flush)
+{
+    uct_ep_h ep = connect();
+    ASSERT_NO_FATAL_FAILURE(put_all(ep));
+    ucs_status_t status = retry(all(), [&] {
+        return uct_ep_flush(ep, 0, &m_flush_comp->uct);
+    });
+    ASSERT_EQ(UCS_INPROGRESS, status);
+    ASSERT_TRUE(wait_for(all(), [&] { return m_flush_comp->calls > 0; }))
+            << "the flush did not complete";
+    settle();
+
+    std::vector<int> expected;
+    for (int i = 0; i < num_ops; ++i) {
+        expected.push_back(i);
+        EXPECT_EQ(UCS_OK, m_comps[i]->status) << "put " << i;
+    }
+    expected.push_back(flush_id);
+    EXPECT_EQ(expected, m_log);
+    EXPECT_EQ(0, memcmp(m_source->ptr(), m_target->ptr(), num_ops * length));
+    /* One CQE per operation that waits for it: no pool object per
+     * operation, so nothing else is counted. */
+    EXPECT_EQ((uint64_t)num_ops, counters().signaled);
+}
+
+TEST_P(uct_moderation_zcopy, destroyed_endpoint_cancels_once)
+{
+    uct_ep_h ep = connect();
+    ASSERT_NO_FATAL_FAILURE(put_all(ep));
+    m_eps.clear();
+    uct_ep_destroy(ep);
+    for (int i = 0; i < num_ops; ++i) {
+        EXPECT_EQ(1, m_comps[i]->calls) << "put " << i;
+        EXPECT_EQ(UCS_ERR_CANCELED, m_comps[i]->status) << "put " << i;
+    }
+    ASSERT_NO_FATAL_FAILURE(iface_flush());
+    settle();
+    EXPECT_EQ((size_t)num_ops, m_log.size());
+}
+
+TEST_P(uct_moderation_zcopy, flush_cancel_calls_each_once)
+{
+    uct_ep_h ep = connect();
+    ASSERT_NO_FATAL_FAILURE(put_all(ep));
+    ucs_status_t status = retry(all(), [&] {
+        return uct_ep_flush(ep, UCT_FLUSH_FLAG_CANCEL, &m_flush_comp->uct);
+    });
+    if (status == UCS_INPROGRESS) {
+        ASSERT_TRUE(wait_for(all(), [&] { return m_flush_comp->calls > 0; }))
+                << "the cancelling flush did not complete";
+    }
+    ASSERT_NO_FATAL_FAILURE(iface_flush());
+    settle();
+    for (int i = 0; i < num_ops; ++i) {
+        EXPECT_EQ(1, m_comps[i]->calls) << "put " << i;
+        EXPECT_TRUE((m_comps[i]->status == UCS_OK) ||
+                    (m_comps[i]->status == UCS_ERR_CANCELED))
+                << "put " << i << ": "
+                << ucs_status_string(m_comps[i]->status);
+    }
+    /* Every put's completion before the flush's. */
+    ASSERT_FALSE(m_log.empty());
+    if (status == UCS_INPROGRESS) {
+        EXPECT_EQ(flush_id, m_log.back());
+        EXPECT_EQ((size_t)num_ops + 1, m_log.size());
+    } else {
+        EXPECT_EQ((size_t)num_ops, m_log.size());
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(policy, uct_moderation_zcopy,
+                         testing::Values("dcs", "dcs_quota", "rand"));
+
 INSTANTIATE_TEST_SUITE_P(policy, uct_moderation,
                          testing::Values("dcs", "dcs_quota", "rand"));

@@ -484,6 +484,7 @@ static void uct_dcx_ep_cancel_ops(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
             uct_dcx_op_cancel(op);
         }
     }
+    uct_dcx_iface_dci_cancel_comps(iface, &iface->tx.dcis[ep->dci], ep);
 }
 
 static UCS_CLASS_CLEANUP_FUNC(uct_dcx_ep_t)
@@ -1464,35 +1465,61 @@ uct_dcx_ep_rma_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                                comp, is_read);
 }
 
-/* put_zcopy / get_zcopy: a gather/scatter list over the user's buffers. */
+/* Post one RDMA write or read of a gather/scatter list; the user's
+ * completion waits in the DCI's ring. */
 static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_dcx_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
-                     uint64_t remote_addr, uct_rkey_t rkey,
-                     uct_completion_t *comp, int is_read)
+uct_dcx_ep_rma_post(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                    const struct ibv_sge *sge, size_t num_sge,
+                    uint64_t remote_addr, uct_rkey_t rkey,
+                    uct_completion_t *comp, int is_read)
 {
-    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
-    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
-    struct ibv_sge sge[UCT_DCX_MAX_SGE];
-    size_t num_sge = 0, length;
-    uct_dcx_op_t *op = NULL;
     struct ibv_qp_ex *qpx;
     uct_dcx_dci_t *dci;
     ucs_status_t status;
 
-    const uct_iov_t *strided;
-    size_t num_nonempty;
-
-    /* The common case, one contiguous registered buffer: one pass. */
-    if (ucs_likely((iovcnt == 1) && (iov->count == 1) &&
-                   (iov->length > 0) && (iov->memh != UCT_MEM_HANDLE_NULL) &&
-                   (iov->length <= iface->port_attr.max_msg_sz) &&
-                   uct_dcx_rkey_is_valid(rkey))) {
-        sge[0].addr   = (uintptr_t)iov->buffer;
-        sge[0].length = iov->length;
-        sge[0].lkey   = uct_dcx_memh_lkey(iov->memh);
-        num_sge       = 1;
-        goto post;
+    status = uct_dcx_ep_tx_get(iface, ep, &dci);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
     }
+
+    qpx = uct_dcx_ep_wr_start(iface, ep, dci, comp != NULL);
+    if (is_read) {
+        ibv_wr_rdma_read(qpx, uct_dcx_rkey(rkey), remote_addr);
+    } else {
+        ibv_wr_rdma_write(qpx, uct_dcx_rkey(rkey), remote_addr);
+    }
+
+    if (num_sge == 0) {
+        /* A zero-length operation still carries one (empty) element. */
+        ibv_wr_set_sge(qpx, 0, 0, 0);
+    } else if (num_sge == 1) {
+        ibv_wr_set_sge(qpx, sge[0].lkey, sge[0].addr, sge[0].length);
+    } else {
+        ibv_wr_set_sge_list(qpx, num_sge, sge);
+    }
+
+    status = uct_dcx_ep_wr_complete(iface, ep, dci, NULL);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+    if (comp != NULL) {
+        uct_dcx_iface_comp_push(iface, dci, ep, comp);
+    }
+    return UCS_INPROGRESS;
+}
+
+/* put_zcopy / get_zcopy other than one contiguous registered buffer:
+ * several entries, strided ones, zero length, or invalid input. */
+static UCS_F_NOINLINE ucs_status_t
+uct_dcx_ep_rma_zcopy_general(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                             const uct_iov_t *iov, size_t iovcnt,
+                             uint64_t remote_addr, uct_rkey_t rkey,
+                             uct_completion_t *comp, int is_read)
+{
+    struct ibv_sge sge[UCT_DCX_MAX_SGE];
+    size_t num_sge = 0, length, num_nonempty;
+    const uct_iov_t *strided;
+    ucs_status_t status;
 
     if (ucs_unlikely(!uct_dcx_rkey_is_valid(rkey))) {
         /* Only a zero-length operation may go without a key: sum the
@@ -1525,44 +1552,34 @@ uct_dcx_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     UCT_CHECK_LENGTH(length, 0, iface->port_attr.max_msg_sz,
                      is_read ? "get_zcopy" : "put_zcopy");
 
-post:
-    status = uct_dcx_ep_tx_get(iface, ep, &dci);
-    if (ucs_unlikely(status != UCS_OK)) {
-        return status;
+    return uct_dcx_ep_rma_post(iface, ep, sge, num_sge, remote_addr, rkey,
+                               comp, is_read);
+}
+
+/* put_zcopy / get_zcopy: the common case, one contiguous registered
+ * buffer, in one pass; everything else out of line. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_dcx_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                     uint64_t remote_addr, uct_rkey_t rkey,
+                     uct_completion_t *comp, int is_read)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    struct ibv_sge sge;
+
+    if (ucs_likely((iovcnt == 1) && (iov->count == 1) &&
+                   (iov->length > 0) && (iov->memh != UCT_MEM_HANDLE_NULL) &&
+                   (iov->length <= iface->port_attr.max_msg_sz) &&
+                   uct_dcx_rkey_is_valid(rkey))) {
+        sge.addr   = (uintptr_t)iov->buffer;
+        sge.length = iov->length;
+        sge.lkey   = uct_dcx_memh_lkey(iov->memh);
+        return uct_dcx_ep_rma_post(iface, ep, &sge, 1, remote_addr, rkey,
+                                   comp, is_read);
     }
 
-    if (comp != NULL) {
-        op = uct_dcx_ep_op_get(iface, ep, &iface->tx.flush_mp,
-                               uct_dcx_op_comp_release, comp);
-        if (ucs_unlikely(op == NULL)) {
-            return UCS_ERR_NO_RESOURCE;
-        }
-    }
-
-    qpx = uct_dcx_ep_wr_start(iface, ep, dci, op != NULL);
-    if (is_read) {
-        ibv_wr_rdma_read(qpx, uct_dcx_rkey(rkey), remote_addr);
-    } else {
-        ibv_wr_rdma_write(qpx, uct_dcx_rkey(rkey), remote_addr);
-    }
-
-    if (num_sge == 0) {
-        /* A zero-length operation still carries one (empty) element. */
-        ibv_wr_set_sge(qpx, 0, 0, 0);
-    } else if (num_sge == 1) {
-        ibv_wr_set_sge(qpx, sge[0].lkey, sge[0].addr, sge[0].length);
-    } else {
-        ibv_wr_set_sge_list(qpx, num_sge, sge);
-    }
-
-    status = uct_dcx_ep_wr_complete(iface, ep, dci, op);
-    if (ucs_unlikely(status != UCS_OK)) {
-        if (op != NULL) {
-            ucs_mpool_put_inline(op);
-        }
-        return status;
-    }
-    return UCS_INPROGRESS;
+    return uct_dcx_ep_rma_zcopy_general(iface, ep, iov, iovcnt, remote_addr,
+                                        rkey, comp, is_read);
 }
 
 ucs_status_t uct_dcx_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,

@@ -1467,6 +1467,27 @@ void uct_dcx_iface_waiter_add(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
     }
 }
 
+/* Call the user completions still in @a dci's ring with UCS_ERR_CANCELED:
+ * those of @a ep, or every one (@a ep NULL). Their requests run on or were
+ * discarded; when they complete, nothing is called again. */
+void uct_dcx_iface_dci_cancel_comps(uct_dcx_iface_t *iface,
+                                    uct_dcx_dci_t *dci, uct_dcx_ep_t *ep)
+{
+    uct_dcx_comp_slot_t *slot;
+    uct_completion_t *comp;
+    uint64_t sn;
+
+    for (sn = dci->completed + 1; sn <= dci->posted; ++sn) {
+        slot = &dci->comps[sn & iface->tx.comp_mask];
+        if ((slot->comp == NULL) || ((ep != NULL) && (slot->ep != ep))) {
+            continue;
+        }
+        comp       = slot->comp;
+        slot->comp = NULL;
+        uct_invoke_completion(comp, UCS_ERR_CANCELED);
+    }
+}
+
 /* An operation went on with a new work request (a compare-swap loop that
  * has to try again): flushes issued after it must wait for that request,
  * so they move behind it. */
@@ -1484,6 +1505,68 @@ static void uct_dcx_iface_flushes_to_tail(uct_dcx_dci_t *dci)
     ucs_queue_splice(&dci->outstanding, &flushes);
 }
 
+/* One completion callback: an operation's handler, or (@a op NULL) a user
+ * completion from the ring. One that posts again (a compare-swap loop, a
+ * user sending from its callback) puts the waiting flushes behind that. */
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_iface_tx_callback(uct_dcx_dci_t *dci, uct_dcx_op_t *op,
+                          uct_completion_t *comp, ucs_status_t status)
+{
+    uint64_t posted = dci->posted;
+
+    dci->completing = 1;
+    if (op != NULL) {
+        op->handler(op, status);
+    } else {
+        uct_invoke_completion(comp, status);
+    }
+    dci->completing = 0;
+    if (ucs_unlikely(dci->posted != posted)) {
+        uct_dcx_iface_flushes_to_tail(dci);
+    }
+}
+
+/* Run the operations of @a dci done once it completed @a sn requests;
+ * returns whether any ran (their buffers went back to the pool). */
+static UCS_F_ALWAYS_INLINE int
+uct_dcx_iface_ops_done(uct_dcx_dci_t *dci, uint64_t sn, ucs_status_t status)
+{
+    int done = 0;
+    uct_dcx_op_t *op;
+
+    while (!ucs_queue_is_empty(&dci->outstanding)) {
+        op = ucs_queue_head_elem_non_empty(&dci->outstanding, uct_dcx_op_t,
+                                           queue);
+        if (op->sn > sn) {
+            break;
+        }
+        ucs_queue_pull_non_empty(&dci->outstanding);
+        uct_dcx_iface_tx_callback(dci, op, NULL, status);
+        done = 1;
+    }
+    return done;
+}
+
+/* The callbacks of what @a dci completed up to request @a sn, in order:
+ * the operations before that request, its user completion (from the
+ * ring), then flushes that waited for it. Returns whether any ran. */
+static UCS_F_ALWAYS_INLINE int
+uct_dcx_iface_tx_callbacks(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
+                           uint64_t sn, ucs_status_t status)
+{
+    uct_dcx_comp_slot_t *slot = &dci->comps[sn & iface->tx.comp_mask];
+    uct_completion_t *comp    = slot->comp;
+    int done                  = 0;
+
+    if (comp != NULL) {
+        slot->comp = NULL;
+        uct_dcx_iface_ops_done(dci, sn - 1, status);
+        uct_dcx_iface_tx_callback(dci, NULL, comp, status);
+        done = 1;
+    }
+    return uct_dcx_iface_ops_done(dci, sn, status) | done;
+}
+
 /* One send completion, in the order of UCX's rc and dc transports: first
  * the callbacks of the operations it finishes, then its send queue slot
  * (and the DCI, once drained) goes back, then pending requests are
@@ -1497,9 +1580,8 @@ uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
     uint64_t sn        = UCT_DCX_WR_ID_SN(wc->wr_id);
     uct_dcx_dci_t *dci = &iface->tx.dcis[dci_index];
     int dispatch       = 0;
-    uint64_t posted, retired;
-    ucs_status_t status;
-    uct_dcx_op_t *op;
+    ucs_status_t status, op_status;
+    uint64_t retired;
 
     /* The CQE retires its own request and the unsignaled ones before it.
      * Their slots go back now, except the CQE's own (slot_held). */
@@ -1541,24 +1623,9 @@ uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
         }
     }
 
-    /* Operations whose work requests have all completed, in order. */
-    while (!ucs_queue_is_empty(&dci->outstanding)) {
-        op = ucs_queue_head_elem_non_empty(&dci->outstanding, uct_dcx_op_t,
-                                           queue);
-        if (op->sn > dci->completed) {
-            break;
-        }
-        ucs_queue_pull_non_empty(&dci->outstanding);
-        dispatch        = 1; /* its buffer went back to the pool */
-        posted          = dci->posted;
-        dci->completing = 1;
-        op->handler(op, dci->error ? (status == UCS_OK ?
-                                      UCS_ERR_CANCELED : status) : UCS_OK);
-        dci->completing = 0;
-        if (ucs_unlikely(dci->posted != posted)) {
-            uct_dcx_iface_flushes_to_tail(dci);
-        }
-    }
+    op_status = dci->error ? ((status == UCS_OK) ? UCS_ERR_CANCELED : status) :
+                UCS_OK;
+    dispatch  = uct_dcx_iface_tx_callbacks(iface, dci, sn, op_status);
 
     /* The slot, unless a compare-swap loop took it for its next try. */
     if (dci->slot_held) {
@@ -1609,6 +1676,67 @@ uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
     }
 }
 
+/* The common send completion: a successful request that leaves its DCI
+ * busy, while nothing waits on the interface (no pending request, no
+ * endpoint waiting for a DCI) and the DCI has a holder (or is shared).
+ * What uct_dcx_iface_tx_completion() does after the callbacks is then
+ * nothing, unless the callbacks queued work. Returns 0, having done
+ * nothing, for any other completion. */
+static UCS_F_ALWAYS_INLINE int
+uct_dcx_iface_tx_completion_fast(uct_dcx_iface_t *iface,
+                                 const uct_dcx_wc_t *wc)
+{
+    uct_dcx_dci_t *dci = &iface->tx.dcis[UCT_DCX_WR_ID_DCI(wc->wr_id)];
+    uint64_t sn        = UCT_DCX_WR_ID_SN(wc->wr_id);
+    uint64_t retired;
+
+    if (ucs_unlikely((wc->status != IBV_WC_SUCCESS) || dci->error ||
+                     (sn == dci->posted) || (iface->tx.num_waiters > 0) ||
+                     !ucs_arbiter_is_empty(&iface->tx.arbiter) ||
+                     ((dci->ep == NULL) &&
+                      (iface->tx.policy != UCT_DCX_TX_POLICY_RAND)))) {
+        return 0;
+    }
+
+    ucs_assert((sn > dci->completed) && (sn < dci->posted));
+    retired        = sn - dci->completed;
+    dci->completed = sn;
+    if (dci->unsignaled > dci->posted - sn) {
+        dci->unsignaled = dci->posted - sn;
+    }
+
+    if (ucs_likely(ucs_queue_is_empty(&dci->outstanding))) {
+        /* At most a user completion: with nothing pending, its callback
+         * may have every slot at once. */
+        dci->available         += retired;
+        iface->tx.cq_available += retired;
+        uct_dcx_iface_tx_callbacks(iface, dci, sn, UCS_OK);
+    } else {
+        /* As uct_dcx_iface_tx_completion(): the request's slot is held
+         * through the callbacks, for a compare-swap loop's next try. */
+        dci->available         += retired - 1;
+        iface->tx.cq_available += retired - 1;
+        dci->slot_held          = 1;
+        uct_dcx_iface_tx_callbacks(iface, dci, sn, UCS_OK);
+        if (dci->slot_held) {
+            uct_dcx_iface_dci_slot_return(iface, dci);
+        }
+    }
+
+    /* What the callbacks queued or changed. */
+    if (ucs_unlikely(!ucs_arbiter_is_empty(&iface->tx.arbiter))) {
+        ucs_arbiter_dispatch(&iface->tx.arbiter, 1,
+                             uct_dcx_ep_pending_dispatch, NULL);
+    }
+    if (ucs_unlikely(dci->unsignaled > 0) &&
+        ((iface->tx.num_waiters > 0) ||
+         ((dci->ep == NULL) && (iface->tx.policy != UCT_DCX_TX_POLICY_RAND)))) {
+        (void)uct_dcx_iface_dci_request_completion(iface,
+                                                   dci - iface->tx.dcis);
+    }
+    return 1;
+}
+
 /* Send completions, after ibv_start_poll found the first. */
 static UCS_F_NOINLINE unsigned uct_dcx_iface_poll_tx_batch(uct_dcx_iface_t *iface)
 {
@@ -1625,7 +1753,9 @@ static UCS_F_NOINLINE unsigned uct_dcx_iface_poll_tx_batch(uct_dcx_iface_t *ifac
 
     iface->tx.stats.cqes += count;
     for (i = 0; i < count; ++i) {
-        uct_dcx_iface_tx_completion(iface, &wc[i]);
+        if (!uct_dcx_iface_tx_completion_fast(iface, &wc[i])) {
+            uct_dcx_iface_tx_completion(iface, &wc[i]);
+        }
     }
     return count;
 }
@@ -2247,6 +2377,22 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
         }
         ++self->tx.num_created;
     }
+    /* Every DCI's ring of user completions; its requests in flight never
+     * exceed the send queue, so their sequence numbers never share a slot. */
+    self->tx.comp_mask  = ucs_roundup_pow2(self->tx.queue_len) - 1;
+    self->tx.comp_rings = ucs_calloc((size_t)config->num_dci *
+                                     (self->tx.comp_mask + 1),
+                                     sizeof(*self->tx.comp_rings),
+                                     "dcx comp rings");
+    if (self->tx.comp_rings == NULL) {
+        status = UCS_ERR_NO_MEMORY;
+        goto err_destroy_dcis;
+    }
+    for (i = 0; i < config->num_dci; ++i) {
+        self->tx.dcis[i].comps = self->tx.comp_rings +
+                                 ((size_t)i * (self->tx.comp_mask + 1));
+    }
+
     self->tx.num_free     = config->num_dci;
     self->tx.cq_available = config->num_dci * config->tx_queue_len;
     /* A quarter of the queue at most, so a full send queue always holds
@@ -2386,6 +2532,7 @@ err_cleanup_flush_mp:
 err_cleanup_tx_mp:
     ucs_mpool_cleanup(&self->tx.mp, 0);
 err_destroy_dcis:
+    ucs_free(self->tx.comp_rings);
     uct_dcx_iface_dcis_destroy(self, config->num_dci);
 err_free_dcis:
     ucs_free(self->tx.free_stack);
@@ -2429,7 +2576,9 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
                 uct_invoke_completion(comp, UCS_ERR_CANCELED);
             }
         }
+        uct_dcx_iface_dci_cancel_comps(self, &self->tx.dcis[i], NULL);
     }
+    ucs_free(self->tx.comp_rings);
     uct_dcx_iface_umr_cleanup(self);
 
     self->ops->destroy_qp(self->rx.dct);

@@ -299,12 +299,23 @@ struct uct_dcx_op {
 };
 
 
+/* The user completion of a work request that needs nothing else when it
+ * completes (zero-copy put and get): a slot in its DCI's ring, indexed by
+ * the request's sequence number, instead of an operation from a pool. Such
+ * a request is always signaled, so its own CQE finds the slot. */
+typedef struct uct_dcx_comp_slot {
+    uct_completion_t     *comp;     /* NULL: none, or consumed/cancelled */
+    uct_dcx_ep_t         *ep;       /* posted by (uct_dcx_ep_cancel_ops) */
+} uct_dcx_comp_slot_t;
+
+
 typedef struct uct_dcx_dci {
     struct ibv_qp        *qp;
     struct ibv_qp_ex     *qpx;
     struct mlx5dv_qp_ex  *mqpx;
     uct_dcx_ep_t         *ep;          /* the endpoint holding it, or NULL */
     ucs_queue_head_t     outstanding;  /* uct_dcx_op_t, by sequence number */
+    uct_dcx_comp_slot_t  *comps;       /* by sequence number & comp_mask */
     uint64_t             posted;       /* work requests posted */
     uint64_t             completed;    /* ... and completed */
     uint16_t             available;    /* free send queue slots */
@@ -357,6 +368,9 @@ struct uct_dcx_iface {
         unsigned              rand_seed;
         uint16_t              queue_len;    /* send WRs per DCI */
         uint16_t              moderation;   /* signal every this many WRs */
+        uint32_t              comp_mask;    /* ring of a DCI's comps: a power
+                                               of two >= queue_len, less 1 */
+        uct_dcx_comp_slot_t   *comp_rings;  /* every DCI's ring */
         struct ibv_ah         *self_ah;     /* to the own DCT: completion
                                                requests (created lazily) */
         uct_dcx_tx_counters_t stats;
@@ -520,6 +534,19 @@ uct_dcx_iface_dci_posted(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
     }
 }
 
+/* Keep @a comp for the (signaled) work request just posted on @a dci. */
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_iface_comp_push(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
+                        uct_dcx_ep_t *ep, uct_completion_t *comp)
+{
+    uct_dcx_comp_slot_t *slot = &dci->comps[dci->posted &
+                                            iface->tx.comp_mask];
+
+    ucs_assert(slot->comp == NULL);
+    slot->comp = comp;
+    slot->ep   = ep;
+}
+
 /* The shared DCT address an endpoint sends to. */
 static UCS_F_ALWAYS_INLINE uct_dcx_peer_t *
 uct_dcx_ep_peer(uct_dcx_iface_t *iface, const uct_dcx_ep_t *ep)
@@ -628,6 +655,9 @@ void uct_dcx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
                               void *arg);
 void uct_dcx_ep_handle_failure(uct_dcx_ep_t *ep, ucs_status_t status);
 void uct_dcx_op_flush_done(uct_dcx_op_t *op, ucs_status_t status);
+
+void uct_dcx_iface_dci_cancel_comps(uct_dcx_iface_t *iface,
+                                    uct_dcx_dci_t *dci, uct_dcx_ep_t *ep);
 void uct_dcx_ep_fc_request(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
 void uct_dcx_ep_fc_wait_remove(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
 ucs_arbiter_cb_result_t uct_dcx_ep_pending_dispatch(ucs_arbiter_t *arbiter,

@@ -172,6 +172,42 @@ TEST_P(uct_moderation, window_capped_by_queue)
     EXPECT_GE(c.signaled, count / 64);
 }
 
+/* Every DCI full of signaled requests fits the send CQ: the device rounds a
+ * DCI's queue up (7 x 256 requested, 341 each granted with 192-byte WQEs)
+ * but a DCI takes no more than requested, so 7 x 256 CQEs at most, within
+ * the CQ of 7 x 256 entries (2047 on mlx5). More would overrun the CQ, a
+ * CQ error that hardware reports by failing every DCI on it. */
+TEST_P(uct_moderation, send_cq_holds_every_dci_full)
+{
+    const unsigned num_dci = 7, queue_len = 256;
+
+    ASSERT_NO_FATAL_FAILURE(start({{"NUM_DCI", std::to_string(num_dci)},
+                                   {"TX_QUEUE_LEN",
+                                    std::to_string(queue_len)},
+                                   {"TX_CQ_MODERATION", "0"}}));
+    std::vector<uct_ep_h> eps;
+    for (unsigned i = 0; i < 4 * num_dci; ++i) {
+        eps.push_back(connect());
+    }
+
+    /* No progress: each endpoint posts until its DCI (or the pool) is full. */
+    uint64_t posted = 0;
+    for (uct_ep_h ep : eps) {
+        while (put(ep, posted) == UCS_OK) {
+            ++posted;
+            ASSERT_LE(posted, (uint64_t)num_dci * 512) << "no end";
+        }
+    }
+    EXPECT_LE(posted, (uint64_t)num_dci * queue_len);
+
+    for (uct_ep_h ep : eps) {
+        ASSERT_NO_FATAL_FAILURE(flush(ep));
+    }
+    ASSERT_NO_FATAL_FAILURE(check_range(0, posted));
+    uct_dcx_tx_counters_t c = counters();
+    EXPECT_EQ(c.work_requests, c.cqes);
+}
+
 /* A flush of requests that asked for no completion asks for one itself. */
 TEST_P(uct_moderation, flush_retires_unsignaled_tail)
 {

@@ -61,7 +61,10 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
      ucs_offsetof(uct_dcx_iface_config_t, quota), UCS_CONFIG_TYPE_UINT},
 
     {"TX_QUEUE_LEN", "256",
-     "Length of the send queue of each DCI.",
+     "Length of the send queue of each DCI: the work requests it holds at\n"
+     "once (the device may allocate more; they are not used, so that the\n"
+     "send completion queue of NUM_DCI x TX_QUEUE_LEN entries never\n"
+     "overruns).",
      ucs_offsetof(uct_dcx_iface_config_t, tx_queue_len), UCS_CONFIG_TYPE_UINT},
 
     {"TX_CQ_MODERATION", "64",
@@ -1992,8 +1995,14 @@ static ucs_status_t uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
 
     /* The device writes back what it granted: the first DCI sets what the
      * interface offers, and a later one must grant no less. */
+    /* A DCI takes no more requests than asked for, although the device may
+     * grant more (rdma-core rounds the queue up to a power of two bytes):
+     * the send CQ holds NUM_DCI x TX_QUEUE_LEN completions, and one more
+     * would overrun it, a CQ error that fails every DCI on it. */
     if (iface->tx.num_created == 0) {
-        iface->tx.queue_len  = ucs_min(attr.cap.max_send_wr, UINT16_MAX);
+        iface->tx.queue_len  = ucs_min(ucs_min(attr.cap.max_send_wr,
+                                               iface->tx.req_queue_len),
+                                       UINT16_MAX);
         iface->tx.max_inline = attr.cap.max_inline_data;
         iface->tx.max_sge    = ucs_min(attr.cap.max_send_sge, UCT_DCX_MAX_SGE);
     } else if ((attr.cap.max_send_wr < iface->tx.queue_len) ||
@@ -2313,7 +2322,8 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     }
 
     /* CQs sized so that they cannot overrun: every send work request of
-     * every DCI, and every posted receive. */
+     * every DCI (each takes at most TX_QUEUE_LEN, see
+     * uct_dcx_iface_dci_create), and every posted receive. */
     self->tx.cq = uct_dcx_iface_cq_create(self,
                                           config->num_dci *
                                           config->tx_queue_len, 0);

@@ -522,6 +522,7 @@ static UCS_F_ALWAYS_INLINE void
 uct_dcx_iface_dci_posted(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
                          int signaled)
 {
+    ucs_assert(iface->tx.cq_available > 0);
     --dci->available;
     --iface->tx.cq_available;
     ++dci->posted;

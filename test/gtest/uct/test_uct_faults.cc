@@ -10,6 +10,9 @@
 
 #include "dcxemu.h"
 
+#include <ucs/config/global_opts.h>
+#include <ucs/debug/log_def.h>
+
 #include <dlfcn.h>
 #include <string.h>
 #include <time.h>
@@ -388,6 +391,76 @@ TEST(uct_faults, rand_error_fails_sharers_and_resets_dci)
     uct_ep_destroy(ep_gone);
     uct_ep_destroy(ep_other);
     uct_ep_destroy(ep_new);
+}
+
+
+namespace {
+
+std::vector<std::string> logged_failures;
+
+/* Keeps the messages about failed DCIs ("dcx: dci ..."). */
+ucs_log_func_rc_t catch_dci_failure(const char *file, unsigned line,
+                                    const char *function,
+                                    ucs_log_level_t level,
+                                    const ucs_log_component_config_t *comp,
+                                    const char *message, va_list ap)
+{
+    char buf[512];
+    va_list copy;
+
+    va_copy(copy, ap);
+    vsnprintf(buf, sizeof(buf), message, copy);
+    va_end(copy);
+    if (strncmp(buf, "dcx: dci ", 9) == 0) {
+        logged_failures.push_back(buf);
+        return UCS_LOG_FUNC_RC_STOP;
+    }
+    return UCS_LOG_FUNC_RC_CONTINUE;
+}
+
+} // namespace
+
+/* A failed send completion is reported with the device's syndrome
+ * (vendor_err), which says on hardware what the status alone does not. */
+TEST(uct_faults, error_completion_reports_vendor_error)
+{
+    fault_api api;
+    ASSERT_NE(nullptr, api.inject);
+    failure_record f;
+    entity sender(config_t{}, record_failure, &f);
+    entity bad;
+    buffer buf_bad(bad, 4096), src(sender, 4096);
+    rkey rk_bad(buf_bad.packed_rkey());
+    std::vector<entity*> all = {&sender, &bad};
+    uct_ep_h ep_bad = sender.connect(bad);
+    ucs_log_level_t saved = ucs_global_opts.log_component.log_level;
+
+    ASSERT_EQ(0, api.inject(DCXEMU_FAULT_FORCE_STATUS, iface_dctn(bad),
+                            IBV_WC_REM_OP_ERR));
+    logged_failures.clear();
+    ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_DIAG;
+    ucs_log_push_handler(catch_dci_failure);
+    test_comp comp;
+    uct_iov_t iov = {src.ptr(), 4096, src.memh(), 0, 1};
+    ucs_status_t status = uct_ep_put_zcopy(ep_bad, &iov, 1, buf_bad.addr(),
+                                           rk_bad.get(), &comp.uct);
+    bool done = (status == UCS_INPROGRESS) &&
+                wait_for(all, [&] { return comp.done != 0; }, 30);
+    ucs_log_pop_handler();
+    ucs_global_opts.log_component.log_level = saved;
+
+    ASSERT_EQ(UCS_INPROGRESS, status);
+    ASSERT_TRUE(done);
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET, comp.status);
+    ASSERT_EQ(1u, logged_failures.size());
+    /* mlx5's syndrome for a remote operation error */
+    EXPECT_NE(std::string::npos,
+              logged_failures[0].find("(vendor error 0x14)"))
+            << logged_failures[0];
+    ASSERT_TRUE(wait_for(all, [&] {
+        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+    }, 30));
+    uct_ep_destroy(ep_bad);
 }
 
 /* A forced error status on the way to one peer fails that endpoint only,

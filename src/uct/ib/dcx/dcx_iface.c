@@ -587,6 +587,7 @@ static void uct_dcx_iface_post_recv(uct_dcx_iface_t *iface)
 typedef struct {
     uint64_t           wr_id;
     enum ibv_wc_status status;
+    uint32_t           vendor_err;  /* the device's syndrome, on errors */
     uint32_t           byte_len;
     uint32_t           imm;
     int                opcode;
@@ -1218,6 +1219,8 @@ static UCS_F_NOINLINE unsigned uct_dcx_iface_poll_rx_batch(uct_dcx_iface_t *ifac
         wc[count].byte_len = ibv_wc_read_byte_len(cq);
         wc[count].imm      = (wc[count].status == IBV_WC_SUCCESS) ?
                              be32toh(ibv_wc_read_imm_data(cq)) : 0;
+        wc[count].vendor_err = (wc[count].status == IBV_WC_SUCCESS) ? 0 :
+                               ibv_wc_read_vendor_err(cq);
         ++count;
     } while ((count < UCT_DCX_POLL_BATCH) && (ibv_next_poll(cq) == 0));
     ibv_end_poll(cq);
@@ -1242,9 +1245,10 @@ static UCS_F_NOINLINE unsigned uct_dcx_iface_poll_rx_batch(uct_dcx_iface_t *ifac
                          (wc[i].opcode != IBV_WC_RECV) ||
                          (wc[i].imm >= UCT_AM_ID_MAX))) {
             /* A malformed or failed message is dropped, never delivered. */
-            ucs_debug("dcx: dropped a receive: %s, opcode %d, am id %u",
-                      iface->ops->wc_status_str(wc[i].status), wc[i].opcode,
-                      wc[i].imm);
+            ucs_debug("dcx: dropped a receive: %s (vendor error 0x%x), "
+                      "opcode %d, am id %u",
+                      iface->ops->wc_status_str(wc[i].status),
+                      wc[i].vendor_err, wc[i].opcode, wc[i].imm);
             ucs_mpool_put_inline(desc);
             continue;
         }
@@ -1615,8 +1619,8 @@ uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
                      (iface->tx.policy != UCT_DCX_TX_POLICY_RAND)) ?
                             UCS_LOG_LEVEL_DEBUG :
                             iface->super.config.failure_level,
-                    "dcx: dci 0x%x: %s", dci->qp->qp_num,
-                    iface->ops->wc_status_str(wc->status));
+                    "dcx: dci 0x%x: %s (vendor error 0x%x)", dci->qp->qp_num,
+                    iface->ops->wc_status_str(wc->status), wc->vendor_err);
         }
         dci->error = 1;
         /* Flushed work requests (UCS_ERR_CANCELED) follow an error already
@@ -1748,8 +1752,10 @@ static UCS_F_NOINLINE unsigned uct_dcx_iface_poll_tx_batch(uct_dcx_iface_t *ifac
     unsigned i, count = 0;
 
     do {
-        wc[count].wr_id  = cq->wr_id;
-        wc[count].status = cq->status;
+        wc[count].wr_id      = cq->wr_id;
+        wc[count].status     = cq->status;
+        wc[count].vendor_err = (cq->status == IBV_WC_SUCCESS) ? 0 :
+                               ibv_wc_read_vendor_err(cq);
         ++count;
     } while ((count < UCT_DCX_POLL_BATCH) && (ibv_next_poll(cq) == 0));
     ibv_end_poll(cq);

@@ -531,7 +531,7 @@ void uct_dcx_umr_put(uct_dcx_umr_t *umr, uct_dcx_umr_mkey_t *mk)
 /* One completion of the UMR QP: a cached mkey's UMR or invalidation, or
  * (reported to the caller) a view's. */
 static void uct_dcx_umr_complete(uct_dcx_umr_t *umr, uint64_t wr_id,
-                                 enum ibv_wc_status status)
+                                 enum ibv_wc_status status, uint32_t vendor_err)
 {
     uct_dcx_umr_mkey_t *mk;
 
@@ -573,8 +573,8 @@ static void uct_dcx_umr_complete(uct_dcx_umr_t *umr, uint64_t wr_id,
         mk->listed = 1;
         ucs_list_add_tail(&umr->free, &mk->list);
     } else {
-        ucs_diag("dcx: umr of mkey 0x%x failed: %s", mk->mkey->lkey,
-                 umr->ops->wc_status_str(status));
+        ucs_diag("dcx: umr of mkey 0x%x failed: %s (vendor error 0x%x)",
+                 mk->mkey->lkey, umr->ops->wc_status_str(status), vendor_err);
         /* A cached failure is reported to the next user of the layout
          * and evictable meanwhile. */
         mk->failure = ((status == IBV_WC_LOC_PROT_ERR) ||
@@ -634,7 +634,9 @@ unsigned uct_dcx_umr_progress(uct_dcx_umr_t *umr)
 
     if (ibv_start_poll(cq, &attr) == 0) {
         do {
-            uct_dcx_umr_complete(umr, cq->wr_id, cq->status);
+            uct_dcx_umr_complete(umr, cq->wr_id, cq->status,
+                                 (cq->status == IBV_WC_SUCCESS) ? 0 :
+                                 ibv_wc_read_vendor_err(cq));
             ++count;
         } while (ibv_next_poll(cq) == 0);
         ibv_end_poll(cq);
@@ -675,6 +677,7 @@ static ucs_status_t uct_dcx_umr_view_wait(uct_dcx_umr_t *umr,
     ucs_time_t deadline          = ucs_get_time() +
                                    ucs_time_from_sec(UCT_DCX_UMR_VIEW_TIMEOUT);
     enum ibv_wc_status status;
+    uint32_t vendor_err;
     uint64_t wr_id;
     int ret;
 
@@ -694,18 +697,20 @@ static ucs_status_t uct_dcx_umr_view_wait(uct_dcx_umr_t *umr,
             }
             continue;
         }
-        wr_id  = cq->wr_id;
-        status = cq->status;
+        wr_id      = cq->wr_id;
+        status     = cq->status;
+        vendor_err = (status == IBV_WC_SUCCESS) ? 0 :
+                     ibv_wc_read_vendor_err(cq);
         ibv_end_poll(cq);
-        uct_dcx_umr_complete(umr, wr_id, status);
+        uct_dcx_umr_complete(umr, wr_id, status, vendor_err);
         if (wr_id & UCT_DCX_UMR_WR_VIEW) {
             break;
         }
     }
 
     if (status != IBV_WC_SUCCESS) {
-        ucs_error("dcx: umr: a view's %s failed: %s", what,
-                  umr->ops->wc_status_str(status));
+        ucs_error("dcx: umr: a view's %s failed: %s (vendor error 0x%x)",
+                  what, umr->ops->wc_status_str(status), vendor_err);
         return UCS_ERR_INVALID_PARAM;
     }
     return UCS_OK;

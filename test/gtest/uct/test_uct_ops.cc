@@ -1344,3 +1344,56 @@ TEST(uct_no_atomics, iface_opens_without_device_atomics)
     unsetenv("DCXEMU_ATOMIC_CAP");
     EXPECT_EQ(0, c.wait());
 }
+
+/* A device whose WQEs hold 256 bytes (DCXEMU_MAX_WQE_SIZE, read once per
+ * process, hence a child) refuses a DCI with the default 256 bytes of
+ * inline data (EINVAL, as mlx5 does beyond max_wqe_sz): the interface asks
+ * for less until the device agrees, and puts of the inline size it then
+ * reports arrive. Exit 0 when every check holds, else the failed one. */
+DCX_CHILD_ROLE(small_wqe_device)
+{
+    entity receiver, sender;
+    if ((receiver.iface() == nullptr) || (sender.iface() == nullptr)) {
+        return 10;
+    }
+
+    size_t max_short = sender.attr().cap.put.max_short;
+    if ((max_short == 0) || (max_short >= 256)) {
+        return 11;
+    }
+
+    std::vector<entity*> all = {&sender, &receiver};
+    uct_ep_h ep              = sender.connect(receiver);
+    buffer target(receiver, 4096);
+    rkey rk(target.packed_rkey());
+    std::vector<char> data = pattern(max_short, 5);
+    for (int i = 0; i < 300; ++i) {
+        if (retry(all, [&] {
+                return uct_ep_put_short(ep, data.data(), data.size(),
+                                        target.addr(), rk.get());
+            }) != UCS_OK) {
+            return 12;
+        }
+    }
+    test_comp fcomp;
+    ucs_status_t status = retry(all, [&] {
+        return uct_ep_flush(ep, 0, &fcomp.uct);
+    });
+    if ((status == UCS_INPROGRESS) &&
+        !wait_for(all, [&] { return fcomp.done != 0; })) {
+        return 13;
+    }
+    if (memcmp(target.ptr(), data.data(), data.size()) != 0) {
+        return 14;
+    }
+    uct_ep_destroy(ep);
+    return 0;
+}
+
+TEST(uct_small_wqe, dci_asks_for_less_inline_until_the_device_agrees)
+{
+    setenv("DCXEMU_MAX_WQE_SIZE", "256", 1);
+    child c("small_wqe_device");
+    unsetenv("DCXEMU_MAX_WQE_SIZE");
+    EXPECT_EQ(0, c.wait());
+}

@@ -89,7 +89,9 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
     {"TX_MAX_INLINE", "256",
      "Inline data requested for each DCI work request; the device may grant\n"
      "more or less (it writes back the effective size, which bounds the\n"
-     "short active message and put sizes).",
+     "short active message and put sizes). A device that refuses a DCI this\n"
+     "large is asked for half as much, then for half TX_QUEUE_LEN, until it\n"
+     "agrees.",
      ucs_offsetof(uct_dcx_iface_config_t, tx_max_inline),
      UCS_CONFIG_TYPE_MEMUNITS},
 
@@ -1968,9 +1970,6 @@ static ucs_status_t uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
     attr.send_cq             = ibv_cq_ex_to_cq(iface->tx.cq);
     attr.recv_cq             = ibv_cq_ex_to_cq(iface->tx.cq);
     attr.sq_sig_all          = 0;
-    attr.cap.max_send_wr     = iface->tx.req_queue_len;
-    attr.cap.max_send_sge    = UCT_DCX_MAX_SGE;
-    attr.cap.max_inline_data = iface->tx.req_max_inline;
     attr.send_ops_flags      = IBV_QP_EX_WITH_SEND |
                                IBV_QP_EX_WITH_SEND_WITH_IMM |
                                IBV_QP_EX_WITH_RDMA_WRITE |
@@ -1983,10 +1982,34 @@ static ucs_status_t uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
     dv_attr.comp_mask             = MLX5DV_QP_INIT_ATTR_MASK_DC;
     dv_attr.dc_init_attr.dc_type  = MLX5DV_DCTYPE_DCI;
 
-    dci->qp = iface->ops->mlx5dv_create_qp(iface->md->ctx, &attr, &dv_attr);
-    if (dci->qp == NULL) {
-        ucs_error("dcx: %s: cannot create a dci: %m", iface->md->device->name);
-        return UCS_ERR_IO_ERROR;
+    /* A WQE or queue beyond the device's limits is EINVAL: ask for half the
+     * inline space, then half the queue, until the device agrees, and keep
+     * that for the other DCIs (which must match the first). */
+    for (;;) {
+        attr.cap.max_send_wr     = iface->tx.req_queue_len;
+        attr.cap.max_send_sge    = UCT_DCX_MAX_SGE;
+        attr.cap.max_inline_data = iface->tx.req_max_inline;
+        dci->qp = iface->ops->mlx5dv_create_qp(iface->md->ctx, &attr,
+                                               &dv_attr);
+        if (dci->qp != NULL) {
+            break;
+        }
+        if ((errno != EINVAL) || (iface->tx.num_created > 0) ||
+            ((iface->tx.req_max_inline == 0) &&
+             (iface->tx.req_queue_len <= 1))) {
+            ucs_error("dcx: %s: cannot create a dci (queue %u, inline %zu): "
+                      "%m", iface->md->device->name, iface->tx.req_queue_len,
+                      iface->tx.req_max_inline);
+            return UCS_ERR_IO_ERROR;
+        }
+        if (iface->tx.req_max_inline > 0) {
+            iface->tx.req_max_inline /= 2;
+        } else {
+            iface->tx.req_queue_len /= 2;
+        }
+        ucs_diag("dcx: %s: the device refused a dci of that size, asking for "
+                 "queue %u, inline %zu", iface->md->device->name,
+                 iface->tx.req_queue_len, iface->tx.req_max_inline);
     }
 
     dci->qpx  = iface->ops->qp_to_qp_ex(dci->qp);

@@ -8,16 +8,19 @@
 # and one process at a time is killed and restarted. Prints the table of
 # operations, bytes verified, errors by kind, restarts, corruptions and
 # hangs; exits non-zero on any corruption, hang or crashed worker.
+# --check hang|corruption makes one worker stop, or flip bytes of its
+# peers' regions behind the transport's back: that run must fail.
 
 cmd_soak() {
-    local procs=8 minutes="" seconds=120 seed="" rc=0 dir log
+    local procs=8 minutes="" seconds=120 seed="" check="" rc=0 dir log
     while [ $# -gt 0 ]; do
         case "$1" in
         --procs)   [ $# -ge 2 ] || die "--procs needs a number"; procs=$2; shift 2 ;;
         --minutes) [ $# -ge 2 ] || die "--minutes needs a number"; minutes=$2; shift 2 ;;
         --seconds) [ $# -ge 2 ] || die "--seconds needs a number"; seconds=$2; shift 2 ;;
         --seed)    [ $# -ge 2 ] || die "--seed needs a number"; seed=$2; shift 2 ;;
-        *) die "soak: unknown argument '$1' (soak [--procs N] [--minutes M] [--seconds S] [--seed N])" ;;
+        --check)   [ $# -ge 2 ] || die "--check needs hang or corruption"; check=$2; shift 2 ;;
+        *) die "soak: unknown argument '$1' (soak [--procs N] [--minutes M] [--seconds S] [--seed N] [--check hang|corruption])" ;;
         esac
     done
     case "$procs$minutes$seconds" in
@@ -39,7 +42,7 @@ cmd_soak() {
     DCXEMU_FABRIC="dcx-soak-$$" timeout -k 10 $((seconds + 300)) \
         "$DCX_PREFIX/bin/dcx-run" --emu "$DCX_BUILD/test/soak/dcx_soak" \
         --procs "$procs" --seconds "$seconds" --dir "$dir" \
-        ${seed:+--seed "$seed"} > "$log" 2>&1 || rc=$?
+        ${seed:+--seed "$seed"} ${check:+--check "$check"} > "$log" 2>&1 || rc=$?
     cat "$log"
     note "full log: $log"
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then

@@ -1501,12 +1501,40 @@ static void soak_inject(soak_worker_t *w, uint64_t now)
 
 /* --- the worker's main loop ------------------------------------------------ */
 
+/* --check: prove the checks work. corruption: flip bytes in every sender's
+ * slots and counters here (the CPU, behind the transport's back), which
+ * their reads must report; hang: stop making progress, which the parent's
+ * watchdog (and the peers' waiting for this process) must report. */
+static void soak_check_checker(soak_worker_t *w, const char *check)
+{
+    uint8_t *region;
+    int s, t;
+
+    if (!strcmp(check, "hang")) {
+        soak_log(w, "--check hang: stopping here");
+        for (;;) {
+            pause();
+        }
+    }
+    soak_log(w, "--check corruption: flipping bytes in every sender's "
+             "slots and counters");
+    for (s = 0; s < w->nprocs; ++s) {
+        region = w->regions + (size_t)s * SOAK_REGION_SIZE;
+        for (t = 0; (s != w->id) && (t < SOAK_SLOTS); ++t) {
+            region[t * SOAK_SLOT_SIZE + 100]            ^= 0x5a;
+            region[t * SOAK_SLOT_SIZE + 20000]          ^= 0x5a;
+            region[SOAK_SLOTS * SOAK_SLOT_SIZE + t * 8] ^= 0x5a;
+        }
+    }
+}
+
 static int soak_worker_main(int id, int inc, int nprocs, const char *dir,
                             double hang_s, uint64_t seed)
 {
     soak_worker_t *w = calloc(1, sizeof(*w));
     struct dcxemu_counters emu;
-    uint64_t now, last_tick = 0, hang_ns;
+    uint64_t now, last_tick = 0, hang_ns, check_ns;
+    const char *check;
     char path[PATH_MAX];
     int i, t, moved, busy, s;
 
@@ -1546,7 +1574,13 @@ static int soak_worker_main(int id, int inc, int nprocs, const char *dir,
     w->stats->ready  = 1;
     soak_log(w, "up (pid %d)", (int)getpid());
 
+    check    = ((id == 0) && (inc == 0)) ? getenv("DCX_SOAK_CHECK") : NULL;
+    check_ns = soak_now_ns() + 5000000000ull;
     while (w->control->phase != SOAK_PHASE_EXIT) {
+        if ((check != NULL) && (soak_now_ns() > check_ns)) {
+            soak_check_checker(w, check);
+            check = NULL;
+        }
         moved = uct_worker_progress(w->worker) > 0;
         busy  = 0;
         for (t = 0; t < SOAK_SLOTS; ++t) {
@@ -1998,7 +2032,10 @@ static void soak_usage(void)
             "(default 15, 0: never);\n"
             "  SPEC: DCXEMU_FAULTS items for every worker (default "
             "drop=0.001,delay_us=300:0.001),\n"
-            "  to which each worker adds status=NAME:0.0002 and its seed\n",
+            "  to which each worker adds status=NAME:0.0002 and its seed;\n"
+            "  --check hang|corruption: worker 0 stops, or flips bytes of "
+            "its peers' regions,\n"
+            "  after 5 s: the run must fail (a check of the checks)\n",
             SOAK_MAX_PROCS);
 }
 
@@ -2012,6 +2049,7 @@ static int soak_parent_main(int argc, char **argv)
         {"kill-interval", required_argument, NULL, 'k'},
         {"hang-seconds", required_argument, NULL, 'h'},
         {"faults", required_argument, NULL, 'f'},
+        {"check", required_argument, NULL, 'c'},
         {NULL, 0, NULL, 0}
     };
     soak_parent_t *sp = calloc(1, sizeof(*sp));
@@ -2035,6 +2073,13 @@ static int soak_parent_main(int argc, char **argv)
         case 'k': sp->kill_interval = atof(optarg); break;
         case 'h': sp->hang_s        = atof(optarg); break;
         case 'f': sp->faults        = optarg; break;
+        case 'c':
+            if (strcmp(optarg, "hang") && strcmp(optarg, "corruption")) {
+                soak_usage();
+                return 2;
+            }
+            setenv("DCX_SOAK_CHECK", optarg, 1);
+            break;
         default:  soak_usage(); return 2;
         }
     }
@@ -2066,9 +2111,14 @@ static int soak_parent_main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 
-    printf("dcx_soak: %d processes for %g s, seed %" PRIu64 ", a kill every "
-           "~%g s, hang limit %g s, faults %s; logs in %s\n", sp->nprocs,
-           sp->seconds, sp->seed, sp->kill_interval, sp->hang_s, sp->faults,
+    printf("dcx_soak: %d processes for %g s, seed %" PRIu64 ", ", sp->nprocs,
+           sp->seconds, sp->seed);
+    if (sp->kill_interval > 0) {
+        printf("a kill every ~%g s, ", sp->kill_interval);
+    } else {
+        printf("no kills, ");
+    }
+    printf("hang limit %g s, faults %s; logs in %s\n", sp->hang_s, sp->faults,
            sp->dir);
     fflush(stdout);
     for (id = 0; id < sp->nprocs; ++id) {

@@ -18,7 +18,7 @@
  *   region of sender s:  [ slot 0 | slot 1 | ... | slot 7 ][ counters ]
  *                          SOAK_SLOT_SIZE each              8 x 8 bytes
  *
- * with a strided view (uct_dcx_mem_view_create) over every slot, and
+ * with a strided view (uct_dcx_mem_view_create) over slots 0 and 1, and
  * publishes its address, the key of the regions and the views' keys in
  * DIR/addr-ID (written to a temporary file, then renamed). A sender runs
  * SOAK_SLOTS transactions at once; transaction t uses only slot t and
@@ -72,6 +72,7 @@
 
 #define SOAK_MAX_PROCS      16
 #define SOAK_SLOTS          8
+#define SOAK_VIEW_SLOTS     2                    /* slots with a view */
 #define SOAK_SLOT_SIZE      ((size_t)32 * 1024)
 #define SOAK_COUNTERS_SIZE  4096
 #define SOAK_REGION_SIZE    (SOAK_SLOTS * SOAK_SLOT_SIZE + SOAK_COUNTERS_SIZE)
@@ -287,7 +288,7 @@ typedef struct {
     uint32_t           dctn;
     uint64_t           region;       /* my region at the peer */
     uct_rkey_bundle_t  rkey;
-    uct_rkey_bundle_t  view_rkeys[SOAK_SLOTS];
+    uct_rkey_bundle_t  view_rkeys[SOAK_VIEW_SLOTS];
     int                shadow_valid[SOAK_SLOTS];
     uint8_t            *shadow[SOAK_SLOTS];
     int                ctr_known[SOAK_SLOTS];
@@ -316,7 +317,7 @@ struct soak_worker {
     uct_iface_attr_t     attr;
     uint8_t              *regions;
     uct_mem_h            regions_memh;
-    uct_mem_h            views[SOAK_MAX_PROCS][SOAK_SLOTS];
+    uct_mem_h            views[SOAK_MAX_PROCS][SOAK_VIEW_SLOTS];
     uint8_t              *local;
     uct_mem_h            local_memh;
     soak_peer_t          peers[SOAK_MAX_PROCS];
@@ -498,10 +499,15 @@ static ucs_status_t soak_err_handler(void *arg, uct_ep_h ep,
 
 static void soak_worker_open(soak_worker_t *w)
 {
-    static const char *settings[][2] = {
+    char umr_mkeys[16];
+    const char *settings[][2] = {
         /* a dead or unreachable peer is found in ~8 ms, not 8 s */
         {"TIMEOUT", "1ms"}, {"RETRY_COUNT", "7"},
-        {"FC_GRANT_TIMEOUT", "200ms"}
+        {"FC_GRANT_TIMEOUT", "200ms"},
+        /* the model has 4096 indirect mkeys per fabric: leave room for
+         * every process's views, and for a restarted process while its
+         * killed incarnation is not yet reaped */
+        {"UMR_MKEYS", umr_mkeys}
     };
     uct_component_h *components;
     uct_component_attr_t cattr;
@@ -514,6 +520,9 @@ static void soak_worker_open(soak_worker_t *w)
     void *plugin, *emu;
     const char *emu_lib;
 
+    snprintf(umr_mkeys, sizeof(umr_mkeys), "%d",
+             (int)soak_min(256, 3072 / w->nprocs -
+                                SOAK_MAX_PROCS * SOAK_VIEW_SLOTS));
     soak_check(w, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
                                            &w->async), "async context");
     soak_check(w, uct_worker_create(w->async, UCS_THREAD_MODE_SINGLE,
@@ -633,7 +642,7 @@ static void soak_worker_memory(soak_worker_t *w)
         if (s == w->id) {
             continue;
         }
-        for (t = 0; t < SOAK_SLOTS; ++t) {
+        for (t = 0; t < SOAK_VIEW_SLOTS; ++t) {
             soak_view_geometry(s, t, &vlen, &vstride, &vcount);
             soak_check(w, w->view_create(w->iface, w->regions_memh,
                                          w->regions + s * SOAK_REGION_SIZE +
@@ -657,7 +666,7 @@ static void soak_worker_publish(soak_worker_t *w)
     FILE *f;
 
     size = sizeof(hdr) + dlen + ilen + 8 + klen +
-           (size_t)w->nprocs * SOAK_SLOTS * klen;
+           (size_t)w->nprocs * SOAK_VIEW_SLOTS * klen;
     buf  = calloc(1, size);
     hdr[0] = SOAK_ADDR_MAGIC;
     hdr[1] = ((uint64_t)w->id << 32) | (uint32_t)w->inc;
@@ -680,7 +689,7 @@ static void soak_worker_publish(soak_worker_t *w)
                "pack the regions' key");
     off += klen;
     for (s = 0; s < w->nprocs; ++s) {
-        for (t = 0; t < SOAK_SLOTS; ++t, off += klen) {
+        for (t = 0; t < SOAK_VIEW_SLOTS; ++t, off += klen) {
             if (s != w->id) {
                 soak_check(w, uct_md_mkey_pack(w->md, w->views[s][t],
                                                buf + off), "pack a view key");
@@ -724,7 +733,7 @@ static int soak_peer_connect(soak_worker_t *w, soak_peer_t *p)
 
     snprintf(path, sizeof(path), "%s/addr-%d", w->dir, p->id);
     size = sizeof(hdr) + dlen + ilen + 8 + klen +
-           (size_t)w->nprocs * SOAK_SLOTS * klen;
+           (size_t)w->nprocs * SOAK_VIEW_SLOTS * klen;
     f = fopen(path, "r");
     if (f == NULL) {
         return -1; /* not (again) up yet */
@@ -765,8 +774,8 @@ static int soak_peer_connect(soak_worker_t *w, soak_peer_t *p)
     off += 8;
     soak_check(w, uct_rkey_unpack(w->component, buf + off, &p->rkey),
                "rkey unpack");
-    off += klen + (size_t)w->id * SOAK_SLOTS * klen;
-    for (t = 0; t < SOAK_SLOTS; ++t, off += klen) {
+    off += klen + (size_t)w->id * SOAK_VIEW_SLOTS * klen;
+    for (t = 0; t < SOAK_VIEW_SLOTS; ++t, off += klen) {
         soak_check(w, uct_rkey_unpack(w->component, buf + off,
                                       &p->view_rkeys[t]), "view rkey unpack");
     }
@@ -791,7 +800,7 @@ static void soak_peer_disconnect(soak_worker_t *w, soak_peer_t *p)
 
     uct_ep_destroy(p->ep);
     uct_rkey_release(w->component, &p->rkey);
-    for (t = 0; t < SOAK_SLOTS; ++t) {
+    for (t = 0; t < SOAK_VIEW_SLOTS; ++t) {
         uct_rkey_release(w->component, &p->view_rkeys[t]);
     }
     p->ep        = NULL;
@@ -877,7 +886,7 @@ static void soak_tx_plan_data(soak_worker_t *w, soak_tx_t *tx, soak_peer_t *p)
 {
     size_t max_short = w->attr.cap.put.max_short;
     size_t max_bcopy = w->attr.cap.put.max_bcopy;
-    size_t vsize     = soak_view_size(w->id, tx->slot);
+    size_t vsize     = soak_view_size(w->id, tx->slot); /* if it has one */
     unsigned r;
 
     tx->nsteps = 0;
@@ -908,6 +917,9 @@ static void soak_tx_plan_data(soak_worker_t *w, soak_tx_t *tx, soak_peer_t *p)
             --tx->wcount;
         }
         tx->wlen   = tx->wblk * tx->wcount;
+    } else if (tx->slot >= SOAK_VIEW_SLOTS) {
+        tx->wop  = SOAK_OP_PUT_ZCOPY;
+        tx->wlen = soak_rand_range(w, 1, SOAK_SLOT_SIZE);
     } else {
         tx->wop  = SOAK_OP_PUT_VIEW;
         tx->woff = soak_rand_range(w, 0, vsize - 1);
@@ -1086,7 +1098,8 @@ static ucs_status_t soak_tx_issue(soak_worker_t *w, soak_tx_t *tx)
     uint64_t ctr_ra  = p->region + SOAK_SLOTS * SOAK_SLOT_SIZE +
                        (uint64_t)tx->slot * 8;
     uct_rkey_t rkey  = p->rkey.rkey;
-    uct_rkey_t vrkey = p->view_rkeys[tx->slot].rkey;
+    uct_rkey_t vrkey = (tx->slot < SOAK_VIEW_SLOTS) ?
+                       p->view_rkeys[tx->slot].rkey : UCT_INVALID_RKEY;
     uint64_t meta[3];
     ucs_status_t status;
     uct_iov_t iov;
@@ -1628,7 +1641,7 @@ static int soak_worker_main(int id, int inc, int nprocs, const char *dir,
         }
     }
     for (s = 0; s < nprocs; ++s) {
-        for (t = 0; (s != id) && (t < SOAK_SLOTS); ++t) {
+        for (t = 0; (s != id) && (t < SOAK_VIEW_SLOTS); ++t) {
             soak_check(w, w->view_destroy(w->iface, w->views[s][t]),
                        "view destroy");
         }

@@ -29,8 +29,12 @@ cmd_soak() {
     if [ -n "$minutes" ]; then
         seconds=$((minutes * 60))
     fi
-    [ "$procs" -ge 2 ] && [ "$procs" -le 16 ] || die "soak: --procs takes 2..16"
-    [ "$seconds" -ge 1 ] || die "soak: the run needs at least a second"
+    if [ "$procs" -lt 2 ] || [ "$procs" -gt 16 ]; then
+        die "soak: --procs takes 2..16"
+    fi
+    if [ "$seconds" -lt 1 ]; then
+        die "soak: the run needs at least a second"
+    fi
     cmd_build
     dir=$DCX_BUILD/soak-logs/run-$$
     log=$DCX_BUILD/soak-logs/soak-$$.log

@@ -246,7 +246,6 @@ typedef enum {
 typedef struct soak_worker soak_worker_t;
 
 typedef struct {
-    soak_worker_t      *w;
     int                slot;
     int                busy;
     int                peer;
@@ -302,7 +301,6 @@ typedef struct {
 struct soak_worker {
     int                  id, inc, nprocs;
     const char           *dir;
-    double               hang_s;
     uint64_t             rng;
     soak_stats_t         *stats;
     volatile soak_control_t *control;
@@ -1555,7 +1553,6 @@ static int soak_worker_main(int id, int inc, int nprocs, const char *dir,
     w->inc    = inc;
     w->nprocs = nprocs;
     w->dir    = dir;
-    w->hang_s = hang_s;
     w->rng    = soak_mix64(seed ^ ((uint64_t)id << 32) ^ inc) | 1;
     hang_ns   = (uint64_t)(hang_s * 1e9);
     snprintf(path, sizeof(path), "%s/stats-%d.%d", dir, id, inc);
@@ -1577,7 +1574,6 @@ static int soak_worker_main(int id, int inc, int nprocs, const char *dir,
         }
     }
     for (t = 0; t < SOAK_SLOTS; ++t) {
-        w->txs[t].w    = w;
         w->txs[t].slot = t;
         w->txs[t].src  = w->local + (size_t)t * 2 * SOAK_LOCAL_SIZE;
         w->txs[t].dst  = w->txs[t].src + SOAK_LOCAL_SIZE;

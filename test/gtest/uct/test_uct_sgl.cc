@@ -334,15 +334,66 @@ TEST_P(uct_sgl_merge, more_elements_than_one_list)
                                 query_v2().max_put_sgl_zcopy_count);
     size_t expected = (n + list - 1) / list;
 
+    /* Unevenly spaced pieces (gaps of 12 and 4 bytes): lists, not one
+     * interleaved mkey. */
     m_buffers.clear(); m_lengths.clear(); m_memhs.clear(); m_raddrs.clear();
     m_rkeys.clear(); m_counts.clear(); m_strides.clear();
     for (size_t i = 0; i < n; ++i) {
-        add(i * 24, 16, 0, 4096 + i * 16);
+        add(i * 24 + (i % 2) * 4, 16, 0, 4096 + i * 16);
     }
     EXPECT_EQ(expected, wrs_of_put()) << n << " elements, lists of " << list;
     for (size_t i = 0; i < n; ++i) {
-        ASSERT_NO_FATAL_FAILURE(check(0, 4096 + i * 16, i * 24, 16));
+        ASSERT_NO_FATAL_FAILURE(check(0, 4096 + i * 16, i * 24 + (i % 2) * 4,
+                                      16));
     }
+}
+
+/* Evenly spaced local pieces of one length in one registration, into one
+ * remote range: one write from one interleaved mkey, beyond a list's
+ * capacity, programmed once and then found in the cache. */
+TEST_P(uct_sgl_merge, evenly_spaced_one_interleaved_write)
+{
+    ASSERT_NO_FATAL_FAILURE(start());
+    add(0, 8, 0, 0); /* a run of two creates the UMR engine */
+    add(64, 8, 0, 8);
+    put_sgl_wait();
+    size_t list = umr().max_pieces;
+    size_t n    = std::min<size_t>(3 * list + 1,
+                                   query_v2().max_put_sgl_zcopy_count);
+    ASSERT_GT(n, list);
+
+    m_buffers.clear(); m_lengths.clear(); m_memhs.clear(); m_raddrs.clear();
+    m_rkeys.clear(); m_counts.clear(); m_strides.clear();
+    for (size_t i = 0; i < n; ++i) {
+        add(100 + i * 40, 16, 0, 8192 + i * 16);
+    }
+    uct_dcx_umr_counters_t c0 = umr();
+    EXPECT_EQ(1u, wrs_of_put()) << n << " elements, lists of " << list;
+    for (size_t i = 0; i < n; ++i) {
+        ASSERT_NO_FATAL_FAILURE(check(0, 8192 + i * 16, 100 + i * 40, 16));
+    }
+    uct_dcx_umr_counters_t c1 = umr();
+    EXPECT_EQ(c0.umrs + 1, c1.umrs);
+
+    memset(m_remote[0]->ptr(), 0, m_remote[0]->length());
+    EXPECT_EQ(1u, wrs_of_put());
+    ASSERT_NO_FATAL_FAILURE(check(0, 8192, 100, 16));
+    ASSERT_NO_FATAL_FAILURE(check(0, 8192 + (n - 1) * 16,
+                                  100 + (n - 1) * 40, 16));
+    EXPECT_EQ(c1.umrs, umr().umrs) << "the layout was not found in the cache";
+}
+
+/* Pieces that follow each other on both sides are one plain write: no UMR,
+ * also with UMR off. */
+TEST_P(uct_sgl_merge, contiguous_on_both_sides_one_plain_write)
+{
+    ASSERT_NO_FATAL_FAILURE(start({{"UMR", "no"}}));
+    for (size_t i = 0; i < 40; ++i) {
+        add(512 + i * 24, 24, 1, 2048 + i * 24);
+    }
+    EXPECT_EQ(1u, wrs_of_put());
+    ASSERT_NO_FATAL_FAILURE(check(1, 2048, 512, 40 * 24));
+    EXPECT_EQ(0u, umr().umrs);
 }
 
 TEST_P(uct_sgl_merge, without_umr_one_write_each)
@@ -520,8 +571,10 @@ TEST_P(uct_sgl, pending_until_the_batch_fits)
         ASSERT_EQ(UCS_OK, uct_ep_put_short(m_ep, &v, 8, m_remote[1]->addr(),
                                            m_rkey[1]->get()));
     }
+    /* Remote gaps: one write per element (pieces that follow each other on
+     * both sides would be one write). */
     for (size_t i = 0; i < max; ++i) {
-        add(i * 8, 8, 0, i * 8);
+        add(i * 8, 8, 0, i * 16);
     }
     ASSERT_EQ(UCS_ERR_NO_RESOURCE, put_sgl(NULL));
 
@@ -540,7 +593,9 @@ TEST_P(uct_sgl, pending_until_the_batch_fits)
     ASSERT_TRUE(wait_for(all(), [&] {
         return uct_iface_flush(m_sender->iface(), 0, NULL) == UCS_OK;
     }));
-    ASSERT_NO_FATAL_FAILURE(check(0, 0, 0, 8 * max));
+    for (size_t i = 0; i < max; ++i) {
+        ASSERT_NO_FATAL_FAILURE(check(0, i * 16, i * 8, 8));
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(policy, uct_sgl,

@@ -1673,13 +1673,18 @@ uct_dcx_ep_sgl_signal(const uct_dcx_iface_t *iface, unsigned unsignaled,
 
 /* Elements [first, first + n) of an SGL call that go out together: when
  * their remote ranges follow each other in one registration, one RDMA
- * WRITE whose local side is a list mkey (mkey != NULL); else one write per
- * element (per block with counts). */
+ * WRITE (merged) whose local side is the elements' own bytes when they
+ * follow each other there too, an interleaved mkey when they are evenly
+ * spaced (same length, same registration), else a list mkey; otherwise
+ * one write per element (per block with counts). */
 typedef struct {
     size_t             first;
     size_t             n;
     size_t             total;
-    uct_dcx_umr_mkey_t *mkey;
+    size_t             stride;  /* local distance between the elements
+                                   while they are evenly spaced, else 0 */
+    int                merged;  /* one write for the whole run */
+    uct_dcx_umr_mkey_t *mkey;   /* its local side, unless contiguous */
 } uct_dcx_sgl_run_t;
 
 /* Whether element @a i lands right after element @a prev in the same
@@ -1692,18 +1697,60 @@ uct_dcx_ep_sgl_adjacent(const size_t *lengths, const uint64_t *remote_addrs,
            (remote_addrs[i] == remote_addrs[prev] + lengths[prev]);
 }
 
-/* Whether element @a i continues the run @a run (remote side). */
-static int uct_dcx_ep_sgl_continues(const uct_dcx_iface_t *iface,
-                                    const uct_dcx_sgl_run_t *run,
-                                    const size_t *lengths,
-                                    const uint64_t *remote_addrs,
-                                    uct_rkey_t const *rkeys, unsigned list_max,
-                                    size_t i)
+/* The local distance from the run's last element to element @a i if it
+ * keeps the run evenly spaced (same length and registration, the same
+ * distance as before, one an interleaved mkey can describe or 0 bytes of
+ * gap), else 0. @a umr: whether gaps can be mapped. */
+static size_t uct_dcx_ep_sgl_even_stride(const uct_dcx_sgl_run_t *run,
+                                         void * const *buffers,
+                                         const size_t *lengths,
+                                         uct_mem_h const *memhs, int umr,
+                                         size_t i)
 {
-    return (run->n < list_max) &&
-           uct_dcx_ep_sgl_adjacent(lengths, remote_addrs, rkeys,
-                                   run->first + run->n - 1, i) &&
-           (run->total + lengths[i] <= iface->port_attr.max_msg_sz);
+    size_t last = run->first + run->n - 1;
+    uintptr_t from, to;
+
+    if (((run->n > 1) && (run->stride == 0)) ||
+        (lengths[i] != lengths[last]) || (memhs[i] != memhs[last])) {
+        return 0;
+    }
+    from = (uintptr_t)buffers[last];
+    to   = (uintptr_t)buffers[i];
+    if ((to < from + lengths[i]) || (to - from > UCT_DCX_UMR_MAX_FIELD) ||
+        ((run->n > 1) && (to - from != run->stride)) ||
+        (!umr && (to - from != lengths[i]))) {
+        return 0;
+    }
+    return to - from;
+}
+
+/* Add element @a i to the run @a run if its remote range follows the run's
+ * in the same registration: evenly spaced elements without a bound, others
+ * up to one list mkey (@a list_max, 1 without UMR). */
+static int uct_dcx_ep_sgl_extend(const uct_dcx_iface_t *iface,
+                                 uct_dcx_sgl_run_t *run, void * const *buffers,
+                                 const size_t *lengths, uct_mem_h const *memhs,
+                                 const uint64_t *remote_addrs,
+                                 uct_rkey_t const *rkeys, unsigned list_max,
+                                 size_t i)
+{
+    size_t stride;
+
+    if (!uct_dcx_ep_sgl_adjacent(lengths, remote_addrs, rkeys,
+                                 run->first + run->n - 1, i) ||
+        (run->total + lengths[i] > iface->port_attr.max_msg_sz) ||
+        (run->total + lengths[i] > INT32_MAX)) {
+        return 0;
+    }
+    stride = uct_dcx_ep_sgl_even_stride(run, buffers, lengths, memhs,
+                                        list_max > 1, i);
+    if ((stride == 0) && (run->n >= list_max)) {
+        return 0;
+    }
+    run->stride = stride;
+    run->total += lengths[i];
+    ++run->n;
+    return 1;
 }
 
 /* Whether two non-empty elements of the call land next to each other in one
@@ -1740,6 +1787,7 @@ uct_dcx_ep_sgl_runs(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                     size_t *num_wrs_p)
 {
     struct ibv_sge pieces[UCT_DCX_UMR_LIST_MAX];
+    uct_dcx_umr_layout_t layout;
     uct_dcx_umr_t *umr   = NULL;
     unsigned list_max    = 1;
     size_t num_runs      = 0;
@@ -1758,18 +1806,19 @@ uct_dcx_ep_sgl_runs(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         if ((lengths[i] == 0) || ((counts != NULL) && (counts[i] == 0))) {
             continue;
         }
-        if ((num_runs > 0) &&
-            uct_dcx_ep_sgl_continues(iface, &runs[num_runs - 1], lengths,
-                                     remote_addrs, rkeys, list_max, i)) {
-            ++runs[num_runs - 1].n;
-            runs[num_runs - 1].total += lengths[i];
+        if ((num_runs > 0) && (counts == NULL) &&
+            uct_dcx_ep_sgl_extend(iface, &runs[num_runs - 1], buffers,
+                                  lengths, memhs, remote_addrs, rkeys,
+                                  list_max, i)) {
             continue;
         }
-        run        = &runs[num_runs++];
-        run->first = i;
-        run->n     = 1;
-        run->total = lengths[i];
-        run->mkey  = NULL;
+        run         = &runs[num_runs++];
+        run->first  = i;
+        run->n      = 1;
+        run->total  = lengths[i];
+        run->stride = 0;
+        run->merged = 0;
+        run->mkey   = NULL;
     }
 
     for (r = 0; r < num_runs; ++r) {
@@ -1778,15 +1827,34 @@ uct_dcx_ep_sgl_runs(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
             num_wrs += (counts == NULL) ? 1 : counts[run->first];
             continue;
         }
-        for (i = 0; i < run->n; ++i) {
-            pieces[i].addr   = (uintptr_t)buffers[run->first + i];
-            pieces[i].length = lengths[run->first + i];
-            pieces[i].lkey   = uct_dcx_memh_lkey(memhs[run->first + i]);
+        run->merged = 1;
+        if (run->stride == lengths[run->first]) {
+            /* Contiguous on both sides: one plain write. */
+            ++num_wrs;
+            continue;
         }
-        status = uct_dcx_umr_get_list(umr, pieces, run->n, &run->mkey);
+        if (run->stride != 0) {
+            layout.addr   = (uintptr_t)buffers[run->first];
+            layout.lkey   = uct_dcx_memh_lkey(memhs[run->first]);
+            layout.length = lengths[run->first];
+            layout.stride = run->stride;
+            layout.count  = run->n;
+            status        = uct_dcx_umr_layout_fits(umr, &layout) ?
+                            uct_dcx_umr_get(umr, &layout, &run->mkey) :
+                            UCS_ERR_INVALID_PARAM;
+        } else {
+            for (i = 0; i < run->n; ++i) {
+                pieces[i].addr   = (uintptr_t)buffers[run->first + i];
+                pieces[i].length = lengths[run->first + i];
+                pieces[i].lkey   = uct_dcx_memh_lkey(memhs[run->first + i]);
+            }
+            status = uct_dcx_umr_get_list(umr, pieces, run->n, &run->mkey);
+        }
         if (status == UCS_ERR_INVALID_PARAM) {
-            run->mkey = NULL; /* the device refused the layout: one by one */
-            num_wrs  += run->n;
+            /* the device refused the layout: one by one */
+            run->mkey   = NULL;
+            run->merged = 0;
+            num_wrs    += run->n;
             continue;
         }
         if (status != UCS_OK) {
@@ -1845,7 +1913,7 @@ static void uct_dcx_ep_sgl_post(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
 
     for (r = 0; r < num_runs; ++r) {
         for (i = runs[r].first; i < runs[r].first + runs[r].n; ++i) {
-            blocks = (runs[r].mkey != NULL) ? 1 :
+            blocks = runs[r].merged     ? 1 :
                      (counts == NULL)       ? 1 : counts[i];
             stride = (strides == NULL) ? 0 : strides[i];
             for (b = 0; b < blocks; ++b, ++wr) {
@@ -1862,6 +1930,9 @@ static void uct_dcx_ep_sgl_post(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                 if (runs[r].mkey != NULL) {
                     ibv_wr_set_sge(qpx, runs[r].mkey->mkey->lkey, 0,
                                    runs[r].total);
+                } else if (runs[r].merged) {
+                    ibv_wr_set_sge(qpx, uct_dcx_memh_lkey(memhs[i]),
+                                   (uintptr_t)buffers[i], runs[r].total);
                 } else {
                     ibv_wr_set_sge(qpx, uct_dcx_memh_lkey(memhs[i]),
                                    (uintptr_t)buffers[i] + (b * stride),
@@ -1870,7 +1941,7 @@ static void uct_dcx_ep_sgl_post(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                 mlx5dv_wr_set_dc_addr(dci->mqpx, peer->ah, peer->dctn,
                                       peer->dc_key);
             }
-            if (runs[r].mkey != NULL) {
+            if (runs[r].merged) {
                 break; /* the whole run was one write */
             }
         }

@@ -23,9 +23,6 @@
 /* Send queue of the UMR QP: an invalidation and a UMR per programming. */
 #define UCT_DCX_UMR_SQ_LEN   128
 
-/* Interleaved UMR field widths (per-entry byte count and stride). */
-#define UCT_DCX_UMR_MAX_FIELD UINT16_MAX
-
 
 /* Every layout allows what a dcx registration allows. */
 #define UCT_DCX_UMR_ACCESS   (IBV_ACCESS_LOCAL_WRITE | \

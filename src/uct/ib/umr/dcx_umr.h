@@ -30,6 +30,10 @@
 #include <ucs/type/status.h>
 
 
+/* Interleaved UMR field widths (per-entry byte count and stride). */
+#define UCT_DCX_UMR_MAX_FIELD UINT16_MAX
+
+
 /* A strided region: count blocks of length bytes, stride bytes apart. A
  * piece list is keyed by the same fields: addr = hash of the pieces, lkey =
  * the first piece's, length = total bytes, stride = UCT_DCX_UMR_LIST, count

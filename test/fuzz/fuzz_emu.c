@@ -108,7 +108,8 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
 {
     struct ibv_device **(*get_device_list)(int*);
     void (*free_device_list)(struct ibv_device**);
-    struct ibv_context *(*open_device)(struct ibv_device*);
+    struct ibv_context *(*open_device)(struct ibv_device*,
+                                       struct mlx5dv_context_attr*);
     struct ibv_pd *(*alloc_pd)(struct ibv_context*);
     struct ibv_cq *(*create_cq)(struct ibv_context*, int, void*,
                                 struct ibv_comp_channel*, int);
@@ -122,6 +123,9 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
     struct mlx5dv_qp_init_attr dv_attr;
     struct ibv_qp_init_attr_ex attr;
     struct ibv_srq_init_attr srq_attr;
+    struct mlx5dv_context_attr ctx_attr = {
+        .flags = MLX5DV_CONTEXT_FLAGS_DEVX
+    };
     struct ibv_device **list;
     struct ibv_ah_attr ah_attr;
     struct ibv_qp_attr qp_attr;
@@ -135,7 +139,7 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
     }
     get_device_list = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_get_device_list");
     free_device_list = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_free_device_list");
-    open_device     = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_open_device");
+    open_device     = dcx_fuzz_emu_sym(lib, "dcxemu_mlx5dv_open_device");
     alloc_pd        = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_alloc_pd");
     create_cq       = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_create_cq");
     create_srq      = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_create_srq");
@@ -153,7 +157,8 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
     if ((list == NULL) || (num < 1)) {
         dcx_fuzz_fatal("the device model lists no device");
     }
-    e->ctx = open_device(list[0]);
+    /* With DEVX, as dcx opens it: the mkey builders need it. */
+    e->ctx = open_device(list[0], &ctx_attr);
     free_device_list(list);
     if ((e->ctx == NULL) ||
         ((e->pd = alloc_pd(e->ctx)) == NULL) ||
@@ -264,7 +269,7 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
 
 int dcx_fuzz_emu_drain(dcx_fuzz_emu_t *e, void (*progress)(void*), void *arg)
 {
-    double deadline = dcx_fuzz_now() + DCX_FUZZ_MAX_SECONDS;
+    double start = dcx_fuzz_now();
     struct ibv_wc wc[16];
     int i, n, error = 0, ret;
     unsigned count;
@@ -282,9 +287,11 @@ int dcx_fuzz_emu_drain(dcx_fuzz_emu_t *e, void (*progress)(void*), void *arg)
 
     for (count = 0; ; ++count) {
         if ((count >= DCX_FUZZ_MAX_PROGRESS) ||
-            (((count % 1024) == 0) && (dcx_fuzz_now() > deadline))) {
-            dcx_fuzz_fatal("the raw dci's work did not complete within %u "
-                           "polls: a hang", count);
+            (((count % 1024) == 0) &&
+             (dcx_fuzz_now() > start + DCX_FUZZ_MAX_SECONDS))) {
+            dcx_fuzz_fatal("the raw dci's work did not complete after %u "
+                           "polls in %.1f s: a hang", count,
+                           dcx_fuzz_now() - start);
         }
         n = ibv_poll_cq(e->send_cq, 16, wc);
         if (n < 0) {

@@ -3,6 +3,8 @@
  */
 #include "fuzz_util.h"
 
+#include <uct/ib/dcx/dcx.h>
+
 #include <ucs/async/async_fwd.h>
 #include <ucs/sys/compiler_def.h>
 
@@ -237,18 +239,41 @@ double dcx_fuzz_now(void)
     return ts.tv_sec + (ts.tv_nsec * 1e-9);
 }
 
+/* What the interface asked of the device when a wait hangs. */
+static void dcx_fuzz_print_tx(dcx_fuzz_iface_t *f)
+{
+    ucs_status_t (*query)(uct_iface_h, uct_dcx_tx_counters_t*) = NULL;
+    uct_dcx_tx_counters_t tx;
+    void *plugin;
+
+    plugin = dlopen(DCX_FUZZ_PLUGIN, RTLD_NOW | RTLD_NOLOAD);
+    if (plugin != NULL) {
+        query = (ucs_status_t (*)(uct_iface_h, uct_dcx_tx_counters_t*))
+                dlsym(plugin, "uct_dcx_iface_query_tx");
+    }
+    if ((query != NULL) && (query(f->iface, &tx) == UCS_OK)) {
+        fprintf(stderr, "dcx fuzz: interface: %lu work requests, %lu "
+                "signaled, %lu cqes, %lu completion requests\n",
+                (unsigned long)tx.work_requests, (unsigned long)tx.signaled,
+                (unsigned long)tx.cqes,
+                (unsigned long)tx.completion_requests);
+    }
+}
+
 void dcx_fuzz_wait(dcx_fuzz_iface_t *f, const volatile int *done,
                    const char *what)
 {
-    double deadline = dcx_fuzz_now() + DCX_FUZZ_MAX_SECONDS;
+    double start = dcx_fuzz_now();
     unsigned count;
 
     for (count = 0; !*done; ++count) {
         if ((count >= DCX_FUZZ_MAX_PROGRESS) ||
-            (((count % 1024) == 0) && (dcx_fuzz_now() > deadline))) {
-            dcx_fuzz_fatal("%s did not complete within %u progress calls "
-                           "or %.0f s: a hang", what, count,
-                           DCX_FUZZ_MAX_SECONDS);
+            (((count % 1024) == 0) &&
+             (dcx_fuzz_now() > start + DCX_FUZZ_MAX_SECONDS))) {
+            dcx_fuzz_print_tx(f);
+            dcx_fuzz_fatal("%s did not complete after %u progress calls in "
+                           "%.1f s: a hang", what, count,
+                           dcx_fuzz_now() - start);
         }
         uct_worker_progress(f->worker);
     }
@@ -272,6 +297,7 @@ static void dcx_fuzz_comp_cb(uct_completion_t *self)
 
 ucs_status_t dcx_fuzz_ep_flush(dcx_fuzz_iface_t *f, uct_ep_h ep)
 {
+    double start = dcx_fuzz_now();
     dcx_fuzz_comp_t comp;
     ucs_status_t status;
     unsigned count;
@@ -285,8 +311,12 @@ ucs_status_t dcx_fuzz_ep_flush(dcx_fuzz_iface_t *f, uct_ep_h ep)
         if (status != UCS_ERR_NO_RESOURCE) {
             break;
         }
-        if (count >= DCX_FUZZ_MAX_PROGRESS) {
-            dcx_fuzz_fatal("flush found no resource %u times: a hang", count);
+        if ((count >= DCX_FUZZ_MAX_PROGRESS) ||
+            (((count % 1024) == 0) &&
+             (dcx_fuzz_now() > start + DCX_FUZZ_MAX_SECONDS))) {
+            dcx_fuzz_print_tx(f);
+            dcx_fuzz_fatal("flush found no resource %u times in %.1f s: a "
+                           "hang", count, dcx_fuzz_now() - start);
         }
         uct_worker_progress(f->worker);
     }

@@ -12,7 +12,7 @@
 # writes the seed corpora again from the real objects (packed keys,
 # addresses, messages) instead of fuzzing. docs/fuzzing.md has the ledger.
 
-FUZZ_TARGETS_ALL=(rkey addr rx wr)
+FUZZ_TARGETS_ALL=(rkey addr rx wr umr)
 DCX_FUZZ_BUILD=${DCX_FUZZ_BUILD_DIR:-$DCX_TOP/build-fuzz}
 # clang 14 and its sanitizer/libFuzzer runtimes (Debian 12).
 DCX_FUZZ_CC=${DCX_FUZZ_CC:-clang-14}
@@ -67,7 +67,7 @@ FUZZ_ROWS=()
 # fuzz_run TARGET SECONDS: one libFuzzer run; its working corpus grows in
 # build-fuzz/corpus/TARGET (the seeds are read only).
 fuzz_run() {
-    local t=$1 secs=$2 rc=0 execs rate crash line
+    local t=$1 secs=$2 rc=0 execs rate crash start elapsed
     local bin="$DCX_FUZZ_BUILD/test/fuzz/fuzz_$t"
     local work="$DCX_FUZZ_BUILD/corpus/$t"
     local art="$DCX_FUZZ_BUILD/fuzz-artifacts/$t"
@@ -78,19 +78,22 @@ fuzz_run() {
     # Earlier reproducers stay, marked by their time: only this run's count.
     touch "$log.start"
     note "fuzz_$t for $secs s (log: $log)"
+    start=$(date +%s)
     DCXEMU_FABRIC="dcx-fuzz-$t-$$" timeout -k 10 $((secs + 300)) "$bin" \
         -max_total_time="$secs" -print_final_stats=1 -timeout=30 \
         -rss_limit_mb=4096 -artifact_prefix="$art/" "$work" "$seeds" \
         > "$log" 2>&1 || rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -1)
     execs=${execs:-0}
-    rate=$(awk -v e="$execs" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0) ? e / s : 0 }')
+    # per second of the run as it happened (a crash ends it early)
+    elapsed=$(( $(date +%s) - start ))
+    rate=$(awk -v e="$execs" -v s="$elapsed" 'BEGIN { printf "%.0f", (s > 0) ? e / s : 0 }')
     crash=$(find "$art" -maxdepth 1 -type f -newer "$log.start" | head -1)
     rm -f "$log.start"
     if [ "$rc" -eq 0 ] && [ -z "$crash" ]; then
-        note "fuzz_$t: #execs $execs in $secs s ($rate/s), 0 crashes"
-        FUZZ_ROWS+=("$t|$secs|$execs|$rate|0")
-        printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$secs" "$execs" ok \
+        note "fuzz_$t: #execs $execs in $elapsed s ($rate/s), 0 crashes"
+        FUZZ_ROWS+=("$t|$elapsed|$execs|$rate|0")
+        printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$elapsed" "$execs" ok \
             >> "$DCX_FUZZ_BUILD/fuzz-ledger.tsv"
         return 0
     fi
@@ -103,9 +106,9 @@ fuzz_run() {
     else
         note "no reproducer was written (killed by the time limit, or failed before fuzzing); see $log"
     fi
-    FUZZ_ROWS+=("$t|$secs|$execs|$rate|FAILED")
+    FUZZ_ROWS+=("$t|$elapsed|$execs|$rate|FAILED")
     FUZZ_FAILED+=("fuzz_$t")
-    printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$secs" "$execs" "FAILED${crash:+ $crash}" \
+    printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$elapsed" "$execs" "FAILED${crash:+ $crash}" \
         >> "$DCX_FUZZ_BUILD/fuzz-ledger.tsv"
 }
 

@@ -10,7 +10,9 @@
  * WRITE or READ, or as the local key of a WRITE's gather, at any offset and
  * length. An RC QP or DCI that an error moved to ERR is reset.
  *
- * Input: up to FUZZ_UMR_MAX_STEPS records (struct below).
+ * Input: up to FUZZ_UMR_MAX_STEPS records (struct below). Both mkeys are
+ * invalidated before each input, so an input does not depend on the ones
+ * before it and its reproducer replays alone.
  */
 #include "fuzz_emu.h"
 #include "fuzz_util.h"
@@ -135,6 +137,21 @@ static void fuzz_umr_rc_drain(void)
         }
         fuzz_umr_rc_to_rts();
     }
+}
+
+static void fuzz_umr_invalidate(struct mlx5dv_mkey *mkey)
+{
+    int ret;
+
+    ibv_wr_start(fuzz_rcx);
+    fuzz_rcx->wr_id    = FUZZ_UMR_RC_WR_ID;
+    fuzz_rcx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_local_inv(fuzz_rcx, mkey->lkey);
+    ret = ibv_wr_complete(fuzz_rcx);
+    if (ret != 0) {
+        dcx_fuzz_fatal("posting local_inv failed: %s", strerror(ret));
+    }
+    fuzz_umr_rc_drain();
 }
 
 static uint64_t fuzz_umr_base(uint8_t choice, uint32_t fuzzed, uint32_t *lkey_p)
@@ -285,6 +302,26 @@ static void fuzz_umr_write_seeds(const char *dir)
     r[2].kind               = FUZZ_UMR_LOCAL_INV;
     r[2].mkey               = 1;
     fuzz_umr_write_seed(dir, "list", r, 3);
+
+    /* interleaved with an entry of zero bytes, gathered (the regression of
+     * test/gtest/emu/test_umr.cc: interleaved_zero_byte_entry) */
+    memset(r, 0, sizeof(r));
+    r[0].kind               = FUZZ_UMR_INTERLEAVED;
+    r[0].wr_flags           = IBV_SEND_INLINE;
+    r[0].num                = 3;
+    r[0].access             = all;
+    r[0].repeat             = 5;
+    r[0].entries[0].offset  = 100;
+    r[0].entries[0].count   = 4;
+    r[0].entries[0].skip    = 12;
+    r[0].entries[1].offset  = 900;
+    r[0].entries[2].offset  = 2000;
+    r[0].entries[2].count   = 12;
+    r[0].entries[2].skip    = 12;
+    r[1].kind               = FUZZ_UMR_DCI_GATHER;
+    r[1].offset             = 2;
+    r[1].length             = 30;
+    fuzz_umr_write_seed(dir, "zero-byte-entry", r, 2);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -378,6 +415,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_umr_record_t record;
     unsigned step;
 
+    fuzz_umr_invalidate(fuzz_mkeys[0]);
+    fuzz_umr_invalidate(fuzz_mkeys[1]);
     for (step = 0; (step < FUZZ_UMR_MAX_STEPS) && (in.left > 0); ++step) {
         dcx_fuzz_bytes(&in, &record, sizeof(record));
         if ((record.kind % FUZZ_UMR_KIND_LAST) <= FUZZ_UMR_LOCAL_INV) {

@@ -210,7 +210,8 @@ void dcx_fuzz_iface_open(dcx_fuzz_iface_t *f, const char *const *config,
         (uct_iface_get_address(f->iface, (uct_iface_addr_t*)
                                f->iface_addr) != UCS_OK) ||
         (uct_md_query(f->md, &md_attr) != UCS_OK) ||
-        (md_attr.rkey_packed_size > sizeof(((dcx_fuzz_buf_t*)NULL)->packed_rkey))) {
+        (md_attr.rkey_packed_size >
+         sizeof(((dcx_fuzz_buf_t*)NULL)->packed_rkey))) {
         dcx_fuzz_fatal("querying the dcx interface failed");
     }
     f->rkey_packed_size = md_attr.rkey_packed_size;

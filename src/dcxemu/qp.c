@@ -713,7 +713,9 @@ static int resolve(uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id,
             if (piece > end - o) {
                 piece = end - o;
             }
-            if (iovbuf_push(out, (void *)(base[i] + r * e[i].stride + p), piece) != 0) {
+            /* an entry of zero bytes has no piece, and interleaved_check() noted no base */
+            if ((piece > 0) &&
+                iovbuf_push(out, (void *)(base[i] + r * e[i].stride + p), piece) != 0) {
                 ret = -1;
                 break;
             }
@@ -974,7 +976,11 @@ static int gather_sge(const struct ibv_sge *sg, uint64_t off, uint64_t len, char
             if (piece > end - o) {
                 piece = end - o;
             }
-            copy_block(dst, (const char *)(base[i] + r * e[i].stride + p), piece);
+            /* an entry of zero bytes has no piece, and interleaved_check() noted no base: its
+             * base is not an address, not even for a copy of nothing */
+            if (piece > 0) {
+                copy_block(dst, (const char *)(base[i] + r * e[i].stride + p), piece);
+            }
             dst += piece;
             o += piece;
             p = 0;

@@ -308,6 +308,53 @@ TEST_F(emu_umr, interleaved_layout)
     EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
 }
 
+/* An interleaved entry of zero bytes owns no piece: the device gathers and scatters around it,
+ * and never forms an address from it (found by contrib/dcx fuzz umr: the gather copied nothing
+ * from an unset base, which UBSan reports when that stack slot holds zero). */
+TEST_F(emu_umr, interleaved_zero_byte_entry)
+{
+    for (size_t i = 0; i < a.size(); i++) a[i] = (char)(i * 7 + 1);
+    for (size_t i = 0; i < cbuf.size(); i++) cbuf[i] = (char)(i * 5 + 3);
+    mlx5dv_mkey *mk = mkey(4);   /* 3 entries + the repeat header */
+    ASSERT_NE(mk, nullptr);
+    mlx5dv_mr_interleaved e[3] = { { (uintptr_t)a.data() + 100, 4, 12, amr->lkey },
+                                   { (uintptr_t)cbuf.data() + 900, 0, 0, cmr->lkey },
+                                   { (uintptr_t)cbuf.data() + 7, 12, 12, cmr->lkey } };
+    ibv_wc wc;
+    ibv_wr_start(rcx);
+    rcx->wr_flags = SI;
+    mlx5dv_wr_mr_interleaved(rcdv, mk, ALL, 5, 3, e);
+    ASSERT_EQ(ibv_wr_complete(rcx), 0);
+    ASSERT_TRUE(poll_one(d.cq, &wc));
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    /* byte o of the layout (L = 5 x 16) */
+    auto at = [&](uint64_t o) -> char * {
+        uint64_t r = o / 16, w = o % 16;
+        return (w < 4) ? &a[100 + r * 16 + w] : &cbuf[7 + r * 24 + (w - 4)];
+    };
+    /* gathered by a WRITE whose local key is the mkey: whole, and from inside an entry */
+    const uint64_t ranges[][2] = { { 0, 80 }, { 2, 30 }, { 4, 12 }, { 3, 2 } };
+    for (auto &rg : ranges) {
+        std::fill(b.begin(), b.end(), 0);
+        ibv_wr_start(c.qpx);
+        c.qpx->wr_flags = IBV_SEND_SIGNALED;
+        ibv_wr_rdma_write(c.qpx, bmr->rkey, (uintptr_t)b.data());
+        mlx5dv_wr_set_dc_addr(c.dv, c.ah, dct->qp_num, key);
+        ibv_wr_set_sge(c.qpx, mk->lkey, rg[0], (uint32_t)rg[1]);
+        ASSERT_EQ(ibv_wr_complete(c.qpx), 0);
+        ASSERT_TRUE(poll_one(d.cq, &wc));
+        ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << rg[0];
+        for (uint64_t i = 0; i < rg[1]; i++) ASSERT_EQ(b[i], *at(rg[0] + i)) << rg[0] << "+" << i;
+        EXPECT_EQ(b[rg[1]], 0);
+    }
+    /* scattered by a WRITE whose remote key is the mkey */
+    for (int i = 0; i < 80; i++) lbuf[i] = (char)(200 + i);
+    EXPECT_EQ(write(mk->rkey, 0, 80), IBV_WC_SUCCESS);
+    for (uint64_t i = 0; i < 80; i++) ASSERT_EQ(*at(i), (char)(200 + i)) << i;
+    EXPECT_EQ(cbuf[900], (char)(900 * 5 + 3));   /* the zero-byte entry's address: untouched */
+    EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
+}
+
 /* An interleaved mkey as the local key of a WRITE: the device gathers the blocks.  Whole and
  * partial ranges, one and two entries, mixed with a plain SGE, and a leaf deregistered after the
  * UMR (checked at the access, like every leaf of every access). */

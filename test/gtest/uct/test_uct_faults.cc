@@ -13,6 +13,11 @@
 #include <ucs/config/global_opts.h>
 #include <ucs/debug/log_def.h>
 
+extern "C" {
+#include "fuzz_emu.h"
+}
+
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <string.h>
 #include <time.h>
@@ -742,5 +747,77 @@ TEST(uct_faults, flush_cancel_completes_outstanding_ops)
         EXPECT_EQ(0xc0ffeeu, got);
         EXPECT_TRUE(f.eps.empty());
         uct_ep_destroy(ep_other);
+    }
+}
+
+/* A peer that is no dcx sender (a raw DCI of the device model, the fuzz
+ * targets' hostile peer) sends the interface's DCT a message without
+ * immediate data: it is dropped, not delivered as an active message (the
+ * immediate field of such a completion means nothing; the model leaves it
+ * 0, which read as an id is active message 0). The same peer's message
+ * with an active message id in its immediate data is delivered. */
+namespace {
+
+struct hostile_am_record {
+    std::vector<size_t> lengths;
+};
+
+ucs_status_t hostile_am_handler(void *arg, void *data, size_t length,
+                                unsigned flags)
+{
+    ((hostile_am_record*)arg)->lengths.push_back(length);
+    return UCS_OK;
+}
+
+void hostile_progress(void *arg)
+{
+    ((entity*)arg)->progress();
+}
+
+} // namespace
+
+TEST(uct_faults, receive_without_immediate_is_dropped)
+{
+    /* Kept for the process: the fuzz targets' raw device has no close. */
+    static dcx_fuzz_emu_t peer;
+    static bool opened = false;
+    entity receiver;
+    hostile_am_record rec;
+    uint64_t dc_key;
+
+    ASSERT_NE(nullptr, receiver.iface());
+    for (uint8_t id = 0; id < UCT_AM_ID_MAX; ++id) {
+        ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(receiver.iface(), id,
+                                                   hostile_am_handler, &rec,
+                                                   0));
+    }
+    if (!opened) {
+        dcx_fuzz_emu_open(&peer, 4096, 1, 1);
+        opened = true;
+    }
+    memcpy(&dc_key, receiver.iface_addr().data() + 4, sizeof(dc_key));
+    memset(peer.buf, 0x5a, 64);
+
+    for (int with_imm = 0; with_imm < 2; ++with_imm) {
+        ibv_wr_start(peer.qpx);
+        peer.qpx->wr_id    = with_imm;
+        peer.qpx->wr_flags = IBV_SEND_SIGNALED;
+        if (with_imm) {
+            ibv_wr_send_imm(peer.qpx, htonl(3));
+        } else {
+            ibv_wr_send(peer.qpx);
+        }
+        ibv_wr_set_sge(peer.qpx, peer.mr->lkey, (uintptr_t)peer.buf, 64);
+        mlx5dv_wr_set_dc_addr(peer.dv, peer.ah, iface_dctn(receiver), dc_key);
+        ASSERT_EQ(0, ibv_wr_complete(peer.qpx));
+        EXPECT_EQ(0, dcx_fuzz_emu_drain(&peer, hostile_progress, &receiver))
+                << "the message did not arrive";
+        std::vector<entity*> me = {&receiver};
+        wait_for(me, [&] { return rec.lengths.size() > (size_t)with_imm; },
+                 1.0);
+        EXPECT_EQ((size_t)with_imm, rec.lengths.size())
+                << (with_imm ? "a message with an id was not delivered" :
+                               "a message without immediate data was "
+                               "delivered");
     }
 }

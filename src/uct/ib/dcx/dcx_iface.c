@@ -1152,6 +1152,9 @@ static int uct_dcx_iface_fc_recv(uct_dcx_iface_t *iface, uint32_t imm,
         return 0;
     case UCT_DCX_IMM_FC_GRANT:
         return uct_dcx_iface_fc_apply_grant(iface, data, length);
+    case UCT_DCX_IMM_NONE:
+        ucs_debug("dcx: dropped a message without immediate data");
+        return 0;
     default:
         ucs_debug("dcx: dropped a message with immediate 0x%x", imm);
         return 0;
@@ -1219,8 +1222,12 @@ static UCS_F_NOINLINE unsigned uct_dcx_iface_poll_rx_batch(uct_dcx_iface_t *ifac
         wc[count].status   = cq->status;
         wc[count].opcode   = ibv_wc_read_opcode(cq);
         wc[count].byte_len = ibv_wc_read_byte_len(cq);
-        wc[count].imm      = (wc[count].status == IBV_WC_SUCCESS) ?
-                             be32toh(ibv_wc_read_imm_data(cq)) : 0;
+        /* A message without immediate data comes from no dcx sender: its
+         * immediate field means nothing (mlx5 leaves it undefined). */
+        wc[count].imm      = ((wc[count].status == IBV_WC_SUCCESS) &&
+                              (ibv_wc_read_wc_flags(cq) & IBV_WC_WITH_IMM)) ?
+                             be32toh(ibv_wc_read_imm_data(cq)) :
+                             UCT_DCX_IMM_NONE;
         wc[count].vendor_err = (wc[count].status == IBV_WC_SUCCESS) ? 0 :
                                ibv_wc_read_vendor_err(cq);
         ++count;

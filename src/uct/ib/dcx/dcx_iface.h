@@ -80,6 +80,8 @@
  * so they never reach a user handler. */
 #define UCT_DCX_IMM_FC_REQUEST   0xfc01u
 #define UCT_DCX_IMM_FC_GRANT     0xfc02u
+/* A receive without immediate data (no dcx sender sends one). */
+#define UCT_DCX_IMM_NONE         UINT32_MAX
 
 /* Flow-control requests re-sent per progress call at most. */
 #define UCT_DCX_FC_TIMER_BATCH   32

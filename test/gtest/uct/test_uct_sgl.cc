@@ -193,6 +193,24 @@ TEST_P(uct_sgl, counts_and_strides)
     ASSERT_NO_FATAL_FAILURE(check(0, 8192, 8192, 32));
 }
 
+/* Blocks that follow each other (stride = length, on both sides) are one
+ * write; others one write per block. */
+TEST_P(uct_sgl, adjacent_blocks_one_write)
+{
+    ASSERT_NO_FATAL_FAILURE(start());
+    add(0, 16, 0, 1024, 32, 16);   /* 32 adjacent blocks: one write */
+    add(2048, 8, 1, 0, 4, 24);     /* 4 separate blocks */
+    uint64_t before = tx_counters(m_sender->iface()).work_requests;
+    ASSERT_NO_FATAL_FAILURE(put_sgl_wait(true));
+    EXPECT_EQ(5u, tx_counters(m_sender->iface()).work_requests - before);
+    ASSERT_NO_FATAL_FAILURE(check(0, 1024, 0, 32 * 16));
+    EXPECT_EQ(0, m_remote[0]->ptr()[1024 + 32 * 16]);
+    for (size_t b = 0; b < 4; ++b) {
+        ASSERT_NO_FATAL_FAILURE(check(1, b * 24, 2048 + b * 24, 8));
+        EXPECT_EQ(0, m_remote[1]->ptr()[b * 24 + 8]) << "past block " << b;
+    }
+}
+
 /* Empty elements post nothing; a call with nothing to send is done. */
 TEST_P(uct_sgl, empty_elements)
 {

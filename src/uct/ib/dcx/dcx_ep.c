@@ -1687,6 +1687,26 @@ typedef struct {
     uct_dcx_umr_mkey_t *mkey;   /* its local side, unless contiguous */
 } uct_dcx_sgl_run_t;
 
+/* The writes of element @a i outside a merged run: one per block, or one
+ * for all its blocks when they follow each other (stride = length, so on
+ * both sides) and fit one message. */
+static UCS_F_ALWAYS_INLINE size_t
+uct_dcx_ep_sgl_blocks(const uct_dcx_iface_t *iface, const size_t *lengths,
+                      const size_t *counts, const size_t *strides, size_t i)
+{
+    size_t total;
+
+    if (counts == NULL) {
+        return 1;
+    }
+    if ((strides[i] == lengths[i]) &&
+        !__builtin_mul_overflow(counts[i], lengths[i], &total) &&
+        (total <= iface->port_attr.max_msg_sz)) {
+        return 1;
+    }
+    return counts[i];
+}
+
 /* Whether element @a i lands right after element @a prev in the same
  * registration. */
 static UCS_F_ALWAYS_INLINE int
@@ -1775,15 +1795,17 @@ static int uct_dcx_ep_sgl_has_adjacent(const size_t *lengths,
     return 0;
 }
 
-/* Cut the call into runs; merge runs of 2 or more elements through list
- * mkeys when UMR is there (UCX_DCX_UMR) and there are no per-element
- * counts. *num_wrs_p: the work requests the runs take. */
+/* Cut the call into runs; merge runs of 2 or more elements (see
+ * uct_dcx_sgl_run_t) when there are no per-element counts; an element whose
+ * blocks follow each other is one write. *num_wrs_p: the work requests the
+ * runs take. */
 static ucs_status_t
 uct_dcx_ep_sgl_runs(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                     void * const *buffers, const size_t *lengths,
                     uct_mem_h const *memhs, const uint64_t *remote_addrs,
                     uct_rkey_t const *rkeys, const size_t *counts,
-                    size_t count, uct_dcx_sgl_run_t *runs, size_t *num_runs_p,
+                    const size_t *strides, size_t count,
+                    uct_dcx_sgl_run_t *runs, size_t *num_runs_p,
                     size_t *num_wrs_p)
 {
     struct ibv_sge pieces[UCT_DCX_UMR_LIST_MAX];
@@ -1824,7 +1846,8 @@ uct_dcx_ep_sgl_runs(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     for (r = 0; r < num_runs; ++r) {
         run = &runs[r];
         if (run->n < 2) {
-            num_wrs += (counts == NULL) ? 1 : counts[run->first];
+            num_wrs += uct_dcx_ep_sgl_blocks(iface, lengths, counts, strides,
+                                             run->first);
             continue;
         }
         run->merged = 1;
@@ -1908,14 +1931,17 @@ static void uct_dcx_ep_sgl_post(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
 {
     struct ibv_qp_ex *qpx = dci->qpx;
     unsigned unsignaled   = dci->unsignaled;
-    size_t r, i, b, blocks, stride, wr = 0;
+    size_t r, i, b, blocks, stride, length, wr = 0;
     int signal;
 
     for (r = 0; r < num_runs; ++r) {
         for (i = runs[r].first; i < runs[r].first + runs[r].n; ++i) {
-            blocks = runs[r].merged     ? 1 :
-                     (counts == NULL)       ? 1 : counts[i];
+            blocks = runs[r].merged ? 1 :
+                     uct_dcx_ep_sgl_blocks(iface, lengths, counts, strides,
+                                           i);
             stride = (strides == NULL) ? 0 : strides[i];
+            length = ((blocks == 1) && (counts != NULL)) ?
+                     counts[i] * lengths[i] : lengths[i];
             for (b = 0; b < blocks; ++b, ++wr) {
                 signal        = uct_dcx_ep_sgl_signal(iface, unsignaled, wr,
                                                       num_wrs,
@@ -1936,7 +1962,7 @@ static void uct_dcx_ep_sgl_post(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                 } else {
                     ibv_wr_set_sge(qpx, uct_dcx_memh_lkey(memhs[i]),
                                    (uintptr_t)buffers[i] + (b * stride),
-                                   lengths[i]);
+                                   length);
                 }
                 mlx5dv_wr_set_dc_addr(dci->mqpx, peer->ah, peer->dctn,
                                       peer->dc_key);
@@ -1990,8 +2016,8 @@ ucs_status_t uct_dcx_ep_put_sgl_zcopy(uct_ep_h tl_ep, void * const *buffers,
     }
 
     status = uct_dcx_ep_sgl_runs(iface, ep, buffers, lengths, memhs,
-                                 remote_addrs, rkeys, counts, count, runs,
-                                 &num_runs, &num_wrs);
+                                 remote_addrs, rkeys, counts, strides, count,
+                                 runs, &num_runs, &num_wrs);
     if (status != UCS_OK) {
         return status;
     }

@@ -350,6 +350,8 @@ struct dcxemu_settings {
     uint64_t heap_mb;
     int strict_umr;                /* DCXEMU_STRICT_UMR: re-UMR needs LOCAL_INV first */
     int mkey_update_tag;           /* DCXEMU_MKEY_UPDATE_TAG: a UMR may set the mkey's tag */
+    int yama_scope;                /* DCXEMU_YAMA_SCOPE (test-only): -1 = read the kernel's */
+    long ptracer;                  /* DCXEMU_PTRACER: -1 any, 0 none, else a PID */
     int no_atomics;                /* DCXEMU_ATOMIC_CAP=none: atomic_cap IBV_ATOMIC_NONE */
     int deferred;                  /* DCXEMU_EXEC=deferred */
     uint32_t defer_us;
@@ -384,6 +386,7 @@ void dcxemu_idx_set_add(struct dcxemu_idx_set *s, uint32_t index);
 void dcxemu_idx_set_del(struct dcxemu_idx_set *s, uint32_t index);
 
 int dcxemu_attach(void);                   /* 0 or errno */
+void dcxemu_ptracer_allow(void);           /* let peers reach our memory (first DCT) */
 int dcxemu_usable(void);                   /* 0, or EPERM in a forked child / errno of attach */
 int dcxemu_lock(void);                     /* fabric lock; 0 or errno */
 void dcxemu_unlock(void);

@@ -1843,6 +1843,9 @@ DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
     }
     qp->ctx = dcxemu_ctx(context);
     qp->is_dct = is_dct;
+    if (is_dct) {
+        dcxemu_ptracer_allow();   /* peers will reach this process's memory */
+    }
     qp->pd = (struct dcxemu_pd *)attr->pd;
     qp->send_cq = (struct dcxemu_cq *)attr->send_cq;
     qp->recv_cq = (struct dcxemu_cq *)attr->recv_cq;

@@ -520,6 +520,60 @@ TEST_P(uct_moderation_zcopy, flush_cancel_calls_each_once)
     }
 }
 
+/* Work a completion callback posts is new work: a flush issued before it
+ * does not wait for it (it used to move behind it, and behind a request
+ * that asked for no completion it waited for ever; UCP's rendezvous put
+ * with flush hung that way when a flush completion sent the next message). */
+namespace {
+
+struct posting_comp {
+    uct_completion_t uct;
+    uct_ep_h         ep;
+    uct_rkey_t       rkey;
+    uint64_t         addr;
+    ucs_status_t     posted;
+    int              calls;
+
+    static void cb(uct_completion_t *self)
+    {
+        posting_comp *c = ucs_container_of(self, posting_comp, uct);
+        uint64_t v      = 0x77;
+        c->posted = uct_ep_put_short(c->ep, &v, sizeof(v), c->addr, c->rkey);
+        ++c->calls;
+    }
+};
+
+} // namespace
+
+TEST_P(uct_moderation_zcopy, flush_not_held_by_work_from_a_callback)
+{
+    uct_ep_h ep = connect();
+    posting_comp pc;
+    pc.uct.func   = posting_comp::cb;
+    pc.uct.count  = 1;
+    pc.uct.status = UCS_OK;
+    pc.ep         = ep;
+    pc.rkey       = m_rkey->get();
+    pc.addr       = m_target->addr() + num_ops * length;
+    pc.posted     = UCS_INPROGRESS;
+    pc.calls      = 0;
+
+    uct_iov_t iov = {m_source->ptr(), length, m_source->memh(), length, 1};
+    ASSERT_EQ(UCS_INPROGRESS, retry(all(), [&] {
+        return uct_ep_put_zcopy(ep, &iov, 1, m_target->addr(), m_rkey->get(),
+                                &pc.uct);
+    }));
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep, 0, &m_flush_comp->uct));
+    ASSERT_TRUE(wait_for(all(), [&] { return m_flush_comp->calls > 0; }))
+            << "the flush waited for work posted after it";
+    EXPECT_EQ(1, pc.calls);
+    EXPECT_EQ(UCS_OK, pc.posted);
+    ASSERT_NO_FATAL_FAILURE(flush(ep));
+    uint64_t v;
+    memcpy(&v, m_target->ptr() + num_ops * length, sizeof(v));
+    EXPECT_EQ(0x77u, v);
+}
+
 INSTANTIATE_TEST_SUITE_P(policy, uct_moderation_zcopy,
                          testing::Values("dcs", "dcs_quota", "rand"));
 

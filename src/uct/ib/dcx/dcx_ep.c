@@ -2200,6 +2200,9 @@ static void uct_dcx_op_amo_cas_loop(uct_dcx_op_t *op, ucs_status_t status)
                                                            old,
                                                            op->amo.operand));
             if (status == UCS_OK) {
+                /* The operation goes on: flushes issued after it wait for
+                 * its new request. */
+                uct_dcx_iface_flushes_to_tail(dci);
                 return;
             }
         }

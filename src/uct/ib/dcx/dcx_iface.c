@@ -1536,8 +1536,10 @@ void uct_dcx_iface_dci_cancel_comps(uct_dcx_iface_t *iface,
 
 /* An operation went on with a new work request (a compare-swap loop that
  * has to try again): flushes issued after it must wait for that request,
- * so they move behind it. */
-static void uct_dcx_iface_flushes_to_tail(uct_dcx_dci_t *dci)
+ * so they move behind it. Only that: work a completion callback posts is
+ * new work, which flushes issued before it do not wait for (they would
+ * wait for a request that may ask for no completion). */
+void uct_dcx_iface_flushes_to_tail(uct_dcx_dci_t *dci)
 {
     ucs_queue_head_t flushes;
     uct_dcx_op_t *op;
@@ -1552,14 +1554,11 @@ static void uct_dcx_iface_flushes_to_tail(uct_dcx_dci_t *dci)
 }
 
 /* One completion callback: an operation's handler, or (@a op NULL) a user
- * completion from the ring. One that posts again (a compare-swap loop, a
- * user sending from its callback) puts the waiting flushes behind that. */
+ * completion from the ring. */
 static UCS_F_ALWAYS_INLINE void
 uct_dcx_iface_tx_callback(uct_dcx_dci_t *dci, uct_dcx_op_t *op,
                           uct_completion_t *comp, ucs_status_t status)
 {
-    uint64_t posted = dci->posted;
-
     dci->completing = 1;
     if (op != NULL) {
         op->handler(op, status);
@@ -1567,9 +1566,6 @@ uct_dcx_iface_tx_callback(uct_dcx_dci_t *dci, uct_dcx_op_t *op,
         uct_invoke_completion(comp, status);
     }
     dci->completing = 0;
-    if (ucs_unlikely(dci->posted != posted)) {
-        uct_dcx_iface_flushes_to_tail(dci);
-    }
 }
 
 /* Run the operations of @a dci done once it completed @a sn requests;

@@ -659,6 +659,8 @@ void uct_dcx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
 void uct_dcx_ep_handle_failure(uct_dcx_ep_t *ep, ucs_status_t status);
 void uct_dcx_op_flush_done(uct_dcx_op_t *op, ucs_status_t status);
 
+void uct_dcx_iface_flushes_to_tail(uct_dcx_dci_t *dci);
+
 void uct_dcx_iface_dci_cancel_comps(uct_dcx_iface_t *iface,
                                     uct_dcx_dci_t *dci, uct_dcx_ep_t *ep);
 void uct_dcx_ep_fc_request(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);

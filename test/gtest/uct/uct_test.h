@@ -68,8 +68,7 @@ private:
 /* A registered buffer and its packed / unpacked remote key. */
 class buffer {
 public:
-    buffer(const entity &e, size_t length, char fill = 0,
-           unsigned flags = UCT_MD_MEM_ACCESS_ALL);
+    buffer(const entity &e, size_t length, char fill = 0);
     ~buffer();
 
     char *ptr() const { return m_ptr; }

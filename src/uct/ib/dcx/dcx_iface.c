@@ -1523,6 +1523,44 @@ void uct_dcx_iface_flushes_to_tail(uct_dcx_dci_t *dci)
     ucs_queue_splice(&dci->outstanding, &flushes);
 }
 
+/* A DCI whose endpoint was destroyed while it had work outstanding (dcs
+ * policies; shared DCIs under rand have no holder). */
+static UCS_F_ALWAYS_INLINE int
+uct_dcx_iface_dci_orphan(const uct_dcx_iface_t *iface,
+                         const uct_dcx_dci_t *dci)
+{
+    return (dci->ep == NULL) && (iface->tx.policy != UCT_DCX_TX_POLICY_RAND);
+}
+
+/* An unsignaled tail that someone waits for: endpoints waiting for a DCI,
+ * or (dcs) the pool for the DCI of a destroyed endpoint. */
+static UCS_F_ALWAYS_INLINE int
+uct_dcx_iface_dci_tail_awaited(const uct_dcx_iface_t *iface,
+                               const uct_dcx_dci_t *dci)
+{
+    return ucs_unlikely(dci->unsignaled > 0) &&
+           ((iface->tx.num_waiters > 0) ||
+            uct_dcx_iface_dci_orphan(iface, dci));
+}
+
+/* A CQE of request @a sn retires it and the unsignaled ones before it: their
+ * slots go back now, except the CQE's own when @a hold (slot_held, returned
+ * after the callbacks). */
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_iface_dci_retire(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
+                         uint64_t sn, int hold)
+{
+    uint64_t retired = sn - dci->completed;
+
+    dci->completed          = sn;
+    dci->available         += retired - hold;
+    iface->tx.cq_available += retired - hold;
+    dci->slot_held          = hold;
+    if (dci->unsignaled > dci->posted - sn) {
+        dci->unsignaled = dci->posted - sn;
+    }
+}
+
 /* One completion callback: an operation's handler, or (@a op NULL) a user
  * completion from the ring. */
 static UCS_F_ALWAYS_INLINE void
@@ -1593,22 +1631,12 @@ uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
     uct_dcx_dci_t *dci = &iface->tx.dcis[dci_index];
     int dispatch       = 0;
     ucs_status_t status, op_status;
-    uint64_t retired;
 
-    /* The CQE retires its own request and the unsignaled ones before it.
-     * Their slots go back now, except the CQE's own (slot_held). */
     ucs_assertv((sn > dci->completed) && (sn <= dci->posted),
                 "dci %u: sn %" PRIu64 " completed %" PRIu64 " posted %"
                 PRIu64, dci_index, sn, (uint64_t)dci->completed,
                 (uint64_t)dci->posted);
-    retired                 = sn - dci->completed;
-    dci->completed          = sn;
-    dci->available         += retired - 1;
-    iface->tx.cq_available += retired - 1;
-    dci->slot_held          = 1;
-    if (dci->unsignaled > dci->posted - sn) {
-        dci->unsignaled = dci->posted - sn;
-    }
+    uct_dcx_iface_dci_retire(iface, dci, sn, 1);
     status = uct_dcx_wc_to_status(wc->status);
 
     if (ucs_unlikely(status != UCS_OK)) {
@@ -1620,8 +1648,7 @@ uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
         if (!dci->error && (status != UCS_ERR_CANCELED)) {
             /* Like UCX's IB transports: an endpoint's error completion is
              * reported at UCX_DCX_FAILURE (diag by default). */
-            ucs_log(((dci->ep == NULL) &&
-                     (iface->tx.policy != UCT_DCX_TX_POLICY_RAND)) ?
+            ucs_log(uct_dcx_iface_dci_orphan(iface, dci) ?
                             UCS_LOG_LEVEL_DEBUG :
                             iface->super.config.failure_level,
                     "dcx: dci 0x%x: %s (vendor error 0x%x)", dci->qp->qp_num,
@@ -1653,12 +1680,7 @@ uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
     }
 
     if (dci->posted != dci->completed) {
-        /* An unsignaled tail that someone waits for: endpoints waiting for
-         * a DCI, or (dcs) the pool for the DCI of a destroyed endpoint. */
-        if (ucs_unlikely(dci->unsignaled > 0) &&
-            ((iface->tx.num_waiters > 0) ||
-             ((dci->ep == NULL) &&
-              (iface->tx.policy != UCT_DCX_TX_POLICY_RAND)))) {
+        if (uct_dcx_iface_dci_tail_awaited(iface, dci)) {
             (void)uct_dcx_iface_dci_request_completion(iface, dci_index);
         }
     } else {
@@ -1700,35 +1722,24 @@ uct_dcx_iface_tx_completion_fast(uct_dcx_iface_t *iface,
 {
     uct_dcx_dci_t *dci = &iface->tx.dcis[UCT_DCX_WR_ID_DCI(wc->wr_id)];
     uint64_t sn        = UCT_DCX_WR_ID_SN(wc->wr_id);
-    uint64_t retired;
 
     if (ucs_unlikely((wc->status != IBV_WC_SUCCESS) || dci->error ||
                      (sn == dci->posted) || (iface->tx.num_waiters > 0) ||
                      !ucs_arbiter_is_empty(&iface->tx.arbiter) ||
-                     ((dci->ep == NULL) &&
-                      (iface->tx.policy != UCT_DCX_TX_POLICY_RAND)))) {
+                     uct_dcx_iface_dci_orphan(iface, dci))) {
         return 0;
     }
 
     ucs_assert((sn > dci->completed) && (sn < dci->posted));
-    retired        = sn - dci->completed;
-    dci->completed = sn;
-    if (dci->unsignaled > dci->posted - sn) {
-        dci->unsignaled = dci->posted - sn;
-    }
-
     if (ucs_likely(ucs_queue_is_empty(&dci->outstanding))) {
         /* At most a user completion: with nothing pending, its callback
          * may have every slot at once. */
-        dci->available         += retired;
-        iface->tx.cq_available += retired;
+        uct_dcx_iface_dci_retire(iface, dci, sn, 0);
         uct_dcx_iface_tx_callbacks(iface, dci, sn, UCS_OK);
     } else {
         /* As uct_dcx_iface_tx_completion(): the request's slot is held
          * through the callbacks, for a compare-swap loop's next try. */
-        dci->available         += retired - 1;
-        iface->tx.cq_available += retired - 1;
-        dci->slot_held          = 1;
+        uct_dcx_iface_dci_retire(iface, dci, sn, 1);
         uct_dcx_iface_tx_callbacks(iface, dci, sn, UCS_OK);
         if (dci->slot_held) {
             uct_dcx_iface_dci_slot_return(iface, dci);
@@ -1740,9 +1751,7 @@ uct_dcx_iface_tx_completion_fast(uct_dcx_iface_t *iface,
         ucs_arbiter_dispatch(&iface->tx.arbiter, 1,
                              uct_dcx_ep_pending_dispatch, NULL);
     }
-    if (ucs_unlikely(dci->unsignaled > 0) &&
-        ((iface->tx.num_waiters > 0) ||
-         ((dci->ep == NULL) && (iface->tx.policy != UCT_DCX_TX_POLICY_RAND)))) {
+    if (uct_dcx_iface_dci_tail_awaited(iface, dci)) {
         (void)uct_dcx_iface_dci_request_completion(iface,
                                                    dci - iface->tx.dcis);
     }

@@ -2062,7 +2062,8 @@ static int soak_parent_main(int argc, char **argv)
         {NULL, 0, NULL, 0}
     };
     soak_parent_t *sp = calloc(1, sizeof(*sp));
-    char path[PATH_MAX], tmpl[] = "/tmp/dcx-soak.XXXXXX";
+    char path[PATH_MAX], tmpl[PATH_MAX];
+    const char *tmpdir = getenv("TMPDIR");
     uint64_t start, end, now, next_kill;
     struct sigaction sa;
     int opt, id, failed = 0;
@@ -2099,6 +2100,8 @@ static int soak_parent_main(int argc, char **argv)
         return 2;
     }
     if (sp->dir == NULL) {
+        snprintf(tmpl, sizeof(tmpl), "%s/dcx-soak.XXXXXX",
+                 ((tmpdir != NULL) && (*tmpdir != '\0')) ? tmpdir : P_tmpdir);
         sp->dir = mkdtemp(tmpl);
     } else if ((mkdir(sp->dir, 0700) != 0) && (errno != EEXIST)) {
         sp->dir = NULL;

@@ -1397,3 +1397,140 @@ TEST(uct_small_wqe, dci_asks_for_less_inline_until_the_device_agrees)
     unsetenv("DCXEMU_MAX_WQE_SIZE");
     EXPECT_EQ(0, c.wait());
 }
+
+namespace {
+
+/* An interface of UCX's own "self" transport: a UCT handle that is not a
+ * dcx interface. */
+struct foreign_iface {
+    ucs_async_context_t *async = nullptr;
+    uct_worker_h worker        = nullptr;
+    uct_md_h md                = nullptr;
+    uct_iface_h iface          = nullptr;
+
+    void open()
+    {
+        uct_component_h *components, self = nullptr;
+        uct_tl_resource_desc_t *tls;
+        uct_md_config_t *md_config;
+        uct_iface_config_t *iface_config;
+        uct_iface_params_t params = {};
+        unsigned num, num_tls;
+
+        ASSERT_EQ(UCS_OK, uct_query_components(&components, &num));
+        for (unsigned i = 0; i < num; ++i) {
+            uct_component_attr_t attr = {};
+            attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+            ASSERT_EQ(UCS_OK, uct_component_query(components[i], &attr));
+            if (!strcmp(attr.name, "self")) {
+                self = components[i];
+            }
+        }
+        uct_release_component_list(components);
+        ASSERT_NE(nullptr, self) << "UCX has no self transport";
+
+        ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                                   &async));
+        ASSERT_EQ(UCS_OK, uct_worker_create(async, UCS_THREAD_MODE_SINGLE,
+                                            &worker));
+        ASSERT_EQ(UCS_OK, uct_md_config_read(self, NULL, NULL, &md_config));
+        ASSERT_EQ(UCS_OK, uct_md_open(self, "self", md_config, &md));
+        uct_config_release(md_config);
+        ASSERT_EQ(UCS_OK, uct_md_query_tl_resources(md, &tls, &num_tls));
+        ASSERT_GT(num_tls, 0u);
+        ASSERT_EQ(UCS_OK, uct_md_iface_config_read(md, tls[0].tl_name, NULL,
+                                                   NULL, &iface_config));
+        params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                      UCT_IFACE_PARAM_FIELD_DEVICE;
+        params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+        params.mode.device.tl_name  = tls[0].tl_name;
+        params.mode.device.dev_name = tls[0].dev_name;
+        ucs_status_t status = uct_iface_open(md, worker, &params,
+                                             iface_config, &iface);
+        uct_config_release(iface_config);
+        uct_release_tl_resource_list(tls);
+        ASSERT_EQ(UCS_OK, status);
+    }
+
+    ~foreign_iface()
+    {
+        if (iface != nullptr) {
+            uct_iface_close(iface);
+        }
+        if (md != nullptr) {
+            uct_md_close(md);
+        }
+        if (worker != nullptr) {
+            uct_worker_destroy(worker);
+        }
+        if (async != nullptr) {
+            ucs_async_context_destroy(async);
+        }
+    }
+};
+
+template <typename F> F public_api(const char *name)
+{
+    void *handle = dlopen(DCX_TEST_PLUGIN, RTLD_NOW | RTLD_NOLOAD);
+    F fn         = (handle == nullptr) ? nullptr : (F)dlsym(handle, name);
+    EXPECT_NE(nullptr, fn) << name << " is not exported";
+    if (handle != nullptr) {
+        dlclose(handle);
+    }
+    return fn;
+}
+
+} // namespace
+
+/* The public API (include/uct/ib/dcx/dcx.h) recognises its own interfaces:
+ * another transport's interface is refused with UCS_ERR_INVALID_PARAM and
+ * nothing is read from it as if it were dcx's. */
+TEST(uct_public_api, foreign_interface_is_refused)
+{
+    typedef ucs_status_t (*query_umr_t)(uct_iface_h, uct_dcx_umr_counters_t*);
+    typedef ucs_status_t (*query_tx_t)(uct_iface_h, uct_dcx_tx_counters_t*);
+    typedef ucs_status_t (*view_create_t)(uct_iface_h, uct_mem_h, void*,
+                                          size_t, size_t, size_t, uct_mem_h*);
+    typedef ucs_status_t (*view_create_iov_t)(uct_iface_h, const uct_iov_t*,
+                                              size_t, uct_mem_h*);
+    typedef ucs_status_t (*view_destroy_t)(uct_iface_h, uct_mem_h);
+    ASSERT_NE(nullptr, dcx_component()); /* loads the plugin */
+    entity dcx;
+    ASSERT_NE(nullptr, dcx.iface());
+    foreign_iface other;
+    ASSERT_NO_FATAL_FAILURE(other.open());
+
+    auto query_umr       = public_api<query_umr_t>("uct_dcx_iface_query_umr");
+    auto query_tx        = public_api<query_tx_t>("uct_dcx_iface_query_tx");
+    auto view_create     = public_api<view_create_t>("uct_dcx_mem_view_create");
+    auto view_create_iov = public_api<view_create_iov_t>(
+            "uct_dcx_mem_view_create_iov");
+    auto view_destroy    = public_api<view_destroy_t>("uct_dcx_mem_view_destroy");
+    ASSERT_TRUE(query_umr && query_tx && view_create && view_create_iov &&
+                view_destroy);
+
+    buffer mem(dcx, 4096);
+    uct_dcx_umr_counters_t umr;
+    uct_dcx_tx_counters_t tx;
+    uct_iov_t iov = {};
+    uct_mem_h view;
+    iov.buffer    = mem.ptr();
+    iov.length    = 16;
+    iov.memh      = mem.memh();
+    iov.stride    = 64;
+    iov.count     = 4;
+
+    /* The dcx interface is accepted ... */
+    EXPECT_EQ(UCS_OK, query_umr(dcx.iface(), &umr));
+    EXPECT_EQ(UCS_OK, query_tx(dcx.iface(), &tx));
+    /* ... another transport's and none are not. */
+    for (uct_iface_h iface : {other.iface, (uct_iface_h)nullptr}) {
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, query_umr(iface, &umr));
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, query_tx(iface, &tx));
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  view_create(iface, mem.memh(), mem.ptr(), 16, 64, 4, &view));
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  view_create_iov(iface, &iov, 1, &view));
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, view_destroy(iface, mem.memh()));
+    }
+}

@@ -645,11 +645,14 @@ ucs_status_t uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface,
 }
 
 /* Whether a handle passed to the public API (include/uct/ib/dcx/dcx.h) is a
- * dcx interface. */
+ * dcx interface: every UCT interface is a base interface, and only dcx's
+ * point to dcx's internal operations table (unlike its public operations,
+ * which UCX copies into the handle and a wrapper may replace). */
 static int uct_dcx_iface_is_dcx(uct_iface_h tl_iface)
 {
     return (tl_iface != NULL) &&
-           (tl_iface->ops.ep_put_zcopy == uct_dcx_ep_put_zcopy);
+           (ucs_derived_of(tl_iface, uct_base_iface_t)->internal_ops ==
+            &uct_dcx_iface_internal_ops);
 }
 
 /* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */

@@ -1137,7 +1137,10 @@ static uint32_t forced_syndrome(uint32_t st)
     }
 }
 
-static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
+/* Execute one WQE; the caller holds the fabric lock (a run of WQEs shares it, see
+ * dcxemu_qp_progress).  *wake_out: a member to wake once the lock is released, or -1. */
+static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o,
+                                int *wake_out)
 {
     struct iovbuf liov, riov;
     int wake = -1, cerr, gather = 0;
@@ -1149,10 +1152,6 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
 
     iovbuf_init(&liov);
     iovbuf_init(&riov);
-    if (dcxemu_lock() != 0) {
-        fail(o, IBV_WC_GENERAL_ERR, 0);
-        return EXEC_DONE;
-    }
     if (dcxemu_fab->qps[qp->idx].fault_force_status != 0) {
         /* injected: this WR completes with the status instead of executing */
         uint32_t st = dcxemu_fab->qps[qp->idx].fault_force_status - 1;
@@ -1332,15 +1331,20 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
         o->bytes = is_atomic ? 8 : total;
     }
 out:
-    dcxemu_unlock();
     iovbuf_fini(&liov);
     iovbuf_fini(&riov);
+    *wake_out = wake;
+    return res;
+}
+
+/* Ring what a SEND woke (after the fabric lock is released). */
+static void wake_target(int wake)
+{
     if (wake >= 0 && wake != dcxemu_me) {
         dcxemu_ring(wake);
     } else if (wake == dcxemu_me) {
         dcxemu_engine_kick();
     }
-    return res;
 }
 
 static uint32_t wc_opcode(uint32_t op)
@@ -1417,17 +1421,34 @@ static void count_executed(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const str
                  (unsigned long long)w->wr_id, o->status);
 }
 
-/* Execute published WQEs in order until done or the head WQE must wait for a timer. */
+/* WQEs executed under one hold of the fabric lock: consecutive ready WQEs run as a NIC pipelines
+ * a doorbell's batch, without giving the lock back between them.  Bounded, so a long queue does
+ * not keep the other members out. */
+#define EXEC_RUN_MAX   64
+#define EXEC_RUN_BYTES 4096   /* a larger copy ends the run: big copies do not queue others */
+
+/* Give the lock back after this WQE: something outside the model is told about it (a CQE, a
+ * woken target), a timer starts, it moved many bytes, or the run is long enough. */
+static int run_ends(const struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
+                    const struct exec_out *o, enum exec_result r, int wake, int run)
+{
+    return r != EXEC_DONE || wake >= 0 || run >= EXEC_RUN_MAX || o->bytes > EXEC_RUN_BYTES ||
+           o->status != IBV_WC_SUCCESS || (w->flags & IBV_SEND_SIGNALED) || qp->sq_sig_all;
+}
+
+/* Execute published WQEs in order until done or the head WQE must wait for a timer.  The clock
+ * is read only where a timer is involved. */
 void dcxemu_qp_progress(struct dcxemu_qp *qp)
 {
-    int raised = 0;
+    int raised = 0, held = 0, run = 0;
     pthread_mutex_lock(&qp->exec_lock);
     for (;;) {
         uint64_t posted = __atomic_load_n(&qp->sq_posted, __ATOMIC_ACQUIRE);
-        uint64_t now, deadline;
+        uint64_t now = 0, deadline;
         struct dcxemu_wqe *w;
         struct exec_out o;
         enum exec_result r;
+        int wake = -1;
         if (qp->sq_done >= posted) {
             atomic_store(&qp->deadline_ns, 0);
             break;
@@ -1435,6 +1456,10 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
         w = slot(qp, qp->sq_done);
         memset(&o, 0, sizeof(o));
         if (atomic_load(&qp->hw_state) == IBV_QPS_ERR) {
+            if (held) {
+                dcxemu_unlock();
+                held = 0;
+            }
             fail(&o, IBV_WC_WR_FLUSH_ERR, SYND_WR_FLUSH);
             DCXEMU_TRACE("flush qp=0x%x op=%s len=%llu wr_id=0x%llx status=%u",
                          qp->qpx.qp_base.qp_num, op_info[w->opcode].name,
@@ -1444,25 +1469,43 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
             qp->head_gate_ns = 0;
             continue;
         }
-        now = dcxemu_now_ns();
         deadline = atomic_load(&qp->deadline_ns);
-        if (deadline != 0 && now < deadline) {
+        if (deadline != 0 && (now = dcxemu_now_ns()) < deadline) {
             break;
         }
         if (qp->head_gate_ns == 0) {
             /* first look at this head: deferral and injected delays, then it may run */
             uint64_t gate = w->not_before_ns, extra = head_delay_us(qp, w);
             if (extra != 0) {
+                now = now != 0 ? now : dcxemu_now_ns();
                 gate = (gate > now ? gate : now) + extra * 1000;
             }
             qp->head_gate_ns = gate != 0 ? gate : 1;
         }
-        if (now < qp->head_gate_ns) {
-            atomic_store(&qp->deadline_ns, qp->head_gate_ns);
-            break;
+        if (qp->head_gate_ns > 1) {
+            now = now != 0 ? now : dcxemu_now_ns();
+            if (now < qp->head_gate_ns) {
+                atomic_store(&qp->deadline_ns, qp->head_gate_ns);
+                break;
+            }
         }
-        r = execute(qp, w, &o);
+        if (!held && dcxemu_lock() != 0) {
+            fail(&o, IBV_WC_GENERAL_ERR, 0);
+            r = EXEC_DONE;
+        } else {
+            if (!held) {
+                held = 1;
+                run = 0;
+            }
+            r = execute(qp, w, &o, &wake);
+            if (run_ends(qp, w, &o, r, wake, ++run)) {
+                dcxemu_unlock();
+                held = 0;
+                wake_target(wake);
+            }
+        }
         if (r == EXEC_RNR) {
+            now = now != 0 ? now : dcxemu_now_ns();
             qp->rnr_count++;
             if (qp->rnr_retry == 7 || qp->rnr_count <= qp->rnr_retry) {
                 atomic_store(&qp->deadline_ns, now + dcxemu_scaled_ns(o.rnr_ms * 1e6));
@@ -1472,6 +1515,7 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
             fail(&o, IBV_WC_RNR_RETRY_EXC_ERR, SYND_RNR_RETRY_EXC);
         } else if (r == EXEC_UNREACHABLE) {
             double t = qp->timeout == 0 ? 4096.0 * (1 << 14) : 4096.0 * (double)(1ull << qp->timeout);
+            now = now != 0 ? now : dcxemu_now_ns();
             qp->retry_count++;
             if (qp->timeout == 0 || qp->retry_count <= qp->retry_cnt) {
                 atomic_store(&qp->deadline_ns, now + dcxemu_scaled_ns(t));   /* 0 = forever */
@@ -1482,7 +1526,9 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
         }
         qp->rnr_count = 0;
         qp->retry_count = 0;
-        atomic_store(&qp->deadline_ns, 0);
+        if (deadline != 0) {
+            atomic_store(&qp->deadline_ns, 0);
+        }
         if (o.status != IBV_WC_SUCCESS) {
             atomic_store(&qp->hw_state, IBV_QPS_ERR);   /* qp->state is left alone */
         }
@@ -1490,6 +1536,9 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
         raised |= complete_wqe(qp, w, qp->sq_done, &o);
         qp->sq_done++;
         qp->head_gate_ns = 0;
+    }
+    if (held) {
+        dcxemu_unlock();
     }
     pthread_mutex_unlock(&qp->exec_lock);
     if (atomic_load(&qp->deadline_ns) != 0) {

@@ -369,6 +369,13 @@ extern struct dcxemu_srq *dcxemu_local_srqs[DCXEMU_MAX_SRQS];
 extern struct dcxemu_qp *dcxemu_local_qps[DCXEMU_MAX_QPS];
 extern struct dcxemu_context *dcxemu_contexts;
 
+/* Device-fatal mode (dcxemu_device_fatal), per process and device: set once, never cleared. */
+extern int dcxemu_dev_fatal[DCXEMU_MAX_DEVICES];
+static inline int dcxemu_is_fatal(int dev)
+{
+    return __atomic_load_n(&dcxemu_dev_fatal[dev], __ATOMIC_ACQUIRE);
+}
+
 /* This process's QP / CQ / SRQ slot indices, dense (under dcxemu_reg_lock), so the engine's scans
  * cost what the process uses rather than the size of the fabric-wide tables. */
 struct dcxemu_idx_set {

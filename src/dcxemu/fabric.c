@@ -28,6 +28,7 @@ struct dcxemu_cq *dcxemu_local_cqs[DCXEMU_MAX_CQS];
 struct dcxemu_srq *dcxemu_local_srqs[DCXEMU_MAX_SRQS];
 struct dcxemu_qp *dcxemu_local_qps[DCXEMU_MAX_QPS];
 struct dcxemu_context *dcxemu_contexts;
+int dcxemu_dev_fatal[DCXEMU_MAX_DEVICES];
 
 static uint32_t qp_items[DCXEMU_MAX_QPS], qp_pos[DCXEMU_MAX_QPS];
 static uint32_t cq_items[DCXEMU_MAX_CQS], cq_pos[DCXEMU_MAX_CQS];

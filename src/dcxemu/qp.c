@@ -1421,6 +1421,11 @@ static void count_executed(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const str
 void dcxemu_qp_progress(struct dcxemu_qp *qp)
 {
     int raised = 0;
+    if (__builtin_expect(dcxemu_is_fatal(qp->ctx->dev_index), 0)) {
+        /* a dead HCA executes nothing: queued WRs never complete */
+        atomic_store(&qp->deadline_ns, 0);
+        return;
+    }
     pthread_mutex_lock(&qp->exec_lock);
     for (;;) {
         uint64_t posted = __atomic_load_n(&qp->sq_posted, __ATOMIC_ACQUIRE);
@@ -1745,6 +1750,9 @@ struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context, struct ibv_qp
     if (context == NULL || attr == NULL) {
         DCXEMU_ERR(EINVAL);
     }
+    if (dcxemu_is_fatal(dcxemu_ctx(context)->dev_index)) {
+        DCXEMU_ERR(EIO);
+    }
     if (attr->qp_type != IBV_QPT_RC) {
         DCXEMU_ERR(EOPNOTSUPP);
     }
@@ -1766,6 +1774,9 @@ DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
     err = dcxemu_usable();
     if (err) {
         DCXEMU_ERR(err);
+    }
+    if (context != NULL && dcxemu_is_fatal(dcxemu_ctx(context)->dev_index)) {
+        DCXEMU_ERR(EIO);   /* CREATE_QP / CREATE_DCT */
     }
     if (context != NULL && attr != NULL && attr->qp_type == IBV_QPT_RC &&
         (dv == NULL || !(dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DC))) {
@@ -2087,6 +2098,9 @@ DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, 
     if ((err = check_values(a, mask)) != 0) {
         return err;
     }
+    if (dcxemu_is_fatal(qp->ctx->dev_index) && next != IBV_QPS_RESET && next != IBV_QPS_ERR) {
+        return EIO;   /* only 2RST_QP / 2ERR_QP succeed after an internal error */
+    }
     if (qp->is_dct) {
         if ((err = modify_dct(qp, a, mask, cur, next)) != 0) {
             return err;
@@ -2155,6 +2169,9 @@ DCXEMU_API int dcxemu_ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, i
     }
     if ((err = dcxemu_usable()) != 0) {
         return err;
+    }
+    if (dcxemu_is_fatal(qp->ctx->dev_index)) {
+        return EIO;   /* QUERY_QP / QUERY_DCT */
     }
     memset(a, 0, sizeof(*a));
     memset(init, 0, sizeof(*init));

@@ -13,6 +13,9 @@
 
 #define CHECK_USABLE_NULL()  do { int e_ = dcxemu_usable(); if (e_) DCXEMU_ERR(e_); } while (0)
 #define CHECK_USABLE_RET()   do { int e_ = dcxemu_usable(); if (e_) return e_; } while (0)
+/* A firmware command on a device in fatal mode: EIO (dcxemu_device_fatal). */
+#define CHECK_FATAL_NULL(ctx) \
+    do { if (dcxemu_is_fatal(dcxemu_ctx(ctx)->dev_index)) DCXEMU_ERR(EIO); } while (0)
 
 static struct ibv_device devices[DCXEMU_MAX_DEVICES];
 static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -113,6 +116,9 @@ static struct ibv_context *open_device(struct ibv_device *device, int devx)
     CHECK_USABLE_NULL();
     if (i < 0) {
         DCXEMU_ERR(ENODEV);
+    }
+    if (dcxemu_is_fatal(i)) {
+        DCXEMU_ERR(EIO);   /* the ucontext's transport domain is a firmware command */
     }
     c = calloc(1, sizeof(*c));
     if (c == NULL) {
@@ -415,6 +421,7 @@ DCXEMU_API struct ibv_pd *dcxemu_ibv_alloc_pd(struct ibv_context *context)
     if (context == NULL) {
         DCXEMU_ERR(EINVAL);
     }
+    CHECK_FATAL_NULL(context);
     pd = calloc(1, sizeof(*pd));
     if (pd == NULL) {
         DCXEMU_ERR(ENOMEM);
@@ -486,6 +493,7 @@ DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
         !(access & IBV_ACCESS_LOCAL_WRITE)) {
         DCXEMU_ERR(EINVAL);
     }
+    CHECK_FATAL_NULL(pd->context);
     if (!range_mapped(addr, length)) {
         DCXEMU_ERR(EFAULT);
     }
@@ -578,6 +586,9 @@ DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init
     CHECK_USABLE_NULL();
     if (attr == NULL || attr->pd == NULL) {
         DCXEMU_ERR(EINVAL);
+    }
+    if (dcxemu_is_fatal(dcxemu_ctx(attr->pd->context)->dev_index)) {
+        DCXEMU_ERR(EIO);
     }
     if (attr->create_flags == 0 || (attr->create_flags & ~known) ||
         attr->create_flags != MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT) {
@@ -736,6 +747,7 @@ DCXEMU_API int dcxemu_ibv_get_async_event(struct ibv_context *context,
         break;
     case IBV_EVENT_PORT_ACTIVE:
     case IBV_EVENT_PORT_ERR:
+    case IBV_EVENT_DEVICE_FATAL:   /* mlx5_ib_event: port 1 */
         event->element.port_num = (int)r.obj;
         break;
     default:
@@ -1150,6 +1162,7 @@ static struct ibv_cq_ex *create_cq_ex_op(struct ibv_context *context,
     if (context == NULL || a == NULL) {
         DCXEMU_ERR(EINVAL);
     }
+    CHECK_FATAL_NULL(context);
     if (a->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) {
         DCXEMU_ERR(EINVAL);
     }
@@ -1341,6 +1354,7 @@ DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
         init->attr.srq_limit > init->attr.max_wr) {
         DCXEMU_ERR(EINVAL);
     }
+    CHECK_FATAL_NULL(pd->context);
     /* mlx5 sizing: queue of roundup_pow2(max_wr+1) entries holds one less; descriptor of
      * roundup_pow2(16 + 16*max_sge) bytes gives the written-back max_sge */
     while (max < init->attr.max_wr + 1) {
@@ -1452,6 +1466,9 @@ DCXEMU_API int dcxemu_ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr 
     if (mask & IBV_SRQ_LIMIT) {
         if (attr->srq_limit > srq->s->max_wr) {
             return EINVAL;
+        }
+        if (dcxemu_is_fatal(dcxemu_ctx(ibsrq->context)->dev_index)) {
+            return EIO;   /* ARM_RQ */
         }
         if ((err = dcxemu_shm_lock(&srq->s->lock)) != 0) {
             return err;

@@ -38,6 +38,13 @@ ucs_config_field_t uct_dcx_md_config_table[] = {
      "created (e.g. memory hooks are disabled).",
      ucs_offsetof(uct_dcx_md_config_t, rcache), UCS_CONFIG_TYPE_TERNARY},
 
+    {"PCI_RELAXED_ORDERING", "try",
+     "Register memory with IBV_ACCESS_RELAXED_ORDERING, letting the device\n"
+     "reorder its PCIe writes to host memory. It is an optional access flag:\n"
+     "a device or kernel without relaxed ordering ignores it. 'try' and 'yes'\n"
+     "ask for it, 'no' never does.",
+     ucs_offsetof(uct_dcx_md_config_t, relaxed_order), UCS_CONFIG_TYPE_TERNARY},
+
     {"", "", NULL,
      ucs_offsetof(uct_dcx_md_config_t, rcache_config),
      UCS_CONFIG_TYPE_TABLE(UCT_DCX_RCACHE_CONFIG_TABLE)},
@@ -205,7 +212,7 @@ static ucs_status_t uct_dcx_md_reg_mr(uct_dcx_md_t *md, void *address,
 
     memh->flags = 0;
     memh->mr    = md->ops->reg_mr_iova2(md->pd, address, length,
-                                     (uintptr_t)address, UCT_DCX_MR_ACCESS);
+                                     (uintptr_t)address, md->mr_access);
     if (ucs_likely(memh->mr != NULL)) {
         return UCS_OK;
     }
@@ -492,6 +499,11 @@ uct_dcx_md_open(uct_component_t *component, const char *md_name,
     md->super.ops       = &uct_dcx_md_ops;
     md->super.component = &uct_dcx_component;
     ucs_list_head_init(&md->mr_listeners);
+    /* An optional flag (IBV_ACCESS_OPTIONAL_RANGE): ignored where the
+     * device or kernel lacks relaxed ordering (ibv_reg_mr(3)). */
+    md->mr_access = UCT_DCX_MR_ACCESS |
+                    ((config->relaxed_order != UCS_NO) ?
+                     IBV_ACCESS_RELAXED_ORDERING : 0);
 
     uct_dcx_devices_get(&devices, &num_devices);
     for (i = 0; i < num_devices; ++i) {

@@ -17,7 +17,8 @@
 #define UCT_DCX_NO_DEVICE_MD_NAME "dcx"
 
 
-/* Access rights of every registration: UCP decides per operation. */
+/* Access rights of every registration: UCP decides per operation (plus
+ * IBV_ACCESS_RELAXED_ORDERING, an optional flag, per UCX_DCX_PCI_RELAXED_ORDERING). */
 #define UCT_DCX_MR_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
                            IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 
@@ -41,6 +42,7 @@ typedef struct uct_dcx_md_config {
     uct_md_config_t          super;
     ucs_ternary_auto_value_t devx;   /* open devices with DEVX (UMR) */
     ucs_ternary_auto_value_t rcache; /* use a registration cache */
+    ucs_ternary_auto_value_t relaxed_order; /* IBV_ACCESS_RELAXED_ORDERING */
     uct_dcx_rcache_config_t  rcache_config;
     ucs_linear_func_t        reg_cost;
 } uct_dcx_md_config_t;
@@ -85,6 +87,7 @@ typedef struct uct_dcx_md {
     ucs_rcache_t              *rcache; /* NULL: register directly */
     ucs_linear_func_t         reg_cost;
     ucs_list_link_t           mr_listeners; /* uct_dcx_md_mr_listener_t */
+    unsigned                  mr_access;    /* access flags of registrations */
 } uct_dcx_md_t;
 
 

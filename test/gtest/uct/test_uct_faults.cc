@@ -821,3 +821,125 @@ TEST(uct_faults, receive_without_immediate_is_dropped)
                                "delivered");
     }
 }
+
+namespace {
+
+#define FATAL_CHECK(_cond, _code) \
+    do { \
+        if (!(_cond)) { \
+            fprintf(stderr, "device_fatal child: %s failed (line %d)\n", \
+                    #_cond, __LINE__); \
+            return (_code); \
+        } \
+    } while (0)
+
+} // namespace
+
+/* device_fatal <policy>: operations are outstanding on one endpoint (their
+ * peer's DCT delays everything by seconds) and another endpoint is idle when
+ * the device fails (IBV_EVENT_DEVICE_FATAL; the device completes nothing
+ * more). Runs in a process of its own: the model's fatal mode is per process
+ * and cannot be undone. */
+DCX_CHILD_ROLE(device_fatal)
+{
+    typedef int (*fatal_fn_t)(int);
+    const std::string policy = args.empty() ? "dcs" : args[0];
+    void *handle = dlopen(getenv("UCX_DCX_EMU_LIB"), RTLD_NOW);
+    fault_api api;
+    failure_record f;
+
+    FATAL_CHECK((handle != nullptr) && (api.inject != nullptr), 2);
+    fatal_fn_t device_fatal = (fatal_fn_t)dlsym(handle, "dcxemu_device_fatal");
+    FATAL_CHECK(device_fatal != nullptr, 3);
+
+    entity sender(config_t{{"TX_POLICY", policy}}, record_failure, &f);
+    entity receiver;
+    std::vector<entity*> both = {&sender, &receiver};
+    buffer dst(receiver, 8192);
+    rkey rk(dst.packed_rkey());
+    buffer src(sender, 4096, 0x33);
+    uct_ep_h busy = sender.connect(receiver);
+    uct_ep_h idle = sender.connect(receiver);
+    FATAL_CHECK((busy != nullptr) && (idle != nullptr), 4);
+
+    /* Everything to the receiver's DCT waits 5 s before it executes. */
+    FATAL_CHECK(api.inject(DCXEMU_FAULT_DELAY, iface_dctn(receiver),
+                           5000000) == 0, 5);
+    const int num_zcopy = 4;
+    cancel_comp zcopy[num_zcopy], flush;
+    for (int i = 0; i < num_zcopy; ++i) {
+        zcopy[i].uct.func   = cancel_comp_cb;
+        zcopy[i].uct.count  = 1;
+        zcopy[i].uct.status = UCS_OK;
+        uct_iov_t iov = {src.ptr() + 256 * i, 256, src.memh(), 0, 1};
+        FATAL_CHECK(uct_ep_put_zcopy(busy, &iov, 1, dst.addr() + 256 * i,
+                                     rk.get(), &zcopy[i].uct) ==
+                    UCS_INPROGRESS, 6);
+    }
+    uint64_t value = 7;
+    FATAL_CHECK(uct_ep_put_short(busy, &value, 8, dst.addr() + 4096,
+                                 rk.get()) == UCS_OK, 7);
+    flush.uct.func   = cancel_comp_cb;
+    flush.uct.count  = 1;
+    flush.uct.status = UCS_OK;
+    FATAL_CHECK(uct_ep_flush(busy, 0, &flush.uct) == UCS_INPROGRESS, 8);
+    sender.progress();
+    FATAL_CHECK(zcopy[0].calls == 0, 9); /* still outstanding */
+
+    FATAL_CHECK(device_fatal(0) == 0, 10);
+
+    /* The busy endpoint fails through the error handler, its operations and
+     * its flush complete with the error: nothing waits for completions that
+     * never come. */
+    FATAL_CHECK(wait_for(both, [&] { return flush.calls > 0; }, 10), 11);
+    if (policy != "rand") {
+        /* (rand: endpoints sharing a DCI learn at their next operation) */
+        FATAL_CHECK((f.eps.size() == 1) && (f.eps[0] == busy), 12);
+        FATAL_CHECK(f.statuses[0] == UCS_ERR_IO_ERROR, 13);
+    }
+    for (int i = 0; i < num_zcopy; ++i) {
+        FATAL_CHECK((zcopy[i].calls == 1) &&
+                    (zcopy[i].status == UCS_ERR_IO_ERROR), 14);
+    }
+    FATAL_CHECK(flush.status == UCS_ERR_IO_ERROR, 15);
+
+    /* New work is refused with the error, on the failed endpoint, on the
+     * idle one (which fails now) and on one created after the failure. */
+    FATAL_CHECK(uct_ep_put_short(busy, &value, 8, dst.addr(), rk.get()) ==
+                UCS_ERR_IO_ERROR, 16);
+    FATAL_CHECK(uct_ep_put_short(idle, &value, 8, dst.addr(), rk.get()) ==
+                UCS_ERR_IO_ERROR, 17);
+    FATAL_CHECK((f.eps.size() == 2) && (f.eps[0] == busy) &&
+                (f.eps[1] == idle) && (f.statuses[0] == UCS_ERR_IO_ERROR) &&
+                (f.statuses[1] == UCS_ERR_IO_ERROR), 18);
+    FATAL_CHECK(uct_ep_am_short(idle, 1, 0, NULL, 0) == UCS_ERR_IO_ERROR, 19);
+    FATAL_CHECK(uct_ep_flush(idle, 0, NULL) == UCS_ERR_IO_ERROR, 20);
+    uct_ep_h late = sender.connect(receiver);
+    FATAL_CHECK(late != nullptr, 21);
+    FATAL_CHECK(uct_ep_put_short(late, &value, 8, dst.addr(), rk.get()) ==
+                UCS_ERR_IO_ERROR, 22);
+
+    /* The interface flushes: nothing of it is left outstanding. */
+    FATAL_CHECK(wait_for(both, [&] {
+        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+    }, 10), 23);
+    for (int i = 0; i < num_zcopy; ++i) {
+        FATAL_CHECK(zcopy[i].calls == 1, 24); /* and never again */
+    }
+    FATAL_CHECK(flush.calls == 1, 25);
+    uct_ep_destroy(late);
+    uct_ep_destroy(idle);
+    uct_ep_destroy(busy);
+    return 0;
+}
+
+/* IBV_EVENT_DEVICE_FATAL (issue 15 item 7): the interface's endpoints fail
+ * and what was outstanding completes with UCS_ERR_IO_ERROR, instead of
+ * waiting for completions that never come; later sends are refused. */
+TEST(uct_faults, device_fatal_fails_endpoints_and_flushes)
+{
+    for (const char *policy : {"dcs", "dcs_quota", "rand"}) {
+        child c("device_fatal", {policy});
+        EXPECT_EQ(0, c.wait(60)) << "policy " << policy;
+    }
+}

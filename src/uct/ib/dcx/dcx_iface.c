@@ -1073,6 +1073,9 @@ static void uct_dcx_iface_fc_grant_request(uct_dcx_iface_t *iface,
         ucs_debug("dcx: dropped a short credit request (%zu bytes)", length);
         return;
     }
+    if (iface->tx.fatal != UCS_OK) {
+        return; /* a failed device sends nothing */
+    }
     memcpy(&req, data, sizeof(req));
     if (req.dev_flags & UCT_DCX_DEV_ADDR_FLAG_GLOBAL) {
         if (length < sizeof(req) + sizeof(*gid)) {
@@ -1335,6 +1338,10 @@ static void uct_dcx_iface_dci_recover(uct_dcx_iface_t *iface,
 {
     struct ibv_qp_attr attr = { .qp_state = IBV_QPS_RESET };
     int ret;
+
+    if (iface->tx.fatal != UCS_OK) {
+        return; /* a failed device takes no command: never used again */
+    }
 
     ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE);
     if ((ret != 0) || (uct_dcx_iface_dci_connect(iface, dci) != UCS_OK)) {
@@ -1791,6 +1798,80 @@ static UCS_F_ALWAYS_INLINE unsigned uct_dcx_iface_poll_tx(uct_dcx_iface_t *iface
         return 0;
     }
     return uct_dcx_iface_poll_tx_batch(iface);
+}
+
+/* The device failed (IBV_EVENT_DEVICE_FATAL): it completes nothing more,
+ * so what it had outstanding completes here, with @a status, as error
+ * completions would: the endpoints holding DCIs fail through the error
+ * handler, operations and flushes complete with the error, DCIs drain.
+ * From now on no DCI is taken (uct_dcx_iface_dci_take), so every other
+ * endpoint fails at its next operation, and new endpoints are created
+ * failed. Runs in the worker's progress, never in the event thread. */
+static void uct_dcx_iface_fail(uct_dcx_iface_t *iface, ucs_status_t status)
+{
+    uct_dcx_fc_pending_grant_t *grant;
+    uct_dcx_wc_t wc = {};
+    uct_dcx_dci_t *dci;
+    unsigned i;
+
+    if (iface->tx.fatal != UCS_OK) {
+        return;
+    }
+
+    /* What the device completed before it failed comes first. */
+    while (uct_dcx_iface_poll_tx(iface) > 0) {
+    }
+
+    iface->tx.fatal = status;
+    ucs_queue_for_each_extract(grant, &iface->fc.grants, queue, 1) {
+        ucs_mpool_put(grant);
+    }
+
+    /* One error completion per request, signaled or not, in order (as a
+     * QP in error flushes them), each with the device's failure. */
+    wc.status = IBV_WC_FATAL_ERR; /* UCS_ERR_IO_ERROR */
+    for (i = 0; i < iface->tx.num_created; ++i) {
+        dci = &iface->tx.dcis[i];
+        if (dci->posted != dci->completed) {
+            do {
+                wc.wr_id = UCT_DCX_WR_ID(i, dci->completed + 1);
+                uct_dcx_iface_tx_completion(iface, &wc);
+            } while (dci->posted != dci->completed);
+        } else if ((iface->tx.policy == UCT_DCX_TX_POLICY_RAND) &&
+                   !dci->error) {
+            /* Idle shared DCIs: their endpoints fail at their next use. */
+            ++dci->generation;
+            dci->last_error = status;
+            dci->error      = 1;
+        }
+    }
+
+    if (iface->umr.engine != NULL) {
+        uct_dcx_umr_fail(iface->umr.engine);
+        ++iface->umr.gen;
+    }
+    ucs_arbiter_dispatch(&iface->tx.arbiter, 1, uct_dcx_ep_pending_dispatch,
+                         NULL);
+}
+
+static unsigned uct_dcx_iface_fatal_progress(void *arg)
+{
+    uct_dcx_iface_t *iface = arg;
+
+    uct_worker_progress_unregister_safe(&iface->super.worker->super,
+                                        &iface->tx.fatal_cb_id);
+    uct_dcx_iface_fail(iface, UCS_ERR_IO_ERROR);
+    return 1;
+}
+
+/* From the event thread: the rest happens in the worker's progress. */
+static void uct_dcx_iface_fatal_event(void *arg)
+{
+    uct_dcx_iface_t *iface = arg;
+
+    uct_worker_progress_register_safe(&iface->super.worker->super,
+                                      uct_dcx_iface_fatal_progress, iface, 0,
+                                      &iface->tx.fatal_cb_id);
 }
 
 unsigned uct_dcx_iface_progress(uct_iface_h tl_iface)
@@ -2562,6 +2643,15 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
                   strerror(ret));
     }
 
+    /* Last: from now on the event thread may ask for uct_dcx_iface_fail. */
+    self->tx.fatal_cb_id        = UCS_CALLBACKQ_ID_NULL;
+    self->tx.fatal_listener.cb  = uct_dcx_iface_fatal_event;
+    self->tx.fatal_listener.arg = self;
+    ucs_list_head_init(&self->tx.fatal_listener.list);
+    if (uct_dcx_md_fatal_listen(md, &self->tx.fatal_listener) != UCS_OK) {
+        self->tx.fatal = UCS_ERR_IO_ERROR; /* failed meanwhile */
+    }
+
     ucs_debug("dcx: %s: iface %p dct 0x%x, %u dcis, inline %zu, sge %u",
               dev_name, self, self->rx.dctn, self->tx.num_dci,
               self->tx.max_inline, self->tx.max_sge);
@@ -2611,6 +2701,9 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
 
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    uct_dcx_md_fatal_unlisten(self->md, &self->tx.fatal_listener);
+    uct_worker_progress_unregister_safe(&self->super.worker->super,
+                                        &self->tx.fatal_cb_id);
 
     /* Destroying the QPs discards their completions: what still waits is
      * cancelled, its user completion called once with UCS_ERR_CANCELED

@@ -91,6 +91,45 @@ uct_dcx_query_md_resources(uct_component_t *component,
     return UCS_OK;
 }
 
+/* The device has failed: it completes nothing more. Every interface learns
+ * of it (once) and fails its endpoints from its worker's progress. */
+static void uct_dcx_md_fatal_dispatch(uct_dcx_md_t *md)
+{
+    uct_dcx_md_fatal_listener_t *listener;
+
+    ucs_spin_lock(&md->fatal_lock);
+    if (!md->fatal) {
+        md->fatal = 1;
+        ucs_list_for_each(listener, &md->fatal_listeners, list) {
+            listener->cb(listener->arg);
+        }
+    }
+    ucs_spin_unlock(&md->fatal_lock);
+}
+
+ucs_status_t uct_dcx_md_fatal_listen(uct_dcx_md_t *md,
+                                     uct_dcx_md_fatal_listener_t *listener)
+{
+    ucs_status_t status = UCS_OK;
+
+    ucs_spin_lock(&md->fatal_lock);
+    if (md->fatal) {
+        status = UCS_ERR_IO_ERROR;
+    } else {
+        ucs_list_add_tail(&md->fatal_listeners, &listener->list);
+    }
+    ucs_spin_unlock(&md->fatal_lock);
+    return status;
+}
+
+void uct_dcx_md_fatal_unlisten(uct_dcx_md_t *md,
+                               uct_dcx_md_fatal_listener_t *listener)
+{
+    ucs_spin_lock(&md->fatal_lock);
+    ucs_list_del(&listener->list);
+    ucs_spin_unlock(&md->fatal_lock);
+}
+
 /* Device events: logged with what they mean for the user. Error
  * completions are what fail endpoints; these only explain. */
 static void uct_dcx_md_async_event(int fd, ucs_event_set_types_t events,
@@ -111,8 +150,9 @@ static void uct_dcx_md_async_event(int fd, ucs_event_set_types_t events,
                      event.element.port_num);
             break;
         case IBV_EVENT_DEVICE_FATAL:
-            ucs_error("dcx: %s: fatal device error; every operation on it "
-                      "will fail", name);
+            ucs_error("dcx: %s: fatal device error: its endpoints fail and "
+                      "nothing it had outstanding will complete", name);
+            uct_dcx_md_fatal_dispatch(md);
             break;
         case IBV_EVENT_SRQ_LIMIT_REACHED:
             ucs_diag("dcx: %s: a receive queue ran below its limit: the "
@@ -179,6 +219,7 @@ void uct_dcx_md_close(uct_md_h uct_md)
         }
     }
 
+    ucs_spinlock_destroy(&md->fatal_lock);
     ucs_free(md);
 }
 
@@ -499,6 +540,8 @@ uct_dcx_md_open(uct_component_t *component, const char *md_name,
     md->super.ops       = &uct_dcx_md_ops;
     md->super.component = &uct_dcx_component;
     ucs_list_head_init(&md->mr_listeners);
+    ucs_list_head_init(&md->fatal_listeners);
+    ucs_spinlock_init(&md->fatal_lock, 0);
     /* An optional flag (IBV_ACCESS_OPTIONAL_RANGE): ignored where the
      * device or kernel lacks relaxed ordering (ibv_reg_mr(3)). */
     md->mr_access = UCT_DCX_MR_ACCESS |
@@ -562,6 +605,7 @@ err_dealloc_pd:
 err_close_device:
     md->device->binding->ops.close_device(md->ctx);
 err_free:
+    ucs_spinlock_destroy(&md->fatal_lock);
     ucs_free(md);
     return status;
 }

@@ -10,6 +10,7 @@
 #include <uct/base/uct_md.h>
 #include <ucs/config/types.h>
 #include <ucs/memory/rcache.h>
+#include <ucs/type/spinlock.h>
 
 
 /* Name of the memory domain a host without DC devices shows, so that the
@@ -57,6 +58,15 @@ typedef struct uct_dcx_md_mr_listener {
 } uct_dcx_md_mr_listener_t;
 
 
+/* Told (from the async event thread, under the memory domain's lock) when
+ * the device reports IBV_EVENT_DEVICE_FATAL. */
+typedef struct uct_dcx_md_fatal_listener {
+    ucs_list_link_t list;
+    void            (*cb)(void *arg);
+    void            *arg;
+} uct_dcx_md_fatal_listener_t;
+
+
 /* A memory registration (the memory handle). */
 typedef struct uct_dcx_mem {
     struct ibv_mr *mr;
@@ -88,6 +98,9 @@ typedef struct uct_dcx_md {
     ucs_linear_func_t         reg_cost;
     ucs_list_link_t           mr_listeners; /* uct_dcx_md_mr_listener_t */
     unsigned                  mr_access;    /* access flags of registrations */
+    ucs_spinlock_t            fatal_lock;   /* fatal, fatal_listeners */
+    int                       fatal;        /* IBV_EVENT_DEVICE_FATAL seen */
+    ucs_list_link_t           fatal_listeners; /* uct_dcx_md_fatal_listener_t */
 } uct_dcx_md_t;
 
 
@@ -106,6 +119,13 @@ static UCS_F_ALWAYS_INLINE uint32_t uct_dcx_rkey(uct_rkey_t rkey)
     return (uint32_t)rkey;
 }
 
+
+/* Listen for a fatal device error; returns UCS_ERR_IO_ERROR (not added) if
+ * the device has failed already. */
+ucs_status_t uct_dcx_md_fatal_listen(uct_dcx_md_t *md,
+                                     uct_dcx_md_fatal_listener_t *listener);
+void uct_dcx_md_fatal_unlisten(uct_dcx_md_t *md,
+                               uct_dcx_md_fatal_listener_t *listener);
 
 extern ucs_config_field_t uct_dcx_md_config_table[];
 extern ucs_config_field_t uct_dcx_global_config_table[];

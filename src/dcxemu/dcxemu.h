@@ -84,6 +84,8 @@ DCXEMU_API int dcxemu_ibv_query_device(struct ibv_context *context,
 DCXEMU_API int dcxemu_ibv_query_device_ex(struct ibv_context *context,
                                           const struct ibv_query_device_ex_input *input,
                                           struct ibv_device_attr_ex *attr);
+DCXEMU_API int dcxemu_mlx5dv_devx_general_cmd(struct ibv_context *context, const void *in,
+                                              size_t inlen, void *out, size_t outlen);
 DCXEMU_API int dcxemu_mlx5dv_query_device(struct ibv_context *ctx_in,
                                           struct mlx5dv_context *attrs_out);
 DCXEMU_API int dcxemu_ibv_query_port(struct ibv_context *context, uint8_t port_num,

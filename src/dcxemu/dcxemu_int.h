@@ -348,6 +348,7 @@ struct dcxemu_settings {
     uint64_t heap_mb;
     int strict_umr;                /* DCXEMU_STRICT_UMR: re-UMR needs LOCAL_INV first */
     int no_atomics;                /* DCXEMU_ATOMIC_CAP=none: atomic_cap IBV_ATOMIC_NONE */
+    int log_max_ra_dc;             /* DCXEMU_LOG_MAX_RA_DC: HCA cap log_max_ra_{req,res}_dc */
     int deferred;                  /* DCXEMU_EXEC=deferred */
     uint32_t defer_us;
     /* DCXEMU_FAULTS: probabilities scaled to 2^32 (0 = off) */

@@ -2098,7 +2098,13 @@ DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, 
     if ((err = check_values(a, mask)) != 0) {
         return err;
     }
-    if (dcxemu_is_fatal(qp->ctx->dev_index) && next != IBV_QPS_RESET && next != IBV_QPS_ERR) {
+    /* kernel mlx5_ib_modify_qp -> validate_rd_atomic: a DCI's max_rd_atomic is bounded by the
+     * DC capability 1 << log_max_ra_res_dc, not by max_qp_init_rd_atom */
+    if (!qp->is_dct && !qp->is_rc && (mask & IBV_QP_MAX_QP_RD_ATOMIC) &&
+        a->max_rd_atomic > (1u << dcxemu_cfg.log_max_ra_dc)) {
+        return EINVAL;
+    }
+        if (dcxemu_is_fatal(qp->ctx->dev_index) && next != IBV_QPS_RESET && next != IBV_QPS_ERR) {
         return EIO;   /* only 2RST_QP / 2ERR_QP succeed after an internal error */
     }
     if (qp->is_dct) {

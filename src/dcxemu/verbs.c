@@ -374,6 +374,75 @@ static int query_port_op(struct ibv_context *context, uint8_t port_num,
     return 0;
 }
 
+/* DEVX general commands (PRM mailboxes, big-endian, MSB-first bit offsets).  Only QUERY_HCA_CAP
+ * of the general device capabilities is answered, and in it only the fields a DC transport reads:
+ * log_max_ra_req_dc, log_max_ra_res_dc, log_max_ra_req_qp, log_max_ra_res_qp (every other field
+ * reads 0).  QUERY_HCA_CAP is on the kernel's whitelist (devx.c:devx_is_whitelist_cmd), so, as on
+ * a DEVX-capable mlx5, it works on a context opened without DEVX too; any other command needs a
+ * DEVX context (kernel devx_get_uid: EINVAL) and is not modelled there (EOPNOTSUPP). */
+enum {
+    DEVX_OP_QUERY_HCA_CAP = 0x100,
+    DEVX_HCA_CAP_GENERAL  = 0x0,
+    DEVX_MBOX_HDR         = 16,      /* status, syndrome, reserved */
+    DEVX_HCA_CAP_SIZE     = 4096     /* cmd_hca_cap: 0x8000 bits */
+};
+
+static void devx_set_field(uint8_t *base, unsigned bit_off, unsigned bits, uint32_t value)
+{
+    uint32_t dw, mask = (bits == 32) ? UINT32_MAX : ((1u << bits) - 1);
+    unsigned shift = 32 - (bit_off % 32) - bits;
+    memcpy(&dw, base + (bit_off / 32) * 4, 4);
+    dw = be32toh(dw);
+    dw = (dw & ~(mask << shift)) | ((value & mask) << shift);
+    dw = htobe32(dw);
+    memcpy(base + (bit_off / 32) * 4, &dw, 4);
+}
+
+DCXEMU_API int dcxemu_mlx5dv_devx_general_cmd(struct ibv_context *context, const void *in,
+                                              size_t inlen, void *out, size_t outlen)
+{
+    const uint8_t *i = in;
+    uint8_t *cap;
+    uint16_t opcode, op_mod;
+    int e = dcxemu_usable();
+    if (e == 0 && (context == NULL || in == NULL || out == NULL || inlen < DEVX_MBOX_HDR ||
+                   outlen < DEVX_MBOX_HDR)) {
+        e = EINVAL;
+    }
+    if (e == 0 && dcxemu_is_fatal(dcxemu_ctx(context)->dev_index)) {
+        e = EIO;
+    }
+    if (e != 0) {
+        errno = e;
+        return e;
+    }
+    opcode = (uint16_t)(i[0] << 8 | i[1]);
+    op_mod = (uint16_t)(i[6] << 8 | i[7]);
+    if (opcode != DEVX_OP_QUERY_HCA_CAP) {
+        e = dcxemu_ctx(context)->devx ? EOPNOTSUPP : EINVAL;
+        errno = e;
+        return e;
+    }
+    if ((op_mod >> 1) != DEVX_HCA_CAP_GENERAL) {
+        errno = EOPNOTSUPP;   /* other capability types are not modelled */
+        return EOPNOTSUPP;
+    }
+    memset(out, 0, outlen);   /* status 0 (OK), syndrome 0 */
+    if (outlen > DEVX_MBOX_HDR) {
+        /* cmd_hca_cap, in a buffer as large as the whole structure */
+        uint8_t full[DEVX_HCA_CAP_SIZE];
+        size_t n = outlen - DEVX_MBOX_HDR;
+        memset(full, 0, sizeof(full));
+        cap = full;
+        devx_set_field(cap, 0x12a, 6, (uint32_t)dcxemu_cfg.log_max_ra_dc);  /* log_max_ra_req_dc */
+        devx_set_field(cap, 0x13a, 6, (uint32_t)dcxemu_cfg.log_max_ra_dc);  /* log_max_ra_res_dc */
+        devx_set_field(cap, 0x14a, 6, 4);                                    /* log_max_ra_req_qp */
+        devx_set_field(cap, 0x15a, 6, 4);                                    /* log_max_ra_res_qp */
+        memcpy((uint8_t *)out + DEVX_MBOX_HDR, full, n < sizeof(full) ? n : sizeof(full));
+    }
+    return 0;
+}
+
 DCXEMU_API int dcxemu_ibv_query_port(struct ibv_context *context, uint8_t port_num,
                                      struct ibv_port_attr *port_attr)
 {

@@ -198,3 +198,118 @@ TEST(emu_pd_mr, optional_access_flags)
     dcxemu_ibv_dereg_mr(opt);
     d.close();
 }
+
+namespace {
+
+/* QUERY_HCA_CAP (general, current) through mlx5dv_devx_general_cmd: 0 or the errno value;
+ * *req / *res the DC read/atomic logs. */
+int query_ra_dc(ibv_context *ctx, unsigned *req, unsigned *res, uint16_t opcode = 0x100,
+                size_t inlen = 16)
+{
+    uint8_t in[16] = {}, out[16 + 4096];
+    uint32_t dw;
+    in[0] = opcode >> 8;
+    in[1] = opcode & 0xff;
+    in[7] = 1;   /* op_mod: HCA_CAP_OPMOD_GET_CUR | GENERAL << 1 */
+    memset(out, 0xff, sizeof(out));
+    int r = dcxemu_mlx5dv_devx_general_cmd(ctx, in, inlen, out, sizeof(out));
+    if (r != 0) return r;
+    if (out[0] != 0) return -1;   /* status */
+    memcpy(&dw, out + 16 + 0x120 / 8, 4);   /* dword of log_max_ra_{req,res}_dc */
+    dw = ntohl(dw);
+    *req = (dw >> 16) & 0x3f;
+    *res = dw & 0x3f;
+    return 0;
+}
+
+ibv_context *open_ctx(bool devx)
+{
+    int n = 0;
+    ibv_device **l = dcxemu_ibv_get_device_list(&n);
+    if (l == nullptr || n < 1) return nullptr;
+    mlx5dv_context_attr da = {};
+    da.flags = MLX5DV_CONTEXT_FLAGS_DEVX;
+    ibv_context *ctx = devx ? dcxemu_mlx5dv_open_device(l[0], &da) : dcxemu_ibv_open_device(l[0]);
+    dcxemu_ibv_free_device_list(l);
+    return ctx;
+}
+
+/* A DCI to RTR, then RTR->RTS with max_rd_atomic: modify's return value. */
+int dci_rts_with(dev &d, uint8_t max_rd_atomic)
+{
+    ibv_qp *qp = create_dci(d);
+    if (qp == nullptr) return -1;
+    ibv_qp_attr a;
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    int r = dcxemu_ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT);
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_4096;
+    a.ah_attr.port_num = 1;
+    if (r == 0) r = dcxemu_ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_AV);
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = max_rd_atomic;
+    if (r == 0) {
+        r = dcxemu_ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                         IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
+                                         IBV_QP_SQ_PSN);
+    }
+    dcxemu_ibv_destroy_qp(qp);
+    return r;
+}
+
+} // namespace
+
+/* ra_dc <log>: the DC limit is 1 << log (DCXEMU_LOG_MAX_RA_DC), below max_qp_init_rd_atom. */
+EMU_CHILD(ra_dc)
+{
+    unsigned want = argc > 0 ? (unsigned)atoi(argv[0]) : 4, req = 99, res = 99;
+    dev d;
+    ibv_device_attr da;
+    FAIL_IF(!d.open(), 2);
+    FAIL_IF(dcxemu_ibv_query_device(d.ctx, &da) != 0 || da.max_qp_init_rd_atom != 16, 3);
+    ibv_context *devx = open_ctx(true);
+    FAIL_IF(devx == nullptr, 4);
+    FAIL_IF(query_ra_dc(devx, &req, &res) != 0 || req != want || res != want, 5);
+    FAIL_IF(dci_rts_with(d, 16) != (want < 4 ? EINVAL : 0), 6);
+    FAIL_IF(dci_rts_with(d, (uint8_t)(1u << want)) != 0, 7);
+    FAIL_IF(want > 0 && dci_rts_with(d, (uint8_t)((1u << want) + 1)) != EINVAL, 8);
+    dcxemu_ibv_close_device(devx);
+    d.close();
+    return 0;
+}
+
+/* The DC read/atomic depth (issue 15 item 4): QUERY_HCA_CAP through mlx5dv_devx_general_cmd
+ * reports log_max_ra_req_dc / log_max_ra_res_dc at their PRM offsets; RTR->RTS of a DCI with
+ * max_rd_atomic above 1 << log_max_ra_res_dc is EINVAL (kernel mlx5_ib validate_rd_atomic) even
+ * where max_qp_init_rd_atom allows it.  QUERY_HCA_CAP is whitelisted (works without DEVX); other
+ * commands need a DEVX context. */
+TEST(emu_devx, dc_rd_atomic_capability)
+{
+    unsigned req = 99, res = 99;
+    ibv_context *devx = open_ctx(true), *plain = open_ctx(false);
+    ASSERT_NE(devx, nullptr);
+    ASSERT_NE(plain, nullptr);
+    EXPECT_EQ(query_ra_dc(devx, &req, &res), 0);
+    EXPECT_EQ(req, 4u);
+    EXPECT_EQ(res, 4u);
+    req = res = 99;
+    EXPECT_EQ(query_ra_dc(plain, &req, &res), 0);   /* whitelisted */
+    EXPECT_EQ(res, 4u);
+    EXPECT_EQ(query_ra_dc(plain, &req, &res, 0x200), EINVAL);      /* CREATE_MKEY, no DEVX */
+    EXPECT_EQ(query_ra_dc(devx, &req, &res, 0x200), EOPNOTSUPP);   /* not modelled */
+    EXPECT_EQ(query_ra_dc(devx, &req, &res, 0x100, 8), EINVAL);    /* short mailbox */
+    EXPECT_EQ(dcxemu_mlx5dv_devx_general_cmd(nullptr, &req, 16, &res, 16), EINVAL);
+    dcxemu_ibv_close_device(devx);
+    dcxemu_ibv_close_device(plain);
+
+    EXPECT_EQ(run_and_wait({ "ra_dc", "2" }, { "DCXEMU_LOG_MAX_RA_DC=2" }), 0);
+    EXPECT_EQ(run_and_wait({ "ra_dc", "0" }, { "DCXEMU_LOG_MAX_RA_DC=0" }), 0);
+    EXPECT_EQ(run_and_wait({ "ra_dc", "4" }, {}), 0);
+}

@@ -943,3 +943,74 @@ TEST(uct_faults, device_fatal_fails_endpoints_and_flushes)
         EXPECT_EQ(0, c.wait(60)) << "policy " << policy;
     }
 }
+
+/* rd_atomic_dc <devx try|no>: the device allows a DCI fewer outstanding
+ * reads and atomics than max_qp_init_rd_atom (DCXEMU_LOG_MAX_RA_DC, set by
+ * the parent): reads and atomics still work, with the limit read through
+ * DEVX (QUERY_HCA_CAP) or, without DEVX, found when the first DCI connects. */
+DCX_CHILD_ROLE(rd_atomic_dc)
+{
+    setenv("UCX_DCX_DEVX", args.empty() ? "try" : args[0].c_str(), 1);
+    entity sender, receiver;
+    std::vector<entity*> both = {&sender, &receiver};
+    buffer dst(receiver, 4096, 0x44), src(sender, 4096);
+    rkey rk(dst.packed_rkey());
+    uct_ep_h ep = sender.connect(receiver);
+    FATAL_CHECK(ep != nullptr, 2);
+
+    const int count = 16;
+    cancel_comp gets[count], amo;
+    uint64_t result = 0;
+    for (int i = 0; i < count; ++i) {
+        gets[i].uct.func   = cancel_comp_cb;
+        gets[i].uct.count  = 1;
+        gets[i].uct.status = UCS_OK;
+        uct_iov_t iov = {src.ptr() + 128 * i, 128, src.memh(), 0, 1};
+        FATAL_CHECK(retry(both, [&] {
+            return uct_ep_get_zcopy(ep, &iov, 1, dst.addr() + 128 * i,
+                                    rk.get(), &gets[i].uct);
+        }) == UCS_INPROGRESS, 3);
+    }
+    amo.uct.func   = cancel_comp_cb;
+    amo.uct.count  = 1;
+    amo.uct.status = UCS_OK;
+    ucs_status_t status = retry(both, [&] {
+        return uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 1, &result,
+                                     dst.addr() + 2048, rk.get(), &amo.uct);
+    });
+    FATAL_CHECK((status == UCS_INPROGRESS) || (status == UCS_OK), 4);
+    if (status == UCS_OK) {
+        amo.calls  = 1;
+        amo.status = UCS_OK;
+    }
+    FATAL_CHECK(wait_for(both, [&] {
+        for (auto &g : gets) {
+            if (g.calls == 0) {
+                return false;
+            }
+        }
+        return amo.calls > 0;
+    }, 20), 5);
+    for (auto &g : gets) {
+        FATAL_CHECK(g.status == UCS_OK, 6);
+    }
+    FATAL_CHECK(amo.status == UCS_OK, 7);
+    FATAL_CHECK((src.ptr()[0] == 0x44) && (src.ptr()[128 * count - 1] == 0x44),
+                8);
+    FATAL_CHECK(result == 0x4444444444444444ull, 9);
+    uct_ep_destroy(ep);
+    return 0;
+}
+
+/* A DCI's read/atomic depth is the DC capability (log_max_ra_res_dc), not
+ * max_qp_init_rd_atom (issue 15 item 4): with DEVX the limit is read, without
+ * it the DCI finds it (the device refuses more with EINVAL). */
+TEST(uct_faults, dc_rd_atomic_depth_below_rc_limit)
+{
+    setenv("DCXEMU_LOG_MAX_RA_DC", "1", 1); /* only children attach anew */
+    for (const char *devx : {"try", "no"}) {
+        child c("rd_atomic_dc", {devx});
+        EXPECT_EQ(0, c.wait(60)) << "UCX_DCX_DEVX=" << devx;
+    }
+    unsetenv("DCXEMU_LOG_MAX_RA_DC");
+}

@@ -2034,11 +2034,27 @@ static ucs_status_t uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface,
     attr.retry_cnt     = iface->config.retry_count;
     attr.rnr_retry     = iface->config.rnr_retry_count;
     attr.sq_psn        = 0;
-    attr.max_rd_atomic = iface->config.max_rd_atomic;
-    ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE |
-                                IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                IBV_QP_MAX_QP_RD_ATOMIC);
+    for (;;) {
+        attr.max_rd_atomic = iface->config.max_rd_atomic;
+        ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE |
+                                    IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                    IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                    IBV_QP_MAX_QP_RD_ATOMIC);
+        if ((ret != EINVAL) || iface->config.rd_atomic_known ||
+            (iface->config.max_rd_atomic <= 1)) {
+            break;
+        }
+        /* Without the DC capability (no DEVX) max_qp_init_rd_atom may be
+         * more than a DCI may have: the kernel refuses it with EINVAL.
+         * Halve it until the device accepts; later DCIs start there. */
+        ucs_debug("dcx: dci 0x%x: max_rd_atomic %u refused, trying %u",
+                  dci->qp->qp_num, iface->config.max_rd_atomic,
+                  iface->config.max_rd_atomic / 2);
+        iface->config.max_rd_atomic /= 2;
+    }
+    if (ret == 0) {
+        iface->config.rd_atomic_known = 1;
+    }
     if (ret != 0) {
         ucs_error("dcx: dci 0x%x to rts failed: %s", dci->qp->qp_num,
                   strerror(ret));
@@ -2407,8 +2423,16 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     self->config.retry_count     = config->retry_count;
     self->config.rnr_retry_count = config->rnr_retry_count;
     self->config.sl              = config->sl;
-    self->config.max_rd_atomic   = ucs_min(config->max_rd_atomic,
-                                           (unsigned)dev_attr.max_qp_init_rd_atom);
+    /* max_qp_init_rd_atom is the RC limit; a DCI has its own (QUERY_HCA_CAP
+     * through DEVX), else the first DCI to connect finds it. */
+    self->config.max_rd_atomic   = ucs_min(ucs_min(config->max_rd_atomic,
+                                           (unsigned)dev_attr.max_qp_init_rd_atom),
+                                           UINT8_MAX);
+    if (md->dc_max_rd_atomic != 0) {
+        self->config.max_rd_atomic   = ucs_min(self->config.max_rd_atomic,
+                                               md->dc_max_rd_atomic);
+        self->config.rd_atomic_known = 1;
+    }
     self->config.atomics         = (dev_attr.atomic_cap != IBV_ATOMIC_NONE);
     if (!self->config.atomics) {
         ucs_debug("dcx: %s: no device atomics (atomic_cap NONE)", dev_name);

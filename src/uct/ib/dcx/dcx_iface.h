@@ -454,6 +454,7 @@ struct uct_dcx_iface {
         uint8_t               min_rnr_timer; /* IB 5-bit code */
         uint8_t               sl;
         uint8_t               max_rd_atomic;
+        uint8_t               rd_atomic_known; /* the device said its limit */
         uint8_t               atomics;       /* atomic_cap is not NONE */
         enum ibv_mtu          path_mtu;
     } config;

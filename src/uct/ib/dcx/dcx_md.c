@@ -14,6 +14,7 @@
 
 #include <ucs/async/async.h>
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -521,6 +522,63 @@ static ucs_status_t uct_dcx_md_query_device(uct_dcx_md_t *md)
     return UCS_OK;
 }
 
+/* PRM QUERY_HCA_CAP (general capabilities, current values) mailboxes. */
+#define UCT_DCX_PRM_OP_QUERY_HCA_CAP    0x100
+#define UCT_DCX_PRM_HCA_CAP_GET_CUR     0x1   /* op_mod: type 0 << 1 | cur */
+#define UCT_DCX_PRM_MBOX_HDR            16    /* status, syndrome, reserved */
+#define UCT_DCX_PRM_HCA_CAP_SIZE        4096  /* cmd_hca_cap */
+
+/* A 6-bit field of cmd_hca_cap at PRM bit offset @a bit_off (MSB first). */
+static unsigned uct_dcx_md_hca_cap_u6(const uint8_t *cap, unsigned bit_off)
+{
+    uint32_t dw;
+
+    memcpy(&dw, cap + (bit_off / 32) * 4, sizeof(dw));
+    return (be32toh(dw) >> (32 - (bit_off % 32) - 6)) & 0x3f;
+}
+
+/* The read/atomic depth of a DCI: the kernel refuses RTR->RTS with
+ * max_rd_atomic above 1 << log_max_ra_res_dc (mlx5_ib validate_rd_atomic),
+ * UCX's dc_mlx5 uses 1 << log_max_ra_req_dc; both bound it here. Read
+ * with DEVX where the device was opened with it; else it stays unknown and
+ * the DCIs find it (uct_dcx_iface_dci_connect). */
+static void uct_dcx_md_query_dc_rd_atomic(uct_dcx_md_t *md)
+{
+    uint8_t in[UCT_DCX_PRM_MBOX_HDR] = {};
+    uint8_t *out;
+    unsigned req, res;
+    int ret;
+
+    if (!md->devx) {
+        return;
+    }
+
+    out = ucs_calloc(1, UCT_DCX_PRM_MBOX_HDR + UCT_DCX_PRM_HCA_CAP_SIZE,
+                     "dcx hca cap");
+    if (out == NULL) {
+        return;
+    }
+
+    in[0] = UCT_DCX_PRM_OP_QUERY_HCA_CAP >> 8;
+    in[1] = UCT_DCX_PRM_OP_QUERY_HCA_CAP & 0xff;
+    in[7] = UCT_DCX_PRM_HCA_CAP_GET_CUR;
+    ret   = md->ops->mlx5dv_devx_general_cmd(md->ctx, in, sizeof(in), out,
+                                             UCT_DCX_PRM_MBOX_HDR +
+                                             UCT_DCX_PRM_HCA_CAP_SIZE);
+    if ((ret != 0) || (out[0] != 0)) {
+        ucs_debug("dcx: %s: QUERY_HCA_CAP failed (%s, status 0x%x): the DC "
+                  "read/atomic depth is found when a DCI connects",
+                  md->device->name, strerror(ret), out[0]);
+    } else {
+        req = uct_dcx_md_hca_cap_u6(out + UCT_DCX_PRM_MBOX_HDR, 0x12a);
+        res = uct_dcx_md_hca_cap_u6(out + UCT_DCX_PRM_MBOX_HDR, 0x13a);
+        md->dc_max_rd_atomic = 1u << ucs_min(ucs_min(req, res), 7);
+        ucs_debug("dcx: %s: log_max_ra_req_dc %u log_max_ra_res_dc %u",
+                  md->device->name, req, res);
+    }
+    ucs_free(out);
+}
+
 ucs_status_t
 uct_dcx_md_open(uct_component_t *component, const char *md_name,
                 const uct_md_config_t *uct_config, uct_md_h *md_p)
@@ -574,6 +632,7 @@ uct_dcx_md_open(uct_component_t *component, const char *md_name,
     if (status != UCS_OK) {
         goto err_close_device;
     }
+    uct_dcx_md_query_dc_rd_atomic(md);
 
     md->pd = md->ops->alloc_pd(md->ctx);
     if (md->pd == NULL) {

@@ -98,6 +98,9 @@ typedef struct uct_dcx_md {
     ucs_linear_func_t         reg_cost;
     ucs_list_link_t           mr_listeners; /* uct_dcx_md_mr_listener_t */
     unsigned                  mr_access;    /* access flags of registrations */
+    unsigned                  dc_max_rd_atomic; /* DCI read/atomic depth the
+                                                   device allows (QUERY_HCA_CAP);
+                                                   0: unknown */
     ucs_spinlock_t            fatal_lock;   /* fatal, fatal_listeners */
     int                       fatal;        /* IBV_EVENT_DEVICE_FATAL seen */
     ucs_list_link_t           fatal_listeners; /* uct_dcx_md_fatal_listener_t */

@@ -29,6 +29,8 @@
 
 /* Device capabilities (ConnectX-6-like, spec §5). */
 #define DCXEMU_MAX_QP_WR        32768
+#define DCXEMU_SEND_WQE_BB      64       /* MLX5_SEND_WQE_BB */
+#define DCXEMU_MAX_SEND_WQEBB   32768    /* max_send_wqebb = 1 << log_max_qp_sz = max_qp_wr */
 #define DCXEMU_MAX_SGE          30
 #define DCXEMU_MAX_CQE          4194303
 #define DCXEMU_MAX_SRQ_WR       32767

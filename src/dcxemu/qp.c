@@ -1563,7 +1563,18 @@ static int size_sq(struct ibv_qp_cap *cap, uint64_t ops, uint64_t dv_ops, int dc
         cap->max_send_sge = DCXEMU_MAX_SGE;
     }
     if (cap->max_send_wr > 0) {
-        cap->max_send_wr = roundup_pow2((uint64_t)cap->max_send_wr * wqe) / wqe;
+        /* providers/mlx5/verbs.c:mlx5_calc_sq_size: the queue is roundup_pow2(max_send_wr * wqe)
+         * bytes, at most max_send_wqebb 64-byte basic blocks (1 << log_max_qp_sz, reported as
+         * max_qp_wr), whatever max_send_wr alone would allow */
+        uint64_t wq_size;
+        if (cap->max_send_wr > 0x7fffffffu / dcxemu_cfg.max_wqe) {
+            return EINVAL;
+        }
+        wq_size = roundup_pow2((uint64_t)cap->max_send_wr * wqe);
+        if (wq_size / DCXEMU_SEND_WQE_BB > DCXEMU_MAX_SEND_WQEBB) {
+            return EINVAL;
+        }
+        cap->max_send_wr = (uint32_t)(wq_size / wqe);
     }
     if (dc) {
         cap->max_recv_wr = 0;

@@ -313,3 +313,36 @@ TEST(emu_devx, dc_rd_atomic_capability)
     EXPECT_EQ(run_and_wait({ "ra_dc", "0" }, { "DCXEMU_LOG_MAX_RA_DC=0" }), 0);
     EXPECT_EQ(run_and_wait({ "ra_dc", "4" }, {}), 0);
 }
+
+/* The send queue is bounded in 64-byte basic blocks as well as in WRs (rdma-core
+ * providers/mlx5/verbs.c:mlx5_calc_sq_size): roundup_pow2(max_send_wr * wqe_size) / 64 may not
+ * exceed max_send_wqebb (1 << log_max_qp_sz = max_qp_wr, 32768), else EINVAL; the written-back
+ * max_send_wr is wq_size / wqe_size. */
+TEST(emu_sq, send_queue_bounded_in_wqebb)
+{
+    dev d;
+    ASSERT_TRUE(d.open());
+    ibv_device_attr da;
+    ASSERT_EQ(dcxemu_ibv_query_device(d.ctx, &da), 0);
+    ASSERT_EQ(da.max_qp_wr, 32768);
+    struct shape {
+        uint32_t inl, ok_wr;   /* 128 B WQEs (1 SGE, no inline) and 512 B WQEs (inline 400) */
+    };
+    for (shape s : { shape{ 0, 16384 }, shape{ 400, 4096 } }) {
+        ibv_qp *qp = create_dci(d, s.ok_wr, 1, s.inl);
+        ASSERT_NE(qp, nullptr) << "inline " << s.inl;
+        ibv_qp_attr qa;
+        ibv_qp_init_attr qia;
+        ASSERT_EQ(dcxemu_ibv_query_qp(qp, &qa, IBV_QP_CAP, &qia), 0);
+        EXPECT_EQ(qa.cap.max_send_wr, s.ok_wr);
+        EXPECT_EQ(dcxemu_ibv_destroy_qp(qp), 0);
+        errno = 0;
+        EXPECT_EQ(create_dci(d, s.ok_wr + 1, 1, s.inl), nullptr) << "inline " << s.inl;
+        EXPECT_EQ(errno, EINVAL);
+    }
+    /* max_qp_wr WRs of the smallest DCI WQE are already more basic blocks than the queue has */
+    errno = 0;
+    EXPECT_EQ(create_dci(d, 32768, 1, 0), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    d.close();
+}

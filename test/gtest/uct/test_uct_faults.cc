@@ -1014,3 +1014,66 @@ TEST(uct_faults, dc_rd_atomic_depth_below_rc_limit)
     }
     unsetenv("DCXEMU_LOG_MAX_RA_DC");
 }
+
+namespace {
+
+int dci_refusals = 0;
+
+/* Counts the diagnostics of DCIs the device refused as too large. */
+ucs_log_func_rc_t count_dci_refusal(const char *file, unsigned line,
+                                    const char *function,
+                                    ucs_log_level_t level,
+                                    const ucs_log_component_config_t *comp,
+                                    const char *message, va_list ap)
+{
+    char buf[512];
+    va_list copy;
+
+    va_copy(copy, ap);
+    vsnprintf(buf, sizeof(buf), message, copy);
+    va_end(copy);
+    if (strstr(buf, "refused a dci of that size") != NULL) {
+        ++dci_refusals;
+    }
+    return UCS_LOG_FUNC_RC_CONTINUE;
+}
+
+} // namespace
+
+/* TX_QUEUE_LEN is within max_qp_wr, but its queue is more 64-byte basic
+ * blocks than the device has (max_send_wqebb; rdma-core mlx5_calc_sq_size
+ * refuses it with EINVAL): the DCI is asked for again smaller, and works. */
+TEST(uct_faults, dci_queue_beyond_wqebb_limit_is_shortened)
+{
+    ucs_log_level_t level = ucs_global_opts.log_component.log_level;
+    ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_DIAG;
+    dci_refusals = 0;
+    ucs_log_push_handler(count_dci_refusal);
+    {
+        entity sender(config_t{{"TX_QUEUE_LEN", "32768"}, {"NUM_DCI", "2"}});
+        entity receiver;
+        std::vector<entity*> both = {&sender, &receiver};
+        buffer dst(receiver, 8 * 256);
+        rkey rk(dst.packed_rkey());
+        uct_ep_h ep = sender.connect(receiver);
+        for (uint64_t i = 0; i < 256; ++i) {
+            ASSERT_EQ(UCS_OK, retry(both, [&] {
+                return uct_ep_put_short(ep, &i, 8, dst.addr() + 8 * i,
+                                        rk.get());
+            }));
+        }
+        ASSERT_TRUE(wait_for(both, [&] {
+            return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+        }));
+        for (uint64_t i = 0; i < 256; ++i) {
+            uint64_t v;
+            memcpy(&v, dst.ptr() + 8 * i, 8);
+            ASSERT_EQ(i, v);
+        }
+        uct_ep_destroy(ep);
+    }
+    ucs_log_pop_handler();
+    ucs_global_opts.log_component.log_level = level;
+    EXPECT_GT(dci_refusals, 0) << "the device accepted a queue beyond its "
+                                  "basic blocks";
+}

@@ -1421,11 +1421,6 @@ static void count_executed(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const str
 void dcxemu_qp_progress(struct dcxemu_qp *qp)
 {
     int raised = 0;
-    if (__builtin_expect(dcxemu_is_fatal(qp->ctx->dev_index), 0)) {
-        /* a dead HCA executes nothing: queued WRs never complete */
-        atomic_store(&qp->deadline_ns, 0);
-        return;
-    }
     pthread_mutex_lock(&qp->exec_lock);
     for (;;) {
         uint64_t posted = __atomic_load_n(&qp->sq_posted, __ATOMIC_ACQUIRE);
@@ -1433,6 +1428,12 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
         struct dcxemu_wqe *w;
         struct exec_out o;
         enum exec_result r;
+        if (__builtin_expect(dcxemu_is_fatal(qp->ctx->dev_index), 0)) {
+            /* a dead HCA executes nothing more: queued WRs never complete (checked before every
+             * WR, so a device failing while this loop runs stops it at the next one) */
+            atomic_store(&qp->deadline_ns, 0);
+            break;
+        }
         if (qp->sq_done >= posted) {
             atomic_store(&qp->deadline_ns, 0);
             break;

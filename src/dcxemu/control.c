@@ -152,6 +152,40 @@ DCXEMU_API int dcxemu_rc_qp_numbers(uint32_t *nums, unsigned max, unsigned *coun
     return 0;
 }
 
+DCXEMU_API int dcxemu_device_fatal(int dev)
+{
+    struct dcxemu_context *c;
+    int err;
+    if ((err = dcxemu_attach()) != 0) {
+        return err;
+    }
+    if (dev < 0 || dev >= dcxemu_cfg.num_devices) {
+        return EINVAL;
+    }
+    if (__atomic_exchange_n(&dcxemu_dev_fatal[dev], 1, __ATOMIC_ACQ_REL)) {
+        return 0;   /* raised once, as the HCA's health poller does */
+    }
+    /* Lock order: process registry, then fabric. */
+    pthread_mutex_lock(&dcxemu_reg_lock);
+    if (dcxemu_lock() == 0) {
+        /* a dead HCA answers nobody: its DCTs fail senders after their retries */
+        for (unsigned i = 0; i < DCXEMU_MAX_QPS; i++) {
+            const struct dcxemu_qp *qp = dcxemu_local_qps[i];
+            if (qp != NULL && qp->is_dct && qp->ctx->dev_index == dev) {
+                dcxemu_fab->qps[qp->idx].fault_unreachable = 1;
+            }
+        }
+        dcxemu_unlock();
+    }
+    for (c = dcxemu_contexts; c != NULL; c = c->next) {
+        if (c->dev_index == dev) {
+            dcxemu_async_post(c, IBV_EVENT_DEVICE_FATAL, (void *)(uintptr_t)1);
+        }
+    }
+    pthread_mutex_unlock(&dcxemu_reg_lock);
+    return 0;
+}
+
 DCXEMU_API int dcxemu_counters_read(int dev, enum dcxemu_counter_scope scope,
                                     struct dcxemu_counters *out)
 {

@@ -84,6 +84,8 @@ DCXEMU_API int dcxemu_ibv_query_device(struct ibv_context *context,
 DCXEMU_API int dcxemu_ibv_query_device_ex(struct ibv_context *context,
                                           const struct ibv_query_device_ex_input *input,
                                           struct ibv_device_attr_ex *attr);
+DCXEMU_API int dcxemu_mlx5dv_devx_general_cmd(struct ibv_context *context, const void *in,
+                                              size_t inlen, void *out, size_t outlen);
 DCXEMU_API int dcxemu_mlx5dv_query_device(struct ibv_context *ctx_in,
                                           struct mlx5dv_context *attrs_out);
 DCXEMU_API int dcxemu_ibv_query_port(struct ibv_context *context, uint8_t port_num,
@@ -204,6 +206,17 @@ DCXEMU_API int dcxemu_objects_read(struct dcxemu_objects *out);
    *count to how many exist.  Returns 0 or an errno value (EINVAL for NULL count, or NULL nums with
    max > 0). */
 DCXEMU_API int dcxemu_rc_qp_numbers(uint32_t *nums, unsigned max, unsigned *count);
+
+/* Device-fatal mode: device device_index of this process fails as an mlx5 HCA after an internal
+   error (kernel mlx5_core cmd.c:mlx5_internal_err_ret_value).  Every open context of the device in
+   this process gets IBV_EVENT_DEVICE_FATAL on its async fd; its QPs stop executing (posted and
+   later WRs never complete, no CQE is written); its DCTs become unreachable for every sender;
+   verbs that would issue a firmware command fail with EIO (open, alloc/reg/create, modify_qp to
+   any state but RESET/ERR, query_qp, modify_srq, DEVX commands) while destroy/dealloc/dereg/close
+   and modify to RESET/ERR succeed.  Posting and polling (user-space on mlx5) still succeed.  Per
+   process: other processes' contexts of the same device are not affected.  Returns 0 (also if
+   already fatal) or an errno value (EINVAL for a bad index, EPERM in a forked child). */
+DCXEMU_API int dcxemu_device_fatal(int device_index);
 
 /* The fabric name this process uses (or would use): DCXEMU_FABRIC, else the default
    "dcxemu-<uid>", or its first fallback ("dcxemu-<uid>.1" ...) when that name is held by another

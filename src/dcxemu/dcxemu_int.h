@@ -29,6 +29,8 @@
 
 /* Device capabilities (ConnectX-6-like, spec §5). */
 #define DCXEMU_MAX_QP_WR        32768
+#define DCXEMU_SEND_WQE_BB      64       /* MLX5_SEND_WQE_BB */
+#define DCXEMU_MAX_SEND_WQEBB   32768    /* max_send_wqebb = 1 << log_max_qp_sz = max_qp_wr */
 #define DCXEMU_MAX_SGE          30
 #define DCXEMU_MAX_CQE          4194303
 #define DCXEMU_MAX_SRQ_WR       32767
@@ -348,6 +350,7 @@ struct dcxemu_settings {
     uint64_t heap_mb;
     int strict_umr;                /* DCXEMU_STRICT_UMR: re-UMR needs LOCAL_INV first */
     int no_atomics;                /* DCXEMU_ATOMIC_CAP=none: atomic_cap IBV_ATOMIC_NONE */
+    int log_max_ra_dc;             /* DCXEMU_LOG_MAX_RA_DC: HCA cap log_max_ra_{req,res}_dc */
     int deferred;                  /* DCXEMU_EXEC=deferred */
     uint32_t defer_us;
     /* DCXEMU_FAULTS: probabilities scaled to 2^32 (0 = off) */
@@ -368,6 +371,13 @@ extern struct dcxemu_cq *dcxemu_local_cqs[DCXEMU_MAX_CQS];
 extern struct dcxemu_srq *dcxemu_local_srqs[DCXEMU_MAX_SRQS];
 extern struct dcxemu_qp *dcxemu_local_qps[DCXEMU_MAX_QPS];
 extern struct dcxemu_context *dcxemu_contexts;
+
+/* Device-fatal mode (dcxemu_device_fatal), per process and device: set once, never cleared. */
+extern int dcxemu_dev_fatal[DCXEMU_MAX_DEVICES];
+static inline int dcxemu_is_fatal(int dev)
+{
+    return __atomic_load_n(&dcxemu_dev_fatal[dev], __ATOMIC_ACQUIRE);
+}
 
 /* This process's QP / CQ / SRQ slot indices, dense (under dcxemu_reg_lock), so the engine's scans
  * cost what the process uses rather than the size of the fabric-wide tables. */

@@ -28,6 +28,7 @@ struct dcxemu_cq *dcxemu_local_cqs[DCXEMU_MAX_CQS];
 struct dcxemu_srq *dcxemu_local_srqs[DCXEMU_MAX_SRQS];
 struct dcxemu_qp *dcxemu_local_qps[DCXEMU_MAX_QPS];
 struct dcxemu_context *dcxemu_contexts;
+int dcxemu_dev_fatal[DCXEMU_MAX_DEVICES];
 
 static uint32_t qp_items[DCXEMU_MAX_QPS], qp_pos[DCXEMU_MAX_QPS];
 static uint32_t cq_items[DCXEMU_MAX_CQS], cq_pos[DCXEMU_MAX_CQS];
@@ -228,6 +229,8 @@ static void read_settings(void)
     dcxemu_cfg.max_wqe = (uint32_t)env_long("DCXEMU_MAX_WQE_SIZE", 512, 256, 4096) & ~63u;
     dcxemu_cfg.heap_mb = (uint64_t)env_long("DCXEMU_HEAP_MB", 1024, 16, 65536);
     dcxemu_cfg.strict_umr = (int)env_long("DCXEMU_STRICT_UMR", 1, 0, 1);
+    /* DC read/atomic depth (log2), at most max_qp_init_rd_atom (16) */
+    dcxemu_cfg.log_max_ra_dc = (int)env_long("DCXEMU_LOG_MAX_RA_DC", 4, 0, 4);
     dcxemu_cfg.no_atomics = 0;
     if (ac != NULL && strcmp(ac, "none") == 0) {
         dcxemu_cfg.no_atomics = 1;

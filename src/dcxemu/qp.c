@@ -1449,6 +1449,12 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
         struct exec_out o;
         enum exec_result r;
         int wake = -1;
+        if (__builtin_expect(dcxemu_is_fatal(qp->ctx->dev_index), 0)) {
+            /* a dead HCA executes nothing more: queued WRs never complete (checked before every
+             * WR, so a device failing while this loop runs stops it at the next one) */
+            atomic_store(&qp->deadline_ns, 0);
+            break;
+        }
         if (qp->sq_done >= posted) {
             atomic_store(&qp->deadline_ns, 0);
             break;
@@ -1607,7 +1613,18 @@ static int size_sq(struct ibv_qp_cap *cap, uint64_t ops, uint64_t dv_ops, int dc
         cap->max_send_sge = DCXEMU_MAX_SGE;
     }
     if (cap->max_send_wr > 0) {
-        cap->max_send_wr = roundup_pow2((uint64_t)cap->max_send_wr * wqe) / wqe;
+        /* providers/mlx5/verbs.c:mlx5_calc_sq_size: the queue is roundup_pow2(max_send_wr * wqe)
+         * bytes, at most max_send_wqebb 64-byte basic blocks (1 << log_max_qp_sz, reported as
+         * max_qp_wr), whatever max_send_wr alone would allow */
+        uint64_t wq_size;
+        if (cap->max_send_wr > 0x7fffffffu / dcxemu_cfg.max_wqe) {
+            return EINVAL;
+        }
+        wq_size = roundup_pow2((uint64_t)cap->max_send_wr * wqe);
+        if (wq_size / DCXEMU_SEND_WQE_BB > DCXEMU_MAX_SEND_WQEBB) {
+            return EINVAL;
+        }
+        cap->max_send_wr = (uint32_t)(wq_size / wqe);
     }
     if (dc) {
         cap->max_recv_wr = 0;
@@ -1794,6 +1811,9 @@ struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context, struct ibv_qp
     if (context == NULL || attr == NULL) {
         DCXEMU_ERR(EINVAL);
     }
+    if (dcxemu_is_fatal(dcxemu_ctx(context)->dev_index)) {
+        DCXEMU_ERR(EIO);
+    }
     if (attr->qp_type != IBV_QPT_RC) {
         DCXEMU_ERR(EOPNOTSUPP);
     }
@@ -1815,6 +1835,9 @@ DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
     err = dcxemu_usable();
     if (err) {
         DCXEMU_ERR(err);
+    }
+    if (context != NULL && dcxemu_is_fatal(dcxemu_ctx(context)->dev_index)) {
+        DCXEMU_ERR(EIO);   /* CREATE_QP / CREATE_DCT */
     }
     if (context != NULL && attr != NULL && attr->qp_type == IBV_QPT_RC &&
         (dv == NULL || !(dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DC))) {
@@ -2136,6 +2159,15 @@ DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, 
     if ((err = check_values(a, mask)) != 0) {
         return err;
     }
+    /* kernel mlx5_ib_modify_qp -> validate_rd_atomic: a DCI's max_rd_atomic is bounded by the
+     * DC capability 1 << log_max_ra_res_dc, not by max_qp_init_rd_atom */
+    if (!qp->is_dct && !qp->is_rc && (mask & IBV_QP_MAX_QP_RD_ATOMIC) &&
+        a->max_rd_atomic > (1u << dcxemu_cfg.log_max_ra_dc)) {
+        return EINVAL;
+    }
+        if (dcxemu_is_fatal(qp->ctx->dev_index) && next != IBV_QPS_RESET && next != IBV_QPS_ERR) {
+        return EIO;   /* only 2RST_QP / 2ERR_QP succeed after an internal error */
+    }
     if (qp->is_dct) {
         if ((err = modify_dct(qp, a, mask, cur, next)) != 0) {
             return err;
@@ -2204,6 +2236,9 @@ DCXEMU_API int dcxemu_ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, i
     }
     if ((err = dcxemu_usable()) != 0) {
         return err;
+    }
+    if (dcxemu_is_fatal(qp->ctx->dev_index)) {
+        return EIO;   /* QUERY_QP / QUERY_DCT */
     }
     memset(a, 0, sizeof(*a));
     memset(init, 0, sizeof(*init));

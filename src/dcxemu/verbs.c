@@ -13,6 +13,9 @@
 
 #define CHECK_USABLE_NULL()  do { int e_ = dcxemu_usable(); if (e_) DCXEMU_ERR(e_); } while (0)
 #define CHECK_USABLE_RET()   do { int e_ = dcxemu_usable(); if (e_) return e_; } while (0)
+/* A firmware command on a device in fatal mode: EIO (dcxemu_device_fatal). */
+#define CHECK_FATAL_NULL(ctx) \
+    do { if (dcxemu_is_fatal(dcxemu_ctx(ctx)->dev_index)) DCXEMU_ERR(EIO); } while (0)
 
 static struct ibv_device devices[DCXEMU_MAX_DEVICES];
 static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -113,6 +116,9 @@ static struct ibv_context *open_device(struct ibv_device *device, int devx)
     CHECK_USABLE_NULL();
     if (i < 0) {
         DCXEMU_ERR(ENODEV);
+    }
+    if (dcxemu_is_fatal(i)) {
+        DCXEMU_ERR(EIO);   /* the ucontext's transport domain is a firmware command */
     }
     c = calloc(1, sizeof(*c));
     if (c == NULL) {
@@ -368,6 +374,75 @@ static int query_port_op(struct ibv_context *context, uint8_t port_num,
     return 0;
 }
 
+/* DEVX general commands (PRM mailboxes, big-endian, MSB-first bit offsets).  Only QUERY_HCA_CAP
+ * of the general device capabilities is answered, and in it only the fields a DC transport reads:
+ * log_max_ra_req_dc, log_max_ra_res_dc, log_max_ra_req_qp, log_max_ra_res_qp (every other field
+ * reads 0).  QUERY_HCA_CAP is on the kernel's whitelist (devx.c:devx_is_whitelist_cmd), so, as on
+ * a DEVX-capable mlx5, it works on a context opened without DEVX too; any other command needs a
+ * DEVX context (kernel devx_get_uid: EINVAL) and is not modelled there (EOPNOTSUPP). */
+enum {
+    DEVX_OP_QUERY_HCA_CAP = 0x100,
+    DEVX_HCA_CAP_GENERAL  = 0x0,
+    DEVX_MBOX_HDR         = 16,      /* status, syndrome, reserved */
+    DEVX_HCA_CAP_SIZE     = 4096     /* cmd_hca_cap: 0x8000 bits */
+};
+
+static void devx_set_field(uint8_t *base, unsigned bit_off, unsigned bits, uint32_t value)
+{
+    uint32_t dw, mask = (bits == 32) ? UINT32_MAX : ((1u << bits) - 1);
+    unsigned shift = 32 - (bit_off % 32) - bits;
+    memcpy(&dw, base + (bit_off / 32) * 4, 4);
+    dw = be32toh(dw);
+    dw = (dw & ~(mask << shift)) | ((value & mask) << shift);
+    dw = htobe32(dw);
+    memcpy(base + (bit_off / 32) * 4, &dw, 4);
+}
+
+DCXEMU_API int dcxemu_mlx5dv_devx_general_cmd(struct ibv_context *context, const void *in,
+                                              size_t inlen, void *out, size_t outlen)
+{
+    const uint8_t *i = in;
+    uint8_t *cap;
+    uint16_t opcode, op_mod;
+    int e = dcxemu_usable();
+    if (e == 0 && (context == NULL || in == NULL || out == NULL || inlen < DEVX_MBOX_HDR ||
+                   outlen < DEVX_MBOX_HDR)) {
+        e = EINVAL;
+    }
+    if (e == 0 && dcxemu_is_fatal(dcxemu_ctx(context)->dev_index)) {
+        e = EIO;
+    }
+    if (e != 0) {
+        errno = e;
+        return e;
+    }
+    opcode = (uint16_t)(i[0] << 8 | i[1]);
+    op_mod = (uint16_t)(i[6] << 8 | i[7]);
+    if (opcode != DEVX_OP_QUERY_HCA_CAP) {
+        e = dcxemu_ctx(context)->devx ? EOPNOTSUPP : EINVAL;
+        errno = e;
+        return e;
+    }
+    if ((op_mod >> 1) != DEVX_HCA_CAP_GENERAL) {
+        errno = EOPNOTSUPP;   /* other capability types are not modelled */
+        return EOPNOTSUPP;
+    }
+    memset(out, 0, outlen);   /* status 0 (OK), syndrome 0 */
+    if (outlen > DEVX_MBOX_HDR) {
+        /* cmd_hca_cap, in a buffer as large as the whole structure */
+        uint8_t full[DEVX_HCA_CAP_SIZE];
+        size_t n = outlen - DEVX_MBOX_HDR;
+        memset(full, 0, sizeof(full));
+        cap = full;
+        devx_set_field(cap, 0x12a, 6, (uint32_t)dcxemu_cfg.log_max_ra_dc);  /* log_max_ra_req_dc */
+        devx_set_field(cap, 0x13a, 6, (uint32_t)dcxemu_cfg.log_max_ra_dc);  /* log_max_ra_res_dc */
+        devx_set_field(cap, 0x14a, 6, 4);                                    /* log_max_ra_req_qp */
+        devx_set_field(cap, 0x15a, 6, 4);                                    /* log_max_ra_res_qp */
+        memcpy((uint8_t *)out + DEVX_MBOX_HDR, full, n < sizeof(full) ? n : sizeof(full));
+    }
+    return 0;
+}
+
 DCXEMU_API int dcxemu_ibv_query_port(struct ibv_context *context, uint8_t port_num,
                                      struct ibv_port_attr *port_attr)
 {
@@ -415,6 +490,7 @@ DCXEMU_API struct ibv_pd *dcxemu_ibv_alloc_pd(struct ibv_context *context)
     if (context == NULL) {
         DCXEMU_ERR(EINVAL);
     }
+    CHECK_FATAL_NULL(context);
     pd = calloc(1, sizeof(*pd));
     if (pd == NULL) {
         DCXEMU_ERR(ENOMEM);
@@ -486,6 +562,7 @@ DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
         !(access & IBV_ACCESS_LOCAL_WRITE)) {
         DCXEMU_ERR(EINVAL);
     }
+    CHECK_FATAL_NULL(pd->context);
     if (!range_mapped(addr, length)) {
         DCXEMU_ERR(EFAULT);
     }
@@ -578,6 +655,9 @@ DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init
     CHECK_USABLE_NULL();
     if (attr == NULL || attr->pd == NULL) {
         DCXEMU_ERR(EINVAL);
+    }
+    if (dcxemu_is_fatal(dcxemu_ctx(attr->pd->context)->dev_index)) {
+        DCXEMU_ERR(EIO);
     }
     if (attr->create_flags == 0 || (attr->create_flags & ~known) ||
         attr->create_flags != MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT) {
@@ -736,6 +816,7 @@ DCXEMU_API int dcxemu_ibv_get_async_event(struct ibv_context *context,
         break;
     case IBV_EVENT_PORT_ACTIVE:
     case IBV_EVENT_PORT_ERR:
+    case IBV_EVENT_DEVICE_FATAL:   /* mlx5_ib_event: port 1 */
         event->element.port_num = (int)r.obj;
         break;
     default:
@@ -1150,6 +1231,7 @@ static struct ibv_cq_ex *create_cq_ex_op(struct ibv_context *context,
     if (context == NULL || a == NULL) {
         DCXEMU_ERR(EINVAL);
     }
+    CHECK_FATAL_NULL(context);
     if (a->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) {
         DCXEMU_ERR(EINVAL);
     }
@@ -1341,6 +1423,7 @@ DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
         init->attr.srq_limit > init->attr.max_wr) {
         DCXEMU_ERR(EINVAL);
     }
+    CHECK_FATAL_NULL(pd->context);
     /* mlx5 sizing: queue of roundup_pow2(max_wr+1) entries holds one less; descriptor of
      * roundup_pow2(16 + 16*max_sge) bytes gives the written-back max_sge */
     while (max < init->attr.max_wr + 1) {
@@ -1452,6 +1535,9 @@ DCXEMU_API int dcxemu_ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr 
     if (mask & IBV_SRQ_LIMIT) {
         if (attr->srq_limit > srq->s->max_wr) {
             return EINVAL;
+        }
+        if (dcxemu_is_fatal(dcxemu_ctx(ibsrq->context)->dev_index)) {
+            return EIO;   /* ARM_RQ */
         }
         if ((err = dcxemu_shm_lock(&srq->s->lock)) != 0) {
             return err;

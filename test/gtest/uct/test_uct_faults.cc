@@ -821,3 +821,259 @@ TEST(uct_faults, receive_without_immediate_is_dropped)
                                "delivered");
     }
 }
+
+namespace {
+
+#define FATAL_CHECK(_cond, _code) \
+    do { \
+        if (!(_cond)) { \
+            fprintf(stderr, "device_fatal child: %s failed (line %d)\n", \
+                    #_cond, __LINE__); \
+            return (_code); \
+        } \
+    } while (0)
+
+} // namespace
+
+/* device_fatal <policy>: operations are outstanding on one endpoint (their
+ * peer's DCT delays everything by seconds) and another endpoint is idle when
+ * the device fails (IBV_EVENT_DEVICE_FATAL; the device completes nothing
+ * more). Runs in a process of its own: the model's fatal mode is per process
+ * and cannot be undone. */
+DCX_CHILD_ROLE(device_fatal)
+{
+    typedef int (*fatal_fn_t)(int);
+    const std::string policy = args.empty() ? "dcs" : args[0];
+    void *handle = dlopen(getenv("UCX_DCX_EMU_LIB"), RTLD_NOW);
+    fault_api api;
+    failure_record f;
+
+    FATAL_CHECK((handle != nullptr) && (api.inject != nullptr), 2);
+    fatal_fn_t device_fatal = (fatal_fn_t)dlsym(handle, "dcxemu_device_fatal");
+    FATAL_CHECK(device_fatal != nullptr, 3);
+
+    entity sender(config_t{{"TX_POLICY", policy}}, record_failure, &f);
+    entity receiver;
+    std::vector<entity*> both = {&sender, &receiver};
+    buffer dst(receiver, 8192);
+    rkey rk(dst.packed_rkey());
+    buffer src(sender, 4096, 0x33);
+    uct_ep_h busy = sender.connect(receiver);
+    uct_ep_h idle = sender.connect(receiver);
+    FATAL_CHECK((busy != nullptr) && (idle != nullptr), 4);
+
+    /* Everything to the receiver's DCT waits 5 s before it executes. */
+    FATAL_CHECK(api.inject(DCXEMU_FAULT_DELAY, iface_dctn(receiver),
+                           5000000) == 0, 5);
+    const int num_zcopy = 4;
+    cancel_comp zcopy[num_zcopy], flush;
+    for (int i = 0; i < num_zcopy; ++i) {
+        zcopy[i].uct.func   = cancel_comp_cb;
+        zcopy[i].uct.count  = 1;
+        zcopy[i].uct.status = UCS_OK;
+        uct_iov_t iov = {src.ptr() + 256 * i, 256, src.memh(), 0, 1};
+        FATAL_CHECK(uct_ep_put_zcopy(busy, &iov, 1, dst.addr() + 256 * i,
+                                     rk.get(), &zcopy[i].uct) ==
+                    UCS_INPROGRESS, 6);
+    }
+    uint64_t value = 7;
+    FATAL_CHECK(uct_ep_put_short(busy, &value, 8, dst.addr() + 4096,
+                                 rk.get()) == UCS_OK, 7);
+    flush.uct.func   = cancel_comp_cb;
+    flush.uct.count  = 1;
+    flush.uct.status = UCS_OK;
+    FATAL_CHECK(uct_ep_flush(busy, 0, &flush.uct) == UCS_INPROGRESS, 8);
+    sender.progress();
+    FATAL_CHECK(zcopy[0].calls == 0, 9); /* still outstanding */
+
+    FATAL_CHECK(device_fatal(0) == 0, 10);
+
+    /* The busy endpoint fails through the error handler, its operations and
+     * its flush complete with the error: nothing waits for completions that
+     * never come. */
+    FATAL_CHECK(wait_for(both, [&] { return flush.calls > 0; }, 10), 11);
+    if (policy != "rand") {
+        /* (rand: endpoints sharing a DCI learn at their next operation) */
+        FATAL_CHECK((f.eps.size() == 1) && (f.eps[0] == busy), 12);
+        FATAL_CHECK(f.statuses[0] == UCS_ERR_IO_ERROR, 13);
+    }
+    for (int i = 0; i < num_zcopy; ++i) {
+        FATAL_CHECK((zcopy[i].calls == 1) &&
+                    (zcopy[i].status == UCS_ERR_IO_ERROR), 14);
+    }
+    FATAL_CHECK(flush.status == UCS_ERR_IO_ERROR, 15);
+
+    /* New work is refused with the error, on the failed endpoint, on the
+     * idle one (which fails now) and on one created after the failure. */
+    FATAL_CHECK(uct_ep_put_short(busy, &value, 8, dst.addr(), rk.get()) ==
+                UCS_ERR_IO_ERROR, 16);
+    FATAL_CHECK(uct_ep_put_short(idle, &value, 8, dst.addr(), rk.get()) ==
+                UCS_ERR_IO_ERROR, 17);
+    FATAL_CHECK((f.eps.size() == 2) && (f.eps[0] == busy) &&
+                (f.eps[1] == idle) && (f.statuses[0] == UCS_ERR_IO_ERROR) &&
+                (f.statuses[1] == UCS_ERR_IO_ERROR), 18);
+    FATAL_CHECK(uct_ep_am_short(idle, 1, 0, NULL, 0) == UCS_ERR_IO_ERROR, 19);
+    FATAL_CHECK(uct_ep_flush(idle, 0, NULL) == UCS_ERR_IO_ERROR, 20);
+    uct_ep_h late = sender.connect(receiver);
+    FATAL_CHECK(late != nullptr, 21);
+    FATAL_CHECK(uct_ep_put_short(late, &value, 8, dst.addr(), rk.get()) ==
+                UCS_ERR_IO_ERROR, 22);
+
+    /* The interface flushes: nothing of it is left outstanding. */
+    FATAL_CHECK(wait_for(both, [&] {
+        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+    }, 10), 23);
+    for (int i = 0; i < num_zcopy; ++i) {
+        FATAL_CHECK(zcopy[i].calls == 1, 24); /* and never again */
+    }
+    FATAL_CHECK(flush.calls == 1, 25);
+    uct_ep_destroy(late);
+    uct_ep_destroy(idle);
+    uct_ep_destroy(busy);
+    return 0;
+}
+
+/* IBV_EVENT_DEVICE_FATAL (issue 15 item 7): the interface's endpoints fail
+ * and what was outstanding completes with UCS_ERR_IO_ERROR, instead of
+ * waiting for completions that never come; later sends are refused. */
+TEST(uct_faults, device_fatal_fails_endpoints_and_flushes)
+{
+    for (const char *policy : {"dcs", "dcs_quota", "rand"}) {
+        child c("device_fatal", {policy});
+        EXPECT_EQ(0, c.wait(60)) << "policy " << policy;
+    }
+}
+
+/* rd_atomic_dc <devx try|no>: the device allows a DCI fewer outstanding
+ * reads and atomics than max_qp_init_rd_atom (DCXEMU_LOG_MAX_RA_DC, set by
+ * the parent): reads and atomics still work, with the limit read through
+ * DEVX (QUERY_HCA_CAP) or, without DEVX, found when the first DCI connects. */
+DCX_CHILD_ROLE(rd_atomic_dc)
+{
+    setenv("UCX_DCX_DEVX", args.empty() ? "try" : args[0].c_str(), 1);
+    entity sender, receiver;
+    std::vector<entity*> both = {&sender, &receiver};
+    buffer dst(receiver, 4096, 0x44), src(sender, 4096);
+    rkey rk(dst.packed_rkey());
+    uct_ep_h ep = sender.connect(receiver);
+    FATAL_CHECK(ep != nullptr, 2);
+
+    const int count = 16;
+    cancel_comp gets[count], amo;
+    uint64_t result = 0;
+    for (int i = 0; i < count; ++i) {
+        gets[i].uct.func   = cancel_comp_cb;
+        gets[i].uct.count  = 1;
+        gets[i].uct.status = UCS_OK;
+        uct_iov_t iov = {src.ptr() + 128 * i, 128, src.memh(), 0, 1};
+        FATAL_CHECK(retry(both, [&] {
+            return uct_ep_get_zcopy(ep, &iov, 1, dst.addr() + 128 * i,
+                                    rk.get(), &gets[i].uct);
+        }) == UCS_INPROGRESS, 3);
+    }
+    amo.uct.func   = cancel_comp_cb;
+    amo.uct.count  = 1;
+    amo.uct.status = UCS_OK;
+    ucs_status_t status = retry(both, [&] {
+        return uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 1, &result,
+                                     dst.addr() + 2048, rk.get(), &amo.uct);
+    });
+    FATAL_CHECK((status == UCS_INPROGRESS) || (status == UCS_OK), 4);
+    if (status == UCS_OK) {
+        amo.calls  = 1;
+        amo.status = UCS_OK;
+    }
+    FATAL_CHECK(wait_for(both, [&] {
+        for (auto &g : gets) {
+            if (g.calls == 0) {
+                return false;
+            }
+        }
+        return amo.calls > 0;
+    }, 20), 5);
+    for (auto &g : gets) {
+        FATAL_CHECK(g.status == UCS_OK, 6);
+    }
+    FATAL_CHECK(amo.status == UCS_OK, 7);
+    FATAL_CHECK((src.ptr()[0] == 0x44) && (src.ptr()[128 * count - 1] == 0x44),
+                8);
+    FATAL_CHECK(result == 0x4444444444444444ull, 9);
+    uct_ep_destroy(ep);
+    return 0;
+}
+
+/* A DCI's read/atomic depth is the DC capability (log_max_ra_res_dc), not
+ * max_qp_init_rd_atom (issue 15 item 4): with DEVX the limit is read, without
+ * it the DCI finds it (the device refuses more with EINVAL). */
+TEST(uct_faults, dc_rd_atomic_depth_below_rc_limit)
+{
+    setenv("DCXEMU_LOG_MAX_RA_DC", "1", 1); /* only children attach anew */
+    for (const char *devx : {"try", "no"}) {
+        child c("rd_atomic_dc", {devx});
+        EXPECT_EQ(0, c.wait(60)) << "UCX_DCX_DEVX=" << devx;
+    }
+    unsetenv("DCXEMU_LOG_MAX_RA_DC");
+}
+
+namespace {
+
+int dci_refusals = 0;
+
+/* Counts the diagnostics of DCIs the device refused as too large. */
+ucs_log_func_rc_t count_dci_refusal(const char *file, unsigned line,
+                                    const char *function,
+                                    ucs_log_level_t level,
+                                    const ucs_log_component_config_t *comp,
+                                    const char *message, va_list ap)
+{
+    char buf[512];
+    va_list copy;
+
+    va_copy(copy, ap);
+    vsnprintf(buf, sizeof(buf), message, copy);
+    va_end(copy);
+    if (strstr(buf, "refused a dci of that size") != NULL) {
+        ++dci_refusals;
+    }
+    return UCS_LOG_FUNC_RC_CONTINUE;
+}
+
+} // namespace
+
+/* TX_QUEUE_LEN is within max_qp_wr, but its queue is more 64-byte basic
+ * blocks than the device has (max_send_wqebb; rdma-core mlx5_calc_sq_size
+ * refuses it with EINVAL): the DCI is asked for again smaller, and works. */
+TEST(uct_faults, dci_queue_beyond_wqebb_limit_is_shortened)
+{
+    ucs_log_level_t level = ucs_global_opts.log_component.log_level;
+    ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_DIAG;
+    dci_refusals = 0;
+    ucs_log_push_handler(count_dci_refusal);
+    {
+        entity sender(config_t{{"TX_QUEUE_LEN", "32768"}, {"NUM_DCI", "2"}});
+        entity receiver;
+        std::vector<entity*> both = {&sender, &receiver};
+        buffer dst(receiver, 8 * 256);
+        rkey rk(dst.packed_rkey());
+        uct_ep_h ep = sender.connect(receiver);
+        for (uint64_t i = 0; i < 256; ++i) {
+            ASSERT_EQ(UCS_OK, retry(both, [&] {
+                return uct_ep_put_short(ep, &i, 8, dst.addr() + 8 * i,
+                                        rk.get());
+            }));
+        }
+        ASSERT_TRUE(wait_for(both, [&] {
+            return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+        }));
+        for (uint64_t i = 0; i < 256; ++i) {
+            uint64_t v;
+            memcpy(&v, dst.ptr() + 8 * i, 8);
+            ASSERT_EQ(i, v);
+        }
+        uct_ep_destroy(ep);
+    }
+    ucs_log_pop_handler();
+    ucs_global_opts.log_component.log_level = level;
+    EXPECT_GT(dci_refusals, 0) << "the device accepted a queue beyond its "
+                                  "basic blocks";
+}

@@ -73,10 +73,16 @@ uct_dcx_ep_dci_has_room(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_dcx_ep_dci_take(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
+    ucs_status_t status;
     uint16_t index;
 
-    if (ucs_unlikely(uct_dcx_iface_dci_take(iface, &index) != UCS_OK)) {
-        return UCS_ERR_NO_RESOURCE;
+    status = uct_dcx_iface_dci_take(iface, &index);
+    if (ucs_unlikely(status != UCS_OK)) {
+        if (status != UCS_ERR_NO_RESOURCE) {
+            /* The device failed: the endpoint fails with it. */
+            uct_dcx_ep_handle_failure(ep, status);
+        }
+        return status;
     }
     if (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
         ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_DCI;
@@ -93,6 +99,7 @@ uct_dcx_ep_tx_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                   uct_dcx_dci_t **dci_p)
 {
     uct_dcx_dci_t *dci;
+    ucs_status_t status;
 
     *dci_p = NULL;
     if (ucs_unlikely(iface->tx.policy == UCT_DCX_TX_POLICY_RAND)) {
@@ -106,10 +113,13 @@ uct_dcx_ep_tx_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     if (ep->dci == UCT_DCX_EP_NO_DCI) {
         /* Waiting endpoints first; an empty pool asks its holders for
          * completions (uct_dcx_iface_dci_take). */
-        if (ucs_unlikely(((iface->tx.num_waiters > 0) &&
-                          !(ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI)) ||
-                         (uct_dcx_ep_dci_take(iface, ep) != UCS_OK))) {
+        if (ucs_unlikely((iface->tx.num_waiters > 0) &&
+                         !(ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI))) {
             return UCS_ERR_NO_RESOURCE;
+        }
+        status = uct_dcx_ep_dci_take(iface, ep);
+        if (ucs_unlikely(status != UCS_OK)) {
+            return status;
         }
         dci = &iface->tx.dcis[ep->dci];
     } else {
@@ -375,6 +385,11 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
     self->dci    = UCT_DCX_EP_NO_DCI;
     self->flags  = 0;
     self->status = UCS_OK;
+    if (ucs_unlikely(iface->tx.fatal != UCS_OK)) {
+        /* On a failed device: every operation fails at once. */
+        self->flags  = UCT_DCX_EP_FLAG_FAILED;
+        self->status = iface->tx.fatal;
+    }
     if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
         self->dci            = rand_r(&iface->tx.rand_seed) % iface->tx.num_dci;
         self->dci_generation = iface->tx.dcis[self->dci].generation;
@@ -604,6 +619,7 @@ static ucs_status_t uct_dcx_ep_ctrl_dci_get(uct_dcx_iface_t *iface,
                                             uct_dcx_dci_t **dci_p)
 {
     uct_dcx_dci_t *dci;
+    ucs_status_t status;
 
     if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
         uct_dcx_ep_check_shared_dci(iface, ep);
@@ -612,9 +628,11 @@ static ucs_status_t uct_dcx_ep_ctrl_dci_get(uct_dcx_iface_t *iface,
         return ep->status;
     }
 
-    if ((ep->dci == UCT_DCX_EP_NO_DCI) &&
-        (uct_dcx_ep_dci_take(iface, ep) != UCS_OK)) {
-        return UCS_ERR_NO_RESOURCE;
+    if (ep->dci == UCT_DCX_EP_NO_DCI) {
+        status = uct_dcx_ep_dci_take(iface, ep);
+        if (status != UCS_OK) {
+            return status;
+        }
     }
 
     dci = &iface->tx.dcis[ep->dci];

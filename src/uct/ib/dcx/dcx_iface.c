@@ -1076,6 +1076,9 @@ static void uct_dcx_iface_fc_grant_request(uct_dcx_iface_t *iface,
         ucs_debug("dcx: dropped a short credit request (%zu bytes)", length);
         return;
     }
+    if (iface->tx.fatal != UCS_OK) {
+        return; /* a failed device sends nothing */
+    }
     memcpy(&req, data, sizeof(req));
     if (req.dev_flags & UCT_DCX_DEV_ADDR_FLAG_GLOBAL) {
         if (length < sizeof(req) + sizeof(*gid)) {
@@ -1338,6 +1341,10 @@ static void uct_dcx_iface_dci_recover(uct_dcx_iface_t *iface,
 {
     struct ibv_qp_attr attr = { .qp_state = IBV_QPS_RESET };
     int ret;
+
+    if (iface->tx.fatal != UCS_OK) {
+        return; /* a failed device takes no command: never used again */
+    }
 
     ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE);
     if ((ret != 0) || (uct_dcx_iface_dci_connect(iface, dci) != UCS_OK)) {
@@ -1796,6 +1803,80 @@ static UCS_F_ALWAYS_INLINE unsigned uct_dcx_iface_poll_tx(uct_dcx_iface_t *iface
     return uct_dcx_iface_poll_tx_batch(iface);
 }
 
+/* The device failed (IBV_EVENT_DEVICE_FATAL): it completes nothing more,
+ * so what it had outstanding completes here, with @a status, as error
+ * completions would: the endpoints holding DCIs fail through the error
+ * handler, operations and flushes complete with the error, DCIs drain.
+ * From now on no DCI is taken (uct_dcx_iface_dci_take), so every other
+ * endpoint fails at its next operation, and new endpoints are created
+ * failed. Runs in the worker's progress, never in the event thread. */
+static void uct_dcx_iface_fail(uct_dcx_iface_t *iface, ucs_status_t status)
+{
+    uct_dcx_fc_pending_grant_t *grant;
+    uct_dcx_wc_t wc = {};
+    uct_dcx_dci_t *dci;
+    unsigned i;
+
+    if (iface->tx.fatal != UCS_OK) {
+        return;
+    }
+
+    /* What the device completed before it failed comes first. */
+    while (uct_dcx_iface_poll_tx(iface) > 0) {
+    }
+
+    iface->tx.fatal = status;
+    ucs_queue_for_each_extract(grant, &iface->fc.grants, queue, 1) {
+        ucs_mpool_put(grant);
+    }
+
+    /* One error completion per request, signaled or not, in order (as a
+     * QP in error flushes them), each with the device's failure. */
+    wc.status = IBV_WC_FATAL_ERR; /* UCS_ERR_IO_ERROR */
+    for (i = 0; i < iface->tx.num_created; ++i) {
+        dci = &iface->tx.dcis[i];
+        if (dci->posted != dci->completed) {
+            do {
+                wc.wr_id = UCT_DCX_WR_ID(i, dci->completed + 1);
+                uct_dcx_iface_tx_completion(iface, &wc);
+            } while (dci->posted != dci->completed);
+        } else if ((iface->tx.policy == UCT_DCX_TX_POLICY_RAND) &&
+                   !dci->error) {
+            /* Idle shared DCIs: their endpoints fail at their next use. */
+            ++dci->generation;
+            dci->last_error = status;
+            dci->error      = 1;
+        }
+    }
+
+    if (iface->umr.engine != NULL) {
+        uct_dcx_umr_fail(iface->umr.engine);
+        ++iface->umr.gen;
+    }
+    ucs_arbiter_dispatch(&iface->tx.arbiter, 1, uct_dcx_ep_pending_dispatch,
+                         NULL);
+}
+
+static unsigned uct_dcx_iface_fatal_progress(void *arg)
+{
+    uct_dcx_iface_t *iface = arg;
+
+    uct_worker_progress_unregister_safe(&iface->super.worker->super,
+                                        &iface->tx.fatal_cb_id);
+    uct_dcx_iface_fail(iface, UCS_ERR_IO_ERROR);
+    return 1;
+}
+
+/* From the event thread: the rest happens in the worker's progress. */
+static void uct_dcx_iface_fatal_event(void *arg)
+{
+    uct_dcx_iface_t *iface = arg;
+
+    uct_worker_progress_register_safe(&iface->super.worker->super,
+                                      uct_dcx_iface_fatal_progress, iface, 0,
+                                      &iface->tx.fatal_cb_id);
+}
+
 unsigned uct_dcx_iface_progress(uct_iface_h tl_iface)
 {
     uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
@@ -1956,11 +2037,27 @@ static ucs_status_t uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface,
     attr.retry_cnt     = iface->config.retry_count;
     attr.rnr_retry     = iface->config.rnr_retry_count;
     attr.sq_psn        = 0;
-    attr.max_rd_atomic = iface->config.max_rd_atomic;
-    ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE |
-                                IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                IBV_QP_MAX_QP_RD_ATOMIC);
+    for (;;) {
+        attr.max_rd_atomic = iface->config.max_rd_atomic;
+        ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE |
+                                    IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                    IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                    IBV_QP_MAX_QP_RD_ATOMIC);
+        if ((ret != EINVAL) || iface->config.rd_atomic_known ||
+            (iface->config.max_rd_atomic <= 1)) {
+            break;
+        }
+        /* Without the DC capability (no DEVX) max_qp_init_rd_atom may be
+         * more than a DCI may have: the kernel refuses it with EINVAL.
+         * Halve it until the device accepts; later DCIs start there. */
+        ucs_debug("dcx: dci 0x%x: max_rd_atomic %u refused, trying %u",
+                  dci->qp->qp_num, iface->config.max_rd_atomic,
+                  iface->config.max_rd_atomic / 2);
+        iface->config.max_rd_atomic /= 2;
+    }
+    if (ret == 0) {
+        iface->config.rd_atomic_known = 1;
+    }
     if (ret != 0) {
         ucs_error("dcx: dci 0x%x to rts failed: %s", dci->qp->qp_num,
                   strerror(ret));
@@ -2329,8 +2426,16 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     self->config.retry_count     = config->retry_count;
     self->config.rnr_retry_count = config->rnr_retry_count;
     self->config.sl              = config->sl;
-    self->config.max_rd_atomic   = ucs_min(config->max_rd_atomic,
-                                           (unsigned)dev_attr.max_qp_init_rd_atom);
+    /* max_qp_init_rd_atom is the RC limit; a DCI has its own (QUERY_HCA_CAP
+     * through DEVX), else the first DCI to connect finds it. */
+    self->config.max_rd_atomic   = ucs_min(ucs_min(config->max_rd_atomic,
+                                           (unsigned)dev_attr.max_qp_init_rd_atom),
+                                           UINT8_MAX);
+    if (md->dc_max_rd_atomic != 0) {
+        self->config.max_rd_atomic   = ucs_min(self->config.max_rd_atomic,
+                                               md->dc_max_rd_atomic);
+        self->config.rd_atomic_known = 1;
+    }
     self->config.atomics         = (dev_attr.atomic_cap != IBV_ATOMIC_NONE);
     if (!self->config.atomics) {
         ucs_debug("dcx: %s: no device atomics (atomic_cap NONE)", dev_name);
@@ -2565,6 +2670,15 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
                   strerror(ret));
     }
 
+    /* Last: from now on the event thread may ask for uct_dcx_iface_fail. */
+    self->tx.fatal_cb_id        = UCS_CALLBACKQ_ID_NULL;
+    self->tx.fatal_listener.cb  = uct_dcx_iface_fatal_event;
+    self->tx.fatal_listener.arg = self;
+    ucs_list_head_init(&self->tx.fatal_listener.list);
+    if (uct_dcx_md_fatal_listen(md, &self->tx.fatal_listener) != UCS_OK) {
+        self->tx.fatal = UCS_ERR_IO_ERROR; /* failed meanwhile */
+    }
+
     ucs_debug("dcx: %s: iface %p dct 0x%x, %u dcis, inline %zu, sge %u",
               dev_name, self, self->rx.dctn, self->tx.num_dci,
               self->tx.max_inline, self->tx.max_sge);
@@ -2614,6 +2728,9 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
 
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    uct_dcx_md_fatal_unlisten(self->md, &self->tx.fatal_listener);
+    uct_worker_progress_unregister_safe(&self->super.worker->super,
+                                        &self->tx.fatal_cb_id);
 
     /* Destroying the QPs discards their completions: what still waits is
      * cancelled, its user completion called once with UCS_ERR_CANCELED

@@ -388,6 +388,11 @@ struct uct_dcx_iface {
         uct_dcx_ep_t          *dispatching; /* endpoint whose pending request
                                                runs now */
         size_t                seg_size;
+        ucs_status_t          fatal;        /* UCS_OK; else the device failed:
+                                               no DCI is taken any more */
+        uct_worker_cb_id_t    fatal_cb_id;  /* fails the interface in its
+                                               worker's progress */
+        uct_dcx_md_fatal_listener_t fatal_listener;
     } tx;
 
     struct {
@@ -449,6 +454,7 @@ struct uct_dcx_iface {
         uint8_t               min_rnr_timer; /* IB 5-bit code */
         uint8_t               sl;
         uint8_t               max_rd_atomic;
+        uint8_t               rd_atomic_known; /* the device said its limit */
         uint8_t               atomics;       /* atomic_cap is not NONE */
         enum ibv_mtu          path_mtu;
     } config;
@@ -590,6 +596,9 @@ void uct_dcx_iface_peer_put(uct_dcx_iface_t *iface, uct_dcx_peer_t *peer);
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_dcx_iface_dci_take(uct_dcx_iface_t *iface, uint16_t *index_p)
 {
+    if (ucs_unlikely(iface->tx.fatal != UCS_OK)) {
+        return iface->tx.fatal; /* a failed device completes nothing */
+    }
     if (ucs_unlikely(iface->tx.num_free == 0)) {
         /* Held DCIs come back only once their last work request completes:
          * make sure it will. */

@@ -14,6 +14,7 @@
 
 #include <ucs/async/async.h>
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -37,6 +38,13 @@ ucs_config_field_t uct_dcx_md_config_table[] = {
      "memory is unmapped. 'try' registers directly when the cache cannot be\n"
      "created (e.g. memory hooks are disabled).",
      ucs_offsetof(uct_dcx_md_config_t, rcache), UCS_CONFIG_TYPE_TERNARY},
+
+    {"PCI_RELAXED_ORDERING", "try",
+     "Register memory with IBV_ACCESS_RELAXED_ORDERING, letting the device\n"
+     "reorder its PCIe writes to host memory. It is an optional access flag:\n"
+     "a device or kernel without relaxed ordering ignores it. 'try' and 'yes'\n"
+     "ask for it, 'no' never does.",
+     ucs_offsetof(uct_dcx_md_config_t, relaxed_order), UCS_CONFIG_TYPE_TERNARY},
 
     {"", "", NULL,
      ucs_offsetof(uct_dcx_md_config_t, rcache_config),
@@ -84,6 +92,45 @@ uct_dcx_query_md_resources(uct_component_t *component,
     return UCS_OK;
 }
 
+/* The device has failed: it completes nothing more. Every interface learns
+ * of it (once) and fails its endpoints from its worker's progress. */
+static void uct_dcx_md_fatal_dispatch(uct_dcx_md_t *md)
+{
+    uct_dcx_md_fatal_listener_t *listener;
+
+    ucs_spin_lock(&md->fatal_lock);
+    if (!md->fatal) {
+        md->fatal = 1;
+        ucs_list_for_each(listener, &md->fatal_listeners, list) {
+            listener->cb(listener->arg);
+        }
+    }
+    ucs_spin_unlock(&md->fatal_lock);
+}
+
+ucs_status_t uct_dcx_md_fatal_listen(uct_dcx_md_t *md,
+                                     uct_dcx_md_fatal_listener_t *listener)
+{
+    ucs_status_t status = UCS_OK;
+
+    ucs_spin_lock(&md->fatal_lock);
+    if (md->fatal) {
+        status = UCS_ERR_IO_ERROR;
+    } else {
+        ucs_list_add_tail(&md->fatal_listeners, &listener->list);
+    }
+    ucs_spin_unlock(&md->fatal_lock);
+    return status;
+}
+
+void uct_dcx_md_fatal_unlisten(uct_dcx_md_t *md,
+                               uct_dcx_md_fatal_listener_t *listener)
+{
+    ucs_spin_lock(&md->fatal_lock);
+    ucs_list_del(&listener->list);
+    ucs_spin_unlock(&md->fatal_lock);
+}
+
 /* Device events: logged with what they mean for the user. Error
  * completions are what fail endpoints; these only explain. */
 static void uct_dcx_md_async_event(int fd, ucs_event_set_types_t events,
@@ -104,8 +151,9 @@ static void uct_dcx_md_async_event(int fd, ucs_event_set_types_t events,
                      event.element.port_num);
             break;
         case IBV_EVENT_DEVICE_FATAL:
-            ucs_error("dcx: %s: fatal device error; every operation on it "
-                      "will fail", name);
+            ucs_error("dcx: %s: fatal device error: its endpoints fail and "
+                      "nothing it had outstanding will complete", name);
+            uct_dcx_md_fatal_dispatch(md);
             break;
         case IBV_EVENT_SRQ_LIMIT_REACHED:
             ucs_diag("dcx: %s: a receive queue ran below its limit: the "
@@ -172,6 +220,7 @@ void uct_dcx_md_close(uct_md_h uct_md)
         }
     }
 
+    ucs_spinlock_destroy(&md->fatal_lock);
     ucs_free(md);
 }
 
@@ -205,7 +254,7 @@ static ucs_status_t uct_dcx_md_reg_mr(uct_dcx_md_t *md, void *address,
 
     memh->flags = 0;
     memh->mr    = md->ops->reg_mr_iova2(md->pd, address, length,
-                                     (uintptr_t)address, UCT_DCX_MR_ACCESS);
+                                     (uintptr_t)address, md->mr_access);
     if (ucs_likely(memh->mr != NULL)) {
         return UCS_OK;
     }
@@ -473,6 +522,63 @@ static ucs_status_t uct_dcx_md_query_device(uct_dcx_md_t *md)
     return UCS_OK;
 }
 
+/* PRM QUERY_HCA_CAP (general capabilities, current values) mailboxes. */
+#define UCT_DCX_PRM_OP_QUERY_HCA_CAP    0x100
+#define UCT_DCX_PRM_HCA_CAP_GET_CUR     0x1   /* op_mod: type 0 << 1 | cur */
+#define UCT_DCX_PRM_MBOX_HDR            16    /* status, syndrome, reserved */
+#define UCT_DCX_PRM_HCA_CAP_SIZE        4096  /* cmd_hca_cap */
+
+/* A 6-bit field of cmd_hca_cap at PRM bit offset @a bit_off (MSB first). */
+static unsigned uct_dcx_md_hca_cap_u6(const uint8_t *cap, unsigned bit_off)
+{
+    uint32_t dw;
+
+    memcpy(&dw, cap + (bit_off / 32) * 4, sizeof(dw));
+    return (be32toh(dw) >> (32 - (bit_off % 32) - 6)) & 0x3f;
+}
+
+/* The read/atomic depth of a DCI: the kernel refuses RTR->RTS with
+ * max_rd_atomic above 1 << log_max_ra_res_dc (mlx5_ib validate_rd_atomic),
+ * UCX's dc_mlx5 uses 1 << log_max_ra_req_dc; both bound it here. Read
+ * with DEVX where the device was opened with it; else it stays unknown and
+ * the DCIs find it (uct_dcx_iface_dci_connect). */
+static void uct_dcx_md_query_dc_rd_atomic(uct_dcx_md_t *md)
+{
+    uint8_t in[UCT_DCX_PRM_MBOX_HDR] = {};
+    uint8_t *out;
+    unsigned req, res;
+    int ret;
+
+    if (!md->devx) {
+        return;
+    }
+
+    out = ucs_calloc(1, UCT_DCX_PRM_MBOX_HDR + UCT_DCX_PRM_HCA_CAP_SIZE,
+                     "dcx hca cap");
+    if (out == NULL) {
+        return;
+    }
+
+    in[0] = UCT_DCX_PRM_OP_QUERY_HCA_CAP >> 8;
+    in[1] = UCT_DCX_PRM_OP_QUERY_HCA_CAP & 0xff;
+    in[7] = UCT_DCX_PRM_HCA_CAP_GET_CUR;
+    ret   = md->ops->mlx5dv_devx_general_cmd(md->ctx, in, sizeof(in), out,
+                                             UCT_DCX_PRM_MBOX_HDR +
+                                             UCT_DCX_PRM_HCA_CAP_SIZE);
+    if ((ret != 0) || (out[0] != 0)) {
+        ucs_debug("dcx: %s: QUERY_HCA_CAP failed (%s, status 0x%x): the DC "
+                  "read/atomic depth is found when a DCI connects",
+                  md->device->name, strerror(ret), out[0]);
+    } else {
+        req = uct_dcx_md_hca_cap_u6(out + UCT_DCX_PRM_MBOX_HDR, 0x12a);
+        res = uct_dcx_md_hca_cap_u6(out + UCT_DCX_PRM_MBOX_HDR, 0x13a);
+        md->dc_max_rd_atomic = 1u << ucs_min(ucs_min(req, res), 7);
+        ucs_debug("dcx: %s: log_max_ra_req_dc %u log_max_ra_res_dc %u",
+                  md->device->name, req, res);
+    }
+    ucs_free(out);
+}
+
 ucs_status_t
 uct_dcx_md_open(uct_component_t *component, const char *md_name,
                 const uct_md_config_t *uct_config, uct_md_h *md_p)
@@ -492,6 +598,13 @@ uct_dcx_md_open(uct_component_t *component, const char *md_name,
     md->super.ops       = &uct_dcx_md_ops;
     md->super.component = &uct_dcx_component;
     ucs_list_head_init(&md->mr_listeners);
+    ucs_list_head_init(&md->fatal_listeners);
+    ucs_spinlock_init(&md->fatal_lock, 0);
+    /* An optional flag (IBV_ACCESS_OPTIONAL_RANGE): ignored where the
+     * device or kernel lacks relaxed ordering (ibv_reg_mr(3)). */
+    md->mr_access = UCT_DCX_MR_ACCESS |
+                    ((config->relaxed_order != UCS_NO) ?
+                     IBV_ACCESS_RELAXED_ORDERING : 0);
 
     uct_dcx_devices_get(&devices, &num_devices);
     for (i = 0; i < num_devices; ++i) {
@@ -519,6 +632,7 @@ uct_dcx_md_open(uct_component_t *component, const char *md_name,
     if (status != UCS_OK) {
         goto err_close_device;
     }
+    uct_dcx_md_query_dc_rd_atomic(md);
 
     md->pd = md->ops->alloc_pd(md->ctx);
     if (md->pd == NULL) {
@@ -550,6 +664,7 @@ err_dealloc_pd:
 err_close_device:
     md->device->binding->ops.close_device(md->ctx);
 err_free:
+    ucs_spinlock_destroy(&md->fatal_lock);
     ucs_free(md);
     return status;
 }

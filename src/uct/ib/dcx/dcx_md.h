@@ -10,6 +10,7 @@
 #include <uct/base/uct_md.h>
 #include <ucs/config/types.h>
 #include <ucs/memory/rcache.h>
+#include <ucs/type/spinlock.h>
 
 
 /* Name of the memory domain a host without DC devices shows, so that the
@@ -17,7 +18,8 @@
 #define UCT_DCX_NO_DEVICE_MD_NAME "dcx"
 
 
-/* Access rights of every registration: UCP decides per operation. */
+/* Access rights of every registration: UCP decides per operation (plus
+ * IBV_ACCESS_RELAXED_ORDERING, an optional flag, per UCX_DCX_PCI_RELAXED_ORDERING). */
 #define UCT_DCX_MR_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
                            IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 
@@ -41,6 +43,7 @@ typedef struct uct_dcx_md_config {
     uct_md_config_t          super;
     ucs_ternary_auto_value_t devx;   /* open devices with DEVX (UMR) */
     ucs_ternary_auto_value_t rcache; /* use a registration cache */
+    ucs_ternary_auto_value_t relaxed_order; /* IBV_ACCESS_RELAXED_ORDERING */
     uct_dcx_rcache_config_t  rcache_config;
     ucs_linear_func_t        reg_cost;
 } uct_dcx_md_config_t;
@@ -53,6 +56,15 @@ typedef struct uct_dcx_md_mr_listener {
     void            (*cb)(void *arg, uint32_t lkey);
     void            *arg;
 } uct_dcx_md_mr_listener_t;
+
+
+/* Told (from the async event thread, under the memory domain's lock) when
+ * the device reports IBV_EVENT_DEVICE_FATAL. */
+typedef struct uct_dcx_md_fatal_listener {
+    ucs_list_link_t list;
+    void            (*cb)(void *arg);
+    void            *arg;
+} uct_dcx_md_fatal_listener_t;
 
 
 /* A memory registration (the memory handle). */
@@ -85,6 +97,13 @@ typedef struct uct_dcx_md {
     ucs_rcache_t              *rcache; /* NULL: register directly */
     ucs_linear_func_t         reg_cost;
     ucs_list_link_t           mr_listeners; /* uct_dcx_md_mr_listener_t */
+    unsigned                  mr_access;    /* access flags of registrations */
+    unsigned                  dc_max_rd_atomic; /* DCI read/atomic depth the
+                                                   device allows (QUERY_HCA_CAP);
+                                                   0: unknown */
+    ucs_spinlock_t            fatal_lock;   /* fatal, fatal_listeners */
+    int                       fatal;        /* IBV_EVENT_DEVICE_FATAL seen */
+    ucs_list_link_t           fatal_listeners; /* uct_dcx_md_fatal_listener_t */
 } uct_dcx_md_t;
 
 
@@ -103,6 +122,13 @@ static UCS_F_ALWAYS_INLINE uint32_t uct_dcx_rkey(uct_rkey_t rkey)
     return (uint32_t)rkey;
 }
 
+
+/* Listen for a fatal device error; returns UCS_ERR_IO_ERROR (not added) if
+ * the device has failed already. */
+ucs_status_t uct_dcx_md_fatal_listen(uct_dcx_md_t *md,
+                                     uct_dcx_md_fatal_listener_t *listener);
+void uct_dcx_md_fatal_unlisten(uct_dcx_md_t *md,
+                               uct_dcx_md_fatal_listener_t *listener);
 
 extern ucs_config_field_t uct_dcx_md_config_table[];
 extern ucs_config_field_t uct_dcx_global_config_table[];

@@ -58,6 +58,8 @@ const uct_dcx_seam_symbol_t uct_dcx_seam_symbols[] = {
     UCT_DCX_SEAM_SYM(MLX5,  mlx5dv_create_qp,     "mlx5dv_create_qp",         "MLX5_1.3"),
     UCT_DCX_SEAM_SYM(MLX5,  mlx5dv_qp_ex_from_ibv_qp_ex,
                      "mlx5dv_qp_ex_from_ibv_qp_ex", "MLX5_1.10"),
+    UCT_DCX_SEAM_SYM(MLX5,  mlx5dv_devx_general_cmd,
+                     "mlx5dv_devx_general_cmd", "MLX5_1.7"),
     UCT_DCX_SEAM_SYM(UMR,   mlx5dv_create_mkey,   "mlx5dv_create_mkey",       "MLX5_1.10"),
     UCT_DCX_SEAM_SYM(UMR,   mlx5dv_destroy_mkey,  "mlx5dv_destroy_mkey",      "MLX5_1.10"),
 };

@@ -114,6 +114,11 @@ typedef struct uct_dcx_verbs_ops {
                                           struct ibv_async_event *event);
     void               (*ack_async_event)(struct ibv_async_event *event);
 
+    /* DEVX general commands (device capabilities: QUERY_HCA_CAP) */
+    int                (*mlx5dv_devx_general_cmd)(struct ibv_context *context,
+                                                  const void *in, size_t inlen,
+                                                  void *out, size_t outlen);
+
     /* Indirect memory keys (UMR) */
     struct mlx5dv_mkey *(*mlx5dv_create_mkey)(struct mlx5dv_mkey_init_attr *attr);
     int                (*mlx5dv_destroy_mkey)(struct mlx5dv_mkey *mkey);

@@ -108,8 +108,17 @@ uct_dcx_hw_no_mlx5_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex *qp)
     return NULL;
 }
 
+static int uct_dcx_hw_no_mlx5_devx_general_cmd(struct ibv_context *context,
+                                               const void *in, size_t inlen,
+                                               void *out, size_t outlen)
+{
+    errno = EOPNOTSUPP;
+    return EOPNOTSUPP;
+}
+
 static void uct_dcx_hw_set_no_mlx5(uct_dcx_verbs_ops_t *ops)
 {
+    ops->mlx5dv_devx_general_cmd     = uct_dcx_hw_no_mlx5_devx_general_cmd;
     ops->mlx5dv_is_supported         = uct_dcx_hw_no_mlx5_is_supported;
     ops->mlx5dv_open_device          = uct_dcx_hw_no_mlx5_open_device;
     ops->mlx5dv_query_device         = uct_dcx_hw_no_mlx5_query_device;

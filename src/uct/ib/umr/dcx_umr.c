@@ -623,6 +623,25 @@ static void uct_dcx_umr_recover(uct_dcx_umr_t *umr)
              umr->qp->qp_num);
 }
 
+void uct_dcx_umr_fail(uct_dcx_umr_t *umr)
+{
+    uct_dcx_umr_mkey_t *mk;
+    unsigned i;
+
+    /* What is outstanding completes here, as with an error completion. */
+    for (i = 0; i < umr->num_mkeys; ++i) {
+        mk = &umr->mkeys[i];
+        if (mk->state == UCT_DCX_UMR_MKEY_PROGRAMMING) {
+            uct_dcx_umr_complete(umr, i, IBV_WC_FATAL_ERR, 0);
+        } else if (mk->state == UCT_DCX_UMR_MKEY_INVALIDATING) {
+            uct_dcx_umr_complete(umr, i | UCT_DCX_UMR_WR_INV,
+                                 IBV_WC_FATAL_ERR, 0);
+        }
+    }
+    umr->qp_error = 1;
+    umr->qp_dead  = 1;
+}
+
 unsigned uct_dcx_umr_progress(uct_dcx_umr_t *umr)
 {
     struct ibv_poll_cq_attr attr = {};

@@ -174,6 +174,11 @@ void uct_dcx_umr_put(uct_dcx_umr_t *umr, uct_dcx_umr_mkey_t *mkey);
  * the UMR QP once it has drained after an error (counted as progress). */
 unsigned uct_dcx_umr_progress(uct_dcx_umr_t *umr);
 
+/* The device failed: nothing it had outstanding completes. Layouts being
+ * programmed fail (UCS_ERR_IO_ERROR to their next user), and so does every
+ * later request; nothing is posted any more. */
+void uct_dcx_umr_fail(uct_dcx_umr_t *umr);
+
 /* A registration goes away: forget every layout over it and invalidate the
  * idle ones now. */
 void uct_dcx_umr_forget_lkey(uct_dcx_umr_t *umr, uint32_t lkey);

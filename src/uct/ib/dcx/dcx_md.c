@@ -35,7 +35,11 @@ ucs_config_field_t uct_dcx_md_config_table[] = {
     {"RCACHE", "try",
      "Keep memory registrations in a registration cache, released when the\n"
      "memory is unmapped. 'try' registers directly when the cache cannot be\n"
-     "created (e.g. memory hooks are disabled).",
+     "created (e.g. memory hooks are disabled). A cached registration covers\n"
+     "its range rounded out to the cache alignment (RCACHE_ADDR_ALIGN with\n"
+     "UCX 1.13, the page size with later UCX), merged with overlapping ones,\n"
+     "and stays reachable through its key after deregistration until the\n"
+     "cache releases it; 'no' registers exactly the requested bytes.",
      ucs_offsetof(uct_dcx_md_config_t, rcache), UCS_CONFIG_TYPE_TERNARY},
 
     {"", "", NULL,
@@ -196,16 +200,45 @@ void uct_dcx_md_caps_get(uct_md_h uct_md, uct_dcx_md_caps_t *caps)
     caps->reg_cost         = md->reg_cost;
 }
 
+/* The verbs rights for UCT registration flags: exactly the rights asked for.
+ * Without any UCT_MD_MEM_ACCESS_* flag, local read and write (UCX's default
+ * for allocations), never remote access. IB needs local write with remote
+ * write or atomic access (ibv_reg_mr(3)). */
+static unsigned uct_dcx_md_access(unsigned flags)
+{
+    unsigned access = 0;
+
+    if (!(flags & UCT_MD_MEM_ACCESS_ALL)) {
+        flags |= UCT_MD_MEM_ACCESS_LOCAL_READ | UCT_MD_MEM_ACCESS_LOCAL_WRITE;
+    }
+
+    if (flags & UCT_MD_MEM_ACCESS_REMOTE_PUT) {
+        access |= IBV_ACCESS_REMOTE_WRITE;
+    }
+    if (flags & UCT_MD_MEM_ACCESS_REMOTE_GET) {
+        access |= IBV_ACCESS_REMOTE_READ;
+    }
+    if (flags & UCT_MD_MEM_ACCESS_REMOTE_ATOMIC) {
+        access |= IBV_ACCESS_REMOTE_ATOMIC;
+    }
+    if ((flags & UCT_MD_MEM_ACCESS_LOCAL_WRITE) ||
+        (access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC))) {
+        access |= IBV_ACCESS_LOCAL_WRITE;
+    }
+    return access;
+}
+
 static ucs_status_t uct_dcx_md_reg_mr(uct_dcx_md_t *md, void *address,
                                       size_t length, unsigned flags,
-                                      uct_dcx_mem_t *memh)
+                                      unsigned access, uct_dcx_mem_t *memh)
 {
     struct rlimit limit;
     int err;
 
-    memh->flags = 0;
-    memh->mr    = md->ops->reg_mr_iova2(md->pd, address, length,
-                                     (uintptr_t)address, UCT_DCX_MR_ACCESS);
+    memh->flags  = 0;
+    memh->access = access;
+    memh->mr     = md->ops->reg_mr_iova2(md->pd, address, length,
+                                         (uintptr_t)address, access);
     if (ucs_likely(memh->mr != NULL)) {
         return UCS_OK;
     }
@@ -244,12 +277,53 @@ static void uct_dcx_md_dereg_mr(uct_dcx_md_t *md, uct_dcx_mem_t *memh)
     }
 }
 
+static void uct_dcx_md_rcache_invalidated(void *arg)
+{
+}
+
+/* A cached registration covering the range, with at least the rights asked
+ * for. One with fewer rights leaves the cache (its holders keep it) and the
+ * range is registered again with the rights of both, so a registration never
+ * has fewer rights than asked for; it may have more (those of another
+ * registration of overlapping memory that is still cached). */
+static ucs_status_t uct_dcx_md_rcache_reg(uct_dcx_md_t *md, void *address,
+                                          size_t length, unsigned flags,
+                                          uct_mem_h *memh_p)
+{
+    uct_dcx_rcache_reg_arg_t arg = {flags, uct_dcx_md_access(flags)};
+    ucs_rcache_region_t *region;
+    uct_dcx_mem_t *memh;
+    ucs_status_t status;
+
+    for (;;) {
+        status = uct_dcx_compat_rcache_get(md->rcache, address, length, &arg,
+                                           &region);
+        if (status != UCS_OK) {
+            return status;
+        }
+
+        memh = &ucs_derived_of(region, uct_dcx_rcache_region_t)->memh;
+        if (ucs_test_all_flags(memh->access, arg.access)) {
+            *memh_p = memh;
+            return UCS_OK;
+        }
+
+        ucs_debug("dcx: %s: cached registration 0x%lx..0x%lx has access 0x%x, "
+                  "0x%x asked: registering again", md->device->name,
+                  region->super.start, region->super.end, memh->access,
+                  arg.access);
+        arg.access |= memh->access;
+        ucs_rcache_region_invalidate(md->rcache, region,
+                                     uct_dcx_md_rcache_invalidated, NULL);
+        ucs_rcache_region_put(md->rcache, region);
+    }
+}
+
 ucs_status_t uct_dcx_md_mem_reg_flags(uct_md_h uct_md, void *address,
                                       size_t length, unsigned flags,
                                       uct_mem_h *memh_p)
 {
     uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
-    ucs_rcache_region_t *region;
     uct_dcx_mem_t *memh;
     ucs_status_t status;
 
@@ -258,13 +332,7 @@ ucs_status_t uct_dcx_md_mem_reg_flags(uct_md_h uct_md, void *address,
     }
 
     if (md->rcache != NULL) {
-        status = uct_dcx_compat_rcache_get(md->rcache, address, length,
-                                           &flags, &region);
-        if (status != UCS_OK) {
-            return status;
-        }
-        *memh_p = &ucs_derived_of(region, uct_dcx_rcache_region_t)->memh;
-        return UCS_OK;
+        return uct_dcx_md_rcache_reg(md, address, length, flags, memh_p);
     }
 
     memh = ucs_malloc(sizeof(*memh), "uct_dcx_mem_t");
@@ -272,7 +340,8 @@ ucs_status_t uct_dcx_md_mem_reg_flags(uct_md_h uct_md, void *address,
         return UCS_ERR_NO_MEMORY;
     }
 
-    status = uct_dcx_md_reg_mr(md, address, length, flags, memh);
+    status = uct_dcx_md_reg_mr(md, address, length, flags,
+                               uct_dcx_md_access(flags), memh);
     if (status != UCS_OK) {
         ucs_free(memh);
         return status;
@@ -327,7 +396,8 @@ uct_dcx_rcache_mem_reg_cb(void *context, ucs_rcache_t *rcache, void *arg,
 {
     uct_dcx_rcache_region_t *region = ucs_derived_of(rregion,
                                                      uct_dcx_rcache_region_t);
-    unsigned flags = *(unsigned*)arg;
+    const uct_dcx_rcache_reg_arg_t *reg = arg;
+    unsigned flags                      = reg->flags;
 
     if (rcache_flags & UCS_RCACHE_MEM_REG_HIDE_ERRORS) {
         flags |= UCT_MD_MEM_FLAG_HIDE_ERRORS;
@@ -335,7 +405,8 @@ uct_dcx_rcache_mem_reg_cb(void *context, ucs_rcache_t *rcache, void *arg,
 
     return uct_dcx_md_reg_mr(context, (void*)region->super.super.start,
                              region->super.super.end -
-                             region->super.super.start, flags, &region->memh);
+                             region->super.super.start, flags, reg->access,
+                             &region->memh);
 }
 
 static void uct_dcx_rcache_mem_dereg_cb(void *context, ucs_rcache_t *rcache,
@@ -345,6 +416,18 @@ static void uct_dcx_rcache_mem_dereg_cb(void *context, ucs_rcache_t *rcache,
                         &ucs_derived_of(rregion, uct_dcx_rcache_region_t)->memh);
 }
 
+/* A new region absorbs a cached one: it keeps the absorbed one's rights. */
+static UCS_F_MAYBE_UNUSED void
+uct_dcx_rcache_merge_cb(void *context, ucs_rcache_t *rcache, void *arg,
+                        ucs_rcache_region_t *rregion)
+{
+    uct_dcx_rcache_reg_arg_t *reg  = arg;
+    uct_dcx_rcache_region_t *region = ucs_derived_of(rregion,
+                                                     uct_dcx_rcache_region_t);
+
+    reg->access |= region->memh.access;
+}
+
 static void uct_dcx_rcache_dump_region_cb(void *context, ucs_rcache_t *rcache,
                                           ucs_rcache_region_t *rregion,
                                           char *buf, size_t max)
@@ -352,13 +435,14 @@ static void uct_dcx_rcache_dump_region_cb(void *context, ucs_rcache_t *rcache,
     uct_dcx_rcache_region_t *region = ucs_derived_of(rregion,
                                                      uct_dcx_rcache_region_t);
 
-    snprintf(buf, max, "lkey 0x%x rkey 0x%x", region->memh.mr->lkey,
-             region->memh.mr->rkey);
+    snprintf(buf, max, "lkey 0x%x rkey 0x%x access 0x%x", region->memh.mr->lkey,
+             region->memh.mr->rkey, region->memh.access);
 }
 
 static ucs_rcache_ops_t uct_dcx_rcache_ops =
         UCT_DCX_RCACHE_OPS(uct_dcx_rcache_mem_reg_cb,
                            uct_dcx_rcache_mem_dereg_cb,
+                           uct_dcx_rcache_merge_cb,
                            uct_dcx_rcache_dump_region_cb);
 
 static ucs_status_t uct_dcx_md_rcache_init(uct_dcx_md_t *md,

@@ -17,9 +17,10 @@
 #define UCT_DCX_NO_DEVICE_MD_NAME "dcx"
 
 
-/* Access rights of every registration: UCP decides per operation. */
-#define UCT_DCX_MR_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
-                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+/* The remote rights a registration can carry (UCT_MD_MEM_ACCESS_REMOTE_*). */
+#define UCT_DCX_MR_REMOTE_ACCESS (IBV_ACCESS_REMOTE_WRITE | \
+                                  IBV_ACCESS_REMOTE_READ | \
+                                  IBV_ACCESS_REMOTE_ATOMIC)
 
 /* Packed remote key: checked on unpack, so a malformed buffer is an error. */
 #define UCT_DCX_RKEY_MAGIC   0xdc58u
@@ -59,6 +60,7 @@ typedef struct uct_dcx_md_mr_listener {
 typedef struct uct_dcx_mem {
     struct ibv_mr *mr;
     uint32_t      flags;  /* UCT_DCX_MEM_FLAG_* */
+    uint32_t      access; /* IBV_ACCESS_* the registration was made with */
 } uct_dcx_mem_t;
 
 enum {
@@ -72,6 +74,13 @@ typedef struct uct_dcx_rcache_region {
     ucs_rcache_region_t super;
     uct_dcx_mem_t       memh;
 } uct_dcx_rcache_region_t;
+
+
+/* What a registration through the cache asks for. */
+typedef struct uct_dcx_rcache_reg_arg {
+    unsigned flags;  /* UCT_MD_MEM_FLAG_* */
+    unsigned access; /* IBV_ACCESS_* */
+} uct_dcx_rcache_reg_arg_t;
 
 
 typedef struct uct_dcx_md {

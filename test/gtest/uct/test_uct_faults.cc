@@ -11,6 +11,7 @@
 #include "dcxemu.h"
 
 #include <ucs/config/global_opts.h>
+#include <uct/api/version.h>
 #include <ucs/debug/log_def.h>
 
 extern "C" {
@@ -752,18 +753,21 @@ TEST(uct_faults, flush_cancel_completes_outstanding_ops)
 
 namespace {
 
-/* Each registration allows exactly the remote access it asked for (with
- * the registration cache on and off): a put into a local-only or get-only
+/* With REG_ACCESS=requested, each registration allows exactly the remote
+ * access it asked for (with the registration cache on and off): a put into
+ * a local-only or get-only
  * registration fails its endpoint with a remote access error and leaves
  * the memory untouched; the same range registered again with put rights,
  * while the local-only registration is cached, takes puts. */
 void check_registration_rights(const char *rcache)
 {
     ASSERT_EQ(0, setenv("UCX_DCX_RCACHE", rcache, 1));
+    ASSERT_EQ(0, setenv("UCX_DCX_REG_ACCESS", "requested", 1));
     failure_record f;
     entity sender(config_t(), record_failure, &f);
     entity target;
     ASSERT_EQ(0, unsetenv("UCX_DCX_RCACHE"));
+    ASSERT_EQ(0, unsetenv("UCX_DCX_REG_ACCESS"));
     std::vector<entity*> all = {&sender, &target};
     buffer local(target, 4096, 0,
                  UCT_MD_MEM_ACCESS_LOCAL_READ | UCT_MD_MEM_ACCESS_LOCAL_WRITE);
@@ -821,6 +825,55 @@ TEST(uct_faults, registration_rights_are_honoured_cached)
 TEST(uct_faults, registration_rights_are_honoured_direct)
 {
     check_registration_rights("no");
+}
+
+namespace {
+
+/* Whether a put into memory registered for local access only arrives, with
+ * the given REG_ACCESS (NULL: the default). */
+void put_into_local_only(const char *reg_access, bool *arrived)
+{
+    if (reg_access != NULL) {
+        ASSERT_EQ(0, setenv("UCX_DCX_REG_ACCESS", reg_access, 1));
+    }
+    failure_record f;
+    entity sender(config_t(), record_failure, &f);
+    entity target;
+    ASSERT_EQ(0, unsetenv("UCX_DCX_REG_ACCESS"));
+    std::vector<entity*> all = {&sender, &target};
+    buffer local(target, 4096, 0,
+                 UCT_MD_MEM_ACCESS_LOCAL_READ | UCT_MD_MEM_ACCESS_LOCAL_WRITE);
+    rkey rk(local.packed_rkey());
+    uct_ep_h ep    = sender.connect(target);
+    uint64_t value = 0x600d, got;
+
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &value, 8, local.addr(), rk.get()));
+    ASSERT_TRUE(wait_for(all, [&] {
+        return !f.eps.empty() ||
+               (uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK);
+    }));
+    memcpy(&got, local.ptr(), 8);
+    *arrived = f.eps.empty() && (got == value);
+    EXPECT_TRUE(*arrived || (got == 0)) << "a failed put wrote the memory";
+    uct_ep_destroy(ep);
+}
+
+} // namespace
+
+/* REG_ACCESS=all gives every registration every right, as UCX's IB memory
+ * domains do; the default does so only where UCP needs it (UCX before
+ * 1.17, whose UCP reuses a registration for any purpose). */
+TEST(uct_faults, registration_rights_all_and_auto)
+{
+    bool arrived;
+
+    ASSERT_NO_FATAL_FAILURE(put_into_local_only("all", &arrived));
+    EXPECT_TRUE(arrived) << "REG_ACCESS=all";
+    ASSERT_NO_FATAL_FAILURE(put_into_local_only("requested", &arrived));
+    EXPECT_FALSE(arrived) << "REG_ACCESS=requested";
+    ASSERT_NO_FATAL_FAILURE(put_into_local_only(NULL, &arrived));
+    EXPECT_EQ((UCT_VERNO_MAJOR == 1) && (UCT_VERNO_MINOR < 17), arrived)
+            << "REG_ACCESS=auto with UCX " << UCT_VERNO_STRING;
 }
 
 /* A peer that is no dcx sender (a raw DCI of the device model, the fuzz

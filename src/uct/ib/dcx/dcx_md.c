@@ -21,6 +21,13 @@
 #include <sys/resource.h>
 
 
+static const char *uct_dcx_reg_access_names[] = {
+    [UCT_DCX_REG_ACCESS_AUTO]      = "auto",
+    [UCT_DCX_REG_ACCESS_REQUESTED] = "requested",
+    [UCT_DCX_REG_ACCESS_ALL]       = "all",
+    [UCT_DCX_REG_ACCESS_LAST]      = NULL
+};
+
 ucs_config_field_t uct_dcx_md_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_dcx_md_config_t, super),
@@ -41,6 +48,20 @@ ucs_config_field_t uct_dcx_md_config_table[] = {
      "and stays reachable through its key after deregistration until the\n"
      "cache releases it; 'no' registers exactly the requested bytes.",
      ucs_offsetof(uct_dcx_md_config_t, rcache), UCS_CONFIG_TYPE_TERNARY},
+
+    {"REG_ACCESS", "auto",
+     "The rights a memory registration gets:\n"
+     " requested - those asked for with UCT_MD_MEM_ACCESS_*: remote put gives\n"
+     "             remote write, remote get remote read, remote atomic remote\n"
+     "             atomic; local write always. Memory registered for local\n"
+     "             access only cannot be reached through its key.\n"
+     " all       - remote read, write and atomic for every registration, as\n"
+     "             UCX's own IB memory domains grant.\n"
+     " auto      - 'requested' with UCX 1.17 and later; 'all' with older UCX,\n"
+     "             whose UCP reuses a registration for any purpose whatever\n"
+     "             rights it was made with.",
+     ucs_offsetof(uct_dcx_md_config_t, reg_access),
+     UCS_CONFIG_TYPE_ENUM(uct_dcx_reg_access_names)},
 
     {"", "", NULL,
      ucs_offsetof(uct_dcx_md_config_t, rcache_config),
@@ -200,16 +221,17 @@ void uct_dcx_md_caps_get(uct_md_h uct_md, uct_dcx_md_caps_t *caps)
     caps->reg_cost         = md->reg_cost;
 }
 
-/* The verbs rights for UCT registration flags: exactly the rights asked for.
- * Without any UCT_MD_MEM_ACCESS_* flag, local read and write (UCX's default
- * for allocations), never remote access. IB needs local write with remote
- * write or atomic access (ibv_reg_mr(3)). */
-static unsigned uct_dcx_md_access(unsigned flags)
+/* The verbs rights for UCT registration flags: the remote rights asked for
+ * (none without a UCT_MD_MEM_ACCESS_REMOTE_* flag), or all of them when the
+ * domain grants all. Local write always, as UCX's IB domains: UCP writes
+ * into memory it registered for reading, and IB needs it with remote write
+ * or atomic access anyway (ibv_reg_mr(3)). */
+static unsigned uct_dcx_md_access(const uct_dcx_md_t *md, unsigned flags)
 {
-    unsigned access = 0;
+    unsigned access = IBV_ACCESS_LOCAL_WRITE;
 
-    if (!(flags & UCT_MD_MEM_ACCESS_ALL)) {
-        flags |= UCT_MD_MEM_ACCESS_LOCAL_READ | UCT_MD_MEM_ACCESS_LOCAL_WRITE;
+    if (md->reg_access_all) {
+        return access | UCT_DCX_MR_REMOTE_ACCESS;
     }
 
     if (flags & UCT_MD_MEM_ACCESS_REMOTE_PUT) {
@@ -220,10 +242,6 @@ static unsigned uct_dcx_md_access(unsigned flags)
     }
     if (flags & UCT_MD_MEM_ACCESS_REMOTE_ATOMIC) {
         access |= IBV_ACCESS_REMOTE_ATOMIC;
-    }
-    if ((flags & UCT_MD_MEM_ACCESS_LOCAL_WRITE) ||
-        (access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC))) {
-        access |= IBV_ACCESS_LOCAL_WRITE;
     }
     return access;
 }
@@ -290,7 +308,7 @@ static ucs_status_t uct_dcx_md_rcache_reg(uct_dcx_md_t *md, void *address,
                                           size_t length, unsigned flags,
                                           uct_mem_h *memh_p)
 {
-    uct_dcx_rcache_reg_arg_t arg = {flags, uct_dcx_md_access(flags)};
+    uct_dcx_rcache_reg_arg_t arg = {flags, uct_dcx_md_access(md, flags)};
     ucs_rcache_region_t *region;
     uct_dcx_mem_t *memh;
     ucs_status_t status;
@@ -341,7 +359,7 @@ ucs_status_t uct_dcx_md_mem_reg_flags(uct_md_h uct_md, void *address,
     }
 
     status = uct_dcx_md_reg_mr(md, address, length, flags,
-                               uct_dcx_md_access(flags), memh);
+                               uct_dcx_md_access(md, flags), memh);
     if (status != UCS_OK) {
         ucs_free(memh);
         return status;
@@ -592,6 +610,10 @@ uct_dcx_md_open(uct_component_t *component, const char *md_name,
         status = UCS_ERR_NO_DEVICE;
         goto err_free;
     }
+
+    md->reg_access_all = (config->reg_access == UCT_DCX_REG_ACCESS_ALL) ||
+                         ((config->reg_access == UCT_DCX_REG_ACCESS_AUTO) &&
+                          UCT_DCX_COMPAT_UCP_REUSES_REGISTRATIONS);
 
     md->ops = &md->device->binding->ops;
     status  = uct_dcx_md_open_device(md, config->devx);

@@ -38,9 +38,19 @@ typedef struct uct_dcx_packed_rkey {
 } UCS_S_PACKED uct_dcx_packed_rkey_t;
 
 
+/* Which rights a registration gets (REG_ACCESS). */
+typedef enum {
+    UCT_DCX_REG_ACCESS_AUTO,      /* REQUESTED unless UCP needs ALL */
+    UCT_DCX_REG_ACCESS_REQUESTED, /* the UCT_MD_MEM_ACCESS_* asked for */
+    UCT_DCX_REG_ACCESS_ALL,       /* every right, as UCX's IB domains */
+    UCT_DCX_REG_ACCESS_LAST
+} uct_dcx_reg_access_t;
+
+
 typedef struct uct_dcx_md_config {
     uct_md_config_t          super;
     ucs_ternary_auto_value_t devx;   /* open devices with DEVX (UMR) */
+    uct_dcx_reg_access_t     reg_access;
     ucs_ternary_auto_value_t rcache; /* use a registration cache */
     uct_dcx_rcache_config_t  rcache_config;
     ucs_linear_func_t        reg_cost;
@@ -92,6 +102,7 @@ typedef struct uct_dcx_md {
     int                       devx;    /* ctx was opened with DEVX */
     size_t                    max_mr_size;
     ucs_rcache_t              *rcache; /* NULL: register directly */
+    int                       reg_access_all; /* ignore the requested rights */
     ucs_linear_func_t         reg_cost;
     ucs_list_link_t           mr_listeners; /* uct_dcx_md_mr_listener_t */
 } uct_dcx_md_t;

@@ -22,7 +22,6 @@
 
 
 static const char *uct_dcx_reg_access_names[] = {
-    [UCT_DCX_REG_ACCESS_AUTO]      = "auto",
     [UCT_DCX_REG_ACCESS_REQUESTED] = "requested",
     [UCT_DCX_REG_ACCESS_ALL]       = "all",
     [UCT_DCX_REG_ACCESS_LAST]      = NULL
@@ -49,17 +48,16 @@ ucs_config_field_t uct_dcx_md_config_table[] = {
      "cache releases it; 'no' registers exactly the requested bytes.",
      ucs_offsetof(uct_dcx_md_config_t, rcache), UCS_CONFIG_TYPE_TERNARY},
 
-    {"REG_ACCESS", "auto",
+    {"REG_ACCESS", "all",
      "The rights a memory registration gets:\n"
+     " all       - remote read, write and atomic for every registration, as\n"
+     "             UCX's own IB memory domains grant. UCP needs it: it reuses\n"
+     "             a registration for other purposes than it was made for.\n"
      " requested - those asked for with UCT_MD_MEM_ACCESS_*: remote put gives\n"
      "             remote write, remote get remote read, remote atomic remote\n"
      "             atomic; local write always. Memory registered for local\n"
-     "             access only cannot be reached through its key.\n"
-     " all       - remote read, write and atomic for every registration, as\n"
-     "             UCX's own IB memory domains grant.\n"
-     " auto      - 'requested' with UCX 1.17 and later; 'all' with older UCX,\n"
-     "             whose UCP reuses a registration for any purpose whatever\n"
-     "             rights it was made with.",
+     "             access only cannot be reached through its key. For UCT\n"
+     "             users that ask for the rights they use.",
      ucs_offsetof(uct_dcx_md_config_t, reg_access),
      UCS_CONFIG_TYPE_ENUM(uct_dcx_reg_access_names)},
 
@@ -611,9 +609,7 @@ uct_dcx_md_open(uct_component_t *component, const char *md_name,
         goto err_free;
     }
 
-    md->reg_access_all = (config->reg_access == UCT_DCX_REG_ACCESS_ALL) ||
-                         ((config->reg_access == UCT_DCX_REG_ACCESS_AUTO) &&
-                          UCT_DCX_COMPAT_UCP_REUSES_REGISTRATIONS);
+    md->reg_access_all = (config->reg_access == UCT_DCX_REG_ACCESS_ALL);
 
     md->ops = &md->device->binding->ops;
     status  = uct_dcx_md_open_device(md, config->devx);

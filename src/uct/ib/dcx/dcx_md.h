@@ -40,7 +40,6 @@ typedef struct uct_dcx_packed_rkey {
 
 /* Which rights a registration gets (REG_ACCESS). */
 typedef enum {
-    UCT_DCX_REG_ACCESS_AUTO,      /* REQUESTED unless UCP needs ALL */
     UCT_DCX_REG_ACCESS_REQUESTED, /* the UCT_MD_MEM_ACCESS_* asked for */
     UCT_DCX_REG_ACCESS_ALL,       /* every right, as UCX's IB domains */
     UCT_DCX_REG_ACCESS_LAST

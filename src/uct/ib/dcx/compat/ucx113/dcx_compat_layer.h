@@ -13,11 +13,6 @@
 
 #define UCT_DCX_COMPAT_LAYER "ucx113"
 
-/* UCP 1.13 keeps its own cache of registrations and hands one out for any
- * purpose, whatever rights it was registered with (ucp_memh_get compares
- * only the memory domains), so a registration must carry every right. */
-#define UCT_DCX_COMPAT_UCP_REUSES_REGISTRATIONS 1
-
 /* Registration cache settings: UCT's table in 1.13. */
 typedef uct_md_rcache_config_t uct_dcx_rcache_config_t;
 #define UCT_DCX_RCACHE_CONFIG_TABLE uct_md_config_rcache_table

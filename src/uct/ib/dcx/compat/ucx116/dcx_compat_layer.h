@@ -19,11 +19,6 @@
 #define UCT_DCX_UCX_AT_LEAST(_major, _minor) \
     (UCT_DCX_UCX_VERSION_CODE >= ((_major) * 10000 + (_minor) * 100))
 
-/* Until 1.17, UCP hands a registration from its own cache out for any
- * purpose, whatever rights it was registered with; from 1.17 it registers
- * again when it needs more (ucp_memh_get checks the UCT access flags). */
-#define UCT_DCX_COMPAT_UCP_REUSES_REGISTRATIONS (!UCT_DCX_UCX_AT_LEAST(1, 17))
-
 /* The component's remote key slots (uct_dcx_component): rkey_unpack took
  * params in 1.19, rkey_compare came in 1.16. */
 #if UCT_DCX_UCX_AT_LEAST(1, 19)

@@ -201,6 +201,12 @@ struct dcxemu_objects {
 };
 DCXEMU_API int dcxemu_objects_read(struct dcxemu_objects *out);
 
+/* What this process declared for peers' access to its memory (test-only): *scope = the Yama
+   ptrace_scope seen (-1: no Yama), *ptracer = 0 (nothing declared), -1 (PR_SET_PTRACER_ANY) or
+   the PID declared.  Decided when the process creates its first DCT: ENOENT before.  0, or
+   EINVAL for NULL arguments. */
+DCXEMU_API int dcxemu_ptracer_read(int *scope, long *ptracer);
+
 /* Numbers of this process's RC QPs (the UMR hosts), lowest slot first: a transport test aims
    DCXEMU_FAULT_FORCE_STATUS at the QP it cannot otherwise name.  Fills up to max numbers and sets
    *count to how many exist.  Returns 0 or an errno value (EINVAL for NULL count, or NULL nums with

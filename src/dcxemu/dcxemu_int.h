@@ -10,8 +10,8 @@
 #include <sys/types.h>
 
 #define DCXEMU_MAGIC            0x4443584546414252ULL /* "DCXEFABR" */
-#define DCXEMU_LAYOUT_VERSION   6u   /* 6: send_cqes counter; 5: 1024 members, 32768 QPs,
-                                         lazy tables */
+#define DCXEMU_LAYOUT_VERSION   7u   /* 7: mkey tags; 6: send_cqes counter; 5: 1024 members,
+                                         32768 QPs, lazy tables */
 
 /* Member slots: the table is sized for the most, but only slots ever taken are touched (the
  * fabric file is sparse), so memory grows with the number of members. */
@@ -86,6 +86,8 @@ struct dcxemu_shm_mkey {
     uint32_t n;
     uint32_t access;
     uint32_t repeat;
+    uint32_t tag;          /* low 8 bits of the valid key: set by each UMR */
+    uint32_t pad;
     uint64_t length;       /* L: valid offsets are [0, L) */
     uint64_t entries_off;  /* heap: max_entries entries */
 };
@@ -349,6 +351,9 @@ struct dcxemu_settings {
     double time_scale;
     uint64_t heap_mb;
     int strict_umr;                /* DCXEMU_STRICT_UMR: re-UMR needs LOCAL_INV first */
+    int mkey_update_tag;           /* DCXEMU_MKEY_UPDATE_TAG: a UMR may set the mkey's tag */
+    int yama_scope;                /* DCXEMU_YAMA_SCOPE (test-only): -1 = read the kernel's */
+    long ptracer;                  /* DCXEMU_PTRACER: -1 any, 0 none, else a PID */
     int no_atomics;                /* DCXEMU_ATOMIC_CAP=none: atomic_cap IBV_ATOMIC_NONE */
     int log_max_ra_dc;             /* DCXEMU_LOG_MAX_RA_DC: HCA cap log_max_ra_{req,res}_dc */
     int deferred;                  /* DCXEMU_EXEC=deferred */
@@ -391,6 +396,7 @@ void dcxemu_idx_set_add(struct dcxemu_idx_set *s, uint32_t index);
 void dcxemu_idx_set_del(struct dcxemu_idx_set *s, uint32_t index);
 
 int dcxemu_attach(void);                   /* 0 or errno */
+void dcxemu_ptracer_allow(void);           /* let peers reach our memory (first DCT) */
 int dcxemu_usable(void);                   /* 0, or EPERM in a forked child / errno of attach */
 int dcxemu_lock(void);                     /* fabric lock; 0 or errno */
 void dcxemu_unlock(void);

@@ -215,6 +215,27 @@ static int fabric_candidate(int cand, char *buf, size_t len)
     return 0;
 }
 
+/* DCXEMU_PTRACER: "any" (default), "none" or a process ID. */
+static void read_ptracer(const char *s)
+{
+    char *end;
+    long pid;
+    dcxemu_cfg.ptracer = -1;
+    if (s == NULL || *s == '\0' || strcmp(s, "any") == 0) {
+        return;
+    }
+    if (strcmp(s, "none") == 0) {
+        dcxemu_cfg.ptracer = 0;
+        return;
+    }
+    pid = strtol(s, &end, 10);
+    if (*end == '\0' && pid > 0 && pid <= INT_MAX) {
+        dcxemu_cfg.ptracer = pid;
+    } else {
+        fprintf(stderr, "dcxemu: ignoring DCXEMU_PTRACER=%s (any, none or a process ID)\n", s);
+    }
+}
+
 static void read_settings(void)
 {
     const char *ex = getenv("DCXEMU_EXEC");
@@ -231,6 +252,9 @@ static void read_settings(void)
     dcxemu_cfg.strict_umr = (int)env_long("DCXEMU_STRICT_UMR", 1, 0, 1);
     /* DC read/atomic depth (log2), at most max_qp_init_rd_atom (16) */
     dcxemu_cfg.log_max_ra_dc = (int)env_long("DCXEMU_LOG_MAX_RA_DC", 4, 0, 4);
+    dcxemu_cfg.mkey_update_tag = (int)env_long("DCXEMU_MKEY_UPDATE_TAG", 1, 0, 1);
+    dcxemu_cfg.yama_scope = (int)env_long("DCXEMU_YAMA_SCOPE", -1, -1, 3);
+    read_ptracer(getenv("DCXEMU_PTRACER"));
     dcxemu_cfg.no_atomics = 0;
     if (ac != NULL && strcmp(ac, "none") == 0) {
         dcxemu_cfg.no_atomics = 1;
@@ -839,8 +863,6 @@ static int attach_name(int is_explicit, char *why, size_t wlen)
     pthread_mutexattr_settype(&ra, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&dcxemu_reg_lock, &ra);
     pthread_mutexattr_destroy(&ra);
-    /* Let peers write into us with process_vm_writev where Yama restricts ptrace. */
-    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
     pthread_atfork(NULL, NULL, on_fork_child);
     if ((err = pthread_create(&engine_thread, NULL, engine_main, NULL)) != 0) {
         return err;
@@ -854,6 +876,83 @@ out_unmap:
 out_close:
     close(fd);
     return err;
+}
+
+/* Yama ptrace_scope: -1 without Yama (or unreadable), else 0..3; DCXEMU_YAMA_SCOPE pretends one
+ * (test-only). */
+static int yama_scope(void)
+{
+    char buf[16];
+    ssize_t n;
+    int fd;
+    if (dcxemu_cfg.yama_scope >= 0) {
+        return dcxemu_cfg.yama_scope;
+    }
+    fd = open("/proc/sys/kernel/yama/ptrace_scope", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) {
+        return -1;
+    }
+    buf[n] = '\0';
+    return (int)strtol(buf, NULL, 10);
+}
+
+static pthread_mutex_t ptracer_lock = PTHREAD_MUTEX_INITIALIZER;
+static int ptracer_done, ptracer_scope;
+static long ptracer_declared;
+
+/* Peers reach a process's memory with process_vm_readv/writev, which the kernel allows like a
+ * ptrace attach.  Only the memory of a DCT owner is reached by other processes (their DCIs write,
+ * read and atomically update its registrations and scatter SENDs into its receive buffers; a
+ * process's own buffers are only touched by itself), so a process asks for nothing until it
+ * creates its first DCT, and then only under Yama ptrace_scope 1, where a process must name who
+ * may attach to it (PR_SET_PTRACER): DCXEMU_PTRACER (default any process of the user; or one PID
+ * and its descendants; or none).  Scope 0 (or no Yama) needs no declaration; under 2 and 3 none
+ * helps: peers without CAP_SYS_PTRACE then fail with remote access errors (said once). */
+void dcxemu_ptracer_allow(void)
+{
+    int scope;
+    long tracer = 0;
+    pthread_mutex_lock(&ptracer_lock);
+    if (ptracer_done) {
+        pthread_mutex_unlock(&ptracer_lock);
+        return;
+    }
+    scope = yama_scope();
+    if (scope == 1 && dcxemu_cfg.ptracer != 0) {
+        tracer = dcxemu_cfg.ptracer;
+        if (prctl(PR_SET_PTRACER, tracer < 0 ? PR_SET_PTRACER_ANY : (unsigned long)tracer, 0, 0,
+                  0) != 0 && dcxemu_cfg.yama_scope < 0) {
+            fprintf(stderr, "dcxemu: prctl(PR_SET_PTRACER) failed: %s; other processes may not "
+                    "reach this process's memory\n", strerror(errno));
+        }
+    } else if (scope >= 2) {
+        fprintf(stderr, "dcxemu: Yama ptrace_scope is %d: other processes cannot reach this "
+                "process's memory without CAP_SYS_PTRACE; their operations on its DCTs will fail "
+                "with remote access errors\n", scope);
+    }
+    ptracer_scope = scope;
+    ptracer_declared = tracer;
+    ptracer_done = 1;
+    pthread_mutex_unlock(&ptracer_lock);
+}
+
+DCXEMU_API int dcxemu_ptracer_read(int *scope, long *ptracer)
+{
+    int done;
+    if (scope == NULL || ptracer == NULL) {
+        return EINVAL;
+    }
+    pthread_mutex_lock(&ptracer_lock);
+    done = ptracer_done;
+    *scope = ptracer_scope;
+    *ptracer = ptracer_declared;
+    pthread_mutex_unlock(&ptracer_lock);
+    return done ? 0 : ENOENT;
 }
 
 /* An explicit DCXEMU_FABRIC is used or refused as it is.  The default name is predictable, so

@@ -202,6 +202,10 @@ static struct dcxemu_wqe *umr_new(struct mlx5dv_qp_ex *d, uint32_t op, struct ml
         latch(qp, EINVAL);
         return NULL;
     }
+    if ((mkey->lkey & 0xff) != 0 && !dcxemu_cfg.mkey_update_tag) {
+        latch(qp, EOPNOTSUPP);   /* a tag needs the kernel's MKEY_UPDATE_TAG capability */
+        return NULL;
+    }
     max_entries = dcxemu_fab->mkeys[((struct dcxemu_mkey *)mkey)->idx].max_entries;
     /* one descriptor of an interleaved mkey holds the repeat header */
     if (n > limit || n > max_entries || (op == DCXEMU_OP_UMR_INTERLEAVED && n + 1 > max_entries)) {
@@ -631,7 +635,7 @@ static void interleaved_locate(const struct dcxemu_mkey_entry *e, uint64_t unit,
  * same rights, as checking each piece, in O(entries) instead of O(pieces).  Entries of zero bytes own no piece and are not checked. */
 static int interleaved_check(const struct dcxemu_mkey_entry *e, uint32_t n, uint64_t unit,
                              uint16_t owner, uint64_t token, uint64_t pd_id, uint64_t addr,
-                             uint64_t end, uintptr_t *base)
+                             uint64_t end, uint32_t need, uintptr_t *base)
 {
     uint64_t cum = 0;
     for (uint32_t i = 0; i < n; cum += e[i].bytes, i++) {
@@ -649,7 +653,7 @@ static int interleaved_check(const struct dcxemu_mkey_entry *e, uint32_t n, uint
         ls = rl * unit + cum;
         lo = e[i].addr + rf * e[i].stride + (addr > fs ? addr - fs : 0);
         hi = e[i].addr + rl * e[i].stride + (end - ls < b ? end - ls : b);
-        m = mr_lookup(e[i].lkey, owner, token, pd_id, lo, hi - lo, 0);
+        m = mr_lookup(e[i].lkey, owner, token, pd_id, lo, hi - lo, need);
         if (m == NULL) {
             return -1;
         }
@@ -663,8 +667,9 @@ static int interleaved_check(const struct dcxemu_mkey_entry *e, uint32_t n, uint
 /* Resolve [addr, addr+len) of a memory key owned by (owner, token) in pd_id, needing rights
  * `need`, into pieces of the owner's address space (fabric lock held).  Plain MRs give one piece;
  * an indirect mkey (zero-based, spec §3.5) gives one per pointed-to range, each leaf checked to
- * be a plain MR of the same owner and PD (nested mkeys are refused).  With out == NULL only the
- * checks are made.  0, or -1 if invalid. */
+ * be a plain MR of the same owner and PD (nested mkeys are refused) that itself has the rights
+ * `need`: an mkey never lends rights its leaves lack.  The mkey's key must carry its current tag
+ * (set by the last UMR).  With out == NULL only the checks are made.  0, or -1 if invalid. */
 static int resolve(uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id, uint64_t addr,
                    uint64_t len, uint32_t need, struct iovbuf *out)
 {
@@ -676,7 +681,7 @@ static int resolve(uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id,
         return m == NULL || (out != NULL && iovbuf_push(out, mr_ptr(m, addr), len) != 0) ? -1 : 0;
     }
     k = &dcxemu_fab->mkeys[(key >> 8) - DCXEMU_MKEY_BASE];
-    if ((key & 0xff) != 0 || !k->in_use || !k->programmed || k->owner != owner ||
+    if ((key & 0xff) != k->tag || !k->in_use || !k->programmed || k->owner != owner ||
         k->owner_token != token || k->pd_id != pd_id || (k->access & need) != need ||
         len > k->length || addr > k->length - len) {
         return -1;
@@ -695,7 +700,7 @@ static int resolve(uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id,
         if (n > LEAF_BASES_STACK && (base = malloc(sizeof(*base) * n)) == NULL) {
             return -1;
         }
-        if (interleaved_check(e, n, unit, owner, token, pd_id, addr, end, base) != 0) {
+        if (interleaved_check(e, n, unit, owner, token, pd_id, addr, end, need, base) != 0) {
             ret = -1;
             goto out_base;
         }
@@ -749,7 +754,7 @@ static int resolve(uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id,
         if (piece > end - o) {
             piece = end - o;
         }
-        m = mr_lookup(e[i].lkey, owner, token, pd_id, leaf, piece, 0);
+        m = mr_lookup(e[i].lkey, owner, token, pd_id, leaf, piece, need);
         if (m == NULL || (out != NULL && iovbuf_push(out, mr_ptr(m, leaf), piece) != 0)) {
             return -1;
         }
@@ -941,7 +946,7 @@ static int gather_sge(const struct ibv_sge *sg, uint64_t off, uint64_t len, char
     }
     /* the leaf bases (and, again, the checks: O(entries)) */
     if (interleaved_check(e, n, unit, (uint16_t)dcxemu_me, dcxemu_my_token, k->pd_id, addr, end,
-                          base) != 0) {
+                          0, base) != 0) {
         if (base != sbase) {
             free(base);
         }
@@ -1070,7 +1075,7 @@ static void execute_local(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exe
     struct dcxemu_shm_mkey *k;
     struct dcxemu_mkey_entry *src, *dst;
     uint64_t unit = 0, length = 0;
-    if (!is_mkey(w->rkey) || (w->rkey & 0xff) != 0) {
+    if (!is_mkey(w->rkey)) {
         fail(o, IBV_WC_LOC_PROT_ERR, SYND_LOC_PROT);
         return;
     }
@@ -1080,6 +1085,10 @@ static void execute_local(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exe
         return;
     }
     if (w->opcode == DCXEMU_OP_LOCAL_INV) {
+        if ((w->rkey & 0xff) != k->tag) {
+            fail(o, IBV_WC_LOC_PROT_ERR, SYND_LOC_PROT);   /* a stale key invalidates nothing */
+            return;
+        }
         k->programmed = 0;   /* free: accesses fail until the next UMR */
         return;
     }
@@ -1118,6 +1127,7 @@ static void execute_local(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exe
     k->repeat = w->umr_repeat;
     k->access = w->umr_access;
     k->length = length;
+    k->tag = w->rkey & 0xff;   /* the key variant the UMR sets (mkey->lkey's low byte) */
     k->programmed = 1;
 }
 
@@ -1911,6 +1921,9 @@ DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
     }
     qp->ctx = dcxemu_ctx(context);
     qp->is_dct = is_dct;
+    if (is_dct) {
+        dcxemu_ptracer_allow();   /* peers will reach this process's memory */
+    }
     qp->pd = (struct dcxemu_pd *)attr->pd;
     qp->send_cq = (struct dcxemu_cq *)attr->send_cq;
     qp->recv_cq = (struct dcxemu_cq *)attr->recv_cq;

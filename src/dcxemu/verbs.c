@@ -650,7 +650,7 @@ DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init
                            MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE;
     struct dcxemu_mkey *mk;
     struct dcxemu_shm_mkey *k = NULL;
-    uint32_t max;
+    uint32_t max, supported;
     int idx = -1, err;
     CHECK_USABLE_NULL();
     if (attr == NULL || attr->pd == NULL) {
@@ -659,9 +659,12 @@ DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init
     if (dcxemu_is_fatal(dcxemu_ctx(attr->pd->context)->dev_index)) {
         DCXEMU_ERR(EIO);
     }
+    supported = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT |
+                (dcxemu_cfg.mkey_update_tag ? MLX5DV_MKEY_INIT_ATTR_FLAGS_UPDATE_TAG : 0);
     if (attr->create_flags == 0 || (attr->create_flags & ~known) ||
-        attr->create_flags != MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT) {
-        DCXEMU_ERR(EOPNOTSUPP);   /* signature, crypto, tag update: no such capability */
+        !(attr->create_flags & MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT) ||
+        (attr->create_flags & ~supported)) {
+        DCXEMU_ERR(EOPNOTSUPP);   /* signature, crypto (and tag update when off): no capability */
     }
     if (!dcxemu_ctx(attr->pd->context)->devx) {
         DCXEMU_ERR(EOPNOTSUPP);   /* mkeys are created through DEVX */
@@ -703,6 +706,7 @@ DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init
     k->programmed = 0;
     k->n = 0;
     k->length = 0;
+    k->tag = 0;      /* as rdma-core: mkey_7_0 = 0 at creation */
     k->in_use = 1;   /* last: a half-made slot is never live */
     dcxemu_hwm_bump(&dcxemu_fab->mkey_hwm, (uint32_t)idx);
     dcxemu_unlock();

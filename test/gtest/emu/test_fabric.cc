@@ -391,3 +391,79 @@ TEST(emu_fabric_scale, members_512_memory_grows_with_use)
     ::close(ready[0]);
     ::close(ready[1]);
 }
+
+namespace {
+
+/* ptracer: what the process declared for peers' access to its memory (dcxemu_ptracer_read)
+ * after opening a device, after a DCI and after a DCT, on one line: "-" (not decided yet) or
+ * "<scope>:<ptracer>". */
+EMU_CHILD(ptracer)
+{
+    (void)argc;
+    (void)argv;
+    dev d;
+    dci c;
+    std::string out;
+    auto state = [&] {
+        int scope = 0;
+        long tracer = 0;
+        int r = dcxemu_ptracer_read(&scope, &tracer);
+        out += r == ENOENT ? std::string("-") : std::to_string(scope) + ":" + std::to_string(tracer);
+        out += " ";
+    };
+    if (!d.open()) return 2;
+    state();
+    if (!make_dci(d, c, d.lid)) return 3;
+    state();
+    ibv_srq *srq = create_srq(d);
+    ibv_qp *dct = srq != nullptr ? create_dct(d, srq, 7) : nullptr;
+    if (dct == nullptr) return 4;
+    state();
+    out += "\n";
+    if (!write_full(1, out.data(), out.size())) return 5;
+    dcxemu_ibv_destroy_qp(dct);
+    dcxemu_ibv_destroy_srq(srq);
+    destroy_dci(c);
+    d.close();
+    return 0;
+}
+
+} // namespace
+
+/* Peers reach a process's memory with process_vm_readv/writev (a ptrace-mode access): a process
+ * declares who may do that only when it creates its first DCT (a process without one is never
+ * reached), and only under Yama ptrace_scope 1 (DCXEMU_YAMA_SCOPE pretends a scope): any process
+ * by default, one PID (and its descendants) with DCXEMU_PTRACER=<pid>, nobody with =none; under
+ * scope 0 nothing is needed and under 2 nothing helps, so nothing is declared. */
+TEST(emu_fabric_ptracer, declared_by_dct_owners_under_scope_1_only)
+{
+    const std::string me = std::to_string(getpid());
+    struct {
+        std::vector<std::string> env;
+        std::string want;
+    } cases[] = {
+        { { "DCXEMU_YAMA_SCOPE=1" }, "- - 1:-1 \n" },
+        { { "DCXEMU_YAMA_SCOPE=1", "DCXEMU_PTRACER=" + me }, "- - 1:" + me + " \n" },
+        { { "DCXEMU_YAMA_SCOPE=1", "DCXEMU_PTRACER=none" }, "- - 1:0 \n" },
+        { { "DCXEMU_YAMA_SCOPE=0" }, "- - 0:0 \n" },
+        { { "DCXEMU_YAMA_SCOPE=2" }, "- - 2:0 \n" },
+    };
+    int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(devnull, 0);
+    for (auto &c : cases) {
+        int p[2];
+        ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+        pid_t pid = spawn_io(fresh_fabric(), { "ptracer" }, c.env, -1, p[1], devnull);
+        close(p[1]);
+        std::string line;
+        char buf[128];
+        ssize_t n;
+        while ((n = read(p[0], buf, sizeof(buf))) > 0) {
+            line.append(buf, (size_t)n);
+        }
+        close(p[0]);
+        EXPECT_EQ(wait_child(pid, 30000), 0) << c.env.back();
+        EXPECT_EQ(c.want, line) << c.env.back();
+    }
+    close(devnull);
+}

@@ -608,3 +608,74 @@ TEST_F(emu_umr, rc_qp_numbers)
     ASSERT_EQ(dcxemu_rc_qp_numbers(nums, 64, &n), 0);
     EXPECT_EQ(n, n0);
 }
+
+/* The mkey tag (key variant): rdma-core takes the tag of a UMR from the low byte of mkey->lkey
+ * (qp.c, mlx5_send_wr_mkey_configure: qpn_mkey = 0xffffff00 | (lkey & 0xff)) when the kernel
+ * reports MKEY_UPDATE_TAG, and mlx5dv_create_mkey accepts MLX5DV_MKEY_INIT_ATTR_FLAGS_UPDATE_TAG
+ * then.  After a UMR with a new tag only the new key reaches the memory: a holder of the old key
+ * gets a remote access error, and LOCAL_INV with the old key invalidates nothing. */
+TEST_F(emu_umr, mkey_tag_set_by_umr)
+{
+    mlx5dv_mkey_init_attr ma = { d.pd, MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT |
+                                       MLX5DV_MKEY_INIT_ATTR_FLAGS_UPDATE_TAG, 4 };
+    mlx5dv_mkey *mk = dcxemu_mlx5dv_create_mkey(&ma);
+    ASSERT_NE(mk, nullptr);
+    EXPECT_EQ(mk->lkey & 0xff, 0u);   /* created with tag 0 */
+    ibv_wc wc;
+    std::vector<ibv_sge> one = { { (uintptr_t)a.data(), 64, amr->lkey } };
+    ASSERT_EQ(umr_list(mk, one, ALL, SI, &wc), 0);
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    const uint32_t old_key = mk->rkey;
+    lbuf[0] = 1;
+    EXPECT_EQ(write(old_key, 0, 1), IBV_WC_SUCCESS);
+    EXPECT_EQ(a[0], 1);
+    ASSERT_EQ(local_inv(mk), IBV_WC_SUCCESS);
+    mk->lkey = mk->rkey = (old_key & ~0xffu) | 0x2a;   /* the next variant to hand out */
+    ASSERT_EQ(umr_list(mk, one, ALL, SI, &wc), 0);
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    lbuf[0] = 2;
+    EXPECT_EQ(write(mk->rkey, 0, 1), IBV_WC_SUCCESS);
+    EXPECT_EQ(a[0], 2);
+    lbuf[0] = 3;
+    EXPECT_EQ(write(old_key, 0, 1), IBV_WC_REM_ACCESS_ERR);   /* the stale variant */
+    EXPECT_EQ(a[0], 2);
+    reset_dci();
+    /* LOCAL_INV with the stale key: an error, the mkey stays valid */
+    ibv_wr_start(rcx);
+    rcx->wr_id = 9;
+    rcx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_local_inv(rcx, old_key);
+    ASSERT_EQ(ibv_wr_complete(rcx), 0);
+    ASSERT_TRUE(poll_one(d.cq, &wc));
+    EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR);
+    lbuf[0] = 4;
+    EXPECT_EQ(write(mk->rkey, 0, 1), IBV_WC_SUCCESS);
+    EXPECT_EQ(a[0], 4);
+    EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
+}
+
+/* An indirect mkey lends no rights its leaves lack: an mkey programmed with remote write over an
+ * MR registered for local access only is refused on use (the UMR itself succeeds), and the memory
+ * is untouched; a leaf with the right works through the same UMR access. */
+TEST_F(emu_umr, leaf_rights_checked_at_use)
+{
+    std::vector<char> local(256, 0);
+    ibv_mr *lo = dcxemu_ibv_reg_mr(d.pd, local.data(), local.size(), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(lo, nullptr);
+    mlx5dv_mkey *mk = mkey(4), *ok = mkey(4);
+    ASSERT_TRUE(mk && ok);
+    ibv_wc wc;
+    ASSERT_EQ(umr_list(mk, { { (uintptr_t)local.data(), 64, lo->lkey } }, ALL, SI, &wc), 0);
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    ASSERT_EQ(umr_list(ok, { { (uintptr_t)a.data(), 64, amr->lkey } }, ALL, SI, &wc), 0);
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    lbuf[0] = 7;
+    EXPECT_EQ(write(mk->rkey, 0, 8), IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(local[0], 0);
+    reset_dci();
+    EXPECT_EQ(write(ok->rkey, 0, 8), IBV_WC_SUCCESS);
+    EXPECT_EQ(a[0], 7);
+    EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
+    EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(ok), 0);
+    EXPECT_EQ(dcxemu_ibv_dereg_mr(lo), 0);
+}

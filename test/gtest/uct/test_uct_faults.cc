@@ -750,6 +750,129 @@ TEST(uct_faults, flush_cancel_completes_outstanding_ops)
     }
 }
 
+namespace {
+
+/* With REG_ACCESS=requested, each registration allows exactly the remote
+ * access it asked for (with the registration cache on and off): a put into
+ * a local-only or get-only
+ * registration fails its endpoint with a remote access error and leaves
+ * the memory untouched; the same range registered again with put rights,
+ * while the local-only registration is cached, takes puts. */
+void check_registration_rights(const char *rcache)
+{
+    ASSERT_EQ(0, setenv("UCX_DCX_RCACHE", rcache, 1));
+    ASSERT_EQ(0, setenv("UCX_DCX_REG_ACCESS", "requested", 1));
+    failure_record f;
+    entity sender(config_t(), record_failure, &f);
+    entity target;
+    ASSERT_EQ(0, unsetenv("UCX_DCX_RCACHE"));
+    ASSERT_EQ(0, unsetenv("UCX_DCX_REG_ACCESS"));
+    std::vector<entity*> all = {&sender, &target};
+    buffer local(target, 4096, 0,
+                 UCT_MD_MEM_ACCESS_LOCAL_READ | UCT_MD_MEM_ACCESS_LOCAL_WRITE);
+    buffer get_only(target, 4096, 0, UCT_MD_MEM_ACCESS_REMOTE_GET);
+    uint64_t value = 0xbad, got;
+
+    for (const buffer *b : {&local, &get_only}) {
+        rkey rk(b->packed_rkey());
+        uct_ep_h ep = sender.connect(target);
+        size_t before = f.eps.size();
+        ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &value, 8, b->addr(),
+                                           rk.get()));
+        ASSERT_TRUE(wait_for(all, [&] { return f.eps.size() > before; },
+                             30)) << "a put into memory without put rights "
+                                     "succeeded (RCACHE=" << rcache << ")";
+        EXPECT_EQ(ep, f.eps.back());
+        EXPECT_EQ(UCS_ERR_CONNECTION_RESET, f.statuses.back());
+        memcpy(&got, b->ptr(), 8);
+        EXPECT_EQ(0u, got) << "memory without put rights was written";
+        uct_ep_destroy(ep);
+    }
+
+    /* The local-only range again, now with put rights. */
+    uct_mem_h memh;
+    std::vector<char> packed(local.packed_rkey().size());
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(target.md(), local.ptr(), 4096,
+                                     UCT_MD_MEM_ACCESS_RMA, &memh));
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(target.md(), memh, packed.data()));
+    {
+        rkey rk(packed);
+        uct_ep_h ep   = sender.connect(target);
+        size_t before = f.eps.size();
+        value         = 0x600d;
+        ASSERT_EQ(UCS_OK, retry(all, [&] {
+            return uct_ep_put_short(ep, &value, 8, local.addr(), rk.get());
+        }));
+        ASSERT_TRUE(wait_for(all, [&] {
+            return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+        }));
+        EXPECT_EQ(before, f.eps.size());
+        memcpy(&got, local.ptr(), 8);
+        EXPECT_EQ(0x600du, got);
+        uct_ep_destroy(ep);
+    }
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(target.md(), memh));
+}
+
+} // namespace
+
+TEST(uct_faults, registration_rights_are_honoured_cached)
+{
+    check_registration_rights("try");
+}
+
+TEST(uct_faults, registration_rights_are_honoured_direct)
+{
+    check_registration_rights("no");
+}
+
+namespace {
+
+/* Whether a put into memory registered for local access only arrives, with
+ * the given REG_ACCESS (NULL: the default). */
+void put_into_local_only(const char *reg_access, bool *arrived)
+{
+    if (reg_access != NULL) {
+        ASSERT_EQ(0, setenv("UCX_DCX_REG_ACCESS", reg_access, 1));
+    }
+    failure_record f;
+    entity sender(config_t(), record_failure, &f);
+    entity target;
+    ASSERT_EQ(0, unsetenv("UCX_DCX_REG_ACCESS"));
+    std::vector<entity*> all = {&sender, &target};
+    buffer local(target, 4096, 0,
+                 UCT_MD_MEM_ACCESS_LOCAL_READ | UCT_MD_MEM_ACCESS_LOCAL_WRITE);
+    rkey rk(local.packed_rkey());
+    uct_ep_h ep    = sender.connect(target);
+    uint64_t value = 0x600d, got;
+
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &value, 8, local.addr(), rk.get()));
+    ASSERT_TRUE(wait_for(all, [&] {
+        return !f.eps.empty() ||
+               (uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK);
+    }));
+    memcpy(&got, local.ptr(), 8);
+    *arrived = f.eps.empty() && (got == value);
+    EXPECT_TRUE(*arrived || (got == 0)) << "a failed put wrote the memory";
+    uct_ep_destroy(ep);
+}
+
+} // namespace
+
+/* REG_ACCESS=all (the default) gives every registration every right, as
+ * UCX's IB memory domains do; requested gives only the rights asked for. */
+TEST(uct_faults, registration_rights_all_and_requested)
+{
+    bool arrived;
+
+    ASSERT_NO_FATAL_FAILURE(put_into_local_only(NULL, &arrived));
+    EXPECT_TRUE(arrived) << "default REG_ACCESS";
+    ASSERT_NO_FATAL_FAILURE(put_into_local_only("all", &arrived));
+    EXPECT_TRUE(arrived) << "REG_ACCESS=all";
+    ASSERT_NO_FATAL_FAILURE(put_into_local_only("requested", &arrived));
+    EXPECT_FALSE(arrived) << "REG_ACCESS=requested";
+}
+
 /* A peer that is no dcx sender (a raw DCI of the device model, the fuzz
  * targets' hostile peer) sends the interface's DCT a message without
  * immediate data: it is dropped, not delivered as an active message (the

@@ -50,12 +50,16 @@ class uct_umr : public testing::TestWithParam<std::string> {
 protected:
     void SetUp() override
     {
+        /* Registrations with exactly their requested rights on every UCX
+         * release (views must not lend rights a registration lacks). */
+        ASSERT_EQ(0, setenv("UCX_DCX_REG_ACCESS", "requested", 1));
         m_receiver.reset(new entity());
         /* Every strided size through UMR here; the threshold has its own
          * test. */
         m_sender.reset(new entity(config_t{{"UMR", GetParam()},
                                            {"UMR_MKEYS", "4"},
                                            {"UMR_PACK_THRESH", "0"}}));
+        ASSERT_EQ(0, unsetenv("UCX_DCX_REG_ACCESS"));
         ASSERT_NE(nullptr, m_sender->iface());
         m_ep = m_sender->connect(*m_receiver);
         ASSERT_NE(nullptr, m_ep);
@@ -562,6 +566,116 @@ TEST_P(uct_umr_pool, remote_strided_view_invalid)
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               view_create(m_receiver->iface(), nullptr, target.ptr(), 16, 64,
                           4, &view)) << "no registration";
+    buffer local(*m_receiver, 4096, 0,
+                 UCT_MD_MEM_ACCESS_LOCAL_READ | UCT_MD_MEM_ACCESS_LOCAL_WRITE);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              view_create(m_receiver->iface(), local.memh(), local.ptr(), 16,
+                          64, 4, &view)) << "a local-only registration";
+}
+
+/* A view's key is not reusable by a stale holder: a destroyed view's mkey
+ * comes back for the next view with the next key variant (mkey tag), so a
+ * peer that kept the old key fails with a remote access error and touches
+ * nothing, while the new key works. */
+TEST_P(uct_umr_pool, stale_view_key_fails_on_next_view)
+{
+    auto view_create  = plugin_sym<view_create_fn_t>("uct_dcx_mem_view_create");
+    auto view_destroy = plugin_sym<view_destroy_fn_t>("uct_dcx_mem_view_destroy");
+    ASSERT_TRUE((view_create != nullptr) && (view_destroy != nullptr));
+    failure_record failures;
+    entity sender(config_t(), record_failure, &failures);
+    buffer target(*m_receiver, 4096);
+    std::vector<entity*> both = {&sender, m_receiver.get()};
+    std::vector<char> old_packed(64), new_packed(64);
+    uct_mem_h view;
+
+    ASSERT_EQ(UCS_OK, view_create(m_receiver->iface(), target.memh(),
+                                  target.ptr(), 16, 64, 8, &view));
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_receiver->md(), view,
+                                       old_packed.data()));
+    ASSERT_EQ(UCS_OK, view_destroy(m_receiver->iface(), view));
+    ASSERT_EQ(UCS_OK, view_create(m_receiver->iface(), target.memh(),
+                                  target.ptr(), 16, 64, 8, &view));
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_receiver->md(), view,
+                                       new_packed.data()));
+    uint32_t old_key, new_key;
+    memcpy(&old_key, old_packed.data(), 4);
+    memcpy(&new_key, new_packed.data(), 4);
+    EXPECT_NE(old_key, new_key);
+    EXPECT_EQ(old_key & ~0xffu, new_key & ~0xffu) << "the mkey was reused";
+
+    uint64_t value = 0xbad;
+    {
+        rkey stale(old_packed);
+        uct_ep_h ep = sender.connect(*m_receiver);
+        ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &value, 8, 0, stale.get()));
+        ASSERT_TRUE(wait_for(both, [&] { return !failures.eps.empty(); }, 30))
+                << "a stale view key reached the new view";
+        EXPECT_EQ(UCS_ERR_CONNECTION_RESET, failures.statuses[0]);
+        uint64_t got;
+        memcpy(&got, target.ptr(), 8);
+        EXPECT_EQ(0u, got) << "a stale view key wrote memory";
+        uct_ep_destroy(ep);
+    }
+    {
+        rkey fresh(new_packed);
+        uct_ep_h ep = sender.connect(*m_receiver);
+        value       = 0x600d;
+        ASSERT_EQ(UCS_OK, retry(both, [&] {
+            return uct_ep_put_short(ep, &value, 8, 0, fresh.get());
+        }));
+        ASSERT_TRUE(wait_for(both, [&] {
+            return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
+        }));
+        EXPECT_EQ(1u, failures.eps.size());
+        uint64_t got;
+        memcpy(&got, target.ptr(), 8);
+        EXPECT_EQ(0x600du, got);
+        uct_ep_destroy(ep);
+    }
+    EXPECT_EQ(UCS_OK, view_destroy(m_receiver->iface(), view));
+}
+
+/* Cached layouts are local keys only: after strided operations leave
+ * programmed layouts in the sender's pool, a peer that knows the sender's
+ * DC key and tries every key the pool's mkeys can have (the device model
+ * numbers mkeys (65536 + slot) << 8, tag 0) reaches none of them. */
+TEST_P(uct_umr_pool, cached_layouts_have_local_rights_only)
+{
+    buffer local(*m_sender, 8192), remote(*m_receiver, 8192);
+    rkey rk(remote.packed_rkey());
+    const shape s = {16, 48, 64, 3};
+
+    memset(local.ptr(), 0, local.length());
+    ASSERT_EQ(UCS_OK, rma(false, local, s, remote, rk));
+    ASSERT_EQ(UCS_OK, rma(true, local, s, remote, rk));
+    ASSERT_GT(umr_counters(m_sender->iface()).umrs, 0u);
+
+    failure_record failures;
+    entity attacker(config_t(), record_failure, &failures);
+    std::vector<entity*> all3 = {&attacker, m_sender.get(), m_receiver.get()};
+    std::vector<char> packed = remote.packed_rkey();
+    std::vector<char> before(local.ptr(), local.ptr() + local.length());
+    const unsigned slots = 64;
+    for (unsigned slot = 0; slot < slots; ++slot) {
+        uint32_t key = (65536u + slot) << 8;
+        memcpy(packed.data(), &key, 4);
+        rkey guess(packed);
+        uct_ep_h ep = attacker.connect(*m_sender);
+        uint64_t value = 0xbadbadbad;
+        ASSERT_EQ(UCS_OK, retry(all3, [&] {
+            return uct_ep_put_short(ep, &value, 8, 0, guess.get());
+        }));
+        ASSERT_TRUE(wait_for(all3, [&] {
+            return (failures.eps.size() > slot) ||
+                   (uct_iface_flush(attacker.iface(), 0, NULL) == UCS_OK);
+        }));
+        ASSERT_EQ(slot + 1, failures.eps.size())
+                << "key 0x" << std::hex << key << " was accepted";
+        uct_ep_destroy(ep);
+    }
+    EXPECT_EQ(0, memcmp(before.data(), local.ptr(), local.length()))
+            << "a peer wrote through a cached layout";
 }
 
 /* Small strided transfers are packed (cheaper than gathering tiny blocks),

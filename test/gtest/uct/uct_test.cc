@@ -180,7 +180,7 @@ unsigned entity::progress()
     return uct_worker_progress(m_worker);
 }
 
-buffer::buffer(const entity &e, size_t length, char fill) :
+buffer::buffer(const entity &e, size_t length, char fill, unsigned flags) :
     m_md(e.md()), m_length(length), m_memh(UCT_MEM_HANDLE_NULL)
 {
     uct_md_attr_t attr;
@@ -188,7 +188,7 @@ buffer::buffer(const entity &e, size_t length, char fill) :
     EXPECT_EQ(0, posix_memalign((void**)&m_ptr, 4096, std::max(length, (size_t)64)));
     memset(m_ptr, fill, length);
     EXPECT_EQ(UCS_OK, uct_md_mem_reg(m_md, m_ptr, std::max(length, (size_t)64),
-                                     UCT_MD_MEM_ACCESS_ALL, &m_memh));
+                                     flags, &m_memh));
     EXPECT_EQ(UCS_OK, uct_md_query(m_md, &attr));
     m_packed.resize(attr.rkey_packed_size);
     EXPECT_EQ(UCS_OK, uct_md_mkey_pack(m_md, m_memh, m_packed.data()));

@@ -68,7 +68,8 @@ private:
 /* A registered buffer and its packed / unpacked remote key. */
 class buffer {
 public:
-    buffer(const entity &e, size_t length, char fill = 0);
+    buffer(const entity &e, size_t length, char fill = 0,
+           unsigned flags = UCT_MD_MEM_ACCESS_ALL);
     ~buffer();
 
     char *ptr() const { return m_ptr; }

@@ -704,9 +704,22 @@ typedef struct uct_dcx_mem_view {
     uct_dcx_umr_view_t umr;
 } uct_dcx_mem_view_t;
 
+/* The rights a view can lend over a registration: remote put and get, as
+ * far as the registration has them (never more: an mkey must not open
+ * memory registered for local access only). */
+#define UCT_DCX_VIEW_ACCESS (IBV_ACCESS_LOCAL_WRITE | \
+                             IBV_ACCESS_REMOTE_WRITE | \
+                             IBV_ACCESS_REMOTE_READ)
+
+static uint32_t uct_dcx_mem_view_access(const uct_dcx_mem_t *mem)
+{
+    return mem->access & UCT_DCX_VIEW_ACCESS;
+}
+
 /* The memory handle of a view: what mkey_pack reads, zero-based. */
 static void uct_dcx_mem_view_init(uct_dcx_iface_t *iface,
-                                  uct_dcx_mem_view_t *view, size_t length)
+                                  uct_dcx_mem_view_t *view, size_t length,
+                                  uint32_t access)
 {
     view->mr.context = iface->md->ctx;
     view->mr.pd      = iface->md->pd;
@@ -714,8 +727,9 @@ static void uct_dcx_mem_view_init(uct_dcx_iface_t *iface,
     view->mr.length  = length;
     view->mr.lkey    = view->umr.mkey->lkey;
     view->mr.rkey    = view->umr.mkey->rkey;
-    view->memh.mr    = &view->mr;
-    view->memh.flags = UCT_DCX_MEM_FLAG_VIEW;
+    view->memh.mr     = &view->mr;
+    view->memh.flags  = UCT_DCX_MEM_FLAG_VIEW;
+    view->memh.access = access;
 }
 
 /* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */
@@ -731,6 +745,7 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
     uct_dcx_umr_t *umr;
     ucs_status_t status;
     uintptr_t first, end;
+    uint32_t access;
 
     if (!uct_dcx_iface_is_dcx(tl_iface) ||
         (mem == NULL) || (view_p == NULL) ||
@@ -739,6 +754,13 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
         return UCS_ERR_INVALID_PARAM;
     }
     iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+
+    access = uct_dcx_mem_view_access(mem);
+    if (!(access & UCT_DCX_MR_REMOTE_ACCESS)) {
+        ucs_error("dcx: a view needs a registration with remote put or get "
+                  "rights (UCT_MD_MEM_ACCESS_REMOTE_PUT/GET)");
+        return UCS_ERR_INVALID_PARAM;
+    }
 
     first = (uintptr_t)address;
     end   = first + (count - 1) * stride + length;
@@ -768,14 +790,14 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
     layout.stride = stride;
     layout.count  = count;
     status        = uct_dcx_umr_view_create(umr, iface->md->pd, &layout,
-                                            NULL, 0, &view->umr);
+                                            NULL, 0, access, &view->umr);
     ++iface->umr.gen; /* its wait may have taken completions for others */
     if (status != UCS_OK) {
         ucs_free(view);
         return status;
     }
 
-    uct_dcx_mem_view_init(iface, view, length * count);
+    uct_dcx_mem_view_init(iface, view, length * count, access);
     *view_p = &view->memh;
     return UCS_OK;
 }
@@ -791,6 +813,7 @@ ucs_status_t uct_dcx_mem_view_create_iov(uct_iface_h tl_iface,
     uct_dcx_iface_t *iface;
     uct_dcx_mem_t *mem;
     size_t i, j, total = 0;
+    uint32_t access = UCT_DCX_VIEW_ACCESS;
     uct_dcx_umr_t *umr;
     ucs_status_t status;
     unsigned n = 0;
@@ -820,6 +843,7 @@ ucs_status_t uct_dcx_mem_view_create_iov(uct_iface_h tl_iface,
                       "blocks", i);
             return UCS_ERR_INVALID_PARAM;
         }
+        access &= uct_dcx_mem_view_access(mem);
         for (j = 0; j < iov[i].count; ++j) {
             if (n == umr->list_max) {
                 ucs_error("dcx: a view maps at most %u pieces", umr->list_max);
@@ -841,20 +865,26 @@ ucs_status_t uct_dcx_mem_view_create_iov(uct_iface_h tl_iface,
         }
     }
 
+    if (!(access & UCT_DCX_MR_REMOTE_ACCESS)) {
+        ucs_error("dcx: a view needs registrations that all have remote put "
+                  "or all have remote get rights");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
     view = ucs_calloc(1, sizeof(*view), "dcx view");
     if (view == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
 
     status = uct_dcx_umr_view_create(umr, iface->md->pd, &layout, pieces, n,
-                                     &view->umr);
+                                     access, &view->umr);
     ++iface->umr.gen; /* its wait may have taken completions for others */
     if (status != UCS_OK) {
         ucs_free(view);
         return status;
     }
 
-    uct_dcx_mem_view_init(iface, view, total);
+    uct_dcx_mem_view_init(iface, view, total, access);
     *view_p = &view->memh;
     return UCS_OK;
 }

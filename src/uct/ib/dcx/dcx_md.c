@@ -12,6 +12,7 @@
 #include <ucs/sys/sys.h>
 #include <ucm/api/ucm.h>
 
+#include <ucs/arch/cpu.h>
 #include <ucs/async/async.h>
 
 #include <endian.h>
@@ -21,6 +22,12 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+
+static const char *uct_dcx_reg_access_names[] = {
+    [UCT_DCX_REG_ACCESS_REQUESTED] = "requested",
+    [UCT_DCX_REG_ACCESS_ALL]       = "all",
+    [UCT_DCX_REG_ACCESS_LAST]      = NULL
+};
 
 ucs_config_field_t uct_dcx_md_config_table[] = {
     {"", "", NULL,
@@ -36,15 +43,35 @@ ucs_config_field_t uct_dcx_md_config_table[] = {
     {"RCACHE", "try",
      "Keep memory registrations in a registration cache, released when the\n"
      "memory is unmapped. 'try' registers directly when the cache cannot be\n"
-     "created (e.g. memory hooks are disabled).",
+     "created (e.g. memory hooks are disabled). A cached registration covers\n"
+     "its range rounded out to the cache alignment (RCACHE_ADDR_ALIGN with\n"
+     "UCX 1.13, the page size with later UCX), merged with overlapping ones,\n"
+     "and stays reachable through its key after deregistration until the\n"
+     "cache releases it; 'no' registers exactly the requested bytes.",
      ucs_offsetof(uct_dcx_md_config_t, rcache), UCS_CONFIG_TYPE_TERNARY},
 
-    {"PCI_RELAXED_ORDERING", "try",
+    {"PCI_RELAXED_ORDERING", "auto",
      "Register memory with IBV_ACCESS_RELAXED_ORDERING, letting the device\n"
      "reorder its PCIe writes to host memory. It is an optional access flag:\n"
-     "a device or kernel without relaxed ordering ignores it. 'try' and 'yes'\n"
-     "ask for it, 'no' never does.",
-     ucs_offsetof(uct_dcx_md_config_t, relaxed_order), UCS_CONFIG_TYPE_TERNARY},
+     "a device or kernel without relaxed ordering ignores it. 'yes' and 'try'\n"
+     "ask for it, 'no' never does, 'auto' asks on the CPUs where UCX's IB\n"
+     "memory domains do (AMD Naples, Rome, Milan and, with UCX 1.16 and\n"
+     "later, Genoa and Turin).",
+     ucs_offsetof(uct_dcx_md_config_t, relaxed_order),
+     UCS_CONFIG_TYPE_TERNARY_AUTO},
+
+    {"REG_ACCESS", "all",
+     "The rights a memory registration gets:\n"
+     " all       - remote read, write and atomic for every registration, as\n"
+     "             UCX's own IB memory domains grant. UCP needs it: it reuses\n"
+     "             a registration for other purposes than it was made for.\n"
+     " requested - those asked for with UCT_MD_MEM_ACCESS_*: remote put gives\n"
+     "             remote write, remote get remote read, remote atomic remote\n"
+     "             atomic; local write always. Memory registered for local\n"
+     "             access only cannot be reached through its key. For UCT\n"
+     "             users that ask for the rights they use.",
+     ucs_offsetof(uct_dcx_md_config_t, reg_access),
+     UCS_CONFIG_TYPE_ENUM(uct_dcx_reg_access_names)},
 
     {"", "", NULL,
      ucs_offsetof(uct_dcx_md_config_t, rcache_config),
@@ -245,16 +272,53 @@ void uct_dcx_md_caps_get(uct_md_h uct_md, uct_dcx_md_caps_t *caps)
     caps->reg_cost         = md->reg_cost;
 }
 
+/* Whether registrations ask for relaxed ordering: 'auto' where UCX's IB
+ * memory domains do, on the CPUs UCS prefers it for. */
+static int uct_dcx_md_relaxed_order(ucs_ternary_auto_value_t config)
+{
+    if (config == UCS_AUTO) {
+        return ucs_cpu_prefer_relaxed_order();
+    }
+    return config != UCS_NO;
+}
+
+/* The verbs rights for UCT registration flags: the remote rights asked for
+ * (none without a UCT_MD_MEM_ACCESS_REMOTE_* flag), or all of them when the
+ * domain grants all. Local write always, as UCX's IB domains: UCP writes
+ * into memory it registered for reading, and IB needs it with remote write
+ * or atomic access anyway (ibv_reg_mr(3)). */
+static unsigned uct_dcx_md_access(const uct_dcx_md_t *md, unsigned flags)
+{
+    unsigned access = IBV_ACCESS_LOCAL_WRITE;
+
+    if (md->reg_access_all) {
+        return access | UCT_DCX_MR_REMOTE_ACCESS;
+    }
+
+    if (flags & UCT_MD_MEM_ACCESS_REMOTE_PUT) {
+        access |= IBV_ACCESS_REMOTE_WRITE;
+    }
+    if (flags & UCT_MD_MEM_ACCESS_REMOTE_GET) {
+        access |= IBV_ACCESS_REMOTE_READ;
+    }
+    if (flags & UCT_MD_MEM_ACCESS_REMOTE_ATOMIC) {
+        access |= IBV_ACCESS_REMOTE_ATOMIC;
+    }
+    return access;
+}
+
 static ucs_status_t uct_dcx_md_reg_mr(uct_dcx_md_t *md, void *address,
                                       size_t length, unsigned flags,
-                                      uct_dcx_mem_t *memh)
+                                      unsigned access, uct_dcx_mem_t *memh)
 {
     struct rlimit limit;
     int err;
 
-    memh->flags = 0;
-    memh->mr    = md->ops->reg_mr_iova2(md->pd, address, length,
-                                     (uintptr_t)address, md->mr_access);
+    memh->flags  = 0;
+    memh->access = access;
+    memh->mr     = md->ops->reg_mr_iova2(md->pd, address, length,
+                                         (uintptr_t)address,
+                                         access | md->mr_access_extra);
     if (ucs_likely(memh->mr != NULL)) {
         return UCS_OK;
     }
@@ -293,12 +357,53 @@ static void uct_dcx_md_dereg_mr(uct_dcx_md_t *md, uct_dcx_mem_t *memh)
     }
 }
 
+static void uct_dcx_md_rcache_invalidated(void *arg)
+{
+}
+
+/* A cached registration covering the range, with at least the rights asked
+ * for. One with fewer rights leaves the cache (its holders keep it) and the
+ * range is registered again with the rights of both, so a registration never
+ * has fewer rights than asked for; it may have more (those of another
+ * registration of overlapping memory that is still cached). */
+static ucs_status_t uct_dcx_md_rcache_reg(uct_dcx_md_t *md, void *address,
+                                          size_t length, unsigned flags,
+                                          uct_mem_h *memh_p)
+{
+    uct_dcx_rcache_reg_arg_t arg = {flags, uct_dcx_md_access(md, flags)};
+    ucs_rcache_region_t *region;
+    uct_dcx_mem_t *memh;
+    ucs_status_t status;
+
+    for (;;) {
+        status = uct_dcx_compat_rcache_get(md->rcache, address, length, &arg,
+                                           &region);
+        if (status != UCS_OK) {
+            return status;
+        }
+
+        memh = &ucs_derived_of(region, uct_dcx_rcache_region_t)->memh;
+        if (ucs_test_all_flags(memh->access, arg.access)) {
+            *memh_p = memh;
+            return UCS_OK;
+        }
+
+        ucs_debug("dcx: %s: cached registration 0x%lx..0x%lx has access 0x%x, "
+                  "0x%x asked: registering again", md->device->name,
+                  region->super.start, region->super.end, memh->access,
+                  arg.access);
+        arg.access |= memh->access;
+        ucs_rcache_region_invalidate(md->rcache, region,
+                                     uct_dcx_md_rcache_invalidated, NULL);
+        ucs_rcache_region_put(md->rcache, region);
+    }
+}
+
 ucs_status_t uct_dcx_md_mem_reg_flags(uct_md_h uct_md, void *address,
                                       size_t length, unsigned flags,
                                       uct_mem_h *memh_p)
 {
     uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
-    ucs_rcache_region_t *region;
     uct_dcx_mem_t *memh;
     ucs_status_t status;
 
@@ -307,13 +412,7 @@ ucs_status_t uct_dcx_md_mem_reg_flags(uct_md_h uct_md, void *address,
     }
 
     if (md->rcache != NULL) {
-        status = uct_dcx_compat_rcache_get(md->rcache, address, length,
-                                           &flags, &region);
-        if (status != UCS_OK) {
-            return status;
-        }
-        *memh_p = &ucs_derived_of(region, uct_dcx_rcache_region_t)->memh;
-        return UCS_OK;
+        return uct_dcx_md_rcache_reg(md, address, length, flags, memh_p);
     }
 
     memh = ucs_malloc(sizeof(*memh), "uct_dcx_mem_t");
@@ -321,7 +420,8 @@ ucs_status_t uct_dcx_md_mem_reg_flags(uct_md_h uct_md, void *address,
         return UCS_ERR_NO_MEMORY;
     }
 
-    status = uct_dcx_md_reg_mr(md, address, length, flags, memh);
+    status = uct_dcx_md_reg_mr(md, address, length, flags,
+                               uct_dcx_md_access(md, flags), memh);
     if (status != UCS_OK) {
         ucs_free(memh);
         return status;
@@ -376,7 +476,8 @@ uct_dcx_rcache_mem_reg_cb(void *context, ucs_rcache_t *rcache, void *arg,
 {
     uct_dcx_rcache_region_t *region = ucs_derived_of(rregion,
                                                      uct_dcx_rcache_region_t);
-    unsigned flags = *(unsigned*)arg;
+    const uct_dcx_rcache_reg_arg_t *reg = arg;
+    unsigned flags                      = reg->flags;
 
     if (rcache_flags & UCS_RCACHE_MEM_REG_HIDE_ERRORS) {
         flags |= UCT_MD_MEM_FLAG_HIDE_ERRORS;
@@ -384,7 +485,8 @@ uct_dcx_rcache_mem_reg_cb(void *context, ucs_rcache_t *rcache, void *arg,
 
     return uct_dcx_md_reg_mr(context, (void*)region->super.super.start,
                              region->super.super.end -
-                             region->super.super.start, flags, &region->memh);
+                             region->super.super.start, flags, reg->access,
+                             &region->memh);
 }
 
 static void uct_dcx_rcache_mem_dereg_cb(void *context, ucs_rcache_t *rcache,
@@ -394,6 +496,18 @@ static void uct_dcx_rcache_mem_dereg_cb(void *context, ucs_rcache_t *rcache,
                         &ucs_derived_of(rregion, uct_dcx_rcache_region_t)->memh);
 }
 
+/* A new region absorbs a cached one: it keeps the absorbed one's rights. */
+static UCS_F_MAYBE_UNUSED void
+uct_dcx_rcache_merge_cb(void *context, ucs_rcache_t *rcache, void *arg,
+                        ucs_rcache_region_t *rregion)
+{
+    uct_dcx_rcache_reg_arg_t *reg  = arg;
+    uct_dcx_rcache_region_t *region = ucs_derived_of(rregion,
+                                                     uct_dcx_rcache_region_t);
+
+    reg->access |= region->memh.access;
+}
+
 static void uct_dcx_rcache_dump_region_cb(void *context, ucs_rcache_t *rcache,
                                           ucs_rcache_region_t *rregion,
                                           char *buf, size_t max)
@@ -401,13 +515,14 @@ static void uct_dcx_rcache_dump_region_cb(void *context, ucs_rcache_t *rcache,
     uct_dcx_rcache_region_t *region = ucs_derived_of(rregion,
                                                      uct_dcx_rcache_region_t);
 
-    snprintf(buf, max, "lkey 0x%x rkey 0x%x", region->memh.mr->lkey,
-             region->memh.mr->rkey);
+    snprintf(buf, max, "lkey 0x%x rkey 0x%x access 0x%x", region->memh.mr->lkey,
+             region->memh.mr->rkey, region->memh.access);
 }
 
 static ucs_rcache_ops_t uct_dcx_rcache_ops =
         UCT_DCX_RCACHE_OPS(uct_dcx_rcache_mem_reg_cb,
                            uct_dcx_rcache_mem_dereg_cb,
+                           uct_dcx_rcache_merge_cb,
                            uct_dcx_rcache_dump_region_cb);
 
 static ucs_status_t uct_dcx_md_rcache_init(uct_dcx_md_t *md,
@@ -602,9 +717,8 @@ uct_dcx_md_open(uct_component_t *component, const char *md_name,
     ucs_spinlock_init(&md->fatal_lock, 0);
     /* An optional flag (IBV_ACCESS_OPTIONAL_RANGE): ignored where the
      * device or kernel lacks relaxed ordering (ibv_reg_mr(3)). */
-    md->mr_access = UCT_DCX_MR_ACCESS |
-                    ((config->relaxed_order != UCS_NO) ?
-                     IBV_ACCESS_RELAXED_ORDERING : 0);
+    md->mr_access_extra = uct_dcx_md_relaxed_order(config->relaxed_order) ?
+                          IBV_ACCESS_RELAXED_ORDERING : 0;
 
     uct_dcx_devices_get(&devices, &num_devices);
     for (i = 0; i < num_devices; ++i) {
@@ -621,6 +735,8 @@ uct_dcx_md_open(uct_component_t *component, const char *md_name,
         status = UCS_ERR_NO_DEVICE;
         goto err_free;
     }
+
+    md->reg_access_all = (config->reg_access == UCT_DCX_REG_ACCESS_ALL);
 
     md->ops = &md->device->binding->ops;
     status  = uct_dcx_md_open_device(md, config->devx);

@@ -18,10 +18,10 @@
 #define UCT_DCX_NO_DEVICE_MD_NAME "dcx"
 
 
-/* Access rights of every registration: UCP decides per operation (plus
- * IBV_ACCESS_RELAXED_ORDERING, an optional flag, per UCX_DCX_PCI_RELAXED_ORDERING). */
-#define UCT_DCX_MR_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
-                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+/* The remote rights a registration can carry (UCT_MD_MEM_ACCESS_REMOTE_*). */
+#define UCT_DCX_MR_REMOTE_ACCESS (IBV_ACCESS_REMOTE_WRITE | \
+                                  IBV_ACCESS_REMOTE_READ | \
+                                  IBV_ACCESS_REMOTE_ATOMIC)
 
 /* Packed remote key: checked on unpack, so a malformed buffer is an error. */
 #define UCT_DCX_RKEY_MAGIC   0xdc58u
@@ -39,9 +39,18 @@ typedef struct uct_dcx_packed_rkey {
 } UCS_S_PACKED uct_dcx_packed_rkey_t;
 
 
+/* Which rights a registration gets (REG_ACCESS). */
+typedef enum {
+    UCT_DCX_REG_ACCESS_REQUESTED, /* the UCT_MD_MEM_ACCESS_* asked for */
+    UCT_DCX_REG_ACCESS_ALL,       /* every right, as UCX's IB domains */
+    UCT_DCX_REG_ACCESS_LAST
+} uct_dcx_reg_access_t;
+
+
 typedef struct uct_dcx_md_config {
     uct_md_config_t          super;
     ucs_ternary_auto_value_t devx;   /* open devices with DEVX (UMR) */
+    uct_dcx_reg_access_t     reg_access;
     ucs_ternary_auto_value_t rcache; /* use a registration cache */
     ucs_ternary_auto_value_t relaxed_order; /* IBV_ACCESS_RELAXED_ORDERING */
     uct_dcx_rcache_config_t  rcache_config;
@@ -71,6 +80,7 @@ typedef struct uct_dcx_md_fatal_listener {
 typedef struct uct_dcx_mem {
     struct ibv_mr *mr;
     uint32_t      flags;  /* UCT_DCX_MEM_FLAG_* */
+    uint32_t      access; /* IBV_ACCESS_* the registration was made with */
 } uct_dcx_mem_t;
 
 enum {
@@ -86,6 +96,13 @@ typedef struct uct_dcx_rcache_region {
 } uct_dcx_rcache_region_t;
 
 
+/* What a registration through the cache asks for. */
+typedef struct uct_dcx_rcache_reg_arg {
+    unsigned flags;  /* UCT_MD_MEM_FLAG_* */
+    unsigned access; /* IBV_ACCESS_* */
+} uct_dcx_rcache_reg_arg_t;
+
+
 typedef struct uct_dcx_md {
     uct_md_t                  super;
     const uct_dcx_device_t    *device; /* NULL: the no-device memory domain */
@@ -95,9 +112,11 @@ typedef struct uct_dcx_md {
     int                       devx;    /* ctx was opened with DEVX */
     size_t                    max_mr_size;
     ucs_rcache_t              *rcache; /* NULL: register directly */
+    int                       reg_access_all; /* ignore the requested rights */
     ucs_linear_func_t         reg_cost;
     ucs_list_link_t           mr_listeners; /* uct_dcx_md_mr_listener_t */
-    unsigned                  mr_access;    /* access flags of registrations */
+    unsigned                  mr_access_extra; /* added to every registration:
+                                                  relaxed ordering or 0 */
     unsigned                  dc_max_rd_atomic; /* DCI read/atomic depth the
                                                    device allows (QUERY_HCA_CAP);
                                                    0: unknown */

@@ -24,10 +24,17 @@
 #define UCT_DCX_UMR_SQ_LEN   128
 
 
-/* Every layout allows what a dcx registration allows. */
-#define UCT_DCX_UMR_ACCESS   (IBV_ACCESS_LOCAL_WRITE | \
-                              IBV_ACCESS_REMOTE_WRITE | \
-                              IBV_ACCESS_REMOTE_READ)
+/* Cached layouts are only ever local keys (gather and scatter lists of the
+ * operations that use them): local rights only, so a peer that learns or
+ * guesses their key (index << 8, reused with the pool slot) reaches nothing. */
+#define UCT_DCX_UMR_LAYOUT_ACCESS IBV_ACCESS_LOCAL_WRITE
+
+/* The next variant of a key (its low 8 bits, the mkey tag), as
+ * ibv_inc_rkey(3) does for memory windows. */
+static uint32_t uct_dcx_umr_key_next_variant(uint32_t key)
+{
+    return (key & ~0xffu) | ((key + 1) & 0xffu);
+}
 
 
 static ucs_status_t uct_dcx_umr_qp_connect(uct_dcx_umr_t *umr)
@@ -194,7 +201,9 @@ ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
 
     memset(umr, 0, sizeof(*umr));
     umr->ops       = ops;
-    umr->access    = UCT_DCX_UMR_ACCESS;
+    umr->access    = UCT_DCX_UMR_LAYOUT_ACCESS;
+    umr->view_tags = 1; /* until the device refuses UPDATE_TAG */
+    ucs_list_head_init(&umr->view_free);
     umr->port      = port;
     umr->port_attr = *port_attr;
     umr->is_global = (gid != NULL);
@@ -278,7 +287,13 @@ err:
 
 void uct_dcx_umr_cleanup(uct_dcx_umr_t *umr)
 {
+    uct_dcx_umr_view_mkey_t *vm, *tmp;
     unsigned i;
+
+    ucs_list_for_each_safe(vm, tmp, &umr->view_free, list) {
+        umr->ops->mlx5dv_destroy_mkey(vm->mkey);
+        ucs_free(vm);
+    }
 
     /* Destroying the QP ends its work; the mkeys go with their PD users. */
     umr->ops->destroy_qp(umr->qp);
@@ -732,12 +747,85 @@ static ucs_status_t uct_dcx_umr_view_wait(uct_dcx_umr_t *umr,
     return UCS_OK;
 }
 
+/* A view's mkey: a free one of enough entries, oldest first, with the next
+ * key variant (so a holder of a destroyed view's key reaches nothing
+ * through the new view), else a new one. Without UPDATE_TAG (a kernel that
+ * does not report it) keys cannot change: view mkeys are then never
+ * reused by dcx (the device may still hand out the same index again). */
+static ucs_status_t uct_dcx_umr_view_mkey_get(uct_dcx_umr_t *umr,
+                                              struct ibv_pd *pd,
+                                              unsigned entries,
+                                              uct_dcx_umr_view_t *view)
+{
+    struct mlx5dv_mkey_init_attr mkey_attr = {};
+    uct_dcx_umr_view_mkey_t *vm;
+
+    ucs_list_for_each(vm, &umr->view_free, list) {
+        if (vm->max_entries >= entries) {
+            ucs_list_del(&vm->list);
+            view->mkey        = vm->mkey;
+            view->max_entries = vm->max_entries;
+            ucs_free(vm);
+            view->mkey->lkey  = uct_dcx_umr_key_next_variant(view->mkey->lkey);
+            view->mkey->rkey  = view->mkey->lkey;
+            return UCS_OK;
+        }
+    }
+
+    mkey_attr.pd           = pd;
+    mkey_attr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
+    mkey_attr.max_entries  = entries;
+    if (umr->view_tags) {
+        mkey_attr.create_flags |= MLX5DV_MKEY_INIT_ATTR_FLAGS_UPDATE_TAG;
+        view->mkey = umr->ops->mlx5dv_create_mkey(&mkey_attr);
+        if ((view->mkey == NULL) && (errno == EOPNOTSUPP)) {
+            ucs_diag("dcx: the device cannot change mkey tags: a destroyed "
+                     "view's key may come back with a later view");
+            umr->view_tags         = 0;
+            mkey_attr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
+            mkey_attr.max_entries  = entries;
+        }
+    }
+    if (!umr->view_tags) {
+        view->mkey = umr->ops->mlx5dv_create_mkey(&mkey_attr);
+    }
+    if (view->mkey == NULL) {
+        ucs_error("dcx: cannot create a view's mkey: %m");
+        return UCS_ERR_NO_RESOURCE;
+    }
+    view->max_entries = mkey_attr.max_entries;
+    return UCS_OK;
+}
+
+/* A view's mkey after its invalidation: kept for a later view (with the
+ * next key variant) when keys can change, destroyed otherwise. */
+static void uct_dcx_umr_view_mkey_put(uct_dcx_umr_t *umr,
+                                      uct_dcx_umr_view_t *view, int reuse)
+{
+    uct_dcx_umr_view_mkey_t *vm = NULL;
+    int ret;
+
+    if (reuse && umr->view_tags) {
+        vm = ucs_malloc(sizeof(*vm), "dcx view mkey");
+    }
+    if (vm != NULL) {
+        vm->mkey        = view->mkey;
+        vm->max_entries = view->max_entries;
+        ucs_list_add_tail(&umr->view_free, &vm->list);
+        return;
+    }
+
+    ret = umr->ops->mlx5dv_destroy_mkey(view->mkey);
+    if (ret != 0) {
+        ucs_warn("dcx: cannot destroy a view's mkey: %s", strerror(ret));
+    }
+}
+
 ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
                                      const uct_dcx_umr_layout_t *layout,
                                      const struct ibv_sge *pieces, unsigned n,
-                                     uct_dcx_umr_view_t *view)
+                                     uint32_t access, uct_dcx_umr_view_t *view)
 {
-    struct mlx5dv_mkey_init_attr mkey_attr = {};
     struct mlx5dv_mr_interleaved entry;
     ucs_status_t status;
 
@@ -760,13 +848,10 @@ ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    mkey_attr.pd           = pd;
-    mkey_attr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
-    mkey_attr.max_entries  = (pieces != NULL) ? n : 2;
-    view->mkey             = umr->ops->mlx5dv_create_mkey(&mkey_attr);
-    if (view->mkey == NULL) {
-        ucs_error("dcx: cannot create a view's mkey: %m");
-        return UCS_ERR_NO_RESOURCE;
+    status = uct_dcx_umr_view_mkey_get(umr, pd, (pieces != NULL) ? n : 2,
+                                       view);
+    if (status != UCS_OK) {
+        return status;
     }
 
     entry.addr        = layout->addr;
@@ -777,15 +862,15 @@ ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
     umr->qpx->wr_id    = UCT_DCX_UMR_WR_VIEW;
     umr->qpx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
     if (pieces != NULL) {
-        mlx5dv_wr_mr_list(umr->mqpx, view->mkey, umr->access, n,
+        mlx5dv_wr_mr_list(umr->mqpx, view->mkey, access, n,
                           (struct ibv_sge*)pieces);
     } else {
-        mlx5dv_wr_mr_interleaved(umr->mqpx, view->mkey, umr->access,
+        mlx5dv_wr_mr_interleaved(umr->mqpx, view->mkey, access,
                                  layout->count, 1, &entry);
     }
     status = uct_dcx_umr_view_wait(umr, "UMR");
     if (status != UCS_OK) {
-        umr->ops->mlx5dv_destroy_mkey(view->mkey);
+        uct_dcx_umr_view_mkey_put(umr, view, 0);
         return status;
     }
 
@@ -797,11 +882,11 @@ ucs_status_t uct_dcx_umr_view_destroy(uct_dcx_umr_t *umr,
                                       uct_dcx_umr_view_t *view)
 {
     ucs_status_t status;
-    int ret;
 
     /* Invalidate first: a peer still using the view then gets a remote
      * access error instead of reaching the memory. (Without a usable QP,
-     * destroying the mkey below still ends its access.) */
+     * destroying the mkey below still ends its access.) An invalidated
+     * mkey is kept for a later view, which gives it a new key variant. */
     status = uct_dcx_umr_wait_usable(umr);
     while ((status == UCS_OK) && (umr->sq_available == 0)) {
         uct_dcx_umr_progress(umr);
@@ -814,10 +899,7 @@ ucs_status_t uct_dcx_umr_view_destroy(uct_dcx_umr_t *umr,
         status = uct_dcx_umr_view_wait(umr, "invalidation");
     }
 
-    ret = umr->ops->mlx5dv_destroy_mkey(view->mkey);
-    if (ret != 0) {
-        ucs_warn("dcx: cannot destroy a view's mkey: %s", strerror(ret));
-    }
+    uct_dcx_umr_view_mkey_put(umr, view, status == UCS_OK);
     return status;
 }
 

@@ -124,6 +124,8 @@ typedef struct uct_dcx_umr {
     unsigned                  max_entries; /* interleaved entries per UMR */
     unsigned                  list_max;    /* pieces per list UMR */
     uint32_t                  access;      /* rights of every layout */
+    int                       view_tags;   /* view mkeys change key variant */
+    ucs_list_link_t           view_free;   /* uct_dcx_umr_view_mkey_t */
     uct_dcx_umr_mkey_t        *mkeys;
     unsigned                  num_mkeys;
     ucs_list_link_t           free;        /* FREE mkeys */
@@ -184,17 +186,28 @@ void uct_dcx_umr_fail(uct_dcx_umr_t *umr);
 void uct_dcx_umr_forget_lkey(uct_dcx_umr_t *umr, uint32_t lkey);
 
 /* A persistent view: its own mkey, programmed with remote rights, outside
- * the cache. Programming and invalidation wait for their completion. */
+ * the cache. Programming and invalidation wait for their completion. A
+ * destroyed view's mkey is kept for a later view, which programs it with
+ * the next key variant (the mkey tag), so the old key reaches nothing. */
 typedef struct uct_dcx_umr_view {
     struct mlx5dv_mkey   *mkey;
+    unsigned             max_entries;
     uct_dcx_umr_layout_t layout;
 } uct_dcx_umr_view_t;
 
-/* A strided layout, or (pieces != NULL) a list of n pieces. */
+/* An invalidated view mkey, waiting for a later view. */
+typedef struct uct_dcx_umr_view_mkey {
+    ucs_list_link_t    list;
+    struct mlx5dv_mkey *mkey;
+    unsigned           max_entries;
+} uct_dcx_umr_view_mkey_t;
+
+/* A strided layout, or (pieces != NULL) a list of n pieces, with the given
+ * rights (IBV_ACCESS_*). */
 ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
                                      const uct_dcx_umr_layout_t *layout,
                                      const struct ibv_sge *pieces, unsigned n,
-                                     uct_dcx_umr_view_t *view);
+                                     uint32_t access, uct_dcx_umr_view_t *view);
 
 ucs_status_t uct_dcx_umr_view_destroy(uct_dcx_umr_t *umr,
                                       uct_dcx_umr_view_t *view);

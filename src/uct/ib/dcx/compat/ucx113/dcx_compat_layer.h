@@ -25,8 +25,10 @@ uct_dcx_compat_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
 #define UCT_DCX_COMPAT_RKEY_OPS \
     .rkey_unpack = uct_dcx_compat_rkey_unpack
 
-/* A registration cache's callbacks. */
-#define UCT_DCX_RCACHE_OPS(_mem_reg, _mem_dereg, _dump_region) \
+/* A registration cache's callbacks (UCX 1.13 has no merge callback: a
+ * merged region gets the rights of the registration that made it, and one
+ * that needs more finds it lacking and registers again). */
+#define UCT_DCX_RCACHE_OPS(_mem_reg, _mem_dereg, _merge, _dump_region) \
     { \
         .mem_reg     = _mem_reg, \
         .mem_dereg   = _mem_dereg, \

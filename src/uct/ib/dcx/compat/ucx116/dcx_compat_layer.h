@@ -46,15 +46,13 @@ uct_dcx_compat_rkey_compare(uct_component_t *component, uct_rkey_t rkey1,
 typedef ucs_rcache_config_t uct_dcx_rcache_config_t;
 #define UCT_DCX_RCACHE_CONFIG_TABLE ucs_config_rcache_table
 
-/* A registration cache's callbacks; merging regions needs nothing from
- * dcx (each region is registered whole), but UCS calls merge unchecked. */
-#define UCT_DCX_RCACHE_OPS(_mem_reg, _mem_dereg, _dump_region) \
+/* A registration cache's callbacks; a region that absorbs others takes
+ * their rights too (merge). */
+#define UCT_DCX_RCACHE_OPS(_mem_reg, _mem_dereg, _merge, _dump_region) \
     { \
         .mem_reg     = _mem_reg, \
         .mem_dereg   = _mem_dereg, \
-        .merge       = (void (*)(void*, ucs_rcache_t*, void*, \
-                                 ucs_rcache_region_t*))(void (*)(void)) \
-                       ucs_empty_function, \
+        .merge       = _merge, \
         .dump_region = _dump_region \
     }
 

@@ -32,6 +32,8 @@
  *   DCXEMU_ATOMIC_CAP     hca              none: a device without atomics (atomic_cap
  *                                          IBV_ATOMIC_NONE); atomic send_ops_flags at QP create
  *                                          and REMOTE_ATOMIC at DCT/RC modify fail EOPNOTSUPP.
+ *   DCXEMU_EXT_ATOMICS    1                0: the HCA atomic caps (DEVX QUERY_HCA_CAP) list no
+ *                                          masked atomics; masked raw WQEs fail LOC_QP_OP_ERR.
  *   DCXEMU_TIME_SCALE     1.0              Factor applied to transport-retry and RNR timers
  *                                          (e.g. 0.01 makes RETRY_EXC_ERR arrive 100x sooner).
  *                                          Counts and "infinite" cases are never scaled away.
@@ -134,6 +136,9 @@ DCXEMU_API struct mlx5dv_qp_ex *dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp
 
 DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init_attr *mkey_init_attr);
 DCXEMU_API int dcxemu_mlx5dv_destroy_mkey(struct mlx5dv_mkey *mkey);
+/* DEVX general command: only QUERY_HCA_CAP of the atomic capabilities (op_mod 6/7). */
+DCXEMU_API int dcxemu_mlx5dv_devx_general_cmd(struct ibv_context *context, const void *in,
+                                              size_t inlen, void *out, size_t outlen);
 
 DCXEMU_API struct ibv_ah *dcxemu_ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 DCXEMU_API int dcxemu_ibv_destroy_ah(struct ibv_ah *ah);

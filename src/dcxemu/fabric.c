@@ -228,6 +228,7 @@ static void read_settings(void)
     dcxemu_cfg.max_wqe = (uint32_t)env_long("DCXEMU_MAX_WQE_SIZE", 512, 256, 4096) & ~63u;
     dcxemu_cfg.heap_mb = (uint64_t)env_long("DCXEMU_HEAP_MB", 1024, 16, 65536);
     dcxemu_cfg.strict_umr = (int)env_long("DCXEMU_STRICT_UMR", 1, 0, 1);
+    dcxemu_cfg.no_ext_atomics = !env_long("DCXEMU_EXT_ATOMICS", 1, 0, 1);
     dcxemu_cfg.no_atomics = 0;
     if (ac != NULL && strcmp(ac, "none") == 0) {
         dcxemu_cfg.no_atomics = 1;

@@ -563,6 +563,56 @@ DCXEMU_API int dcxemu_ibv_dereg_mr(struct ibv_mr *ibmr)
     return 0;
 }
 
+/* mlx5 PRM QUERY_HCA_CAP for the atomic capability page (what UCX's ib_mlx5dv_md.c reads):
+ * in: opcode 0x100 at bits 0x00, op_mod at 0x30 = (cap type 3 << 1) | cur; out: status, syndrome,
+ * then the capability page at byte 16: atomic_req_8B_endianness_mode at bit 0x40 (the model
+ * answers 1, host order), atomic_operations at 0x90 (bit 0 CS, 1 FA, 2 masked CS, 3 masked FA),
+ * atomic_size_qp at 0xb0 and atomic_size_dc at 0xd0 (bit n: 2^n bytes). Other commands fail as
+ * the firmware does (status BAD_OP, EREMOTEIO). Needs a DEVX context in the model. */
+#define DEVX_QUERY_HCA_CAP 0x100
+#define DEVX_CAP_ATOMIC    0x3
+#define DEVX_OUT_HDR       16
+#define DEVX_CAP_PAGE      4096
+
+static void devx_put16(uint8_t *cap, unsigned bit, uint16_t v)
+{
+    cap[bit / 8] = (uint8_t)(v >> 8);
+    cap[bit / 8 + 1] = (uint8_t)v;
+}
+
+DCXEMU_API int dcxemu_mlx5dv_devx_general_cmd(struct ibv_context *context, const void *in,
+                                              size_t inlen, void *out, size_t outlen)
+{
+    const uint8_t *i = in;
+    uint8_t *o = out, page[DEVX_CAP_PAGE];
+    uint16_t opcode, op_mod;
+    CHECK_USABLE_RET();
+    if (context == NULL || in == NULL || out == NULL || inlen < 16 || outlen < DEVX_OUT_HDR) {
+        return EINVAL;
+    }
+    if (!dcxemu_ctx(context)->devx) {
+        return EOPNOTSUPP;   /* the model answers DEVX commands on DEVX contexts only */
+    }
+    opcode = (uint16_t)(i[0] << 8 | i[1]);
+    op_mod = (uint16_t)(i[6] << 8 | i[7]);
+    memset(out, 0, outlen);
+    if (opcode != DEVX_QUERY_HCA_CAP || (op_mod >> 1) != DEVX_CAP_ATOMIC) {
+        o[0] = 0x02;   /* status BAD_OP: not a command the model knows */
+        return EREMOTEIO;
+    }
+    memset(page, 0, sizeof(page));
+    if (!dcxemu_cfg.no_atomics) {
+        uint16_t ops = 0x3 | (dcxemu_cfg.no_ext_atomics ? 0 : 0xc);
+        page[0x40 / 8] = 1u << 6;          /* atomic_req_8B_endianness_mode = 1 (host) */
+        devx_put16(page, 0x90, ops);       /* atomic_operations */
+        devx_put16(page, 0xb0, 0x4 | 0x8); /* atomic_size_qp: 4 and 8 bytes */
+        devx_put16(page, 0xd0, 0x4 | 0x8); /* atomic_size_dc: 4 and 8 bytes */
+    }
+    memcpy(o + DEVX_OUT_HDR, page,
+           outlen - DEVX_OUT_HDR < sizeof(page) ? outlen - DEVX_OUT_HDR : sizeof(page));
+    return 0;
+}
+
 /* Indirect mkeys (spec §3.5): need a DEVX context; free/unusable until a UMR programs them. */
 DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init_attr *attr)
 {

@@ -60,6 +60,8 @@ const uct_dcx_seam_symbol_t uct_dcx_seam_symbols[] = {
                      "mlx5dv_qp_ex_from_ibv_qp_ex", "MLX5_1.10"),
     UCT_DCX_SEAM_SYM(UMR,   mlx5dv_create_mkey,   "mlx5dv_create_mkey",       "MLX5_1.10"),
     UCT_DCX_SEAM_SYM(UMR,   mlx5dv_destroy_mkey,  "mlx5dv_destroy_mkey",      "MLX5_1.10"),
+    UCT_DCX_SEAM_SYM(UMR,   mlx5dv_devx_general_cmd,
+                     "mlx5dv_devx_general_cmd", "MLX5_1.7"),
 };
 
 const size_t uct_dcx_seam_num_symbols = ucs_static_array_size(uct_dcx_seam_symbols);
@@ -72,6 +74,13 @@ struct mlx5dv_mkey *uct_dcx_seam_no_create_mkey(struct mlx5dv_mkey_init_attr *at
 }
 
 int uct_dcx_seam_no_destroy_mkey(struct mlx5dv_mkey *mkey)
+{
+    return EOPNOTSUPP;
+}
+
+int uct_dcx_seam_no_devx_general_cmd(struct ibv_context *context,
+                                     const void *in, size_t inlen, void *out,
+                                     size_t outlen)
 {
     return EOPNOTSUPP;
 }

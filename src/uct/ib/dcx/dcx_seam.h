@@ -118,6 +118,11 @@ typedef struct uct_dcx_verbs_ops {
     struct mlx5dv_mkey *(*mlx5dv_create_mkey)(struct mlx5dv_mkey_init_attr *attr);
     int                (*mlx5dv_destroy_mkey)(struct mlx5dv_mkey *mkey);
 
+    /* DEVX general commands (device capabilities) */
+    int                (*mlx5dv_devx_general_cmd)(struct ibv_context *context,
+                                                  const void *in, size_t inlen,
+                                                  void *out, size_t outlen);
+
     /* Diagnostics */
     const char         *(*wc_status_str)(enum ibv_wc_status status);
 } uct_dcx_verbs_ops_t;

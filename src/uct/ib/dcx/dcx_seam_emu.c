@@ -46,7 +46,7 @@ ucs_status_t uct_dcx_emu_binding_open(const char *emu_lib,
         if (func != NULL) {
             *(void**)UCS_PTR_BYTE_OFFSET(&binding->ops, sym->offset) = func;
         } else if (sym->lib == UCT_DCX_SEAM_LIB_UMR) {
-            ucs_debug("dcx: %s has no %s: no indirect mkeys", emu_lib, name);
+            ucs_debug("dcx: %s has no %s", emu_lib, name);
         } else {
             ucs_error("dcx: %s is not a compatible software DC device: no %s",
                       emu_lib, name);
@@ -58,6 +58,9 @@ ucs_status_t uct_dcx_emu_binding_open(const char *emu_lib,
     if (binding->ops.mlx5dv_create_mkey == NULL) {
         binding->ops.mlx5dv_create_mkey  = uct_dcx_seam_no_create_mkey;
         binding->ops.mlx5dv_destroy_mkey = uct_dcx_seam_no_destroy_mkey;
+    }
+    if (binding->ops.mlx5dv_devx_general_cmd == NULL) {
+        binding->ops.mlx5dv_devx_general_cmd = uct_dcx_seam_no_devx_general_cmd;
     }
 
     binding->dv = true;

@@ -117,6 +117,7 @@ static void uct_dcx_hw_set_no_mlx5(uct_dcx_verbs_ops_t *ops)
     ops->mlx5dv_qp_ex_from_ibv_qp_ex = uct_dcx_hw_no_mlx5_qp_ex_from_ibv_qp_ex;
     ops->mlx5dv_create_mkey          = uct_dcx_seam_no_create_mkey;
     ops->mlx5dv_destroy_mkey         = uct_dcx_seam_no_destroy_mkey;
+    ops->mlx5dv_devx_general_cmd     = uct_dcx_seam_no_devx_general_cmd;
 }
 
 static int uct_dcx_hw_resolve(void *handle, uct_dcx_seam_lib_t lib,

@@ -343,10 +343,11 @@ TEST_F(emu_raw_wqe, signaled_by_control_segment)
  * response length not the operand size, another QP's number. */
 TEST_F(emu_raw_wqe, malformed_wqe_loc_qp_op_err)
 {
-    struct { const char *what; raw_args r; } bad[6];
+    struct { const char *what; raw_args r; } bad[7];
     bad[0] = { "opcode", args32(0x13, 0, 1) };
     bad[1] = { "opmod 16B", args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 1) };
-    bad[1].r.opmod = 0x0a;
+    bad[1].r.opmod = 0x0a;     /* 16-byte operands: not in the atomic caps */
+    bad[1].r.byte_count = 8;   /* so that only the opmod is wrong for an 8-byte reading */
     bad[2] = { "ds", args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 1) };
     bad[2].r.ds_delta = 1;
     bad[3] = { "byte_count", args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 1) };
@@ -354,6 +355,9 @@ TEST_F(emu_raw_wqe, malformed_wqe_loc_qp_op_err)
     bad[4] = { "qpn", args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 1) };
     bad[5] = { "standard 4B", args32(MLX5_OPCODE_ATOMIC_FA, 0, 1) };
     bad[5].r.opmod = 0;   /* a standard atomic is 8 bytes: a 4-byte response is malformed */
+    bad[6] = { "masked opmod 0", args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 1) };
+    bad[6].r.opmod = 0;   /* a masked atomic needs the extended opmod */
+    bad[6].r.byte_count = 8;
     for (auto &b : bad) {
         SCOPED_TRACE(b.what);
         make(MLX5DV_QP_EX_WITH_RAW_WQE);

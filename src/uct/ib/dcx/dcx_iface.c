@@ -337,8 +337,9 @@ static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
                       UCT_IFACE_FLAG_CONNECT_TO_IFACE;
 
     /* 64-bit atomics: add, fetch-add and compare-swap natively, the others
-     * as compare-swap loops on the device. A device without atomics offers
-     * none, so UCP emulates them. */
+     * as masked atomics where the device has them, else as compare-swap
+     * loops on the device. A device without atomics offers none, so UCP
+     * emulates them. */
     if (iface->config.atomics) {
         attr->cap.flags              |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
         attr->cap.atomic64.op_flags   = UCS_BIT(UCT_ATOMIC_OP_ADD) |
@@ -926,6 +927,7 @@ static void uct_dcx_iface_umr_cleanup(uct_dcx_iface_t *iface)
 #define UCT_DCX_PRM_QUERY_HCA_CAP       0x100
 #define UCT_DCX_PRM_CAP_ATOMIC_CUR      ((0x3 << 1) | 1)
 #define UCT_DCX_PRM_OUT_HDR             16
+#define UCT_DCX_PRM_ATOMIC_8B_MODE_BYTE 8    /* bits 0x40-0x41: 1 = host order */
 #define UCT_DCX_PRM_ATOMIC_OPS_BIT      0x90
 #define UCT_DCX_PRM_ATOMIC_SIZE_QP_BIT  0xb0
 #define UCT_DCX_PRM_ATOMIC_SIZE_DC_BIT  0xd0
@@ -936,21 +938,28 @@ static uint16_t uct_dcx_prm_get16(const uint8_t *page, unsigned bit)
     return (uint16_t)((page[bit / 8] << 8) | page[(bit / 8) + 1]);
 }
 
-/* Whether the device does masked 32-bit atomics on DC, which UCX's mlx5
- * transports read from the same capability page. Needs DEVX; on RoCE the
- * raw WQE's address vector would need the peer's MAC, so not there. */
-int uct_dcx_iface_ext_atomics32(uct_dcx_iface_t *iface, const char *dev_name)
+/* Which masked atomic sizes the device does on DC, as UCX's mlx5 transports
+ * read them from the same capability page. Needs DEVX; on RoCE the raw
+ * WQE's address vector would need the peer's MAC, so not there. */
+void uct_dcx_iface_ext_atomics(uct_dcx_iface_t *iface, const char *dev_name)
 {
     uint8_t in[16]                                      = {};
     uint8_t out[UCT_DCX_PRM_OUT_HDR + 0x100 / 8 + 16]   = {};
     const uint8_t *page                                 = out + UCT_DCX_PRM_OUT_HDR;
-    uint16_t ops, size_qp, size_dc;
+    uint16_t ops, sizes;
     int ret;
 
+    iface->config.ext_atomics32    = 0;
+    iface->config.ext_atomics64    = 0;
+    iface->config.ext_atomics64_be = 0;
+    if (!iface->config.atomics) {
+        return;
+    }
+
     if (!iface->md->devx || iface->is_global) {
-        ucs_debug("dcx: %s: no 32-bit atomics (%s)", dev_name,
+        ucs_debug("dcx: %s: no masked atomics (%s)", dev_name,
                   iface->is_global ? "RoCE" : "device not opened with DEVX");
-        return 0;
+        return;
     }
 
     in[0] = UCT_DCX_PRM_QUERY_HCA_CAP >> 8;
@@ -961,17 +970,22 @@ int uct_dcx_iface_ext_atomics32(uct_dcx_iface_t *iface, const char *dev_name)
     if (ret != 0) {
         ucs_debug("dcx: %s: cannot query the atomic capabilities: %s",
                   dev_name, strerror(ret));
-        return 0;
+        return;
     }
 
-    ops     = uct_dcx_prm_get16(page, UCT_DCX_PRM_ATOMIC_OPS_BIT);
-    size_qp = uct_dcx_prm_get16(page, UCT_DCX_PRM_ATOMIC_SIZE_QP_BIT);
-    size_dc = uct_dcx_prm_get16(page, UCT_DCX_PRM_ATOMIC_SIZE_DC_BIT);
-    ucs_debug("dcx: %s: atomic operations 0x%x, sizes qp 0x%x dc 0x%x",
-              dev_name, ops, size_qp, size_dc);
-    return ((ops & UCT_DCX_PRM_ATOMIC_MASKED_OPS) ==
-            UCT_DCX_PRM_ATOMIC_MASKED_OPS) &&
-           (size_qp & size_dc & sizeof(uint32_t));
+    ops   = uct_dcx_prm_get16(page, UCT_DCX_PRM_ATOMIC_OPS_BIT);
+    sizes = uct_dcx_prm_get16(page, UCT_DCX_PRM_ATOMIC_SIZE_QP_BIT) &
+            uct_dcx_prm_get16(page, UCT_DCX_PRM_ATOMIC_SIZE_DC_BIT);
+    if ((ops & UCT_DCX_PRM_ATOMIC_MASKED_OPS) == UCT_DCX_PRM_ATOMIC_MASKED_OPS) {
+        iface->config.ext_atomics32    = !!(sizes & sizeof(uint32_t));
+        iface->config.ext_atomics64    = !!(sizes & sizeof(uint64_t));
+        iface->config.ext_atomics64_be =
+                (page[UCT_DCX_PRM_ATOMIC_8B_MODE_BYTE] >> 6) != 1;
+    }
+    ucs_debug("dcx: %s: atomic operations 0x%x, sizes 0x%x: masked atomics "
+              "32-bit %s, 64-bit %s", dev_name, ops, sizes,
+              iface->config.ext_atomics32 ? "yes" : "no",
+              iface->config.ext_atomics64 ? "yes" : "no");
 }
 
 /* --- active-message flow control --------------------------------------- */
@@ -2061,9 +2075,9 @@ static ucs_status_t uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
     }
     dv_attr.comp_mask             = MLX5DV_QP_INIT_ATTR_MASK_DC;
     dv_attr.dc_init_attr.dc_type  = MLX5DV_DCTYPE_DCI;
-    /* 32-bit atomics are posted as raw WQEs (rdma-core >= 35 takes
-     * RAW_WQE on a DCI). */
-    if (iface->config.ext_atomics32) {
+    /* Masked atomics are posted as raw WQEs (rdma-core v44 takes RAW_WQE
+     * on a DCI). */
+    if (iface->config.ext_atomics32 || iface->config.ext_atomics64) {
         dv_attr.comp_mask        |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
         dv_attr.send_ops_flags    = MLX5DV_QP_EX_WITH_RAW_WQE;
     }
@@ -2406,8 +2420,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     if (!self->config.atomics) {
         ucs_debug("dcx: %s: no device atomics (atomic_cap NONE)", dev_name);
     }
-    self->config.ext_atomics32   = self->config.atomics &&
-                                   uct_dcx_iface_ext_atomics32(self, dev_name);
+    uct_dcx_iface_ext_atomics(self, dev_name);
     self->tx.seg_size            = config->seg_size;
     self->tx.num_dci             = config->num_dci;
     self->tx.policy              = config->tx_policy;

@@ -452,6 +452,8 @@ struct uct_dcx_iface {
         uint8_t               max_rd_atomic;
         uint8_t               atomics;       /* atomic_cap is not NONE */
         uint8_t               ext_atomics32; /* masked 32-bit atomics (raw WQE) */
+        uint8_t               ext_atomics64; /* masked 64-bit atomics (raw WQE) */
+        uint8_t               ext_atomics64_be; /* their response is big-endian */
         enum ibv_mtu          path_mtu;
     } config;
 };
@@ -578,7 +580,7 @@ ucs_status_t uct_dcx_iface_flush(uct_iface_h tl_iface, unsigned flags,
 ucs_status_t uct_dcx_iface_fence(uct_iface_h tl_iface, unsigned flags);
 ucs_status_t uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface,
                                      uct_dcx_umr_t **umr_p);
-int uct_dcx_iface_ext_atomics32(uct_dcx_iface_t *iface, const char *dev_name);
+void uct_dcx_iface_ext_atomics(uct_dcx_iface_t *iface, const char *dev_name);
 
 ucs_status_t uct_dcx_iface_ah_get(uct_dcx_iface_t *iface, uint16_t lid,
                                   const union ibv_gid *gid,

@@ -112,18 +112,36 @@ device_wrs() {
              END { print n + 0 }'
 }
 
+# Device atomics the device model executed on the e2e fabric.
+device_atomics() {
+    "$DCX_PREFIX/bin/dcxemu-stat" -c -f "$E2E_FABRIC" 2>/dev/null |
+        awk '{ for (i = 2; i <= NF; ++i) { split($i, kv, "=");
+               if (kv[1] ~ /^(atomic_fa|atomic_cs)$/) n += kv[2] } }
+             END { print n + 0 }'
+}
+
+# launcher_run with E2E_DEVICE_AMO=1: the run must also have used device
+# atomics over dcx, not UCP's active-message emulation: no "amo_am(" lane
+# in the log, and the device model executed atomics. Open MPI and OpenSHMEM
+# ask UCP for 32- and 64-bit atomics, so this needs both widths from dcx.
+device_amo_run() {
+    E2E_DEVICE_AMO=1 launcher_run "$@"
+}
+
 launcher_run() {
     local pattern=$1 launcher=$2; shift 2
-    local out rc=0 wrs_before wrs_after
+    local out rc=0 wrs_before wrs_after amo_before amo_after
     out=$(mktemp)
     # A fresh fabric (nobody is attached between runs): its counters then
     # count this run only. Kept after its last process leaves, to read them.
     rm -f "/dev/shm/$E2E_FABRIC"
     wrs_before=$(device_wrs)
+    amo_before=$(device_atomics)
     DCXEMU_FABRIC="$E2E_FABRIC" DCXEMU_KEEP_FABRIC=1 timeout -k 10 "$E2E_TIMEOUT" \
         "$DCX_PREFIX/bin/dcx-run" -v --emu "$launcher" "${E2E_LAUNCH_OPTS[@]}" "$@" \
         > "$out" 2>&1 || rc=$?
     wrs_after=$(device_wrs)
+    amo_after=$(device_atomics)
     cat "$out"
     if [ $rc -ne 0 ]; then
         rm -f "$out"
@@ -136,6 +154,19 @@ launcher_run() {
         return 1
     fi
     dcx_carried "$out" "$E2E_NP" || { rm -f "$out"; return 1; }
+    if [ "${E2E_DEVICE_AMO:-0}" = 1 ]; then
+        if grep -q 'amo_am(' "$out"; then
+            rm -f "$out"
+            echo "UCP emulates the atomics over active messages (amo_am lanes): no device atomics"
+            return 1
+        fi
+        if [ "$amo_after" -le "$amo_before" ]; then
+            rm -f "$out"
+            echo "the device model executed no atomic for this run"
+            return 1
+        fi
+        echo "device atomics: $((amo_after - amo_before)) executed, no amo_am lane"
+    fi
     rm -f "$out"
     # The device's own counters: the run moved its data through it.
     if [ "$wrs_after" -le "$wrs_before" ]; then
@@ -359,9 +390,9 @@ suite_e2e-users() {
     check mpi-collectives \
         launcher_run '^mpi_check: PASS \(coll\)' mpirun "$bin/mpi_check" coll
     check mpi-one-sided \
-        launcher_run '^mpi_check: PASS \(rma\)' mpirun "$bin/mpi_check" rma
+        device_amo_run '^mpi_check: PASS \(rma\)' mpirun "$bin/mpi_check" rma
     check shmem-put-get-iput-atomics \
-        launcher_run '^shmem_check: PASS' oshrun "$bin/shmem_check"
+        device_amo_run '^shmem_check: PASS' oshrun "$bin/shmem_check"
     check mpi-control-without-dcx-fails control_without_dcx
     check ucp-perftest-control-without-dcx-fails perftest_control_without_dcx
 }

@@ -32,6 +32,8 @@
  *   DCXEMU_ATOMIC_CAP     hca              none: a device without atomics (atomic_cap
  *                                          IBV_ATOMIC_NONE); atomic send_ops_flags at QP create
  *                                          and REMOTE_ATOMIC at DCT/RC modify fail EOPNOTSUPP.
+ *   DCXEMU_EXT_ATOMICS    1                0: the HCA atomic caps (DEVX QUERY_HCA_CAP) list no
+ *                                          masked atomics; masked raw WQEs fail LOC_QP_OP_ERR.
  *   DCXEMU_TIME_SCALE     1.0              Factor applied to transport-retry and RNR timers
  *                                          (e.g. 0.01 makes RETRY_EXC_ERR arrive 100x sooner).
  *                                          Counts and "infinite" cases are never scaled away.

@@ -298,6 +298,14 @@ struct dcxemu_wqe {
     uint32_t umr_repeat;
     uint32_t pad2;
     uint64_t not_before_ns;  /* deferred mode: earliest execution time */
+    /* raw WQE (mlx5dv_wr_raw_wqe) atomics, decoded at post; opcode is CMP_SWP or FETCH_ADD */
+    uint64_t cmp_mask;       /* masked CS: compare mask; masked FA: field boundary in cmp */
+    uint64_t swap_mask;      /* masked CS: swap mask */
+    uint8_t  raw;            /* 1: posted as a raw WQE (CQE opcode MLX5DV_WC_RAW_WQE) */
+    uint8_t  raw_masked;     /* extended (masked) atomic opcode */
+    uint8_t  raw_size;       /* operand size in bytes: 4 or 8 */
+    uint8_t  raw_bad;        /* malformed: completes with LOC_QP_OP_ERR, nothing executes */
+    uint32_t pad3;
     /* followed by max_send_sge struct ibv_sge, then max_inline_data bytes */
 };
 
@@ -356,6 +364,7 @@ struct dcxemu_settings {
     long ptracer;                  /* DCXEMU_PTRACER: -1 any, 0 none, else a PID */
     int no_atomics;                /* DCXEMU_ATOMIC_CAP=none: atomic_cap IBV_ATOMIC_NONE */
     int log_max_ra_dc;             /* DCXEMU_LOG_MAX_RA_DC: HCA cap log_max_ra_{req,res}_dc */
+    int no_ext_atomics;            /* DCXEMU_EXT_ATOMICS=0: no masked atomics (HCA atomic caps) */
     int deferred;                  /* DCXEMU_EXEC=deferred */
     uint32_t defer_us;
     /* DCXEMU_FAULTS: probabilities scaled to 2^32 (0 = off) */

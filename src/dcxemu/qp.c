@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -396,6 +397,143 @@ static void s_dc_addr_stream(struct mlx5dv_qp_ex *d, struct ibv_ah *ah, uint32_t
         return;
     }
     s_dc_addr(d, ah, dctn, key);
+}
+
+/* mlx5dv_wr_raw_wqe (rdma-core v44 providers/mlx5/qp.c:mlx5_wr_raw_wqe): the caller's WQE is
+ * copied as it is, ds = qpn_ds[5:0] 16-byte units; only the WQE index is replaced. Signaling is
+ * the control segment's CQ_UPDATE bit (sq_sig_all is applied by rdma-core's own builders only).
+ * The model decodes the atomic layouts of mlx5dv.h / the mlx5 PRM: control, datagram (DC AV,
+ * base 16 B or extended 48 B), remote address, atomic (standard 16 B; masked: 32-bit CS/FA and
+ * 64-bit FA 16 B, 64-bit CS 32 B), one data segment for the response. Anything else is a
+ * malformed WQE for the model: it completes with LOC_QP_OP_ERR when it executes, as the HCA
+ * reports a WQE it cannot parse; it is never executed partly. */
+#define RAW_MAX_BYTES 128   /* the largest WQE the decoder accepts: 8 units */
+
+static uint32_t raw_be32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return be32toh(v);
+}
+
+static uint64_t raw_be64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return be64toh(v);
+}
+
+static int raw_decode(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const uint8_t *b)
+{
+    uint32_t opmod_idx_opcode = raw_be32(b), qpn_ds = raw_be32(b + 4);
+    uint32_t ds = qpn_ds & 0x3f, opcode = opmod_idx_opcode & 0xff;
+    uint32_t opmod = opmod_idx_opcode >> 24, dqp_dct, off, aseg, need;
+    const uint8_t *a;
+
+    if (ds == 0 || ds * 16 > RAW_MAX_BYTES || (qpn_ds >> 8) != qp->qpx.qp_base.qp_num) {
+        return -1;   /* not an atomic WQE, or one of another QP */
+    }
+    if (b[11] & MLX5_WQE_CTRL_CQ_UPDATE) {
+        w->flags |= IBV_SEND_SIGNALED;
+    }
+    switch (opcode) {
+    case MLX5_OPCODE_ATOMIC_CS:
+    case MLX5_OPCODE_ATOMIC_FA:
+        if (opmod != 0) {
+            return -1;
+        }
+        w->raw_size = 8;
+        aseg = 16;
+        break;
+    case MLX5_OPCODE_ATOMIC_MASKED_CS:
+    case MLX5_OPCODE_ATOMIC_MASKED_FA:
+        /* opmod 0x08 | (log2(size) - 2): the model's HCA atomic caps are 4 and 8 bytes */
+        if (dcxemu_cfg.no_ext_atomics || (opmod != 0x08 && opmod != 0x09)) {
+            return -1;
+        }
+        w->raw_masked = 1;
+        w->raw_size = opmod == 0x08 ? 4 : 8;
+        aseg = (opcode == MLX5_OPCODE_ATOMIC_MASKED_CS && w->raw_size == 8) ? 32 : 16;
+        break;
+    default:
+        return -1;   /* the model decodes atomics only */
+    }
+    /* datagram segment: the DC AV, as mlx5dv_wr_set_dc_addr lays it out */
+    dqp_dct = raw_be32(b + 16 + 8);
+    off = 16 + ((dqp_dct & MLX5_EXTENDED_UD_AV) ? sizeof(struct mlx5_wqe_av) : 16);
+    need = off + sizeof(struct mlx5_wqe_raddr_seg) + aseg + sizeof(struct mlx5_wqe_data_seg);
+    if (ds * 16 != need) {
+        return -1;
+    }
+    w->dc_key = raw_be64(b + 16);
+    w->dctn = dqp_dct & 0xffffff;
+    w->dlid = (uint32_t)b[16 + 14] << 8 | b[16 + 15];   /* rlid, big-endian */
+    w->addr_setters = 1;
+    /* remote address segment */
+    w->raddr = raw_be64(b + off);
+    w->rkey = raw_be32(b + off + 8);
+    a = b + off + 16;
+    if (w->raw_size == 4) {
+        w->swap_add = raw_be32(a);
+        w->cmp = raw_be32(a + 4);
+        w->swap_mask = raw_be32(a + 8);
+        w->cmp_mask = raw_be32(a + 12);
+    } else if (aseg == 32) {
+        w->swap_add = raw_be64(a);
+        w->cmp = raw_be64(a + 8);
+        w->swap_mask = raw_be64(a + 16);
+        w->cmp_mask = raw_be64(a + 24);
+    } else {
+        w->swap_add = raw_be64(a);
+        w->cmp = raw_be64(a + 8);
+    }
+    w->opcode = (opcode == MLX5_OPCODE_ATOMIC_CS || opcode == MLX5_OPCODE_ATOMIC_MASKED_CS) ?
+                DCXEMU_OP_CMP_SWP : DCXEMU_OP_FETCH_ADD;
+    if (!w->raw_masked && w->opcode == DCXEMU_OP_CMP_SWP) {
+        w->cmp_mask = w->swap_mask = UINT64_MAX;   /* standard CS = masked CS, all bits */
+    }
+    /* data segment: where the response goes */
+    a += aseg;
+    if (qp->cap.max_send_sge < 1) {
+        return -1;
+    }
+    wqe_sges(w)[0].length = raw_be32(a);
+    wqe_sges(w)[0].lkey = raw_be32(a + 4);
+    wqe_sges(w)[0].addr = raw_be64(a + 8);
+    w->num_sge = 1;
+    w->data_setters = 1;
+    return 0;
+}
+
+static void b_raw_wqe(struct mlx5dv_qp_ex *d, const void *wqe)
+{
+    struct dcxemu_qp *qp = QPDV(d);
+    struct dcxemu_wqe *w;
+    if (wqe == NULL) {
+        latch(qp, EINVAL);
+        return;
+    }
+    wr_new(&qp->qpx, DCXEMU_OP_CMP_SWP);
+    if (qp->batch_err) {
+        return;
+    }
+    w = qp->cur;
+    w->raw = 1;
+    w->flags = 0;   /* wr_flags do not apply: the control segment says it all */
+    if (raw_decode(qp, w, wqe) != 0) {
+        w->raw_bad = 1;
+        w->num_sge = 0;
+        w->dctn = 0;
+    }
+    w->data_setters = w->addr_setters = 1;   /* a raw WQE is complete by itself */
+}
+
+/* A DCI created without MLX5DV_QP_EX_WITH_RAW_WQE: rdma-core leaves the pointer NULL; the model
+ * refuses the call instead of crashing. */
+static void b_raw_wqe_unrequested(struct mlx5dv_qp_ex *d, const void *wqe)
+{
+    (void)wqe;
+    latch(QPDV(d), EOPNOTSUPP);
 }
 
 static void wr_start(struct ibv_qp_ex *q)
@@ -1147,6 +1285,45 @@ static uint32_t forced_syndrome(uint32_t st)
     }
 }
 
+/* The new value of an atomic; 0 if memory is left alone (compare failed). Masked compare-swap:
+ * if ((old ^ compare) & compare_mask) == 0, new = (old & ~swap_mask) | (swap & swap_mask).
+ * Masked fetch-add: a set bit of the field boundary (in cmp) ends a field, so no carry leaves
+ * it (all ones: a per-bit add, i.e. xor). */
+static int atomic_compute(const struct dcxemu_wqe *w, uint64_t old, uint32_t asize, uint64_t *val)
+{
+    uint64_t mask = asize == 4 ? UINT32_MAX : UINT64_MAX;
+    if (w->opcode == DCXEMU_OP_FETCH_ADD) {
+        if (!w->raw_masked || (w->cmp & mask) == 0) {
+            *val = (old + w->swap_add) & mask;
+        } else {
+            uint64_t sum = 0, carry = 0;
+            for (uint32_t bit = 0; bit < asize * 8; bit++) {
+                uint64_t a = (old >> bit) & 1, b = (w->swap_add >> bit) & 1;
+                uint64_t s = a ^ b ^ carry;
+                carry = (a & b) | (a & carry) | (b & carry);
+                sum |= s << bit;
+                if ((w->cmp >> bit) & 1) {
+                    carry = 0;   /* field boundary: the carry does not cross it */
+                }
+            }
+            *val = sum;
+        }
+        return 1;
+    }
+    if (!w->raw) {
+        if (old != w->cmp) {
+            return 0;
+        }
+        *val = w->swap_add;
+        return 1;
+    }
+    if (((old ^ w->cmp) & w->cmp_mask & mask) != 0) {
+        return 0;
+    }
+    *val = ((old & ~w->swap_mask) | (w->swap_add & w->swap_mask)) & mask;
+    return 1;
+}
+
 /* Execute one WQE; the caller holds the fabric lock (a run of WQEs shares it, see
  * dcxemu_qp_progress).  *wake_out: a member to wake once the lock is released, or -1. */
 static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o,
@@ -1159,6 +1336,7 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
     enum exec_result res = EXEC_DONE;
     int is_atomic = w->opcode == DCXEMU_OP_CMP_SWP || w->opcode == DCXEMU_OP_FETCH_ADD;
     int writes_local = is_atomic || w->opcode == DCXEMU_OP_READ;
+    uint32_t asize = w->raw ? w->raw_size : 8;
 
     iovbuf_init(&liov);
     iovbuf_init(&riov);
@@ -1175,6 +1353,10 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
     }
     if (__builtin_expect(dcxemu_cfg.faults, 0) && dcxemu_chance(dcxemu_cfg.status_p)) {
         fail(o, dcxemu_cfg.status, forced_syndrome(dcxemu_cfg.status));
+        goto out;
+    }
+    if (w->raw_bad) {
+        fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);   /* a WQE the HCA cannot parse */
         goto out;
     }
     /* local checks first: they never reach the wire */
@@ -1207,7 +1389,7 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
         fail(o, IBV_WC_LOC_LEN_ERR, SYND_LOC_LEN);
         goto out;
     }
-    if (is_atomic && (liov.n != 1 || total != 8)) {
+    if (is_atomic && (liov.n != 1 || total != asize)) {
         fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);   /* malformed atomic WQE */
         goto out;
     }
@@ -1298,19 +1480,19 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
     }
     case DCXEMU_OP_CMP_SWP:
     case DCXEMU_OP_FETCH_ADD: {
-        uint64_t old, val;
-        struct iovec viov = { .iov_base = &old, .iov_len = 8 };
-        if (w->raddr % 8 != 0) {
+        uint64_t old = 0, val;
+        struct iovec viov = { .iov_base = &old, .iov_len = asize };
+        if (w->raddr % asize != 0) {
             fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
             goto out;
         }
         if (!(t->access & IBV_ACCESS_REMOTE_ATOMIC) ||
-            resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, 8,
+            resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, asize,
                     IBV_ACCESS_REMOTE_ATOMIC, &riov) != 0) {
             fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
             goto out;
         }
-        if (riov.n != 1 || (uintptr_t)riov.v[0].iov_base % 8 != 0) {
+        if (riov.n != 1 || (uintptr_t)riov.v[0].iov_base % asize != 0) {
             fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);   /* word split or misaligned */
             goto out;
         }
@@ -1320,17 +1502,32 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
             res = copy_failed(cerr, o);
             goto out;
         }
-        if (w->opcode == DCXEMU_OP_FETCH_ADD || old == w->cmp) {
-            struct iovec niov = { .iov_base = &val, .iov_len = 8 };
-            val = w->opcode == DCXEMU_OP_FETCH_ADD ? old + w->swap_add : w->swap_add;
+        if (asize == 4) {
+            uint32_t v32;
+            memcpy(&v32, &old, 4);
+            old = v32;
+        }
+        if (atomic_compute(w, old, asize, &val)) {
+            struct iovec niov = { .iov_base = &val, .iov_len = asize };
+            if (asize == 4) {
+                uint32_t v32 = (uint32_t)val;
+                memcpy(&val, &v32, 4);
+            }
             if ((cerr = dcxemu_vm_copy(t->owner, 1, &niov, 1, riov.v, 1)) != 0) {
                 res = copy_failed(cerr, o);
                 goto out;
             }
         }
-        memcpy(liov.v[0].iov_base, &old, 8);
+        if (asize == 4) {
+            /* 4-byte extended atomic responses are big-endian (mlx5: ext_atomic_arg_sizes_be) */
+            uint32_t r32 = htobe32((uint32_t)old);
+            memcpy(liov.v[0].iov_base, &r32, 4);
+        } else {
+            /* 8-byte responses in host order: the model's atomic_req_8B_endianness_mode is 1 */
+            memcpy(liov.v[0].iov_base, &old, 8);
+        }
         atomic_fetch_add(&dcxemu_fab->atomic_ops, 1);
-        o->byte_len = 8;
+        o->byte_len = asize;
         break;
     }
     default:
@@ -1338,7 +1535,7 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
         break;
     }
     if (res == EXEC_DONE && o->status == IBV_WC_SUCCESS) {
-        o->bytes = is_atomic ? 8 : total;
+        o->bytes = is_atomic ? asize : total;
     }
 out:
     iovbuf_fini(&liov);
@@ -1357,9 +1554,12 @@ static void wake_target(int wake)
     }
 }
 
-static uint32_t wc_opcode(uint32_t op)
+static uint32_t wc_opcode(const struct dcxemu_wqe *w)
 {
-    switch (op) {
+    if (w->raw) {
+        return IBV_WC_DRIVER2;   /* MLX5DV_WC_RAW_WQE (rdma-core: wr_data = IBV_WC_DRIVER2) */
+    }
+    switch (w->opcode) {
     case DCXEMU_OP_WRITE:
     case DCXEMU_OP_WRITE_IMM: return IBV_WC_RDMA_WRITE;
     case DCXEMU_OP_READ: return IBV_WC_RDMA_READ;
@@ -1377,7 +1577,8 @@ static int complete_wqe(struct dcxemu_qp *qp, struct dcxemu_wqe *w, uint64_t i,
                         const struct exec_out *o)
 {
     struct dcxemu_shm_cqe cqe;
-    if (o->status == IBV_WC_SUCCESS && !(w->flags & IBV_SEND_SIGNALED) && !qp->sq_sig_all) {
+    if (o->status == IBV_WC_SUCCESS && !(w->flags & IBV_SEND_SIGNALED) &&
+        (w->raw || !qp->sq_sig_all)) {
         return 0;
     }
     DCXEMU_COUNT(dcxemu_me, qp->ctx->dev_index, send_cqes, 1);
@@ -1390,7 +1591,7 @@ static int complete_wqe(struct dcxemu_qp *qp, struct dcxemu_wqe *w, uint64_t i,
     cqe.ts_ns = dcxemu_now_ns();
     cqe.status = o->status;
     cqe.vendor_err = o->vendor_err;
-    cqe.opcode = wc_opcode(w->opcode);
+    cqe.opcode = wc_opcode(w);
     cqe.byte_len = o->byte_len;
     cqe.qp_num = qp->qpx.qp_base.qp_num;
     cqe.is_send = 1;
@@ -1837,7 +2038,7 @@ DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
     const uint64_t dv_known = MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS | MLX5DV_QP_INIT_ATTR_MASK_DC |
                               MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS | MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
     struct dcxemu_qp *qp;
-    int is_dct, err;
+    int is_dct, err, raw_wqe = 0;
     uint64_t ops = DEFAULT_SEND_OPS;
     size_t wqe = 0;
     struct ibv_qp_cap cap;
@@ -1904,8 +2105,13 @@ DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
                 DCXEMU_ERR(EOPNOTSUPP);   /* SEND_INV/LOCAL_INV/BIND_MW: not modelled yet */
             }
         }
-        if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) && dv->send_ops_flags != 0) {
-            DCXEMU_ERR(EOPNOTSUPP);   /* MR_* are RC-only; RAW_WQE/MEMCPY not modelled */
+        if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) &&
+            (dv->send_ops_flags & ~(uint64_t)MLX5DV_QP_EX_WITH_RAW_WQE)) {
+            DCXEMU_ERR(EOPNOTSUPP);   /* MR_* are RC-only; MEMCPY not modelled */
+        }
+        if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) &&
+            (dv->send_ops_flags & MLX5DV_QP_EX_WITH_RAW_WQE)) {
+            raw_wqe = 1;   /* rdma-core v44 mlx5_qp_fill_wr_pfns: DCI takes RAW_WQE|MEMCPY */
         }
         cap = attr->cap;
         if ((err = size_sq(&cap, ops, 0, 1, &wqe)) != 0) {
@@ -1987,6 +2193,7 @@ DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
         qp->qpx.wr_abort = wr_abort;
         qp->dv.wr_set_dc_addr = s_dc_addr;
         qp->dv.wr_set_dc_addr_stream = s_dc_addr_stream;
+        qp->dv.wr_raw_wqe = raw_wqe ? b_raw_wqe : b_raw_wqe_unrequested;
         /* UMR builders stay NULL: rdma-core installs them only on RC QPs */
         attr->cap = cap;
     }

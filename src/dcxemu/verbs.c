@@ -383,6 +383,9 @@ static int query_port_op(struct ibv_context *context, uint8_t port_num,
 enum {
     DEVX_OP_QUERY_HCA_CAP = 0x100,
     DEVX_HCA_CAP_GENERAL  = 0x0,
+    DEVX_HCA_CAP_ATOMIC   = 0x3,
+    DEVX_STATUS_BAD_OP    = 0x02,
+    DEVX_STATUS_BAD_PARAM = 0x03,
     DEVX_MBOX_HDR         = 16,      /* status, syndrome, reserved */
     DEVX_HCA_CAP_SIZE     = 4096     /* cmd_hca_cap: 0x8000 bits */
 };
@@ -398,12 +401,51 @@ static void devx_set_field(uint8_t *base, unsigned bit_off, unsigned bits, uint3
     memcpy(base + (bit_off / 32) * 4, &dw, 4);
 }
 
+/* The general capability page: only the read/atomic depths are filled. */
+static void devx_cap_general(uint8_t *cap)
+{
+    devx_set_field(cap, 0x12a, 6, (uint32_t)dcxemu_cfg.log_max_ra_dc);  /* log_max_ra_req_dc */
+    devx_set_field(cap, 0x13a, 6, (uint32_t)dcxemu_cfg.log_max_ra_dc);  /* log_max_ra_res_dc */
+    devx_set_field(cap, 0x14a, 6, 4);                                    /* log_max_ra_req_qp */
+    devx_set_field(cap, 0x15a, 6, 4);                                    /* log_max_ra_res_qp */
+}
+
+/* The atomic capability page (what UCX's ib_mlx5dv_md.c reads): atomic_req_8B_endianness_mode
+ * at bit 0x40 (1: host order), atomic_operations at 0x90 (bit 0 CS, 1 FA, 2 masked CS, 3 masked
+ * FA), atomic_size_qp at 0xb0 and atomic_size_dc at 0xd0 (bit n: 2^n bytes); empty on a device
+ * without atomics. */
+static void devx_cap_atomic(uint8_t *cap)
+{
+    if (dcxemu_cfg.no_atomics) {
+        return;
+    }
+    devx_set_field(cap, 0x40, 2, 1);
+    devx_set_field(cap, 0x90, 16, 0x3 | (dcxemu_cfg.no_ext_atomics ? 0 : 0xc));
+    devx_set_field(cap, 0xb0, 16, 0x4 | 0x8);
+    devx_set_field(cap, 0xd0, 16, 0x4 | 0x8);
+}
+
+/* A failed firmware command: the status in the output mailbox, EREMOTEIO (as the kernel's DEVX
+ * general command returns it, with the mailbox copied out). */
+static int devx_fw_error(void *out, uint8_t status)
+{
+    ((uint8_t *)out)[0] = status;
+    errno = EREMOTEIO;
+    return EREMOTEIO;
+}
+
+/* mlx5dv_devx_general_cmd: QUERY_HCA_CAP of the general and atomic capability pages (op_mod =
+ * cap type << 1 | current).  QUERY_HCA_CAP is on the kernel's whitelist (devx.c:
+ * devx_is_whitelist_cmd), so, as on a DEVX-capable mlx5, it works on a context opened without
+ * DEVX too; any other command needs a DEVX context (kernel devx_get_uid: EINVAL) and is refused
+ * there by the firmware model (BAD_OP). */
 DCXEMU_API int dcxemu_mlx5dv_devx_general_cmd(struct ibv_context *context, const void *in,
                                               size_t inlen, void *out, size_t outlen)
 {
     const uint8_t *i = in;
-    uint8_t *cap;
+    uint8_t full[DEVX_HCA_CAP_SIZE];
     uint16_t opcode, op_mod;
+    size_t n;
     int e = dcxemu_usable();
     if (e == 0 && (context == NULL || in == NULL || out == NULL || inlen < DEVX_MBOX_HDR ||
                    outlen < DEVX_MBOX_HDR)) {
@@ -418,28 +460,27 @@ DCXEMU_API int dcxemu_mlx5dv_devx_general_cmd(struct ibv_context *context, const
     }
     opcode = (uint16_t)(i[0] << 8 | i[1]);
     op_mod = (uint16_t)(i[6] << 8 | i[7]);
-    if (opcode != DEVX_OP_QUERY_HCA_CAP) {
-        e = dcxemu_ctx(context)->devx ? EOPNOTSUPP : EINVAL;
-        errno = e;
-        return e;
-    }
-    if ((op_mod >> 1) != DEVX_HCA_CAP_GENERAL) {
-        errno = EOPNOTSUPP;   /* other capability types are not modelled */
-        return EOPNOTSUPP;
+    if (opcode != DEVX_OP_QUERY_HCA_CAP && !dcxemu_ctx(context)->devx) {
+        errno = EINVAL;
+        return EINVAL;
     }
     memset(out, 0, outlen);   /* status 0 (OK), syndrome 0 */
-    if (outlen > DEVX_MBOX_HDR) {
-        /* cmd_hca_cap, in a buffer as large as the whole structure */
-        uint8_t full[DEVX_HCA_CAP_SIZE];
-        size_t n = outlen - DEVX_MBOX_HDR;
-        memset(full, 0, sizeof(full));
-        cap = full;
-        devx_set_field(cap, 0x12a, 6, (uint32_t)dcxemu_cfg.log_max_ra_dc);  /* log_max_ra_req_dc */
-        devx_set_field(cap, 0x13a, 6, (uint32_t)dcxemu_cfg.log_max_ra_dc);  /* log_max_ra_res_dc */
-        devx_set_field(cap, 0x14a, 6, 4);                                    /* log_max_ra_req_qp */
-        devx_set_field(cap, 0x15a, 6, 4);                                    /* log_max_ra_res_qp */
-        memcpy((uint8_t *)out + DEVX_MBOX_HDR, full, n < sizeof(full) ? n : sizeof(full));
+    if (opcode != DEVX_OP_QUERY_HCA_CAP) {
+        return devx_fw_error(out, DEVX_STATUS_BAD_OP);
     }
+    memset(full, 0, sizeof(full));
+    switch (op_mod >> 1) {
+    case DEVX_HCA_CAP_GENERAL:
+        devx_cap_general(full);
+        break;
+    case DEVX_HCA_CAP_ATOMIC:
+        devx_cap_atomic(full);
+        break;
+    default:
+        return devx_fw_error(out, DEVX_STATUS_BAD_PARAM);   /* a page the model lacks */
+    }
+    n = outlen - DEVX_MBOX_HDR;
+    memcpy((uint8_t *)out + DEVX_MBOX_HDR, full, n < sizeof(full) ? n : sizeof(full));
     return 0;
 }
 

@@ -381,6 +381,44 @@ static void check_one_sided(void)
     free(buf);
 }
 
+/* The same accumulate and fetch-and-op on 32-bit integers (osc ucx asks UCP
+ * for 32- and 64-bit atomics; UCP uses device atomics only if the transport
+ * has both widths). */
+static void check_one_sided_int(void)
+{
+    int *base, value, result, round;
+    MPI_Win win;
+
+    MPI_Win_allocate(4 * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &base,
+                     &win);
+    base[0] = base[1] = base[2] = base[3] = 0;
+    MPI_Win_fence(0, win);
+    value = rank + 1;
+    MPI_Accumulate(&value, 1, MPI_INT, 0, 1, 1, MPI_INT, MPI_SUM, win);
+    MPI_Win_fence(0, win);
+    if (rank == 0) {
+        CHECK(base[1] == nprocs * (nprocs + 1) / 2, "int accumulate: %d", base[1]);
+    }
+    MPI_Win_fence(0, win);
+    for (round = 0; round < 200; ++round) {
+        value = 1;
+        MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+        MPI_Fetch_and_op(&value, &result, MPI_INT, 0, 2, MPI_SUM, win);
+        MPI_Win_unlock(0, win);
+        CHECK(result >= 0 && result < 200 * nprocs, "int fetch_and_op result %d", result);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+        MPI_Win_unlock(0, win);
+        CHECK(base[2] == 200 * nprocs, "int fetch_and_op total %d, expected %d", base[2],
+              200 * nprocs);
+        CHECK(base[0] == 0 && base[3] == 0, "int neighbours changed: %d %d", base[0], base[3]);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_free(&win);
+}
+
 int main(int argc, char **argv)
 {
     long total_errors = 0, total_checks = 0;
@@ -426,6 +464,7 @@ int main(int argc, char **argv)
     }
     if (rma) {
         check_one_sided();
+        check_one_sided_int();
         if (rank == 0) {
             printf("mpi_check: one-sided done\n");
             fflush(stdout);

@@ -138,6 +138,7 @@ static void check_strided(long *sym)
 }
 
 static long counter, added, incs, swap_slot, ticket;
+static int icounter, iadded;
 
 static void check_atomics(void)
 {
@@ -146,6 +147,7 @@ static void check_atomics(void)
     long old, seen_max = -1, prev;
 
     counter = added = incs = ticket = 0;
+    icounter = iadded = 0;
     swap_slot = -1;
     shmem_barrier_all();
 
@@ -161,6 +163,21 @@ static void check_atomics(void)
         shmem_long_atomic_inc(&incs, 0);
     }
     shmem_barrier_all();
+    /* The same on int: spml ucx asks UCP for 32- and 64-bit atomics. */
+    for (i = 0; i < rounds; ++i) {
+        int iold = shmem_int_atomic_fetch_add(&icounter, 3, 0);
+        CHECK(iold >= 0 && iold % 3 == 0 && iold < 3 * rounds * npes,
+              "int fetch_add returned %d", iold);
+        shmem_int_atomic_add(&iadded, me + 1, npes - 1);
+    }
+    shmem_barrier_all();
+    if (me == 0) {
+        CHECK(icounter == 3 * rounds * npes, "int fetch_add total %d, expected %d", icounter,
+              3 * rounds * npes);
+    }
+    if (me == npes - 1) {
+        CHECK(iadded == rounds * npes * (npes + 1) / 2, "int add total %d", iadded);
+    }
     if (me == 0) {
         CHECK(counter == 3L * rounds * npes, "fetch_add total %ld, expected %ld", counter,
               3L * rounds * npes);

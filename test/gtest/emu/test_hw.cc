@@ -303,7 +303,7 @@ TEST(emu_devx, dc_rd_atomic_capability)
     EXPECT_EQ(query_ra_dc(plain, &req, &res), 0);   /* whitelisted */
     EXPECT_EQ(res, 4u);
     EXPECT_EQ(query_ra_dc(plain, &req, &res, 0x200), EINVAL);      /* CREATE_MKEY, no DEVX */
-    EXPECT_EQ(query_ra_dc(devx, &req, &res, 0x200), EOPNOTSUPP);   /* not modelled */
+    EXPECT_EQ(query_ra_dc(devx, &req, &res, 0x200), EREMOTEIO);    /* firmware: BAD_OP */
     EXPECT_EQ(query_ra_dc(devx, &req, &res, 0x100, 8), EINVAL);    /* short mailbox */
     EXPECT_EQ(dcxemu_mlx5dv_devx_general_cmd(nullptr, &req, 16, &res, 16), EINVAL);
     dcxemu_ibv_close_device(devx);

@@ -155,7 +155,13 @@ TEST_P(uct_ops, capabilities)
     EXPECT_LT(attr.iface_addr_len, 64u);
     EXPECT_LT(attr.device_addr_len, 32u);
     EXPECT_TRUE(attr.cap.atomic64.fop_flags & UCS_BIT(UCT_ATOMIC_OP_CSWAP));
-    EXPECT_EQ(0u, attr.cap.atomic32.op_flags | attr.cap.atomic32.fop_flags);
+    /* 32-bit: every op UCP uses, as masked atomics (the model reports them
+     * in its DEVX atomic capabilities, as mlx5 does) */
+    const uint64_t ops32 = UCS_BIT(UCT_ATOMIC_OP_ADD) | UCS_BIT(UCT_ATOMIC_OP_AND) |
+                           UCS_BIT(UCT_ATOMIC_OP_OR) | UCS_BIT(UCT_ATOMIC_OP_XOR);
+    EXPECT_EQ(ops32, attr.cap.atomic32.op_flags);
+    EXPECT_EQ(ops32 | UCS_BIT(UCT_ATOMIC_OP_SWAP) | UCS_BIT(UCT_ATOMIC_OP_CSWAP),
+              attr.cap.atomic32.fop_flags);
 }
 
 TEST_P(uct_ops, put_short)
@@ -434,6 +440,113 @@ TEST_P(uct_ops, atomics)
     wait_comp(status, comp2);
     EXPECT_EQ(99u, result); /* no swap: the compare failed */
     EXPECT_EQ(99u, *word);
+}
+
+/* 64-bit swap/and/or/xor are one masked atomic each where the device has
+ * them (the model does), not a compare-swap loop: one work request even when
+ * the word is not 0 (the loop's first guess). */
+TEST_P(uct_ops, atomics64_masked_one_request)
+{
+    buffer target(*m_receiver, 64);
+    rkey rk(target.packed_rkey());
+    uint64_t *word = (uint64_t*)target.ptr();
+    uint64_t result;
+
+    auto fetch = [&](uct_atomic_op_t op, uint64_t value) {
+        test_comp comp;
+        uint64_t before = tx_counters(m_sender->iface()).work_requests;
+        ucs_status_t status = retry(all(), [&] {
+            return uct_ep_atomic64_fetch(m_ep, op, value, &result,
+                                         target.addr(), rk.get(), &comp.uct);
+        });
+        wait_comp(status, comp);
+        EXPECT_EQ(1u, tx_counters(m_sender->iface()).work_requests - before)
+            << "op " << op;
+        return result;
+    };
+
+    *word = 0xf0f0f0f0f0f0f0f0ull;
+    EXPECT_EQ(0xf0f0f0f0f0f0f0f0ull, fetch(UCT_ATOMIC_OP_OR, 0x0f));
+    EXPECT_EQ(0xf0f0f0f0f0f0f0ffull, *word);
+    EXPECT_EQ(0xf0f0f0f0f0f0f0ffull, fetch(UCT_ATOMIC_OP_AND, 0xff00000000ffffffull));
+    EXPECT_EQ(0xf000000000f0f0ffull, *word);
+    EXPECT_EQ(0xf000000000f0f0ffull,
+              fetch(UCT_ATOMIC_OP_XOR, 0x8000000000000001ull));
+    EXPECT_EQ(0x7000000000f0f0feull, *word);
+    EXPECT_EQ(0x7000000000f0f0feull, fetch(UCT_ATOMIC_OP_SWAP, 5));
+    EXPECT_EQ(5u, *word);
+}
+
+TEST_P(uct_ops, atomics32)
+{
+    buffer target(*m_receiver, 64);
+    rkey rk(target.packed_rkey());
+    uint32_t *word  = (uint32_t*)target.ptr() + 1; /* second half of a word */
+    uint32_t *other = (uint32_t*)target.ptr();
+    uint32_t result;
+
+    auto fetch = [&](uct_atomic_op_t op, uint32_t value) {
+        test_comp comp;
+        result = 0xdeadbeef;
+        ucs_status_t status = retry(all(), [&] {
+            return uct_ep_atomic32_fetch(m_ep, op, value, &result,
+                                         target.addr() + 4, rk.get(),
+                                         &comp.uct);
+        });
+        wait_comp(status, comp);
+        return result;
+    };
+    auto post = [&](uct_atomic_op_t op, uint32_t value) {
+        ASSERT_EQ(UCS_OK, retry(all(), [&] {
+            return uct_ep_atomic32_post(m_ep, op, value, target.addr() + 4,
+                                        rk.get());
+        }));
+        flush();
+    };
+
+    *other = 0x5a5a5a5a;
+    *word  = 10;
+    EXPECT_EQ(10u, fetch(UCT_ATOMIC_OP_ADD, 5));
+    EXPECT_EQ(15u, *word);
+    post(UCT_ATOMIC_OP_ADD, UINT32_MAX); /* wraps at 32 bits */
+    EXPECT_EQ(14u, *word);
+    EXPECT_EQ(14u, fetch(UCT_ATOMIC_OP_SWAP, 0xff00ff00u));
+    EXPECT_EQ(0xff00ff00u, *word);
+    EXPECT_EQ(0xff00ff00u, fetch(UCT_ATOMIC_OP_AND, 0x0ff00ff0u));
+    EXPECT_EQ(0x0f000f00u, *word);
+    EXPECT_EQ(0x0f000f00u, fetch(UCT_ATOMIC_OP_OR, 0x8000000fu));
+    EXPECT_EQ(0x8f000f0fu, *word);
+    EXPECT_EQ(0x8f000f0fu, fetch(UCT_ATOMIC_OP_XOR, 0x81010101u));
+    EXPECT_EQ(0x0e010e0eu, *word);
+    post(UCT_ATOMIC_OP_AND, 0x0f00ffffu);
+    EXPECT_EQ(0x0e000e0eu, *word);
+    post(UCT_ATOMIC_OP_OR, 0x1);
+    EXPECT_EQ(0x0e000e0fu, *word);
+    post(UCT_ATOMIC_OP_XOR, 0x0e000e00u);
+    EXPECT_EQ(0xfu, *word);
+
+    test_comp comp;
+    ucs_status_t status = retry(all(), [&] {
+        return uct_ep_atomic_cswap32(m_ep, 0xf, 0x80000000u, target.addr() + 4,
+                                     rk.get(), &result, &comp.uct);
+    });
+    wait_comp(status, comp);
+    EXPECT_EQ(0xfu, result);
+    EXPECT_EQ(0x80000000u, *word);
+
+    test_comp comp2;
+    status = retry(all(), [&] {
+        return uct_ep_atomic_cswap32(m_ep, 0xf, 1, target.addr() + 4,
+                                     rk.get(), &result, &comp2.uct);
+    });
+    wait_comp(status, comp2);
+    EXPECT_EQ(0x80000000u, result); /* no swap: the compare failed */
+    EXPECT_EQ(0x80000000u, *word);
+    EXPECT_EQ(0x5a5a5a5au, *other);
+
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_ep_atomic32_post(m_ep, UCT_ATOMIC_OP_ADD, 1,
+                                   target.addr() + 2, rk.get()));
 }
 
 TEST_P(uct_ops, atomic_unaligned_rejected)
@@ -1335,6 +1448,82 @@ DCX_CHILD_ROLE(no_atomics_device)
     }
     uct_ep_destroy(ep);
     return 0;
+}
+
+/* A device whose atomic capabilities list no masked atomics (the model's
+ * DCXEMU_EXT_ATOMICS=0): 64-bit atomics as before, no 32-bit ones, and the
+ * 32-bit calls are refused. Exit 0 when every check holds. */
+DCX_CHILD_ROLE(no_ext_atomics_device)
+{
+    entity receiver, sender;
+    if ((receiver.iface() == nullptr) || (sender.iface() == nullptr)) {
+        return 10;
+    }
+
+    const uct_iface_attr_t &attr = sender.attr();
+    if (!(attr.cap.flags & UCT_IFACE_FLAG_ATOMIC_DEVICE) ||
+        !(attr.cap.atomic64.fop_flags & UCS_BIT(UCT_ATOMIC_OP_CSWAP)) ||
+        (attr.cap.atomic32.op_flags != 0) ||
+        (attr.cap.atomic32.fop_flags != 0)) {
+        return 11;
+    }
+
+    std::vector<entity*> all = {&sender, &receiver};
+    uct_ep_h ep              = sender.connect(receiver);
+    buffer target(receiver, 64);
+    rkey rk(target.packed_rkey());
+    uint32_t result;
+    test_comp acomp;
+    if ((uct_ep_atomic32_post(ep, UCT_ATOMIC_OP_ADD, 1, target.addr(),
+                              rk.get()) != UCS_ERR_UNSUPPORTED) ||
+        (uct_ep_atomic32_fetch(ep, UCT_ATOMIC_OP_ADD, 1, &result,
+                               target.addr(), rk.get(), &acomp.uct) !=
+         UCS_ERR_UNSUPPORTED) ||
+        (uct_ep_atomic_cswap32(ep, 0, 1, target.addr(), rk.get(), &result,
+                               &acomp.uct) != UCS_ERR_UNSUPPORTED)) {
+        return 12;
+    }
+
+    uint64_t result64;
+    test_comp comp;
+    ucs_status_t status = retry(all, [&] {
+        return uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 3, &result64,
+                                     target.addr(), rk.get(), &comp.uct);
+    });
+    if ((status == UCS_INPROGRESS) &&
+        !wait_for(all, [&] { return comp.done != 0; })) {
+        return 13;
+    }
+    if ((status != UCS_OK) && (status != UCS_INPROGRESS)) {
+        return 14;
+    }
+    if ((result64 != 0) || (*(uint64_t*)target.ptr() != 3)) {
+        return 15;
+    }
+    /* without masked atomics a 64-bit or is a compare-swap loop: still
+     * right when the first guess (0) is wrong */
+    test_comp ocomp;
+    status = retry(all, [&] {
+        return uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_OR, 0x10, &result64,
+                                     target.addr(), rk.get(), &ocomp.uct);
+    });
+    if ((status == UCS_INPROGRESS) &&
+        !wait_for(all, [&] { return ocomp.done != 0; })) {
+        return 16;
+    }
+    if ((result64 != 3) || (*(uint64_t*)target.ptr() != 0x13)) {
+        return 17;
+    }
+    uct_ep_destroy(ep);
+    return 0;
+}
+
+TEST(uct_no_atomics, no_masked_atomics_no_atomic32)
+{
+    setenv("DCXEMU_EXT_ATOMICS", "0", 1);
+    child c("no_ext_atomics_device");
+    unsetenv("DCXEMU_EXT_ATOMICS");
+    EXPECT_EQ(0, c.wait());
 }
 
 TEST(uct_no_atomics, iface_opens_without_device_atomics)

@@ -160,15 +160,14 @@ uct_dcx_ep_wr_start(uct_dcx_iface_t *iface, const uct_dcx_ep_t *ep,
     return qpx;
 }
 
-/* Address the work request to the peer's DCT and hand it to the device. */
+/* Hand the work request built since ibv_wr_start to the device. */
 static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_dcx_ep_wr_complete(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
-                       uct_dcx_dci_t *dci, uct_dcx_op_t *op)
+uct_dcx_ep_wr_submit(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                     uct_dcx_dci_t *dci, uct_dcx_op_t *op, int signaled)
 {
     uct_dcx_peer_t *peer = uct_dcx_ep_peer(iface, ep);
     int ret;
 
-    mlx5dv_wr_set_dc_addr(dci->mqpx, peer->ah, peer->dctn, peer->dc_key);
     ret = ibv_wr_complete(dci->qpx);
     if (ucs_unlikely(ret != 0)) {
         ucs_error("dcx: dci 0x%x: posting failed: %s", dci->qp->qp_num,
@@ -178,8 +177,7 @@ uct_dcx_ep_wr_complete(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     }
 
     dci->fence = 0;
-    uct_dcx_iface_dci_posted(iface, dci,
-                             dci->qpx->wr_flags & IBV_SEND_SIGNALED);
+    uct_dcx_iface_dci_posted(iface, dci, signaled);
     ucs_trace_data("dcx: ep %p: posted work request %" PRIu64 " on dci 0x%x "
                    "to dct 0x%x", ep, (uint64_t)dci->posted, dci->qp->qp_num,
                    peer->dctn);
@@ -188,6 +186,18 @@ uct_dcx_ep_wr_complete(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         ucs_queue_push(&dci->outstanding, &op->queue);
     }
     return UCS_OK;
+}
+
+/* Address the work request to the peer's DCT and hand it to the device. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_dcx_ep_wr_complete(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                       uct_dcx_dci_t *dci, uct_dcx_op_t *op)
+{
+    uct_dcx_peer_t *peer = uct_dcx_ep_peer(iface, ep);
+
+    mlx5dv_wr_set_dc_addr(dci->mqpx, peer->ah, peer->dctn, peer->dc_key);
+    return uct_dcx_ep_wr_submit(iface, ep, dci, op,
+                                dci->qpx->wr_flags & IBV_SEND_SIGNALED);
 }
 
 static UCS_F_ALWAYS_INLINE uct_dcx_op_t *
@@ -381,6 +391,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
         return status;
     }
     self->peer_index = peer->index;
+    peer->lid        = dev_addr->lid;
 
     self->dci    = UCT_DCX_EP_NO_DCI;
     self->flags  = 0;
@@ -2234,6 +2245,12 @@ static void uct_dcx_op_amo_cas_loop(uct_dcx_op_t *op, ucs_status_t status)
 }
 
 static ucs_status_t
+uct_dcx_ep_amo_masked(uct_ep_h tl_ep, unsigned size, uct_atomic_op_t opcode,
+                      uint64_t value, uint64_t compare, void *result,
+                      uint64_t remote_addr, uct_rkey_t rkey,
+                      uct_completion_t *comp);
+
+static ucs_status_t
 uct_dcx_ep_atomic64(uct_ep_h tl_ep, uct_atomic_op_t opcode, uint64_t value,
                     uint64_t compare, uint64_t *result, uint64_t remote_addr,
                     uct_rkey_t rkey, uct_completion_t *comp)
@@ -2272,6 +2289,12 @@ uct_dcx_ep_atomic64(uct_ep_h tl_ep, uct_atomic_op_t opcode, uint64_t value,
     case UCT_ATOMIC_OP_AND:
     case UCT_ATOMIC_OP_OR:
     case UCT_ATOMIC_OP_XOR:
+        if (iface->config.ext_atomics64) {
+            /* One masked atomic instead of a compare-swap loop. */
+            return uct_dcx_ep_amo_masked(tl_ep, sizeof(uint64_t), opcode,
+                                         value, 0, result, remote_addr, rkey,
+                                         comp);
+        }
         /* First guess: the word is 0 (one round trip when it is). */
         cswap   = 1;
         compare = 0;
@@ -2335,6 +2358,236 @@ ucs_status_t uct_dcx_ep_atomic_cswap64(uct_ep_h tl_ep, uint64_t compare,
                                        uct_completion_t *comp)
 {
     return uct_dcx_ep_atomic64(tl_ep, UCT_ATOMIC_OP_CSWAP, swap, compare,
+                               result, remote_addr, rkey, comp);
+}
+
+/* Masked (extended) atomics: 32-bit atomics, and the 64-bit ones that would
+ * otherwise be compare-swap loops, go out as mlx5 masked atomics in raw WQEs
+ * with the segments of mlx5dv.h: control, datagram (the extended DC address
+ * vector, as mlx5dv_wr_set_dc_addr writes it), remote address, the masked
+ * atomic segment and the data segment that receives the response.
+ * Masked compare-swap: if ((old ^ compare) & compare_mask) == 0, then
+ * new = (old & ~swap_mask) | (swap & swap_mask). Masked fetch-add: a set bit
+ * in the field boundary stops the carry there. The segment: 4 bytes -
+ * swap/add, compare/boundary, swap mask, compare mask (16 bytes); 8 bytes -
+ * fetch-add: add, boundary (16 bytes); compare-swap: swap, compare, swap
+ * mask, compare mask (32 bytes). All fields big-endian, and so is the
+ * response, except an 8-byte one from a device answering 8-byte atomics in
+ * host order (atomic_req_8B_endianness_mode). */
+#define UCT_DCX_MLX5_OPMOD_EXT_ATOMIC(_size) (0x08 | (ucs_ilog2(_size) - 2))
+
+typedef struct {
+    struct mlx5_wqe_ctrl_seg     ctrl;
+    struct mlx5_wqe_datagram_seg dgram;
+    struct mlx5_wqe_raddr_seg    raddr;
+    uint8_t                      atomic_data[32 + 16]; /* atomic, data */
+} uct_dcx_amo_wqe_t;
+
+_Static_assert(sizeof(uct_dcx_amo_wqe_t) == 8 * 16,
+               "a masked atomic WQE is at most 8 units of 16 bytes");
+
+static void uct_dcx_op_amo32_fetch(uct_dcx_op_t *op, ucs_status_t status)
+{
+    if (status == UCS_OK) {
+        *(uint32_t*)op->amo.result = be32toh(*(uint32_t*)op->buf);
+    }
+    uct_dcx_op_complete(op, status);
+    ucs_mpool_put_inline(op);
+}
+
+static void uct_dcx_op_amo64_fetch_be(uct_dcx_op_t *op, ucs_status_t status)
+{
+    if (status == UCS_OK) {
+        *(uint64_t*)op->amo.result = be64toh(*(uint64_t*)op->buf);
+    }
+    uct_dcx_op_complete(op, status);
+    ucs_mpool_put_inline(op);
+}
+
+static void uct_dcx_amo_put_be(uint8_t *p, unsigned size, uint64_t value)
+{
+    uint32_t v32;
+    uint64_t v64;
+
+    if (size == sizeof(uint32_t)) {
+        v32 = htobe32((uint32_t)value);
+        memcpy(p, &v32, sizeof(v32));
+    } else {
+        v64 = htobe64(value);
+        memcpy(p, &v64, sizeof(v64));
+    }
+}
+
+static ucs_status_t
+uct_dcx_ep_amo_masked(uct_ep_h tl_ep, unsigned size, uct_atomic_op_t opcode,
+                      uint64_t value, uint64_t compare, void *result,
+                      uint64_t remote_addr, uct_rkey_t rkey,
+                      uct_completion_t *comp)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    uint64_t all           = (size == sizeof(uint32_t)) ? UINT32_MAX :
+                                                          UINT64_MAX;
+    uint64_t swap_mask = 0, compare_mask = 0, boundary = 0;
+    struct mlx5_wqe_data_seg *data;
+    uct_dcx_op_handler_t handler;
+    unsigned atomic_size, ds;
+    uct_dcx_amo_wqe_t wqe;
+    uct_dcx_peer_t *peer;
+    uct_dcx_dci_t *dci;
+    ucs_status_t status;
+    uct_dcx_op_t *op;
+    uint8_t mlx5_op;
+    uint8_t *seg;
+    int signaled;
+
+    switch (opcode) {
+    case UCT_ATOMIC_OP_ADD:
+        mlx5_op = MLX5_OPCODE_ATOMIC_MASKED_FA;
+        break;
+    case UCT_ATOMIC_OP_XOR: /* every bit its own field: add without carry */
+        mlx5_op  = MLX5_OPCODE_ATOMIC_MASKED_FA;
+        boundary = all;
+        break;
+    case UCT_ATOMIC_OP_AND: /* clear the bits that are clear in value */
+        mlx5_op   = MLX5_OPCODE_ATOMIC_MASKED_CS;
+        swap_mask = ~value & all;
+        break;
+    case UCT_ATOMIC_OP_OR:  /* set the bits that are set in value */
+        mlx5_op   = MLX5_OPCODE_ATOMIC_MASKED_CS;
+        swap_mask = value;
+        break;
+    case UCT_ATOMIC_OP_SWAP:
+        mlx5_op   = MLX5_OPCODE_ATOMIC_MASKED_CS;
+        swap_mask = all;
+        break;
+    case UCT_ATOMIC_OP_CSWAP:
+        mlx5_op      = MLX5_OPCODE_ATOMIC_MASKED_CS;
+        swap_mask    = all;
+        compare_mask = all;
+        break;
+    default:
+        ucs_error("dcx: unsupported atomic operation %d", opcode);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    status = uct_dcx_ep_tx_get(iface, ep, &dci);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    if (result == NULL) {
+        handler = uct_dcx_op_release;
+    } else if (size == sizeof(uint32_t)) {
+        handler = uct_dcx_op_amo32_fetch;
+    } else {
+        handler = iface->config.ext_atomics64_be ? uct_dcx_op_amo64_fetch_be :
+                                                   uct_dcx_op_amo_fetch;
+    }
+    op = uct_dcx_ep_op_get(iface, ep, &iface->tx.mp, handler, comp);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    op->amo.result = result;
+
+    atomic_size = ((mlx5_op == MLX5_OPCODE_ATOMIC_MASKED_CS) &&
+                   (size == sizeof(uint64_t))) ? 32 : 16;
+    ds          = (sizeof(wqe.ctrl) + sizeof(wqe.dgram) + sizeof(wqe.raddr) +
+                   atomic_size + sizeof(*data)) / 16;
+    peer        = uct_dcx_ep_peer(iface, ep);
+    signaled    = uct_dcx_iface_dci_signal(iface, dci, 1);
+    memset(&wqe, 0, sizeof(wqe));
+    /* The WQE index is filled in by mlx5dv_wr_raw_wqe. */
+    wqe.ctrl.opmod_idx_opcode = htobe32(((uint32_t)UCT_DCX_MLX5_OPMOD_EXT_ATOMIC(size)
+                                         << 24) | mlx5_op);
+    wqe.ctrl.qpn_ds           = htobe32((dci->qp->qp_num << 8) | ds);
+    wqe.ctrl.fm_ce_se         = (signaled ? MLX5_WQE_CTRL_CQ_UPDATE : 0) |
+                                (dci->fence ? MLX5_WQE_CTRL_FENCE : 0);
+    wqe.dgram.av.key.dc_key   = htobe64(peer->dc_key);
+    wqe.dgram.av.dqp_dct      = htobe32(peer->dctn | MLX5_EXTENDED_UD_AV);
+    wqe.dgram.av.stat_rate_sl = iface->config.sl & 0xf;
+    wqe.dgram.av.rlid         = htobe16(peer->lid);
+    wqe.raddr.raddr           = htobe64(remote_addr);
+    wqe.raddr.rkey            = htobe32(uct_dcx_rkey(rkey));
+
+    seg = wqe.atomic_data;
+    uct_dcx_amo_put_be(seg, size, value);
+    seg += size;
+    uct_dcx_amo_put_be(seg, size, (mlx5_op == MLX5_OPCODE_ATOMIC_MASKED_FA) ?
+                                  boundary : compare);
+    seg += size;
+    if (mlx5_op == MLX5_OPCODE_ATOMIC_MASKED_CS) {
+        uct_dcx_amo_put_be(seg, size, swap_mask);
+        uct_dcx_amo_put_be(seg + size, size, compare_mask);
+    }
+    data             = (struct mlx5_wqe_data_seg*)(wqe.atomic_data + atomic_size);
+    data->byte_count = htobe32(size);
+    data->lkey       = htobe32(op->lkey);
+    data->addr       = htobe64((uintptr_t)op->buf);
+
+    ibv_wr_start(dci->qpx);
+    dci->qpx->wr_id = UCT_DCX_WR_ID(ep->dci, dci->posted + 1);
+    mlx5dv_wr_raw_wqe(dci->mqpx, &wqe);
+    status = uct_dcx_ep_wr_submit(iface, ep, dci, op, signaled);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put_inline(op);
+        return status;
+    }
+    return (result == NULL) ? UCS_OK : UCS_INPROGRESS;
+}
+
+static ucs_status_t
+uct_dcx_ep_atomic32(uct_ep_h tl_ep, uct_atomic_op_t opcode, uint32_t value,
+                    uint32_t compare, uint32_t *result, uint64_t remote_addr,
+                    uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    ucs_status_t status;
+
+    if (ucs_unlikely(!iface->config.ext_atomics32)) {
+        return UCS_ERR_UNSUPPORTED; /* not advertised: UCP emulates them */
+    }
+
+    UCT_CHECK_PARAM(!(remote_addr & (sizeof(uint32_t) - 1)),
+                    "unaligned 32-bit atomic address 0x%" PRIx64, remote_addr);
+    status = uct_dcx_ep_check_rkey(rkey, sizeof(uint32_t));
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    return uct_dcx_ep_amo_masked(tl_ep, sizeof(uint32_t), opcode, value,
+                                 compare, result, remote_addr, rkey, comp);
+}
+
+ucs_status_t uct_dcx_ep_atomic32_post(uct_ep_h tl_ep, uct_atomic_op_t opcode,
+                                      uint32_t value, uint64_t remote_addr,
+                                      uct_rkey_t rkey)
+{
+    if ((opcode == UCT_ATOMIC_OP_SWAP) || (opcode == UCT_ATOMIC_OP_CSWAP)) {
+        return UCS_ERR_UNSUPPORTED; /* only as fetching operations */
+    }
+    return uct_dcx_ep_atomic32(tl_ep, opcode, value, 0, NULL, remote_addr,
+                               rkey, NULL);
+}
+
+ucs_status_t uct_dcx_ep_atomic32_fetch(uct_ep_h tl_ep, uct_atomic_op_t opcode,
+                                       uint32_t value, uint32_t *result,
+                                       uint64_t remote_addr, uct_rkey_t rkey,
+                                       uct_completion_t *comp)
+{
+    if (opcode == UCT_ATOMIC_OP_CSWAP) {
+        return UCS_ERR_UNSUPPORTED; /* uct_ep_atomic_cswap32 */
+    }
+    return uct_dcx_ep_atomic32(tl_ep, opcode, value, 0, result, remote_addr,
+                               rkey, comp);
+}
+
+ucs_status_t uct_dcx_ep_atomic_cswap32(uct_ep_h tl_ep, uint32_t compare,
+                                       uint32_t swap, uint64_t remote_addr,
+                                       uct_rkey_t rkey, uint32_t *result,
+                                       uct_completion_t *comp)
+{
+    return uct_dcx_ep_atomic32(tl_ep, UCT_ATOMIC_OP_CSWAP, swap, compare,
                                result, remote_addr, rkey, comp);
 }
 

@@ -337,8 +337,9 @@ static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
                       UCT_IFACE_FLAG_CONNECT_TO_IFACE;
 
     /* 64-bit atomics: add, fetch-add and compare-swap natively, the others
-     * as compare-swap loops on the device. A device without atomics offers
-     * none, so UCP emulates them. */
+     * as masked atomics where the device has them, else as compare-swap
+     * loops on the device. A device without atomics offers none, so UCP
+     * emulates them. */
     if (iface->config.atomics) {
         attr->cap.flags              |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
         attr->cap.atomic64.op_flags   = UCS_BIT(UCT_ATOMIC_OP_ADD) |
@@ -346,6 +347,19 @@ static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
                                         UCS_BIT(UCT_ATOMIC_OP_OR)  |
                                         UCS_BIT(UCT_ATOMIC_OP_XOR);
         attr->cap.atomic64.fop_flags  = attr->cap.atomic64.op_flags |
+                                        UCS_BIT(UCT_ATOMIC_OP_SWAP) |
+                                        UCS_BIT(UCT_ATOMIC_OP_CSWAP);
+    }
+
+    /* 32-bit atomics: masked (extended) atomics in raw WQEs, only where the
+     * device's atomic capabilities list them for DC. */
+    if (iface->config.ext_atomics32) {
+        attr->cap.flags              |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
+        attr->cap.atomic32.op_flags   = UCS_BIT(UCT_ATOMIC_OP_ADD) |
+                                        UCS_BIT(UCT_ATOMIC_OP_AND) |
+                                        UCS_BIT(UCT_ATOMIC_OP_OR)  |
+                                        UCS_BIT(UCT_ATOMIC_OP_XOR);
+        attr->cap.atomic32.fop_flags  = attr->cap.atomic32.op_flags |
                                         UCS_BIT(UCT_ATOMIC_OP_SWAP) |
                                         UCS_BIT(UCT_ATOMIC_OP_CSWAP);
     }
@@ -937,6 +951,74 @@ static void uct_dcx_iface_umr_cleanup(uct_dcx_iface_t *iface)
     uct_dcx_umr_cleanup(iface->umr.engine);
     ucs_free(iface->umr.engine);
     iface->umr.engine = NULL;
+}
+
+/* --- device capabilities ---------------------------------------------- */
+
+/* mlx5 PRM: QUERY_HCA_CAP of the atomic capability page (op_mod: type 3,
+ * current values). Bit offsets of the fields read, in the capability page. */
+#define UCT_DCX_PRM_QUERY_HCA_CAP       0x100
+#define UCT_DCX_PRM_CAP_ATOMIC_CUR      ((0x3 << 1) | 1)
+#define UCT_DCX_PRM_OUT_HDR             16
+#define UCT_DCX_PRM_ATOMIC_8B_MODE_BYTE 8    /* bits 0x40-0x41: 1 = host order */
+#define UCT_DCX_PRM_ATOMIC_OPS_BIT      0x90
+#define UCT_DCX_PRM_ATOMIC_SIZE_QP_BIT  0xb0
+#define UCT_DCX_PRM_ATOMIC_SIZE_DC_BIT  0xd0
+#define UCT_DCX_PRM_ATOMIC_MASKED_OPS   (UCS_BIT(2) | UCS_BIT(3)) /* CS, FA */
+
+static uint16_t uct_dcx_prm_get16(const uint8_t *page, unsigned bit)
+{
+    return (uint16_t)((page[bit / 8] << 8) | page[(bit / 8) + 1]);
+}
+
+/* Which masked atomic sizes the device does on DC, as UCX's mlx5 transports
+ * read them from the same capability page. Needs DEVX; on RoCE the raw
+ * WQE's address vector would need the peer's MAC, so not there. */
+void uct_dcx_iface_ext_atomics(uct_dcx_iface_t *iface, const char *dev_name)
+{
+    uint8_t in[16]                                      = {};
+    uint8_t out[UCT_DCX_PRM_OUT_HDR + 0x100 / 8 + 16]   = {};
+    const uint8_t *page                                 = out + UCT_DCX_PRM_OUT_HDR;
+    uint16_t ops, sizes;
+    int ret;
+
+    iface->config.ext_atomics32    = 0;
+    iface->config.ext_atomics64    = 0;
+    iface->config.ext_atomics64_be = 0;
+    if (!iface->config.atomics) {
+        return;
+    }
+
+    if (!iface->md->devx || iface->is_global) {
+        ucs_debug("dcx: %s: no masked atomics (%s)", dev_name,
+                  iface->is_global ? "RoCE" : "device not opened with DEVX");
+        return;
+    }
+
+    in[0] = UCT_DCX_PRM_QUERY_HCA_CAP >> 8;
+    in[1] = UCT_DCX_PRM_QUERY_HCA_CAP & 0xff;
+    in[7] = UCT_DCX_PRM_CAP_ATOMIC_CUR;
+    ret   = iface->ops->mlx5dv_devx_general_cmd(iface->md->ctx, in, sizeof(in),
+                                                out, sizeof(out));
+    if (ret != 0) {
+        ucs_debug("dcx: %s: cannot query the atomic capabilities: %s",
+                  dev_name, strerror(ret));
+        return;
+    }
+
+    ops   = uct_dcx_prm_get16(page, UCT_DCX_PRM_ATOMIC_OPS_BIT);
+    sizes = uct_dcx_prm_get16(page, UCT_DCX_PRM_ATOMIC_SIZE_QP_BIT) &
+            uct_dcx_prm_get16(page, UCT_DCX_PRM_ATOMIC_SIZE_DC_BIT);
+    if ((ops & UCT_DCX_PRM_ATOMIC_MASKED_OPS) == UCT_DCX_PRM_ATOMIC_MASKED_OPS) {
+        iface->config.ext_atomics32    = !!(sizes & sizeof(uint32_t));
+        iface->config.ext_atomics64    = !!(sizes & sizeof(uint64_t));
+        iface->config.ext_atomics64_be =
+                (page[UCT_DCX_PRM_ATOMIC_8B_MODE_BYTE] >> 6) != 1;
+    }
+    ucs_debug("dcx: %s: atomic operations 0x%x, sizes 0x%x: masked atomics "
+              "32-bit %s, 64-bit %s", dev_name, ops, sizes,
+              iface->config.ext_atomics32 ? "yes" : "no",
+              iface->config.ext_atomics64 ? "yes" : "no");
 }
 
 /* --- active-message flow control --------------------------------------- */
@@ -2123,6 +2205,12 @@ static ucs_status_t uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
     }
     dv_attr.comp_mask             = MLX5DV_QP_INIT_ATTR_MASK_DC;
     dv_attr.dc_init_attr.dc_type  = MLX5DV_DCTYPE_DCI;
+    /* Masked atomics are posted as raw WQEs (rdma-core v44 takes RAW_WQE
+     * on a DCI). */
+    if (iface->config.ext_atomics32 || iface->config.ext_atomics64) {
+        dv_attr.comp_mask        |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+        dv_attr.send_ops_flags    = MLX5DV_QP_EX_WITH_RAW_WQE;
+    }
 
     /* A WQE or queue beyond the device's limits is EINVAL: ask for half the
      * inline space, then half the queue, until the device agrees, and keep
@@ -2470,6 +2558,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     if (!self->config.atomics) {
         ucs_debug("dcx: %s: no device atomics (atomic_cap NONE)", dev_name);
     }
+    uct_dcx_iface_ext_atomics(self, dev_name);
     self->tx.seg_size            = config->seg_size;
     self->tx.num_dci             = config->num_dci;
     self->tx.policy              = config->tx_policy;
@@ -2834,11 +2923,11 @@ static uct_iface_ops_t uct_dcx_iface_tl_ops = {
     .ep_am_bcopy              = uct_dcx_ep_am_bcopy,
     .ep_am_zcopy              = uct_dcx_ep_am_zcopy,
     .ep_atomic_cswap64        = uct_dcx_ep_atomic_cswap64,
+    .ep_atomic_cswap32        = uct_dcx_ep_atomic_cswap32,
+    .ep_atomic32_post         = uct_dcx_ep_atomic32_post,
+    .ep_atomic32_fetch        = uct_dcx_ep_atomic32_fetch,
     .ep_atomic64_post         = uct_dcx_ep_atomic64_post,
     .ep_atomic64_fetch        = uct_dcx_ep_atomic64_fetch,
-    .ep_atomic_cswap32        = UCT_DCX_STUB(uct_ep_atomic_cswap32_func_t, ucs_empty_function_return_unsupported),
-    .ep_atomic32_post         = UCT_DCX_STUB(uct_ep_atomic32_post_func_t, ucs_empty_function_return_unsupported),
-    .ep_atomic32_fetch        = UCT_DCX_STUB(uct_ep_atomic32_fetch_func_t, ucs_empty_function_return_unsupported),
     .ep_check                 = uct_dcx_ep_check,
     .ep_pending_add           = uct_dcx_ep_pending_add,
     .ep_pending_purge         = uct_dcx_ep_pending_purge,

@@ -195,6 +195,7 @@ typedef struct uct_dcx_peer {
     uint32_t      dctn;
     uint32_t      refcount;
     unsigned      index;      /* in the interface's peer table */
+    uint16_t      lid;        /* for raw WQEs, which carry their own AV */
 } uct_dcx_peer_t;
 
 typedef struct uct_dcx_peer_key {
@@ -456,6 +457,9 @@ struct uct_dcx_iface {
         uint8_t               max_rd_atomic;
         uint8_t               rd_atomic_known; /* the device said its limit */
         uint8_t               atomics;       /* atomic_cap is not NONE */
+        uint8_t               ext_atomics32; /* masked 32-bit atomics (raw WQE) */
+        uint8_t               ext_atomics64; /* masked 64-bit atomics (raw WQE) */
+        uint8_t               ext_atomics64_be; /* their response is big-endian */
         enum ibv_mtu          path_mtu;
     } config;
 };
@@ -582,6 +586,8 @@ ucs_status_t uct_dcx_iface_flush(uct_iface_h tl_iface, unsigned flags,
 ucs_status_t uct_dcx_iface_fence(uct_iface_h tl_iface, unsigned flags);
 ucs_status_t uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface,
                                      uct_dcx_umr_t **umr_p);
+void uct_dcx_iface_ext_atomics(uct_dcx_iface_t *iface, const char *dev_name);
+
 ucs_status_t uct_dcx_iface_ah_get(uct_dcx_iface_t *iface, uint16_t lid,
                                   const union ibv_gid *gid,
                                   struct ibv_ah **ah_p);
@@ -645,6 +651,17 @@ ucs_status_t uct_dcx_ep_get_bcopy(uct_ep_h tl_ep,
 ucs_status_t uct_dcx_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                   size_t iovcnt, uint64_t remote_addr,
                                   uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t uct_dcx_ep_atomic32_post(uct_ep_h tl_ep, uct_atomic_op_t opcode,
+                                      uint32_t value, uint64_t remote_addr,
+                                      uct_rkey_t rkey);
+ucs_status_t uct_dcx_ep_atomic32_fetch(uct_ep_h tl_ep, uct_atomic_op_t opcode,
+                                       uint32_t value, uint32_t *result,
+                                       uint64_t remote_addr, uct_rkey_t rkey,
+                                       uct_completion_t *comp);
+ucs_status_t uct_dcx_ep_atomic_cswap32(uct_ep_h tl_ep, uint32_t compare,
+                                       uint32_t swap, uint64_t remote_addr,
+                                       uct_rkey_t rkey, uint32_t *result,
+                                       uct_completion_t *comp);
 ucs_status_t uct_dcx_ep_atomic64_post(uct_ep_h tl_ep, uct_atomic_op_t opcode,
                                       uint64_t value, uint64_t remote_addr,
                                       uct_rkey_t rkey);

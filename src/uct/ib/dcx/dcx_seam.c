@@ -78,6 +78,14 @@ int uct_dcx_seam_no_destroy_mkey(struct mlx5dv_mkey *mkey)
     return EOPNOTSUPP;
 }
 
+int uct_dcx_seam_no_devx_general_cmd(struct ibv_context *context,
+                                     const void *in, size_t inlen, void *out,
+                                     size_t outlen)
+{
+    errno = EOPNOTSUPP;
+    return EOPNOTSUPP;
+}
+
 void uct_dcx_binding_close(uct_dcx_binding_t *binding)
 {
     if (binding->mlx5_handle != NULL) {

@@ -114,7 +114,8 @@ typedef struct uct_dcx_verbs_ops {
                                           struct ibv_async_event *event);
     void               (*ack_async_event)(struct ibv_async_event *event);
 
-    /* DEVX general commands (device capabilities: QUERY_HCA_CAP) */
+    /* DEVX general commands (device capabilities: QUERY_HCA_CAP of the
+     * general and atomic pages) */
     int                (*mlx5dv_devx_general_cmd)(struct ibv_context *context,
                                                   const void *in, size_t inlen,
                                                   void *out, size_t outlen);

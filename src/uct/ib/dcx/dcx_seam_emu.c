@@ -46,7 +46,7 @@ ucs_status_t uct_dcx_emu_binding_open(const char *emu_lib,
         if (func != NULL) {
             *(void**)UCS_PTR_BYTE_OFFSET(&binding->ops, sym->offset) = func;
         } else if (sym->lib == UCT_DCX_SEAM_LIB_UMR) {
-            ucs_debug("dcx: %s has no %s: no indirect mkeys", emu_lib, name);
+            ucs_debug("dcx: %s has no %s", emu_lib, name);
         } else {
             ucs_error("dcx: %s is not a compatible software DC device: no %s",
                       emu_lib, name);

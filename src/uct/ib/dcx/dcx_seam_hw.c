@@ -108,17 +108,8 @@ uct_dcx_hw_no_mlx5_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex *qp)
     return NULL;
 }
 
-static int uct_dcx_hw_no_mlx5_devx_general_cmd(struct ibv_context *context,
-                                               const void *in, size_t inlen,
-                                               void *out, size_t outlen)
-{
-    errno = EOPNOTSUPP;
-    return EOPNOTSUPP;
-}
-
 static void uct_dcx_hw_set_no_mlx5(uct_dcx_verbs_ops_t *ops)
 {
-    ops->mlx5dv_devx_general_cmd     = uct_dcx_hw_no_mlx5_devx_general_cmd;
     ops->mlx5dv_is_supported         = uct_dcx_hw_no_mlx5_is_supported;
     ops->mlx5dv_open_device          = uct_dcx_hw_no_mlx5_open_device;
     ops->mlx5dv_query_device         = uct_dcx_hw_no_mlx5_query_device;
@@ -126,6 +117,7 @@ static void uct_dcx_hw_set_no_mlx5(uct_dcx_verbs_ops_t *ops)
     ops->mlx5dv_qp_ex_from_ibv_qp_ex = uct_dcx_hw_no_mlx5_qp_ex_from_ibv_qp_ex;
     ops->mlx5dv_create_mkey          = uct_dcx_seam_no_create_mkey;
     ops->mlx5dv_destroy_mkey         = uct_dcx_seam_no_destroy_mkey;
+    ops->mlx5dv_devx_general_cmd     = uct_dcx_seam_no_devx_general_cmd;
 }
 
 static int uct_dcx_hw_resolve(void *handle, uct_dcx_seam_lib_t lib,

@@ -16,7 +16,8 @@ typedef enum {
     UCT_DCX_SEAM_LIB_MLX5,   /* exported by libmlx5 */
     UCT_DCX_SEAM_LIB_INLINE, /* an inline wrapper in verbs.h: the hardware
                                 binding implements it, a model exports it */
-    UCT_DCX_SEAM_LIB_UMR     /* libmlx5's mkey calls: a model may lack them */
+    UCT_DCX_SEAM_LIB_UMR     /* libmlx5's mkey and DEVX calls: a model may
+                                lack them */
 } uct_dcx_seam_lib_t;
 
 
@@ -35,5 +36,8 @@ extern const size_t uct_dcx_seam_num_symbols;
 /* Slots of a binding without indirect mkeys: EOPNOTSUPP, as rdma-core. */
 struct mlx5dv_mkey *uct_dcx_seam_no_create_mkey(struct mlx5dv_mkey_init_attr *attr);
 int uct_dcx_seam_no_destroy_mkey(struct mlx5dv_mkey *mkey);
+int uct_dcx_seam_no_devx_general_cmd(struct ibv_context *context,
+                                     const void *in, size_t inlen, void *out,
+                                     size_t outlen);
 
 #endif

@@ -90,6 +90,9 @@ DCXEMU_API int dcxemu_ibv_query_port(struct ibv_context *context, uint8_t port_n
                                      struct ibv_port_attr *port_attr);
 DCXEMU_API int dcxemu_ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
                                     union ibv_gid *gid);
+DCXEMU_API int dcxemu__ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
+                                        uint32_t gid_index, struct ibv_gid_entry *entry,
+                                        uint32_t flags, size_t entry_size);
 DCXEMU_API int dcxemu_ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
                                      __be16 *pkey);
 

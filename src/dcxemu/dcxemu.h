@@ -32,6 +32,13 @@
  *   DCXEMU_ATOMIC_CAP     hca              none: a device without atomics (atomic_cap
  *                                          IBV_ATOMIC_NONE); atomic send_ops_flags at QP create
  *                                          and REMOTE_ATOMIC at DCT/RC modify fail EOPNOTSUPP.
+ *   DCXEMU_LINK_LAYER     infiniband       ethernet: RoCE ports (link layer Ethernet, LID 0; GID
+ *                                          table 0 fe80:: RoCE v1, 1 the same RoCE v2, 2
+ *                                          ::ffff:198.51.100.<dev+1> RoCE v1, 3 the same RoCE v2);
+ *                                          AHs and QP AVs need a GRH, delivery by GID and type.
+ *   DCXEMU_ROCE_ROUTERS   0                RoCE: routers every packet crosses (0..254); a packet
+ *                                          whose hop limit is not above it is lost (the request
+ *                                          by its AH's, the response by the DCT's hop limit).
  *   DCXEMU_TIME_SCALE     1.0              Factor applied to transport-retry and RNR timers
  *                                          (e.g. 0.01 makes RETRY_EXC_ERR arrive 100x sooner).
  *                                          Counts and "infinite" cases are never scaled away.

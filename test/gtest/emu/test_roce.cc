@@ -125,7 +125,10 @@ EMU_CHILD(roce_port)
     if (!d.open()) return 2;
     ibv_port_attr pa;
     if (dcxemu_ibv_query_port(d.ctx, 1, &pa) != 0) return 3;
-    if (pa.link_layer != IBV_LINK_LAYER_ETHERNET) return 4;   /* the IB default stops here */
+    if (pa.link_layer != IBV_LINK_LAYER_ETHERNET) {
+        d.close();   /* the IB default stops here (no leak: LeakSanitizer watches children) */
+        return 4;
+    }
     if (pa.lid != 0 || pa.sm_lid != 0 || pa.gid_tbl_len < 4) return 5;
     static const uint32_t types[4] = { IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2,
                                        IBV_GID_TYPE_ROCE_V1, IBV_GID_TYPE_ROCE_V2 };
@@ -242,8 +245,19 @@ EMU_CHILD(roce_route)
     ibv_ah *low_hop = roce_ah(d, own_v4, 3, 1);
     if (!good || !wrong_gid || !wrong_type || !low_hop) return 7;
 
+    auto cleanup = [&] {
+        for (ibv_ah *ah : { good, wrong_gid, wrong_type, low_hop }) dcxemu_ibv_destroy_ah(ah);
+        dcxemu_ibv_destroy_qp(c.qp);
+        dcxemu_ibv_destroy_qp(dct);
+        dcxemu_ibv_destroy_srq(srq);
+        dcxemu_ibv_dereg_mr(mr);
+        d.close();
+    };
     /* the IB default stops here: its AHs route by LID (0 is none) */
-    if (write_status(d, c, good, mr, buf.data(), dct->qp_num, 3) != IBV_WC_SUCCESS) return 10;
+    if (write_status(d, c, good, mr, buf.data(), dct->qp_num, 3) != IBV_WC_SUCCESS) {
+        cleanup();
+        return 10;
+    }
     if (write_status(d, c, wrong_gid, mr, buf.data(), dct->qp_num, 1) != IBV_WC_RETRY_EXC_ERR)
         return 11;
     if (write_status(d, c, wrong_type, mr, buf.data(), dct->qp_num, 2) != IBV_WC_RETRY_EXC_ERR)
@@ -278,12 +292,7 @@ EMU_CHILD(roce_route)
     }
     if (!got_send || !got_recv) return 25;
 
-    for (ibv_ah *ah : { good, wrong_gid, wrong_type, low_hop }) dcxemu_ibv_destroy_ah(ah);
-    dcxemu_ibv_destroy_qp(c.qp);
-    dcxemu_ibv_destroy_qp(dct);
-    dcxemu_ibv_destroy_srq(srq);
-    dcxemu_ibv_dereg_mr(mr);
-    d.close();
+    cleanup();
     return 0;
 }
 

@@ -437,10 +437,12 @@ static ucs_status_t uct_dcx_iface_get_address(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
-static int uct_dcx_gid_is_zero(const union ibv_gid *gid)
+/* gid may be unaligned: it comes from a packed peer address. */
+static int uct_dcx_gid_is_zero(const void *gid)
 {
-    return (gid->global.subnet_prefix == 0) &&
-           (gid->global.interface_id == 0);
+    static const uint8_t zero[sizeof(union ibv_gid)];
+
+    return !memcmp(gid, zero, sizeof(zero));
 }
 
 int uct_dcx_iface_addr_is_reachable(uct_iface_h tl_iface,
@@ -471,7 +473,7 @@ int uct_dcx_iface_addr_is_reachable(uct_iface_h tl_iface,
          * IPv4 address an IPv6 one. */
         reason = "the peer uses another RoCE version or address family";
     } else if (iface->is_global &&
-               uct_dcx_gid_is_zero((const union ibv_gid*)(daddr + 1))) {
+               uct_dcx_gid_is_zero(daddr + 1)) {
         reason = "the all-zero GID";
     } else if (!iface->is_global &&
                ((daddr->lid == 0) || (daddr->lid >= 0xc000))) {
@@ -965,7 +967,8 @@ void uct_dcx_iface_fill_av(const uct_dcx_iface_t *iface, uint16_t dlid,
     ah_attr->grh.hop_limit     = iface->config.hop_limit;
     ah_attr->grh.traffic_class = iface->config.traffic_class;
     if (dgid != NULL) {
-        ah_attr->grh.dgid = *dgid;
+        /* may be unaligned: a GID of a packed peer address */
+        memcpy(&ah_attr->grh.dgid, dgid, sizeof(ah_attr->grh.dgid));
     }
 }
 

@@ -34,6 +34,13 @@
  *                                          and REMOTE_ATOMIC at DCT/RC modify fail EOPNOTSUPP.
  *   DCXEMU_EXT_ATOMICS    1                0: the HCA atomic caps (DEVX QUERY_HCA_CAP) list no
  *                                          masked atomics; masked raw WQEs fail LOC_QP_OP_ERR.
+ *   DCXEMU_LINK_LAYER     infiniband       ethernet: RoCE ports (link layer Ethernet, LID 0; GID
+ *                                          table 0 fe80:: RoCE v1, 1 the same RoCE v2, 2
+ *                                          ::ffff:198.51.100.<dev+1> RoCE v1, 3 the same RoCE v2);
+ *                                          AHs and QP AVs need a GRH, delivery by GID and type.
+ *   DCXEMU_ROCE_ROUTERS   0                RoCE: routers every packet crosses (0..254); a packet
+ *                                          whose hop limit is not above it is lost (the request
+ *                                          by its AH's, the response by the DCT's hop limit).
  *   DCXEMU_TIME_SCALE     1.0              Factor applied to transport-retry and RNR timers
  *                                          (e.g. 0.01 makes RETRY_EXC_ERR arrive 100x sooner).
  *                                          Counts and "infinite" cases are never scaled away.
@@ -94,6 +101,9 @@ DCXEMU_API int dcxemu_ibv_query_port(struct ibv_context *context, uint8_t port_n
                                      struct ibv_port_attr *port_attr);
 DCXEMU_API int dcxemu_ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
                                     union ibv_gid *gid);
+DCXEMU_API int dcxemu__ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
+                                        uint32_t gid_index, struct ibv_gid_entry *entry,
+                                        uint32_t flags, size_t entry_size);
 DCXEMU_API int dcxemu_ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
                                      __be16 *pkey);
 

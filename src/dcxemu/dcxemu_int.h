@@ -10,8 +10,8 @@
 #include <sys/types.h>
 
 #define DCXEMU_MAGIC            0x4443584546414252ULL /* "DCXEFABR" */
-#define DCXEMU_LAYOUT_VERSION   7u   /* 7: mkey tags; 6: send_cqes counter; 5: 1024 members,
-                                         32768 QPs, lazy tables */
+#define DCXEMU_LAYOUT_VERSION   8u   /* 8: DCT RoCE address; 7: mkey tags; 6: send_cqes
+                                         counter; 5: 1024 members, 32768 QPs, lazy tables */
 
 /* Member slots: the table is sized for the most, but only slots ever taken are touched (the
  * fabric file is sparse), so memory grows with the number of members. */
@@ -40,6 +40,7 @@
 #define DCXEMU_MAX_MSG_SZ       (1u << 30)
 #define DCXEMU_MAX_MR_SIZE      (~0ULL)
 #define DCXEMU_PKEY_DEFAULT     0xffff
+#define DCXEMU_GID_TBL_LEN      128
 
 /* ---------------------------------------------------------------- shared memory layout ---- */
 
@@ -108,7 +109,11 @@ struct dcxemu_shm_qp {
     int32_t  srq_idx;
     int32_t  cq_idx;
     uint32_t min_rnr_timer;
-    uint32_t pad;
+    /* DCT address on a RoCE port (INIT->RTR AV): responses leave from GID sgid_index */
+    uint8_t  roce;         /* created by a process in RoCE mode */
+    uint8_t  sgid_index;
+    uint8_t  hop_limit;
+    uint8_t  traffic_class;
     /* injected faults (dcxemu_fault_inject); cleared when the slot is reused */
     uint32_t fault_unreachable;
     uint32_t fault_drop_next;
@@ -290,7 +295,11 @@ struct dcxemu_wqe {
     uint8_t  data_setters;
     uint8_t  addr_setters;
     uint8_t  is_inline;
-    uint8_t  pad;
+    uint8_t  is_global;    /* the AH's GRH: RoCE routing (dgid), source GID, hop limit */
+    uint8_t  sgid_index;
+    uint8_t  hop_limit;
+    uint8_t  pad[2];
+    union ibv_gid dgid;
     uint32_t num_sge;
     uint32_t inline_len;
     uint32_t umr_n;        /* UMR: entries in the QP's umr area of this slot */
@@ -365,6 +374,8 @@ struct dcxemu_settings {
     int no_atomics;                /* DCXEMU_ATOMIC_CAP=none: atomic_cap IBV_ATOMIC_NONE */
     int log_max_ra_dc;             /* DCXEMU_LOG_MAX_RA_DC: HCA cap log_max_ra_{req,res}_dc */
     int no_ext_atomics;            /* DCXEMU_EXT_ATOMICS=0: no masked atomics (HCA atomic caps) */
+    int roce;                      /* DCXEMU_LINK_LAYER=ethernet: RoCE port, GID routing */
+    uint32_t roce_routers;         /* DCXEMU_ROCE_ROUTERS: routers every RoCE packet crosses */
     int deferred;                  /* DCXEMU_EXEC=deferred */
     uint32_t defer_us;
     /* DCXEMU_FAULTS: probabilities scaled to 2^32 (0 = off) */
@@ -377,6 +388,10 @@ struct dcxemu_settings {
 /* ---------------------------------------------------------------- fabric.c ---------------- */
 
 extern struct dcxemu_settings dcxemu_cfg;
+
+/* verbs.c: entry `index` of device `dev`'s GID table in this process's port mode (the table is
+ * the same in every process): 0, ENODATA (an empty entry) or EINVAL (beyond the table). */
+int dcxemu_gid_entry(int dev, uint32_t index, union ibv_gid *gid, uint32_t *type);
 extern struct dcxemu_shm *dcxemu_fab;
 extern int dcxemu_me;               /* my member slot */
 extern uint64_t dcxemu_my_token;

@@ -242,6 +242,7 @@ static void read_settings(void)
     const char *fs = getenv("DCXEMU_FAULTS");
     const char *ts = getenv("DCXEMU_TIME_SCALE");
     const char *ac = getenv("DCXEMU_ATOMIC_CAP");
+    const char *ll = getenv("DCXEMU_LINK_LAYER");
     dcxemu_cfg.fabric_explicit = fabric_candidate(0, dcxemu_cfg.fabric, sizeof(dcxemu_cfg.fabric));
     dcxemu_cfg.keep_fabric = (int)env_long("DCXEMU_KEEP_FABRIC", 0, 0, 1);
     dcxemu_cfg.max_members = (uint32_t)env_long("DCXEMU_MAX_MEMBERS", DCXEMU_MAX_MEMBERS, 2,
@@ -262,6 +263,13 @@ static void read_settings(void)
     } else if (ac != NULL && *ac != '\0' && strcmp(ac, "hca") != 0) {
         fprintf(stderr, "dcxemu: ignoring DCXEMU_ATOMIC_CAP=%s (hca or none)\n", ac);
     }
+    dcxemu_cfg.roce = 0;
+    if (ll != NULL && strcmp(ll, "ethernet") == 0) {
+        dcxemu_cfg.roce = 1;
+    } else if (ll != NULL && *ll != '\0' && strcmp(ll, "infiniband") != 0) {
+        fprintf(stderr, "dcxemu: ignoring DCXEMU_LINK_LAYER=%s (infiniband or ethernet)\n", ll);
+    }
+    dcxemu_cfg.roce_routers = (uint32_t)env_long("DCXEMU_ROCE_ROUTERS", 0, 0, 254);
     dcxemu_cfg.time_scale = 1.0;
     if (ts != NULL && *ts != '\0') {
         char *end;

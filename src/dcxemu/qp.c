@@ -385,6 +385,10 @@ static void s_dc_addr(struct mlx5dv_qp_ex *d, struct ibv_ah *ah, uint32_t dctn, 
     /* the AV is copied now: the AH may be destroyed right after this call */
     w->addr_setters++;
     w->dlid = ((struct dcxemu_ah *)ah)->attr.dlid;
+    w->is_global = ((struct dcxemu_ah *)ah)->attr.is_global;
+    w->sgid_index = ((struct dcxemu_ah *)ah)->attr.grh.sgid_index;
+    w->hop_limit = ((struct dcxemu_ah *)ah)->attr.grh.hop_limit;
+    w->dgid = ((struct dcxemu_ah *)ah)->attr.grh.dgid;
     w->dctn = dctn & 0xffffff;
     w->dc_key = key;
 }
@@ -915,13 +919,15 @@ static int consume_srq(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct dcxemu
     cqe.wr_id = rw->wr_id;
     cqe.qp_num = t->qpn;
     cqe.src_qp = qp->qpx.qp_base.qp_num;
-    cqe.slid = (uint16_t)(qp->ctx->dev_index + 1);
+    /* RoCE packets carry a GRH and no LID */
+    cqe.slid = dcxemu_cfg.roce ? 0 : (uint16_t)(qp->ctx->dev_index + 1);
+    cqe.wc_flags = dcxemu_cfg.roce ? IBV_WC_GRH : 0;
     cqe.ts_ns = dcxemu_now_ns();
     cqe.solicited = (w->flags & IBV_SEND_SOLICITED) != 0;
     cqe.byte_len = (uint32_t)total;
     cqe.opcode = w->opcode == DCXEMU_OP_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
     if (w->opcode == DCXEMU_OP_WRITE_IMM || w->opcode == DCXEMU_OP_SEND_IMM) {
-        cqe.wc_flags = IBV_WC_WITH_IMM;
+        cqe.wc_flags |= IBV_WC_WITH_IMM;
         cqe.imm = w->imm;
     }
     if (w->opcode != DCXEMU_OP_WRITE_IMM) {
@@ -1195,6 +1201,31 @@ static int gather_write(int member, const struct ibv_sge *sges, uint32_t nsge,
     }
 }
 
+/* Does the WR's address reach DCT slot t?  InfiniBand: the AH's DLID is the DCT's device LID.
+ * RoCE (no LIDs): the AH's destination GID must be the DCT's own address (the table entry its
+ * RTR AV names, sgid_index) and the request must use the same GID type (RoCE v1 frames and
+ * RoCE v2 UDP datagrams are different packets); every packet, request and response, crosses
+ * DCXEMU_ROCE_ROUTERS routers, so a hop limit (IP TTL) not above that count dies on the way
+ * (the request by the AH's hop limit, the response by the DCT's).  Ports of different link
+ * layers never reach each other. */
+static int roce_route_ok(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
+                         const struct dcxemu_shm_qp *t)
+{
+    union ibv_gid sgid, tgid;
+    uint32_t stype, ttype;
+    if (!dcxemu_cfg.roce) {
+        return !t->roce && w->dlid >= 1 && w->dlid <= (uint32_t)dcxemu_cfg.num_devices &&
+               t->lid == w->dlid;
+    }
+    if (!t->roce || !w->is_global || t->lid < 1 || t->lid > DCXEMU_MAX_DEVICES ||
+        dcxemu_gid_entry(qp->ctx->dev_index, w->sgid_index, &sgid, &stype) != 0 ||
+        dcxemu_gid_entry((int)t->lid - 1, t->sgid_index, &tgid, &ttype) != 0) {
+        return 0;
+    }
+    return stype == ttype && memcmp(&tgid, &w->dgid, sizeof(tgid)) == 0 &&
+           w->hop_limit > dcxemu_cfg.roce_routers && t->hop_limit > dcxemu_cfg.roce_routers;
+}
+
 /* A target that vanished mid-operation is unreachable (retried, then RETRY_EXC_ERR); any other
  * failure to touch registered target memory is a remote access error. */
 static enum exec_result copy_failed(int err, struct exec_out *o)
@@ -1393,10 +1424,10 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
         fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);   /* malformed atomic WQE */
         goto out;
     }
-    /* reach the target: wrong LID, unknown/destroyed/dead DCT and wrong key all look alike */
+    /* reach the target: wrong LID/GID, unknown/destroyed/dead DCT and wrong key all look alike */
     t = &dcxemu_fab->qps[w->dctn & (DCXEMU_MAX_QPS - 1)];
-    if (w->dlid < 1 || w->dlid > (uint32_t)dcxemu_cfg.num_devices || !t->in_use || !t->is_dct ||
-        !t->dct_ready || t->qpn != w->dctn || t->lid != w->dlid || t->dc_key != w->dc_key ||
+    if (!t->in_use || !t->is_dct || !t->dct_ready || t->qpn != w->dctn ||
+        !roce_route_ok(qp, w, t) || t->dc_key != w->dc_key ||
         !dcxemu_member_alive(t->owner, t->owner_token) || t->fault_unreachable) {
         res = EXEC_UNREACHABLE;
         goto out;
@@ -2259,6 +2290,22 @@ static int check_values(const struct ibv_qp_attr *a, int mask)
     return 0;
 }
 
+/* An address vector on a RoCE port needs a GRH (the kernel's rdma_check_ah_attr: a RoCE AV
+ * without IB_AH_GRH is EINVAL) whose source GID is an entry of the port's table. */
+static int check_roce_av(struct dcxemu_qp *qp, const struct ibv_ah_attr *ah)
+{
+    union ibv_gid gid;
+    uint32_t type;
+    if (!dcxemu_cfg.roce) {
+        return 0;
+    }
+    if (!ah->is_global ||
+        dcxemu_gid_entry(qp->ctx->dev_index, ah->grh.sgid_index, &gid, &type) != 0) {
+        return EINVAL;
+    }
+    return 0;
+}
+
 static int dci_masks(int cur, int next, int *req, int *opt)
 {
     *req = *opt = 0;
@@ -2345,6 +2392,10 @@ static int modify_dct(struct dcxemu_qp *qp, struct ibv_qp_attr *a, int mask, int
         s->dc_key = qp->dc_key;
         s->access = qp->access;
         s->lid = (uint32_t)qp->ctx->dev_index + 1;
+        s->roce = (uint8_t)dcxemu_cfg.roce;
+        s->sgid_index = a->ah_attr.grh.sgid_index;
+        s->hop_limit = a->ah_attr.grh.hop_limit;
+        s->traffic_class = a->ah_attr.grh.traffic_class;
         s->srq_idx = qp->srq->idx;
         s->cq_idx = qp->recv_cq->idx;
         s->min_rnr_timer = a->min_rnr_timer;
@@ -2385,8 +2436,11 @@ DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, 
         a->max_rd_atomic > (1u << dcxemu_cfg.log_max_ra_dc)) {
         return EINVAL;
     }
-        if (dcxemu_is_fatal(qp->ctx->dev_index) && next != IBV_QPS_RESET && next != IBV_QPS_ERR) {
+    if (dcxemu_is_fatal(qp->ctx->dev_index) && next != IBV_QPS_RESET && next != IBV_QPS_ERR) {
         return EIO;   /* only 2RST_QP / 2ERR_QP succeed after an internal error */
+    }
+    if ((mask & IBV_QP_AV) && (err = check_roce_av(qp, &a->ah_attr)) != 0) {
+        return err;
     }
     if (qp->is_dct) {
         if ((err = modify_dct(qp, a, mask, cur, next)) != 0) {

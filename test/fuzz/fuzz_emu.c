@@ -21,6 +21,24 @@ static void *dcx_fuzz_emu_sym(void *lib, const char *name)
     return sym;
 }
 
+/* The address vector of every raw object: LID 1 on InfiniBand; on RoCE a GRH
+ * from and to dcxemu0's GID that dcx picks by default (RoCE v2,
+ * IPv4-mapped), so raw packets reach dcx interfaces and the raw DCT. */
+static void dcx_fuzz_emu_fill_av(const dcx_fuzz_emu_t *e,
+                                 struct ibv_ah_attr *ah)
+{
+    memset(ah, 0, sizeof(*ah));
+    ah->port_num = 1;
+    if (!e->roce) {
+        ah->dlid = 1;
+        return;
+    }
+    ah->is_global      = 1;
+    ah->grh.dgid       = e->gid;
+    ah->grh.sgid_index = e->sgid_index;
+    ah->grh.hop_limit  = 255;
+}
+
 static void dcx_fuzz_emu_dci_to_rts(dcx_fuzz_emu_t *e)
 {
     struct ibv_qp_attr a;
@@ -34,9 +52,9 @@ static void dcx_fuzz_emu_dci_to_rts(dcx_fuzz_emu_t *e)
                        IBV_QP_PORT);
     if (ret == 0) {
         memset(&a, 0, sizeof(a));
-        a.qp_state         = IBV_QPS_RTR;
-        a.path_mtu         = IBV_MTU_4096;
-        a.ah_attr.port_num = 1;
+        a.qp_state = IBV_QPS_RTR;
+        a.path_mtu = IBV_MTU_4096;
+        dcx_fuzz_emu_fill_av(e, &a.ah_attr);
         ret = e->modify_qp(e->dci, &a, IBV_QP_STATE | IBV_QP_PATH_MTU |
                            IBV_QP_AV);
     }
@@ -120,6 +138,12 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
     struct ibv_qp_ex *(*qp_to_qp_ex)(struct ibv_qp*);
     struct mlx5dv_qp_ex *(*qp_ex_to_dv)(struct ibv_qp_ex*);
     struct ibv_ah *(*create_ah)(struct ibv_pd*, struct ibv_ah_attr*);
+    int (*query_port)(struct ibv_context*, uint8_t, struct ibv_port_attr*);
+    int (*query_gid_ex)(struct ibv_context*, uint32_t, uint32_t,
+                        struct ibv_gid_entry*, uint32_t, size_t);
+    struct ibv_gid_entry gid_entry;
+    struct ibv_port_attr port_attr;
+    uint32_t i;
     struct mlx5dv_qp_init_attr dv_attr;
     struct ibv_qp_init_attr_ex attr;
     struct ibv_srq_init_attr srq_attr;
@@ -148,6 +172,8 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
     qp_ex_to_dv     = dcx_fuzz_emu_sym(lib,
                                        "dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex");
     create_ah       = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_create_ah");
+    query_port      = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_query_port");
+    query_gid_ex    = dcx_fuzz_emu_sym(lib, "dcxemu__ibv_query_gid_ex");
     e->modify_qp    = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_modify_qp");
     e->reg_mr       = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_reg_mr");
     e->retry        = retry;
@@ -165,6 +191,25 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
         ((e->send_cq = create_cq(e->ctx, 1024, NULL, NULL, 0)) == NULL) ||
         ((e->recv_cq = create_cq(e->ctx, 1024, NULL, NULL, 0)) == NULL)) {
         dcx_fuzz_fatal("opening the raw device dcxemu0 failed");
+    }
+
+    if (query_port(e->ctx, 1, &port_attr) != 0) {
+        dcx_fuzz_fatal("querying the raw device's port failed");
+    }
+    e->roce = (port_attr.link_layer == IBV_LINK_LAYER_ETHERNET);
+    for (i = 0; e->roce && (i < (uint32_t)port_attr.gid_tbl_len); ++i) {
+        if ((query_gid_ex(e->ctx, 1, i, &gid_entry, 0, sizeof(gid_entry)) ==
+             0) &&
+            (gid_entry.gid_type == IBV_GID_TYPE_ROCE_V2) &&
+            (gid_entry.gid.raw[10] == 0xff) &&
+            (gid_entry.gid.raw[11] == 0xff)) {
+            e->sgid_index = (uint8_t)i;
+            e->gid        = gid_entry.gid;
+            break;
+        }
+    }
+    if (e->roce && (i == (uint32_t)port_attr.gid_tbl_len)) {
+        dcx_fuzz_fatal("the raw device has no RoCE v2 IPv4 GID");
     }
 
     e->buf_len = buf_len;
@@ -251,19 +296,17 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
     qp_attr.qp_state         = IBV_QPS_RTR;
     qp_attr.path_mtu         = IBV_MTU_4096;
     qp_attr.min_rnr_timer    = 1;
-    qp_attr.ah_attr.port_num = 1;
+    dcx_fuzz_emu_fill_av(e, &qp_attr.ah_attr);
     if (e->modify_qp(e->dct, &qp_attr, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER |
                      IBV_QP_AV | IBV_QP_PATH_MTU) != 0) {
         dcx_fuzz_fatal("raw dct to rtr failed");
     }
     dcx_fuzz_emu_recv_drain(e);
 
-    memset(&ah_attr, 0, sizeof(ah_attr));
-    ah_attr.dlid     = 1;
-    ah_attr.port_num = 1;
+    dcx_fuzz_emu_fill_av(e, &ah_attr);
     e->ah = create_ah(e->pd, &ah_attr);
     if (e->ah == NULL) {
-        dcx_fuzz_fatal("creating an address handle to lid 1 failed");
+        dcx_fuzz_fatal("creating an address handle to dcxemu0 failed");
     }
 }
 

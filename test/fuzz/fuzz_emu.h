@@ -31,7 +31,11 @@ typedef struct {
     struct mlx5dv_qp_ex *dv;
     struct ibv_qp       *dct;
     uint64_t            dc_key;       /* of the DCT */
-    struct ibv_ah       *ah;          /* to LID 1: every member's dcxemu0 */
+    struct ibv_ah       *ah;          /* to LID 1 (RoCE: the GID below):
+                                         every member's dcxemu0 */
+    int                 roce;         /* the port is Ethernet: GRH addresses */
+    uint8_t             sgid_index;   /* RoCE: dcx's default choice */
+    union ibv_gid       gid;          /* RoCE: dcxemu0's GID at sgid_index */
     void                *buf;         /* registered, buf_len bytes */
     size_t              buf_len;
     struct ibv_mr       *mr;

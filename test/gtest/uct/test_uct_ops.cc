@@ -587,9 +587,14 @@ TEST_P(uct_ops, malformed_address)
             (const uct_iface_addr_t*)&address[1 + dev_len]));
     EXPECT_EQ(UCS_ERR_UNREACHABLE, m_sender->connect(address, &ep));
 
-    /* LID 0 is not a unicast IB address. */
     address = m_receiver->address();
-    address[1] = address[2] = 0;
+    if (address[3] & 1) {
+        /* RoCE (a GID follows the flags): the all-zero GID is no address. */
+        memset(&address[4], 0, 16);
+    } else {
+        /* LID 0 is not a unicast IB address. */
+        address[1] = address[2] = 0;
+    }
     EXPECT_EQ(UCS_ERR_UNREACHABLE, m_sender->connect(address, &ep));
 }
 

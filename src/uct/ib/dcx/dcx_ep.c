@@ -679,7 +679,7 @@ static ucs_status_t uct_dcx_ep_fc_post_request(uct_dcx_iface_t *iface,
     req.sn        = ep->fc_sn;
     req.credits   = iface->fc.wnd_size - ep->fc_wnd;
     req.lid       = iface->port_attr.lid;
-    req.dev_flags = iface->is_global ? UCT_DCX_DEV_ADDR_FLAG_GLOBAL : 0;
+    req.dev_flags = iface->dev_addr_flags;
 
     bufs[0].addr   = &req;
     bufs[0].length = sizeof(req);

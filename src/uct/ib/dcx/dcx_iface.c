@@ -12,6 +12,7 @@
 #include <ucs/sys/string.h>
 #include <ucs/sys/sys.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -120,6 +121,27 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
     {"SL", "0",
      "InfiniBand service level of DCIs and of the DCT.",
      ucs_offsetof(uct_dcx_iface_config_t, sl), UCS_CONFIG_TYPE_UINT},
+
+    {"GID_INDEX", "auto",
+     "RoCE: index of the port's GID table entry that is the source address of\n"
+     "every packet (address handles, the DCIs, the DCT). \"auto\" takes the\n"
+     "first usable entry in UCX's order: RoCE v2 IPv4-mapped, RoCE v2 IPv6\n"
+     "(not link-local first), then the same for RoCE v1. Peers must use GIDs\n"
+     "of the same RoCE version and address family. InfiniBand ports route by\n"
+     "LID and ignore it.",
+     ucs_offsetof(uct_dcx_iface_config_t, gid_index), UCS_CONFIG_TYPE_ULUNITS},
+
+    {"HOP_LIMIT", "255",
+     "RoCE: hop limit (IPv6) / time to live (IPv4) of every packet, the DCT's\n"
+     "responses included (0..255). A packet that crosses more routers is lost.",
+     ucs_offsetof(uct_dcx_iface_config_t, hop_limit), UCS_CONFIG_TYPE_UINT},
+
+    {"TRAFFIC_CLASS", "auto",
+     "RoCE: traffic class (DSCP and ECN bits) of every packet, the DCT's\n"
+     "responses included (0..255). \"auto\" is 106 on RoCE v2 and 0 on RoCE v1,\n"
+     "as UCX's UCX_IB_TRAFFIC_CLASS.",
+     ucs_offsetof(uct_dcx_iface_config_t, traffic_class),
+     UCS_CONFIG_TYPE_ULUNITS},
 
     {"MAX_RD_ATOMIC", "16",
      "Outstanding RDMA reads and atomics per DCI (bounded by the device).",
@@ -406,7 +428,7 @@ uct_dcx_iface_get_device_address(uct_iface_h tl_iface,
     uct_dcx_dev_addr_t *addr = (uct_dcx_dev_addr_t*)dev_addr;
 
     addr->lid   = iface->port_attr.lid;
-    addr->flags = iface->is_global ? UCT_DCX_DEV_ADDR_FLAG_GLOBAL : 0;
+    addr->flags = iface->dev_addr_flags;
     if (iface->is_global) {
         memcpy(addr + 1, &iface->gid, sizeof(iface->gid));
     }
@@ -427,6 +449,14 @@ static ucs_status_t uct_dcx_iface_get_address(uct_iface_h tl_iface,
                      UCT_DCX_IFACE_ADDR_FLAG_ATOMIC64 : 0);
     addr->dc_key  = iface->rx.dc_key;
     return UCS_OK;
+}
+
+/* gid may be unaligned: it comes from a packed peer address. */
+static int uct_dcx_gid_is_zero(const void *gid)
+{
+    static const uint8_t zero[sizeof(union ibv_gid)];
+
+    return !memcmp(gid, zero, sizeof(zero));
 }
 
 int uct_dcx_iface_addr_is_reachable(uct_iface_h tl_iface,
@@ -450,6 +480,15 @@ int uct_dcx_iface_addr_is_reachable(uct_iface_h tl_iface,
                iface->is_global) {
         /* Not the same kind of fabric (IB or RoCE). */
         reason = "the peer is on another kind of fabric (IB/RoCE)";
+    } else if (iface->is_global &&
+               ((daddr->flags ^ iface->dev_addr_flags) &
+                (UCT_DCX_DEV_ADDR_FLAG_ROCE_V2 | UCT_DCX_DEV_ADDR_FLAG_IPV4))) {
+        /* A RoCE v1 frame never reaches a RoCE v2 (UDP/IP) address, nor an
+         * IPv4 address an IPv6 one. */
+        reason = "the peer uses another RoCE version or address family";
+    } else if (iface->is_global &&
+               uct_dcx_gid_is_zero(daddr + 1)) {
+        reason = "the all-zero GID";
     } else if (!iface->is_global &&
                ((daddr->lid == 0) || (daddr->lid >= 0xc000))) {
         /* IB unicast LIDs are 1..0xbfff; RoCE addresses by GID. */
@@ -621,6 +660,7 @@ static void uct_dcx_iface_umr_forget(void *arg, uint32_t lkey)
 ucs_status_t uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface,
                                       uct_dcx_umr_t **umr_p)
 {
+    struct ibv_ah_attr av;
     uct_dcx_umr_t *umr;
     ucs_status_t status;
 
@@ -637,9 +677,10 @@ ucs_status_t uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface,
         return UCS_ERR_NO_MEMORY;
     }
 
+    uct_dcx_iface_fill_av(iface, iface->port_attr.lid, &iface->gid, &av);
     status = uct_dcx_umr_init(umr, iface->ops, iface->md->ctx, iface->md->pd,
                               iface->port, &iface->port_attr,
-                              iface->is_global ? &iface->gid : NULL,
+                              av.is_global ? &av.grh : NULL,
                               iface->umr.num_mkeys, iface->umr.max_inline);
     if (status != UCS_OK) {
         ucs_free(umr);
@@ -1023,11 +1064,34 @@ void uct_dcx_iface_ext_atomics(uct_dcx_iface_t *iface, const char *dev_name)
 
 /* --- active-message flow control --------------------------------------- */
 
+void uct_dcx_iface_fill_av(const uct_dcx_iface_t *iface, uint16_t dlid,
+                           const union ibv_gid *dgid,
+                           struct ibv_ah_attr *ah_attr)
+{
+    memset(ah_attr, 0, sizeof(*ah_attr));
+    ah_attr->dlid     = dlid;
+    ah_attr->sl       = iface->config.sl;
+    ah_attr->port_num = iface->port;
+    if (!iface->is_global) {
+        return; /* InfiniBand: routed by LID */
+    }
+
+    /* RoCE packets always carry a GRH (an AH without one is EINVAL) */
+    ah_attr->is_global         = 1;
+    ah_attr->grh.sgid_index    = iface->gid_index;
+    ah_attr->grh.hop_limit     = iface->config.hop_limit;
+    ah_attr->grh.traffic_class = iface->config.traffic_class;
+    if (dgid != NULL) {
+        /* may be unaligned: a GID of a packed peer address */
+        memcpy(&ah_attr->grh.dgid, dgid, sizeof(ah_attr->grh.dgid));
+    }
+}
+
 ucs_status_t uct_dcx_iface_ah_get(uct_dcx_iface_t *iface, uint16_t lid,
                                   const union ibv_gid *gid,
                                   struct ibv_ah **ah_p)
 {
-    struct ibv_ah_attr ah_attr = {};
+    struct ibv_ah_attr ah_attr;
     uct_dcx_ah_key_t key;
     struct ibv_ah *ah;
     khiter_t it;
@@ -1046,15 +1110,7 @@ ucs_status_t uct_dcx_iface_ah_get(uct_dcx_iface_t *iface, uint16_t lid,
         return UCS_OK;
     }
 
-    ah_attr.dlid      = lid;
-    ah_attr.sl        = iface->config.sl;
-    ah_attr.port_num  = iface->port;
-    ah_attr.is_global = (gid != NULL);
-    if (gid != NULL) {
-        memcpy(&ah_attr.grh.dgid, gid, sizeof(ah_attr.grh.dgid));
-        ah_attr.grh.sgid_index = 0;
-        ah_attr.grh.hop_limit  = 64;
-    }
+    uct_dcx_iface_fill_av(iface, lid, gid, &ah_attr);
 
     ah = iface->ops->create_ah(iface->md->pd, &ah_attr);
     if (ah == NULL) {
@@ -2132,9 +2188,7 @@ static ucs_status_t uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface,
     memset(&attr, 0, sizeof(attr));
     attr.qp_state          = IBV_QPS_RTR;
     attr.path_mtu          = iface->config.path_mtu;
-    attr.ah_attr.port_num  = iface->port;
-    attr.ah_attr.sl        = iface->config.sl;
-    attr.ah_attr.is_global = iface->is_global;
+    uct_dcx_iface_fill_av(iface, 0, NULL, &attr.ah_attr);
     ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE |
                                 IBV_QP_PATH_MTU | IBV_QP_AV);
     if (ret != 0) {
@@ -2339,10 +2393,9 @@ static ucs_status_t uct_dcx_iface_dct_create(uct_dcx_iface_t *iface)
     qp_attr.qp_state           = IBV_QPS_RTR;
     qp_attr.path_mtu           = iface->config.path_mtu;
     qp_attr.min_rnr_timer      = iface->config.min_rnr_timer;
-    qp_attr.ah_attr.port_num   = iface->port;
-    qp_attr.ah_attr.sl         = iface->config.sl;
-    qp_attr.ah_attr.is_global  = iface->is_global;
-    qp_attr.ah_attr.grh.hop_limit = 1;
+    /* The DCT's responses leave with this GRH: the same source GID, hop
+     * limit and traffic class as the interface's requests. */
+    uct_dcx_iface_fill_av(iface, 0, NULL, &qp_attr.ah_attr);
     ret = iface->ops->modify_qp(iface->rx.dct, &qp_attr, IBV_QP_STATE |
                                 IBV_QP_MIN_RNR_TIMER | IBV_QP_AV |
                                 IBV_QP_PATH_MTU);
@@ -2408,6 +2461,143 @@ static ucs_mpool_ops_t uct_dcx_malloc_mpool_ops = {
     .obj_str       = NULL
 };
 
+static int uct_dcx_gid_is_ipv4(const union ibv_gid *gid)
+{
+    static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                          0xff, 0xff};
+
+    return !memcmp(gid->raw, v4_prefix, sizeof(v4_prefix)); /* ::ffff:0:0/96 */
+}
+
+/* Rank of a RoCE GID table entry in UCX's order (uct_ib_device_select_gid):
+ * RoCE v2 before v1; within a version IPv4-mapped, then IPv6 not
+ * link-local, then IPv6 link-local. -1: not a RoCE entry. */
+static int uct_dcx_gid_rank(const struct ibv_gid_entry *entry)
+{
+    const uint8_t *raw = entry->gid.raw;
+    int rank;
+
+    if (uct_dcx_gid_is_ipv4(&entry->gid)) {
+        rank = 0;
+    } else if ((raw[0] == 0xfe) && ((raw[1] & 0xc0) == 0x80)) {
+        rank = 2; /* fe80::/10 */
+    } else {
+        rank = 1;
+    }
+
+    switch (entry->gid_type) {
+    case IBV_GID_TYPE_ROCE_V2:
+        return rank;
+    case IBV_GID_TYPE_ROCE_V1:
+        return 3 + rank;
+    default:
+        return -1;
+    }
+}
+
+/* An entry the port can send from: the device accepts an address handle
+ * with it as the source GID (as UCX checks, a listed GID may not be
+ * operational). */
+static int uct_dcx_iface_gid_usable(uct_dcx_iface_t *iface,
+                                    const struct ibv_gid_entry *entry)
+{
+    struct ibv_ah_attr ah_attr;
+    struct ibv_ah *ah;
+
+    uct_dcx_iface_fill_av(iface, 0, &entry->gid, &ah_attr);
+    ah_attr.grh.sgid_index = entry->gid_index;
+    ah = iface->ops->create_ah(iface->md->pd, &ah_attr);
+    if (ah == NULL) {
+        return 0;
+    }
+    iface->ops->destroy_ah(ah);
+    return 1;
+}
+
+/* RoCE addressing: the source GID (UCX_DCX_GID_INDEX or UCX's choice, by the
+ * types ibv_query_gid_ex reports), hop limit and traffic class. */
+static ucs_status_t
+uct_dcx_iface_init_roce(uct_dcx_iface_t *iface,
+                        const uct_dcx_iface_config_t *config,
+                        const char *dev_name)
+{
+    struct ibv_gid_entry entry, best;
+    int best_rank, rank, ret;
+    char buf[INET6_ADDRSTRLEN];
+    uint32_t i;
+
+    iface->config.hop_limit     = config->hop_limit;
+    iface->config.traffic_class = 0; /* chosen with the GID's RoCE version */
+
+    if (config->gid_index != UCS_ULUNITS_AUTO) {
+        ret = iface->ops->query_gid_ex(iface->md->ctx, iface->port,
+                                       config->gid_index, &best, 0,
+                                       sizeof(best));
+        if (ret != 0) {
+            ucs_error("dcx: %s: UCX_DCX_GID_INDEX=%lu: %s", dev_name,
+                      config->gid_index,
+                      (ret == ENODATA) ? "an empty GID table entry" :
+                      strerror(ret));
+            return UCS_ERR_INVALID_PARAM;
+        }
+        if (uct_dcx_gid_rank(&best) < 0) {
+            ucs_error("dcx: %s: UCX_DCX_GID_INDEX=%lu is not a RoCE GID",
+                      dev_name, config->gid_index);
+            return UCS_ERR_INVALID_PARAM;
+        }
+    } else {
+        best_rank = -1;
+        for (i = 0; i < (uint32_t)iface->port_attr.gid_tbl_len; ++i) {
+            ret = iface->ops->query_gid_ex(iface->md->ctx, iface->port, i,
+                                           &entry, 0, sizeof(entry));
+            if (ret == ENODATA) {
+                continue; /* an empty entry */
+            } else if (ret != 0) {
+                ucs_error("dcx: %s: ibv_query_gid_ex(%u) failed: %s", dev_name,
+                          i, strerror(ret));
+                return UCS_ERR_IO_ERROR;
+            }
+
+            rank = uct_dcx_gid_rank(&entry);
+            if ((rank < 0) || ((best_rank >= 0) && (rank >= best_rank)) ||
+                !uct_dcx_iface_gid_usable(iface, &entry)) {
+                continue;
+            }
+            best      = entry;
+            best_rank = rank;
+        }
+        if (best_rank < 0) {
+            ucs_error("dcx: %s: no usable RoCE GID in the port's table",
+                      dev_name);
+            return UCS_ERR_NO_DEVICE;
+        }
+    }
+
+    iface->gid            = best.gid;
+    iface->gid_index      = best.gid_index;
+    iface->dev_addr_flags = UCT_DCX_DEV_ADDR_FLAG_GLOBAL |
+                            ((best.gid_type == IBV_GID_TYPE_ROCE_V2) ?
+                             UCT_DCX_DEV_ADDR_FLAG_ROCE_V2 : 0) |
+                            (uct_dcx_gid_is_ipv4(&best.gid) ?
+                             UCT_DCX_DEV_ADDR_FLAG_IPV4 : 0);
+
+    if (config->traffic_class == UCS_ULUNITS_AUTO) {
+        /* UCX 1.18: 106 (DSCP 26, ECN capable) on RoCE v2, else 0 */
+        iface->config.traffic_class =
+                (best.gid_type == IBV_GID_TYPE_ROCE_V2) ? 106 : 0;
+    } else {
+        iface->config.traffic_class = config->traffic_class;
+    }
+
+    ucs_debug("dcx: %s: RoCE %s GID index %u %s, hop limit %u, traffic "
+              "class %u", dev_name,
+              (best.gid_type == IBV_GID_TYPE_ROCE_V2) ? "v2" : "v1",
+              iface->gid_index,
+              inet_ntop(AF_INET6, best.gid.raw, buf, sizeof(buf)),
+              iface->config.hop_limit, iface->config.traffic_class);
+    return UCS_OK;
+}
+
 static ucs_status_t
 uct_dcx_iface_check_config(const uct_dcx_iface_config_t *config)
 {
@@ -2430,6 +2620,22 @@ uct_dcx_iface_check_config(const uct_dcx_iface_config_t *config)
     }
     if (config->sl > 15) {
         ucs_error("dcx: UCX_DCX_SL=%u is out of range 0..15", config->sl);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((config->gid_index != UCS_ULUNITS_AUTO) && (config->gid_index > 255)) {
+        ucs_error("dcx: UCX_DCX_GID_INDEX=%lu is out of range 0..255",
+                  config->gid_index);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (config->hop_limit > 255) {
+        ucs_error("dcx: UCX_DCX_HOP_LIMIT=%u is out of range 0..255",
+                  config->hop_limit);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((config->traffic_class != UCS_ULUNITS_AUTO) &&
+        (config->traffic_class > 255)) {
+        ucs_error("dcx: UCX_DCX_TRAFFIC_CLASS=%lu is out of range 0..255",
+                  config->traffic_class);
         return UCS_ERR_INVALID_PARAM;
     }
     if (config->seg_size < 64) {
@@ -2520,11 +2726,17 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
         return UCS_ERR_NO_DEVICE;
     }
 
-    self->is_global = (self->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET);
-    if (self->is_global &&
-        (self->ops->query_gid(md->ctx, port, 0, &self->gid) != 0)) {
-        ucs_error("dcx: %s: query_gid failed", dev_name);
-        return UCS_ERR_NO_DEVICE;
+    self->is_global      = (self->port_attr.link_layer ==
+                            IBV_LINK_LAYER_ETHERNET);
+    self->dev_addr_flags = 0;
+    self->gid_index      = 0;
+    self->config.sl      = config->sl;
+    memset(&self->gid, 0, sizeof(self->gid));
+    if (self->is_global) {
+        status = uct_dcx_iface_init_roce(self, config, dev_name);
+        if (status != UCS_OK) {
+            return status;
+        }
     }
 
     ret = self->ops->query_device(md->ctx, &dev_attr);
@@ -2543,7 +2755,6 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
     self->config.min_rnr_timer   = uct_dcx_rnr_timer_code(config->rnr_timeout);
     self->config.retry_count     = config->retry_count;
     self->config.rnr_retry_count = config->rnr_retry_count;
-    self->config.sl              = config->sl;
     /* max_qp_init_rd_atom is the RC limit; a DCI has its own (QUERY_HCA_CAP
      * through DEVX), else the first DCI to connect finds it. */
     self->config.max_rd_atomic   = ucs_min(ucs_min(config->max_rd_atomic,

@@ -114,7 +114,9 @@ enum {
 
 /* Flags of the device address. */
 enum {
-    UCT_DCX_DEV_ADDR_FLAG_GLOBAL = UCS_BIT(0) /* a GID follows (RoCE) */
+    UCT_DCX_DEV_ADDR_FLAG_GLOBAL  = UCS_BIT(0), /* a GID follows (RoCE) */
+    UCT_DCX_DEV_ADDR_FLAG_ROCE_V2 = UCS_BIT(1), /* RoCE v2 (else v1) */
+    UCT_DCX_DEV_ADDR_FLAG_IPV4    = UCS_BIT(2)  /* an IPv4-mapped GID */
 };
 
 
@@ -238,6 +240,9 @@ typedef struct uct_dcx_iface_config {
     double             rnr_timeout;   /* seconds: the DCT's RNR NAK timer */
     unsigned           rnr_retry_count;
     unsigned           sl;
+    unsigned long      gid_index;     /* UCS_ULUNITS_AUTO: UCX's choice */
+    unsigned           hop_limit;
+    unsigned long      traffic_class; /* UCS_ULUNITS_AUTO: by RoCE version */
     unsigned           max_rd_atomic;
     unsigned           path_mtu;      /* 0: the port's active MTU */
     int                fc_enable;
@@ -353,8 +358,10 @@ struct uct_dcx_iface {
     const uct_dcx_verbs_ops_t *ops;
     uint8_t                   port;
     struct ibv_port_attr      port_attr;
-    int                       is_global;
-    union ibv_gid             gid;
+    int                       is_global;   /* RoCE: every address has a GRH */
+    union ibv_gid             gid;         /* RoCE: the source GID */
+    uint8_t                   gid_index;
+    uint8_t                   dev_addr_flags; /* UCT_DCX_DEV_ADDR_FLAG_* */
     struct ibv_comp_channel   *channel;    /* events of both CQs */
 
     struct {
@@ -454,6 +461,8 @@ struct uct_dcx_iface {
         uint8_t               timeout;       /* IB exponent */
         uint8_t               min_rnr_timer; /* IB 5-bit code */
         uint8_t               sl;
+        uint8_t               hop_limit;     /* RoCE GRH */
+        uint8_t               traffic_class; /* RoCE GRH */
         uint8_t               max_rd_atomic;
         uint8_t               rd_atomic_known; /* the device said its limit */
         uint8_t               atomics;       /* atomic_cap is not NONE */
@@ -587,6 +596,15 @@ ucs_status_t uct_dcx_iface_fence(uct_iface_h tl_iface, unsigned flags);
 ucs_status_t uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface,
                                      uct_dcx_umr_t **umr_p);
 void uct_dcx_iface_ext_atomics(uct_dcx_iface_t *iface, const char *dev_name);
+
+/* The address vector this interface gives every address handle and QP (the
+ * DCIs, the DCT, the UMR loopback QP): port, service level and, on RoCE, the
+ * GRH with the interface's source GID index, hop limit and traffic class, and
+ * dgid when given. One place, so that requests and the DCT's responses leave
+ * with the same addressing. */
+void uct_dcx_iface_fill_av(const uct_dcx_iface_t *iface, uint16_t dlid,
+                           const union ibv_gid *dgid,
+                           struct ibv_ah_attr *ah_attr);
 
 ucs_status_t uct_dcx_iface_ah_get(uct_dcx_iface_t *iface, uint16_t lid,
                                   const union ibv_gid *gid,

@@ -26,6 +26,7 @@ const uct_dcx_seam_symbol_t uct_dcx_seam_symbols[] = {
     UCT_DCX_SEAM_SYM(VERBS, close_device,         "ibv_close_device",         "IBVERBS_1.1"),
     UCT_DCX_SEAM_SYM(VERBS, query_device,         "ibv_query_device",         "IBVERBS_1.1"),
     UCT_DCX_SEAM_SYM(VERBS, query_gid,            "ibv_query_gid",            "IBVERBS_1.1"),
+    UCT_DCX_SEAM_SYM(VERBS, query_gid_ex,         "_ibv_query_gid_ex",        "IBVERBS_1.11"),
     UCT_DCX_SEAM_SYM(VERBS, query_pkey,           "ibv_query_pkey",           "IBVERBS_1.1"),
     UCT_DCX_SEAM_SYM(VERBS, alloc_pd,             "ibv_alloc_pd",             "IBVERBS_1.1"),
     UCT_DCX_SEAM_SYM(VERBS, dealloc_pd,           "ibv_dealloc_pd",           "IBVERBS_1.1"),

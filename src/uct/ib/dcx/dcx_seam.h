@@ -60,6 +60,12 @@ typedef struct uct_dcx_verbs_ops {
     int                (*query_gid)(struct ibv_context *context,
                                     uint8_t port_num, int index,
                                     union ibv_gid *gid);
+    /* _ibv_query_gid_ex, behind the inline ibv_query_gid_ex(): returns an
+     * errno value, ENODATA for an empty entry; entry_size is sizeof(*entry) */
+    int                (*query_gid_ex)(struct ibv_context *context,
+                                       uint32_t port_num, uint32_t gid_index,
+                                       struct ibv_gid_entry *entry,
+                                       uint32_t flags, size_t entry_size);
     int                (*query_pkey)(struct ibv_context *context,
                                      uint8_t port_num, int index,
                                      __be16 *pkey);

@@ -67,9 +67,9 @@ static ucs_status_t uct_dcx_umr_qp_connect(uct_dcx_umr_t *umr)
     attr.ah_attr.dlid          = pattr->lid;
     attr.ah_attr.port_num      = port;
     if (umr->is_global) {
-        attr.ah_attr.is_global      = 1;
-        attr.ah_attr.grh.dgid       = umr->gid;
-        attr.ah_attr.grh.hop_limit  = 1;
+        /* RoCE: the interface's own GRH (source GID, hop limit, class) */
+        attr.ah_attr.is_global = 1;
+        attr.ah_attr.grh       = umr->grh;
     }
     ret = umr->ops->modify_qp(umr->qp, &attr,
                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
@@ -191,8 +191,8 @@ ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
                               const uct_dcx_verbs_ops_t *ops,
                               struct ibv_context *ctx, struct ibv_pd *pd,
                               uint8_t port, const struct ibv_port_attr *port_attr,
-                              const union ibv_gid *gid, unsigned num_mkeys,
-                              unsigned max_inline)
+                              const struct ibv_global_route *grh,
+                              unsigned num_mkeys, unsigned max_inline)
 {
     struct ibv_cq_init_attr_ex cq_attr = {};
     struct mlx5dv_mkey_init_attr mkey_attr;
@@ -206,9 +206,9 @@ ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
     ucs_list_head_init(&umr->view_free);
     umr->port      = port;
     umr->port_attr = *port_attr;
-    umr->is_global = (gid != NULL);
-    if (gid != NULL) {
-        umr->gid = *gid;
+    umr->is_global = (grh != NULL);
+    if (grh != NULL) {
+        umr->grh = *grh;
     }
     ucs_list_head_init(&umr->free);
     ucs_list_head_init(&umr->lru);

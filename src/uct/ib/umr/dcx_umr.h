@@ -119,7 +119,7 @@ typedef struct uct_dcx_umr {
     int                       qp_dead;     /* recovery failed */
     uint8_t                   port;        /* to reconnect after an error */
     struct ibv_port_attr      port_attr;
-    union ibv_gid             gid;
+    struct ibv_global_route   grh;         /* loopback GRH (RoCE) */
     int                       is_global;
     unsigned                  max_entries; /* interleaved entries per UMR */
     unsigned                  list_max;    /* pieces per list UMR */
@@ -136,13 +136,15 @@ typedef struct uct_dcx_umr {
 
 
 /* Open the engine on a device context opened with DEVX. num_mkeys bounds
- * the cached layouts (and operations in flight on distinct layouts). */
+ * the cached layouts (and operations in flight on distinct layouts). grh is
+ * the loopback QP's GRH on a RoCE port (dgid = the port's own GID), NULL on
+ * InfiniBand. */
 ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
                               const uct_dcx_verbs_ops_t *ops,
                               struct ibv_context *ctx, struct ibv_pd *pd,
                               uint8_t port, const struct ibv_port_attr *port_attr,
-                              const union ibv_gid *gid, unsigned num_mkeys,
-                              unsigned max_inline);
+                              const struct ibv_global_route *grh,
+                              unsigned num_mkeys, unsigned max_inline);
 
 void uct_dcx_umr_cleanup(uct_dcx_umr_t *umr);
 

@@ -1,0 +1,312 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * RoCE addressing (issue 15 item 2) on the device model's RoCE port mode
+ * (DCXEMU_LINK_LAYER=ethernet, read once per process, hence children),
+ * with two routers between any two ports (DCXEMU_ROCE_ROUTERS=2): the GID
+ * dcx picks by itself (RoCE v2, IPv4-mapped; index 0 of the model's table
+ * is the link-local RoCE v1 entry), UCX_DCX_GID_INDEX, UCX_DCX_HOP_LIMIT
+ * for requests and for the DCT's responses, and reachability between
+ * interfaces of different RoCE versions.
+ */
+#include "uct_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+using namespace dcx_test;
+
+namespace {
+
+/* The device address: lid (2 bytes), flags, then the GID on RoCE. */
+const size_t   dev_addr_flags_offset = 2;
+const size_t   dev_addr_gid_offset   = 3;
+const uint8_t  flag_global           = 1;
+const uint8_t  flag_roce_v2          = 2;
+const uint8_t  flag_ipv4             = 4;
+
+/* Run a role in a child on a RoCE port with two routers; this process's
+ * environment is restored (the suite itself may run in RoCE mode). */
+int run_roce(const std::string &role,
+             const std::vector<std::string> &args = {})
+{
+    static const char *const vars[2][2] = {{"DCXEMU_LINK_LAYER", "ethernet"},
+                                           {"DCXEMU_ROCE_ROUTERS", "2"}};
+    std::string saved[2];
+    bool had[2];
+
+    for (int i = 0; i < 2; ++i) {
+        const char *v = getenv(vars[i][0]);
+        had[i]        = (v != nullptr);
+        saved[i]      = had[i] ? v : "";
+        setenv(vars[i][0], vars[i][1], 1);
+    }
+    child c(role, args);
+    for (int i = 0; i < 2; ++i) {
+        if (had[i]) {
+            setenv(vars[i][0], saved[i].c_str(), 1);
+        } else {
+            unsetenv(vars[i][0]);
+        }
+    }
+    return c.wait(90);
+}
+
+/* 0 when the device address says flags and carries the GID that ends in
+ * tail (the last 6 bytes), else 1. */
+int check_dev_addr(const entity &e, uint8_t flags, const uint8_t tail[6])
+{
+    const std::vector<char> &a = e.dev_addr();
+    if ((a.size() != dev_addr_gid_offset + 16) ||
+        ((uint8_t)a[dev_addr_flags_offset] != flags) ||
+        (a[0] != 0) || (a[1] != 0) ||
+        memcmp(a.data() + dev_addr_gid_offset + 10, tail, 6)) {
+        return 1;
+    }
+    return 0;
+}
+
+/* A put, a get and an active message from a to b, each completed: 0, or
+ * the failed step. */
+int exchange(entity &a, entity &b)
+{
+    std::vector<entity*> all = {&a, &b};
+    buffer target(b, 4096, 0), local(a, 4096, 0);
+    rkey rk(target.packed_rkey());
+    uct_ep_h ep = a.connect(b);
+    uint64_t value = 0x1234abcd;
+    int am_count   = 0;
+
+    if (ep == nullptr) {
+        return 1;
+    }
+    if (uct_iface_set_am_handler(b.iface(), 7,
+            [](void *arg, void *data, size_t length, unsigned flags) {
+                ++*(int*)arg;
+                return UCS_OK;
+            }, &am_count, 0) != UCS_OK) {
+        return 2;
+    }
+    if (retry(all, [&] {
+            return uct_ep_put_short(ep, &value, sizeof(value), target.addr(),
+                                    rk.get());
+        }) != UCS_OK) {
+        return 3;
+    }
+    test_comp fcomp;
+    ucs_status_t status = retry(all, [&] {
+        return uct_ep_flush(ep, 0, &fcomp.uct);
+    });
+    if ((status == UCS_INPROGRESS) &&
+        !wait_for(all, [&] { return fcomp.done != 0; }, 30)) {
+        return 4;
+    }
+    if ((status != UCS_OK) && (fcomp.status != UCS_OK)) {
+        return 5;
+    }
+    if (memcmp(target.ptr(), &value, sizeof(value)) != 0) {
+        return 6;
+    }
+
+    test_comp gcomp;
+    uct_iov_t iov = {local.ptr(), 64, local.memh(), 0, 1};
+    status = retry(all, [&] {
+        return uct_ep_get_zcopy(ep, &iov, 1, target.addr(), rk.get(),
+                                &gcomp.uct);
+    });
+    if ((status == UCS_INPROGRESS) &&
+        !wait_for(all, [&] { return gcomp.done != 0; }, 30)) {
+        return 7;
+    }
+    if (memcmp(local.ptr(), &value, sizeof(value)) != 0) {
+        return 8;
+    }
+
+    if (retry(all, [&] { return uct_ep_am_short(ep, 7, 1, &value, 8); }) !=
+        UCS_OK) {
+        return 9;
+    }
+    if (!wait_for(all, [&] { return am_count == 1; }, 30)) {
+        return 10;
+    }
+    uct_ep_destroy(ep);
+    return 0;
+}
+
+/* A put from a to b: 0 when the endpoint fails with a timeout, as a packet
+ * that dies on the way makes it (a short retry budget in a's config). */
+int put_times_out(entity &a, failure_record &f, entity &b)
+{
+    std::vector<entity*> all = {&a, &b};
+    buffer target(b, 4096, 0);
+    rkey rk(target.packed_rkey());
+    uct_ep_h ep    = a.connect(b);
+    uint64_t value = 5;
+
+    if ((ep == nullptr) ||
+        (uct_ep_put_short(ep, &value, sizeof(value), target.addr(),
+                          rk.get()) != UCS_OK)) {
+        return 1;
+    }
+    if (!wait_for(all, [&] { return !f.eps.empty(); }, 30)) {
+        return 2;
+    }
+    if ((f.eps[0] != ep) || (f.statuses[0] != UCS_ERR_ENDPOINT_TIMEOUT)) {
+        return 3;
+    }
+    uct_ep_destroy(ep);
+    return 0;
+}
+
+} // namespace
+
+/* Defaults: dcx picks the RoCE v2 IPv4-mapped GID (index 3 of the model's
+ * table, not index 0) and a hop limit that crosses the routers both ways. */
+DCX_CHILD_ROLE(roce_default_gid)
+{
+    static const uint8_t v4[6] = {0xff, 0xff, 198, 51, 100, 1};
+    entity a, b;
+
+    if ((a.iface() == nullptr) || (b.iface() == nullptr)) {
+        return 10;
+    }
+    if (check_dev_addr(a, flag_global | flag_roce_v2 | flag_ipv4, v4) != 0) {
+        return 11;
+    }
+    if (!uct_iface_is_reachable(a.iface(),
+                                (const uct_device_addr_t*)b.dev_addr().data(),
+                                (const uct_iface_addr_t*)
+                                b.iface_addr().data())) {
+        return 12;
+    }
+    int ret = exchange(a, b);
+    return (ret == 0) ? 0 : 20 + ret;
+}
+
+TEST(uct_roce, default_gid_is_roce_v2_ipv4)
+{
+    EXPECT_EQ(0, run_roce("roce_default_gid"));
+}
+
+/* UCX_DCX_GID_INDEX: index 1 (RoCE v2 link-local) and 2 (RoCE v1 IPv4)
+ * work between peers that use the same; an empty entry or one beyond the
+ * table makes the interface fail to open. */
+DCX_CHILD_ROLE(roce_gid_index)
+{
+    static const uint8_t v4[6] = {0xff, 0xff, 198, 51, 100, 1};
+    {
+        entity a(config_t{{"GID_INDEX", "1"}}), b(config_t{{"GID_INDEX", "1"}});
+        if ((a.iface() == nullptr) || (b.iface() == nullptr)) {
+            return 10;
+        }
+        const std::vector<char> &addr = a.dev_addr();
+        if ((addr.size() != dev_addr_gid_offset + 16) ||
+            ((uint8_t)addr[dev_addr_flags_offset] !=
+             (flag_global | flag_roce_v2)) ||
+            ((uint8_t)addr[dev_addr_gid_offset] != 0xfe) ||
+            ((uint8_t)addr[dev_addr_gid_offset + 1] != 0x80)) {
+            return 11;
+        }
+        int ret = exchange(a, b);
+        if (ret != 0) {
+            return 20 + ret;
+        }
+    }
+    {
+        entity a(config_t{{"GID_INDEX", "2"}}), b(config_t{{"GID_INDEX", "2"}});
+        if ((a.iface() == nullptr) || (b.iface() == nullptr)) {
+            return 30;
+        }
+        if (check_dev_addr(a, flag_global | flag_ipv4, v4) != 0) {
+            return 31;
+        }
+        int ret = exchange(a, b);
+        if (ret != 0) {
+            return 40 + ret;
+        }
+    }
+    {
+        entity empty(config_t{{"GID_INDEX", "4"}});
+        if (empty.iface() != nullptr) {
+            return 50;
+        }
+    }
+    return 0;
+}
+
+TEST(uct_roce, gid_index_config)
+{
+    EXPECT_EQ(0, run_roce("roce_gid_index"));
+}
+
+/* Peers of different RoCE versions (v1 frames never reach a v2 address)
+ * are not reachable, both ways. */
+DCX_CHILD_ROLE(roce_mixed_versions)
+{
+    entity v1(config_t{{"GID_INDEX", "2"}}), v2;
+    if ((v1.iface() == nullptr) || (v2.iface() == nullptr)) {
+        return 10;
+    }
+    if (uct_iface_is_reachable(v1.iface(),
+                               (const uct_device_addr_t*)v2.dev_addr().data(),
+                               (const uct_iface_addr_t*)
+                               v2.iface_addr().data()) ||
+        uct_iface_is_reachable(v2.iface(),
+                               (const uct_device_addr_t*)v1.dev_addr().data(),
+                               (const uct_iface_addr_t*)
+                               v1.iface_addr().data())) {
+        return 11;
+    }
+    return 0;
+}
+
+TEST(uct_roce, other_roce_version_unreachable)
+{
+    EXPECT_EQ(0, run_roce("roce_mixed_versions"));
+}
+
+/* UCX_DCX_HOP_LIMIT: 2 does not cross two routers. On the sender it kills
+ * the requests; on the receiver it kills the DCT's responses (the DCT's
+ * GRH); 3 crosses them both ways. */
+DCX_CHILD_ROLE(roce_hop_limit)
+{
+    const config_t short_retry = {{"TIMEOUT", "100us"}, {"RETRY_COUNT", "1"}};
+    {
+        failure_record f;
+        config_t c = short_retry;
+        c["HOP_LIMIT"] = "2";
+        entity sender(c, record_failure, &f), receiver;
+        int ret = put_times_out(sender, f, receiver);
+        if (ret != 0) {
+            return 10 + ret;
+        }
+    }
+    {
+        failure_record f;
+        entity sender(short_retry, record_failure, &f),
+               receiver(config_t{{"HOP_LIMIT", "2"}});
+        int ret = put_times_out(sender, f, receiver);
+        if (ret != 0) {
+            return 20 + ret;
+        }
+    }
+    {
+        entity sender(config_t{{"HOP_LIMIT", "3"}}), receiver(config_t{{"HOP_LIMIT", "3"}});
+        int ret = exchange(sender, receiver);
+        if (ret != 0) {
+            return 30 + ret;
+        }
+    }
+    {
+        entity bad(config_t{{"HOP_LIMIT", "256"}}), bad_tc(config_t{{"TRAFFIC_CLASS", "256"}});
+        if ((bad.iface() != nullptr) || (bad_tc.iface() != nullptr)) {
+            return 40;
+        }
+    }
+    return 0;
+}
+
+TEST(uct_roce, hop_limit_for_requests_and_dct_responses)
+{
+    EXPECT_EQ(0, run_roce("roce_hop_limit"));
+}

@@ -12,7 +12,6 @@
 #include <ucs/sys/sys.h>
 #include <ucm/api/ucm.h>
 
-#include <ucs/arch/cpu.h>
 #include <ucs/async/async.h>
 
 #include <endian.h>
@@ -277,7 +276,7 @@ void uct_dcx_md_caps_get(uct_md_h uct_md, uct_dcx_md_caps_t *caps)
 static int uct_dcx_md_relaxed_order(ucs_ternary_auto_value_t config)
 {
     if (config == UCS_AUTO) {
-        return ucs_cpu_prefer_relaxed_order();
+        return uct_dcx_compat_cpu_prefers_relaxed_order();
     }
     return config != UCS_NO;
 }

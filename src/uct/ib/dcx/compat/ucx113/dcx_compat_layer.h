@@ -8,10 +8,14 @@
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
+#include <ucs/arch/cpu.h>
 #include <ucs/sys/math.h>
 
 
 #define UCT_DCX_COMPAT_LAYER "ucx113"
+
+/* Whether UCS prefers PCIe relaxed ordering on this CPU. */
+#define uct_dcx_compat_cpu_prefers_relaxed_order() ucs_cpu_prefer_relaxed_order()
 
 /* Registration cache settings: UCT's table in 1.13. */
 typedef uct_md_rcache_config_t uct_dcx_rcache_config_t;

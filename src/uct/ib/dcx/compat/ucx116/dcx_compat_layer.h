@@ -8,6 +8,7 @@
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
+#include <ucs/arch/cpu.h>
 #include <ucs/sys/math.h>
 #include <ucs/sys/ptr_arith.h>
 
@@ -18,6 +19,16 @@
  * configure; the layer follows changes inside its range with it. */
 #define UCT_DCX_UCX_AT_LEAST(_major, _minor) \
     (UCT_DCX_UCX_VERSION_CODE >= ((_major) * 10000 + (_minor) * 100))
+
+/* Whether UCS prefers PCIe relaxed ordering on this CPU (by CPU model
+ * from 1.22). */
+#if UCT_DCX_UCX_AT_LEAST(1, 22)
+#define uct_dcx_compat_cpu_prefers_relaxed_order() \
+    ucs_cpu_model_prefer_relaxed_order(ucs_arch_get_cpu_vendor(), \
+                                       ucs_arch_get_cpu_model())
+#else
+#define uct_dcx_compat_cpu_prefers_relaxed_order() ucs_cpu_prefer_relaxed_order()
+#endif
 
 /* The component's remote key slots (uct_dcx_component): rkey_unpack took
  * params in 1.19, rkey_compare came in 1.16. */

@@ -178,7 +178,8 @@ static void uct_dcx_md_async_event(int fd, ucs_event_set_types_t events,
             break;
         case IBV_EVENT_DEVICE_FATAL:
             ucs_error("dcx: %s: fatal device error: its endpoints fail and "
-                      "nothing it had outstanding will complete", name);
+                      "what they had outstanding completes with an error",
+                      name);
             uct_dcx_md_fatal_dispatch(md);
             break;
         case IBV_EVENT_SRQ_LIMIT_REACHED:

@@ -1679,17 +1679,6 @@ struct foreign_iface {
     }
 };
 
-template <typename F> F public_api(const char *name)
-{
-    void *handle = dlopen(DCX_TEST_PLUGIN, RTLD_NOW | RTLD_NOLOAD);
-    F fn         = (handle == nullptr) ? nullptr : (F)dlsym(handle, name);
-    EXPECT_NE(nullptr, fn) << name << " is not exported";
-    if (handle != nullptr) {
-        dlclose(handle);
-    }
-    return fn;
-}
-
 } // namespace
 
 /* The public API (include/uct/ib/dcx/dcx.h) recognises its own interfaces:
@@ -1710,12 +1699,12 @@ TEST(uct_public_api, foreign_interface_is_refused)
     foreign_iface other;
     ASSERT_NO_FATAL_FAILURE(other.open());
 
-    auto query_umr       = public_api<query_umr_t>("uct_dcx_iface_query_umr");
-    auto query_tx        = public_api<query_tx_t>("uct_dcx_iface_query_tx");
-    auto view_create     = public_api<view_create_t>("uct_dcx_mem_view_create");
-    auto view_create_iov = public_api<view_create_iov_t>(
+    auto query_umr       = plugin_sym<query_umr_t>("uct_dcx_iface_query_umr");
+    auto query_tx        = plugin_sym<query_tx_t>("uct_dcx_iface_query_tx");
+    auto view_create     = plugin_sym<view_create_t>("uct_dcx_mem_view_create");
+    auto view_create_iov = plugin_sym<view_create_iov_t>(
             "uct_dcx_mem_view_create_iov");
-    auto view_destroy    = public_api<view_destroy_t>("uct_dcx_mem_view_destroy");
+    auto view_destroy    = plugin_sym<view_destroy_t>("uct_dcx_mem_view_destroy");
     ASSERT_TRUE(query_umr && query_tx && view_create && view_create_iov &&
                 view_destroy);
 

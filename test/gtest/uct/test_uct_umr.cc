@@ -375,14 +375,6 @@ typedef ucs_status_t (*view_create_fn_t)(uct_iface_h, uct_mem_h, void*,
                                          size_t, size_t, size_t, uct_mem_h*);
 typedef ucs_status_t (*view_destroy_fn_t)(uct_iface_h, uct_mem_h);
 
-template <typename T> T plugin_sym(const char *name)
-{
-    void *handle = dlopen(DCX_TEST_PLUGIN, RTLD_NOW | RTLD_NOLOAD);
-    T fn         = (handle == nullptr) ? nullptr : (T)dlsym(handle, name);
-    EXPECT_NE(nullptr, fn) << name << " is not exported";
-    return fn;
-}
-
 } // namespace
 
 /* A persistent remote strided view: the peer puts and gets contiguous

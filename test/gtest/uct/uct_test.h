@@ -118,23 +118,31 @@ struct failure_record {
 /* An error handler (arg: failure_record*) that records and accepts. */
 ucs_status_t record_failure(void *arg, uct_ep_h ep, ucs_status_t status);
 
-/* A query of the plugin's public API (include/uct/ib/dcx/dcx.h), looked up
- * in the plugin the suite loaded, as a program that preloads it would. */
+/* A function of the plugin's public API (include/uct/ib/dcx/dcx.h), looked
+ * up in the plugin the suite loaded, as a program that preloads it would
+ * (the suite keeps the plugin loaded, so the pointer stays valid). */
+template <typename F> F plugin_sym(const char *name)
+{
+    void *handle = dlopen(DCX_TEST_PLUGIN, RTLD_NOW | RTLD_NOLOAD);
+    F fn         = (handle == nullptr) ? nullptr : (F)dlsym(handle, name);
+
+    EXPECT_NE(nullptr, fn) << name << " is not exported";
+    if (handle != nullptr) {
+        dlclose(handle);
+    }
+    return fn;
+}
+
+/* A query of the plugin's public API: its result, zero if it failed. */
 template <typename T>
 T plugin_query(const char *symbol, uct_iface_h iface)
 {
     typedef ucs_status_t (*query_fn_t)(uct_iface_h, T*);
-    void *handle     = dlopen(DCX_TEST_PLUGIN, RTLD_NOW | RTLD_NOLOAD);
-    query_fn_t query = (handle == nullptr) ? nullptr :
-                       (query_fn_t)dlsym(handle, symbol);
+    query_fn_t query = plugin_sym<query_fn_t>(symbol);
     T result         = {};
 
-    EXPECT_NE(nullptr, query) << symbol << " is not exported";
     if (query != nullptr) {
         EXPECT_EQ(UCS_OK, query(iface, &result));
-    }
-    if (handle != nullptr) {
-        dlclose(handle);
     }
     return result;
 }

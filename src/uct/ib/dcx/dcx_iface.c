@@ -996,32 +996,20 @@ static void uct_dcx_iface_umr_cleanup(uct_dcx_iface_t *iface)
 
 /* --- device capabilities ---------------------------------------------- */
 
-/* mlx5 PRM: QUERY_HCA_CAP of the atomic capability page (op_mod: type 3,
- * current values). Bit offsets of the fields read, in the capability page. */
-#define UCT_DCX_PRM_QUERY_HCA_CAP       0x100
-#define UCT_DCX_PRM_CAP_ATOMIC_CUR      ((0x3 << 1) | 1)
-#define UCT_DCX_PRM_OUT_HDR             16
-#define UCT_DCX_PRM_ATOMIC_8B_MODE_BYTE 8    /* bits 0x40-0x41: 1 = host order */
+/* Bit offsets in the atomic capability page (mlx5 PRM). */
+#define UCT_DCX_PRM_ATOMIC_8B_MODE_BIT  0x40 /* 2 bits: 1 = host order */
 #define UCT_DCX_PRM_ATOMIC_OPS_BIT      0x90
 #define UCT_DCX_PRM_ATOMIC_SIZE_QP_BIT  0xb0
 #define UCT_DCX_PRM_ATOMIC_SIZE_DC_BIT  0xd0
 #define UCT_DCX_PRM_ATOMIC_MASKED_OPS   (UCS_BIT(2) | UCS_BIT(3)) /* CS, FA */
-
-static uint16_t uct_dcx_prm_get16(const uint8_t *page, unsigned bit)
-{
-    return (uint16_t)((page[bit / 8] << 8) | page[(bit / 8) + 1]);
-}
 
 /* Which masked atomic sizes the device does on DC, as UCX's mlx5 transports
  * read them from the same capability page. Needs DEVX; on RoCE the raw
  * WQE's address vector would need the peer's MAC, so not there. */
 void uct_dcx_iface_ext_atomics(uct_dcx_iface_t *iface, const char *dev_name)
 {
-    uint8_t in[16]                                      = {};
-    uint8_t out[UCT_DCX_PRM_OUT_HDR + 0x100 / 8 + 16]   = {};
-    const uint8_t *page                                 = out + UCT_DCX_PRM_OUT_HDR;
+    uint8_t page[0x100 / 8] = {};
     uint16_t ops, sizes;
-    int ret;
 
     iface->config.ext_atomics32    = 0;
     iface->config.ext_atomics64    = 0;
@@ -1036,33 +1024,25 @@ void uct_dcx_iface_ext_atomics(uct_dcx_iface_t *iface, const char *dev_name)
         return;
     }
 
-    in[0] = UCT_DCX_PRM_QUERY_HCA_CAP >> 8;
-    in[1] = UCT_DCX_PRM_QUERY_HCA_CAP & 0xff;
-    in[7] = UCT_DCX_PRM_CAP_ATOMIC_CUR;
-    ret   = iface->ops->mlx5dv_devx_general_cmd(iface->md->ctx, in, sizeof(in),
-                                                out, sizeof(out));
-    if (ret != 0) {
-        ucs_debug("dcx: %s: cannot query the atomic capabilities: %s",
-                  dev_name, strerror(ret));
+    if (uct_dcx_md_query_hca_cap(iface->md, UCT_DCX_PRM_HCA_CAP_ATOMIC, page,
+                                 sizeof(page)) != 0) {
         return;
     }
 
-    ops   = uct_dcx_prm_get16(page, UCT_DCX_PRM_ATOMIC_OPS_BIT);
-    sizes = uct_dcx_prm_get16(page, UCT_DCX_PRM_ATOMIC_SIZE_QP_BIT) &
-            uct_dcx_prm_get16(page, UCT_DCX_PRM_ATOMIC_SIZE_DC_BIT);
+    ops   = uct_dcx_prm_field(page, UCT_DCX_PRM_ATOMIC_OPS_BIT, 16);
+    sizes = uct_dcx_prm_field(page, UCT_DCX_PRM_ATOMIC_SIZE_QP_BIT, 16) &
+            uct_dcx_prm_field(page, UCT_DCX_PRM_ATOMIC_SIZE_DC_BIT, 16);
     if ((ops & UCT_DCX_PRM_ATOMIC_MASKED_OPS) == UCT_DCX_PRM_ATOMIC_MASKED_OPS) {
         iface->config.ext_atomics32    = !!(sizes & sizeof(uint32_t));
         iface->config.ext_atomics64    = !!(sizes & sizeof(uint64_t));
         iface->config.ext_atomics64_be =
-                (page[UCT_DCX_PRM_ATOMIC_8B_MODE_BYTE] >> 6) != 1;
+                uct_dcx_prm_field(page, UCT_DCX_PRM_ATOMIC_8B_MODE_BIT, 2) != 1;
     }
     ucs_debug("dcx: %s: atomic operations 0x%x, sizes 0x%x: masked atomics "
               "32-bit %s, 64-bit %s", dev_name, ops, sizes,
               iface->config.ext_atomics32 ? "yes" : "no",
               iface->config.ext_atomics64 ? "yes" : "no");
 }
-
-/* --- active-message flow control --------------------------------------- */
 
 void uct_dcx_iface_fill_av(const uct_dcx_iface_t *iface, uint16_t dlid,
                            const union ibv_gid *dgid,

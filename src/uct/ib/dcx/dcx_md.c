@@ -637,19 +637,39 @@ static ucs_status_t uct_dcx_md_query_device(uct_dcx_md_t *md)
     return UCS_OK;
 }
 
-/* PRM QUERY_HCA_CAP (general capabilities, current values) mailboxes. */
-#define UCT_DCX_PRM_OP_QUERY_HCA_CAP    0x100
-#define UCT_DCX_PRM_HCA_CAP_GET_CUR     0x1   /* op_mod: type 0 << 1 | cur */
-#define UCT_DCX_PRM_MBOX_HDR            16    /* status, syndrome, reserved */
-#define UCT_DCX_PRM_HCA_CAP_SIZE        4096  /* cmd_hca_cap */
-
-/* A 6-bit field of cmd_hca_cap at PRM bit offset @a bit_off (MSB first). */
-static unsigned uct_dcx_md_hca_cap_u6(const uint8_t *cap, unsigned bit_off)
+unsigned uct_dcx_prm_field(const uint8_t *page, unsigned bit_off,
+                           unsigned bits)
 {
-    uint32_t dw;
+    uint32_t dw, mask = (bits == 32) ? UINT32_MAX : (UCS_BIT(bits) - 1);
 
-    memcpy(&dw, cap + (bit_off / 32) * 4, sizeof(dw));
-    return (be32toh(dw) >> (32 - (bit_off % 32) - 6)) & 0x3f;
+    memcpy(&dw, page + (bit_off / 32) * 4, sizeof(dw));
+    return (be32toh(dw) >> (32 - (bit_off % 32) - bits)) & mask;
+}
+
+int uct_dcx_md_query_hca_cap(uct_dcx_md_t *md, unsigned type, uint8_t *page,
+                             size_t length)
+{
+    uint8_t in[UCT_DCX_PRM_MBOX_HDR]                          = {};
+    uint8_t out[UCT_DCX_PRM_MBOX_HDR + UCT_DCX_PRM_HCA_CAP_SIZE] = {};
+    int ret;
+
+    ucs_assert(length <= UCT_DCX_PRM_HCA_CAP_SIZE);
+    in[0] = UCT_DCX_PRM_OP_QUERY_HCA_CAP >> 8;
+    in[1] = UCT_DCX_PRM_OP_QUERY_HCA_CAP & 0xff;
+    in[7] = (type << 1) | 1; /* op_mod: the page, current values */
+    ret   = md->ops->mlx5dv_devx_general_cmd(md->ctx, in, sizeof(in), out,
+                                             UCT_DCX_PRM_MBOX_HDR + length);
+    if (ret == 0) {
+        ret = (out[0] == 0) ? 0 : EREMOTEIO; /* the command's status */
+    }
+    if (ret != 0) {
+        ucs_debug("dcx: %s: QUERY_HCA_CAP (page %u) failed: %s, status 0x%x",
+                  md->device->name, type, strerror(ret), out[0]);
+        return ret;
+    }
+
+    memcpy(page, out + UCT_DCX_PRM_MBOX_HDR, length);
+    return 0;
 }
 
 /* The read/atomic depth of a DCI: the kernel refuses RTR->RTS with
@@ -659,39 +679,20 @@ static unsigned uct_dcx_md_hca_cap_u6(const uint8_t *cap, unsigned bit_off)
  * the DCIs find it (uct_dcx_iface_dci_connect). */
 static void uct_dcx_md_query_dc_rd_atomic(uct_dcx_md_t *md)
 {
-    uint8_t in[UCT_DCX_PRM_MBOX_HDR] = {};
-    uint8_t *out;
+    uint8_t cap[0x160 / 8] = {}; /* up to log_max_ra_res_qp */
     unsigned req, res;
-    int ret;
 
-    if (!md->devx) {
-        return;
+    if (!md->devx ||
+        (uct_dcx_md_query_hca_cap(md, UCT_DCX_PRM_HCA_CAP_GENERAL, cap,
+                                  sizeof(cap)) != 0)) {
+        return; /* found when a DCI connects */
     }
 
-    out = ucs_calloc(1, UCT_DCX_PRM_MBOX_HDR + UCT_DCX_PRM_HCA_CAP_SIZE,
-                     "dcx hca cap");
-    if (out == NULL) {
-        return;
-    }
-
-    in[0] = UCT_DCX_PRM_OP_QUERY_HCA_CAP >> 8;
-    in[1] = UCT_DCX_PRM_OP_QUERY_HCA_CAP & 0xff;
-    in[7] = UCT_DCX_PRM_HCA_CAP_GET_CUR;
-    ret   = md->ops->mlx5dv_devx_general_cmd(md->ctx, in, sizeof(in), out,
-                                             UCT_DCX_PRM_MBOX_HDR +
-                                             UCT_DCX_PRM_HCA_CAP_SIZE);
-    if ((ret != 0) || (out[0] != 0)) {
-        ucs_debug("dcx: %s: QUERY_HCA_CAP failed (%s, status 0x%x): the DC "
-                  "read/atomic depth is found when a DCI connects",
-                  md->device->name, strerror(ret), out[0]);
-    } else {
-        req = uct_dcx_md_hca_cap_u6(out + UCT_DCX_PRM_MBOX_HDR, 0x12a);
-        res = uct_dcx_md_hca_cap_u6(out + UCT_DCX_PRM_MBOX_HDR, 0x13a);
-        md->dc_max_rd_atomic = 1u << ucs_min(ucs_min(req, res), 7);
-        ucs_debug("dcx: %s: log_max_ra_req_dc %u log_max_ra_res_dc %u",
-                  md->device->name, req, res);
-    }
-    ucs_free(out);
+    req = uct_dcx_prm_field(cap, 0x12a, 6);
+    res = uct_dcx_prm_field(cap, 0x13a, 6);
+    md->dc_max_rd_atomic = 1u << ucs_min(ucs_min(req, res), 7);
+    ucs_debug("dcx: %s: log_max_ra_req_dc %u log_max_ra_res_dc %u",
+              md->device->name, req, res);
 }
 
 ucs_status_t

@@ -149,6 +149,24 @@ ucs_status_t uct_dcx_md_fatal_listen(uct_dcx_md_t *md,
 void uct_dcx_md_fatal_unlisten(uct_dcx_md_t *md,
                                uct_dcx_md_fatal_listener_t *listener);
 
+/* mlx5 PRM QUERY_HCA_CAP (through DEVX): mailbox layout and page types. */
+#define UCT_DCX_PRM_OP_QUERY_HCA_CAP 0x100
+#define UCT_DCX_PRM_MBOX_HDR         16    /* status, syndrome, reserved */
+#define UCT_DCX_PRM_HCA_CAP_SIZE     4096  /* a capability page */
+#define UCT_DCX_PRM_HCA_CAP_GENERAL  0x0
+#define UCT_DCX_PRM_HCA_CAP_ATOMIC   0x3
+
+/* The first @a length bytes of capability page @a type (current values):
+ * 0, or an errno value (EREMOTEIO: the command failed). */
+int uct_dcx_md_query_hca_cap(uct_dcx_md_t *md, unsigned type, uint8_t *page,
+                             size_t length);
+
+/* A field of @a bits bits at PRM bit offset @a bit_off of a capability page
+ * (big-endian, most significant bit first; within one 32-bit word). */
+unsigned uct_dcx_prm_field(const uint8_t *page, unsigned bit_off,
+                           unsigned bits);
+
+
 extern ucs_config_field_t uct_dcx_md_config_table[];
 extern ucs_config_field_t uct_dcx_global_config_table[];
 

@@ -247,6 +247,24 @@ DCXEMU_API const char *dcxemu_fabric_name(void);
    fabric of this library), or another errno value. */
 DCXEMU_API int dcxemu_fabric_remove(const char *name);
 
+/* ---- test-only queries for tests that wait on the model instead of sleeping (testapi.c) ---- */
+
+/* This process's engine thread.  quiescent: it waits on its doorbell and nothing was rung since
+   it read it, so it has seen every post, kick and remote event so far; interval_ns: the timeout
+   it chose for that wait from the loop's start (the housekeeping tick, 100 ms, when no QP of this
+   process has a timer; shorter when one has); waits: how many waits it began.  Returns 0 or an
+   errno value (EINVAL for NULL, EPERM in a forked child, or the attach error). */
+struct dcxemu_engine_state {
+    uint32_t quiescent;
+    uint32_t pad;
+    uint64_t interval_ns;
+    uint64_t waits;
+};
+DCXEMU_API int dcxemu_engine_state_read(struct dcxemu_engine_state *out);
+
+/* Threads of this process blocked in ibv_destroy_cq until the CQ's events are acked. */
+DCXEMU_API int dcxemu_cq_destroy_waiters(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -474,4 +474,11 @@ struct dcxemu_context *dcxemu_ctx(struct ibv_context *c);
 
 #define DCXEMU_ERR(e) do { errno = (e); return NULL; } while (0)
 
+/* ---------------------------------------------------------------- testapi.c ---------------- */
+
+/* Hooks behind the test-only queries of dcxemu.h. */
+void dcxemu_test_engine_waits(uint32_t seen, uint64_t interval_ns);   /* before its futex wait */
+void dcxemu_test_engine_runs(void);                                   /* after it */
+void dcxemu_test_cq_destroy_wait(int delta);   /* +1/-1 around destroy_cq's wait for acks */
+
 #endif

@@ -648,7 +648,9 @@ static void *engine_main(void *arg)
         }
         to.tv_sec = (time_t)((next - now) / 1000000000ull);
         to.tv_nsec = (long)((next - now) % 1000000000ull);
+        dcxemu_test_engine_waits(seen, next - now);
         syscall(SYS_futex, db, FUTEX_WAIT, seen, &to, NULL, 0);
+        dcxemu_test_engine_runs();
     }
     return NULL;
 }

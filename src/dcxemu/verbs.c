@@ -1508,7 +1508,9 @@ DCXEMU_API int dcxemu_ibv_destroy_cq(struct ibv_cq *ibcq)
     /* like the kernel ABI: wait until every event gotten has been acked */
     pthread_mutex_lock(&ibcq->mutex);
     while (ibcq->comp_events_completed != cq->events_gotten) {
+        dcxemu_test_cq_destroy_wait(1);
         pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
+        dcxemu_test_cq_destroy_wait(-1);
     }
     pthread_mutex_unlock(&ibcq->mutex);
     pthread_mutex_lock(&dcxemu_reg_lock);

@@ -304,6 +304,46 @@ bool cq_stays_empty(ibv_cq *cq, int ms)
     return true;
 }
 
+bool cq_empty_now(ibv_cq *cq)
+{
+    ibv_wc wc;
+    return ibv_poll_cq(cq, 1, &wc) == 0;
+}
+
+bool wait_until(const std::function<bool()> &cond, int timeout_ms)
+{
+    uint64_t end = now_ms() + (uint64_t)timeout_ms;
+    while (!cond()) {
+        if (now_ms() > end) return false;
+        usleep(100);
+    }
+    return true;
+}
+
+uint64_t process_count(size_t field_offset, int dev)
+{
+    dcxemu_counters c;
+    if (dcxemu_counters_read(dev, DCXEMU_SCOPE_PROCESS, &c) != 0) return UINT64_MAX;
+    return *(const uint64_t *)((const char *)&c + field_offset);
+}
+
+bool engine_quiescent(dcxemu_engine_state *st, int timeout_ms)
+{
+    dcxemu_engine_state s;
+    bool ok = wait_until([&] { return dcxemu_engine_state_read(&s) == 0 && s.quiescent; },
+                         timeout_ms);
+    if (st != nullptr) *st = s;
+    return ok;
+}
+
+bool engine_idle(int timeout_ms)
+{
+    dcxemu_engine_state s;
+    return wait_until([&] {
+        return dcxemu_engine_state_read(&s) == 0 && s.quiescent && s.interval_ns >= 50000000;
+    }, timeout_ms);
+}
+
 int post_one(dci &c, wr_op op, uint32_t lkey, void *laddr, uint32_t len, uint32_t rkey,
              uint64_t raddr, uint32_t dctn, uint64_t key, uint64_t wr_id, unsigned flags,
              uint64_t a1, uint64_t a2, uint32_t imm)

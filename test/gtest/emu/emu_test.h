@@ -10,12 +10,14 @@
 #include <arpa/inet.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -102,6 +104,24 @@ int post_recv(ibv_srq *srq, ibv_mr *mr, void *buf, uint32_t len, uint64_t wr_id)
 bool poll_one(ibv_cq *cq, ibv_wc *wc, int timeout_ms = 5000);
 /* Expect no CQE for ms milliseconds. */
 bool cq_stays_empty(ibv_cq *cq, int ms);
+/* No CQE now (one poll; a CQE found is consumed).  Only a proof where the caller knows that
+ * nothing can still arrive: the work that could write one has completed or provably waits. */
+bool cq_empty_now(ibv_cq *cq);
+
+/* Check cond until it holds or timeout_ms passes (a bounded fall-back, not a delay). */
+bool wait_until(const std::function<bool()> &cond, int timeout_ms = 10000);
+
+/* This process's counter field (dcxemu_counters) on device dev, process scope. */
+uint64_t process_count(size_t field_offset, int dev = 0);
+#define PROCESS_COUNT(_field) process_count(offsetof(dcxemu_counters, _field))
+
+/* Wait until this process's engine thread is quiescent (dcxemu_engine_state_read): it has seen
+ * every post and ring so far and waits; with it, everything executable has run, and a QP without
+ * a timer has nothing scheduled.  *st gets that state.  False on timeout. */
+bool engine_quiescent(dcxemu_engine_state *st = nullptr, int timeout_ms = 10000);
+/* The same, and no QP of this process has a timer (the wait is the housekeeping tick): nothing
+ * is scheduled, so a WR still queued runs only if something new rings the engine. */
+bool engine_idle(int timeout_ms = 10000);
 
 /* One DCI WR: op builder + sge + dc addr, then complete.  Returns wr_complete's errno. */
 enum wr_op { OP_WRITE, OP_READ, OP_SEND, OP_SEND_IMM, OP_WRITE_IMM, OP_CSWAP, OP_FADD };

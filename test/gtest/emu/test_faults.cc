@@ -63,6 +63,59 @@ struct loop {
     }
 };
 
+/* A DCI of l (same DCT) whose CQ stamps completions with the model's clock (CLOCK_MONOTONIC):
+ * when the model ran a WR, rather than when the test saw it. */
+struct stamped {
+    ibv_cq_ex *cq = nullptr;
+    dci c;
+    bool open(loop &l, uint8_t timeout = 10, uint8_t retry = 3)
+    {
+        ibv_cq_init_attr_ex ca;
+        memset(&ca, 0, sizeof(ca));
+        ca.cqe = 16;
+        ca.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+        cq = dcxemu_ibv_create_cq_ex(l.d.ctx, &ca);
+        c.qp = cq ? create_dci(l.d, 16, 1, 64, true, ibv_cq_ex_to_cq(cq)) : nullptr;
+        if (c.qp == nullptr || dci_to_rts(c.qp, timeout, retry) != 0) return false;
+        c.qpx = dcxemu_ibv_qp_to_qp_ex(c.qp);
+        c.dv = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(c.qpx);
+        c.ah = l.c.ah;
+        return true;
+    }
+    void close()
+    {
+        c.ah = nullptr;   /* l's */
+        destroy_dci(c);
+        if (cq) dcxemu_ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+        cq = nullptr;
+    }
+    int write(loop &l, uint32_t len)
+    {
+        return post_one(c, OP_WRITE, l.lmr->lkey, l.lbuf.data(), len, l.rmr->rkey, l.raddr(),
+                        l.dct->qp_num, KEY);
+    }
+    /* One completion within timeout_ms: its status and stamp. */
+    bool poll(ibv_wc_status *st, uint64_t *ts_ns, int timeout_ms = 5000)
+    {
+        return wait_until([&] {
+            ibv_poll_cq_attr pa;
+            memset(&pa, 0, sizeof(pa));
+            if (ibv_start_poll(cq, &pa) != 0) return false;
+            *st = cq->status;
+            *ts_ns = ibv_wc_read_completion_ts(cq);
+            ibv_end_poll(cq);
+            return true;
+        }, timeout_ms);
+    }
+};
+
+uint64_t mono_ns()
+{
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 int run_and_wait(const std::vector<std::string> &args, const std::vector<std::string> &env,
                  int timeout_ms = 20000)
 {
@@ -175,13 +228,15 @@ EMU_CHILD(envfault)
 {
     if (argc < 1) return 2;
     loop l;
+    stamped s;
     ibv_wc wc;
-    if (!l.open(4, 2)) return 3;
+    if (!l.open(4, 2) || !s.open(l, 4, 2)) return 3;
     memset(l.lbuf.data(), 0x5c, 64);
-    uint64_t t0 = now_ms();
-    if (l.write(0, 0, 64) != 0) return 4;
-    if (!poll_one(l.d.cq, &wc, 10000)) return 5;
-    uint64_t ms = now_ms() - t0;
+    uint64_t t0 = mono_ns(), ts = 0;
+    if (s.write(l, 64) != 0) return 4;
+    if (!s.poll(&wc.status, &ts, 10000)) return 5;
+    uint64_t ms = (ts - t0) / 1000000;   /* when the model completed it */
+    s.close();
     counters p(DCXEMU_SCOPE_PROCESS);
     int rc = 24;
     if (strcmp(argv[0], "status") == 0) {
@@ -403,25 +458,29 @@ TEST_F(emu_faults, force_status_via_dct)
     destroy_dci(c2);
 }
 
-/* DELAY on the DCI and on the DCT: each operation waits at least that long; 0 clears. */
+/* DELAY on the DCI and on the DCT: each operation completes (by the model's stamp) at least that
+ * long after it was posted; 0 clears (a cleared 10 s delay would outlast poll's 5 s guard). */
 TEST_F(emu_faults, delay_on_qp_and_dct)
 {
-    ibv_wc wc;
-    const uint32_t targets[2] = { l.c.qp->qp_num, l.dct->qp_num };
+    stamped s;
+    ASSERT_TRUE(s.open(l, 4, 3));
+    ibv_wc_status st;
+    uint64_t ts;
+    const uint32_t targets[2] = { s.c.qp->qp_num, l.dct->qp_num };
     for (uint32_t t : targets) {
         ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, t, 150000), 0);
-        uint64_t t0 = now_ms();
-        ASSERT_EQ(l.write(0, 0, 8), 0);
-        EXPECT_TRUE(cq_stays_empty(l.d.cq, 80));
-        ASSERT_TRUE(poll_one(l.d.cq, &wc));
-        EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
-        EXPECT_GE(now_ms() - t0, 150u);
+        uint64_t t0 = mono_ns();
+        ASSERT_EQ(s.write(l, 8), 0);
+        ASSERT_TRUE(s.poll(&st, &ts));
+        EXPECT_EQ(st, IBV_WC_SUCCESS);
+        EXPECT_GE(ts - t0, 150000000u);
+        ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, t, 10000000), 0);
         ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, t, 0), 0);
-        t0 = now_ms();
-        ASSERT_EQ(l.write(0, 0, 8), 0);
-        ASSERT_TRUE(poll_one(l.d.cq, &wc));
-        EXPECT_LT(now_ms() - t0, 100u);
+        ASSERT_EQ(s.write(l, 8), 0);
+        ASSERT_TRUE(s.poll(&st, &ts));
+        EXPECT_EQ(st, IBV_WC_SUCCESS);
     }
+    s.close();
 }
 
 /* DROP_NEXT with N <= retry_cnt: success after N counted transport retries; more than retry_cnt:
@@ -485,14 +544,12 @@ TEST_F(emu_faults, clear_all)
 {
     ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DCT_UNREACHABLE, l.dct->qp_num, 1), 0);
     ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_FORCE_STATUS, l.c.qp->qp_num, IBV_WC_GENERAL_ERR), 0);
-    ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, l.c.qp->qp_num, 1000000), 0);
+    ASSERT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, l.c.qp->qp_num, 10000000), 0);
     ASSERT_EQ(dcxemu_fault_clear_all(), 0);
-    uint64_t t0 = now_ms();
     ASSERT_EQ(l.write(0, 0, 8), 0);
     ibv_wc wc;
-    ASSERT_TRUE(poll_one(l.d.cq, &wc));
+    ASSERT_TRUE(poll_one(l.d.cq, &wc));   /* within 5 s: the 10 s delay is gone */
     EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
-    EXPECT_LT(now_ms() - t0, 500u);
 }
 
 /* DCXEMU_FAULTS in a child: status=, drop= (RETRY_EXC after retry_cnt counted retries), delay_us=;
@@ -589,7 +646,8 @@ TEST(emu_counters, rnr_retries)
     ASSERT_TRUE(l.open());
     counters p0(DCXEMU_SCOPE_PROCESS);
     ASSERT_EQ(post_one(l.c, OP_SEND, l.lmr->lkey, l.lbuf.data(), 8, 0, 0, l.dct->qp_num, KEY), 0);
-    EXPECT_TRUE(cq_stays_empty(l.d.cq, 30));
+    ASSERT_TRUE(wait_until([&] { return (counters(DCXEMU_SCOPE_PROCESS) - p0).rnr_retries > 0; }));
+    EXPECT_TRUE(cq_empty_now(l.d.cq));   /* waiting for a receive WQE (rnr_retry 7) */
     ASSERT_EQ(post_recv(l.srq, l.rmr, l.rbuf.data(), 64, 1), 0);
     ibv_wc wc;
     ASSERT_TRUE(poll_one(l.d.cq, &wc));

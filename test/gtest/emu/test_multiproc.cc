@@ -173,10 +173,11 @@ EMU_CHILD(target)
             write_full(rfd, "k", 1);
             break;
         case CMD_WATCH: {
-            /* spin on the last byte of [c, c+a); then count bytes not yet equal to b */
+            /* spin on the last byte of [c, c+a); then count bytes not yet equal to b.  The ack
+             * follows a look at the byte still unwritten: the watch is on before the write. */
             volatile char *last = buf + c.c + c.a - 1;
             uint64_t end = now_ms() + 10000;
-            write_full(rfd, "k", 1);
+            write_full(rfd, *last != (char)c.b ? "k" : "x", 1);
             while (*last != (char)c.b && now_ms() < end) {
             }
             __atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -813,12 +814,15 @@ TEST_F(emu_mp, rnr_then_recovery)
     remote_target t;
     ASSERT_TRUE(t.start(g_fabric));
     ASSERT_TRUE(make_dci(d, c, (uint16_t)t.ti.lid));   /* rnr_retry 7: infinite */
+    uint64_t r0 = PROCESS_COUNT(rnr_retries);
     for (uint64_t i = 0; i < 3; i++) {
         lbuf[i] = (char)(0x40 + i);
         ASSERT_EQ(post_one(c, OP_SEND, lmr->lkey, lbuf.data() + i, 1, 0, 0, t.ti.dctn,
                            t.ti.dc_key, i), 0);
     }
-    EXPECT_TRUE(cq_stays_empty(d.cq, 100));
+    /* the head SEND waits (RNR retries counted), none completes */
+    ASSERT_TRUE(wait_until([&] { return PROCESS_COUNT(rnr_retries) > r0; }));
+    EXPECT_TRUE(cq_empty_now(d.cq));
     ASSERT_TRUE(t.post_recv(3, 16, 0));
     for (uint64_t i = 0; i < 3; i++) {
         ibv_wc wc;
@@ -844,8 +848,7 @@ TEST_F(emu_mp, remote_bytes_land_in_ascending_order)
     ASSERT_TRUE(make_dci(d, c, (uint16_t)t.ti.lid));
     const uint32_t len = 1 << 20;
     memset(lbuf.data(), 0x5c, len);
-    ASSERT_TRUE(t.send_cmd(CMD_WATCH, len, 0x5c, 4096) && t.ack());
-    usleep(5000);
+    ASSERT_TRUE(t.send_cmd(CMD_WATCH, len, 0x5c, 4096) && t.ack());   /* watching */
     ASSERT_EQ(post_one(c, OP_WRITE, lmr->lkey, lbuf.data(), len, t.ti.rkey, t.ti.addr + 4096,
                        t.ti.dctn, t.ti.dc_key), 0);
     uint32_t missing = 1234;
@@ -1084,6 +1087,16 @@ TEST_F(emu_mp, dead_lock_holder_never_wedges)
     dcxemu_ibv_destroy_srq(srq);
 }
 
+/* WRs executed on device 0 by every member of the fabric. */
+static uint64_t fabric_ops()
+{
+    dcxemu_counters c;
+    uint64_t n = 0;
+    EXPECT_EQ(dcxemu_counters_read(0, DCXEMU_SCOPE_FABRIC, &c), 0);
+    for (int i = 0; i < DCXEMU_CNT_OP_MAX; i++) n += c.wr[i];
+    return n;
+}
+
 /* Processes killed at random points of every kind of call never wedge or corrupt the others. */
 TEST_F(emu_mp, random_kills_never_wedge)
 {
@@ -1109,14 +1122,16 @@ TEST_F(emu_mp, random_kills_never_wedge)
                                              std::to_string(tmr->rkey),
                                              std::to_string((uintptr_t)word) }));
         }
-        uint64_t until = now_ms() + 20 + rand_r(&seed) % 60;
-        while (now_ms() < until) {
+        /* killed after a random number of their operations ran, wherever they are then */
+        uint64_t ops0 = fabric_ops(), ops = rand_r(&seed) % 41;   /* 0: while starting */
+        EXPECT_TRUE(wait_until([&] {
             ibv_wc wc[16];
             int n = ibv_poll_cq(rcq, 16, wc);
             for (int j = 0; j < n; j++) {
                 post_recv(srq, tmr, tbuf.data() + 65536 + 128 * (wc[j].wr_id % 1000), 128, wc[j].wr_id);
             }
-        }
+            return fabric_ops() - ops0 >= ops;
+        }, 30000)) << "round " << round << ": the members made no progress";
         for (pid_t p : pids) kill(p, SIGKILL);
         for (pid_t p : pids) {
             int st = wait_child(p, 10000);
@@ -1191,17 +1206,25 @@ TEST(emu_fabric, no_atomics_device)
     EXPECT_EQ(run_attach(f, { "noatomics" }), 3);
 }
 
+/* No busy polling while idle: with a QP and a DCT but nothing posted, the engine waits on its
+ * doorbell with the housekeeping tick (100 ms) as timeout, not a short one. */
 TEST(emu_fabric, engine_idle_sleeps)
 {
     dev d;
+    dci c;
     ASSERT_TRUE(d.open());
-    struct rusage a, b;
-    getrusage(RUSAGE_SELF, &a);
-    usleep(300000);
-    getrusage(RUSAGE_SELF, &b);
-    double used = (b.ru_utime.tv_sec - a.ru_utime.tv_sec + b.ru_stime.tv_sec - a.ru_stime.tv_sec) +
-                  (b.ru_utime.tv_usec - a.ru_utime.tv_usec + b.ru_stime.tv_usec - a.ru_stime.tv_usec) / 1e6;
-    EXPECT_LT(used, 0.03);   /* no busy polling while idle */
+    ibv_srq *srq = create_srq(d);
+    ibv_qp *dct = srq ? create_dct(d, srq, 5) : nullptr;
+    ASSERT_NE(dct, nullptr);
+    ASSERT_EQ(dct_to_rtr(dct), 0);
+    ASSERT_TRUE(make_dci(d, c, d.lid));
+    EXPECT_TRUE(engine_idle());   /* quiescent, with a wait of 50 ms or more */
+    dcxemu_engine_state st;
+    ASSERT_EQ(dcxemu_engine_state_read(&st), 0);
+    EXPECT_LE(st.interval_ns, 100000000u);
+    destroy_dci(c);
+    dcxemu_ibv_destroy_qp(dct);
+    dcxemu_ibv_destroy_srq(srq);
     d.close();
 }
 

@@ -293,17 +293,6 @@ bool poll_one(ibv_cq *cq, ibv_wc *wc, int timeout_ms)
     }
 }
 
-bool cq_stays_empty(ibv_cq *cq, int ms)
-{
-    uint64_t end = now_ms() + (uint64_t)ms;
-    ibv_wc wc;
-    while (now_ms() < end) {
-        if (ibv_poll_cq(cq, 1, &wc) != 0) return false;
-        usleep(500);
-    }
-    return true;
-}
-
 bool cq_empty_now(ibv_cq *cq)
 {
     ibv_wc wc;

@@ -102,8 +102,6 @@ int post_recv(ibv_srq *srq, ibv_mr *mr, void *buf, uint32_t len, uint64_t wr_id)
 
 /* Poll exactly one CQE within timeout_ms (legacy poll). */
 bool poll_one(ibv_cq *cq, ibv_wc *wc, int timeout_ms = 5000);
-/* Expect no CQE for ms milliseconds. */
-bool cq_stays_empty(ibv_cq *cq, int ms);
 /* No CQE now (one poll; a CQE found is consumed).  Only a proof where the caller knows that
  * nothing can still arrive: the work that could write one has completed or provably waits. */
 bool cq_empty_now(ibv_cq *cq);

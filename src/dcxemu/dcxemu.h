@@ -251,12 +251,13 @@ DCXEMU_API int dcxemu_fabric_remove(const char *name);
 
 /* This process's engine thread.  quiescent: it waits on its doorbell and nothing was rung since
    it read it, so it has seen every post, kick and remote event so far; interval_ns: the timeout
-   it chose for that wait from the loop's start (the housekeeping tick, 100 ms, when no QP of this
-   process has a timer; shorter when one has); waits: how many waits it began.  Returns 0 or an
-   errno value (EINVAL for NULL, EPERM in a forked child, or the attach error). */
+   it chose for that wait (at most the housekeeping tick, 100 ms; shorter when a QP's timer is
+   due sooner); timers: QPs of this process with a timer now (an RNR or retry wait, a deferral or
+   delay: work the engine will run without being rung); waits: how many waits it began.  Returns
+   0 or an errno value (EINVAL for NULL, EPERM in a forked child, or the attach error). */
 struct dcxemu_engine_state {
     uint32_t quiescent;
-    uint32_t pad;
+    uint32_t timers;
     uint64_t interval_ns;
     uint64_t waits;
 };

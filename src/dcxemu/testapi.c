@@ -43,6 +43,12 @@ DCXEMU_API int dcxemu_engine_state_read(struct dcxemu_engine_state *out)
     memset(out, 0, sizeof(*out));
     out->waits = atomic_load(&engine_waits);
     out->interval_ns = atomic_load(&engine_interval_ns);
+    pthread_mutex_lock(&dcxemu_reg_lock);
+    for (uint32_t k = 0; k < dcxemu_qp_set.n; k++) {
+        struct dcxemu_qp *qp = dcxemu_local_qps[dcxemu_qp_set.item[k]];
+        out->timers += qp != NULL && atomic_load(&qp->deadline_ns) != 0;
+    }
+    pthread_mutex_unlock(&dcxemu_reg_lock);
     /* waiting, and no ring since it read its doorbell: it knows of everything rung so far */
     out->quiescent = atomic_load(&engine_waiting) &&
                      atomic_load(&engine_seen) ==

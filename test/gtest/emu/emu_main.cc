@@ -329,7 +329,7 @@ bool engine_idle(int timeout_ms)
 {
     dcxemu_engine_state s;
     return wait_until([&] {
-        return dcxemu_engine_state_read(&s) == 0 && s.quiescent && s.interval_ns >= 50000000;
+        return dcxemu_engine_state_read(&s) == 0 && s.quiescent && s.timers == 0;
     }, timeout_ms);
 }
 

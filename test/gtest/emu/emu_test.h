@@ -117,8 +117,8 @@ uint64_t process_count(size_t field_offset, int dev = 0);
  * every post and ring so far and waits; with it, everything executable has run, and a QP without
  * a timer has nothing scheduled.  *st gets that state.  False on timeout. */
 bool engine_quiescent(dcxemu_engine_state *st = nullptr, int timeout_ms = 10000);
-/* The same, and no QP of this process has a timer (the wait is the housekeeping tick): nothing
- * is scheduled, so a WR still queued runs only if something new rings the engine. */
+/* The same, and no QP of this process has a timer: nothing is scheduled, so a WR still queued
+ * runs only if something new rings the engine. */
 bool engine_idle(int timeout_ms = 10000);
 
 /* One DCI WR: op builder + sge + dc addr, then complete.  Returns wr_complete's errno. */

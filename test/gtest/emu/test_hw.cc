@@ -89,8 +89,8 @@ EMU_CHILD(fatal)
      * neither: no success, no flush). */
     FAIL_IF(post_one(c0, OP_WRITE, lmr->lkey, lbuf.data(), 64, rmr->rkey, (uintptr_t)rbuf.data(),
                      dct->qp_num, KEY, 3) != 0, 18);
-    /* the engine has seen both WRs (deferred: their deadlines) and has no timer left: neither is
-     * scheduled; immediate: WR 3 would have run inside wr_complete */
+    /* the engine has seen both WRs (deferred: their deadlines) and no QP has a timer left:
+     * neither is scheduled; immediate: WR 3 would have run inside wr_complete */
     FAIL_IF(!engine_idle(), 19);
     FAIL_IF(!cq_empty_now(d0.cq), 19);
     if (deferred) {

@@ -7,6 +7,7 @@
 #include "uct_test.h"
 
 #include <algorithm>
+#include <poll.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -243,18 +244,22 @@ TEST(uct_multiproc, atomics_under_contention)
     EXPECT_EQ((uint64_t)num_children * count, value);
 }
 
-/* Exposes a buffer, then sleeps until killed. */
+/* Exposes a buffer, then progresses until killed or its parent's pipe ends
+ * (it waits on the pipe between progress calls). */
 DCX_CHILD_ROLE(sleeper)
 {
     entity e;
     buffer buf(e, 4096);
+    struct pollfd in = {in_fd, POLLIN, 0};
 
     send_msg(out_fd, e.address());
     send_msg(out_fd, buf.packed_rkey());
     send_msg(out_fd, u64_msg(buf.addr()));
     for (;;) {
         e.progress();
-        usleep(100);
+        if (poll(&in, 1, 1) > 0) {
+            return 0;
+        }
     }
     return 0;
 }

@@ -11,12 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK_USABLE_NULL()  do { int e_ = dcxemu_usable(); if (e_) DCXEMU_ERR(e_); } while (0)
-#define CHECK_USABLE_RET()   do { int e_ = dcxemu_usable(); if (e_) return e_; } while (0)
-/* A firmware command on a device in fatal mode: EIO (dcxemu_device_fatal). */
-#define CHECK_FATAL_NULL(ctx) \
-    do { if (dcxemu_is_fatal(dcxemu_ctx(ctx)->dev_index)) DCXEMU_ERR(EIO); } while (0)
-
 static _Atomic uint32_t cq_serial = 1;
 
 /* ---------------------------------------------------------------- CQ ---- */
@@ -167,7 +161,9 @@ int dcxemu_req_notify_cq_op(struct ibv_cq *ibcq, int solicited_only)
     struct dcxemu_cq *cq = (struct dcxemu_cq *)ibcq;
     struct dcxemu_shm_cq *s = cq->s;
     int fire = 0, err;
-    CHECK_USABLE_RET();
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     if ((err = dcxemu_shm_lock(&s->lock)) != 0) {
         return err;
     }
@@ -224,7 +220,9 @@ static int start_poll_op(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
     if (attr == NULL || attr->comp_mask != 0) {
         return EINVAL;
     }
-    CHECK_USABLE_RET();
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     if (!cq->single_threaded) {
         pthread_mutex_lock(&cq->poll_lock);
     }
@@ -263,65 +261,58 @@ static uint16_t rd_cvlan(struct ibv_cq_ex *c) { (void)c; return 0; }
 static uint32_t rd_flow_tag(struct ibv_cq_ex *c) { (void)c; return 0; }
 static void rd_tm_info(struct ibv_cq_ex *c, struct ibv_wc_tm_info *t) { (void)c; memset(t, 0, sizeof(*t)); }
 
-struct ibv_cq_ex *dcxemu_create_cq_ex_op(struct ibv_context *context,
-                                         struct ibv_cq_init_attr_ex *a)
+static int check_cq_attr(struct ibv_context *context, const struct ibv_cq_init_attr_ex *a)
 {
-    struct dcxemu_cq *cq;
-    struct dcxemu_shm_cq *s = NULL;
-    uint32_t cap = 1;
-    int idx = -1, err;
-    CHECK_USABLE_NULL();
-    if (context == NULL || a == NULL) {
-        DCXEMU_ERR(EINVAL);
+    int err = dcxemu_usable();
+    if (err != 0) {
+        return err;
     }
-    CHECK_FATAL_NULL(context);
+    if (context == NULL || a == NULL) {
+        return EINVAL;
+    }
+    if (dcxemu_is_fatal(dcxemu_ctx(context)->dev_index)) {
+        return EIO;   /* a firmware command on a device in fatal mode */
+    }
     if (a->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) {
-        DCXEMU_ERR(EINVAL);
+        return EINVAL;
     }
     if ((a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
         (a->flags & ~(uint32_t)(IBV_CREATE_CQ_ATTR_SINGLE_THREADED | IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN))) {
-        DCXEMU_ERR(EINVAL);
+        return EINVAL;
     }
     if (a->wc_flags & ~(uint64_t)IBV_CREATE_CQ_SUP_WC_FLAGS) {
-        DCXEMU_ERR(EOPNOTSUPP);
+        return EOPNOTSUPP;
     }
     if (a->cqe < 1 || a->cqe > DCXEMU_MAX_CQE || (int)a->comp_vector < 0 ||
         (int)a->comp_vector >= context->num_comp_vectors ||
         (a->channel != NULL && a->channel->context != context)) {
-        DCXEMU_ERR(EINVAL);
+        return EINVAL;
     }
-    while (cap < a->cqe + 1) {
-        cap <<= 1;
-    }
-    cq = calloc(1, sizeof(*cq));
-    if (cq == NULL) {
-        DCXEMU_ERR(ENOMEM);
-    }
-    if ((err = dcxemu_lock()) != 0) {
-        free(cq);
-        DCXEMU_ERR(err);
-    }
+    return 0;
+}
+
+/* Fabric lock held: a free CQ slot with a ring of cap CQEs on the heap, made live; or -1. */
+static int take_cq_slot(uint32_t cap, int ignore_overrun)
+{
+    struct dcxemu_shm_cq *s = NULL;
+    int idx = -1;
     for (int i = 0; i < DCXEMU_MAX_CQS; i++) {
         if (!dcxemu_fab->cqs[i].in_use) {
             idx = i;
             break;
         }
     }
-    if (idx >= 0) {
-        s = &dcxemu_fab->cqs[idx];
-        if (!s->lock_ready) {
-            dcxemu_shm_mutex_init(&s->lock);   /* first use of the slot: nobody can hold it */
-            s->lock_ready = 1;
-        }
-        s->ring_off = dcxemu_heap_alloc((uint64_t)cap * sizeof(struct dcxemu_shm_cqe));
-        if (s->ring_off == 0) {
-            idx = -1;
-        }
-    }
     if (idx < 0) {
-        dcxemu_unlock();
-        free(cq);
-        DCXEMU_ERR(ENOMEM);
+        return -1;
+    }
+    s = &dcxemu_fab->cqs[idx];
+    if (!s->lock_ready) {
+        dcxemu_shm_mutex_init(&s->lock);   /* first use of the slot: nobody can hold it */
+        s->lock_ready = 1;
+    }
+    s->ring_off = dcxemu_heap_alloc((uint64_t)cap * sizeof(struct dcxemu_shm_cqe));
+    if (s->ring_off == 0) {
+        return -1;
     }
     s->owner = (uint16_t)dcxemu_me;
     s->owner_token = dcxemu_my_token;
@@ -332,11 +323,16 @@ struct ibv_cq_ex *dcxemu_create_cq_ex_op(struct ibv_context *context,
     s->head = s->tail = 0;
     s->overrun = 0;
     s->overrun_event = 0;
-    s->ignore_overrun = (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
-                        (a->flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN);
+    s->ignore_overrun = (uint16_t)ignore_overrun;
     atomic_store(&s->events_raised, 0);
-    dcxemu_unlock();
+    return idx;
+}
 
+/* The process-local CQ over slot idx: the extended-poll calls, and only the readers asked for. */
+static void init_local_cq(struct dcxemu_cq *cq, struct ibv_context *context,
+                          const struct ibv_cq_init_attr_ex *a, int idx, uint32_t cap)
+{
+    struct dcxemu_shm_cq *s = &dcxemu_fab->cqs[idx];
     cq->idx = idx;
     cq->s = s;
     cq->wc_flags = a->wc_flags;
@@ -370,6 +366,39 @@ struct ibv_cq_ex *dcxemu_create_cq_ex_op(struct ibv_context *context,
     if (a->wc_flags & IBV_WC_EX_WITH_CVLAN) cq->cqx.read_cvlan = rd_cvlan;
     if (a->wc_flags & IBV_WC_EX_WITH_FLOW_TAG) cq->cqx.read_flow_tag = rd_flow_tag;
     if (a->wc_flags & IBV_WC_EX_WITH_TM_INFO) cq->cqx.read_tm_info = rd_tm_info;
+}
+
+struct ibv_cq_ex *dcxemu_create_cq_ex_op(struct ibv_context *context,
+                                         struct ibv_cq_init_attr_ex *a)
+{
+    struct dcxemu_cq *cq;
+    uint32_t cap = 1;
+    int idx, err;
+
+    err = check_cq_attr(context, a);
+    if (err != 0) {
+        goto err;
+    }
+    while (cap < a->cqe + 1) {
+        cap <<= 1;
+    }
+    cq = calloc(1, sizeof(*cq));
+    if (cq == NULL) {
+        err = ENOMEM;
+        goto err;
+    }
+    err = dcxemu_lock();
+    if (err != 0) {
+        goto err_free;
+    }
+    idx = take_cq_slot(cap, (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+                            (a->flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN));
+    dcxemu_unlock();
+    if (idx < 0) {
+        err = ENOMEM;
+        goto err_free;
+    }
+    init_local_cq(cq, context, a, idx, cap);
     if (a->channel != NULL) {
         pthread_mutex_lock(&context->mutex);
         a->channel->refcnt++;
@@ -380,6 +409,12 @@ struct ibv_cq_ex *dcxemu_create_cq_ex_op(struct ibv_context *context,
     dcxemu_idx_set_add(&dcxemu_cq_set, (uint32_t)idx);
     pthread_mutex_unlock(&dcxemu_reg_lock);
     return &cq->cqx;
+
+err_free:
+    free(cq);
+err:
+    errno = err;
+    return NULL;
 }
 
 DCXEMU_API struct ibv_cq_ex *dcxemu_ibv_create_cq_ex(struct ibv_context *context,
@@ -396,7 +431,8 @@ DCXEMU_API struct ibv_cq *dcxemu_ibv_create_cq(struct ibv_context *context, int 
     struct ibv_cq_init_attr_ex a;
     struct ibv_cq_ex *cq;
     if (cqe < 1 || comp_vector < 0) {
-        DCXEMU_ERR(EINVAL);
+        errno = EINVAL;
+        return NULL;
     }
     memset(&a, 0, sizeof(a));
     a.cqe = (uint32_t)cqe;
@@ -415,7 +451,9 @@ DCXEMU_API int dcxemu_ibv_destroy_cq(struct ibv_cq *ibcq)
     if (ibcq == NULL) {
         return EINVAL;
     }
-    CHECK_USABLE_RET();
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     if (atomic_load(&cq->refcnt) != 0) {
         return EBUSY;
     }

@@ -506,6 +506,5 @@ struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context, struct ibv_qp
 void dcxemu_qp_sq_polled(uint32_t qpn, uint64_t sq_index);
 void dcxemu_ops_init(struct ibv_context_ops *ops);
 
-#define DCXEMU_ERR(e) do { errno = (e); return NULL; } while (0)
 
 #endif

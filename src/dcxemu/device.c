@@ -12,12 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK_USABLE_NULL()  do { int e_ = dcxemu_usable(); if (e_) DCXEMU_ERR(e_); } while (0)
-#define CHECK_USABLE_RET()   do { int e_ = dcxemu_usable(); if (e_) return e_; } while (0)
-/* A firmware command on a device in fatal mode: EIO (dcxemu_device_fatal). */
-#define CHECK_FATAL_NULL(ctx) \
-    do { if (dcxemu_is_fatal(dcxemu_ctx(ctx)->dev_index)) DCXEMU_ERR(EIO); } while (0)
-
 static struct ibv_device devices[DCXEMU_MAX_DEVICES];
 static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
 static int devices_ready;
@@ -37,7 +31,8 @@ DCXEMU_API struct ibv_device **dcxemu_ibv_get_device_list(int *num_devices)
     struct ibv_device **list;
     int err = dcxemu_attach();
     if (err) {
-        DCXEMU_ERR(err);
+        errno = err;
+        return NULL;
     }
     pthread_mutex_lock(&devices_lock);
     if (!devices_ready) {
@@ -55,7 +50,8 @@ DCXEMU_API struct ibv_device **dcxemu_ibv_get_device_list(int *num_devices)
     pthread_mutex_unlock(&devices_lock);
     list = calloc((size_t)dcxemu_cfg.num_devices + 1, sizeof(*list));
     if (list == NULL) {
-        DCXEMU_ERR(ENOMEM);
+        errno = ENOMEM;
+        return NULL;
     }
     for (int i = 0; i < dcxemu_cfg.num_devices; i++) {
         list[i] = &devices[i];
@@ -71,7 +67,8 @@ DCXEMU_API void dcxemu_ibv_free_device_list(struct ibv_device **list) { free(lis
 DCXEMU_API const char *dcxemu_ibv_get_device_name(struct ibv_device *device)
 {
     if (dev_index(device) < 0) {
-        DCXEMU_ERR(EINVAL);
+        errno = EINVAL;
+        return NULL;
     }
     return device->name;
 }
@@ -99,21 +96,29 @@ static struct ibv_context *open_device(struct ibv_device *device, int devx)
     struct dcxemu_context *c;
     int fds[2];
     int i = dev_index(device);
-    CHECK_USABLE_NULL();
+    int err;
+    if ((err = dcxemu_usable()) != 0) {
+        errno = err;
+        return NULL;
+    }
     if (i < 0) {
-        DCXEMU_ERR(ENODEV);
+        errno = ENODEV;
+        return NULL;
     }
     if (dcxemu_is_fatal(i)) {
-        DCXEMU_ERR(EIO);   /* the ucontext's transport domain is a firmware command */
+        errno = EIO;   /* the ucontext's transport domain is a firmware command */
+        return NULL;
     }
     c = calloc(1, sizeof(*c));
     if (c == NULL) {
-        DCXEMU_ERR(ENOMEM);
+        errno = ENOMEM;
+        return NULL;
     }
     if (pipe2(fds, O_CLOEXEC) != 0) {
         int e = errno;
         free(c);
-        DCXEMU_ERR(e);
+        errno = e;
+        return NULL;
     }
     fcntl(fds[1], F_SETFL, O_NONBLOCK);
     c->dev_index = i;
@@ -148,7 +153,8 @@ DCXEMU_API struct ibv_context *dcxemu_mlx5dv_open_device(struct ibv_device *devi
                                                          struct mlx5dv_context_attr *attr)
 {
     if (attr != NULL && ((attr->flags & ~(uint32_t)MLX5DV_CONTEXT_FLAGS_DEVX) || attr->comp_mask)) {
-        DCXEMU_ERR(EOPNOTSUPP);
+        errno = EOPNOTSUPP;
+        return NULL;
     }
     return open_device(device, attr != NULL && (attr->flags & MLX5DV_CONTEXT_FLAGS_DEVX));
 }
@@ -156,10 +162,13 @@ DCXEMU_API struct ibv_context *dcxemu_mlx5dv_open_device(struct ibv_device *devi
 DCXEMU_API int dcxemu_ibv_close_device(struct ibv_context *context)
 {
     struct dcxemu_context *c, **pp;
+    int err;
     if (context == NULL) {
         return EINVAL;
     }
-    CHECK_USABLE_RET();
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     c = dcxemu_ctx(context);
     pthread_mutex_lock(&dcxemu_reg_lock);
     for (pp = &dcxemu_contexts; *pp != NULL; pp = &(*pp)->next) {
@@ -252,10 +261,13 @@ static void fill_device_attr(int dev, struct ibv_device_attr *a)
 DCXEMU_API int dcxemu_ibv_query_device(struct ibv_context *context,
                                        struct ibv_device_attr *device_attr)
 {
+    int err;
     if (context == NULL || device_attr == NULL) {
         return EINVAL;
     }
-    CHECK_USABLE_RET();
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     fill_device_attr(dcxemu_ctx(context)->dev_index, device_attr);
     return 0;
 }
@@ -265,7 +277,10 @@ static int query_device_ex_op(struct ibv_context *context,
                               struct ibv_device_attr_ex *attr, size_t attr_size)
 {
     struct ibv_device_attr_ex a;
-    CHECK_USABLE_RET();
+    int err;
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     if (input != NULL && input->comp_mask != 0) {
         return EINVAL;
     }
@@ -301,10 +316,13 @@ DCXEMU_API int dcxemu_mlx5dv_query_device(struct ibv_context *ctx_in,
                                           struct mlx5dv_context *attrs_out)
 {
     uint64_t want;
+    int err;
     if (ctx_in == NULL || attrs_out == NULL) {
         return EINVAL;
     }
-    CHECK_USABLE_RET();
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     want = attrs_out->comp_mask;
     attrs_out->version = 0;
     attrs_out->flags = MLX5DV_CONTEXT_FLAGS_CQE_V1 | MLX5DV_CONTEXT_FLAGS_MPW_ALLOWED |

@@ -11,9 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK_USABLE_NULL()  do { int e_ = dcxemu_usable(); if (e_) DCXEMU_ERR(e_); } while (0)
-#define CHECK_USABLE_RET()   do { int e_ = dcxemu_usable(); if (e_) return e_; } while (0)
-
 /* ---------------------------------------------------------------- async events ---- */
 
 struct async_rec {
@@ -110,18 +107,25 @@ DCXEMU_API struct ibv_comp_channel *dcxemu_ibv_create_comp_channel(struct ibv_co
 {
     struct dcxemu_channel *ch;
     int fds[2];
-    CHECK_USABLE_NULL();
+    int err;
+    if ((err = dcxemu_usable()) != 0) {
+        errno = err;
+        return NULL;
+    }
     if (context == NULL) {
-        DCXEMU_ERR(EINVAL);
+        errno = EINVAL;
+        return NULL;
     }
     ch = calloc(1, sizeof(*ch));
     if (ch == NULL) {
-        DCXEMU_ERR(ENOMEM);
+        errno = ENOMEM;
+        return NULL;
     }
     if (pipe2(fds, O_CLOEXEC) != 0) {
         int e = errno;
         free(ch);
-        DCXEMU_ERR(e);
+        errno = e;
+        return NULL;
     }
     fcntl(fds[1], F_SETFL, O_NONBLOCK);
     ch->ch.context = context;
@@ -135,10 +139,13 @@ DCXEMU_API int dcxemu_ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 {
     struct dcxemu_channel *ch = (struct dcxemu_channel *)channel;
     int busy;
+    int err;
     if (channel == NULL) {
         return EINVAL;
     }
-    CHECK_USABLE_RET();
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     pthread_mutex_lock(&channel->context->mutex);
     busy = channel->refcnt != 0;
     pthread_mutex_unlock(&channel->context->mutex);

@@ -11,30 +11,33 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK_USABLE_NULL()  do { int e_ = dcxemu_usable(); if (e_) DCXEMU_ERR(e_); } while (0)
-#define CHECK_USABLE_RET()   do { int e_ = dcxemu_usable(); if (e_) return e_; } while (0)
-/* A firmware command on a device in fatal mode: EIO (dcxemu_device_fatal). */
-#define CHECK_FATAL_NULL(ctx) \
-    do { if (dcxemu_is_fatal(dcxemu_ctx(ctx)->dev_index)) DCXEMU_ERR(EIO); } while (0)
-
 /* ---------------------------------------------------------------- PD, MR, AH ---- */
 
 DCXEMU_API struct ibv_pd *dcxemu_ibv_alloc_pd(struct ibv_context *context)
 {
     struct dcxemu_pd *pd;
     int err;
-    CHECK_USABLE_NULL();
-    if (context == NULL) {
-        DCXEMU_ERR(EINVAL);
+    if ((err = dcxemu_usable()) != 0) {
+        errno = err;
+        return NULL;
     }
-    CHECK_FATAL_NULL(context);
+    if (context == NULL) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (dcxemu_is_fatal(dcxemu_ctx(context)->dev_index)) {
+        errno = EIO;   /* a firmware command on a device in fatal mode */
+        return NULL;
+    }
     pd = calloc(1, sizeof(*pd));
     if (pd == NULL) {
-        DCXEMU_ERR(ENOMEM);
+        errno = ENOMEM;
+        return NULL;
     }
     if ((err = dcxemu_lock()) != 0) {
         free(pd);
-        DCXEMU_ERR(err);
+        errno = err;
+        return NULL;
     }
     pd->pd_id = dcxemu_fab->next_pd_id++;
     dcxemu_unlock();
@@ -46,10 +49,13 @@ DCXEMU_API struct ibv_pd *dcxemu_ibv_alloc_pd(struct ibv_context *context)
 DCXEMU_API int dcxemu_ibv_dealloc_pd(struct ibv_pd *pd)
 {
     struct dcxemu_pd *p = (struct dcxemu_pd *)pd;
+    int err;
     if (pd == NULL) {
         return EINVAL;
     }
-    CHECK_USABLE_RET();
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     if (atomic_load(&p->refcnt) != 0) {
         return EBUSY;
     }
@@ -80,64 +86,86 @@ static int range_mapped(void *addr, size_t length)
     return 1;
 }
 
-DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
-                                                  uint64_t iova, unsigned int access)
+#define MR_ACCESS_KNOWN (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
+                         IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_RELAXED_ORDERING)
+
+static int check_mr_args(struct ibv_pd *pd, void *addr, size_t length, unsigned int access)
 {
-    const unsigned int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                               IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-                               IBV_ACCESS_MW_BIND | IBV_ACCESS_RELAXED_ORDERING;
-    struct dcxemu_pd *p = (struct dcxemu_pd *)pd;
-    struct dcxemu_mr *mr;
-    uint32_t idx = 0;
-    int err;
-    CHECK_USABLE_NULL();
-    if (pd == NULL || length == 0 || (access & ~known & ~(unsigned)IBV_ACCESS_OPTIONAL_RANGE)) {
-        DCXEMU_ERR(EINVAL);
+    int err = dcxemu_usable();
+    if (err != 0) {
+        return err;
+    }
+    if (pd == NULL || length == 0 ||
+        (access & ~(unsigned)MR_ACCESS_KNOWN & ~(unsigned)IBV_ACCESS_OPTIONAL_RANGE)) {
+        return EINVAL;
     }
     /* IB rule: remote write or atomic access needs local write */
     if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
         !(access & IBV_ACCESS_LOCAL_WRITE)) {
-        DCXEMU_ERR(EINVAL);
+        return EINVAL;
     }
-    CHECK_FATAL_NULL(pd->context);
+    if (dcxemu_is_fatal(dcxemu_ctx(pd->context)->dev_index)) {
+        return EIO;   /* a firmware command on a device in fatal mode */
+    }
     if (!range_mapped(addr, length)) {
-        DCXEMU_ERR(EFAULT);
+        return EFAULT;
     }
-    mr = calloc(1, sizeof(*mr));
-    if (mr == NULL) {
-        DCXEMU_ERR(ENOMEM);
-    }
-    if ((err = dcxemu_lock()) != 0) {
-        free(mr);
-        DCXEMU_ERR(err);
-    }
+    return 0;
+}
+
+/* Fabric lock held: a free MR slot (never 0: key 0 is no key), or 0. */
+static uint32_t find_mr_slot(void)
+{
     for (uint32_t n = 0; n < DCXEMU_MAX_MRS; n++) {
         uint32_t i = (dcxemu_fab->next_mr_idx + n) % DCXEMU_MAX_MRS;
         if (i != 0 && !dcxemu_fab->mrs[i].in_use) {
-            idx = i;
-            break;
+            return i;
         }
     }
+    return 0;
+}
+
+DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
+                                                  uint64_t iova, unsigned int access)
+{
+    struct dcxemu_pd *p = (struct dcxemu_pd *)pd;
+    struct dcxemu_shm_mr *s;
+    struct dcxemu_mr *mr;
+    uint32_t idx;
+    int err;
+
+    err = check_mr_args(pd, addr, length, access);
+    if (err != 0) {
+        goto err;
+    }
+    mr = calloc(1, sizeof(*mr));
+    if (mr == NULL) {
+        err = ENOMEM;
+        goto err;
+    }
+    err = dcxemu_lock();
+    if (err != 0) {
+        goto err_free;
+    }
+    idx = find_mr_slot();
     if (idx == 0) {
         dcxemu_unlock();
-        free(mr);
-        DCXEMU_ERR(ENOMEM);
+        err = ENOMEM;
+        goto err_free;
     }
-    {
-        struct dcxemu_shm_mr *s = &dcxemu_fab->mrs[idx];
-        dcxemu_fab->next_mr_idx = idx + 1;
-        s->owner = (uint16_t)dcxemu_me;
-        s->owner_token = dcxemu_my_token;
-        s->in_use = 1;   /* last: a half-made slot is never live */
-        dcxemu_hwm_bump(&dcxemu_fab->mr_hwm, idx);
-        s->pd_id = p->pd_id;
-        s->access = access & known;
-        s->addr = (uintptr_t)addr;
-        s->iova = iova;
-        s->length = length;
-        mr->idx = idx;
-        mr->mr.lkey = mr->mr.rkey = idx << 8 | (s->tag & 0xff);
-    }
+    s = &dcxemu_fab->mrs[idx];
+    dcxemu_fab->next_mr_idx = idx + 1;
+    s->owner = (uint16_t)dcxemu_me;
+    s->owner_token = dcxemu_my_token;
+    s->in_use = 1;   /* last: a half-made slot is never live */
+    dcxemu_hwm_bump(&dcxemu_fab->mr_hwm, idx);
+    s->pd_id = p->pd_id;
+    s->access = access & MR_ACCESS_KNOWN;
+    s->addr = (uintptr_t)addr;
+    s->iova = iova;
+    s->length = length;
+    mr->idx = idx;
+    mr->mr.lkey = mr->mr.rkey = idx << 8 | (s->tag & 0xff);
     dcxemu_unlock();
     mr->mr.context = pd->context;
     mr->mr.pd = pd;
@@ -146,6 +174,12 @@ DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
     mr->mr.handle = idx;
     atomic_fetch_add(&p->refcnt, 1);
     return &mr->mr;
+
+err_free:
+    free(mr);
+err:
+    errno = err;
+    return NULL;
 }
 
 DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
@@ -162,7 +196,9 @@ DCXEMU_API int dcxemu_ibv_dereg_mr(struct ibv_mr *ibmr)
     if (ibmr == NULL) {
         return EINVAL;
     }
-    CHECK_USABLE_RET();
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     if ((err = dcxemu_lock()) != 0) {
         return err;
     }
@@ -177,65 +213,82 @@ DCXEMU_API int dcxemu_ibv_dereg_mr(struct ibv_mr *ibmr)
     return 0;
 }
 
-/* Indirect mkeys (spec §3.5): need a DEVX context; free/unusable until a UMR programs them. */
-DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init_attr *attr)
+static int check_mkey_attr(const struct mlx5dv_mkey_init_attr *attr)
 {
     const uint32_t known = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT |
                            MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE |
                            MLX5DV_MKEY_INIT_ATTR_FLAGS_CRYPTO |
                            MLX5DV_MKEY_INIT_ATTR_FLAGS_UPDATE_TAG |
                            MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE;
-    struct dcxemu_mkey *mk;
-    struct dcxemu_shm_mkey *k = NULL;
-    uint32_t max, supported;
-    int idx = -1, err;
-    CHECK_USABLE_NULL();
+    uint32_t supported;
+    int err = dcxemu_usable();
+    if (err != 0) {
+        return err;
+    }
     if (attr == NULL || attr->pd == NULL) {
-        DCXEMU_ERR(EINVAL);
+        return EINVAL;
     }
     if (dcxemu_is_fatal(dcxemu_ctx(attr->pd->context)->dev_index)) {
-        DCXEMU_ERR(EIO);
+        return EIO;
     }
     supported = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT |
                 (dcxemu_cfg.mkey_update_tag ? MLX5DV_MKEY_INIT_ATTR_FLAGS_UPDATE_TAG : 0);
     if (attr->create_flags == 0 || (attr->create_flags & ~known) ||
         !(attr->create_flags & MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT) ||
         (attr->create_flags & ~supported)) {
-        DCXEMU_ERR(EOPNOTSUPP);   /* signature, crypto (and tag update when off): no capability */
+        return EOPNOTSUPP;   /* signature, crypto (and tag update when off): no capability */
     }
     if (!dcxemu_ctx(attr->pd->context)->devx) {
-        DCXEMU_ERR(EOPNOTSUPP);   /* mkeys are created through DEVX */
+        return EOPNOTSUPP;   /* mkeys are created through DEVX */
     }
     if (attr->max_entries == 0 || attr->max_entries > 0xfffc) {
-        DCXEMU_ERR(EINVAL);
+        return EINVAL;
+    }
+    return 0;
+}
+
+/* Fabric lock held: a free mkey slot with room for max entries on the heap, or -1. */
+static int take_mkey_slot(uint32_t max)
+{
+    for (int i = 0; i < DCXEMU_MAX_MKEYS; i++) {
+        struct dcxemu_shm_mkey *k = &dcxemu_fab->mkeys[i];
+        if (!k->in_use) {
+            k->entries_off = dcxemu_heap_alloc(max * sizeof(struct dcxemu_mkey_entry));
+            return k->entries_off != 0 ? i : -1;
+        }
+    }
+    return -1;
+}
+
+/* Indirect mkeys (spec §3.5): need a DEVX context; free/unusable until a UMR programs them. */
+DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init_attr *attr)
+{
+    struct dcxemu_shm_mkey *k;
+    struct dcxemu_mkey *mk;
+    uint32_t max;
+    int idx, err;
+
+    err = check_mkey_attr(attr);
+    if (err != 0) {
+        goto err;
     }
     max = ((uint32_t)attr->max_entries + 3) & ~3u;
     mk = calloc(1, sizeof(*mk));
     if (mk == NULL) {
-        DCXEMU_ERR(ENOMEM);
+        err = ENOMEM;
+        goto err;
     }
-    if ((err = dcxemu_lock()) != 0) {
-        free(mk);
-        DCXEMU_ERR(err);
+    err = dcxemu_lock();
+    if (err != 0) {
+        goto err_free;
     }
-    for (int i = 0; i < DCXEMU_MAX_MKEYS; i++) {
-        if (!dcxemu_fab->mkeys[i].in_use) {
-            idx = i;
-            break;
-        }
-    }
-    if (idx >= 0) {
-        k = &dcxemu_fab->mkeys[idx];
-        k->entries_off = dcxemu_heap_alloc(max * sizeof(struct dcxemu_mkey_entry));
-        if (k->entries_off == 0) {
-            idx = -1;
-        }
-    }
+    idx = take_mkey_slot(max);
     if (idx < 0) {
         dcxemu_unlock();
-        free(mk);
-        DCXEMU_ERR(ENOMEM);
+        err = ENOMEM;
+        goto err_free;
     }
+    k = &dcxemu_fab->mkeys[idx];
     k->owner = (uint16_t)dcxemu_me;
     k->owner_token = dcxemu_my_token;
     k->pd_id = ((struct dcxemu_pd *)attr->pd)->pd_id;
@@ -253,6 +306,12 @@ DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init
     mk->mkey.lkey = mk->mkey.rkey = (uint32_t)(DCXEMU_MKEY_BASE + idx) << 8;   /* tag 0 */
     atomic_fetch_add(&mk->pd->refcnt, 1);
     return &mk->mkey;
+
+err_free:
+    free(mk);
+err:
+    errno = err;
+    return NULL;
 }
 
 DCXEMU_API int dcxemu_mlx5dv_destroy_mkey(struct mlx5dv_mkey *mkey)
@@ -263,7 +322,9 @@ DCXEMU_API int dcxemu_mlx5dv_destroy_mkey(struct mlx5dv_mkey *mkey)
     if (mkey == NULL) {
         return EINVAL;
     }
-    CHECK_USABLE_RET();
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     if ((err = dcxemu_lock()) != 0) {
         return err;
     }
@@ -283,13 +344,19 @@ DCXEMU_API int dcxemu_mlx5dv_destroy_mkey(struct mlx5dv_mkey *mkey)
 DCXEMU_API struct ibv_ah *dcxemu_ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
     struct dcxemu_ah *ah;
-    CHECK_USABLE_NULL();
+    int err;
+    if ((err = dcxemu_usable()) != 0) {
+        errno = err;
+        return NULL;
+    }
     if (pd == NULL || attr == NULL || attr->port_num != 1 || attr->sl > 15 ||
         attr->static_rate > 18) {
-        DCXEMU_ERR(EINVAL);
+        errno = EINVAL;
+        return NULL;
     }
     if (attr->is_global && attr->grh.sgid_index >= DCXEMU_GID_TBL_LEN) {
-        DCXEMU_ERR(EINVAL);
+        errno = EINVAL;
+        return NULL;
     }
     if (dcxemu_cfg.roce) {
         union ibv_gid sgid;
@@ -299,12 +366,14 @@ DCXEMU_API struct ibv_ah *dcxemu_ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_
         if (!attr->is_global ||
             dcxemu_gid_entry(dcxemu_ctx(pd->context)->dev_index, attr->grh.sgid_index, &sgid,
                              &type) != 0) {
-            DCXEMU_ERR(EINVAL);
+            errno = EINVAL;
+            return NULL;
         }
     }
     ah = calloc(1, sizeof(*ah));
     if (ah == NULL) {
-        DCXEMU_ERR(ENOMEM);
+        errno = ENOMEM;
+        return NULL;
     }
     ah->ah.context = pd->context;
     ah->ah.pd = pd;
@@ -315,10 +384,13 @@ DCXEMU_API struct ibv_ah *dcxemu_ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_
 
 DCXEMU_API int dcxemu_ibv_destroy_ah(struct ibv_ah *ah)
 {
+    int err;
     if (ah == NULL) {
         return EINVAL;
     }
-    CHECK_USABLE_RET();
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     atomic_fetch_sub(&((struct dcxemu_pd *)ah->pd)->refcnt, 1);
     free(ah);
     return 0;

@@ -10,13 +10,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK_USABLE_RET()   do { int e_ = dcxemu_usable(); if (e_) return e_; } while (0)
-
 int dcxemu_query_port_op(struct ibv_context *context, uint8_t port_num,
                          struct ibv_port_attr *port_attr, size_t port_attr_len)
 {
     struct ibv_port_attr a;
-    CHECK_USABLE_RET();
+    int err;
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     if (port_num != 1 || port_attr == NULL) {
         return EINVAL;
     }
@@ -127,7 +128,9 @@ DCXEMU_API int dcxemu__ibv_query_gid_ex(struct ibv_context *context, uint32_t po
     if (context == NULL || entry == NULL) {
         return EINVAL;
     }
-    CHECK_USABLE_RET();
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     if (port_num != 1 || flags != 0 || entry_size < sizeof(e)) {
         return EINVAL;
     }

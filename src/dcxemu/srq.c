@@ -10,12 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK_USABLE_NULL()  do { int e_ = dcxemu_usable(); if (e_) DCXEMU_ERR(e_); } while (0)
-#define CHECK_USABLE_RET()   do { int e_ = dcxemu_usable(); if (e_) return e_; } while (0)
-/* A firmware command on a device in fatal mode: EIO (dcxemu_device_fatal). */
-#define CHECK_FATAL_NULL(ctx) \
-    do { if (dcxemu_is_fatal(dcxemu_ctx(ctx)->dev_index)) DCXEMU_ERR(EIO); } while (0)
-
 /* ---------------------------------------------------------------- SRQ ---- */
 
 static inline struct dcxemu_shm_srq_wqe *srq_wqe(struct dcxemu_shm_srq *s, uint64_t i)
@@ -23,20 +17,72 @@ static inline struct dcxemu_shm_srq_wqe *srq_wqe(struct dcxemu_shm_srq *s, uint6
     return (struct dcxemu_shm_srq_wqe *)dcxemu_ptr(s->ring_off + (i % s->max_wr) * s->wqe_size);
 }
 
+static int check_srq_attr(struct ibv_pd *pd, const struct ibv_srq_init_attr *init)
+{
+    int err = dcxemu_usable();
+    if (err != 0) {
+        return err;
+    }
+    if (pd == NULL || init == NULL || init->attr.max_wr == 0 ||
+        init->attr.max_wr > DCXEMU_MAX_SRQ_WR || init->attr.max_sge > DCXEMU_MAX_SRQ_SGE ||
+        init->attr.srq_limit > init->attr.max_wr) {
+        return EINVAL;
+    }
+    if (dcxemu_is_fatal(dcxemu_ctx(pd->context)->dev_index)) {
+        return EIO;   /* a firmware command on a device in fatal mode */
+    }
+    return 0;
+}
+
+/* Fabric lock held: a free SRQ slot with a ring of max - 1 descriptors for max_sge SGEs each,
+ * made live; or -1. */
+static int take_srq_slot(uint32_t max, uint32_t max_sge, uint64_t pd_id)
+{
+    struct dcxemu_shm_srq *s;
+    int idx = -1;
+    for (int i = 0; i < DCXEMU_MAX_SRQS; i++) {
+        if (!dcxemu_fab->srqs[i].in_use) {
+            idx = i;
+            break;
+        }
+    }
+    if (idx < 0) {
+        return -1;
+    }
+    s = &dcxemu_fab->srqs[idx];
+    if (!s->lock_ready) {
+        dcxemu_shm_mutex_init(&s->lock);   /* first use of the slot: nobody can hold it */
+        s->lock_ready = 1;
+    }
+    s->wqe_size = (uint32_t)(sizeof(struct dcxemu_shm_srq_wqe) + max_sge * sizeof(struct ibv_sge));
+    s->max_wr = max - 1;
+    s->ring_off = dcxemu_heap_alloc((uint64_t)s->max_wr * s->wqe_size);
+    if (s->ring_off == 0) {
+        return -1;
+    }
+    s->owner = (uint16_t)dcxemu_me;
+    s->owner_token = dcxemu_my_token;
+    s->in_use = 1;   /* last: a half-made slot is never live */
+    dcxemu_hwm_bump(&dcxemu_fab->srq_hwm, (uint32_t)idx);
+    s->pd_id = pd_id;
+    s->max_sge = max_sge;
+    s->limit = 0;
+    s->head = s->tail = 0;
+    atomic_store(&s->limit_event, 0);
+    return idx;
+}
+
 DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
                                                  struct ibv_srq_init_attr *init)
 {
     struct dcxemu_srq *srq;
-    struct dcxemu_shm_srq *s = NULL;
     uint32_t max = 1, desc = 32, max_sge;
-    int idx = -1, err;
-    CHECK_USABLE_NULL();
-    if (pd == NULL || init == NULL || init->attr.max_wr == 0 ||
-        init->attr.max_wr > DCXEMU_MAX_SRQ_WR || init->attr.max_sge > DCXEMU_MAX_SRQ_SGE ||
-        init->attr.srq_limit > init->attr.max_wr) {
-        DCXEMU_ERR(EINVAL);
+    int idx, err;
+
+    err = check_srq_attr(pd, init);
+    if (err != 0) {
+        goto err;
     }
-    CHECK_FATAL_NULL(pd->context);
     /* mlx5 sizing: queue of roundup_pow2(max_wr+1) entries holds one less; descriptor of
      * roundup_pow2(16 + 16*max_sge) bytes gives the written-back max_sge */
     while (max < init->attr.max_wr + 1) {
@@ -51,50 +97,23 @@ DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
     }
     srq = calloc(1, sizeof(*srq));
     if (srq == NULL) {
-        DCXEMU_ERR(ENOMEM);
+        err = ENOMEM;
+        goto err;
     }
-    if ((err = dcxemu_lock()) != 0) {
-        free(srq);
-        DCXEMU_ERR(err);
+    err = dcxemu_lock();
+    if (err != 0) {
+        goto err_free;
     }
-    for (int i = 0; i < DCXEMU_MAX_SRQS; i++) {
-        if (!dcxemu_fab->srqs[i].in_use) {
-            idx = i;
-            break;
-        }
-    }
-    if (idx >= 0) {
-        s = &dcxemu_fab->srqs[idx];
-        if (!s->lock_ready) {
-            dcxemu_shm_mutex_init(&s->lock);   /* first use of the slot: nobody can hold it */
-            s->lock_ready = 1;
-        }
-        s->wqe_size = (uint32_t)(sizeof(struct dcxemu_shm_srq_wqe) + max_sge * sizeof(struct ibv_sge));
-        s->max_wr = max - 1;
-        s->ring_off = dcxemu_heap_alloc((uint64_t)s->max_wr * s->wqe_size);
-        if (s->ring_off == 0) {
-            idx = -1;
-        }
-    }
-    if (idx < 0) {
-        dcxemu_unlock();
-        free(srq);
-        DCXEMU_ERR(ENOMEM);
-    }
-    s->owner = (uint16_t)dcxemu_me;
-    s->owner_token = dcxemu_my_token;
-    s->in_use = 1;   /* last: a half-made slot is never live */
-    dcxemu_hwm_bump(&dcxemu_fab->srq_hwm, (uint32_t)idx);
-    s->pd_id = ((struct dcxemu_pd *)pd)->pd_id;
-    s->max_sge = max_sge;
-    s->limit = 0;
-    s->head = s->tail = 0;
-    atomic_store(&s->limit_event, 0);
+    idx = take_srq_slot(max, max_sge, ((struct dcxemu_pd *)pd)->pd_id);
     dcxemu_unlock();
-    init->attr.max_wr = s->max_wr;
-    init->attr.max_sge = max_sge;
+    if (idx < 0) {
+        err = ENOMEM;
+        goto err_free;
+    }
     srq->idx = idx;
-    srq->s = s;
+    srq->s = &dcxemu_fab->srqs[idx];
+    init->attr.max_wr = srq->s->max_wr;
+    init->attr.max_sge = max_sge;
     srq->pd = (struct dcxemu_pd *)pd;
     srq->srq.context = pd->context;
     srq->srq.srq_context = init->srq_context;
@@ -108,6 +127,12 @@ DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
     dcxemu_idx_set_add(&dcxemu_srq_set, (uint32_t)idx);
     pthread_mutex_unlock(&dcxemu_reg_lock);
     return &srq->srq;
+
+err_free:
+    free(srq);
+err:
+    errno = err;
+    return NULL;
 }
 
 /* ibv_create_srq_ex reaches this for anything but a plain PD-only request: only basic SRQs
@@ -120,10 +145,12 @@ struct ibv_srq *dcxemu_create_srq_ex_op(struct ibv_context *context,
     if (context == NULL || a == NULL ||
         (a->comp_mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD)) ||
         !(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || a->pd == NULL || a->pd->context != context) {
-        DCXEMU_ERR(EINVAL);
+        errno = EINVAL;
+        return NULL;
     }
     if ((a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a->srq_type != IBV_SRQT_BASIC) {
-        DCXEMU_ERR(EOPNOTSUPP);
+        errno = EOPNOTSUPP;
+        return NULL;
     }
     basic.srq_context = a->srq_context;
     basic.attr = a->attr;
@@ -141,7 +168,9 @@ DCXEMU_API int dcxemu_ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr 
     if (ibsrq == NULL || attr == NULL || (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))) {
         return EINVAL;
     }
-    CHECK_USABLE_RET();
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     if (mask & IBV_SRQ_MAX_WR) {
         return EINVAL;   /* mlx5 cannot resize an SRQ */
     }
@@ -164,10 +193,13 @@ DCXEMU_API int dcxemu_ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr 
 DCXEMU_API int dcxemu_ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 {
     struct dcxemu_srq *srq = (struct dcxemu_srq *)ibsrq;
+    int err;
     if (ibsrq == NULL || attr == NULL) {
         return EINVAL;
     }
-    CHECK_USABLE_RET();
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     attr->max_wr = srq->s->max_wr;
     attr->max_sge = srq->s->max_sge;
     attr->srq_limit = srq->s->limit;
@@ -181,7 +213,9 @@ DCXEMU_API int dcxemu_ibv_destroy_srq(struct ibv_srq *ibsrq)
     if (ibsrq == NULL) {
         return EINVAL;
     }
-    CHECK_USABLE_RET();
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
     if (atomic_load(&srq->refcnt) != 0) {
         return EBUSY;
     }

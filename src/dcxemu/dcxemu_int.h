@@ -387,11 +387,13 @@ struct dcxemu_settings {
 
 /* ---------------------------------------------------------------- fabric.c ---------------- */
 
+/* settings.c */
 extern struct dcxemu_settings dcxemu_cfg;
+void dcxemu_read_settings(void);
+#define FABRIC_NAME_TRIES 16   /* the default name, then "<default>.1" .. "<default>.15" */
+/* "/name" of fabric candidate cand into buf; 1 if the name is explicit (DCXEMU_FABRIC) */
+int dcxemu_fabric_candidate(int cand, char *buf, size_t len);
 
-/* verbs.c: entry `index` of device `dev`'s GID table in this process's port mode (the table is
- * the same in every process): 0, ENODATA (an empty entry) or EINVAL (beyond the table). */
-int dcxemu_gid_entry(int dev, uint32_t index, union ibv_gid *gid, uint32_t *type);
 extern struct dcxemu_shm *dcxemu_fab;
 extern int dcxemu_me;               /* my member slot */
 extern uint64_t dcxemu_my_token;
@@ -419,20 +421,27 @@ extern struct dcxemu_idx_set dcxemu_qp_set, dcxemu_cq_set, dcxemu_srq_set;
 void dcxemu_idx_set_add(struct dcxemu_idx_set *s, uint32_t index);
 void dcxemu_idx_set_del(struct dcxemu_idx_set *s, uint32_t index);
 
-int dcxemu_attach(void);                   /* 0 or errno */
+int dcxemu_attach(void);                   /* engine.c: attach and start the engine; 0 or errno */
+/* Attach once per process (later calls return the first result); start runs once attached, stop
+ * when leaving at exit: the engine's own calls, so that the fabric never names the layer above. */
+int dcxemu_fabric_attach(int (*start)(void), void (*stop)(void));
 void dcxemu_ptracer_allow(void);           /* let peers reach our memory (first DCT) */
 int dcxemu_usable(void);                   /* 0, or EPERM in a forked child / errno of attach */
 int dcxemu_lock(void);                     /* fabric lock; 0 or errno */
 void dcxemu_unlock(void);
 int dcxemu_shm_lock(pthread_mutex_t *m);
 void dcxemu_shm_mutex_init(pthread_mutex_t *m);
-uint64_t dcxemu_heap_alloc(uint64_t size); /* under the fabric lock; 0 = ENOMEM */
+/* heap.c, all under the fabric lock */
+void dcxemu_heap_init(void);               /* a new fabric: one free block */
+uint64_t dcxemu_heap_alloc(uint64_t size); /* 0 = ENOMEM */
 void dcxemu_heap_free(uint64_t off);
+void dcxemu_heap_rebuild(void);            /* after a member died holding the fabric lock */
+void dcxemu_heap_free_owned(uint64_t token);   /* what a member that left still held */
 static inline void *dcxemu_ptr(uint64_t off) { return (char *)dcxemu_fab + off; }
 int dcxemu_member_alive(int m, uint64_t token);   /* under the fabric lock */
 int dcxemu_owner_is_me(uint16_t owner, uint64_t token);
-void dcxemu_ring(int member);
-void dcxemu_engine_kick(void);
+void dcxemu_ring(int member);              /* wake a member's engine (its doorbell) */
+void dcxemu_engine_kick(void);             /* ring my own doorbell */
 uint64_t dcxemu_now_ns(void);
 uint64_t dcxemu_scaled_ns(double ns);
 void dcxemu_reap_dead_members(void);       /* under the fabric lock */
@@ -450,7 +459,7 @@ void dcxemu_count(int member, int dev, size_t field_off, uint64_t n);
 #define DCXEMU_COUNT(_m, _d, _field, _n) \
     dcxemu_count(_m, _d, offsetof(struct dcxemu_counters, _field), _n)
 
-extern int dcxemu_trace_fd;                /* -1: tracing off */
+extern int dcxemu_trace_fd;                /* trace.c; -1: tracing off */
 void dcxemu_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define DCXEMU_TRACE(...) \
     do { if (__builtin_expect(dcxemu_trace_fd >= 0, 0)) dcxemu_trace(__VA_ARGS__); } while (0)
@@ -459,7 +468,34 @@ struct iovec;
 int dcxemu_vm_copy(int member, int to_remote, const struct iovec *local, int nl,
                    const struct iovec *remote, int nr);
 
-/* ---------------------------------------------------------------- verbs.c / qp.c ---------- */
+/* ---------------------------------------------------------------- verbs objects ----------- */
+
+static inline struct dcxemu_context *dcxemu_ctx(struct ibv_context *c)
+{
+    return (struct dcxemu_context *)((char *)c - offsetof(struct dcxemu_context, vctx.context));
+}
+
+/* Node GUID of device dev: Mellanox OUI, then a device number the same in every member. */
+static inline uint64_t dcxemu_guid(int dev)
+{
+    return 0x0002c90300dc0000ull | (uint64_t)(dev + 1);
+}
+
+/* port.c: entry `index` of device `dev`'s GID table in this process's port mode (the table is
+ * the same in every process): 0, ENODATA (an empty entry) or EINVAL (beyond the table). */
+int dcxemu_gid_entry(int dev, uint32_t index, union ibv_gid *gid, uint32_t *type);
+int dcxemu_query_port_op(struct ibv_context *context, uint8_t port_num,
+                         struct ibv_port_attr *port_attr, size_t port_attr_len);
+
+/* The context's ops (device.c fills the table): cq.c, srq.c. */
+struct ibv_cq_ex *dcxemu_create_cq_ex_op(struct ibv_context *context,
+                                         struct ibv_cq_init_attr_ex *a);
+int dcxemu_poll_cq_op(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc);
+int dcxemu_req_notify_cq_op(struct ibv_cq *ibcq, int solicited_only);
+struct ibv_srq *dcxemu_create_srq_ex_op(struct ibv_context *context,
+                                        struct ibv_srq_init_attr_ex *a);
+int dcxemu_post_srq_recv_op(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+                            struct ibv_recv_wr **bad_wr);
 
 int dcxemu_cq_push(struct dcxemu_shm_cq *cq, const struct dcxemu_shm_cqe *cqe); /* fabric lock held */
 void dcxemu_cq_purge_qpn(struct dcxemu_shm_cq *cq, uint32_t qpn);
@@ -468,11 +504,8 @@ void dcxemu_async_post(struct dcxemu_context *ctx, enum ibv_event_type type, voi
 void dcxemu_qp_progress(struct dcxemu_qp *qp);
 struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr);
 void dcxemu_qp_sq_polled(uint32_t qpn, uint64_t sq_index);
-void dcxemu_free_member_objects(int member);   /* fabric lock held */
 void dcxemu_ops_init(struct ibv_context_ops *ops);
-struct dcxemu_context *dcxemu_ctx(struct ibv_context *c);
 
-#define DCXEMU_ERR(e) do { errno = (e); return NULL; } while (0)
 
 /* ---------------------------------------------------------------- testapi.c ---------------- */
 

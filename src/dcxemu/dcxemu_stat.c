@@ -90,14 +90,88 @@ static int run_command(char **cmd)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* -r: remove the fabric if idle, after running cmd if there is one. */
+static int remove_fabric(const char *name, char **cmd)
+{
+    int cmd_rc = cmd[0] != NULL ? run_command(cmd) : -1;
+    int err = dcxemu_fabric_remove(name);
+    if (cmd_rc >= 0) {
+        /* after a command: in use means others still run on it, which is fine */
+        if (err != 0 && err != ENOENT && err != EBUSY) {
+            fprintf(stderr, "dcxemu-stat: cannot remove fabric %s: %s\n", name, strerror(err));
+        }
+        return cmd_rc;
+    }
+    if (err == 0 || err == ENOENT) {
+        return 0;
+    }
+    fprintf(stderr, "dcxemu-stat: fabric %s %s\n", name,
+            err == EBUSY ? "is in use; left in place" : strerror(err));
+    return err == EBUSY ? 3 : 1;
+}
+
+/* The fabric at path mapped read-only (its header and tables, not the heap), or NULL. */
+static const struct dcxemu_shm *map_fabric(const char *path)
+{
+    const struct dcxemu_shm *f;
+    struct stat st;
+    int fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) {
+        fprintf(stderr, "dcxemu-stat: fabric %s %s\n", path + 1,
+                errno == ENOENT ? "does not exist" : strerror(errno));
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(*f)) {
+        fprintf(stderr, "dcxemu-stat: fabric %s is not initialised\n", path + 1);
+        return NULL;
+    }
+    f = mmap(NULL, sizeof(*f), PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (f == MAP_FAILED) {
+        fprintf(stderr, "dcxemu-stat: cannot map fabric %s: %s\n", path + 1, strerror(errno));
+        return NULL;
+    }
+    if (f->magic != DCXEMU_MAGIC || f->layout_version != DCXEMU_LAYOUT_VERSION ||
+        f->struct_size != sizeof(*f)) {
+        fprintf(stderr, "dcxemu-stat: fabric %s has magic 0x%llx layout %u; this tool reads "
+                "layout %u\n", path + 1, (unsigned long long)f->magic, f->layout_version,
+                DCXEMU_LAYOUT_VERSION);
+        return NULL;
+    }
+    return f;
+}
+
+static void print_device(const struct dcxemu_shm *f, uint32_t d, const char *name, int csv)
+{
+    const uint64_t *src = (const uint64_t *)&f->dev_cnt[d];
+    struct dcxemu_counters c;
+    for (size_t i = 0; i < sizeof(c) / sizeof(uint64_t); i++) {
+        ((uint64_t *)&c)[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+    }
+    const struct { const char *k; uint64_t v; } more[] = {
+        { "bytes", c.bytes }, { "rnr_retries", c.rnr_retries },
+        { "transport_retries", c.transport_retries }, { "key_violations", c.key_violations },
+        { "error_cqes", c.error_cqes }, { "recv_cqes", c.recv_cqes },
+        { "send_cqes", c.send_cqes },
+    };
+    printf(csv ? "dcxemu%u" : "dcxemu%u (fabric %s)\n", d, name);
+    for (int i = 0; i < DCXEMU_CNT_OP_MAX; i++) {
+        printf(csv ? " %s=%llu" : "  %-18s %llu\n", op_names[i], (unsigned long long)c.wr[i]);
+    }
+    for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
+        printf(csv ? " %s=%llu" : "  %-18s %llu\n", more[i].k, (unsigned long long)more[i].v);
+    }
+    if (csv) {
+        printf("\n");
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *name = NULL;
     char path[256];
-    struct dcxemu_counters c;
     const struct dcxemu_shm *f;
-    struct stat st;
-    int opt, csv = 0, remove = 0, fd, err;
+    int opt, csv = 0, remove = 0;
     uint32_t ndev;
 
     while ((opt = getopt(argc, argv, "+cf:hr")) != -1) {
@@ -118,44 +192,10 @@ int main(int argc, char **argv)
         return 2;
     }
     if (remove) {
-        int cmd_rc = optind < argc ? run_command(argv + optind) : -1;
-        err = dcxemu_fabric_remove(name);
-        if (cmd_rc >= 0) {
-            /* after a command: in use means others still run on it, which is fine */
-            if (err != 0 && err != ENOENT && err != EBUSY) {
-                fprintf(stderr, "dcxemu-stat: cannot remove fabric %s: %s\n", name,
-                        strerror(err));
-            }
-            return cmd_rc;
-        }
-        if (err == 0 || err == ENOENT) {
-            return 0;
-        }
-        fprintf(stderr, "dcxemu-stat: fabric %s %s\n", name,
-                err == EBUSY ? "is in use; left in place" : strerror(err));
-        return err == EBUSY ? 3 : 1;
+        return remove_fabric(name, argv + optind);
     }
-    fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0);
-    if (fd < 0) {
-        fprintf(stderr, "dcxemu-stat: fabric %s %s\n", path + 1,
-                errno == ENOENT ? "does not exist" : strerror(errno));
-        return 1;
-    }
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(*f)) {
-        fprintf(stderr, "dcxemu-stat: fabric %s is not initialised\n", path + 1);
-        return 1;
-    }
-    f = mmap(NULL, sizeof(*f), PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (f == MAP_FAILED) {
-        fprintf(stderr, "dcxemu-stat: cannot map fabric %s: %s\n", path + 1, strerror(errno));
-        return 1;
-    }
-    if (f->magic != DCXEMU_MAGIC || f->layout_version != DCXEMU_LAYOUT_VERSION ||
-        f->struct_size != sizeof(*f)) {
-        fprintf(stderr, "dcxemu-stat: fabric %s has magic 0x%llx layout %u; this tool reads "
-                "layout %u\n", path + 1, (unsigned long long)f->magic, f->layout_version,
-                DCXEMU_LAYOUT_VERSION);
+    f = map_fabric(path);
+    if (f == NULL) {
         return 1;
     }
     ndev = f->num_devices ? f->num_devices : 1;
@@ -163,26 +203,7 @@ int main(int argc, char **argv)
         ndev = DCXEMU_MAX_DEVICES;
     }
     for (uint32_t d = 0; d < ndev; d++) {
-        const uint64_t *src = (const uint64_t *)&f->dev_cnt[d];
-        for (size_t i = 0; i < sizeof(c) / sizeof(uint64_t); i++) {
-            ((uint64_t *)&c)[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-        }
-        const struct { const char *k; uint64_t v; } more[] = {
-            { "bytes", c.bytes }, { "rnr_retries", c.rnr_retries },
-            { "transport_retries", c.transport_retries }, { "key_violations", c.key_violations },
-            { "error_cqes", c.error_cqes }, { "recv_cqes", c.recv_cqes },
-            { "send_cqes", c.send_cqes },
-        };
-        printf(csv ? "dcxemu%u" : "dcxemu%u (fabric %s)\n", d, path + 1);
-        for (int i = 0; i < DCXEMU_CNT_OP_MAX; i++) {
-            printf(csv ? " %s=%llu" : "  %-18s %llu\n", op_names[i], (unsigned long long)c.wr[i]);
-        }
-        for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
-            printf(csv ? " %s=%llu" : "  %-18s %llu\n", more[i].k, (unsigned long long)more[i].v);
-        }
-        if (csv) {
-            printf("\n");
-        }
+        print_device(f, d, path + 1, csv);
     }
     return 0;
 }

@@ -1,4 +1,7 @@
-/* dcxemu fabric: shared memory, members and liveness, heap, locks, engine thread. */
+/* dcxemu fabric: shared memory, attach and leave, members and liveness, locks, doorbells, and the
+ * release of a member's objects.  It is the bottom layer: it calls nothing above it (the engine
+ * thread, engine.c, is started and stopped through the two calls it hands to
+ * dcxemu_fabric_attach). */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -19,7 +22,6 @@
 #include <unistd.h>
 
 
-struct dcxemu_settings dcxemu_cfg;
 struct dcxemu_shm *dcxemu_fab;
 int dcxemu_me = -1;
 uint64_t dcxemu_my_token;
@@ -55,271 +57,12 @@ static int attached;
 static int attach_err;
 static volatile int forked;        /* set in a child after fork(): the fabric is not ours */
 static size_t map_size;
-static pthread_t engine_thread;
-static volatile int engine_stop;
+/* engine.c's thread: started once attached, stopped before leaving */
+static int (*engine_start)(void);
+static void (*engine_stop)(void);
 
 
 static void on_fork_child(void) { forked = 1; }
-
-uint64_t dcxemu_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t dcxemu_scaled_ns(double ns)
-{
-    double v = ns * dcxemu_cfg.time_scale;
-    if (v < 1000.0) {
-        v = 1000.0;         /* keep retries from spinning */
-    }
-    if (v > 1e15) {
-        v = 1e15;
-    }
-    return (uint64_t)v;
-}
-
-static long env_long(const char *name, long def, long min, long max)
-{
-    const char *s = getenv(name);
-    char *end;
-    long v;
-    if (s == NULL || *s == '\0') {
-        return def;
-    }
-    v = strtol(s, &end, 0);
-    if (*end != '\0' || v < min || v > max) {
-        fprintf(stderr, "dcxemu: ignoring %s=%s (expected %ld..%ld)\n", name, s, min, max);
-        return def;
-    }
-    return v;
-}
-
-/* "0.01" -> 0.01 * 2^32 (saturated); -1 if not a probability */
-static int64_t parse_prob(const char *v)
-{
-    char *end;
-    double p = strtod(v, &end);
-    if (end == v || (*end != '\0' && *end != ',') || !(p >= 0.0 && p <= 1.0)) {
-        return -1;
-    }
-    return p >= 1.0 ? 0xffffffffLL : (int64_t)(p * 4294967296.0);
-}
-
-static int parse_status(const char *v, char **end)
-{
-    static const struct { const char *name; int st; } names[] = {
-        { "RETRY_EXC_ERR", IBV_WC_RETRY_EXC_ERR }, { "RNR_RETRY_EXC_ERR", IBV_WC_RNR_RETRY_EXC_ERR },
-        { "REM_ACCESS_ERR", IBV_WC_REM_ACCESS_ERR }, { "LOC_PROT_ERR", IBV_WC_LOC_PROT_ERR },
-        { "REM_OP_ERR", IBV_WC_REM_OP_ERR }, { "REM_INV_REQ_ERR", IBV_WC_REM_INV_REQ_ERR },
-        { "LOC_LEN_ERR", IBV_WC_LOC_LEN_ERR }, { "LOC_QP_OP_ERR", IBV_WC_LOC_QP_OP_ERR },
-        { "GENERAL_ERR", IBV_WC_GENERAL_ERR }, { "WR_FLUSH_ERR", IBV_WC_WR_FLUSH_ERR },
-    };
-    if (strncmp(v, "IBV_WC_", 7) == 0) {
-        v += 7;
-    }
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        size_t n = strlen(names[i].name);
-        if (strncmp(v, names[i].name, n) == 0 && (v[n] == ':' || v[n] == '\0' || v[n] == ',')) {
-            *end = (char *)v + n;
-            return names[i].st;
-        }
-    }
-    long st = strtol(v, end, 0);
-    return *end == v || st <= IBV_WC_SUCCESS || st > IBV_WC_TM_RNDV_INCOMPLETE ? -1 : (int)st;
-}
-
-/* DCXEMU_FAULTS="drop=P,delay_us=U:P,status=NAME:P,seed=N"; a bad item is ignored with a line */
-static void read_faults(const char *spec)
-{
-    char *copy = strdup(spec), *save = NULL, *item;
-    if (copy == NULL) {
-        return;
-    }
-    for (item = strtok_r(copy, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(item, '='), *end, *colon;
-        int64_t p = -1;
-        if (eq == NULL) {
-            goto bad;
-        }
-        *eq++ = '\0';
-        colon = strchr(eq, ':');
-        if (strcmp(item, "drop") == 0) {
-            p = parse_prob(eq);
-            if (p < 0) goto bad;
-            dcxemu_cfg.drop_p = (uint32_t)p;
-        } else if (strcmp(item, "delay_us") == 0) {
-            unsigned long us = strtoul(eq, &end, 0);
-            if (colon == NULL || end != colon || us > 10000000 || (p = parse_prob(colon + 1)) < 0) goto bad;
-            dcxemu_cfg.delay_us = (uint32_t)us;
-            dcxemu_cfg.delay_p = (uint32_t)p;
-        } else if (strcmp(item, "status") == 0) {
-            int st = parse_status(eq, &end);
-            if (st < 0 || colon == NULL || end != colon || (p = parse_prob(colon + 1)) < 0) goto bad;
-            dcxemu_cfg.status = (uint32_t)st;
-            dcxemu_cfg.status_p = (uint32_t)p;
-        } else if (strcmp(item, "seed") == 0) {
-            dcxemu_cfg.fault_seed = strtoull(eq, &end, 0);
-            if (*end != '\0') goto bad;
-        } else {
-            goto bad;
-        }
-        continue;
-bad:
-        fprintf(stderr, "dcxemu: ignoring DCXEMU_FAULTS item '%s'\n", item);
-    }
-    free(copy);
-    dcxemu_cfg.faults = dcxemu_cfg.drop_p || dcxemu_cfg.delay_p || dcxemu_cfg.status_p;
-}
-
-static void read_trace(const char *t)
-{
-    if (t == NULL || *t == '\0' || strcmp(t, "0") == 0) {
-        return;
-    }
-    if (strcmp(t, "1") == 0) {
-        dcxemu_trace_fd = STDERR_FILENO;
-        return;
-    }
-    dcxemu_trace_fd = open(t, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    if (dcxemu_trace_fd < 0) {
-        fprintf(stderr, "dcxemu: cannot open DCXEMU_TRACE=%s: %s\n", t, strerror(errno));
-    }
-}
-
-/* Fallback names tried after the default one: "<default>.1" .. "<default>.15". */
-#define FABRIC_NAME_TRIES 16
-
-/* "/name" of fabric candidate cand: DCXEMU_FABRIC (explicit, one candidate only), else the
- * default "dcxemu-<uid>" (DCXEMU_DEFAULT_FABRIC replaces it, for tests that must not touch the
- * user's real default) and its fallbacks.  Returns 1 if the name is explicit. */
-static int fabric_candidate(int cand, char *buf, size_t len)
-{
-    const char *f = getenv("DCXEMU_FABRIC");
-    const char *base = getenv("DCXEMU_DEFAULT_FABRIC");
-    char def[64];
-    if (f != NULL && *f != '\0' && strlen(f) < len - 2 && strchr(f, '/') == NULL) {
-        snprintf(buf, len, "/%s", f);
-        return 1;
-    }
-    if (base == NULL || *base == '\0' || strlen(base) > 100 || strchr(base, '/') != NULL) {
-        snprintf(def, sizeof(def), "dcxemu-%u", (unsigned)getuid());
-        base = def;
-    }
-    if (cand == 0) {
-        snprintf(buf, len, "/%s", base);
-    } else {
-        snprintf(buf, len, "/%s.%d", base, cand);
-    }
-    return 0;
-}
-
-/* DCXEMU_PTRACER: "any" (default), "none" or a process ID. */
-static void read_ptracer(const char *s)
-{
-    char *end;
-    long pid;
-    dcxemu_cfg.ptracer = -1;
-    if (s == NULL || *s == '\0' || strcmp(s, "any") == 0) {
-        return;
-    }
-    if (strcmp(s, "none") == 0) {
-        dcxemu_cfg.ptracer = 0;
-        return;
-    }
-    pid = strtol(s, &end, 10);
-    if (*end == '\0' && pid > 0 && pid <= INT_MAX) {
-        dcxemu_cfg.ptracer = pid;
-    } else {
-        fprintf(stderr, "dcxemu: ignoring DCXEMU_PTRACER=%s (any, none or a process ID)\n", s);
-    }
-}
-
-static void read_settings(void)
-{
-    const char *ex = getenv("DCXEMU_EXEC");
-    const char *fs = getenv("DCXEMU_FAULTS");
-    const char *ts = getenv("DCXEMU_TIME_SCALE");
-    const char *ac = getenv("DCXEMU_ATOMIC_CAP");
-    const char *ll = getenv("DCXEMU_LINK_LAYER");
-    dcxemu_cfg.fabric_explicit = fabric_candidate(0, dcxemu_cfg.fabric, sizeof(dcxemu_cfg.fabric));
-    dcxemu_cfg.keep_fabric = (int)env_long("DCXEMU_KEEP_FABRIC", 0, 0, 1);
-    dcxemu_cfg.max_members = (uint32_t)env_long("DCXEMU_MAX_MEMBERS", DCXEMU_MAX_MEMBERS, 2,
-                                                DCXEMU_MAX_MEMBERS);
-    dcxemu_cfg.num_devices = (int)env_long("DCXEMU_NUM_DEVICES", 1, 1, DCXEMU_MAX_DEVICES);
-    dcxemu_cfg.max_wqe = (uint32_t)env_long("DCXEMU_MAX_WQE_SIZE", 512, 256, 4096) & ~63u;
-    dcxemu_cfg.heap_mb = (uint64_t)env_long("DCXEMU_HEAP_MB", 1024, 16, 65536);
-    dcxemu_cfg.strict_umr = (int)env_long("DCXEMU_STRICT_UMR", 1, 0, 1);
-    /* DC read/atomic depth (log2), at most max_qp_init_rd_atom (16) */
-    dcxemu_cfg.log_max_ra_dc = (int)env_long("DCXEMU_LOG_MAX_RA_DC", 4, 0, 4);
-    dcxemu_cfg.mkey_update_tag = (int)env_long("DCXEMU_MKEY_UPDATE_TAG", 1, 0, 1);
-    dcxemu_cfg.yama_scope = (int)env_long("DCXEMU_YAMA_SCOPE", -1, -1, 3);
-    read_ptracer(getenv("DCXEMU_PTRACER"));
-    dcxemu_cfg.no_ext_atomics = !env_long("DCXEMU_EXT_ATOMICS", 1, 0, 1);
-    dcxemu_cfg.no_atomics = 0;
-    if (ac != NULL && strcmp(ac, "none") == 0) {
-        dcxemu_cfg.no_atomics = 1;
-    } else if (ac != NULL && *ac != '\0' && strcmp(ac, "hca") != 0) {
-        fprintf(stderr, "dcxemu: ignoring DCXEMU_ATOMIC_CAP=%s (hca or none)\n", ac);
-    }
-    dcxemu_cfg.roce = 0;
-    if (ll != NULL && strcmp(ll, "ethernet") == 0) {
-        dcxemu_cfg.roce = 1;
-    } else if (ll != NULL && *ll != '\0' && strcmp(ll, "infiniband") != 0) {
-        fprintf(stderr, "dcxemu: ignoring DCXEMU_LINK_LAYER=%s (infiniband or ethernet)\n", ll);
-    }
-    dcxemu_cfg.roce_routers = (uint32_t)env_long("DCXEMU_ROCE_ROUTERS", 0, 0, 254);
-    dcxemu_cfg.time_scale = 1.0;
-    if (ts != NULL && *ts != '\0') {
-        char *end;
-        double v = strtod(ts, &end);
-        if (*end == '\0' && v > 0 && v < 1e6) {
-            dcxemu_cfg.time_scale = v;
-        } else {
-            fprintf(stderr, "dcxemu: ignoring DCXEMU_TIME_SCALE=%s\n", ts);
-        }
-    }
-    dcxemu_cfg.deferred = 0;
-    if (ex != NULL && strcmp(ex, "deferred") == 0) {
-        dcxemu_cfg.deferred = 1;
-    } else if (ex != NULL && *ex != '\0' && strcmp(ex, "immediate") != 0) {
-        fprintf(stderr, "dcxemu: ignoring DCXEMU_EXEC=%s (immediate or deferred)\n", ex);
-    }
-    dcxemu_cfg.defer_us = (uint32_t)env_long("DCXEMU_DEFER_US", 20, 1, 1000000);
-    dcxemu_cfg.fault_seed = 1;   /* also drives the deferral delays: reproducible by default */
-    if (fs != NULL && *fs != '\0') {
-        read_faults(fs);
-    }
-    read_trace(getenv("DCXEMU_TRACE"));
-}
-
-/* splitmix64 over a shared counter: deterministic sequence for a given seed, thread-safe */
-uint64_t dcxemu_random(void)
-{
-    static _Atomic uint64_t ctr;
-    uint64_t z = dcxemu_cfg.fault_seed * 0x9e3779b97f4a7c15ull +
-                 (atomic_fetch_add(&ctr, 1) + 1) * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-int dcxemu_chance(uint32_t p)
-{
-    return p != 0 && (uint32_t)(dcxemu_random() >> 32) < p;
-}
-
-/* Next generation of QP slot idx, 1..DCXEMU_QP_GEN_MAX.  A slot never used starts at a spread
- * value derived from its index, so the table needs no initialisation (untouched pages stay free). */
-uint32_t dcxemu_qp_next_gen(uint32_t idx)
-{
-    uint32_t g = dcxemu_fab->qps[idx].gen;
-    if (g == 0) {
-        g = (idx * 7) % DCXEMU_QP_GEN_MAX;
-    }
-    return g % DCXEMU_QP_GEN_MAX + 1;
-}
 
 /* ---------------------------------------------------------------- locks ---- */
 
@@ -345,8 +88,6 @@ int dcxemu_shm_lock(pthread_mutex_t *m)
     return r;
 }
 
-static void heap_rebuild(void);
-
 int dcxemu_lock(void)
 {
     int r = pthread_mutex_lock(&dcxemu_fab->lock);
@@ -354,146 +95,12 @@ int dcxemu_lock(void)
         /* a member died inside: make the shared heap consistent again; its objects are
          * released by the reaper, which finds it dead */
         pthread_mutex_consistent(&dcxemu_fab->lock);
-        heap_rebuild();
+        dcxemu_heap_rebuild();
         r = 0;
     }
     return r;
 }
 void dcxemu_unlock(void) { pthread_mutex_unlock(&dcxemu_fab->lock); }
-
-/* ---------------------------------------------------------------- heap ----- */
-/* First-fit allocator over the sparse heap, free list sorted by offset, coalescing on free.
- * Called with the fabric lock held. */
-
-static void heap_free_owned(uint64_t token);
-
-struct heap_blk {
-    uint64_t size;       /* including this header */
-    uint64_t next_free;
-    uint32_t free;
-    uint32_t magic;
-    uint64_t owner_token; /* member that allocated it: the reaper frees what a dead one held */
-};
-#define HEAP_MAGIC 0x68656170u
-#define HEAP_HDR   ((uint64_t)sizeof(struct heap_blk))
-
-static struct heap_blk *blk(uint64_t off) { return (struct heap_blk *)dcxemu_ptr(off); }
-
-static void heap_init(void)
-{
-    struct heap_blk *b = blk(dcxemu_fab->heap_off);
-    b->size = dcxemu_fab->heap_size;
-    b->next_free = 0;
-    b->free = 1;
-    b->magic = HEAP_MAGIC;
-    dcxemu_fab->heap_free = dcxemu_fab->heap_off;
-}
-
-uint64_t dcxemu_heap_alloc(uint64_t size)
-{
-    uint64_t need = (size + HEAP_HDR + 63) & ~63ull;
-    uint64_t *link = &dcxemu_fab->heap_free;
-    if (size == 0 || size > dcxemu_fab->heap_size) {
-        return 0;
-    }
-    while (*link != 0) {
-        uint64_t off = *link;
-        struct heap_blk *b = blk(off);
-        if (b->size >= need) {
-            if (b->size - need >= 256) {
-                uint64_t rest = off + need;
-                struct heap_blk *r = blk(rest);
-                r->size = b->size - need;
-                r->next_free = b->next_free;
-                r->free = 1;
-                r->magic = HEAP_MAGIC;
-                b->size = need;
-                *link = rest;
-            } else {
-                *link = b->next_free;
-            }
-            b->owner_token = dcxemu_my_token;
-            b->next_free = 0;
-            b->free = 0;   /* last: a dying allocator leaves a block heap_rebuild frees */
-            return off + HEAP_HDR;
-        }
-        link = &b->next_free;
-    }
-    return 0;
-}
-
-void dcxemu_heap_free(uint64_t data_off)
-{
-    uint64_t off = data_off - HEAP_HDR;
-    struct heap_blk *b = blk(off), *prev = NULL;
-    uint64_t *link = &dcxemu_fab->heap_free;
-    if (data_off == 0 || b->magic != HEAP_MAGIC || b->free) {
-        return;
-    }
-    while (*link != 0 && *link < off) {
-        prev = blk(*link);
-        link = &prev->next_free;
-    }
-    b->free = 1;
-    b->next_free = *link;
-    *link = off;
-    if (b->next_free != 0 && off + b->size == b->next_free) {
-        struct heap_blk *n = blk(b->next_free);
-        b->size += n->size;
-        b->next_free = n->next_free;
-    }
-    if (prev != NULL && (uint64_t)((char *)prev - (char *)dcxemu_fab) + prev->size == off) {
-        prev->size += b->size;
-        prev->next_free = b->next_free;
-    }
-}
-
-/* After a member died holding the fabric lock: rebuild the free list from the block headers.
- * Every update above keeps the headers walkable (a split writes the new header before it
- * shrinks the block; freeing is one store), so the walk is always valid. */
-static void heap_rebuild(void)
-{
-    uint64_t off = dcxemu_fab->heap_off, end = off + dcxemu_fab->heap_size;
-    uint64_t *link = &dcxemu_fab->heap_free;
-    struct heap_blk *prev_free = NULL;
-    while (off < end) {
-        struct heap_blk *b = blk(off);
-        if (b->magic != HEAP_MAGIC || b->size < HEAP_HDR || b->size > end - off) {
-            break;   /* cannot happen with the ordering above; stop rather than guess */
-        }
-        if (b->free) {
-            if (prev_free != NULL && (uint64_t)((char *)prev_free - (char *)dcxemu_fab) +
-                                     prev_free->size == off) {
-                prev_free->size += b->size;
-            } else {
-                b->next_free = 0;
-                *link = off;
-                link = &b->next_free;
-                prev_free = b;
-            }
-        }
-        off += b->size;
-    }
-    *link = 0;
-}
-
-/* Fabric lock held: free every heap block a (dead) member still owns. */
-static void heap_free_owned(uint64_t token)
-{
-    uint64_t off = dcxemu_fab->heap_off, end = off + dcxemu_fab->heap_size;
-    while (off < end) {
-        struct heap_blk *b = blk(off);
-        uint64_t next;
-        if (b->magic != HEAP_MAGIC || b->size < HEAP_HDR || b->size > end - off) {
-            break;
-        }
-        next = off + b->size;
-        if (!b->free && b->owner_token == token) {
-            dcxemu_heap_free(off + HEAP_HDR);
-        }
-        off = next;
-    }
-}
 
 /* ---------------------------------------------------------------- liveness ---- */
 
@@ -565,6 +172,53 @@ int dcxemu_owner_is_me(uint16_t owner, uint64_t token)
     return owner == dcxemu_me && token == dcxemu_my_token;
 }
 
+/* Fabric lock held: release everything a member (dead, or exiting) owned.  Keys and QP numbers
+ * become invalid at once; rings return to the heap.  Only slots below each table's high-water
+ * mark can be in use, and pages above it stay untouched. */
+static void free_member_objects(int m)
+{
+    for (unsigned i = 0; i < dcxemu_fab->mr_hwm && i < DCXEMU_MAX_MRS; i++) {
+        struct dcxemu_shm_mr *s = &dcxemu_fab->mrs[i];
+        if (s->in_use && s->owner == m) {
+            s->in_use = 0;
+            s->tag = (s->tag + 1) & 0xff;
+        }
+    }
+    for (unsigned i = 0; i < dcxemu_fab->mkey_hwm && i < DCXEMU_MAX_MKEYS; i++) {
+        struct dcxemu_shm_mkey *s = &dcxemu_fab->mkeys[i];
+        if (s->in_use && s->owner == m) {
+            s->in_use = 0;
+            s->programmed = 0;
+            dcxemu_heap_free(s->entries_off);
+            s->entries_off = 0;
+        }
+    }
+    for (unsigned i = 0; i < dcxemu_fab->qp_hwm && i < DCXEMU_MAX_QPS; i++) {
+        struct dcxemu_shm_qp *s = &dcxemu_fab->qps[i];
+        if (s->in_use && s->owner == m) {
+            s->in_use = 0;
+            s->dct_ready = 0;
+            s->qpn = 0;
+        }
+    }
+    for (unsigned i = 0; i < dcxemu_fab->cq_hwm && i < DCXEMU_MAX_CQS; i++) {
+        struct dcxemu_shm_cq *s = &dcxemu_fab->cqs[i];
+        if (s->in_use && s->owner == m) {
+            dcxemu_heap_free(s->ring_off);
+            s->ring_off = 0;
+            s->in_use = 0;
+        }
+    }
+    for (unsigned i = 0; i < dcxemu_fab->srq_hwm && i < DCXEMU_MAX_SRQS; i++) {
+        struct dcxemu_shm_srq *s = &dcxemu_fab->srqs[i];
+        if (s->in_use && s->owner == m) {
+            dcxemu_heap_free(s->ring_off);
+            s->ring_off = 0;
+            s->in_use = 0;
+        }
+    }
+}
+
 /* Under the fabric lock. */
 void dcxemu_reap_dead_members(void)
 {
@@ -575,8 +229,8 @@ void dcxemu_reap_dead_members(void)
         if (!mb->in_use || m == dcxemu_me || dcxemu_member_alive(m, mb->token)) {
             continue;
         }
-        dcxemu_free_member_objects(m);
-        heap_free_owned(mb->token);
+        free_member_objects(m);
+        dcxemu_heap_free_owned(mb->token);
         mb->in_use = 0;
         mb->token = 0;
         mb->pid = 0;
@@ -597,63 +251,6 @@ void dcxemu_ring(int member)
 }
 
 void dcxemu_engine_kick(void) { dcxemu_ring(dcxemu_me); }
-
-static void *engine_main(void *arg)
-{
-    uint32_t *db = &dcxemu_fab->members[dcxemu_me].doorbell;
-    uint64_t next_reap = 0;
-    (void)arg;
-    while (!engine_stop) {
-        uint32_t seen = __atomic_load_n(db, __ATOMIC_SEQ_CST);
-        uint64_t now = dcxemu_now_ns(), next = now + 100000000ull;
-        struct timespec to;
-
-        dcxemu_deliver_events();
-        pthread_mutex_lock(&dcxemu_reg_lock);
-        for (uint32_t k = 0; k < dcxemu_qp_set.n; k++) {
-            struct dcxemu_qp *qp = dcxemu_local_qps[dcxemu_qp_set.item[k]];
-            uint64_t d;
-            if (qp == NULL) {
-                continue;
-            }
-            d = atomic_load(&qp->deadline_ns);
-            if (d == 0) {
-                continue;
-            }
-            if (d <= now) {
-                dcxemu_qp_progress(qp);
-                d = atomic_load(&qp->deadline_ns);
-                now = dcxemu_now_ns();
-            }
-            if (d != 0 && d < next) {
-                next = d;
-            }
-        }
-        pthread_mutex_unlock(&dcxemu_reg_lock);
-        if (now >= next_reap) {
-            /* one member reaps per interval: with hundreds of members, each checking every
-             * slot would cost members^2 liveness checks per interval */
-            if (now >= atomic_load(&dcxemu_fab->next_reap_ns) && dcxemu_lock() == 0) {
-                if (now >= atomic_load(&dcxemu_fab->next_reap_ns)) {
-                    dcxemu_reap_dead_members();
-                    atomic_store(&dcxemu_fab->next_reap_ns, now + 200000000ull);
-                }
-                dcxemu_unlock();
-            }
-            next_reap = now + 200000000ull;
-        }
-        now = dcxemu_now_ns();
-        if (next <= now) {
-            continue;
-        }
-        to.tv_sec = (time_t)((next - now) / 1000000000ull);
-        to.tv_nsec = (long)((next - now) % 1000000000ull);
-        dcxemu_test_engine_waits(seen, next - now);
-        syscall(SYS_futex, db, FUTEX_WAIT, seen, &to, NULL, 0);
-        dcxemu_test_engine_runs();
-    }
-    return NULL;
-}
 
 /* ---------------------------------------------------------------- attach ---- */
 
@@ -743,20 +340,13 @@ static void fabric_init(struct dcxemu_shm *f, size_t total)
 
 #define FABRIC_SQUATTED (-1)   /* attach_name: the default name is unusable, try the next one */
 
-/* Attach to the fabric named dcxemu_cfg.fabric.  For a default name, a file we may not use gives
- * FABRIC_SQUATTED and the reason in why; for an explicit name it is refused with an errno. */
-static int attach_name(int is_explicit, char *why, size_t wlen)
+/* Open (creating it) the fabric file and take its flock, again while the last member removes
+ * the file under us: 0 with *fdp and *st set, FABRIC_SQUATTED (default name only) or an errno. */
+static int open_locked(const char *name, int is_explicit, char *why, size_t wlen, int *fdp,
+                       struct stat *st)
 {
-    const char *name = dcxemu_cfg.fabric;
-    size_t hdr_size = (sizeof(struct dcxemu_shm) + 4095) & ~(size_t)4095;
-    size_t total = hdr_size + (size_t)dcxemu_cfg.heap_mb * 1024 * 1024;
-    struct stat st;
-    struct dcxemu_shm *f;
-    pthread_mutexattr_t ra;
-    int fd, err = 0, init = 0, tries = 0;
-    uint32_t max_members;
-
-    for (;;) {
+    int fd, err;
+    for (int tries = 1;; tries++) {
         fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         if (fd < 0) {
             err = errno;
@@ -768,78 +358,85 @@ static int attach_name(int is_explicit, char *why, size_t wlen)
             fprintf(stderr, "dcxemu: cannot open fabric %s: %s\n", name, strerror(err));
             return err;
         }
-        if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0) {
+        if (flock(fd, LOCK_EX) != 0 || fstat(fd, st) != 0) {
             err = errno;
-            goto out_close;
+            close(fd);
+            return err;
         }
         if (fd_is_linked(fd, name)) {
-            break;
+            *fdp = fd;
+            return 0;
         }
         /* the last member removed this file while we waited for its flock */
         close(fd);
-        if (++tries == 1000) {
+        if (tries == 1000) {
             fprintf(stderr, "dcxemu: fabric %s keeps being removed while attaching\n", name);
             return EAGAIN;
         }
     }
-    err = fabric_file_check(fd, &st, why, wlen);
-    if (err != 0) {
-        if (!is_explicit && (err == EACCES || err == EPROTO)) {
-            err = FABRIC_SQUATTED;
-        } else if (err == EACCES) {
-            fprintf(stderr, "dcxemu: fabric %s %s; refusing it\n", name, why);
-        } else {
-            fprintf(stderr, "dcxemu: fabric %s %s; use another DCXEMU_FABRIC or remove "
-                    "/dev/shm%s\n", name, why, name);
-        }
-        goto out_close;
+}
+
+/* Whether the file may be used; says why not (FABRIC_SQUATTED: try the next default name). */
+static int check_file(int fd, const struct stat *st, const char *name, int is_explicit,
+                      char *why, size_t wlen)
+{
+    int err = fabric_file_check(fd, st, why, wlen);
+    if (err == 0) {
+        return 0;
     }
-    if ((size_t)st.st_size >= sizeof(struct dcxemu_shm)) {
+    if (!is_explicit && (err == EACCES || err == EPROTO)) {
+        return FABRIC_SQUATTED;
+    }
+    if (err == EACCES) {
+        fprintf(stderr, "dcxemu: fabric %s %s; refusing it\n", name, why);
+    } else {
+        fprintf(stderr, "dcxemu: fabric %s %s; use another DCXEMU_FABRIC or remove "
+                "/dev/shm%s\n", name, why, name);
+    }
+    return err;
+}
+
+/* The size to map: the live fabric's, or *total for a new or stale one, which is (re)sized and
+ * must be initialised (*init). */
+static int size_file(int fd, const struct stat *st, size_t *total, int *init)
+{
+    *init = 0;
+    if ((size_t)st->st_size >= sizeof(struct dcxemu_shm)) {
         struct dcxemu_shm *h = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
         if (h == MAP_FAILED) {
-            err = errno;
-            goto out_close;
+            return errno;
         }
         if (h->magic == 0) {
-            init = 1;   /* a creator died before finishing: nobody can be using it */
+            *init = 1;   /* a creator died before finishing: nobody can be using it */
         } else if (!others_attached(fd)) {
-            init = 1;   /* stale fabric: re-initialise with this process's settings */
+            *init = 1;   /* stale fabric: re-initialise with this process's settings */
         } else {
-            total = h->total_size;
+            *total = h->total_size;
         }
         munmap(h, 4096);
     } else {
-        init = 1;
+        *init = 1;
     }
-    if (init) {
-        if (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)total) != 0) {
-            err = errno;
-            goto out_close;
-        }
+    if (*init && (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)*total) != 0)) {
+        return errno;
     }
-    f = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (f == MAP_FAILED) {
-        err = errno;
-        goto out_close;
-    }
-    if (init) {
-        fabric_init(f, total);
-    }
-    dcxemu_fab = f;
-    map_size = total;
-    if (init) {
-        heap_init();
-    }
-    fab_fd = fd;
-    if ((err = dcxemu_lock()) != 0) {
-        goto out_unmap;
+    return 0;
+}
+
+/* Take a free member slot: its liveness lock (a record lock on byte m of the file) is held for
+ * the process's lifetime.  dcxemu_me stays -1 when every slot is taken. */
+static int take_member_slot(struct dcxemu_shm *f, int fd, uint32_t *max_members)
+{
+    int err = dcxemu_lock();
+    if (err != 0) {
+        return err;
     }
     dcxemu_reap_dead_members();
     if (f->num_devices < (uint32_t)dcxemu_cfg.num_devices) {
         f->num_devices = (uint32_t)dcxemu_cfg.num_devices;
     }
-    max_members = f->max_members < DCXEMU_MAX_MEMBERS ? f->max_members : DCXEMU_MAX_MEMBERS;
-    for (uint32_t m = 0; m < max_members; m++) {
+    *max_members = f->max_members < DCXEMU_MAX_MEMBERS ? f->max_members : DCXEMU_MAX_MEMBERS;
+    for (uint32_t m = 0; m < *max_members; m++) {
         struct dcxemu_shm_member *mb = &f->members[m];
         struct flock fl;
         memset(&fl, 0, sizeof(fl));
@@ -861,6 +458,62 @@ static int attach_name(int is_explicit, char *why, size_t wlen)
         }
     }
     dcxemu_unlock();
+    return 0;
+}
+
+/* Process-local state once a member: the object registry, fork detection, the engine. */
+static int start_member(void)
+{
+    pthread_mutexattr_t ra;
+    pthread_mutexattr_init(&ra);
+    pthread_mutexattr_settype(&ra, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&dcxemu_reg_lock, &ra);
+    pthread_mutexattr_destroy(&ra);
+    pthread_atfork(NULL, NULL, on_fork_child);
+    return engine_start();
+}
+
+/* Attach to the fabric named dcxemu_cfg.fabric.  For a default name, a file we may not use gives
+ * FABRIC_SQUATTED and the reason in why; for an explicit name it is refused with an errno. */
+static int attach_name(int is_explicit, char *why, size_t wlen)
+{
+    const char *name = dcxemu_cfg.fabric;
+    size_t hdr_size = (sizeof(struct dcxemu_shm) + 4095) & ~(size_t)4095;
+    size_t total = hdr_size + (size_t)dcxemu_cfg.heap_mb * 1024 * 1024;
+    struct stat st;
+    struct dcxemu_shm *f;
+    int fd = -1, err, init = 0;
+    uint32_t max_members;
+
+    err = open_locked(name, is_explicit, why, wlen, &fd, &st);
+    if (err != 0) {
+        return err;
+    }
+    err = check_file(fd, &st, name, is_explicit, why, wlen);
+    if (err == 0) {
+        err = size_file(fd, &st, &total, &init);
+    }
+    if (err != 0) {
+        goto out_close;
+    }
+    f = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (f == MAP_FAILED) {
+        err = errno;
+        goto out_close;
+    }
+    if (init) {
+        fabric_init(f, total);
+    }
+    dcxemu_fab = f;
+    map_size = total;
+    if (init) {
+        dcxemu_heap_init();
+    }
+    fab_fd = fd;
+    err = take_member_slot(f, fd, &max_members);
+    if (err != 0) {
+        goto out_unmap;
+    }
     if (dcxemu_me < 0) {
         fprintf(stderr, "dcxemu: fabric %s has no free member slot (%u; DCXEMU_MAX_MEMBERS when "
                 "it was created)\n", name, max_members);
@@ -869,16 +522,7 @@ static int attach_name(int is_explicit, char *why, size_t wlen)
     }
     /* keep fd open: closing any descriptor of the file would drop our liveness lock */
     flock(fd, LOCK_UN);
-
-    pthread_mutexattr_init(&ra);
-    pthread_mutexattr_settype(&ra, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&dcxemu_reg_lock, &ra);
-    pthread_mutexattr_destroy(&ra);
-    pthread_atfork(NULL, NULL, on_fork_child);
-    if ((err = pthread_create(&engine_thread, NULL, engine_main, NULL)) != 0) {
-        return err;
-    }
-    return 0;
+    return start_member();
 
 out_unmap:
     munmap(f, total);
@@ -977,7 +621,7 @@ static int do_attach(void)
         int err;
         if (cand > 0) {
             memcpy(prev, dcxemu_cfg.fabric, sizeof(prev));
-            fabric_candidate(cand, dcxemu_cfg.fabric, sizeof(dcxemu_cfg.fabric));
+            dcxemu_fabric_candidate(cand, dcxemu_cfg.fabric, sizeof(dcxemu_cfg.fabric));
             fprintf(stderr, "dcxemu: default fabric %s %s (another user may have taken the "
                     "name); using %s instead (DCXEMU_FABRIC sets a name)\n", prev + 1, why,
                     dcxemu_cfg.fabric + 1);
@@ -992,7 +636,7 @@ static int do_attach(void)
     return EACCES;
 }
 
-int dcxemu_attach(void)
+int dcxemu_fabric_attach(int (*start)(void), void (*stop)(void))
 {
     int err;
     if (forked) {
@@ -1000,7 +644,9 @@ int dcxemu_attach(void)
     }
     pthread_mutex_lock(&attach_lock);
     if (!attached) {
-        read_settings();
+        engine_start = start;
+        engine_stop = stop;
+        dcxemu_read_settings();
         attach_err = do_attach();
         attached = 1;
     }
@@ -1033,7 +679,7 @@ DCXEMU_API const char *dcxemu_fabric_name(void)
     for (int cand = 0; cand < FABRIC_NAME_TRIES; cand++) {
         struct stat st;
         int fd, ok;
-        if (fabric_candidate(cand, name, sizeof(name)) || cand == FABRIC_NAME_TRIES - 1) {
+        if (dcxemu_fabric_candidate(cand, name, sizeof(name)) || cand == FABRIC_NAME_TRIES - 1) {
             break;
         }
         fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
@@ -1102,14 +748,12 @@ __attribute__((destructor)) static void dcxemu_fini(void)
     if (!attached || attach_err || forked || dcxemu_fab == NULL) {
         return;
     }
-    engine_stop = 1;
-    dcxemu_engine_kick();
-    pthread_join(engine_thread, NULL);
+    engine_stop();
     flocked = flock(fab_fd, LOCK_EX) == 0;
     if (dcxemu_lock() == 0) {
         struct dcxemu_shm_member *mb = &dcxemu_fab->members[dcxemu_me];
-        dcxemu_free_member_objects(dcxemu_me);
-        heap_free_owned(dcxemu_my_token);
+        free_member_objects(dcxemu_me);
+        dcxemu_heap_free_owned(dcxemu_my_token);
         mb->in_use = 0;
         mb->token = 0;
         dcxemu_unlock();

@@ -1,0 +1,628 @@
+/* dcxemu work-request building: the ibv_wr_* / mlx5dv_wr_* builders and setters, raw WQE decode,
+ * wr_start / wr_complete / wr_abort, and the refused legacy post calls. */
+#define _GNU_SOURCE
+#include "dcxemu_int.h"
+#include "wr.h"
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const struct dcxemu_op_desc dcxemu_op_info[] = {
+    [DCXEMU_OP_NONE] = { "none", -1 },
+    [DCXEMU_OP_SEND] = { "send", DCXEMU_CNT_OP_SEND },
+    [DCXEMU_OP_SEND_IMM] = { "send_imm", DCXEMU_CNT_OP_SEND_IMM },
+    [DCXEMU_OP_WRITE] = { "write", DCXEMU_CNT_OP_WRITE },
+    [DCXEMU_OP_WRITE_IMM] = { "write_imm", DCXEMU_CNT_OP_WRITE_IMM },
+    [DCXEMU_OP_READ] = { "read", DCXEMU_CNT_OP_READ },
+    [DCXEMU_OP_CMP_SWP] = { "atomic_cs", DCXEMU_CNT_OP_ATOMIC_CS },
+    [DCXEMU_OP_FETCH_ADD] = { "atomic_fa", DCXEMU_CNT_OP_ATOMIC_FA },
+    [DCXEMU_OP_UMR_LIST] = { "umr_list", DCXEMU_CNT_OP_UMR },
+    [DCXEMU_OP_UMR_INTERLEAVED] = { "umr_interleaved", DCXEMU_CNT_OP_UMR },
+    [DCXEMU_OP_LOCAL_INV] = { "local_inv", DCXEMU_CNT_OP_LOCAL_INV },
+};
+
+/* ---------------------------------------------------------------- builders ---- */
+
+static void latch(struct dcxemu_qp *qp, int err)
+{
+    if (qp->batch_err == 0) {
+        qp->batch_err = err;
+    }
+}
+
+static int wqe_finished(const struct dcxemu_wqe *w)
+{
+    return w->data_setters == 1 && w->addr_setters == 1;
+}
+
+static void wr_new(struct ibv_qp_ex *q, uint32_t op)
+{
+    struct dcxemu_qp *qp = QP(q);
+    struct dcxemu_wqe *w;
+    if (qp->batch_err) {
+        return;
+    }
+    if (qp->cur != NULL && !wqe_finished(qp->cur)) {
+        latch(qp, EINVAL);   /* previous WR lacks its data or address setter */
+        return;
+    }
+    if (qp->sq_posted - atomic_load(&qp->sq_freed) + qp->batch_n >= qp->cap.max_send_wr) {
+        latch(qp, ENOMEM);
+        return;
+    }
+    w = slot(qp, qp->sq_posted + qp->batch_n);
+    memset(w, 0, sizeof(*w));
+    w->wr_id = q->wr_id;
+    w->flags = q->wr_flags;
+    w->opcode = op;
+    qp->batch_n++;
+    qp->cur = w;
+}
+
+static struct dcxemu_wqe *setter_target(struct dcxemu_qp *qp, int data)
+{
+    struct dcxemu_wqe *w = qp->cur;
+    if (qp->batch_err) {
+        return NULL;
+    }
+    if (w == NULL || (data ? w->data_setters : w->addr_setters) != 0) {
+        latch(qp, EINVAL);   /* setter without a builder, or a duplicate setter */
+        return NULL;
+    }
+    return w;
+}
+
+static void b_send(struct ibv_qp_ex *q) { wr_new(q, DCXEMU_OP_SEND); }
+static void b_send_imm(struct ibv_qp_ex *q, __be32 imm)
+{
+    wr_new(q, DCXEMU_OP_SEND_IMM);
+    if (!QP(q)->batch_err) QP(q)->cur->imm = imm;
+}
+static void b_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr)
+{
+    wr_new(q, DCXEMU_OP_WRITE);
+    if (!QP(q)->batch_err) { QP(q)->cur->rkey = rkey; QP(q)->cur->raddr = raddr; }
+}
+static void b_write_imm(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, __be32 imm)
+{
+    wr_new(q, DCXEMU_OP_WRITE_IMM);
+    if (!QP(q)->batch_err) { QP(q)->cur->rkey = rkey; QP(q)->cur->raddr = raddr; QP(q)->cur->imm = imm; }
+}
+static void b_read(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr)
+{
+    wr_new(q, DCXEMU_OP_READ);
+    if (!QP(q)->batch_err) { QP(q)->cur->rkey = rkey; QP(q)->cur->raddr = raddr; }
+}
+static void b_cmp_swp(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, uint64_t cmp, uint64_t swp)
+{
+    wr_new(q, DCXEMU_OP_CMP_SWP);
+    if (!QP(q)->batch_err) {
+        QP(q)->cur->rkey = rkey; QP(q)->cur->raddr = raddr;
+        QP(q)->cur->cmp = cmp; QP(q)->cur->swap_add = swp;
+    }
+}
+static void b_fetch_add(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, uint64_t add)
+{
+    wr_new(q, DCXEMU_OP_FETCH_ADD);
+    if (!QP(q)->batch_err) { QP(q)->cur->rkey = rkey; QP(q)->cur->raddr = raddr; QP(q)->cur->swap_add = add; }
+}
+/* Valid on a DCI in mlx5 but not executed by the model yet: refused, never silently dropped. */
+static void b_send_inv(struct ibv_qp_ex *q, uint32_t rkey) { (void)rkey; latch(QP(q), EOPNOTSUPP); }
+/* LOCAL_INV runs on the loopback RC QP (it invalidates an indirect mkey); the model does not
+ * execute it on a DCI. */
+static void b_local_inv(struct ibv_qp_ex *q, uint32_t rkey)
+{
+    struct dcxemu_qp *qp = QP(q);
+    if (!qp->is_rc) {
+        latch(qp, EOPNOTSUPP);
+        return;
+    }
+    wr_new(q, DCXEMU_OP_LOCAL_INV);
+    if (!qp->batch_err) {
+        qp->cur->rkey = rkey;
+        qp->cur->data_setters = qp->cur->addr_setters = 1;   /* no setters: complete as is */
+    }
+}
+
+/* Data operations are not modelled on an RC QP (it only hosts UMR / LOCAL_INV). */
+static void b_rc_unmodelled(struct ibv_qp_ex *q) { latch(QP(q), EOPNOTSUPP); }
+static void b_rc_unmodelled_imm(struct ibv_qp_ex *q, __be32 imm) { (void)imm; latch(QP(q), EOPNOTSUPP); }
+static void b_rc_unmodelled_rdma(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr)
+{
+    (void)rkey; (void)raddr;
+    latch(QP(q), EOPNOTSUPP);
+}
+
+static struct dcxemu_wqe *umr_new(struct mlx5dv_qp_ex *d, uint32_t op, struct mlx5dv_mkey *mkey,
+                                  uint32_t access, uint32_t n, uint32_t limit)
+{
+    const uint32_t ok = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                        IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    struct dcxemu_qp *qp = QPDV(d);
+    struct dcxemu_wqe *w;
+    uint32_t max_entries;
+    wr_new(&qp->qpx, op);
+    if (qp->batch_err) {
+        return NULL;
+    }
+    w = qp->cur;
+    w->data_setters = w->addr_setters = 1;   /* the builder is the whole WR */
+    if (!(w->flags & IBV_SEND_INLINE)) {
+        latch(qp, EOPNOTSUPP);
+        return NULL;
+    }
+    if (mkey == NULL || (access & ~ok)) {
+        latch(qp, EINVAL);
+        return NULL;
+    }
+    if ((mkey->lkey & 0xff) != 0 && !dcxemu_cfg.mkey_update_tag) {
+        latch(qp, EOPNOTSUPP);   /* a tag needs the kernel's MKEY_UPDATE_TAG capability */
+        return NULL;
+    }
+    max_entries = dcxemu_fab->mkeys[((struct dcxemu_mkey *)mkey)->idx].max_entries;
+    /* one descriptor of an interleaved mkey holds the repeat header */
+    if (n > limit || n > max_entries || (op == DCXEMU_OP_UMR_INTERLEAVED && n + 1 > max_entries)) {
+        latch(qp, ENOMEM);
+        return NULL;
+    }
+    w->rkey = mkey->lkey;
+    w->umr_access = access;
+    w->umr_n = n;
+    return w;
+}
+
+static void b_mr_interleaved(struct mlx5dv_qp_ex *d, struct mlx5dv_mkey *mkey, uint32_t access,
+                             uint32_t repeat, uint16_t n, struct mlx5dv_mr_interleaved *data)
+{
+    struct dcxemu_qp *qp = QPDV(d);
+    struct dcxemu_wqe *w;
+    if (n > 0 && data == NULL) {
+        latch(qp, EINVAL);
+        return;
+    }
+    w = umr_new(d, DCXEMU_OP_UMR_INTERLEAVED, mkey, access, n,
+                qp->umr_max > 0 ? qp->umr_max - 1 : 0);
+    if (w == NULL) {
+        return;
+    }
+    w->umr_repeat = repeat;
+    for (uint32_t i = 0; i < n; i++) {
+        struct dcxemu_mkey_entry *e = &umr_entries(qp, w)[i];
+        e->addr = data[i].addr;
+        e->lkey = data[i].lkey;
+        /* hardware fields are 16 bits wide and silently truncated */
+        e->bytes = data[i].bytes_count & 0xffff;
+        e->stride = (data[i].bytes_count + data[i].bytes_skip) & 0xffff;
+    }
+}
+
+static void b_mr_list(struct mlx5dv_qp_ex *d, struct mlx5dv_mkey *mkey, uint32_t access,
+                      uint16_t n, struct ibv_sge *sge)
+{
+    struct dcxemu_qp *qp = QPDV(d);
+    struct dcxemu_wqe *w;
+    if (n > 0 && sge == NULL) {
+        latch(qp, EINVAL);
+        return;
+    }
+    w = umr_new(d, DCXEMU_OP_UMR_LIST, mkey, access, n, qp->umr_max);
+    if (w == NULL) {
+        return;
+    }
+    w->umr_repeat = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        struct dcxemu_mkey_entry *e = &umr_entries(qp, w)[i];
+        e->addr = sge[i].addr;
+        e->lkey = sge[i].lkey;
+        e->bytes = sge[i].length;
+        e->stride = 0;
+    }
+}
+static void b_bind_mw(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t rkey,
+                      const struct ibv_mw_bind_info *info)
+{
+    (void)mw; (void)rkey; (void)info;
+    latch(QP(q), EOPNOTSUPP);
+}
+
+static void s_sge(struct ibv_qp_ex *q, uint32_t lkey, uint64_t addr, uint32_t len)
+{
+    struct dcxemu_wqe *w = setter_target(QP(q), 1);
+    if (w == NULL) {
+        return;
+    }
+    w->data_setters++;
+    if (len > 0) {
+        struct ibv_sge *s = wqe_sges(w);
+        s[0].lkey = lkey;
+        s[0].addr = addr;
+        s[0].length = len;
+        w->num_sge = 1;
+    }
+}
+
+static void s_sge_list(struct ibv_qp_ex *q, size_t n, const struct ibv_sge *list)
+{
+    struct dcxemu_qp *qp = QP(q);
+    struct dcxemu_wqe *w = setter_target(qp, 1);
+    if (w == NULL) {
+        return;
+    }
+    if (n > qp->cap.max_send_sge) {
+        latch(qp, ENOMEM);
+        return;
+    }
+    if (n > 0 && list == NULL) {
+        latch(qp, EINVAL);
+        return;
+    }
+    w->data_setters++;
+    for (size_t i = 0; i < n; i++) {
+        if (list[i].length > 0) {
+            wqe_sges(w)[w->num_sge++] = list[i];
+        }
+    }
+}
+
+static void s_inline(struct ibv_qp_ex *q, void *addr, size_t len)
+{
+    struct dcxemu_qp *qp = QP(q);
+    struct dcxemu_wqe *w = setter_target(qp, 1);
+    if (w == NULL) {
+        return;
+    }
+    if (len > qp->cap.max_inline_data) {
+        latch(qp, ENOMEM);
+        return;
+    }
+    if (len > 0 && addr == NULL) {
+        latch(qp, EINVAL);
+        return;
+    }
+    w->data_setters++;
+    w->is_inline = 1;
+    if (len > 0) {
+        memcpy(wqe_inline(qp, w), addr, len);   /* the buffer is reusable on return */
+    }
+    w->inline_len = (uint32_t)len;
+}
+
+static void s_inline_list(struct ibv_qp_ex *q, size_t n, const struct ibv_data_buf *bufs)
+{
+    struct dcxemu_qp *qp = QP(q);
+    struct dcxemu_wqe *w = setter_target(qp, 1);
+    size_t total = 0;
+    if (w == NULL) {
+        return;
+    }
+    if (n > 0 && bufs == NULL) {
+        latch(qp, EINVAL);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        total += bufs[i].length;
+        if (total > qp->cap.max_inline_data || (bufs[i].length > 0 && bufs[i].addr == NULL)) {
+            latch(qp, total > qp->cap.max_inline_data ? ENOMEM : EINVAL);
+            return;
+        }
+    }
+    w->data_setters++;
+    w->is_inline = 1;
+    total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (bufs[i].length > 0) {
+            memcpy(wqe_inline(qp, w) + total, bufs[i].addr, bufs[i].length);
+        }
+        total += bufs[i].length;
+    }
+    w->inline_len = (uint32_t)total;
+}
+
+static void s_dc_addr(struct mlx5dv_qp_ex *d, struct ibv_ah *ah, uint32_t dctn, uint64_t key)
+{
+    struct dcxemu_qp *qp = QPDV(d);
+    struct dcxemu_wqe *w = setter_target(qp, 0);
+    if (w == NULL) {
+        return;
+    }
+    if (ah == NULL) {
+        latch(qp, EINVAL);
+        return;
+    }
+    /* the AV is copied now: the AH may be destroyed right after this call */
+    w->addr_setters++;
+    w->dlid = ((struct dcxemu_ah *)ah)->attr.dlid;
+    w->is_global = ((struct dcxemu_ah *)ah)->attr.is_global;
+    w->sgid_index = ((struct dcxemu_ah *)ah)->attr.grh.sgid_index;
+    w->hop_limit = ((struct dcxemu_ah *)ah)->attr.grh.hop_limit;
+    w->dgid = ((struct dcxemu_ah *)ah)->attr.grh.dgid;
+    w->dctn = dctn & 0xffffff;
+    w->dc_key = key;
+}
+
+static void s_dc_addr_stream(struct mlx5dv_qp_ex *d, struct ibv_ah *ah, uint32_t dctn,
+                             uint64_t key, uint16_t stream_id)
+{
+    if (stream_id != 0) {
+        latch(QPDV(d), EINVAL);   /* the model reports no DCI stream support */
+        return;
+    }
+    s_dc_addr(d, ah, dctn, key);
+}
+
+/* mlx5dv_wr_raw_wqe (rdma-core v44 providers/mlx5/qp.c:mlx5_wr_raw_wqe): the caller's WQE is
+ * copied as it is, ds = qpn_ds[5:0] 16-byte units; only the WQE index is replaced. Signaling is
+ * the control segment's CQ_UPDATE bit (sq_sig_all is applied by rdma-core's own builders only).
+ * The model decodes the atomic layouts of mlx5dv.h / the mlx5 PRM: control, datagram (DC AV,
+ * base 16 B or extended 48 B), remote address, atomic (standard 16 B; masked: 32-bit CS/FA and
+ * 64-bit FA 16 B, 64-bit CS 32 B), one data segment for the response. Anything else is a
+ * malformed WQE for the model: it completes with LOC_QP_OP_ERR when it executes, as the HCA
+ * reports a WQE it cannot parse; it is never executed partly. */
+#define RAW_MAX_BYTES 128   /* the largest WQE the decoder accepts: 8 units */
+
+static uint32_t raw_be32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return be32toh(v);
+}
+
+static uint64_t raw_be64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return be64toh(v);
+}
+
+static int raw_decode(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const uint8_t *b)
+{
+    uint32_t opmod_idx_opcode = raw_be32(b), qpn_ds = raw_be32(b + 4);
+    uint32_t ds = qpn_ds & 0x3f, opcode = opmod_idx_opcode & 0xff;
+    uint32_t opmod = opmod_idx_opcode >> 24, dqp_dct, off, aseg, need;
+    const uint8_t *a;
+
+    if (ds == 0 || ds * 16 > RAW_MAX_BYTES || (qpn_ds >> 8) != qp->qpx.qp_base.qp_num) {
+        return -1;   /* not an atomic WQE, or one of another QP */
+    }
+    if (b[11] & MLX5_WQE_CTRL_CQ_UPDATE) {
+        w->flags |= IBV_SEND_SIGNALED;
+    }
+    switch (opcode) {
+    case MLX5_OPCODE_ATOMIC_CS:
+    case MLX5_OPCODE_ATOMIC_FA:
+        if (opmod != 0) {
+            return -1;
+        }
+        w->raw_size = 8;
+        aseg = 16;
+        break;
+    case MLX5_OPCODE_ATOMIC_MASKED_CS:
+    case MLX5_OPCODE_ATOMIC_MASKED_FA:
+        /* opmod 0x08 | (log2(size) - 2): the model's HCA atomic caps are 4 and 8 bytes */
+        if (dcxemu_cfg.no_ext_atomics || (opmod != 0x08 && opmod != 0x09)) {
+            return -1;
+        }
+        w->raw_masked = 1;
+        w->raw_size = opmod == 0x08 ? 4 : 8;
+        aseg = (opcode == MLX5_OPCODE_ATOMIC_MASKED_CS && w->raw_size == 8) ? 32 : 16;
+        break;
+    default:
+        return -1;   /* the model decodes atomics only */
+    }
+    /* datagram segment: the DC AV, as mlx5dv_wr_set_dc_addr lays it out */
+    dqp_dct = raw_be32(b + 16 + 8);
+    off = 16 + ((dqp_dct & MLX5_EXTENDED_UD_AV) ? sizeof(struct mlx5_wqe_av) : 16);
+    need = off + sizeof(struct mlx5_wqe_raddr_seg) + aseg + sizeof(struct mlx5_wqe_data_seg);
+    if (ds * 16 != need) {
+        return -1;
+    }
+    w->dc_key = raw_be64(b + 16);
+    w->dctn = dqp_dct & 0xffffff;
+    w->dlid = (uint32_t)b[16 + 14] << 8 | b[16 + 15];   /* rlid, big-endian */
+    w->addr_setters = 1;
+    /* remote address segment */
+    w->raddr = raw_be64(b + off);
+    w->rkey = raw_be32(b + off + 8);
+    a = b + off + 16;
+    if (w->raw_size == 4) {
+        w->swap_add = raw_be32(a);
+        w->cmp = raw_be32(a + 4);
+        w->swap_mask = raw_be32(a + 8);
+        w->cmp_mask = raw_be32(a + 12);
+    } else if (aseg == 32) {
+        w->swap_add = raw_be64(a);
+        w->cmp = raw_be64(a + 8);
+        w->swap_mask = raw_be64(a + 16);
+        w->cmp_mask = raw_be64(a + 24);
+    } else {
+        w->swap_add = raw_be64(a);
+        w->cmp = raw_be64(a + 8);
+    }
+    w->opcode = (opcode == MLX5_OPCODE_ATOMIC_CS || opcode == MLX5_OPCODE_ATOMIC_MASKED_CS) ?
+                DCXEMU_OP_CMP_SWP : DCXEMU_OP_FETCH_ADD;
+    if (!w->raw_masked && w->opcode == DCXEMU_OP_CMP_SWP) {
+        w->cmp_mask = w->swap_mask = UINT64_MAX;   /* standard CS = masked CS, all bits */
+    }
+    /* data segment: where the response goes */
+    a += aseg;
+    if (qp->cap.max_send_sge < 1) {
+        return -1;
+    }
+    wqe_sges(w)[0].length = raw_be32(a);
+    wqe_sges(w)[0].lkey = raw_be32(a + 4);
+    wqe_sges(w)[0].addr = raw_be64(a + 8);
+    w->num_sge = 1;
+    w->data_setters = 1;
+    return 0;
+}
+
+static void b_raw_wqe(struct mlx5dv_qp_ex *d, const void *wqe)
+{
+    struct dcxemu_qp *qp = QPDV(d);
+    struct dcxemu_wqe *w;
+    if (wqe == NULL) {
+        latch(qp, EINVAL);
+        return;
+    }
+    wr_new(&qp->qpx, DCXEMU_OP_CMP_SWP);
+    if (qp->batch_err) {
+        return;
+    }
+    w = qp->cur;
+    w->raw = 1;
+    w->flags = 0;   /* wr_flags do not apply: the control segment says it all */
+    if (raw_decode(qp, w, wqe) != 0) {
+        w->raw_bad = 1;
+        w->num_sge = 0;
+        w->dctn = 0;
+    }
+    w->data_setters = w->addr_setters = 1;   /* a raw WQE is complete by itself */
+}
+
+/* A DCI created without MLX5DV_QP_EX_WITH_RAW_WQE: rdma-core leaves the pointer NULL; the model
+ * refuses the call instead of crashing. */
+static void b_raw_wqe_unrequested(struct mlx5dv_qp_ex *d, const void *wqe)
+{
+    (void)wqe;
+    latch(QPDV(d), EOPNOTSUPP);
+}
+
+static void wr_start(struct ibv_qp_ex *q)
+{
+    struct dcxemu_qp *qp = QP(q);
+    pthread_mutex_lock(&qp->post_lock);
+    qp->batch_err = 0;
+    qp->batch_n = 0;
+    qp->cur = NULL;
+}
+
+static void batch_reset(struct dcxemu_qp *qp)
+{
+    qp->batch_err = 0;
+    qp->batch_n = 0;
+    qp->cur = NULL;
+}
+
+static int wr_complete(struct ibv_qp_ex *q)
+{
+    struct dcxemu_qp *qp = QP(q);
+    int err = qp->batch_err;
+    uint64_t nb = 0;
+    if (err == 0 && qp->cur != NULL && !wqe_finished(qp->cur)) {
+        err = EINVAL;
+    }
+    if (err == 0 && !qp->been_rts) {
+        err = EINVAL;
+    }
+    if (err == 0) {
+        err = dcxemu_usable();
+    }
+    if (err == 0 && qp->batch_n > 0) {
+        /* deferred: the whole batch becomes executable after one delay in (0, DEFER_US] */
+        nb = dcxemu_cfg.deferred ?
+             dcxemu_now_ns() + 1000 * (1 + dcxemu_random() % dcxemu_cfg.defer_us) : 0;
+        for (uint32_t i = 0; i < qp->batch_n; i++) {
+            struct dcxemu_wqe *w = slot(qp, qp->sq_posted + i);
+            w->not_before_ns = nb;
+            DCXEMU_TRACE("post qp=0x%x op=%s len=%llu wr_id=0x%llx flags=0x%x", q->qp_base.qp_num,
+                         dcxemu_op_info[w->opcode].name, (unsigned long long)wqe_len(w),
+                         (unsigned long long)w->wr_id, w->flags);
+        }
+        __atomic_store_n(&qp->sq_posted, qp->sq_posted + qp->batch_n, __ATOMIC_RELEASE);
+    }
+    batch_reset(qp);
+    pthread_mutex_unlock(&qp->post_lock);
+    if (err == 0 && !dcxemu_cfg.deferred) {
+        dcxemu_qp_progress(qp);
+    } else if (err == 0 && nb != 0) {
+        /* only publish: the engine executes from nb on (an existing deadline already covers
+         * earlier WQEs, and the queue is FIFO) */
+        uint64_t zero = 0;
+        pthread_mutex_lock(&qp->exec_lock);
+        atomic_compare_exchange_strong(&qp->deadline_ns, &zero, nb);
+        pthread_mutex_unlock(&qp->exec_lock);
+        dcxemu_engine_kick();
+    }
+    return err;
+}
+
+static void wr_abort(struct ibv_qp_ex *q)
+{
+    struct dcxemu_qp *qp = QP(q);
+    batch_reset(qp);
+    pthread_mutex_unlock(&qp->post_lock);
+}
+
+/* ---------------------------------------------------------------- installation ---- */
+
+/* What every QP with a send queue has: the data setters and the batch calls. */
+static void install_common(struct dcxemu_qp *qp)
+{
+    qp->qpx.wr_set_sge = s_sge;
+    qp->qpx.wr_set_sge_list = s_sge_list;
+    qp->qpx.wr_set_inline_data = s_inline;
+    qp->qpx.wr_set_inline_data_list = s_inline_list;
+    qp->qpx.wr_start = wr_start;
+    qp->qpx.wr_complete = wr_complete;
+    qp->qpx.wr_abort = wr_abort;
+    qp->qpx.wr_local_inv = b_local_inv;
+    qp->qpx.wr_bind_mw = b_bind_mw;
+}
+
+void dcxemu_wr_install_rc(struct dcxemu_qp *qp, uint64_t dv_ops)
+{
+    install_common(qp);
+    qp->qpx.wr_send = b_rc_unmodelled;
+    qp->qpx.wr_send_imm = b_rc_unmodelled_imm;
+    qp->qpx.wr_send_inv = b_send_inv;
+    qp->qpx.wr_rdma_write = b_rc_unmodelled_rdma;
+    qp->qpx.wr_rdma_read = b_rc_unmodelled_rdma;
+    if (dv_ops & MLX5DV_QP_EX_WITH_MR_INTERLEAVED) {
+        qp->dv.wr_mr_interleaved = b_mr_interleaved;
+    }
+    if (dv_ops & MLX5DV_QP_EX_WITH_MR_LIST) {
+        qp->dv.wr_mr_list = b_mr_list;
+    }
+}
+
+void dcxemu_wr_install_dci(struct dcxemu_qp *qp, int raw_wqe)
+{
+    qp->qpx.comp_mask = 0;
+    install_common(qp);
+    qp->qpx.wr_send = b_send;
+    qp->qpx.wr_send_imm = b_send_imm;
+    qp->qpx.wr_send_inv = b_send_inv;
+    qp->qpx.wr_rdma_write = b_write;
+    qp->qpx.wr_rdma_write_imm = b_write_imm;
+    qp->qpx.wr_rdma_read = b_read;
+    qp->qpx.wr_atomic_cmp_swp = b_cmp_swp;
+    qp->qpx.wr_atomic_fetch_add = b_fetch_add;
+    qp->dv.wr_set_dc_addr = s_dc_addr;
+    qp->dv.wr_set_dc_addr_stream = s_dc_addr_stream;
+    qp->dv.wr_raw_wqe = raw_wqe ? b_raw_wqe : b_raw_wqe_unrequested;
+    /* UMR builders stay NULL: rdma-core installs them only on RC QPs */
+}
+
+
+int dcxemu_post_send_op(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+    /* mlx5 has no legacy post path for DC QPs: refuse instead of building a bad WQE */
+    (void)qp;
+    if (bad != NULL) {
+        *bad = wr;
+    }
+    return EINVAL;
+}
+
+int dcxemu_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+    (void)qp;   /* DCIs have no receive queue; DCTs receive through their SRQ */
+    if (bad != NULL) {
+        *bad = wr;
+    }
+    return EINVAL;
+}

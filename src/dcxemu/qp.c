@@ -812,23 +812,34 @@ static int interleaved_check(const struct dcxemu_mkey_entry *e, uint32_t n, uint
  * be a plain MR of the same owner and PD (nested mkeys are refused) that itself has the rights
  * `need`: an mkey never lends rights its leaves lack.  The mkey's key must carry its current tag
  * (set by the last UMR).  With out == NULL only the checks are made.  0, or -1 if invalid. */
+static int resolve_mkey(const struct dcxemu_shm_mkey *k, const struct dcxemu_mkey_entry *e,
+                        uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id,
+                        uint64_t addr, uint64_t len, uint32_t need, struct iovbuf *out);
+
 static int resolve(uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id, uint64_t addr,
                    uint64_t len, uint32_t need, struct iovbuf *out)
 {
     const struct dcxemu_shm_mkey *k;
-    const struct dcxemu_mkey_entry *e;
-    uint64_t o, end, unit;
     if (!is_mkey(key)) {
         struct dcxemu_shm_mr *m = mr_lookup(key, owner, token, pd_id, addr, len, need);
         return m == NULL || (out != NULL && iovbuf_push(out, mr_ptr(m, addr), len) != 0) ? -1 : 0;
     }
     k = &dcxemu_fab->mkeys[(key >> 8) - DCXEMU_MKEY_BASE];
+    return resolve_mkey(k, (const struct dcxemu_mkey_entry *)dcxemu_ptr(k->entries_off), key,
+                        owner, token, pd_id, addr, len, need, out);
+}
+
+/* resolve() for indirect mkey k with entries e: the fabric's, or a copy taken under the lock. */
+static int resolve_mkey(const struct dcxemu_shm_mkey *k, const struct dcxemu_mkey_entry *e,
+                        uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id,
+                        uint64_t addr, uint64_t len, uint32_t need, struct iovbuf *out)
+{
+    uint64_t o, end, unit;
     if ((key & 0xff) != k->tag || !k->in_use || !k->programmed || k->owner != owner ||
         k->owner_token != token || k->pd_id != pd_id || (k->access & need) != need ||
         len > k->length || addr > k->length - len) {
         return -1;
     }
-    e = (const struct dcxemu_mkey_entry *)dcxemu_ptr(k->entries_off);
     unit = mkey_unit(k, e);
     end = addr + len;
     if (k->interleaved) {
@@ -905,104 +916,6 @@ static int resolve(uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id,
     return 0;
 }
 
-/* Receive side of SEND / WRITE_IMM (fabric lock and SRQ lock held, SRQ not empty). */
-static int consume_srq(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct dcxemu_shm_qp *t,
-                       struct dcxemu_shm_srq *srq, const struct iovbuf *liov,
-                       uint64_t total, struct exec_out *o, int *wake_member)
-{
-    struct dcxemu_shm_srq_wqe *rw = (struct dcxemu_shm_srq_wqe *)dcxemu_ptr(
-        srq->ring_off + (srq->head % srq->max_wr) * srq->wqe_size);
-    struct dcxemu_shm_cqe cqe;
-    struct iovbuf riov;
-    iovbuf_init(&riov);
-    memset(&cqe, 0, sizeof(cqe));
-    cqe.wr_id = rw->wr_id;
-    cqe.qp_num = t->qpn;
-    cqe.src_qp = qp->qpx.qp_base.qp_num;
-    /* RoCE packets carry a GRH and no LID */
-    cqe.slid = dcxemu_cfg.roce ? 0 : (uint16_t)(qp->ctx->dev_index + 1);
-    cqe.wc_flags = dcxemu_cfg.roce ? IBV_WC_GRH : 0;
-    cqe.ts_ns = dcxemu_now_ns();
-    cqe.solicited = (w->flags & IBV_SEND_SOLICITED) != 0;
-    cqe.byte_len = (uint32_t)total;
-    cqe.opcode = w->opcode == DCXEMU_OP_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
-    if (w->opcode == DCXEMU_OP_WRITE_IMM || w->opcode == DCXEMU_OP_SEND_IMM) {
-        cqe.wc_flags |= IBV_WC_WITH_IMM;
-        cqe.imm = w->imm;
-    }
-    if (w->opcode != DCXEMU_OP_WRITE_IMM) {
-        /* scatter the payload over the receive WQE, in order */
-        uint64_t room = 0;
-        int cerr;
-        for (uint32_t i = 0; i < rw->num_sge && i < srq->max_sge; i++) {
-            struct ibv_sge *sg = &rw->sge[i];
-            uint64_t take;
-            if (sg->length == 0 || room >= total) {
-                room += sg->length;
-                continue;
-            }
-            take = total - room < sg->length ? total - room : sg->length;
-            if (resolve(sg->lkey, t->owner, t->owner_token, srq->pd_id, sg->addr, sg->length,
-                        IBV_ACCESS_LOCAL_WRITE, &riov) != 0) {
-                cqe.status = IBV_WC_LOC_PROT_ERR;
-                cqe.vendor_err = SYND_LOC_PROT;
-                fail(o, IBV_WC_REM_OP_ERR, SYND_REM_OP);
-                goto out;
-            }
-            /* only `take` bytes of this SGE receive data: trim what resolve added */
-            for (uint64_t extra = sg->length - take; extra > 0 && riov.n > 0;) {
-                struct iovec *last = &riov.v[riov.n - 1];
-                uint64_t cut = extra < last->iov_len ? extra : last->iov_len;
-                last->iov_len -= cut;
-                extra -= cut;
-                if (last->iov_len == 0) {
-                    riov.n--;
-                }
-            }
-            room += sg->length;
-        }
-        if (room < total) {
-            cqe.status = IBV_WC_LOC_LEN_ERR;
-            cqe.vendor_err = SYND_LOC_LEN;
-            fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
-            goto out;
-        }
-        cerr = total > 0 ? dcxemu_vm_copy(t->owner, 1, liov->v, liov->n, riov.v, riov.n) : 0;
-        if (cerr == ESRCH) {
-            iovbuf_fini(&riov);
-            return ESRCH;   /* the target is exiting: as unreachable, nothing consumed */
-        }
-        if (cerr != 0) {
-            cqe.status = IBV_WC_LOC_PROT_ERR;
-            cqe.vendor_err = SYND_LOC_PROT;
-            fail(o, IBV_WC_REM_OP_ERR, SYND_REM_OP);
-            goto out;
-        }
-    }
-out:
-    iovbuf_fini(&riov);
-    srq->head++;
-    if (srq->limit != 0 && srq->tail - srq->head < srq->limit) {
-        srq->limit = 0;   /* one-shot */
-        atomic_store(&srq->limit_event, 1);
-        *wake_member = t->owner;
-    }
-    if (t->cq_idx >= 0) {
-        struct dcxemu_shm_cq *cq = &dcxemu_fab->cqs[t->cq_idx];
-        if (cq->in_use && cq->owner == t->owner) {
-            /* charged to the target's member and device */
-            DCXEMU_COUNT(t->owner, (int)t->lid - 1, recv_cqes, 1);
-            if (cqe.status != IBV_WC_SUCCESS) {
-                DCXEMU_COUNT(t->owner, (int)t->lid - 1, error_cqes, 1);
-            }
-            if (dcxemu_cq_push(cq, &cqe)) {
-                *wake_member = t->owner;
-            }
-        }
-    }
-    return 0;
-}
-
 /* ---------------------------------------------------------------- WRITE gather ---- */
 
 /* A WRITE whose local side is an interleaved mkey of small blocks is gathered here straight from
@@ -1051,22 +964,59 @@ static inline void copy_block(char *d, const char *s, uint64_t b)
     }
 }
 
-/* Copy bytes [off, off+len) of a local SGE, already checked by resolve() under the fabric lock
- * still held, to dst.  0, or -1 on a (checked, so impossible) bad key. */
-static int gather_sge(const struct ibv_sge *sg, uint64_t off, uint64_t len, char *dst)
+/* The local mkey of one SGE of a gathered WRITE, copied under the fabric lock: the gather runs
+ * after the lock is given back and must not read an mkey a UMR may be rewriting. */
+struct gather_key {
+    struct dcxemu_shm_mkey k;
+    struct dcxemu_mkey_entry *e;   /* copy of k's entries; NULL: the SGE is a plain MR */
+};
+
+/* Copy the mkeys of the n SGEs (fabric lock held, keys already checked).  0, or -1: no memory. */
+static int gather_keys_take(const struct ibv_sge *sges, uint32_t n, struct gather_key *g)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        const struct dcxemu_shm_mkey *k;
+        g[i].e = NULL;
+        if (!is_mkey(sges[i].lkey)) {
+            continue;
+        }
+        k = &dcxemu_fab->mkeys[(sges[i].lkey >> 8) - DCXEMU_MKEY_BASE];
+        g[i].k = *k;
+        g[i].e = malloc(sizeof(*g[i].e) * (k->n > 0 ? k->n : 1));
+        if (g[i].e == NULL) {
+            return -1;
+        }
+        memcpy(g[i].e, dcxemu_ptr(k->entries_off), sizeof(*g[i].e) * k->n);
+    }
+    return 0;
+}
+
+static void gather_keys_free(struct gather_key *g, uint32_t n)
+{
+    for (uint32_t i = 0; g != NULL && i < n; i++) {
+        free(g[i].e);
+    }
+    free(g);
+}
+
+/* Copy bytes [off, off+len) of a local SGE, checked by resolve() under the fabric lock, to dst
+ * (no lock held: g is the SGE's mkey as it was then; its leaf MRs and a plain MR stay registered
+ * until the copy ends, see dcxemu_copy_wait).  0, or -1 on a (checked, so impossible) bad key. */
+static int gather_sge(const struct ibv_sge *sg, const struct gather_key *g, uint64_t off,
+                      uint64_t len, char *dst)
 {
     const struct dcxemu_shm_mkey *k;
     const struct dcxemu_mkey_entry *e;
     uintptr_t sbase[LEAF_BASES_STACK], *base = sbase;
     uint64_t unit, addr = sg->addr + off, end = addr + len, r, p;
     uint32_t i = 0, n;
-    if (!is_mkey(sg->lkey)) {
+    if (g->e == NULL) {
         const struct dcxemu_shm_mr *m = &dcxemu_fab->mrs[sg->lkey >> 8];
         memcpy(dst, mr_ptr(m, addr), len);
         return 0;
     }
-    k = &dcxemu_fab->mkeys[(sg->lkey >> 8) - DCXEMU_MKEY_BASE];
-    e = (const struct dcxemu_mkey_entry *)dcxemu_ptr(k->entries_off);
+    k = &g->k;
+    e = g->e;
     n = k->n;
     unit = mkey_unit(k, e);
     if (!k->interleaved) {
@@ -1074,7 +1024,8 @@ static int gather_sge(const struct ibv_sge *sg, uint64_t off, uint64_t len, char
         struct iovbuf v;
         int ret;
         iovbuf_init(&v);
-        ret = resolve(sg->lkey, (uint16_t)dcxemu_me, dcxemu_my_token, k->pd_id, addr, len, 0, &v);
+        ret = resolve_mkey(k, e, sg->lkey, (uint16_t)dcxemu_me, dcxemu_my_token, k->pd_id, addr,
+                           len, 0, &v);
         for (int j = 0; ret == 0 && j < v.n; j++) {
             memcpy(dst, v.v[j].iov_base, v.v[j].iov_len);
             dst += v.v[j].iov_len;
@@ -1145,10 +1096,11 @@ static int gather_sge(const struct ibv_sge *sg, uint64_t off, uint64_t len, char
     return 0;
 }
 
-/* Move the checked local SGEs of a WRITE to the remote pieces, chunk by chunk through the
- * staging buffer, in ascending order (fabric lock held).  0 or errno as dcxemu_vm_copy. */
-static int gather_write(int member, const struct ibv_sge *sges, uint32_t nsge,
-                        const struct iovec *remote, int nr)
+/* Move the checked local SGEs of a WRITE (their mkeys in g) to the remote pieces of process pid,
+ * chunk by chunk through the staging buffer, in ascending order (no lock held).  0 or errno as
+ * dcxemu_vm_copy. */
+static int gather_write(pid_t pid, const struct ibv_sge *sges, const struct gather_key *g,
+                        uint32_t nsge, const struct iovec *remote, int nr)
 {
     static __thread char staging[GATHER_STAGING];
     char *stage = staging;
@@ -1162,7 +1114,7 @@ static int gather_write(int member, const struct ibv_sge *sges, uint32_t nsge,
             if (take > GATHER_STAGING - fill) {
                 take = GATHER_STAGING - fill;
             }
-            if (take > 0 && gather_sge(&sges[si], soff, take, stage + fill) != 0) {
+            if (take > 0 && gather_sge(&sges[si], &g[si], soff, take, stage + fill) != 0) {
                 return EFAULT;
             }
             fill += take;
@@ -1188,7 +1140,7 @@ static int gather_write(int member, const struct ibv_sge *sges, uint32_t nsge,
             }
             rv.iov_base = (char *)remote[ri].iov_base + roff;
             rv.iov_len = lv.iov_len;
-            if ((err = dcxemu_vm_copy(member, 1, &lv, 1, &rv, 1)) != 0) {
+            if ((err = dcxemu_vm_copy(pid, 1, &lv, 1, &rv, 1)) != 0) {
                 return err;
             }
             done += lv.iov_len;
@@ -1234,6 +1186,263 @@ static enum exec_result copy_failed(int err, struct exec_out *o)
         return EXEC_UNREACHABLE;
     }
     fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
+    return EXEC_DONE;
+}
+
+/* ---------------------------------------------------------------- plan of one WQE ---- */
+
+/* What a WQE still has to do once its checks are made under the fabric lock and the lock is given
+ * back: move its data, then (SEND, WRITE_IMM) complete the receive at the target. */
+enum copy_kind { COPY_NONE, COPY_RDMA, COPY_SEND, COPY_WRITE_IMM };
+
+struct exec_plan {
+    enum copy_kind kind;
+    int to_remote;
+    pid_t pid;                 /* the target process, as dcxemu_copy_pid() */
+    uint64_t total;
+    struct iovbuf liov, riov;  /* local pieces; target pieces (rkey, or the receive WQE) */
+    struct gather_key *gk;     /* a WRITE gathered from small-block local mkeys, else NULL */
+    uint32_t ngk;
+    /* the target, for the receive completion */
+    struct dcxemu_shm_cqe rcqe;
+    uint16_t towner;
+    uint64_t ttoken;
+    int32_t cq_idx, srq_idx;
+    uint32_t tlid;
+};
+
+static void plan_init(struct exec_plan *p)
+{
+    p->kind = COPY_NONE;
+    p->to_remote = 1;
+    p->total = 0;
+    p->gk = NULL;
+    p->ngk = 0;
+    iovbuf_init(&p->liov);
+    iovbuf_init(&p->riov);
+}
+
+static void plan_fini(struct exec_plan *p)
+{
+    iovbuf_fini(&p->liov);
+    iovbuf_fini(&p->riov);
+    gather_keys_free(p->gk, p->ngk);
+}
+
+/* The target as the completion needs it after the lock was given back (fabric lock held). */
+static void plan_target(struct exec_plan *p, const struct dcxemu_shm_qp *t)
+{
+    p->pid = dcxemu_copy_pid(t->owner);
+    p->towner = t->owner;
+    p->ttoken = t->owner_token;
+    p->cq_idx = t->cq_idx;
+    p->srq_idx = t->srq_idx;
+    p->tlid = t->lid;
+}
+
+/* ---------------------------------------------------------------- receive side ---- */
+
+/* The receive CQE of a SEND or WRITE_IMM at target t, but for its wr_id, status and time. */
+static void recv_cqe_init(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
+                          const struct dcxemu_shm_qp *t, uint64_t total,
+                          struct dcxemu_shm_cqe *cqe)
+{
+    memset(cqe, 0, sizeof(*cqe));
+    cqe->qp_num = t->qpn;
+    cqe->src_qp = qp->qpx.qp_base.qp_num;
+    /* RoCE packets carry a GRH and no LID */
+    cqe->slid = dcxemu_cfg.roce ? 0 : (uint16_t)(qp->ctx->dev_index + 1);
+    cqe->wc_flags = dcxemu_cfg.roce ? IBV_WC_GRH : 0;
+    cqe->solicited = (w->flags & IBV_SEND_SOLICITED) != 0;
+    cqe->byte_len = (uint32_t)total;
+    cqe->opcode = w->opcode == DCXEMU_OP_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+    if (w->opcode == DCXEMU_OP_WRITE_IMM || w->opcode == DCXEMU_OP_SEND_IMM) {
+        cqe->wc_flags |= IBV_WC_WITH_IMM;
+        cqe->imm = w->imm;
+    }
+}
+
+static struct dcxemu_shm_srq_wqe *srq_head(struct dcxemu_shm_srq *srq)
+{
+    return (struct dcxemu_shm_srq_wqe *)dcxemu_ptr(srq->ring_off +
+                                                  (srq->head % srq->max_wr) * srq->wqe_size);
+}
+
+/* Take the SRQ's head WQE (SRQ lock held, not empty): its wr_id.  The limit event fires (one-shot)
+ * when fewer than `limit` WQEs remain. */
+static uint64_t srq_take(struct dcxemu_shm_srq *srq, uint16_t owner, int *wake)
+{
+    uint64_t wr_id = srq_head(srq)->wr_id;
+    srq->head++;
+    if (srq->limit != 0 && srq->tail - srq->head < srq->limit) {
+        srq->limit = 0;
+        atomic_store(&srq->limit_event, 1);
+        *wake = owner;
+    }
+    return wr_id;
+}
+
+/* Push the receive CQE into the target's CQ, charged to the target's member and device (fabric
+ * lock held, so the owner is not reaped meanwhile). */
+static void recv_cqe_push(struct exec_plan *p, int *wake)
+{
+    struct dcxemu_shm_cq *cq;
+    if (p->cq_idx < 0) {
+        return;
+    }
+    cq = &dcxemu_fab->cqs[p->cq_idx];
+    if (!cq->in_use || cq->owner != p->towner || cq->owner_token != p->ttoken) {
+        return;
+    }
+    DCXEMU_COUNT(p->towner, (int)p->tlid - 1, recv_cqes, 1);
+    if (p->rcqe.status != IBV_WC_SUCCESS) {
+        DCXEMU_COUNT(p->towner, (int)p->tlid - 1, error_cqes, 1);
+    }
+    p->rcqe.ts_ns = dcxemu_now_ns();
+    if (dcxemu_cq_push(cq, &p->rcqe)) {
+        *wake = p->towner;
+    }
+}
+
+/* The pieces of receive WQE rw that take `total` bytes of a SEND, in order, into riov (fabric and
+ * SRQ lock held).  IBV_WC_SUCCESS, or the receive CQE's status with *synd. */
+static uint32_t recv_scatter(const struct dcxemu_shm_srq *srq, const struct dcxemu_shm_srq_wqe *rw,
+                             const struct exec_plan *p, struct iovbuf *riov, uint32_t *synd)
+{
+    uint64_t room = 0, total = p->total;
+    for (uint32_t i = 0; i < rw->num_sge && i < srq->max_sge; i++) {
+        const struct ibv_sge *sg = &rw->sge[i];
+        uint64_t take;
+        if (sg->length == 0 || room >= total) {
+            room += sg->length;
+            continue;
+        }
+        take = total - room < sg->length ? total - room : sg->length;
+        if (resolve(sg->lkey, p->towner, p->ttoken, srq->pd_id, sg->addr, sg->length,
+                    IBV_ACCESS_LOCAL_WRITE, riov) != 0) {
+            *synd = SYND_LOC_PROT;
+            return IBV_WC_LOC_PROT_ERR;
+        }
+        /* only `take` bytes of this SGE receive data: trim what resolve added */
+        for (uint64_t extra = sg->length - take; extra > 0 && riov->n > 0;) {
+            struct iovec *last = &riov->v[riov->n - 1];
+            uint64_t cut = extra < last->iov_len ? extra : last->iov_len;
+            last->iov_len -= cut;
+            extra -= cut;
+            if (last->iov_len == 0) {
+                riov->n--;
+            }
+        }
+        room += sg->length;
+    }
+    if (room < total) {
+        *synd = SYND_LOC_LEN;
+        return IBV_WC_LOC_LEN_ERR;
+    }
+    return IBV_WC_SUCCESS;
+}
+
+/* A SEND (or a WRITE_IMM without data) takes the SRQ's head WQE now (fabric and SRQ lock held, SRQ
+ * not empty): its data needs the WQE's buffers.  A receive that fails, or has nothing to copy,
+ * completes here; else the copy and the receive CQE follow without the lock. */
+static void recv_take_now(const struct dcxemu_wqe *w, struct dcxemu_shm_srq *srq,
+                          struct exec_plan *p, struct exec_out *o, int *wake)
+{
+    uint32_t st = IBV_WC_SUCCESS, synd = 0;
+    if (w->opcode != DCXEMU_OP_WRITE_IMM) {
+        st = recv_scatter(srq, srq_head(srq), p, &p->riov, &synd);
+    }
+    p->rcqe.wr_id = srq_take(srq, p->towner, wake);
+    if (st != IBV_WC_SUCCESS) {
+        p->rcqe.status = st;
+        p->rcqe.vendor_err = synd;
+        if (st == IBV_WC_LOC_LEN_ERR) {
+            fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
+        } else {
+            fail(o, IBV_WC_REM_OP_ERR, SYND_REM_OP);
+        }
+    }
+    if (st != IBV_WC_SUCCESS || p->total == 0 || w->opcode == DCXEMU_OP_WRITE_IMM) {
+        recv_cqe_push(p, wake);
+        return;
+    }
+    p->kind = COPY_SEND;
+}
+
+/* SEND, SEND_IMM and WRITE_IMM at the target (fabric lock held).  A WRITE_IMM with data checks the
+ * rkey and that a receive WQE waits, and takes it only once the data is placed (recv_finish). */
+static enum exec_result resp_recv(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
+                                  const struct dcxemu_shm_qp *t, struct exec_plan *p,
+                                  struct exec_out *o, int *wake)
+{
+    int imm_data = w->opcode == DCXEMU_OP_WRITE_IMM && p->total > 0;
+    struct dcxemu_shm_srq *srq;
+    enum exec_result r = EXEC_DONE;
+    if (imm_data &&
+        (!(t->access & IBV_ACCESS_REMOTE_WRITE) ||
+         resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, p->total,
+                 IBV_ACCESS_REMOTE_WRITE, &p->riov) != 0)) {
+        fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
+        return EXEC_DONE;
+    }
+    if (t->srq_idx < 0 || !dcxemu_fab->srqs[t->srq_idx].in_use) {
+        fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
+        return EXEC_DONE;
+    }
+    srq = &dcxemu_fab->srqs[t->srq_idx];
+    if (dcxemu_shm_lock(&srq->lock) != 0) {
+        fail(o, IBV_WC_GENERAL_ERR, 0);
+        return EXEC_DONE;
+    }
+    recv_cqe_init(qp, w, t, p->total, &p->rcqe);
+    if (srq->head == srq->tail) {
+        r = EXEC_RNR;   /* nothing happens at the target until a WQE is posted */
+    } else if (imm_data) {
+        p->kind = COPY_WRITE_IMM;
+    } else {
+        recv_take_now(w, srq, p, o, wake);
+    }
+    pthread_mutex_unlock(&srq->lock);
+    return r;
+}
+
+/* The receive after its data copy (fabric lock held).  A SEND's WQE was taken before the copy; a
+ * WRITE_IMM takes one now, and if another sender took the last one meanwhile it is an RNR (the
+ * retry places the data again, as a retransmission does). */
+static enum exec_result recv_finish(struct exec_plan *p, int cerr, struct exec_out *o, int *wake)
+{
+    struct dcxemu_shm_srq *srq;
+    if (p->kind == COPY_SEND) {
+        if (cerr == ESRCH) {
+            return EXEC_UNREACHABLE;   /* the target is exiting: no receive CQE */
+        }
+        if (cerr != 0) {
+            p->rcqe.status = IBV_WC_LOC_PROT_ERR;
+            p->rcqe.vendor_err = SYND_LOC_PROT;
+            fail(o, IBV_WC_REM_OP_ERR, SYND_REM_OP);
+        }
+        recv_cqe_push(p, wake);
+        return EXEC_DONE;
+    }
+    if (cerr != 0) {
+        return copy_failed(cerr, o);   /* no receive WQE taken */
+    }
+    srq = &dcxemu_fab->srqs[p->srq_idx];
+    if (!srq->in_use || srq->owner != p->towner || srq->owner_token != p->ttoken) {
+        fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
+        return EXEC_DONE;
+    }
+    if (dcxemu_shm_lock(&srq->lock) != 0) {
+        fail(o, IBV_WC_GENERAL_ERR, 0);
+        return EXEC_DONE;
+    }
+    if (srq->head == srq->tail) {
+        pthread_mutex_unlock(&srq->lock);
+        return EXEC_RNR;
+    }
+    p->rcqe.wr_id = srq_take(srq, p->towner, wake);
+    pthread_mutex_unlock(&srq->lock);
+    recv_cqe_push(p, wake);
     return EXEC_DONE;
 }
 
@@ -1355,49 +1564,57 @@ static int atomic_compute(const struct dcxemu_wqe *w, uint64_t old, uint32_t asi
     return 1;
 }
 
-/* Execute one WQE; the caller holds the fabric lock (a run of WQEs shares it, see
- * dcxemu_qp_progress).  *wake_out: a member to wake once the lock is released, or -1. */
-static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o,
-                                int *wake_out)
+/* What ends a WQE before it looks at any key (fabric lock held): an injected status, a local key
+ * operation (UMR, LOCAL_INV), a malformed raw WQE.  1 if the WQE is finished. */
+static int exec_local_only(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
 {
-    struct iovbuf liov, riov;
-    int wake = -1, cerr, gather = 0;
-    uint64_t total = 0;
-    struct dcxemu_shm_qp *t;
-    enum exec_result res = EXEC_DONE;
-    int is_atomic = w->opcode == DCXEMU_OP_CMP_SWP || w->opcode == DCXEMU_OP_FETCH_ADD;
-    int writes_local = is_atomic || w->opcode == DCXEMU_OP_READ;
-    uint32_t asize = w->raw ? w->raw_size : 8;
-
-    iovbuf_init(&liov);
-    iovbuf_init(&riov);
-    if (dcxemu_fab->qps[qp->idx].fault_force_status != 0) {
+    struct dcxemu_shm_qp *s = &dcxemu_fab->qps[qp->idx];
+    if (s->fault_force_status != 0) {
         /* injected: this WR completes with the status instead of executing */
-        uint32_t st = dcxemu_fab->qps[qp->idx].fault_force_status - 1;
-        dcxemu_fab->qps[qp->idx].fault_force_status = 0;
+        uint32_t st = s->fault_force_status - 1;
+        s->fault_force_status = 0;
         fail(o, st, forced_syndrome(st));
-        goto out;
+        return 1;
     }
     if (w->opcode >= DCXEMU_OP_UMR_LIST) {
         execute_local(qp, w, o);
-        goto out;
+        return 1;
     }
     if (__builtin_expect(dcxemu_cfg.faults, 0) && dcxemu_chance(dcxemu_cfg.status_p)) {
         fail(o, dcxemu_cfg.status, forced_syndrome(dcxemu_cfg.status));
-        goto out;
+        return 1;
     }
     if (w->raw_bad) {
         fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);   /* a WQE the HCA cannot parse */
-        goto out;
+        return 1;
     }
-    /* local checks first: they never reach the wire */
+    return 0;
+}
+
+static int op_is_atomic(const struct dcxemu_wqe *w)
+{
+    return w->opcode == DCXEMU_OP_CMP_SWP || w->opcode == DCXEMU_OP_FETCH_ADD;
+}
+
+static uint32_t atomic_size(const struct dcxemu_wqe *w)
+{
+    return w->raw ? w->raw_size : 8;
+}
+
+/* The local side (fabric lock held): checks that never reach the wire, and the local pieces.  A
+ * WRITE from small-block local mkeys is gathered later: checked here, its mkeys copied.  0, or -1
+ * with the WQE failed. */
+static int local_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_plan *p,
+                         struct exec_out *o)
+{
+    int writes_local = op_is_atomic(w) || w->opcode == DCXEMU_OP_READ, gather = 0;
     if (w->is_inline) {
         if (writes_local) {
             fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);
-            goto out;
+            return -1;
         }
-        total = w->inline_len;
-        iovbuf_push(&liov, wqe_inline(qp, w), total);
+        p->total = w->inline_len;
+        iovbuf_push(&p->liov, wqe_inline(qp, w), p->total);
     } else {
         if (w->opcode == DCXEMU_OP_WRITE) {
             for (uint32_t i = 0; i < w->num_sge && !gather; i++) {
@@ -1409,173 +1626,213 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
             /* gathered: the same checks, no piece list */
             if (resolve(sg->lkey, (uint16_t)dcxemu_me, dcxemu_my_token, qp->pd->pd_id, sg->addr,
                         sg->length, writes_local ? IBV_ACCESS_LOCAL_WRITE : 0,
-                        gather ? NULL : &liov) != 0) {
+                        gather ? NULL : &p->liov) != 0) {
                 fail(o, IBV_WC_LOC_PROT_ERR, SYND_LOC_PROT);
-                goto out;
+                return -1;
             }
-            total += sg->length;
+            p->total += sg->length;
         }
     }
-    if (total > DCXEMU_MAX_MSG_SZ) {
+    if (p->total > DCXEMU_MAX_MSG_SZ) {
         fail(o, IBV_WC_LOC_LEN_ERR, SYND_LOC_LEN);
-        goto out;
+        return -1;
     }
-    if (is_atomic && (liov.n != 1 || total != asize)) {
+    if (op_is_atomic(w) && (p->liov.n != 1 || p->total != atomic_size(w))) {
         fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);   /* malformed atomic WQE */
-        goto out;
+        return -1;
     }
-    /* reach the target: wrong LID/GID, unknown/destroyed/dead DCT and wrong key all look alike */
-    t = &dcxemu_fab->qps[w->dctn & (DCXEMU_MAX_QPS - 1)];
+    if (gather) {
+        p->gk = calloc(w->num_sge, sizeof(*p->gk));
+        p->ngk = p->gk != NULL ? w->num_sge : 0;
+        if (p->gk == NULL || gather_keys_take(wqe_sges(w), w->num_sge, p->gk) != 0) {
+            fail(o, IBV_WC_GENERAL_ERR, 0);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Reach the target (fabric lock held): wrong LID/GID, unknown/destroyed/dead DCT and wrong key
+ * all look alike.  *tp = the DCT's slot, or NULL when the WQE ends here with the result. */
+static enum exec_result reach_target(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
+                                     struct exec_out *o, struct dcxemu_shm_qp **tp)
+{
+    struct dcxemu_shm_qp *t = &dcxemu_fab->qps[w->dctn & (DCXEMU_MAX_QPS - 1)];
+    *tp = NULL;
     if (!t->in_use || !t->is_dct || !t->dct_ready || t->qpn != w->dctn ||
         !roce_route_ok(qp, w, t) || t->dc_key != w->dc_key ||
         !dcxemu_member_alive(t->owner, t->owner_token) || t->fault_unreachable) {
-        res = EXEC_UNREACHABLE;
-        goto out;
+        return EXEC_UNREACHABLE;
     }
     if (t->fault_force_status != 0) {
         /* injected on the target: this WR completes with the status, nothing executes */
         uint32_t st = t->fault_force_status - 1;
         t->fault_force_status = 0;
         fail(o, st, forced_syndrome(st));
-        goto out;
+        return EXEC_DONE;
     }
     if (t->fault_drop_next > 0) {
         t->fault_drop_next--;   /* injected: this delivery attempt is lost on the wire */
-        res = EXEC_UNREACHABLE;
-        goto out;
+        return EXEC_UNREACHABLE;
     }
     if (__builtin_expect(dcxemu_cfg.faults, 0) && dcxemu_chance(dcxemu_cfg.drop_p)) {
-        res = EXEC_UNREACHABLE;
-        goto out;
+        return EXEC_UNREACHABLE;
     }
+    *tp = t;
+    return EXEC_DONE;
+}
+
+/* WRITE and READ at the target (fabric lock held): the rkey; the copy follows without the lock. */
+static void resp_rdma(const struct dcxemu_wqe *w, const struct dcxemu_shm_qp *t,
+                      struct exec_plan *p, struct exec_out *o)
+{
+    int rd = w->opcode == DCXEMU_OP_READ;
+    uint32_t right = rd ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
+    if (p->total == 0) {
+        return;   /* zero-length RDMA does not check the rkey */
+    }
+    if (!(t->access & right) ||
+        resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, p->total, right,
+                &p->riov) != 0) {
+        fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
+        return;
+    }
+    p->kind = COPY_RDMA;
+    p->to_remote = !rd;
+}
+
+/* The atomic's response into the local buffer: 4-byte extended atomic responses are big-endian
+ * (mlx5: ext_atomic_arg_sizes_be), 8-byte ones in host order (atomic_req_8B_endianness_mode 1). */
+static void atomic_respond(void *dst, uint64_t old, uint32_t asize)
+{
+    if (asize == 4) {
+        uint32_t r32 = htobe32((uint32_t)old);
+        memcpy(dst, &r32, 4);
+    } else {
+        memcpy(dst, &old, 8);
+    }
+}
+
+/* CMP_SWP and FETCH_ADD at the target: a read-modify-write of 4 or 8 bytes under the fabric lock
+ * (not a bulk copy), so it is atomic with respect to all device atomics on the fabric. */
+static enum exec_result resp_atomic(const struct dcxemu_wqe *w, const struct dcxemu_shm_qp *t,
+                                    struct exec_plan *p, struct exec_out *o)
+{
+    uint32_t asize = atomic_size(w);
+    uint64_t old = 0, val;
+    struct iovec viov = { .iov_base = &old, .iov_len = asize };
+    int cerr;
+    if (w->raddr % asize != 0) {
+        fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
+        return EXEC_DONE;
+    }
+    if (!(t->access & IBV_ACCESS_REMOTE_ATOMIC) ||
+        resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, asize,
+                IBV_ACCESS_REMOTE_ATOMIC, &p->riov) != 0) {
+        fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
+        return EXEC_DONE;
+    }
+    if (p->riov.n != 1 || (uintptr_t)p->riov.v[0].iov_base % asize != 0) {
+        fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);   /* word split or misaligned */
+        return EXEC_DONE;
+    }
+    if ((cerr = dcxemu_vm_copy(p->pid, 0, &viov, 1, p->riov.v, 1)) != 0) {
+        return copy_failed(cerr, o);
+    }
+    if (asize == 4) {
+        uint32_t v32;
+        memcpy(&v32, &old, 4);
+        old = v32;
+    }
+    if (atomic_compute(w, old, asize, &val)) {
+        struct iovec niov = { .iov_base = &val, .iov_len = asize };
+        if (asize == 4) {
+            uint32_t v32 = (uint32_t)val;
+            memcpy(&val, &v32, 4);
+        }
+        if ((cerr = dcxemu_vm_copy(p->pid, 1, &niov, 1, p->riov.v, 1)) != 0) {
+            return copy_failed(cerr, o);
+        }
+    }
+    atomic_respond(p->liov.v[0].iov_base, old, asize);
+    atomic_fetch_add(&dcxemu_fab->atomic_ops, 1);
+    o->byte_len = asize;
+    o->bytes = asize;
+    return EXEC_DONE;
+}
+
+/* Checks and resolution of one WQE, fabric lock held: everything but a data copy.  What is left
+ * to do is in p (p->kind); *wake: a member to wake once the lock is given back, or -1. */
+static enum exec_result exec_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
+                                     struct exec_out *o, struct exec_plan *p, int *wake)
+{
+    struct dcxemu_shm_qp *t;
+    enum exec_result r;
+    if (exec_local_only(qp, w, o) || local_resolve(qp, w, p, o) != 0) {
+        return EXEC_DONE;
+    }
+    r = reach_target(qp, w, o, &t);
+    if (t == NULL) {
+        return r;
+    }
+    plan_target(p, t);
     o->rnr_ms = rnr_timer_ms[t->min_rnr_timer & 31];
     switch (w->opcode) {
     case DCXEMU_OP_SEND:
     case DCXEMU_OP_SEND_IMM:
-    case DCXEMU_OP_WRITE_IMM: {
-        struct dcxemu_shm_srq *srq;
-        if (w->opcode == DCXEMU_OP_WRITE_IMM && total > 0 &&
-            (!(t->access & IBV_ACCESS_REMOTE_WRITE) ||
-             resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, total,
-                     IBV_ACCESS_REMOTE_WRITE, &riov) != 0)) {
-            fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
-            goto out;
-        }
-        if (t->srq_idx < 0 || !dcxemu_fab->srqs[t->srq_idx].in_use) {
-            fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
-            goto out;
-        }
-        srq = &dcxemu_fab->srqs[t->srq_idx];
-        if (dcxemu_shm_lock(&srq->lock) != 0) {
-            fail(o, IBV_WC_GENERAL_ERR, 0);
-            goto out;
-        }
-        if (srq->head == srq->tail) {
-            pthread_mutex_unlock(&srq->lock);
-            res = EXEC_RNR;   /* nothing happens at the target until a WQE is posted */
-            goto out;
-        }
-        if (riov.n > 0 && (cerr = dcxemu_vm_copy(t->owner, 1, liov.v, liov.n, riov.v, riov.n)) != 0) {
-            pthread_mutex_unlock(&srq->lock);
-            res = copy_failed(cerr, o);
-            goto out;
-        }
-        if (consume_srq(qp, w, t, srq, &liov, total, o, &wake) != 0) {
-            res = EXEC_UNREACHABLE;
-        }
-        pthread_mutex_unlock(&srq->lock);
-        break;
-    }
+    case DCXEMU_OP_WRITE_IMM:
+        return resp_recv(qp, w, t, p, o, wake);
     case DCXEMU_OP_WRITE:
-    case DCXEMU_OP_READ: {
-        int rd = w->opcode == DCXEMU_OP_READ;
-        uint32_t right = rd ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
-        if (total == 0) {
-            break;   /* zero-length RDMA does not check the rkey */
-        }
-        if (!(t->access & right) ||
-            resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, total, right, &riov) != 0) {
-            fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
-            goto out;
-        }
-        cerr = gather ? gather_write(t->owner, wqe_sges(w), w->num_sge, riov.v, riov.n)
-                      : dcxemu_vm_copy(t->owner, !rd, liov.v, liov.n, riov.v, riov.n);
-        if (cerr != 0) {
-            res = copy_failed(cerr, o);
-            goto out;
-        }
-        if (rd) {
-            o->byte_len = (uint32_t)total;
-        }
-        break;
-    }
+    case DCXEMU_OP_READ:
+        resp_rdma(w, t, p, o);
+        return EXEC_DONE;
     case DCXEMU_OP_CMP_SWP:
-    case DCXEMU_OP_FETCH_ADD: {
-        uint64_t old = 0, val;
-        struct iovec viov = { .iov_base = &old, .iov_len = asize };
-        if (w->raddr % asize != 0) {
-            fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
-            goto out;
-        }
-        if (!(t->access & IBV_ACCESS_REMOTE_ATOMIC) ||
-            resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, asize,
-                    IBV_ACCESS_REMOTE_ATOMIC, &riov) != 0) {
-            fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
-            goto out;
-        }
-        if (riov.n != 1 || (uintptr_t)riov.v[0].iov_base % asize != 0) {
-            fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);   /* word split or misaligned */
-            goto out;
-        }
-        /* Every device atomic runs under the fabric lock, so read-modify-write through
-         * process_vm is atomic with respect to all other device atomics. */
-        if ((cerr = dcxemu_vm_copy(t->owner, 0, &viov, 1, riov.v, 1)) != 0) {
-            res = copy_failed(cerr, o);
-            goto out;
-        }
-        if (asize == 4) {
-            uint32_t v32;
-            memcpy(&v32, &old, 4);
-            old = v32;
-        }
-        if (atomic_compute(w, old, asize, &val)) {
-            struct iovec niov = { .iov_base = &val, .iov_len = asize };
-            if (asize == 4) {
-                uint32_t v32 = (uint32_t)val;
-                memcpy(&val, &v32, 4);
-            }
-            if ((cerr = dcxemu_vm_copy(t->owner, 1, &niov, 1, riov.v, 1)) != 0) {
-                res = copy_failed(cerr, o);
-                goto out;
-            }
-        }
-        if (asize == 4) {
-            /* 4-byte extended atomic responses are big-endian (mlx5: ext_atomic_arg_sizes_be) */
-            uint32_t r32 = htobe32((uint32_t)old);
-            memcpy(liov.v[0].iov_base, &r32, 4);
-        } else {
-            /* 8-byte responses in host order: the model's atomic_req_8B_endianness_mode is 1 */
-            memcpy(liov.v[0].iov_base, &old, 8);
-        }
-        atomic_fetch_add(&dcxemu_fab->atomic_ops, 1);
-        o->byte_len = asize;
-        break;
-    }
+    case DCXEMU_OP_FETCH_ADD:
+        return resp_atomic(w, t, p, o);
     default:
         fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);
-        break;
+        return EXEC_DONE;
     }
-    if (res == EXEC_DONE && o->status == IBV_WC_SUCCESS) {
-        o->bytes = is_atomic ? asize : total;
-    }
-out:
-    iovbuf_fini(&liov);
-    iovbuf_fini(&riov);
-    *wake_out = wake;
-    return res;
 }
 
-/* Ring what a SEND woke (after the fabric lock is released). */
+/* The data copy of a plan (no lock held).  0 or errno as dcxemu_vm_copy. */
+static int plan_copy(const struct exec_plan *p, struct dcxemu_wqe *w)
+{
+    if (p->gk != NULL) {
+        return gather_write(p->pid, wqe_sges(w), p->gk, w->num_sge, p->riov.v, p->riov.n);
+    }
+    return dcxemu_vm_copy(p->pid, p->to_remote, p->liov.v, p->liov.n, p->riov.v, p->riov.n);
+}
+
+/* After the copy: end it and complete what it did.  RDMA needs no lock; a receive retakes the
+ * fabric lock, and the copy ends in that hold, after the receive CQE (a destroy or deregistration
+ * waiting for the copy then also finds the CQE written). */
+static enum exec_result exec_finish(struct dcxemu_qp *qp, struct exec_plan *p, int cerr,
+                                    struct exec_out *o, int *wake)
+{
+    enum exec_result r;
+    if (p->kind == COPY_RDMA) {
+        dcxemu_copy_end(qp->idx);
+        r = cerr != 0 ? copy_failed(cerr, o) : EXEC_DONE;
+    } else if (dcxemu_lock() != 0) {
+        dcxemu_copy_end(qp->idx);
+        fail(o, IBV_WC_GENERAL_ERR, 0);
+        return EXEC_DONE;
+    } else {
+        r = recv_finish(p, cerr, o, wake);
+        dcxemu_copy_end(qp->idx);
+        dcxemu_unlock();
+    }
+    if (r == EXEC_DONE && o->status == IBV_WC_SUCCESS) {
+        o->bytes = p->total;
+        if (p->kind == COPY_RDMA && !p->to_remote) {
+            o->byte_len = (uint32_t)p->total;   /* READ */
+        }
+    }
+    return r;
+}
+
+/* Ring what a WQE woke (after the fabric lock is released). */
 static void wake_target(int wake)
 {
     if (wake >= 0 && wake != dcxemu_me) {
@@ -1583,6 +1840,37 @@ static void wake_target(int wake)
     } else if (wake == dcxemu_me) {
         dcxemu_engine_kick();
     }
+}
+
+/* Execute one WQE: checks and resolution under the fabric lock, the data copy with no fabric lock
+ * held (recorded as in flight, see dcxemu_copy_wait), then its completion at the target. */
+static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
+{
+    struct exec_plan p;
+    enum exec_result r;
+    int wake = -1;
+    plan_init(&p);
+    if (dcxemu_lock() != 0) {
+        fail(o, IBV_WC_GENERAL_ERR, 0);
+        plan_fini(&p);
+        return EXEC_DONE;
+    }
+    r = exec_resolve(qp, w, o, &p, &wake);
+    if (p.kind != COPY_NONE) {
+        dcxemu_copy_begin(qp->idx);   /* in the hold that resolved the keys */
+    }
+    dcxemu_unlock();
+    wake_target(wake);
+    if (p.kind != COPY_NONE) {
+        int cerr;
+        dcxemu_test_hook_call(DCXEMU_TEST_COPY_START, qp->qpx.qp_base.qp_num, p.total);
+        cerr = plan_copy(&p, w);
+        wake = -1;
+        r = exec_finish(qp, &p, cerr, o, &wake);
+        wake_target(wake);
+    }
+    plan_fini(&p);
+    return r;
 }
 
 static uint32_t wc_opcode(const struct dcxemu_wqe *w)
@@ -1663,26 +1951,11 @@ static void count_executed(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const str
                  (unsigned long long)w->wr_id, o->status);
 }
 
-/* WQEs executed under one hold of the fabric lock: consecutive ready WQEs run as a NIC pipelines
- * a doorbell's batch, without giving the lock back between them.  Bounded, so a long queue does
- * not keep the other members out. */
-#define EXEC_RUN_MAX   64
-#define EXEC_RUN_BYTES 4096   /* a larger copy ends the run: big copies do not queue others */
-
-/* Give the lock back after this WQE: something outside the model is told about it (a CQE, a
- * woken target), a timer starts, it moved many bytes, or the run is long enough. */
-static int run_ends(const struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
-                    const struct exec_out *o, enum exec_result r, int wake, int run)
-{
-    return r != EXEC_DONE || wake >= 0 || run >= EXEC_RUN_MAX || o->bytes > EXEC_RUN_BYTES ||
-           o->status != IBV_WC_SUCCESS || (w->flags & IBV_SEND_SIGNALED) || qp->sq_sig_all;
-}
-
 /* Execute published WQEs in order until done or the head WQE must wait for a timer.  The clock
  * is read only where a timer is involved. */
 void dcxemu_qp_progress(struct dcxemu_qp *qp)
 {
-    int raised = 0, held = 0, run = 0;
+    int raised = 0;
     pthread_mutex_lock(&qp->exec_lock);
     for (;;) {
         uint64_t posted = __atomic_load_n(&qp->sq_posted, __ATOMIC_ACQUIRE);
@@ -1690,7 +1963,6 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
         struct dcxemu_wqe *w;
         struct exec_out o;
         enum exec_result r;
-        int wake = -1;
         if (__builtin_expect(dcxemu_is_fatal(qp->ctx->dev_index), 0)) {
             /* a dead HCA executes nothing more: queued WRs never complete (checked before every
              * WR, so a device failing while this loop runs stops it at the next one) */
@@ -1704,10 +1976,6 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
         w = slot(qp, qp->sq_done);
         memset(&o, 0, sizeof(o));
         if (atomic_load(&qp->hw_state) == IBV_QPS_ERR) {
-            if (held) {
-                dcxemu_unlock();
-                held = 0;
-            }
             fail(&o, IBV_WC_WR_FLUSH_ERR, SYND_WR_FLUSH);
             DCXEMU_TRACE("flush qp=0x%x op=%s len=%llu wr_id=0x%llx status=%u",
                          qp->qpx.qp_base.qp_num, op_info[w->opcode].name,
@@ -1737,21 +2005,7 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
                 break;
             }
         }
-        if (!held && dcxemu_lock() != 0) {
-            fail(&o, IBV_WC_GENERAL_ERR, 0);
-            r = EXEC_DONE;
-        } else {
-            if (!held) {
-                held = 1;
-                run = 0;
-            }
-            r = execute(qp, w, &o, &wake);
-            if (run_ends(qp, w, &o, r, wake, ++run)) {
-                dcxemu_unlock();
-                held = 0;
-                wake_target(wake);
-            }
-        }
+        r = execute(qp, w, &o);
         if (r == EXEC_RNR) {
             now = now != 0 ? now : dcxemu_now_ns();
             qp->rnr_count++;
@@ -1784,9 +2038,6 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
         raised |= complete_wqe(qp, w, qp->sq_done, &o);
         qp->sq_done++;
         qp->head_gate_ns = 0;
-    }
-    if (held) {
-        dcxemu_unlock();
     }
     pthread_mutex_unlock(&qp->exec_lock);
     if (atomic_load(&qp->deadline_ns) != 0) {
@@ -2566,6 +2817,7 @@ DCXEMU_API int dcxemu_ibv_destroy_qp(struct ibv_qp *ibqp)
             __atomic_store_n(&s->fault_delay_us, 0, __ATOMIC_RELAXED);
         }
         dcxemu_unlock();
+        dcxemu_copy_wait();   /* a copy through the DCT that began before is over */
     }
     purge_qp(qp);
     pthread_mutex_unlock(&qp->exec_lock);

@@ -1,0 +1,90 @@
+/* dcxemu execution stages -- requester (req.c), responder (resp.c), completer (comp.c), memory
+ * (mem.c): what they share about one send WQE. */
+#ifndef DCXEMU_EXEC_H
+#define DCXEMU_EXEC_H
+
+#include "mem.h"
+
+/* mlx5-style syndromes reported as vendor_err */
+enum {
+    SYND_LOC_LEN = 0x01, SYND_LOC_QP_OP = 0x02, SYND_LOC_PROT = 0x04, SYND_WR_FLUSH = 0x05,
+    SYND_REM_INV_REQ = 0x12, SYND_REM_ACCESS = 0x13, SYND_REM_OP = 0x14,
+    SYND_RETRY_EXC = 0x15, SYND_RNR_RETRY_EXC = 0x16,
+};
+
+/* A send WQE in its QP's ring (process-local: only the owner executes its QP). */
+static inline struct dcxemu_wqe *slot(struct dcxemu_qp *qp, uint64_t i)
+{
+    return (struct dcxemu_wqe *)(qp->ring + (i % qp->ring_slots) * qp->wqe_size);
+}
+
+static inline struct ibv_sge *wqe_sges(struct dcxemu_wqe *w)
+{
+    return (struct ibv_sge *)(w + 1);
+}
+
+static inline char *wqe_inline(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
+{
+    return (char *)(wqe_sges(w) + qp->cap.max_send_sge);
+}
+
+static inline uint64_t wqe_len(struct dcxemu_wqe *w)
+{
+    uint64_t len = w->inline_len;
+    for (uint32_t i = 0; !w->is_inline && i < w->num_sge; i++) {
+        len += wqe_sges(w)[i].length;
+    }
+    return len;
+}
+
+/* The UMR entries of a UMR WQE, in the QP's umr area of the WQE's slot. */
+static inline struct dcxemu_mkey_entry *umr_entries(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
+{
+    return qp->umr_ring + (size_t)(((char *)w - qp->ring) / (ptrdiff_t)qp->wqe_size) * qp->umr_max;
+}
+
+enum exec_result { EXEC_DONE, EXEC_RNR, EXEC_UNREACHABLE };
+
+struct exec_out {
+    uint32_t status, vendor_err, byte_len;
+    double rnr_ms;
+    uint64_t bytes;        /* payload moved (counters) */
+};
+
+static inline void fail(struct exec_out *o, uint32_t st, uint32_t synd)
+{
+    o->status = st;
+    o->vendor_err = synd;
+}
+
+/* What a WQE still has to do once its checks are made under the fabric lock and the lock is given
+ * back: move its data, then (SEND, WRITE_IMM) complete the receive at the target. */
+enum copy_kind { COPY_NONE, COPY_RDMA, COPY_SEND, COPY_WRITE_IMM };
+
+struct exec_plan {
+    enum copy_kind kind;
+    int to_remote;
+    pid_t pid;                 /* the target process, as dcxemu_copy_pid() */
+    uint64_t total;
+    struct iovbuf liov, riov;  /* local pieces; target pieces (rkey, or the receive WQE) */
+    struct gather_key *gk;     /* a WRITE gathered from small-block local mkeys, else NULL */
+    uint32_t ngk;
+    /* the target, for the receive completion */
+    struct dcxemu_shm_cqe rcqe;
+    uint16_t towner;
+    uint64_t ttoken;
+    int32_t cq_idx, srq_idx;
+    uint32_t tlid;
+};
+
+static inline int op_is_atomic(const struct dcxemu_wqe *w)
+{
+    return w->opcode == DCXEMU_OP_CMP_SWP || w->opcode == DCXEMU_OP_FETCH_ADD;
+}
+
+static inline uint32_t atomic_size(const struct dcxemu_wqe *w)
+{
+    return w->raw ? w->raw_size : 8;
+}
+
+#endif

@@ -8,9 +8,6 @@
 /* The model's name of an opcode (trace). */
 const char *dcxemu_op_name(uint32_t op);
 
-/* The syndrome of a status forced by fault injection. */
-uint32_t dcxemu_forced_syndrome(uint32_t st);
-
 /* Send CQE for the WQE at index i; returns 1 if a channel event was raised. */
 int dcxemu_comp_send(struct dcxemu_qp *qp, struct dcxemu_wqe *w, uint64_t i,
                      const struct exec_out *o);

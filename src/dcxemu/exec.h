@@ -61,7 +61,10 @@ static inline void fail(struct exec_out *o, uint32_t st, uint32_t synd)
  * back: move its data, then (SEND, WRITE_IMM) complete the receive at the target. */
 enum copy_kind { COPY_NONE, COPY_RDMA, COPY_SEND, COPY_WRITE_IMM };
 
+struct dcxemu_opcode;
+
 struct exec_plan {
+    const struct dcxemu_opcode *op;   /* the WQE's row of the opcode table */
     enum copy_kind kind;
     int to_remote;
     pid_t pid;                 /* the target process, as dcxemu_copy_pid() */
@@ -77,14 +80,26 @@ struct exec_plan {
     uint32_t tlid;
 };
 
-static inline int op_is_atomic(const struct dcxemu_wqe *w)
-{
-    return w->opcode == DCXEMU_OP_CMP_SWP || w->opcode == DCXEMU_OP_FETCH_ADD;
-}
-
 static inline uint32_t atomic_size(const struct dcxemu_wqe *w)
 {
     return w->raw ? w->raw_size : 8;
+}
+
+/* The syndrome of a status forced by fault injection. */
+static inline uint32_t dcxemu_forced_syndrome(uint32_t st)
+{
+    switch (st) {
+    case IBV_WC_RETRY_EXC_ERR: return SYND_RETRY_EXC;
+    case IBV_WC_RNR_RETRY_EXC_ERR: return SYND_RNR_RETRY_EXC;
+    case IBV_WC_REM_ACCESS_ERR: return SYND_REM_ACCESS;
+    case IBV_WC_LOC_PROT_ERR: return SYND_LOC_PROT;
+    case IBV_WC_REM_INV_REQ_ERR: return SYND_REM_INV_REQ;
+    case IBV_WC_REM_OP_ERR: return SYND_REM_OP;
+    case IBV_WC_LOC_LEN_ERR: return SYND_LOC_LEN;
+    case IBV_WC_LOC_QP_OP_ERR: return SYND_LOC_QP_OP;
+    case IBV_WC_WR_FLUSH_ERR: return SYND_WR_FLUSH;
+    default: return 0;
+    }
 }
 
 #endif

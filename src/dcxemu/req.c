@@ -1,6 +1,7 @@
 /* dcxemu requester stage: runs a QP's send queue -- head gating, one WQE through resolution (under
  * the fabric lock), its data copy (without it) and completion, RNR and transport retries. */
 #define _GNU_SOURCE
+#include "opcode.h"
 #include "resp.h"
 #include "comp.h"
 
@@ -10,7 +11,8 @@
 
 /* What ends a WQE before it looks at any key (fabric lock held): an injected status, a local key
  * operation (UMR, LOCAL_INV), a malformed raw WQE.  1 if the WQE is finished. */
-static int exec_local_only(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
+static int exec_local_only(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_plan *p,
+                           struct exec_out *o)
 {
     struct dcxemu_shm_qp *s = &dcxemu_fab->qps[qp->idx];
     if (s->fault_force_status != 0) {
@@ -20,8 +22,8 @@ static int exec_local_only(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct ex
         fail(o, st, dcxemu_forced_syndrome(st));
         return 1;
     }
-    if (w->opcode >= DCXEMU_OP_UMR_LIST) {
-        dcxemu_mem_local_op(qp, w, o);
+    if (p->op->req != NULL) {
+        p->op->req(qp, w, o);
         return 1;
     }
     if (__builtin_expect(dcxemu_cfg.faults, 0) && dcxemu_chance(dcxemu_cfg.status_p)) {
@@ -41,9 +43,10 @@ static int exec_local_only(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct ex
 static int local_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_plan *p,
                          struct exec_out *o)
 {
-    int writes_local = op_is_atomic(w) || w->opcode == DCXEMU_OP_READ, gather = 0;
+    const struct dcxemu_opcode *op = p->op;
+    int gather = 0;
     if (w->is_inline) {
-        if (writes_local) {
+        if (op->writes_local) {
             fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);
             return -1;
         }
@@ -59,7 +62,7 @@ static int local_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec
             struct ibv_sge *sg = &wqe_sges(w)[i];
             /* gathered: the same checks, no piece list */
             if (dcxemu_resolve(sg->lkey, (uint16_t)dcxemu_me, dcxemu_my_token, qp->pd->pd_id,
-                               sg->addr, sg->length, writes_local ? IBV_ACCESS_LOCAL_WRITE : 0,
+                               sg->addr, sg->length, op->writes_local ? IBV_ACCESS_LOCAL_WRITE : 0,
                                gather ? NULL : &p->liov) != 0) {
                 fail(o, IBV_WC_LOC_PROT_ERR, SYND_LOC_PROT);
                 return -1;
@@ -71,7 +74,7 @@ static int local_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec
         fail(o, IBV_WC_LOC_LEN_ERR, SYND_LOC_LEN);
         return -1;
     }
-    if (op_is_atomic(w) && (p->liov.n != 1 || p->total != atomic_size(w))) {
+    if (op->atomic && (p->liov.n != 1 || p->total != atomic_size(w))) {
         fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);   /* malformed atomic WQE */
         return -1;
     }
@@ -86,8 +89,9 @@ static int local_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec
     return 0;
 }
 
-static void plan_init(struct exec_plan *p)
+static void plan_init(struct exec_plan *p, const struct dcxemu_wqe *w)
 {
+    p->op = dcxemu_opcode(w->opcode);
     p->kind = COPY_NONE;
     p->to_remote = 1;
     p->total = 0;
@@ -122,7 +126,7 @@ static enum exec_result exec_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
 {
     struct dcxemu_shm_qp *t;
     enum exec_result r;
-    if (exec_local_only(qp, w, o) || local_resolve(qp, w, p, o) != 0) {
+    if (exec_local_only(qp, w, p, o) || local_resolve(qp, w, p, o) != 0) {
         return EXEC_DONE;
     }
     r = dcxemu_resp_reach(qp, w, o, &t);
@@ -130,22 +134,11 @@ static enum exec_result exec_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
         return r;
     }
     plan_target(p, t);
-    switch (w->opcode) {
-    case DCXEMU_OP_SEND:
-    case DCXEMU_OP_SEND_IMM:
-    case DCXEMU_OP_WRITE_IMM:
-        return dcxemu_resp_recv(qp, w, t, p, o, wake);
-    case DCXEMU_OP_WRITE:
-    case DCXEMU_OP_READ:
-        dcxemu_resp_rdma(w, t, p, o);
-        return EXEC_DONE;
-    case DCXEMU_OP_CMP_SWP:
-    case DCXEMU_OP_FETCH_ADD:
-        return dcxemu_resp_atomic(w, t, p, o);
-    default:
+    if (p->op->resp == NULL) {
         fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);
         return EXEC_DONE;
     }
+    return p->op->resp(qp, w, t, p, o, wake);
 }
 
 /* The data copy of a plan (no lock held).  0 or errno as dcxemu_vm_copy. */
@@ -202,7 +195,7 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
     struct exec_plan p;
     enum exec_result r;
     int wake = -1;
-    plan_init(&p);
+    plan_init(&p, w);
     if (dcxemu_lock() != 0) {
         fail(o, IBV_WC_GENERAL_ERR, 0);
         plan_fini(&p);
@@ -231,7 +224,7 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
 static uint64_t head_delay_us(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
 {
     uint64_t us = __atomic_load_n(&dcxemu_fab->qps[qp->idx].fault_delay_us, __ATOMIC_RELAXED);
-    if (w->opcode < DCXEMU_OP_UMR_LIST) {
+    if (dcxemu_opcode(w->opcode)->req == NULL) {   /* it goes to a target */
         struct dcxemu_shm_qp *t = &dcxemu_fab->qps[w->dctn & (DCXEMU_MAX_QPS - 1)];
         if (w->dctn != 0 && __atomic_load_n(&t->qpn, __ATOMIC_RELAXED) == w->dctn) {
             us += __atomic_load_n(&t->fault_delay_us, __ATOMIC_RELAXED);

@@ -2,7 +2,7 @@
  * checks, the SRQ and receive CQE of a SEND / WRITE_IMM, atomics. */
 #define _GNU_SOURCE
 #include "resp.h"
-#include "comp.h"
+#include "opcode.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -55,9 +55,9 @@ enum exec_result dcxemu_copy_failed(int err, struct exec_out *o)
 
 /* The receive CQE of a SEND or WRITE_IMM at target t, but for its wr_id, status and time. */
 static void recv_cqe_init(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
-                          const struct dcxemu_shm_qp *t, uint64_t total,
-                          struct dcxemu_shm_cqe *cqe)
+                          const struct dcxemu_shm_qp *t, struct exec_plan *p)
 {
+    struct dcxemu_shm_cqe *cqe = &p->rcqe;
     memset(cqe, 0, sizeof(*cqe));
     cqe->qp_num = t->qpn;
     cqe->src_qp = qp->qpx.qp_base.qp_num;
@@ -65,9 +65,9 @@ static void recv_cqe_init(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
     cqe->slid = dcxemu_cfg.roce ? 0 : (uint16_t)(qp->ctx->dev_index + 1);
     cqe->wc_flags = dcxemu_cfg.roce ? IBV_WC_GRH : 0;
     cqe->solicited = (w->flags & IBV_SEND_SOLICITED) != 0;
-    cqe->byte_len = (uint32_t)total;
+    cqe->byte_len = (uint32_t)p->total;
     cqe->opcode = w->opcode == DCXEMU_OP_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
-    if (w->opcode == DCXEMU_OP_WRITE_IMM || w->opcode == DCXEMU_OP_SEND_IMM) {
+    if (p->op->imm) {
         cqe->wc_flags |= IBV_WC_WITH_IMM;
         cqe->imm = w->imm;
     }
@@ -190,9 +190,9 @@ enum exec_result dcxemu_resp_recv(struct dcxemu_qp *qp, const struct dcxemu_wqe 
     struct dcxemu_shm_srq *srq;
     enum exec_result r = EXEC_DONE;
     if (imm_data &&
-        (!(t->access & IBV_ACCESS_REMOTE_WRITE) ||
+        (!(t->access & p->op->remote_right) ||
          dcxemu_resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, p->total,
-                        IBV_ACCESS_REMOTE_WRITE, &p->riov) != 0)) {
+                        p->op->remote_right, &p->riov) != 0)) {
         fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
         return EXEC_DONE;
     }
@@ -205,7 +205,7 @@ enum exec_result dcxemu_resp_recv(struct dcxemu_qp *qp, const struct dcxemu_wqe 
         fail(o, IBV_WC_GENERAL_ERR, 0);
         return EXEC_DONE;
     }
-    recv_cqe_init(qp, w, t, p->total, &p->rcqe);
+    recv_cqe_init(qp, w, t, p);
     if (srq->head == srq->tail) {
         r = EXEC_RNR;   /* nothing happens at the target until a WQE is posted */
     } else if (imm_data) {
@@ -329,22 +329,24 @@ enum exec_result dcxemu_resp_reach(struct dcxemu_qp *qp, const struct dcxemu_wqe
 }
 
 /* WRITE and READ at the target (fabric lock held): the rkey; the copy follows without the lock. */
-void dcxemu_resp_rdma(const struct dcxemu_wqe *w, const struct dcxemu_shm_qp *t,
-                      struct exec_plan *p, struct exec_out *o)
+enum exec_result dcxemu_resp_rdma(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
+                                  const struct dcxemu_shm_qp *t, struct exec_plan *p,
+                                  struct exec_out *o, int *wake)
 {
-    int rd = w->opcode == DCXEMU_OP_READ;
-    uint32_t right = rd ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
+    const struct dcxemu_opcode *op = p->op;
+    uint32_t right = op->remote_right;
     if (p->total == 0) {
-        return;   /* zero-length RDMA does not check the rkey */
+        return EXEC_DONE;   /* zero-length RDMA does not check the rkey */
     }
     if (!(t->access & right) ||
         dcxemu_resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, p->total, right,
                        &p->riov) != 0) {
         fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
-        return;
+        return EXEC_DONE;
     }
     p->kind = COPY_RDMA;
-    p->to_remote = !rd;
+    p->to_remote = !op->writes_local;
+    return EXEC_DONE;
 }
 
 /* The atomic's response into the local buffer: 4-byte extended atomic responses are big-endian
@@ -361,8 +363,9 @@ static void atomic_respond(void *dst, uint64_t old, uint32_t asize)
 
 /* CMP_SWP and FETCH_ADD at the target: a read-modify-write of 4 or 8 bytes under the fabric lock
  * (not a bulk copy), so it is atomic with respect to all device atomics on the fabric. */
-enum exec_result dcxemu_resp_atomic(const struct dcxemu_wqe *w, const struct dcxemu_shm_qp *t,
-                                    struct exec_plan *p, struct exec_out *o)
+enum exec_result dcxemu_resp_atomic(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
+                                    const struct dcxemu_shm_qp *t, struct exec_plan *p,
+                                    struct exec_out *o, int *wake)
 {
     uint32_t asize = atomic_size(w);
     uint64_t old = 0, val;
@@ -372,9 +375,9 @@ enum exec_result dcxemu_resp_atomic(const struct dcxemu_wqe *w, const struct dcx
         fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
         return EXEC_DONE;
     }
-    if (!(t->access & IBV_ACCESS_REMOTE_ATOMIC) ||
+    if (!(t->access & p->op->remote_right) ||
         dcxemu_resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, asize,
-                       IBV_ACCESS_REMOTE_ATOMIC, &p->riov) != 0) {
+                       p->op->remote_right, &p->riov) != 0) {
         fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
         return EXEC_DONE;
     }

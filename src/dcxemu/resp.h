@@ -27,12 +27,14 @@ enum exec_result dcxemu_resp_reach(struct dcxemu_qp *qp, const struct dcxemu_wqe
                                    struct exec_out *o, struct dcxemu_shm_qp **tp);
 
 /* WRITE and READ at the target (fabric lock held): the rkey; the copy follows without the lock. */
-void dcxemu_resp_rdma(const struct dcxemu_wqe *w, const struct dcxemu_shm_qp *t,
-                      struct exec_plan *p, struct exec_out *o);
+enum exec_result dcxemu_resp_rdma(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
+                                  const struct dcxemu_shm_qp *t, struct exec_plan *p,
+                                  struct exec_out *o, int *wake);
 
 /* CMP_SWP and FETCH_ADD at the target: a read-modify-write of 4 or 8 bytes under the fabric lock
  * (not a bulk copy), so it is atomic with respect to all device atomics on the fabric. */
-enum exec_result dcxemu_resp_atomic(const struct dcxemu_wqe *w, const struct dcxemu_shm_qp *t,
-                                    struct exec_plan *p, struct exec_out *o);
+enum exec_result dcxemu_resp_atomic(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
+                                    const struct dcxemu_shm_qp *t, struct exec_plan *p,
+                                    struct exec_out *o, int *wake);
 
 #endif

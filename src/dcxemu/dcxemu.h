@@ -236,6 +236,17 @@ DCXEMU_API int dcxemu_rc_qp_numbers(uint32_t *nums, unsigned max, unsigned *coun
    already fatal) or an errno value (EINVAL for a bad index, EPERM in a forked child). */
 DCXEMU_API int dcxemu_device_fatal(int device_index);
 
+/* Test-only: a hook the model calls at points of its execution that a test must hold still.
+   DCXEMU_TEST_COPY_START: an executor of send QP qpn is about to copy len bytes of a WQE's data,
+   with no fabric lock held (called in the executing thread: a test may block there).
+   DCXEMU_TEST_COPY_WAIT: a deregistration or destroy in this process waits for a copy that QP
+   qpn (of any process) began before it (called once per wait, len 0).  fn NULL removes the hook.
+   Process-wide; set it before the work it observes is posted. */
+enum dcxemu_test_event { DCXEMU_TEST_COPY_START = 0, DCXEMU_TEST_COPY_WAIT = 1 };
+typedef void (*dcxemu_test_hook_fn)(enum dcxemu_test_event ev, uint32_t qpn, uint64_t len,
+                                    void *arg);
+DCXEMU_API void dcxemu_test_hook(dcxemu_test_hook_fn fn, void *arg);
+
 /* The fabric name this process uses (or would use): DCXEMU_FABRIC, else the default
    "dcxemu-<uid>", or its first fallback ("dcxemu-<uid>.1" ...) when that name is held by another
    user or is not a fabric of this library.  Without a leading '/'.  Never NULL. */

@@ -10,7 +10,7 @@
 #include <sys/types.h>
 
 #define DCXEMU_MAGIC            0x4443584546414252ULL /* "DCXEFABR" */
-#define DCXEMU_LAYOUT_VERSION   8u   /* 8: DCT RoCE address; 7: mkey tags; 6: send_cqes
+#define DCXEMU_LAYOUT_VERSION   9u   /* 9: copy epochs; 8: DCT RoCE address; 7: mkey tags; 6: send_cqes
                                          counter; 5: 1024 members, 32768 QPs, lazy tables */
 
 /* Member slots: the table is sized for the most, but only slots ever taken are touched (the
@@ -119,6 +119,10 @@ struct dcxemu_shm_qp {
     uint32_t fault_drop_next;
     uint32_t fault_force_status;   /* ibv_wc_status + 1; 0 = none */
     uint32_t fault_delay_us;
+    /* data copy in flight on this (send) QP, with no fabric lock held: 1 + the fabric's copy epoch
+     * when it began, 0 = none; copy_token: the copier's member token (a dead copier blocks nobody) */
+    _Atomic uint64_t copy_epoch;
+    uint64_t copy_token;
 };
 
 struct dcxemu_shm_cqe {
@@ -214,6 +218,9 @@ struct dcxemu_shm {
     uint32_t pad;
     struct dcxemu_counters dev_cnt[DCXEMU_MAX_DEVICES];
     struct dcxemu_counters member_cnt[DCXEMU_MAX_MEMBERS][DCXEMU_MAX_DEVICES];
+    /* copies in flight without the fabric lock (dcxemu_copy_begin/end/wait) */
+    uint64_t copy_epoch;                      /* bumped by every dcxemu_copy_wait() */
+    _Atomic uint64_t copies_active;           /* copies begun and not ended (dead copiers stay) */
 };
 
 /* ---------------------------------------------------------------- process-local objects --- */
@@ -465,8 +472,13 @@ void dcxemu_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
     do { if (__builtin_expect(dcxemu_trace_fd >= 0, 0)) dcxemu_trace(__VA_ARGS__); } while (0)
 
 struct iovec;
-int dcxemu_vm_copy(int member, int to_remote, const struct iovec *local, int nl,
+int dcxemu_vm_copy(pid_t pid, int to_remote, const struct iovec *local, int nl,
                    const struct iovec *remote, int nr);
+/* The process dcxemu_vm_copy() reaches member m through (fabric lock held): 0 = this process. */
+static inline pid_t dcxemu_copy_pid(int member)
+{
+    return member == dcxemu_me ? 0 : dcxemu_fab->members[member].pid;
+}
 
 /* ---------------------------------------------------------------- verbs objects ----------- */
 
@@ -503,7 +515,6 @@ void dcxemu_deliver_events(void);          /* owner side: channels and async eve
 void dcxemu_async_post(struct dcxemu_context *ctx, enum ibv_event_type type, void *obj);
 void dcxemu_qp_progress(struct dcxemu_qp *qp);
 struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr);
-void dcxemu_qp_sq_polled(uint32_t qpn, uint64_t sq_index);
 void dcxemu_ops_init(struct ibv_context_ops *ops);
 
 
@@ -513,5 +524,17 @@ void dcxemu_ops_init(struct ibv_context_ops *ops);
 void dcxemu_test_engine_waits(uint32_t seen, uint64_t interval_ns);   /* before its futex wait */
 void dcxemu_test_engine_runs(void);                                   /* after it */
 void dcxemu_test_cq_destroy_wait(int delta);   /* +1/-1 around destroy_cq's wait for acks */
+
+/* ---------------------------------------------------------------- data copies without the lock */
+
+/* An executor about to copy for send QP slot qp_idx records the copy (fabric lock held, in the same
+ * hold that resolved the keys); it ends it after the copy (with or without the lock).  A caller
+ * that just invalidated a key, an mkey or a DCT under the fabric lock calls dcxemu_copy_wait()
+ * after releasing it: it returns once every copy that began before is over (or its copier died),
+ * so on return no copy through the invalidated object runs or can start. */
+void dcxemu_copy_begin(int qp_idx);
+void dcxemu_copy_end(int qp_idx);
+void dcxemu_copy_wait(void);               /* no fabric lock held */
+void dcxemu_test_hook_call(enum dcxemu_test_event ev, uint32_t qpn, uint64_t len);
 
 #endif

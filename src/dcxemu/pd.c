@@ -208,6 +208,7 @@ DCXEMU_API int dcxemu_ibv_dereg_mr(struct ibv_mr *ibmr)
         s->tag = (s->tag + 1) & 0xff;   /* the key comes back only with a new tag */
     }
     dcxemu_unlock();
+    dcxemu_copy_wait();   /* a copy through the key that began before is over */
     atomic_fetch_sub(&((struct dcxemu_pd *)ibmr->pd)->refcnt, 1);
     free(mr);
     return 0;
@@ -336,6 +337,7 @@ DCXEMU_API int dcxemu_mlx5dv_destroy_mkey(struct mlx5dv_mkey *mkey)
         k->entries_off = 0;
     }
     dcxemu_unlock();
+    dcxemu_copy_wait();   /* a copy through the key that began before is over */
     atomic_fetch_sub(&mk->pd->refcnt, 1);
     free(mk);
     return 0;

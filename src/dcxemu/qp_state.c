@@ -434,6 +434,7 @@ DCXEMU_API int dcxemu_ibv_destroy_qp(struct ibv_qp *ibqp)
             __atomic_store_n(&s->fault_delay_us, 0, __ATOMIC_RELAXED);
         }
         dcxemu_unlock();
+        dcxemu_copy_wait();   /* a copy through the DCT that began before is over */
     }
     purge_qp(qp);
     pthread_mutex_unlock(&qp->exec_lock);

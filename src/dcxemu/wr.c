@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 #include "wr.h"
+#include "opcode.h"
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,20 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-const struct dcxemu_op_desc dcxemu_op_info[] = {
-    [DCXEMU_OP_NONE] = { "none", -1 },
-    [DCXEMU_OP_SEND] = { "send", DCXEMU_CNT_OP_SEND },
-    [DCXEMU_OP_SEND_IMM] = { "send_imm", DCXEMU_CNT_OP_SEND_IMM },
-    [DCXEMU_OP_WRITE] = { "write", DCXEMU_CNT_OP_WRITE },
-    [DCXEMU_OP_WRITE_IMM] = { "write_imm", DCXEMU_CNT_OP_WRITE_IMM },
-    [DCXEMU_OP_READ] = { "read", DCXEMU_CNT_OP_READ },
-    [DCXEMU_OP_CMP_SWP] = { "atomic_cs", DCXEMU_CNT_OP_ATOMIC_CS },
-    [DCXEMU_OP_FETCH_ADD] = { "atomic_fa", DCXEMU_CNT_OP_ATOMIC_FA },
-    [DCXEMU_OP_UMR_LIST] = { "umr_list", DCXEMU_CNT_OP_UMR },
-    [DCXEMU_OP_UMR_INTERLEAVED] = { "umr_interleaved", DCXEMU_CNT_OP_UMR },
-    [DCXEMU_OP_LOCAL_INV] = { "local_inv", DCXEMU_CNT_OP_LOCAL_INV },
-};
 
 /* ---------------------------------------------------------------- builders ---- */
 
@@ -529,7 +516,7 @@ static int wr_complete(struct ibv_qp_ex *q)
             struct dcxemu_wqe *w = slot(qp, qp->sq_posted + i);
             w->not_before_ns = nb;
             DCXEMU_TRACE("post qp=0x%x op=%s len=%llu wr_id=0x%llx flags=0x%x", q->qp_base.qp_num,
-                         dcxemu_op_info[w->opcode].name, (unsigned long long)wqe_len(w),
+                         dcxemu_opcode(w->opcode)->name, (unsigned long long)wqe_len(w),
                          (unsigned long long)w->wr_id, w->flags);
         }
         __atomic_store_n(&qp->sq_posted, qp->sq_posted + qp->batch_n, __ATOMIC_RELEASE);

@@ -5,13 +5,6 @@
 
 #include "dcxemu_int.h"
 
-/* Per operation: its trace name and its counter (-1: none). */
-struct dcxemu_op_desc {
-    const char *name;
-    int cnt;
-};
-extern const struct dcxemu_op_desc dcxemu_op_info[];
-
 static inline struct dcxemu_qp *QP(struct ibv_qp_ex *q) { return (struct dcxemu_qp *)q; }
 static inline struct dcxemu_qp *QPDV(struct mlx5dv_qp_ex *d)
 {

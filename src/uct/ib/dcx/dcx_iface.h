@@ -508,81 +508,7 @@ extern ucs_config_field_t uct_dcx_iface_config_table[];
 extern const char *uct_dcx_tx_policy_names[];
 
 
-/* A send queue slot goes back to the DCI (after a completion's callbacks;
- * a compare-swap loop takes its own completion's slot for the next try). */
-static UCS_F_ALWAYS_INLINE void
-uct_dcx_iface_dci_slot_return(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
-{
-    dci->slot_held = 0;
-    ++dci->available;
-    ++iface->tx.cq_available;
-}
-
-/* Whether a work request posted after @a unsignaled unsignaled ones asks
- * for a completion: when an operation waits for it, every tx.moderation
- * requests, and while endpoints wait for a DCI to come back to the pool. */
-static UCS_F_ALWAYS_INLINE int
-uct_dcx_iface_signal_after(const uct_dcx_iface_t *iface, unsigned unsignaled,
-                           int need_completion)
-{
-    return need_completion || (unsignaled + 1 >= iface->tx.moderation) ||
-           (iface->tx.num_waiters > 0);
-}
-
-/* The same for the DCI's next work request; a fenced one asks too. */
-static UCS_F_ALWAYS_INLINE int
-uct_dcx_iface_dci_signal(const uct_dcx_iface_t *iface,
-                         const uct_dcx_dci_t *dci, int need_completion)
-{
-    return uct_dcx_iface_signal_after(iface, dci->unsignaled,
-                                      need_completion) || dci->fence;
-}
-
-/* A work request went out on the DCI. */
-static UCS_F_ALWAYS_INLINE void
-uct_dcx_iface_dci_posted(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
-                         int signaled)
-{
-    ucs_assert(iface->tx.cq_available > 0);
-    --dci->available;
-    --iface->tx.cq_available;
-    ++dci->posted;
-    ++iface->tx.stats.work_requests;
-    if (signaled) {
-        dci->unsignaled = 0;
-        ++iface->tx.stats.signaled;
-    } else {
-        ++dci->unsignaled;
-    }
-}
-
-/* Keep @a comp for the (signaled) work request just posted on @a dci. */
-static UCS_F_ALWAYS_INLINE void
-uct_dcx_iface_comp_push(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
-                        uct_dcx_ep_t *ep, uct_completion_t *comp)
-{
-    uct_dcx_comp_slot_t *slot = &dci->comps[dci->posted &
-                                            iface->tx.comp_mask];
-
-    ucs_assert(slot->comp == NULL);
-    slot->comp = comp;
-    slot->ep   = ep;
-}
-
-/* The shared DCT address an endpoint sends to. */
-static UCS_F_ALWAYS_INLINE uct_dcx_peer_t *
-uct_dcx_ep_peer(uct_dcx_iface_t *iface, const uct_dcx_ep_t *ep)
-{
-    void *peer;
-    int found;
-
-    found = ucs_ptr_array_lookup(&iface->peer_table, ep->peer_index, peer);
-    ucs_assert(found);
-    (void)found;
-    return (uct_dcx_peer_t*)peer;
-}
-
-/* dcx_iface.c */
+/* The interface (dcx_iface.c, dcx_dci.c, dcx_peer.c, dcx_fc.c, ../umr/) */
 ucs_status_t uct_dcx_iface_dci_create_next(uct_dcx_iface_t *iface);
 void uct_dcx_iface_dci_put(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
 ucs_status_t uct_dcx_iface_dci_request_completion(uct_dcx_iface_t *iface,
@@ -613,32 +539,6 @@ ucs_status_t uct_dcx_iface_peer_get(uct_dcx_iface_t *iface,
                                     struct ibv_ah *ah, uint32_t dctn,
                                     uint64_t dc_key, uct_dcx_peer_t **peer_p);
 void uct_dcx_iface_peer_put(uct_dcx_iface_t *iface, uct_dcx_peer_t *peer);
-
-/* Take a DCI from the pool (dcs policies). DCIs are created at their first
- * use: those not created yet are the bottom of the free stack, lowest index
- * on top, so one comes up only when every created DCI is taken. */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_dcx_iface_dci_take(uct_dcx_iface_t *iface, uint16_t *index_p)
-{
-    if (ucs_unlikely(iface->tx.fatal != UCS_OK)) {
-        return iface->tx.fatal; /* a failed device completes nothing */
-    }
-    if (ucs_unlikely(iface->tx.num_free == 0)) {
-        /* Held DCIs come back only once their last work request completes:
-         * make sure it will. */
-        uct_dcx_iface_dcis_request_completions(iface);
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    if (ucs_unlikely(iface->tx.dcis[iface->tx.free_stack[iface->tx.num_free -
-                                                         1]].qp == NULL) &&
-        (uct_dcx_iface_dci_create_next(iface) != UCS_OK)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    *index_p = iface->tx.free_stack[--iface->tx.num_free];
-    return UCS_OK;
-}
 
 /* dcx_ep.c */
 ucs_status_t uct_dcx_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p);
@@ -713,5 +613,7 @@ ucs_arbiter_cb_result_t uct_dcx_ep_pending_dispatch(ucs_arbiter_t *arbiter,
                                                     ucs_arbiter_group_t *group,
                                                     ucs_arbiter_elem_t *elem,
                                                     void *arg);
+
+#include "dcx_iface.inl"
 
 #endif

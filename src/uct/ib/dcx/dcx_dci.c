@@ -2,8 +2,9 @@
  * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
  *
  * The DCI pool: endpoints take a DCI while they have work outstanding and
- * return it when everything completed (see the diagram in dcx_iface.h);
- * send completions, which retire work requests, run the operations'
+ * return it when everything completed (see the diagram in dcx_iface.h),
+ * as the policy chosen for the interface says (dcx_dci_policy.c); send
+ * completions, which retire work requests, run the operations'
  * callbacks and bring DCIs back; the device's failure; flush and fence
  * of the whole interface.
  */
@@ -36,8 +37,7 @@ static ucs_status_t uct_dcx_wc_to_status(enum ibv_wc_status wc_status)
 }
 
 /* Move a DCI that had an error back to RTS once it has drained. */
-static void uct_dcx_iface_dci_recover(uct_dcx_iface_t *iface,
-                                      uct_dcx_dci_t *dci)
+void uct_dcx_iface_dci_recover(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
 {
     struct ibv_qp_attr attr = { .qp_state = IBV_QPS_RESET };
     int ret;
@@ -56,8 +56,7 @@ static void uct_dcx_iface_dci_recover(uct_dcx_iface_t *iface,
 }
 
 /* Return an idle DCI to the pool, recovering it first after an error. */
-static void uct_dcx_iface_dci_release(uct_dcx_iface_t *iface,
-                                      uint16_t dci_index)
+void uct_dcx_iface_dci_release(uct_dcx_iface_t *iface, uint16_t dci_index)
 {
     uct_dcx_dci_t *dci = &iface->tx.dcis[dci_index];
 
@@ -239,7 +238,7 @@ static UCS_F_ALWAYS_INLINE int
 uct_dcx_iface_dci_orphan(const uct_dcx_iface_t *iface,
                          const uct_dcx_dci_t *dci)
 {
-    return (dci->ep == NULL) && (iface->tx.policy != UCT_DCX_TX_POLICY_RAND);
+    return (dci->ep == NULL) && !uct_dcx_iface_dci_shared(iface);
 }
 
 /* An unsignaled tail that someone waits for: endpoints waiting for a DCI,
@@ -350,10 +349,8 @@ uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
     status = uct_dcx_wc_to_status(wc->status);
 
     if (ucs_unlikely(status != UCS_OK)) {
-        if (!dci->error && (iface->tx.policy == UCT_DCX_TX_POLICY_RAND)) {
-            /* Endpoints sharing the DCI notice the new generation. */
-            ++dci->generation;
-            dci->last_error = status;
+        if (!dci->error) {
+            iface->tx.dci_policy->dci_error(iface, dci, status);
         }
         if (!dci->error && (status != UCS_ERR_CANCELED)) {
             /* Like UCX's IB transports: an endpoint's error completion is
@@ -383,7 +380,7 @@ uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
 
     /* The endpoints that the slot may serve: the DCI's holder unless it
      * yields the DCI (dcs_quota), or under rand any endpoint sharing it. */
-    if ((iface->tx.policy == UCT_DCX_TX_POLICY_RAND) ||
+    if (uct_dcx_iface_dci_shared(iface) ||
         ((dci->ep != NULL) && !(dci->ep->flags & UCT_DCX_EP_FLAG_TX_WAIT) &&
          !ucs_arbiter_group_is_empty(&dci->ep->arb_group))) {
         dispatch = 1;
@@ -393,22 +390,8 @@ uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
         if (uct_dcx_iface_dci_tail_awaited(iface, dci)) {
             (void)uct_dcx_iface_dci_request_completion(iface, dci_index);
         }
-    } else {
-        if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
-            /* Shared DCIs stay with their endpoints; once drained after an
-             * error, the DCI serves the endpoints created since. */
-            if (dci->error) {
-                uct_dcx_iface_dci_recover(iface, dci);
-            }
-        } else if (dci->ep == NULL) {
-            /* dcs policies: an endpoint holds a DCI only while it has work
-             * outstanding; an orphan's endpoint was destroyed meanwhile. */
-            uct_dcx_iface_dci_release(iface, dci_index);
-            dispatch = 1;
-        } else {
-            uct_dcx_iface_dci_put(iface, dci->ep);
-            dispatch = 1;
-        }
+    } else if (iface->tx.dci_policy->dci_drained(iface, dci_index)) {
+        dispatch = 1;
     }
 
     /* Completions that return nothing a pending request could use do not
@@ -530,12 +513,8 @@ static void uct_dcx_iface_fail(uct_dcx_iface_t *iface, ucs_status_t status)
                 wc.wr_id = UCT_DCX_WR_ID(i, dci->completed + 1);
                 uct_dcx_iface_tx_completion(iface, &wc);
             } while (dci->posted != dci->completed);
-        } else if ((iface->tx.policy == UCT_DCX_TX_POLICY_RAND) &&
-                   !dci->error) {
-            /* Idle shared DCIs: their endpoints fail at their next use. */
-            ++dci->generation;
-            dci->last_error = status;
-            dci->error      = 1;
+        } else {
+            iface->tx.dci_policy->dci_idle_fail(iface, dci, status);
         }
     }
 
@@ -571,7 +550,6 @@ ucs_status_t uct_dcx_iface_flush(uct_iface_h tl_iface, unsigned flags,
                                  uct_completion_t *comp)
 {
     uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
-    unsigned i;
 
     if (comp != NULL) {
         return UCS_ERR_UNSUPPORTED;
@@ -581,17 +559,10 @@ ucs_status_t uct_dcx_iface_flush(uct_iface_h tl_iface, unsigned flags,
      * Credit grants are no operation of the user's: a grant to a peer
      * that is gone takes the whole transport timeout to fail, and must not
      * hold the flush that long. Shared DCIs (rand) never return to the free
-     * stack: check them all. */
+     * stack: the policy checks them all. */
     if (!ucs_arbiter_is_empty(&iface->tx.arbiter) ||
-        (iface->tx.num_free + iface->tx.num_grants != iface->tx.num_dci)) {
+        !iface->tx.dci_policy->is_idle(iface)) {
         goto in_progress;
-    }
-    if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
-        for (i = 0; i < iface->tx.num_dci; ++i) {
-            if (iface->tx.dcis[i].posted != iface->tx.dcis[i].completed) {
-                goto in_progress;
-            }
-        }
     }
     return UCS_OK;
 
@@ -640,7 +611,7 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
         ucs_queue_head_init(&iface->tx.dcis[i].outstanding);
         /* Lowest index on top of the stack. */
         iface->tx.free_stack[config->num_dci - 1 - i] = i;
-        if ((i > 0) && (iface->tx.policy != UCT_DCX_TX_POLICY_RAND)) {
+        if ((i > 0) && !uct_dcx_iface_dci_shared(iface)) {
             continue;
         }
         status = uct_dcx_iface_dci_create(iface, &iface->tx.dcis[i]);

@@ -25,17 +25,8 @@ uct_dcx_iface_fc_post_grant(uct_dcx_iface_t *iface,
     uint16_t index;
     int ret;
 
-    if (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) {
-        index = rand_r(&iface->tx.rand_seed) % iface->tx.num_dci;
-        if ((iface->tx.dcis[index].available == 0) ||
-            iface->tx.dcis[index].error) {
-            return UCS_ERR_NO_RESOURCE;
-        }
-    } else {
-        if (uct_dcx_iface_dci_take(iface, &index) != UCS_OK) {
-            return UCS_ERR_NO_RESOURCE;
-        }
-        iface->tx.dcis[index].ep = NULL;
+    if (iface->tx.dci_policy->grant_get(iface, &index) != UCS_OK) {
+        return UCS_ERR_NO_RESOURCE;
     }
 
     /* Signaled: the DCI returns to the pool when the grant completes. */
@@ -50,16 +41,11 @@ uct_dcx_iface_fc_post_grant(uct_dcx_iface_t *iface,
     if (ret != 0) {
         ucs_error("dcx: dci 0x%x: posting a grant failed: %s",
                   dci->qp->qp_num, strerror(ret));
-        if (iface->tx.policy != UCT_DCX_TX_POLICY_RAND) {
-            iface->tx.free_stack[iface->tx.num_free++] = index;
-        }
+        iface->tx.dci_policy->grant_abort(iface, index);
         return UCS_ERR_IO_ERROR;
     }
 
-    if ((iface->tx.policy != UCT_DCX_TX_POLICY_RAND) && !dci->grant) {
-        dci->grant = 1;
-        ++iface->tx.num_grants;
-    }
+    iface->tx.dci_policy->grant_posted(iface, dci);
     uct_dcx_iface_dci_posted(iface, dci, 1);
     return UCS_OK;
 }

@@ -104,7 +104,7 @@ static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
                             UCT_IFACE_FLAG_EVENT_FD;
 
     attr->cap.flags = 0;
-    if (iface->tx.policy != UCT_DCX_TX_POLICY_RAND) {
+    if (!uct_dcx_iface_dci_shared(iface)) {
         /* A failure fails only the endpoint that owns the DCI. */
         attr->cap.flags |= UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
                            UCT_IFACE_FLAG_ERRHANDLE_ZCOPY_BUF |
@@ -220,7 +220,7 @@ void uct_dcx_iface_perf_get(uct_iface_h tl_iface, uct_dcx_perf_op_t op,
     }
     /* Under dcs and dcs_quota an endpoint with work in flight holds a DCI;
      * under rand any number share them. */
-    perf->max_inflight_eps = (iface->tx.policy == UCT_DCX_TX_POLICY_RAND) ?
+    perf->max_inflight_eps = uct_dcx_iface_dci_shared(iface) ?
                              SIZE_MAX : iface->tx.num_dci;
 }
 
@@ -457,7 +457,7 @@ uct_dcx_iface_init_caps(uct_dcx_iface_t *iface,
     uct_dcx_iface_ext_atomics(iface, dev_name);
     iface->tx.seg_size            = config->seg_size;
     iface->tx.num_dci             = config->num_dci;
-    iface->tx.policy              = config->tx_policy;
+    uct_dcx_iface_dci_policy_select(iface, config->tx_policy);
     /* A quota as long as the queue would never yield: cap it at half. */
     iface->tx.quota               = ucs_min(config->quota,
                                             ucs_max(config->tx_queue_len / 2, 1));

@@ -87,7 +87,8 @@
 #define UCT_DCX_FC_TIMER_BATCH   32
 
 
-/* How endpoints share the DCI pool (UCX_DCX_TX_POLICY). */
+/* How endpoints share the DCI pool (UCX_DCX_TX_POLICY); each is one
+ * uct_dcx_dci_policy_ops_t (dcx_dci_policy.c). */
 typedef enum {
     /* An endpoint takes a DCI from the pool while it has operations
      * outstanding and returns it when they have all completed. */
@@ -102,6 +103,20 @@ typedef enum {
     UCT_DCX_TX_POLICY_RAND,
     UCT_DCX_TX_POLICY_LAST
 } uct_dcx_tx_policy_t;
+
+
+/* What the data path needs to know of the DCI policy, without a call:
+ * kept in the interface (tx.policy_flags), read by the inline helpers in
+ * dcx_iface.inl. */
+enum {
+    /* Endpoints share DCIs picked when they are created (rand): a DCI has
+     * no holder, never goes back to the free stack, and its error fails
+     * every endpoint using it. */
+    UCT_DCX_DCI_POLICY_FLAG_SHARED = UCS_BIT(0),
+    /* While endpoints wait for a DCI, a holder with QUOTA operations
+     * outstanding yields its DCI (dcs_quota). */
+    UCT_DCX_DCI_POLICY_FLAG_QUOTA  = UCS_BIT(1)
+};
 
 
 /* Flags of the interface address. */
@@ -344,6 +359,33 @@ typedef struct uct_dcx_dci {
 } uct_dcx_dci_t;
 
 
+/* A DCI policy (UCX_DCX_TX_POLICY), chosen once when the interface is
+ * created (uct_dcx_iface_dci_policy_select). Endpoints take a DCI with
+ * uct_dcx_iface_dci_take() and give it back with uct_dcx_iface_dci_put()
+ * under the dcs policies; what differs between the policies beyond that is
+ * here, and the traits the data path tests inline are in flags. */
+typedef struct uct_dcx_dci_policy_ops {
+    unsigned     flags;  /* UCT_DCX_DCI_POLICY_FLAG_* */
+    /* A DCI for a credit grant, which no endpoint holds: UCS_OK, or
+     * UCS_ERR_NO_RESOURCE when the grant has to wait. */
+    ucs_status_t (*grant_get)(uct_dcx_iface_t *iface, uint16_t *index_p);
+    /* The grant went out on the DCI, or could not be posted after all. */
+    void         (*grant_posted)(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci);
+    void         (*grant_abort)(uct_dcx_iface_t *iface, uint16_t index);
+    /* The first error completion of the DCI (before dci->error is set). */
+    void         (*dci_error)(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
+                              ucs_status_t status);
+    /* The device failed while the DCI had nothing outstanding. */
+    void         (*dci_idle_fail)(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
+                                  ucs_status_t status);
+    /* Everything the DCI posted completed; returns whether it went back to
+     * the pool, so that pending requests may have it. */
+    int          (*dci_drained)(uct_dcx_iface_t *iface, uint16_t index);
+    /* Whether no DCI has work outstanding (an interface flush). */
+    int          (*is_idle)(const uct_dcx_iface_t *iface);
+} uct_dcx_dci_policy_ops_t;
+
+
 /* A posted receive buffer: this header, the pointer to the release
  * descriptor that uct_iface_release_desc() reads, the user's headroom and
  * the payload. */
@@ -373,7 +415,9 @@ struct uct_dcx_iface {
         unsigned              num_free;
         unsigned              num_waiters;  /* endpoints waiting for a DCI */
         unsigned              num_grants;   /* DCIs taken for credit grants */
-        uct_dcx_tx_policy_t   policy;
+        uct_dcx_tx_policy_t   policy;       /* UCX_DCX_TX_POLICY, as chosen */
+        const uct_dcx_dci_policy_ops_t *dci_policy; /* ... its behaviour */
+        unsigned              policy_flags; /* dci_policy->flags, at hand */
         uint16_t              quota;
         unsigned              rand_seed;
         uint16_t              queue_len;    /* send WRs per DCI */
@@ -510,6 +554,8 @@ extern const char *uct_dcx_tx_policy_names[];
 
 /* The interface (dcx_iface.c, dcx_dci.c, dcx_peer.c, dcx_fc.c, ../umr/) */
 ucs_status_t uct_dcx_iface_dci_create_next(uct_dcx_iface_t *iface);
+void uct_dcx_iface_dci_policy_select(uct_dcx_iface_t *iface,
+                                     uct_dcx_tx_policy_t policy);
 void uct_dcx_iface_dci_put(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
 ucs_status_t uct_dcx_iface_dci_request_completion(uct_dcx_iface_t *iface,
                                                   uint16_t dci_index);

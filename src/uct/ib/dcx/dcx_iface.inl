@@ -83,6 +83,20 @@ uct_dcx_ep_peer(uct_dcx_iface_t *iface, const uct_dcx_ep_t *ep)
     return (uct_dcx_peer_t*)peer;
 }
 
+/* The DCI policy's traits (see uct_dcx_dci_policy_ops_t): DCIs shared by
+ * endpoints (rand), holders yielding at their quota (dcs_quota). */
+static UCS_F_ALWAYS_INLINE int
+uct_dcx_iface_dci_shared(const uct_dcx_iface_t *iface)
+{
+    return iface->tx.policy_flags & UCT_DCX_DCI_POLICY_FLAG_SHARED;
+}
+
+static UCS_F_ALWAYS_INLINE int
+uct_dcx_iface_dci_quota(const uct_dcx_iface_t *iface)
+{
+    return iface->tx.policy_flags & UCT_DCX_DCI_POLICY_FLAG_QUOTA;
+}
+
 /* Take a DCI from the pool (dcs policies). DCIs are created at their first
  * use: those not created yet are the bottom of the free stack, lowest index
  * on top, so one comes up only when every created DCI is taken. */

@@ -70,6 +70,8 @@ void uct_dcx_iface_dci_pool_cleanup(uct_dcx_iface_t *iface);
 void uct_dcx_iface_fatal_listen(uct_dcx_iface_t *iface);
 void uct_dcx_iface_fatal_unlisten(uct_dcx_iface_t *iface);
 unsigned uct_dcx_iface_poll_tx_batch(uct_dcx_iface_t *iface);
+void uct_dcx_iface_dci_recover(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci);
+void uct_dcx_iface_dci_release(uct_dcx_iface_t *iface, uint16_t dci_index);
 
 /* dcx_fc.c */
 void uct_dcx_iface_fc_init(uct_dcx_iface_t *iface,

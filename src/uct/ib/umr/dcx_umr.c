@@ -187,6 +187,53 @@ ucs_status_t uct_dcx_umr_probe(const uct_dcx_verbs_ops_t *ops,
     return status;
 }
 
+/* The pool of indirect mkeys, each with room for a piece list; a device
+ * that gives fewer than asked keeps those it gave (none: unsupported). */
+static ucs_status_t uct_dcx_umr_mkeys_create(uct_dcx_umr_t *umr,
+                                             struct ibv_pd *pd,
+                                             unsigned num_mkeys)
+{
+    struct mlx5dv_mkey_init_attr mkey_attr;
+    ucs_status_t status = UCS_OK;
+    unsigned i;
+
+    umr->mkeys = ucs_calloc(num_mkeys, sizeof(*umr->mkeys), "dcx umr mkeys");
+    if (umr->mkeys == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    /* Room for a piece list (a strided layout needs two entries: one and
+     * the repeat header). */
+    for (i = 0; i < num_mkeys; ++i) {
+        mkey_attr.pd           = pd;
+        mkey_attr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
+        mkey_attr.max_entries  = ucs_max(umr->list_max, 2);
+        umr->mkeys[i].pieces   = ucs_calloc(umr->list_max,
+                                            sizeof(struct ibv_sge),
+                                            "dcx umr pieces");
+        umr->mkeys[i].mkey     = (umr->mkeys[i].pieces == NULL) ? NULL :
+                                 umr->ops->mlx5dv_create_mkey(&mkey_attr);
+        if (umr->mkeys[i].mkey == NULL) {
+            ucs_free(umr->mkeys[i].pieces);
+            ucs_debug("dcx: cannot create indirect mkey %u: %m", i);
+            status = (i == 0) ? UCS_ERR_UNSUPPORTED : UCS_OK;
+            break;
+        }
+        umr->mkeys[i].state = UCT_DCX_UMR_MKEY_FREE;
+        umr->mkeys[i].listed = 1;
+        ucs_list_add_tail(&umr->free, &umr->mkeys[i].list);
+        ++umr->num_mkeys;
+    }
+    if (status != UCS_OK) {
+        for (i = 0; i < umr->num_mkeys; ++i) {
+            umr->ops->mlx5dv_destroy_mkey(umr->mkeys[i].mkey);
+            ucs_free(umr->mkeys[i].pieces);
+        }
+        ucs_free(umr->mkeys);
+    }
+    return status;
+}
+
 ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
                               const uct_dcx_verbs_ops_t *ops,
                               struct ibv_context *ctx, struct ibv_pd *pd,
@@ -195,9 +242,7 @@ ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
                               unsigned num_mkeys, unsigned max_inline)
 {
     struct ibv_cq_init_attr_ex cq_attr = {};
-    struct mlx5dv_mkey_init_attr mkey_attr;
     ucs_status_t status;
-    unsigned i;
 
     memset(umr, 0, sizeof(*umr));
     umr->ops       = ops;
@@ -234,48 +279,15 @@ ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
         goto err_destroy_qp;
     }
 
-    umr->mkeys = ucs_calloc(num_mkeys, sizeof(*umr->mkeys), "dcx umr mkeys");
-    if (umr->mkeys == NULL) {
-        status = UCS_ERR_NO_MEMORY;
-        goto err_destroy_qp;
-    }
-
-    /* Room for a piece list (a strided layout needs two entries: one and
-     * the repeat header). */
-    for (i = 0; i < num_mkeys; ++i) {
-        mkey_attr.pd           = pd;
-        mkey_attr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
-        mkey_attr.max_entries  = ucs_max(umr->list_max, 2);
-        umr->mkeys[i].pieces   = ucs_calloc(umr->list_max,
-                                            sizeof(struct ibv_sge),
-                                            "dcx umr pieces");
-        umr->mkeys[i].mkey     = (umr->mkeys[i].pieces == NULL) ? NULL :
-                                 ops->mlx5dv_create_mkey(&mkey_attr);
-        if (umr->mkeys[i].mkey == NULL) {
-            ucs_free(umr->mkeys[i].pieces);
-            ucs_debug("dcx: cannot create indirect mkey %u: %m", i);
-            status = (i == 0) ? UCS_ERR_UNSUPPORTED : UCS_OK;
-            break;
-        }
-        umr->mkeys[i].state = UCT_DCX_UMR_MKEY_FREE;
-        umr->mkeys[i].listed = 1;
-        ucs_list_add_tail(&umr->free, &umr->mkeys[i].list);
-        ++umr->num_mkeys;
-    }
+    status = uct_dcx_umr_mkeys_create(umr, pd, num_mkeys);
     if (status != UCS_OK) {
-        goto err_free_mkeys;
+        goto err_destroy_qp;
     }
 
     ucs_debug("dcx: umr qp 0x%x: %u mkeys, %u entries per umr",
               umr->qp->qp_num, umr->num_mkeys, umr->max_entries);
     return UCS_OK;
 
-err_free_mkeys:
-    for (i = 0; i < umr->num_mkeys; ++i) {
-        ops->mlx5dv_destroy_mkey(umr->mkeys[i].mkey);
-        ucs_free(umr->mkeys[i].pieces);
-    }
-    ucs_free(umr->mkeys);
 err_destroy_qp:
     ops->destroy_qp(umr->qp);
 err_destroy_cq:

@@ -64,6 +64,45 @@ static struct {
 };
 
 
+/* The probe's DCT through INIT to RTR, which is what a DC device does. */
+static ucs_status_t
+uct_dcx_device_probe_dct_connect(const uct_dcx_verbs_ops_t *ops,
+                                 struct ibv_qp *dct, uint8_t port,
+                                 const struct ibv_port_attr *port_attr)
+{
+    struct ibv_qp_attr attr;
+    int ret;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state        = IBV_QPS_INIT;
+    attr.port_num        = port;
+    attr.pkey_index      = 0;
+    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    ret = ops->modify_qp(dct, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                                     IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    if (ret != 0) {
+        ucs_debug("dcx: dc probe: dct to init failed: %s", strerror(ret));
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state          = IBV_QPS_RTR;
+    attr.path_mtu          = port_attr->active_mtu;
+    attr.min_rnr_timer     = 1;
+    attr.ah_attr.port_num  = port;
+    attr.ah_attr.is_global = (port_attr->link_layer ==
+                              IBV_LINK_LAYER_ETHERNET);
+    attr.ah_attr.grh.hop_limit = 1;
+    ret = ops->modify_qp(dct, &attr, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER |
+                                     IBV_QP_AV | IBV_QP_PATH_MTU);
+    if (ret != 0) {
+        ucs_debug("dcx: dc probe: dct to rtr failed: %s", strerror(ret));
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    return UCS_OK;
+}
+
 ucs_status_t uct_dcx_device_probe_dc(const uct_dcx_binding_t *binding,
                                      struct ibv_context *ctx, uint8_t port,
                                      const struct ibv_port_attr *port_attr)
@@ -73,13 +112,11 @@ ucs_status_t uct_dcx_device_probe_dc(const uct_dcx_binding_t *binding,
     struct ibv_qp_init_attr_ex qp_attr = {};
     struct ibv_srq_init_attr srq_attr  = {};
     struct ibv_cq_init_attr_ex cq_attr = {};
-    struct ibv_qp_attr attr;
     ucs_status_t status = UCS_ERR_UNSUPPORTED;
     struct ibv_cq_ex *cq;
     struct ibv_srq *srq;
     struct ibv_pd *pd;
     struct ibv_qp *dct;
-    int ret;
 
     pd = ops->alloc_pd(ctx);
     if (pd == NULL) {
@@ -117,36 +154,7 @@ ucs_status_t uct_dcx_device_probe_dc(const uct_dcx_binding_t *binding,
         goto out_destroy_srq;
     }
 
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state        = IBV_QPS_INIT;
-    attr.port_num        = port;
-    attr.pkey_index      = 0;
-    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    ret = ops->modify_qp(dct, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-                                     IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-    if (ret != 0) {
-        ucs_debug("dcx: dc probe: dct to init failed: %s", strerror(ret));
-        goto out_destroy_dct;
-    }
-
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state          = IBV_QPS_RTR;
-    attr.path_mtu          = port_attr->active_mtu;
-    attr.min_rnr_timer     = 1;
-    attr.ah_attr.port_num  = port;
-    attr.ah_attr.is_global = (port_attr->link_layer ==
-                              IBV_LINK_LAYER_ETHERNET);
-    attr.ah_attr.grh.hop_limit = 1;
-    ret = ops->modify_qp(dct, &attr, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER |
-                                     IBV_QP_AV | IBV_QP_PATH_MTU);
-    if (ret != 0) {
-        ucs_debug("dcx: dc probe: dct to rtr failed: %s", strerror(ret));
-        goto out_destroy_dct;
-    }
-
-    status = UCS_OK;
-
-out_destroy_dct:
+    status = uct_dcx_device_probe_dct_connect(ops, dct, port, port_attr);
     ops->destroy_qp(dct);
 out_destroy_srq:
     ops->destroy_srq(srq);

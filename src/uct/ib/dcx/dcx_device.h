@@ -6,7 +6,7 @@
 #ifndef UCT_DCX_DEVICE_H_
 #define UCT_DCX_DEVICE_H_
 
-#include "dcx_seam.h"
+#include "../seam/dcx_seam.h"
 
 #include <uct/api/uct_def.h>
 #include <ucs/config/parser.h>

@@ -87,7 +87,8 @@
 #define UCT_DCX_FC_TIMER_BATCH   32
 
 
-/* How endpoints share the DCI pool (UCX_DCX_TX_POLICY). */
+/* How endpoints share the DCI pool (UCX_DCX_TX_POLICY); each is one
+ * uct_dcx_dci_policy_ops_t (dcx_dci_policy.c). */
 typedef enum {
     /* An endpoint takes a DCI from the pool while it has operations
      * outstanding and returns it when they have all completed. */
@@ -102,6 +103,20 @@ typedef enum {
     UCT_DCX_TX_POLICY_RAND,
     UCT_DCX_TX_POLICY_LAST
 } uct_dcx_tx_policy_t;
+
+
+/* What the data path needs to know of the DCI policy, without a call:
+ * kept in the interface (tx.policy_flags), read by the inline helpers in
+ * dcx_iface.inl. */
+enum {
+    /* Endpoints share DCIs picked when they are created (rand): a DCI has
+     * no holder, never goes back to the free stack, and its error fails
+     * every endpoint using it. */
+    UCT_DCX_DCI_POLICY_FLAG_SHARED = UCS_BIT(0),
+    /* While endpoints wait for a DCI, a holder with QUOTA operations
+     * outstanding yields its DCI (dcs_quota). */
+    UCT_DCX_DCI_POLICY_FLAG_QUOTA  = UCS_BIT(1)
+};
 
 
 /* Flags of the interface address. */
@@ -344,6 +359,33 @@ typedef struct uct_dcx_dci {
 } uct_dcx_dci_t;
 
 
+/* A DCI policy (UCX_DCX_TX_POLICY), chosen once when the interface is
+ * created (uct_dcx_iface_dci_policy_select). Endpoints take a DCI with
+ * uct_dcx_iface_dci_take() and give it back with uct_dcx_iface_dci_put()
+ * under the dcs policies; what differs between the policies beyond that is
+ * here, and the traits the data path tests inline are in flags. */
+typedef struct uct_dcx_dci_policy_ops {
+    unsigned     flags;  /* UCT_DCX_DCI_POLICY_FLAG_* */
+    /* A DCI for a credit grant, which no endpoint holds: UCS_OK, or
+     * UCS_ERR_NO_RESOURCE when the grant has to wait. */
+    ucs_status_t (*grant_get)(uct_dcx_iface_t *iface, uint16_t *index_p);
+    /* The grant went out on the DCI, or could not be posted after all. */
+    void         (*grant_posted)(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci);
+    void         (*grant_abort)(uct_dcx_iface_t *iface, uint16_t index);
+    /* The first error completion of the DCI (before dci->error is set). */
+    void         (*dci_error)(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
+                              ucs_status_t status);
+    /* The device failed while the DCI had nothing outstanding. */
+    void         (*dci_idle_fail)(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
+                                  ucs_status_t status);
+    /* Everything the DCI posted completed; returns whether it went back to
+     * the pool, so that pending requests may have it. */
+    int          (*dci_drained)(uct_dcx_iface_t *iface, uint16_t index);
+    /* Whether no DCI has work outstanding (an interface flush). */
+    int          (*is_idle)(const uct_dcx_iface_t *iface);
+} uct_dcx_dci_policy_ops_t;
+
+
 /* A posted receive buffer: this header, the pointer to the release
  * descriptor that uct_iface_release_desc() reads, the user's headroom and
  * the payload. */
@@ -373,7 +415,9 @@ struct uct_dcx_iface {
         unsigned              num_free;
         unsigned              num_waiters;  /* endpoints waiting for a DCI */
         unsigned              num_grants;   /* DCIs taken for credit grants */
-        uct_dcx_tx_policy_t   policy;
+        uct_dcx_tx_policy_t   policy;       /* UCX_DCX_TX_POLICY, as chosen */
+        const uct_dcx_dci_policy_ops_t *dci_policy; /* ... its behaviour */
+        unsigned              policy_flags; /* dci_policy->flags, at hand */
         uint16_t              quota;
         unsigned              rand_seed;
         uint16_t              queue_len;    /* send WRs per DCI */
@@ -508,82 +552,10 @@ extern ucs_config_field_t uct_dcx_iface_config_table[];
 extern const char *uct_dcx_tx_policy_names[];
 
 
-/* A send queue slot goes back to the DCI (after a completion's callbacks;
- * a compare-swap loop takes its own completion's slot for the next try). */
-static UCS_F_ALWAYS_INLINE void
-uct_dcx_iface_dci_slot_return(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
-{
-    dci->slot_held = 0;
-    ++dci->available;
-    ++iface->tx.cq_available;
-}
-
-/* Whether a work request posted after @a unsignaled unsignaled ones asks
- * for a completion: when an operation waits for it, every tx.moderation
- * requests, and while endpoints wait for a DCI to come back to the pool. */
-static UCS_F_ALWAYS_INLINE int
-uct_dcx_iface_signal_after(const uct_dcx_iface_t *iface, unsigned unsignaled,
-                           int need_completion)
-{
-    return need_completion || (unsignaled + 1 >= iface->tx.moderation) ||
-           (iface->tx.num_waiters > 0);
-}
-
-/* The same for the DCI's next work request; a fenced one asks too. */
-static UCS_F_ALWAYS_INLINE int
-uct_dcx_iface_dci_signal(const uct_dcx_iface_t *iface,
-                         const uct_dcx_dci_t *dci, int need_completion)
-{
-    return uct_dcx_iface_signal_after(iface, dci->unsignaled,
-                                      need_completion) || dci->fence;
-}
-
-/* A work request went out on the DCI. */
-static UCS_F_ALWAYS_INLINE void
-uct_dcx_iface_dci_posted(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
-                         int signaled)
-{
-    ucs_assert(iface->tx.cq_available > 0);
-    --dci->available;
-    --iface->tx.cq_available;
-    ++dci->posted;
-    ++iface->tx.stats.work_requests;
-    if (signaled) {
-        dci->unsignaled = 0;
-        ++iface->tx.stats.signaled;
-    } else {
-        ++dci->unsignaled;
-    }
-}
-
-/* Keep @a comp for the (signaled) work request just posted on @a dci. */
-static UCS_F_ALWAYS_INLINE void
-uct_dcx_iface_comp_push(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
-                        uct_dcx_ep_t *ep, uct_completion_t *comp)
-{
-    uct_dcx_comp_slot_t *slot = &dci->comps[dci->posted &
-                                            iface->tx.comp_mask];
-
-    ucs_assert(slot->comp == NULL);
-    slot->comp = comp;
-    slot->ep   = ep;
-}
-
-/* The shared DCT address an endpoint sends to. */
-static UCS_F_ALWAYS_INLINE uct_dcx_peer_t *
-uct_dcx_ep_peer(uct_dcx_iface_t *iface, const uct_dcx_ep_t *ep)
-{
-    void *peer;
-    int found;
-
-    found = ucs_ptr_array_lookup(&iface->peer_table, ep->peer_index, peer);
-    ucs_assert(found);
-    (void)found;
-    return (uct_dcx_peer_t*)peer;
-}
-
-/* dcx_iface.c */
+/* The interface (dcx_iface.c, dcx_dci.c, dcx_peer.c, dcx_fc.c, ../umr/) */
 ucs_status_t uct_dcx_iface_dci_create_next(uct_dcx_iface_t *iface);
+void uct_dcx_iface_dci_policy_select(uct_dcx_iface_t *iface,
+                                     uct_dcx_tx_policy_t policy);
 void uct_dcx_iface_dci_put(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
 ucs_status_t uct_dcx_iface_dci_request_completion(uct_dcx_iface_t *iface,
                                                   uint16_t dci_index);
@@ -613,32 +585,6 @@ ucs_status_t uct_dcx_iface_peer_get(uct_dcx_iface_t *iface,
                                     struct ibv_ah *ah, uint32_t dctn,
                                     uint64_t dc_key, uct_dcx_peer_t **peer_p);
 void uct_dcx_iface_peer_put(uct_dcx_iface_t *iface, uct_dcx_peer_t *peer);
-
-/* Take a DCI from the pool (dcs policies). DCIs are created at their first
- * use: those not created yet are the bottom of the free stack, lowest index
- * on top, so one comes up only when every created DCI is taken. */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_dcx_iface_dci_take(uct_dcx_iface_t *iface, uint16_t *index_p)
-{
-    if (ucs_unlikely(iface->tx.fatal != UCS_OK)) {
-        return iface->tx.fatal; /* a failed device completes nothing */
-    }
-    if (ucs_unlikely(iface->tx.num_free == 0)) {
-        /* Held DCIs come back only once their last work request completes:
-         * make sure it will. */
-        uct_dcx_iface_dcis_request_completions(iface);
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    if (ucs_unlikely(iface->tx.dcis[iface->tx.free_stack[iface->tx.num_free -
-                                                         1]].qp == NULL) &&
-        (uct_dcx_iface_dci_create_next(iface) != UCS_OK)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    *index_p = iface->tx.free_stack[--iface->tx.num_free];
-    return UCS_OK;
-}
 
 /* dcx_ep.c */
 ucs_status_t uct_dcx_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p);
@@ -713,5 +659,7 @@ ucs_arbiter_cb_result_t uct_dcx_ep_pending_dispatch(ucs_arbiter_t *arbiter,
                                                     ucs_arbiter_group_t *group,
                                                     ucs_arbiter_elem_t *elem,
                                                     void *arg);
+
+#include "dcx_iface.inl"
 
 #endif

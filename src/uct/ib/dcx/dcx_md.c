@@ -695,14 +695,30 @@ static void uct_dcx_md_query_dc_rd_atomic(uct_dcx_md_t *md)
               md->device->name, req, res);
 }
 
+/* The DC device named @a md_name (the last one of that name), or NULL;
+ * @a num_devices_p: how many there are. */
+static const uct_dcx_device_t *
+uct_dcx_md_find_device(const char *md_name, unsigned *num_devices_p)
+{
+    const uct_dcx_device_t *devices, *found = NULL;
+    unsigned i;
+
+    uct_dcx_devices_get(&devices, num_devices_p);
+    for (i = 0; i < *num_devices_p; ++i) {
+        if (!strcmp(devices[i].name, md_name)) {
+            found = &devices[i];
+        }
+    }
+    return found;
+}
+
 ucs_status_t
 uct_dcx_md_open(uct_component_t *component, const char *md_name,
                 const uct_md_config_t *uct_config, uct_md_h *md_p)
 {
     const uct_dcx_md_config_t *config = ucs_derived_of(uct_config,
                                                        uct_dcx_md_config_t);
-    const uct_dcx_device_t *devices;
-    unsigned i, num_devices;
+    unsigned num_devices;
     ucs_status_t status;
     uct_dcx_md_t *md;
 
@@ -721,13 +737,7 @@ uct_dcx_md_open(uct_component_t *component, const char *md_name,
     md->mr_access_extra = uct_dcx_md_relaxed_order(config->relaxed_order) ?
                           IBV_ACCESS_RELAXED_ORDERING : 0;
 
-    uct_dcx_devices_get(&devices, &num_devices);
-    for (i = 0; i < num_devices; ++i) {
-        if (!strcmp(devices[i].name, md_name)) {
-            md->device = &devices[i];
-        }
-    }
-
+    md->device = uct_dcx_md_find_device(md_name, &num_devices);
     if (md->device == NULL) {
         if ((num_devices == 0) && !strcmp(md_name, UCT_DCX_NO_DEVICE_MD_NAME)) {
             goto out;

@@ -1,7 +1,11 @@
 /**
  * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * The UMR engine: its RC loopback QP, the pool of indirect mkeys and the
+ * cache of programmed layouts, their completions and recovery. Views (one
+ * mkey per user view, programmed synchronously) are in dcx_umr_view.c.
  */
-#include "dcx_umr.h"
+#include "dcx_umr_int.h"
 
 #include <ucs/debug/assert.h>
 #include <ucs/debug/log.h>
@@ -11,14 +15,6 @@
 
 #include <string.h>
 
-
-/* Work request ids: the mkey index, and whether the WR is the mkey's UMR
- * or a stand-alone invalidation. */
-#define UCT_DCX_UMR_WR_INV   UCS_BIT(31)
-#define UCT_DCX_UMR_WR_VIEW  UCS_BIT(30) /* a view's UMR or invalidation */
-
-/* How long a view waits for its UMR or invalidation. */
-#define UCT_DCX_UMR_VIEW_TIMEOUT 10.0
 
 /* Send queue of the UMR QP: an invalidation and a UMR per programming. */
 #define UCT_DCX_UMR_SQ_LEN   128
@@ -31,7 +27,7 @@
 
 /* The next variant of a key (its low 8 bits, the mkey tag), as
  * ibv_inc_rkey(3) does for memory windows. */
-static uint32_t uct_dcx_umr_key_next_variant(uint32_t key)
+uint32_t uct_dcx_umr_key_next_variant(uint32_t key)
 {
     return (key & ~0xffu) | ((key + 1) & 0xffu);
 }
@@ -187,6 +183,53 @@ ucs_status_t uct_dcx_umr_probe(const uct_dcx_verbs_ops_t *ops,
     return status;
 }
 
+/* The pool of indirect mkeys, each with room for a piece list; a device
+ * that gives fewer than asked keeps those it gave (none: unsupported). */
+static ucs_status_t uct_dcx_umr_mkeys_create(uct_dcx_umr_t *umr,
+                                             struct ibv_pd *pd,
+                                             unsigned num_mkeys)
+{
+    struct mlx5dv_mkey_init_attr mkey_attr;
+    ucs_status_t status = UCS_OK;
+    unsigned i;
+
+    umr->mkeys = ucs_calloc(num_mkeys, sizeof(*umr->mkeys), "dcx umr mkeys");
+    if (umr->mkeys == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    /* Room for a piece list (a strided layout needs two entries: one and
+     * the repeat header). */
+    for (i = 0; i < num_mkeys; ++i) {
+        mkey_attr.pd           = pd;
+        mkey_attr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
+        mkey_attr.max_entries  = ucs_max(umr->list_max, 2);
+        umr->mkeys[i].pieces   = ucs_calloc(umr->list_max,
+                                            sizeof(struct ibv_sge),
+                                            "dcx umr pieces");
+        umr->mkeys[i].mkey     = (umr->mkeys[i].pieces == NULL) ? NULL :
+                                 umr->ops->mlx5dv_create_mkey(&mkey_attr);
+        if (umr->mkeys[i].mkey == NULL) {
+            ucs_free(umr->mkeys[i].pieces);
+            ucs_debug("dcx: cannot create indirect mkey %u: %m", i);
+            status = (i == 0) ? UCS_ERR_UNSUPPORTED : UCS_OK;
+            break;
+        }
+        umr->mkeys[i].state = UCT_DCX_UMR_MKEY_FREE;
+        umr->mkeys[i].listed = 1;
+        ucs_list_add_tail(&umr->free, &umr->mkeys[i].list);
+        ++umr->num_mkeys;
+    }
+    if (status != UCS_OK) {
+        for (i = 0; i < umr->num_mkeys; ++i) {
+            umr->ops->mlx5dv_destroy_mkey(umr->mkeys[i].mkey);
+            ucs_free(umr->mkeys[i].pieces);
+        }
+        ucs_free(umr->mkeys);
+    }
+    return status;
+}
+
 ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
                               const uct_dcx_verbs_ops_t *ops,
                               struct ibv_context *ctx, struct ibv_pd *pd,
@@ -195,9 +238,7 @@ ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
                               unsigned num_mkeys, unsigned max_inline)
 {
     struct ibv_cq_init_attr_ex cq_attr = {};
-    struct mlx5dv_mkey_init_attr mkey_attr;
     ucs_status_t status;
-    unsigned i;
 
     memset(umr, 0, sizeof(*umr));
     umr->ops       = ops;
@@ -234,48 +275,15 @@ ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
         goto err_destroy_qp;
     }
 
-    umr->mkeys = ucs_calloc(num_mkeys, sizeof(*umr->mkeys), "dcx umr mkeys");
-    if (umr->mkeys == NULL) {
-        status = UCS_ERR_NO_MEMORY;
-        goto err_destroy_qp;
-    }
-
-    /* Room for a piece list (a strided layout needs two entries: one and
-     * the repeat header). */
-    for (i = 0; i < num_mkeys; ++i) {
-        mkey_attr.pd           = pd;
-        mkey_attr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
-        mkey_attr.max_entries  = ucs_max(umr->list_max, 2);
-        umr->mkeys[i].pieces   = ucs_calloc(umr->list_max,
-                                            sizeof(struct ibv_sge),
-                                            "dcx umr pieces");
-        umr->mkeys[i].mkey     = (umr->mkeys[i].pieces == NULL) ? NULL :
-                                 ops->mlx5dv_create_mkey(&mkey_attr);
-        if (umr->mkeys[i].mkey == NULL) {
-            ucs_free(umr->mkeys[i].pieces);
-            ucs_debug("dcx: cannot create indirect mkey %u: %m", i);
-            status = (i == 0) ? UCS_ERR_UNSUPPORTED : UCS_OK;
-            break;
-        }
-        umr->mkeys[i].state = UCT_DCX_UMR_MKEY_FREE;
-        umr->mkeys[i].listed = 1;
-        ucs_list_add_tail(&umr->free, &umr->mkeys[i].list);
-        ++umr->num_mkeys;
-    }
+    status = uct_dcx_umr_mkeys_create(umr, pd, num_mkeys);
     if (status != UCS_OK) {
-        goto err_free_mkeys;
+        goto err_destroy_qp;
     }
 
     ucs_debug("dcx: umr qp 0x%x: %u mkeys, %u entries per umr",
               umr->qp->qp_num, umr->num_mkeys, umr->max_entries);
     return UCS_OK;
 
-err_free_mkeys:
-    for (i = 0; i < umr->num_mkeys; ++i) {
-        ops->mlx5dv_destroy_mkey(umr->mkeys[i].mkey);
-        ucs_free(umr->mkeys[i].pieces);
-    }
-    ucs_free(umr->mkeys);
 err_destroy_qp:
     ops->destroy_qp(umr->qp);
 err_destroy_cq:
@@ -542,8 +550,8 @@ void uct_dcx_umr_put(uct_dcx_umr_t *umr, uct_dcx_umr_mkey_t *mk)
 
 /* One completion of the UMR QP: a cached mkey's UMR or invalidation, or
  * (reported to the caller) a view's. */
-static void uct_dcx_umr_complete(uct_dcx_umr_t *umr, uint64_t wr_id,
-                                 enum ibv_wc_status status, uint32_t vendor_err)
+void uct_dcx_umr_complete(uct_dcx_umr_t *umr, uint64_t wr_id,
+                          enum ibv_wc_status status, uint32_t vendor_err)
 {
     uct_dcx_umr_mkey_t *mk;
 
@@ -679,228 +687,6 @@ unsigned uct_dcx_umr_progress(uct_dcx_umr_t *umr)
         ++count; /* layouts may be programmed again */
     }
     return count;
-}
-
-/* A view waits for the UMR QP to leave an error first. */
-static ucs_status_t uct_dcx_umr_wait_usable(uct_dcx_umr_t *umr)
-{
-    ucs_time_t deadline = ucs_get_time() +
-                          ucs_time_from_sec(UCT_DCX_UMR_VIEW_TIMEOUT);
-
-    while (umr->qp_error && !umr->qp_dead) {
-        uct_dcx_umr_progress(umr);
-        if (ucs_get_time() > deadline) {
-            ucs_error("dcx: umr qp 0x%x did not drain after an error",
-                      umr->qp->qp_num);
-            return UCS_ERR_TIMED_OUT;
-        }
-    }
-    return umr->qp_dead ? UCS_ERR_IO_ERROR : UCS_OK;
-}
-
-/* Post the batch in the QP's current session and wait for its one view
- * completion, handling the cache's completions on the way. */
-static ucs_status_t uct_dcx_umr_view_wait(uct_dcx_umr_t *umr,
-                                          const char *what)
-{
-    struct ibv_poll_cq_attr attr = {};
-    struct ibv_cq_ex *cq         = umr->cq;
-    ucs_time_t deadline          = ucs_get_time() +
-                                   ucs_time_from_sec(UCT_DCX_UMR_VIEW_TIMEOUT);
-    enum ibv_wc_status status;
-    uint32_t vendor_err;
-    uint64_t wr_id;
-    int ret;
-
-    ret = ibv_wr_complete(umr->qpx);
-    if (ret != 0) {
-        ucs_error("dcx: umr: cannot post a view's %s: %s", what,
-                  strerror(ret));
-        return UCS_ERR_IO_ERROR;
-    }
-    --umr->sq_available;
-
-    for (;;) {
-        if (ibv_start_poll(cq, &attr) != 0) {
-            if (ucs_get_time() > deadline) {
-                ucs_error("dcx: umr: a view's %s did not complete", what);
-                return UCS_ERR_TIMED_OUT;
-            }
-            continue;
-        }
-        wr_id      = cq->wr_id;
-        status     = cq->status;
-        vendor_err = (status == IBV_WC_SUCCESS) ? 0 :
-                     ibv_wc_read_vendor_err(cq);
-        ibv_end_poll(cq);
-        uct_dcx_umr_complete(umr, wr_id, status, vendor_err);
-        if (wr_id & UCT_DCX_UMR_WR_VIEW) {
-            break;
-        }
-    }
-
-    if (status != IBV_WC_SUCCESS) {
-        ucs_error("dcx: umr: a view's %s failed: %s (vendor error 0x%x)",
-                  what, umr->ops->wc_status_str(status), vendor_err);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    return UCS_OK;
-}
-
-/* A view's mkey: a free one of enough entries, oldest first, with the next
- * key variant (so a holder of a destroyed view's key reaches nothing
- * through the new view), else a new one. Without UPDATE_TAG (a kernel that
- * does not report it) keys cannot change: view mkeys are then never
- * reused by dcx (the device may still hand out the same index again). */
-static ucs_status_t uct_dcx_umr_view_mkey_get(uct_dcx_umr_t *umr,
-                                              struct ibv_pd *pd,
-                                              unsigned entries,
-                                              uct_dcx_umr_view_t *view)
-{
-    struct mlx5dv_mkey_init_attr mkey_attr = {};
-    uct_dcx_umr_view_mkey_t *vm;
-
-    ucs_list_for_each(vm, &umr->view_free, list) {
-        if (vm->max_entries >= entries) {
-            ucs_list_del(&vm->list);
-            view->mkey        = vm->mkey;
-            view->max_entries = vm->max_entries;
-            ucs_free(vm);
-            view->mkey->lkey  = uct_dcx_umr_key_next_variant(view->mkey->lkey);
-            view->mkey->rkey  = view->mkey->lkey;
-            return UCS_OK;
-        }
-    }
-
-    mkey_attr.pd           = pd;
-    mkey_attr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
-    mkey_attr.max_entries  = entries;
-    if (umr->view_tags) {
-        mkey_attr.create_flags |= MLX5DV_MKEY_INIT_ATTR_FLAGS_UPDATE_TAG;
-        view->mkey = umr->ops->mlx5dv_create_mkey(&mkey_attr);
-        if ((view->mkey == NULL) && (errno == EOPNOTSUPP)) {
-            ucs_diag("dcx: the device cannot change mkey tags: a destroyed "
-                     "view's key may come back with a later view");
-            umr->view_tags         = 0;
-            mkey_attr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
-            mkey_attr.max_entries  = entries;
-        }
-    }
-    if (!umr->view_tags) {
-        view->mkey = umr->ops->mlx5dv_create_mkey(&mkey_attr);
-    }
-    if (view->mkey == NULL) {
-        ucs_error("dcx: cannot create a view's mkey: %m");
-        return UCS_ERR_NO_RESOURCE;
-    }
-    view->max_entries = mkey_attr.max_entries;
-    return UCS_OK;
-}
-
-/* A view's mkey after its invalidation: kept for a later view (with the
- * next key variant) when keys can change, destroyed otherwise. */
-static void uct_dcx_umr_view_mkey_put(uct_dcx_umr_t *umr,
-                                      uct_dcx_umr_view_t *view, int reuse)
-{
-    uct_dcx_umr_view_mkey_t *vm = NULL;
-    int ret;
-
-    if (reuse && umr->view_tags) {
-        vm = ucs_malloc(sizeof(*vm), "dcx view mkey");
-    }
-    if (vm != NULL) {
-        vm->mkey        = view->mkey;
-        vm->max_entries = view->max_entries;
-        ucs_list_add_tail(&umr->view_free, &vm->list);
-        return;
-    }
-
-    ret = umr->ops->mlx5dv_destroy_mkey(view->mkey);
-    if (ret != 0) {
-        ucs_warn("dcx: cannot destroy a view's mkey: %s", strerror(ret));
-    }
-}
-
-ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
-                                     const uct_dcx_umr_layout_t *layout,
-                                     const struct ibv_sge *pieces, unsigned n,
-                                     uint32_t access, uct_dcx_umr_view_t *view)
-{
-    struct mlx5dv_mr_interleaved entry;
-    ucs_status_t status;
-
-    if ((pieces != NULL) && ((n == 0) || (n > umr->list_max))) {
-        ucs_error("dcx: a view of %u pieces: one UMR maps 1 to %u", n,
-                  umr->list_max);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if ((pieces == NULL) && !uct_dcx_umr_layout_fits(umr, layout)) {
-        ucs_error("dcx: a view of %u x %u bytes @ %u does not fit one UMR "
-                  "(block and stride below 64 KiB)", layout->count,
-                  layout->length, layout->stride);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    status = uct_dcx_umr_wait_usable(umr);
-    if (status != UCS_OK) {
-        return status;
-    }
-    if (umr->sq_available == 0) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    status = uct_dcx_umr_view_mkey_get(umr, pd, (pieces != NULL) ? n : 2,
-                                       view);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    entry.addr        = layout->addr;
-    entry.bytes_count = layout->length;
-    entry.bytes_skip  = layout->stride - layout->length;
-    entry.lkey        = layout->lkey;
-    ibv_wr_start(umr->qpx);
-    umr->qpx->wr_id    = UCT_DCX_UMR_WR_VIEW;
-    umr->qpx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
-    if (pieces != NULL) {
-        mlx5dv_wr_mr_list(umr->mqpx, view->mkey, access, n,
-                          (struct ibv_sge*)pieces);
-    } else {
-        mlx5dv_wr_mr_interleaved(umr->mqpx, view->mkey, access,
-                                 layout->count, 1, &entry);
-    }
-    status = uct_dcx_umr_view_wait(umr, "UMR");
-    if (status != UCS_OK) {
-        uct_dcx_umr_view_mkey_put(umr, view, 0);
-        return status;
-    }
-
-    view->layout = *layout;
-    return UCS_OK;
-}
-
-ucs_status_t uct_dcx_umr_view_destroy(uct_dcx_umr_t *umr,
-                                      uct_dcx_umr_view_t *view)
-{
-    ucs_status_t status;
-
-    /* Invalidate first: a peer still using the view then gets a remote
-     * access error instead of reaching the memory. (Without a usable QP,
-     * destroying the mkey below still ends its access.) An invalidated
-     * mkey is kept for a later view, which gives it a new key variant. */
-    status = uct_dcx_umr_wait_usable(umr);
-    while ((status == UCS_OK) && (umr->sq_available == 0)) {
-        uct_dcx_umr_progress(umr);
-    }
-    if (status == UCS_OK) {
-        ibv_wr_start(umr->qpx);
-        umr->qpx->wr_id    = UCT_DCX_UMR_WR_VIEW;
-        umr->qpx->wr_flags = IBV_SEND_SIGNALED;
-        ibv_wr_local_inv(umr->qpx, view->mkey->lkey);
-        status = uct_dcx_umr_view_wait(umr, "invalidation");
-    }
-
-    uct_dcx_umr_view_mkey_put(umr, view, status == UCS_OK);
-    return status;
 }
 
 static int uct_dcx_umr_uses_lkey(const uct_dcx_umr_mkey_t *mk, uint32_t lkey)

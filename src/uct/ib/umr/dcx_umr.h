@@ -23,7 +23,7 @@
 #ifndef UCT_DCX_UMR_H_
 #define UCT_DCX_UMR_H_
 
-#include "../dcx/dcx_seam.h"
+#include "../seam/dcx_seam.h"
 
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/list.h>

@@ -1,0 +1,410 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * The interface's queues on the device: the CQs, the DCT with its DC key,
+ * the DCIs (created, connected through INIT/RTR/RTS, destroyed), and the
+ * masked atomics a DCI may post as raw WQEs.
+ */
+#include "dcx_iface_int.h"
+
+#include <ucs/debug/log.h>
+
+#include <errno.h>
+#include <string.h>
+#include <sys/random.h>
+
+
+/* A random DC access key: a peer must know it to reach the DCT. */
+static ucs_status_t uct_dcx_random_key(uint64_t *key_p)
+{
+    ssize_t ret;
+
+    do {
+        ret = getrandom(key_p, sizeof(*key_p), 0);
+    } while ((ret < 0) && (errno == EINTR));
+
+    if (ret != sizeof(*key_p)) {
+        ucs_error("dcx: getrandom() failed: %m");
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+/* --- DCIs and the DCT ------------------------------------------------- */
+
+ucs_status_t uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface,
+                                              uct_dcx_dci_t *dci)
+{
+    struct ibv_qp_attr attr;
+    int ret;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state   = IBV_QPS_INIT;
+    attr.pkey_index = 0;
+    attr.port_num   = iface->port;
+    ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE |
+                                IBV_QP_PKEY_INDEX | IBV_QP_PORT);
+    if (ret != 0) {
+        ucs_error("dcx: dci 0x%x to init failed: %s", dci->qp->qp_num,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state          = IBV_QPS_RTR;
+    attr.path_mtu          = iface->config.path_mtu;
+    uct_dcx_iface_fill_av(iface, 0, NULL, &attr.ah_attr);
+    ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE |
+                                IBV_QP_PATH_MTU | IBV_QP_AV);
+    if (ret != 0) {
+        ucs_error("dcx: dci 0x%x to rtr failed: %s", dci->qp->qp_num,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state      = IBV_QPS_RTS;
+    attr.timeout       = iface->config.timeout;
+    attr.retry_cnt     = iface->config.retry_count;
+    attr.rnr_retry     = iface->config.rnr_retry_count;
+    attr.sq_psn        = 0;
+    for (;;) {
+        attr.max_rd_atomic = iface->config.max_rd_atomic;
+        ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE |
+                                    IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                    IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                    IBV_QP_MAX_QP_RD_ATOMIC);
+        if ((ret != EINVAL) || iface->config.rd_atomic_known ||
+            (iface->config.max_rd_atomic <= 1)) {
+            break;
+        }
+        /* Without the DC capability (no DEVX) max_qp_init_rd_atom may be
+         * more than a DCI may have: the kernel refuses it with EINVAL.
+         * Halve it until the device accepts; later DCIs start there. */
+        ucs_debug("dcx: dci 0x%x: max_rd_atomic %u refused, trying %u",
+                  dci->qp->qp_num, iface->config.max_rd_atomic,
+                  iface->config.max_rd_atomic / 2);
+        iface->config.max_rd_atomic /= 2;
+    }
+    if (ret == 0) {
+        iface->config.rd_atomic_known = 1;
+    }
+    if (ret != 0) {
+        ucs_error("dcx: dci 0x%x to rts failed: %s", dci->qp->qp_num,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    return UCS_OK;
+}
+
+/* Bit offsets in the atomic capability page (mlx5 PRM). */
+#define UCT_DCX_PRM_ATOMIC_8B_MODE_BIT  0x40 /* 2 bits: 1 = host order */
+#define UCT_DCX_PRM_ATOMIC_OPS_BIT      0x90
+#define UCT_DCX_PRM_ATOMIC_SIZE_QP_BIT  0xb0
+#define UCT_DCX_PRM_ATOMIC_SIZE_DC_BIT  0xd0
+#define UCT_DCX_PRM_ATOMIC_MASKED_OPS   (UCS_BIT(2) | UCS_BIT(3)) /* CS, FA */
+
+/* Which masked atomic sizes the device does on DC, as UCX's mlx5 transports
+ * read them from the same capability page. Needs DEVX; on RoCE the raw
+ * WQE's address vector would need the peer's MAC, so not there. */
+void uct_dcx_iface_ext_atomics(uct_dcx_iface_t *iface, const char *dev_name)
+{
+    uint8_t page[0x100 / 8] = {};
+    uint16_t ops, sizes;
+
+    iface->config.ext_atomics32    = 0;
+    iface->config.ext_atomics64    = 0;
+    iface->config.ext_atomics64_be = 0;
+    if (!iface->config.atomics) {
+        return;
+    }
+
+    if (!iface->md->devx || iface->is_global) {
+        ucs_debug("dcx: %s: no masked atomics (%s)", dev_name,
+                  iface->is_global ? "RoCE" : "device not opened with DEVX");
+        return;
+    }
+
+    if (uct_dcx_md_query_hca_cap(iface->md, UCT_DCX_PRM_HCA_CAP_ATOMIC, page,
+                                 sizeof(page)) != 0) {
+        return;
+    }
+
+    ops   = uct_dcx_prm_field(page, UCT_DCX_PRM_ATOMIC_OPS_BIT, 16);
+    sizes = uct_dcx_prm_field(page, UCT_DCX_PRM_ATOMIC_SIZE_QP_BIT, 16) &
+            uct_dcx_prm_field(page, UCT_DCX_PRM_ATOMIC_SIZE_DC_BIT, 16);
+    if ((ops & UCT_DCX_PRM_ATOMIC_MASKED_OPS) == UCT_DCX_PRM_ATOMIC_MASKED_OPS) {
+        iface->config.ext_atomics32    = !!(sizes & sizeof(uint32_t));
+        iface->config.ext_atomics64    = !!(sizes & sizeof(uint64_t));
+        iface->config.ext_atomics64_be =
+                uct_dcx_prm_field(page, UCT_DCX_PRM_ATOMIC_8B_MODE_BIT, 2) != 1;
+    }
+    ucs_debug("dcx: %s: atomic operations 0x%x, sizes 0x%x: masked atomics "
+              "32-bit %s, 64-bit %s", dev_name, ops, sizes,
+              iface->config.ext_atomics32 ? "yes" : "no",
+              iface->config.ext_atomics64 ? "yes" : "no");
+}
+
+/* What a DCI is created with: its CQ and the operations it posts. */
+static void uct_dcx_iface_dci_attr(const uct_dcx_iface_t *iface,
+                                   struct ibv_qp_init_attr_ex *attr_p,
+                                   struct mlx5dv_qp_init_attr *dv_attr_p)
+{
+    struct mlx5dv_qp_init_attr dv_attr = {};
+    struct ibv_qp_init_attr_ex attr    = {};
+
+    attr.qp_type             = IBV_QPT_DRIVER;
+    attr.comp_mask           = IBV_QP_INIT_ATTR_PD |
+                               IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    attr.pd                  = iface->md->pd;
+    attr.send_cq             = ibv_cq_ex_to_cq(iface->tx.cq);
+    attr.recv_cq             = ibv_cq_ex_to_cq(iface->tx.cq);
+    attr.sq_sig_all          = 0;
+    attr.send_ops_flags      = IBV_QP_EX_WITH_SEND |
+                               IBV_QP_EX_WITH_SEND_WITH_IMM |
+                               IBV_QP_EX_WITH_RDMA_WRITE |
+                               IBV_QP_EX_WITH_RDMA_READ;
+    /* mlx5 refuses atomic send ops on a device without atomics. */
+    if (iface->config.atomics) {
+        attr.send_ops_flags |= IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                               IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    }
+    dv_attr.comp_mask             = MLX5DV_QP_INIT_ATTR_MASK_DC;
+    dv_attr.dc_init_attr.dc_type  = MLX5DV_DCTYPE_DCI;
+    /* Masked atomics are posted as raw WQEs (rdma-core v44 takes RAW_WQE
+     * on a DCI). */
+    if (iface->config.ext_atomics32 || iface->config.ext_atomics64) {
+        dv_attr.comp_mask        |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+        dv_attr.send_ops_flags    = MLX5DV_QP_EX_WITH_RAW_WQE;
+    }
+    *attr_p    = attr;
+    *dv_attr_p = dv_attr;
+}
+
+/* A WQE or queue beyond the device's limits is EINVAL: ask for half the
+ * inline space, then half the queue, until the device agrees, and keep
+ * that for the other DCIs (which must match the first). */
+static ucs_status_t uct_dcx_iface_dci_qp_create(uct_dcx_iface_t *iface,
+                                                uct_dcx_dci_t *dci,
+                                                struct ibv_qp_init_attr_ex *attr,
+                                                struct mlx5dv_qp_init_attr *dv_attr)
+{
+    for (;;) {
+        attr->cap.max_send_wr     = iface->tx.req_queue_len;
+        attr->cap.max_send_sge    = UCT_DCX_MAX_SGE;
+        attr->cap.max_inline_data = iface->tx.req_max_inline;
+        dci->qp = iface->ops->mlx5dv_create_qp(iface->md->ctx, attr,
+                                               dv_attr);
+        if (dci->qp != NULL) {
+            return UCS_OK;
+        }
+        if ((errno != EINVAL) || (iface->tx.num_created > 0) ||
+            ((iface->tx.req_max_inline == 0) &&
+             (iface->tx.req_queue_len <= 1))) {
+            ucs_error("dcx: %s: cannot create a dci (queue %u, inline %zu): "
+                      "%m", iface->md->device->name, iface->tx.req_queue_len,
+                      iface->tx.req_max_inline);
+            return UCS_ERR_IO_ERROR;
+        }
+        if (iface->tx.req_max_inline > 0) {
+            iface->tx.req_max_inline /= 2;
+        } else {
+            iface->tx.req_queue_len /= 2;
+        }
+        ucs_diag("dcx: %s: the device refused a dci of that size, asking for "
+                 "queue %u, inline %zu", iface->md->device->name,
+                 iface->tx.req_queue_len, iface->tx.req_max_inline);
+    }
+}
+
+ucs_status_t uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
+                                      uct_dcx_dci_t *dci)
+{
+    struct mlx5dv_qp_init_attr dv_attr;
+    struct ibv_qp_init_attr_ex attr;
+    ucs_status_t status;
+
+    dci->room = 1;
+    uct_dcx_iface_dci_attr(iface, &attr, &dv_attr);
+    status = uct_dcx_iface_dci_qp_create(iface, dci, &attr, &dv_attr);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    dci->qpx  = iface->ops->qp_to_qp_ex(dci->qp);
+    dci->mqpx = (dci->qpx == NULL) ? NULL :
+                iface->ops->mlx5dv_qp_ex_from_ibv_qp_ex(dci->qpx);
+    if (dci->mqpx == NULL) {
+        ucs_error("dcx: %s: dci 0x%x has no extended work request API",
+                  iface->md->device->name, dci->qp->qp_num);
+        status = UCS_ERR_UNSUPPORTED;
+        goto err_destroy;
+    }
+
+    /* The device writes back what it granted: the first DCI sets what the
+     * interface offers, and a later one must grant no less. */
+    /* A DCI takes no more requests than asked for, although the device may
+     * grant more (rdma-core rounds the queue up to a power of two bytes):
+     * the send CQ holds NUM_DCI x TX_QUEUE_LEN completions, and one more
+     * would overrun it, a CQ error that fails every DCI on it. */
+    if (iface->tx.num_created == 0) {
+        iface->tx.queue_len  = ucs_min(ucs_min(attr.cap.max_send_wr,
+                                               iface->tx.req_queue_len),
+                                       UINT16_MAX);
+        iface->tx.max_inline = attr.cap.max_inline_data;
+        iface->tx.max_sge    = ucs_min(attr.cap.max_send_sge, UCT_DCX_MAX_SGE);
+    } else if ((attr.cap.max_send_wr < iface->tx.queue_len) ||
+               (attr.cap.max_inline_data < iface->tx.max_inline) ||
+               (attr.cap.max_send_sge < iface->tx.max_sge)) {
+        ucs_error("dcx: %s: dci 0x%x got a smaller send queue than the "
+                  "first one", iface->md->device->name, dci->qp->qp_num);
+        status = UCS_ERR_IO_ERROR;
+        goto err_destroy;
+    }
+
+    status = uct_dcx_iface_dci_connect(iface, dci);
+    if (status != UCS_OK) {
+        goto err_destroy;
+    }
+
+    dci->available = iface->tx.queue_len;
+    return UCS_OK;
+
+err_destroy:
+    iface->ops->destroy_qp(dci->qp);
+    dci->qp   = NULL;
+    dci->qpx  = NULL;
+    dci->mqpx = NULL;
+    return status;
+}
+
+ucs_status_t uct_dcx_iface_dct_create(uct_dcx_iface_t *iface)
+{
+    struct mlx5dv_qp_init_attr dv_attr = {};
+    struct ibv_qp_init_attr_ex attr    = {};
+    struct ibv_qp_attr qp_attr;
+    ucs_status_t status;
+    int ret;
+
+    status = uct_dcx_random_key(&iface->rx.dc_key);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    attr.qp_type                        = IBV_QPT_DRIVER;
+    attr.comp_mask                      = IBV_QP_INIT_ATTR_PD;
+    attr.pd                             = iface->md->pd;
+    attr.send_cq                        = ibv_cq_ex_to_cq(iface->rx.cq);
+    attr.recv_cq                        = ibv_cq_ex_to_cq(iface->rx.cq);
+    attr.srq                            = iface->rx.srq;
+    dv_attr.comp_mask                   = MLX5DV_QP_INIT_ATTR_MASK_DC;
+    dv_attr.dc_init_attr.dc_type        = MLX5DV_DCTYPE_DCT;
+    dv_attr.dc_init_attr.dct_access_key = iface->rx.dc_key;
+
+    iface->rx.dct = iface->ops->mlx5dv_create_qp(iface->md->ctx, &attr,
+                                                 &dv_attr);
+    if (iface->rx.dct == NULL) {
+        ucs_error("dcx: %s: cannot create a dct: %m", iface->md->device->name);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    memset(&qp_attr, 0, sizeof(qp_attr));
+    qp_attr.qp_state        = IBV_QPS_INIT;
+    qp_attr.pkey_index      = 0;
+    qp_attr.port_num        = iface->port;
+    qp_attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+                              IBV_ACCESS_REMOTE_READ |
+                              (iface->config.atomics ?
+                               IBV_ACCESS_REMOTE_ATOMIC : 0);
+    ret = iface->ops->modify_qp(iface->rx.dct, &qp_attr, IBV_QP_STATE |
+                                IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                IBV_QP_ACCESS_FLAGS);
+    if (ret != 0) {
+        ucs_error("dcx: dct to init failed: %s", strerror(ret));
+        goto err_destroy;
+    }
+
+    memset(&qp_attr, 0, sizeof(qp_attr));
+    qp_attr.qp_state           = IBV_QPS_RTR;
+    qp_attr.path_mtu           = iface->config.path_mtu;
+    qp_attr.min_rnr_timer      = iface->config.min_rnr_timer;
+    /* The DCT's responses leave with this GRH: the same source GID, hop
+     * limit and traffic class as the interface's requests. */
+    uct_dcx_iface_fill_av(iface, 0, NULL, &qp_attr.ah_attr);
+    ret = iface->ops->modify_qp(iface->rx.dct, &qp_attr, IBV_QP_STATE |
+                                IBV_QP_MIN_RNR_TIMER | IBV_QP_AV |
+                                IBV_QP_PATH_MTU);
+    if (ret != 0) {
+        ucs_error("dcx: dct to rtr failed: %s", strerror(ret));
+        goto err_destroy;
+    }
+
+    /* The DCT number exists only from RTR on. */
+    iface->rx.dctn = iface->rx.dct->qp_num;
+    return UCS_OK;
+
+err_destroy:
+    iface->ops->destroy_qp(iface->rx.dct);
+    return UCS_ERR_IO_ERROR;
+}
+
+static struct ibv_cq_ex *uct_dcx_iface_cq_create(uct_dcx_iface_t *iface,
+                                                 unsigned cqe,
+                                                 uint64_t wc_flags)
+{
+    struct ibv_cq_init_attr_ex attr = {};
+    struct ibv_cq_ex *cq;
+
+    attr.cqe           = cqe;
+    attr.wc_flags      = wc_flags;
+    attr.channel       = iface->channel;
+    attr.comp_mask     = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+    attr.flags         = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+    cq = iface->ops->create_cq_ex(iface->md->ctx, &attr);
+    if (cq == NULL) {
+        ucs_error("dcx: %s: cannot create a cq of %u entries: %m",
+                  iface->md->device->name, cqe);
+    }
+    return cq;
+}
+
+void uct_dcx_iface_dcis_destroy(uct_dcx_iface_t *iface, unsigned count)
+{
+    unsigned i;
+
+    for (i = 0; i < count; ++i) {
+        if (iface->tx.dcis[i].qp != NULL) {
+            iface->ops->destroy_qp(iface->tx.dcis[i].qp);
+        }
+    }
+}
+
+/* CQs sized so that they cannot overrun: every send work request of every
+ * DCI (each takes at most TX_QUEUE_LEN, see uct_dcx_iface_dci_create), and
+ * every posted receive. */
+ucs_status_t uct_dcx_iface_cqs_create(uct_dcx_iface_t *iface,
+                                      const uct_dcx_iface_config_t *config)
+{
+    iface->tx.cq = uct_dcx_iface_cq_create(iface,
+                                           config->num_dci *
+                                           config->tx_queue_len, 0);
+    if (iface->tx.cq == NULL) {
+        return UCS_ERR_IO_ERROR;
+    }
+
+    iface->rx.cq = uct_dcx_iface_cq_create(iface, iface->rx.queue_len,
+                                           IBV_WC_EX_WITH_BYTE_LEN |
+                                           IBV_WC_EX_WITH_IMM);
+    if (iface->rx.cq == NULL) {
+        iface->ops->destroy_cq(ibv_cq_ex_to_cq(iface->tx.cq));
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+void uct_dcx_iface_cqs_destroy(uct_dcx_iface_t *iface)
+{
+    iface->ops->destroy_cq(ibv_cq_ex_to_cq(iface->rx.cq));
+    iface->ops->destroy_cq(ibv_cq_ex_to_cq(iface->tx.cq));
+}

@@ -1,0 +1,357 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * Strided views and their public API (include/uct/ib/dcx/dcx.h): memory
+ * described as a pattern of blocks, mapped by an indirect mkey that the
+ * UMR engine (dcx_umr.c) programs; the interface creates the engine at
+ * its first strided operation.
+ */
+#include "../dcx/dcx_iface_int.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+
+#include <string.h>
+
+
+/* --- strided zero-copy (UMR) ------------------------------------------------ */
+
+static void uct_dcx_iface_umr_forget(void *arg, uint32_t lkey)
+{
+    uct_dcx_iface_t *iface = arg;
+
+    uct_dcx_umr_forget_lkey(iface->umr.engine, lkey);
+}
+
+ucs_status_t uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface,
+                                      uct_dcx_umr_t **umr_p)
+{
+    struct ibv_ah_attr av;
+    uct_dcx_umr_t *umr;
+    ucs_status_t status;
+
+    if (ucs_likely(iface->umr.engine != NULL)) {
+        *umr_p = iface->umr.engine;
+        return UCS_OK;
+    }
+    if (iface->umr.unavailable) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    umr = ucs_malloc(sizeof(*umr), "dcx umr");
+    if (umr == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    uct_dcx_iface_fill_av(iface, iface->port_attr.lid, &iface->gid, &av);
+    status = uct_dcx_umr_init(umr, iface->ops, iface->md->ctx, iface->md->pd,
+                              iface->port, &iface->port_attr,
+                              av.is_global ? &av.grh : NULL,
+                              iface->umr.num_mkeys, iface->umr.max_inline);
+    if (status != UCS_OK) {
+        ucs_free(umr);
+        ucs_debug("dcx: %s: UMR unavailable (%s): strided operations are "
+                  "packed", iface->md->device->name,
+                  ucs_status_string(status));
+        iface->umr.unavailable = 1;
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    iface->umr.listener.cb  = uct_dcx_iface_umr_forget;
+    iface->umr.listener.arg = iface;
+    ucs_list_add_tail(&iface->md->mr_listeners, &iface->umr.listener.list);
+    iface->umr.engine = umr;
+    *umr_p            = umr;
+    return UCS_OK;
+}
+
+/* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */
+ucs_status_t uct_dcx_iface_query_umr(uct_iface_h tl_iface,
+                                     uct_dcx_umr_counters_t *counters)
+{
+    uct_dcx_iface_t *iface;
+
+    if (!uct_dcx_iface_is_dcx(tl_iface) || (counters == NULL)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+    memset(counters, 0, sizeof(*counters));
+    counters->zcopy_ops = iface->umr.zcopy_ops;
+    counters->copy_ops  = iface->umr.copy_ops;
+    if (iface->umr.engine != NULL) {
+        counters->umrs          = iface->umr.engine->stats.umrs;
+        counters->hits          = iface->umr.engine->stats.hits;
+        counters->evictions     = iface->umr.engine->stats.evictions;
+        counters->invalidations = iface->umr.engine->stats.invalidations;
+        counters->max_pieces    = iface->umr.engine->list_max;
+        counters->recoveries    = iface->umr.engine->stats.recoveries;
+    }
+    return UCS_OK;
+}
+
+/* A view: the memory handle mkey_pack reads, describing the view's mkey. */
+typedef struct uct_dcx_mem_view {
+    uct_dcx_mem_t      memh;
+    struct ibv_mr      mr;
+    uct_dcx_umr_view_t umr;
+} uct_dcx_mem_view_t;
+
+/* The rights a view can lend over a registration: remote put and get, as
+ * far as the registration has them (never more: an mkey must not open
+ * memory registered for local access only). */
+#define UCT_DCX_VIEW_ACCESS (IBV_ACCESS_LOCAL_WRITE | \
+                             IBV_ACCESS_REMOTE_WRITE | \
+                             IBV_ACCESS_REMOTE_READ)
+
+static uint32_t uct_dcx_mem_view_access(const uct_dcx_mem_t *mem)
+{
+    return mem->access & UCT_DCX_VIEW_ACCESS;
+}
+
+/* The memory handle of a view: what mkey_pack reads, zero-based. */
+static void uct_dcx_mem_view_init(uct_dcx_iface_t *iface,
+                                  uct_dcx_mem_view_t *view, size_t length,
+                                  uint32_t access)
+{
+    view->mr.context = iface->md->ctx;
+    view->mr.pd      = iface->md->pd;
+    view->mr.addr    = NULL;
+    view->mr.length  = length;
+    view->mr.lkey    = view->umr.mkey->lkey;
+    view->mr.rkey    = view->umr.mkey->rkey;
+    view->memh.mr     = &view->mr;
+    view->memh.flags  = UCT_DCX_MEM_FLAG_VIEW;
+    view->memh.access = access;
+}
+
+/* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */
+ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
+                                     void *address, size_t length,
+                                     size_t stride, size_t count,
+                                     uct_mem_h *view_p)
+{
+    uct_dcx_mem_t *mem = memh;
+    uct_dcx_umr_layout_t layout;
+    uct_dcx_mem_view_t *view;
+    uct_dcx_iface_t *iface;
+    uct_dcx_umr_t *umr;
+    ucs_status_t status;
+    uintptr_t first, end;
+    uint32_t access;
+
+    if (!uct_dcx_iface_is_dcx(tl_iface) ||
+        (mem == NULL) || (view_p == NULL) ||
+        (mem->flags & UCT_DCX_MEM_FLAG_VIEW)) {
+        ucs_error("dcx: a view needs a dcx interface and a registration");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+
+    access = uct_dcx_mem_view_access(mem);
+    if (!(access & UCT_DCX_MR_REMOTE_ACCESS)) {
+        ucs_error("dcx: a view needs a registration with remote put or get "
+                  "rights (UCT_MD_MEM_ACCESS_REMOTE_PUT/GET)");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    first = (uintptr_t)address;
+    end   = first + (count - 1) * stride + length;
+    if ((length == 0) || (count == 0) || (stride < length) ||
+        (first < (uintptr_t)mem->mr->addr) ||
+        (end > (uintptr_t)mem->mr->addr + mem->mr->length)) {
+        ucs_error("dcx: view %zu x %zu @ %zu at %p is empty, overlapping or "
+                  "outside its registration [%p, +%zu)", count, length,
+                  stride, address, mem->mr->addr, mem->mr->length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_dcx_iface_umr_engine(iface, &umr);
+    if (status != UCS_OK) {
+        ucs_error("dcx: %s: strided views need UMR", iface->md->device->name);
+        return status;
+    }
+
+    view = ucs_calloc(1, sizeof(*view), "dcx view");
+    if (view == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    layout.addr   = first;
+    layout.lkey   = mem->mr->lkey;
+    layout.length = length;
+    layout.stride = stride;
+    layout.count  = count;
+    status        = uct_dcx_umr_view_create(umr, iface->md->pd, &layout,
+                                            NULL, 0, access, &view->umr);
+    ++iface->umr.gen; /* its wait may have taken completions for others */
+    if (status != UCS_OK) {
+        ucs_free(view);
+        return status;
+    }
+
+    uct_dcx_mem_view_init(iface, view, length * count, access);
+    *view_p = &view->memh;
+    return UCS_OK;
+}
+
+/* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */
+ucs_status_t uct_dcx_mem_view_create_iov(uct_iface_h tl_iface,
+                                         const uct_iov_t *iov, size_t iovcnt,
+                                         uct_mem_h *view_p)
+{
+    struct ibv_sge pieces[UCT_DCX_UMR_LIST_MAX];
+    uct_dcx_umr_layout_t layout = {};
+    uct_dcx_mem_view_t *view;
+    uct_dcx_iface_t *iface;
+    uct_dcx_mem_t *mem;
+    size_t i, j, total = 0;
+    uint32_t access = UCT_DCX_VIEW_ACCESS;
+    uct_dcx_umr_t *umr;
+    ucs_status_t status;
+    unsigned n = 0;
+    uintptr_t end;
+
+    if (!uct_dcx_iface_is_dcx(tl_iface) || (view_p == NULL)) {
+        ucs_error("dcx: a view needs a dcx interface");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+
+    status = uct_dcx_iface_umr_engine(iface, &umr);
+    if (status != UCS_OK) {
+        ucs_error("dcx: %s: views need UMR", iface->md->device->name);
+        return status;
+    }
+
+    /* One piece per block of every entry, each inside its registration. */
+    for (i = 0; i < iovcnt; ++i) {
+        mem = iov[i].memh;
+        if (uct_iov_get_length(&iov[i]) == 0) {
+            continue;
+        }
+        if ((mem == NULL) || (mem->flags & UCT_DCX_MEM_FLAG_VIEW) ||
+            ((iov[i].count > 1) && (iov[i].stride < iov[i].length))) {
+            ucs_error("dcx: view entry %zu: no registration, or overlapping "
+                      "blocks", i);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        access &= uct_dcx_mem_view_access(mem);
+        for (j = 0; j < iov[i].count; ++j) {
+            if (n == umr->list_max) {
+                ucs_error("dcx: a view maps at most %u pieces", umr->list_max);
+                return UCS_ERR_INVALID_PARAM;
+            }
+            pieces[n].addr   = (uintptr_t)iov[i].buffer +
+                               j * ((iov[i].count > 1) ? iov[i].stride : 0);
+            pieces[n].length = iov[i].length;
+            pieces[n].lkey   = mem->mr->lkey;
+            end              = pieces[n].addr + pieces[n].length;
+            if ((pieces[n].addr < (uintptr_t)mem->mr->addr) ||
+                (end > (uintptr_t)mem->mr->addr + mem->mr->length)) {
+                ucs_error("dcx: view entry %zu block %zu is outside its "
+                          "registration", i, j);
+                return UCS_ERR_INVALID_PARAM;
+            }
+            total += iov[i].length;
+            ++n;
+        }
+    }
+
+    if (!(access & UCT_DCX_MR_REMOTE_ACCESS)) {
+        ucs_error("dcx: a view needs registrations that all have remote put "
+                  "or all have remote get rights");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    view = ucs_calloc(1, sizeof(*view), "dcx view");
+    if (view == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = uct_dcx_umr_view_create(umr, iface->md->pd, &layout, pieces, n,
+                                     access, &view->umr);
+    ++iface->umr.gen; /* its wait may have taken completions for others */
+    if (status != UCS_OK) {
+        ucs_free(view);
+        return status;
+    }
+
+    uct_dcx_mem_view_init(iface, view, total, access);
+    *view_p = &view->memh;
+    return UCS_OK;
+}
+
+/* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */
+ucs_status_t uct_dcx_mem_view_destroy(uct_iface_h tl_iface, uct_mem_h memh)
+{
+    uct_dcx_mem_t *mem = memh;
+    uct_dcx_mem_view_t *view;
+    uct_dcx_iface_t *iface;
+    ucs_status_t status;
+
+    if (!uct_dcx_iface_is_dcx(tl_iface) ||
+        (mem == NULL) || !(mem->flags & UCT_DCX_MEM_FLAG_VIEW)) {
+        ucs_error("dcx: %p is not a strided view of a dcx interface", memh);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    iface  = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+    view   = ucs_container_of(mem, uct_dcx_mem_view_t, memh);
+    status = uct_dcx_umr_view_destroy(iface->umr.engine, &view->umr);
+    ++iface->umr.gen; /* its wait may have taken completions for others */
+    ucs_free(view);
+    return status;
+}
+
+/* UMR completions (also those a view's wait took) and the UMR QP's
+ * recovery make layouts ready: endpoints waiting for one retry. */
+unsigned uct_dcx_iface_umr_progress(uct_dcx_iface_t *iface)
+{
+    unsigned count = uct_dcx_umr_progress(iface->umr.engine);
+
+    if (count > 0) {
+        ++iface->umr.gen;
+    }
+    if (iface->umr.gen != iface->umr.dispatched_gen) {
+        iface->umr.dispatched_gen = iface->umr.gen;
+        ucs_arbiter_dispatch(&iface->tx.arbiter, 1,
+                             uct_dcx_ep_pending_dispatch, NULL);
+    }
+    return count;
+}
+
+void uct_dcx_iface_umr_cleanup(uct_dcx_iface_t *iface)
+{
+    if (iface->umr.engine == NULL) {
+        return;
+    }
+    ucs_list_del(&iface->umr.listener.list);
+    uct_dcx_umr_cleanup(iface->umr.engine);
+    ucs_free(iface->umr.engine);
+    iface->umr.engine = NULL;
+}
+
+/* Strided zero-copy: the engine comes with the first operation that needs
+ * it; iov lists longer than the gather list go through a list UMR, whose
+ * capacity is probed now. */
+void uct_dcx_iface_umr_init(uct_dcx_iface_t *iface,
+                            const uct_dcx_iface_config_t *config)
+{
+    uct_dcx_md_t *md = iface->md;
+    unsigned list_max;
+
+    iface->umr.enable      = config->umr;
+    iface->umr.num_mkeys   = config->umr_mkeys;
+    iface->umr.max_inline  = config->umr_max_inline;
+    iface->umr.pack_thresh = ucs_min(config->umr_pack_thresh,
+                                     iface->tx.seg_size);
+    iface->umr.unavailable = (config->umr == UCS_NO) || !md->devx ||
+                             (config->umr_mkeys == 0);
+    iface->umr.max_iov     = iface->tx.max_sge;
+    if (!iface->umr.unavailable &&
+        (uct_dcx_umr_probe(iface->ops, md->ctx, md->pd, config->umr_max_inline,
+                           &list_max) == UCS_OK)) {
+        iface->umr.max_iov = ucs_max(iface->tx.max_sge, list_max);
+    }
+}

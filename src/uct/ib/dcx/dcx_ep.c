@@ -27,7 +27,7 @@ void uct_dcx_ep_tx_abort(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
     uct_dcx_dci_t *dci = &iface->tx.dcis[ep->dci];
 
-    if (!uct_dcx_ep_dci_is_shared(iface) &&
+    if (!uct_dcx_iface_dci_shared(iface) &&
         (dci->posted == dci->completed)) {
         uct_dcx_iface_dci_put(iface, ep);
     }
@@ -122,7 +122,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
         self->flags  = UCT_DCX_EP_FLAG_FAILED;
         self->status = iface->tx.fatal;
     }
-    if (uct_dcx_ep_dci_is_shared(iface)) {
+    if (uct_dcx_iface_dci_shared(iface)) {
         self->dci            = rand_r(&iface->tx.rand_seed) % iface->tx.num_dci;
         self->dci_generation = iface->tx.dcis[self->dci].generation;
     }
@@ -253,7 +253,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_ep_t)
      * operations were cancelled above); the DCI returns to the pool when it
      * drains. Shared DCIs (rand) are not owned. */
     if ((self->dci != UCT_DCX_EP_NO_DCI) &&
-        !uct_dcx_ep_dci_is_shared(iface)) {
+        !uct_dcx_iface_dci_shared(iface)) {
         iface->tx.dcis[self->dci].ep = NULL;
         if (iface->tx.dcis[self->dci].posted ==
             iface->tx.dcis[self->dci].completed) {
@@ -378,7 +378,7 @@ ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
     }
 
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
-        if (uct_dcx_ep_dci_is_shared(iface)) {
+        if (uct_dcx_iface_dci_shared(iface)) {
             /* A shared DCI is not the endpoint's to stop: its operations
              * complete as cancelled now, their work requests run on. */
             uct_dcx_ep_cancel_ops(iface, ep);

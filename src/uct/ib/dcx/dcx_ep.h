@@ -7,7 +7,7 @@
  * files (dcx_ep.inl).
  *
  *   dcx_ep.c          lifecycle, failure, flush, keepalive, fence, pending
- *   dcx_ep_fc.c       active-message flow control, the sender's half
+ *   dcx_fc.c          active-message flow control, both halves
  *   dcx_ep_am.c       active messages
  *   dcx_ep_rma.c      put and get: short, bcopy, zcopy
  *   dcx_ep_strided.c  strided and long iov lists: packed or through UMR

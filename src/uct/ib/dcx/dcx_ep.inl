@@ -28,26 +28,6 @@
 #include <string.h>
 
 
-/* --- the DCI policy in the send path ----------------------------------- */
-
-/* The tx.policy tests of the endpoint, in one place until the policy is an
- * object chosen at interface creation. */
-
-/* rand: endpoints share DCIs chosen at creation and never return them. */
-static UCS_F_ALWAYS_INLINE int
-uct_dcx_ep_dci_is_shared(const uct_dcx_iface_t *iface)
-{
-    return iface->tx.policy == UCT_DCX_TX_POLICY_RAND;
-}
-
-/* dcs_quota: an endpoint yields its DCI to waiting ones after a quota. */
-static UCS_F_ALWAYS_INLINE int
-uct_dcx_ep_dci_has_quota(const uct_dcx_iface_t *iface)
-{
-    return iface->tx.policy == UCT_DCX_TX_POLICY_DCS_QUOTA;
-}
-
-
 /* --- resources --------------------------------------------------------- */
 
 void uct_dcx_ep_check_shared_dci(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
@@ -81,7 +61,7 @@ uct_dcx_ep_dci_has_room(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         return 0;
     }
 
-    if (!uct_dcx_ep_dci_has_quota(iface)) {
+    if (!uct_dcx_iface_dci_quota(iface)) {
         return 1;
     }
 
@@ -132,7 +112,7 @@ uct_dcx_ep_dci_take(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_dcx_ep_tx_check(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
-    if (ucs_unlikely(uct_dcx_ep_dci_is_shared(iface))) {
+    if (ucs_unlikely(uct_dcx_iface_dci_shared(iface))) {
         uct_dcx_ep_check_shared_dci(iface, ep);
     }
 

@@ -5,7 +5,7 @@
  * Short ones are inline, bcopy ones from a registered bounce buffer,
  * zcopy ones gather the header from a bounce buffer and the payload from
  * the user's memory (strided payloads: dcx_ep_strided.c). Each takes a
- * flow-control credit (dcx_ep_fc.c).
+ * flow-control credit (dcx_fc.c).
  */
 #include "dcx_ep.inl"
 

@@ -33,6 +33,7 @@
 #ifndef UCT_DCX_IFACE_H_
 #define UCT_DCX_IFACE_H_
 
+#include "dcx_ep.h"
 #include "dcx_md.h"
 
 #include "../umr/dcx_umr.h"
@@ -586,79 +587,10 @@ ucs_status_t uct_dcx_iface_peer_get(uct_dcx_iface_t *iface,
                                     uint64_t dc_key, uct_dcx_peer_t **peer_p);
 void uct_dcx_iface_peer_put(uct_dcx_iface_t *iface, uct_dcx_peer_t *peer);
 
-/* dcx_ep.c */
-ucs_status_t uct_dcx_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p);
-void uct_dcx_ep_destroy(uct_ep_h tl_ep);
-ucs_status_t uct_dcx_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
-                                 const void *payload, unsigned length);
-ucs_status_t uct_dcx_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
-                                     const uct_iov_t *iov, size_t iovcnt);
-ssize_t uct_dcx_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
-                            uct_pack_callback_t pack_cb, void *arg,
-                            unsigned flags);
-ucs_status_t uct_dcx_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
-                                 const void *header, unsigned header_length,
-                                 const uct_iov_t *iov, size_t iovcnt,
-                                 unsigned flags, uct_completion_t *comp);
-ucs_status_t uct_dcx_ep_put_short(uct_ep_h tl_ep, const void *buffer,
-                                  unsigned length, uint64_t remote_addr,
-                                  uct_rkey_t rkey);
-ssize_t uct_dcx_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
-                             void *arg, uint64_t remote_addr, uct_rkey_t rkey);
-ucs_status_t uct_dcx_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                  size_t iovcnt, uint64_t remote_addr,
-                                  uct_rkey_t rkey, uct_completion_t *comp);
-ucs_status_t uct_dcx_ep_get_bcopy(uct_ep_h tl_ep,
-                                  uct_unpack_callback_t unpack_cb, void *arg,
-                                  size_t length, uint64_t remote_addr,
-                                  uct_rkey_t rkey, uct_completion_t *comp);
-ucs_status_t uct_dcx_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                  size_t iovcnt, uint64_t remote_addr,
-                                  uct_rkey_t rkey, uct_completion_t *comp);
-ucs_status_t uct_dcx_ep_atomic32_post(uct_ep_h tl_ep, uct_atomic_op_t opcode,
-                                      uint32_t value, uint64_t remote_addr,
-                                      uct_rkey_t rkey);
-ucs_status_t uct_dcx_ep_atomic32_fetch(uct_ep_h tl_ep, uct_atomic_op_t opcode,
-                                       uint32_t value, uint32_t *result,
-                                       uint64_t remote_addr, uct_rkey_t rkey,
-                                       uct_completion_t *comp);
-ucs_status_t uct_dcx_ep_atomic_cswap32(uct_ep_h tl_ep, uint32_t compare,
-                                       uint32_t swap, uint64_t remote_addr,
-                                       uct_rkey_t rkey, uint32_t *result,
-                                       uct_completion_t *comp);
-ucs_status_t uct_dcx_ep_atomic64_post(uct_ep_h tl_ep, uct_atomic_op_t opcode,
-                                      uint64_t value, uint64_t remote_addr,
-                                      uct_rkey_t rkey);
-ucs_status_t uct_dcx_ep_atomic64_fetch(uct_ep_h tl_ep, uct_atomic_op_t opcode,
-                                       uint64_t value, uint64_t *result,
-                                       uint64_t remote_addr, uct_rkey_t rkey,
-                                       uct_completion_t *comp);
-ucs_status_t uct_dcx_ep_atomic_cswap64(uct_ep_h tl_ep, uint64_t compare,
-                                       uint64_t swap, uint64_t remote_addr,
-                                       uct_rkey_t rkey, uint64_t *result,
-                                       uct_completion_t *comp);
-ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
-                              uct_completion_t *comp);
-ucs_status_t uct_dcx_ep_fence(uct_ep_h tl_ep, unsigned flags);
-ucs_status_t uct_dcx_ep_check(uct_ep_h tl_ep, unsigned flags,
-                              uct_completion_t *comp);
-ucs_status_t uct_dcx_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
-                                    unsigned flags);
-void uct_dcx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
-                              void *arg);
-void uct_dcx_ep_handle_failure(uct_dcx_ep_t *ep, ucs_status_t status);
-void uct_dcx_op_flush_done(uct_dcx_op_t *op, ucs_status_t status);
-
 void uct_dcx_iface_flushes_to_tail(uct_dcx_dci_t *dci);
 
 void uct_dcx_iface_dci_cancel_comps(uct_dcx_iface_t *iface,
                                     uct_dcx_dci_t *dci, uct_dcx_ep_t *ep);
-void uct_dcx_ep_fc_request(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
-void uct_dcx_ep_fc_wait_remove(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
-ucs_arbiter_cb_result_t uct_dcx_ep_pending_dispatch(ucs_arbiter_t *arbiter,
-                                                    ucs_arbiter_group_t *group,
-                                                    ucs_arbiter_elem_t *elem,
-                                                    void *arg);
 
 #include "dcx_iface.inl"
 

@@ -12,6 +12,7 @@ const char *dcxemu_op_name(uint32_t op);
 int dcxemu_comp_send(struct dcxemu_qp *qp, struct dcxemu_wqe *w, uint64_t i,
                      const struct exec_out *o);
 
-void dcxemu_comp_count(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const struct exec_out *o);
+void dcxemu_comp_count(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
+                       const struct exec_out *o);
 
 #endif

@@ -19,7 +19,8 @@ static struct dcxemu_shm_qp *slot_of(uint32_t qpn)
     return s->in_use && s->qpn == qpn ? s : NULL;
 }
 
-DCXEMU_API int dcxemu_fault_inject(enum dcxemu_fault_kind kind, uint32_t target, uint64_t arg)
+DCXEMU_API int
+dcxemu_fault_inject(enum dcxemu_fault_kind kind, uint32_t target, uint64_t arg)
 {
     struct dcxemu_shm_qp *s;
     int err;
@@ -27,13 +28,24 @@ DCXEMU_API int dcxemu_fault_inject(enum dcxemu_fault_kind kind, uint32_t target,
         return err;
     }
     switch (kind) {
-    case DCXEMU_FAULT_DCT_UNREACHABLE: if (arg > 1) return EINVAL; break;
-    case DCXEMU_FAULT_DROP_NEXT: if (arg > UINT32_MAX) return EINVAL; break;
-    case DCXEMU_FAULT_FORCE_STATUS:
-        if (arg == IBV_WC_SUCCESS || arg > IBV_WC_TM_RNDV_INCOMPLETE) return EINVAL;
+    case DCXEMU_FAULT_DCT_UNREACHABLE:
+        if (arg > 1)
+            return EINVAL;
         break;
-    case DCXEMU_FAULT_DELAY: if (arg > 10000000) return EINVAL; break;   /* at most 10 s */
-    default: return EINVAL;
+    case DCXEMU_FAULT_DROP_NEXT:
+        if (arg > UINT32_MAX)
+            return EINVAL;
+        break;
+    case DCXEMU_FAULT_FORCE_STATUS:
+        if (arg == IBV_WC_SUCCESS || arg > IBV_WC_TM_RNDV_INCOMPLETE)
+            return EINVAL;
+        break;
+    case DCXEMU_FAULT_DELAY:
+        if (arg > 10000000)
+            return EINVAL;
+        break; /* at most 10 s */
+    default:
+        return EINVAL;
     }
     if ((err = dcxemu_lock()) != 0) {
         return err;
@@ -41,15 +53,25 @@ DCXEMU_API int dcxemu_fault_inject(enum dcxemu_fault_kind kind, uint32_t target,
     s = slot_of(target);
     if (s == NULL) {
         err = ENOENT;
-    } else if ((kind == DCXEMU_FAULT_DCT_UNREACHABLE || kind == DCXEMU_FAULT_DROP_NEXT) &&
+    } else if ((kind == DCXEMU_FAULT_DCT_UNREACHABLE ||
+                kind == DCXEMU_FAULT_DROP_NEXT) &&
                !s->is_dct) {
         err = EINVAL;
     } else {
         switch (kind) {
-        case DCXEMU_FAULT_DCT_UNREACHABLE: s->fault_unreachable = (uint32_t)arg; break;
-        case DCXEMU_FAULT_DROP_NEXT: s->fault_drop_next = (uint32_t)arg; break;
-        case DCXEMU_FAULT_FORCE_STATUS: s->fault_force_status = (uint32_t)arg + 1; break;
-        default: __atomic_store_n(&s->fault_delay_us, (uint32_t)arg, __ATOMIC_RELAXED); break;
+        case DCXEMU_FAULT_DCT_UNREACHABLE:
+            s->fault_unreachable = (uint32_t)arg;
+            break;
+        case DCXEMU_FAULT_DROP_NEXT:
+            s->fault_drop_next = (uint32_t)arg;
+            break;
+        case DCXEMU_FAULT_FORCE_STATUS:
+            s->fault_force_status = (uint32_t)arg + 1;
+            break;
+        default:
+            __atomic_store_n(&s->fault_delay_us, (uint32_t)arg,
+                             __ATOMIC_RELAXED);
+            break;
         }
     }
     dcxemu_unlock();
@@ -83,7 +105,8 @@ DCXEMU_API int dcxemu_objects_read(struct dcxemu_objects *out)
     memset(out, 0, sizeof(*out));
     for (unsigned i = 0; i < dcxemu_fab->qp_hwm && i < DCXEMU_MAX_QPS; i++) {
         const struct dcxemu_shm_qp *s = &dcxemu_fab->qps[i];
-        if (s->in_use && s->owner == (uint16_t)dcxemu_me && s->owner_token == dcxemu_my_token) {
+        if (s->in_use && s->owner == (uint16_t)dcxemu_me &&
+            s->owner_token == dcxemu_my_token) {
             if (s->is_dct) {
                 out->dcts++;
             } else {
@@ -95,7 +118,8 @@ DCXEMU_API int dcxemu_objects_read(struct dcxemu_objects *out)
     return 0;
 }
 
-DCXEMU_API int dcxemu_rc_qp_numbers(uint32_t *nums, unsigned max, unsigned *count)
+DCXEMU_API int
+dcxemu_rc_qp_numbers(uint32_t *nums, unsigned max, unsigned *count)
 {
     unsigned n = 0;
     int err;
@@ -131,7 +155,7 @@ DCXEMU_API int dcxemu_device_fatal(int dev)
         return EINVAL;
     }
     if (__atomic_exchange_n(&dcxemu_dev_fatal[dev], 1, __ATOMIC_ACQ_REL)) {
-        return 0;   /* raised once, as the HCA's health poller does */
+        return 0; /* raised once, as the HCA's health poller does */
     }
     /* Lock order: process registry, then fabric. */
     pthread_mutex_lock(&dcxemu_reg_lock);
@@ -167,8 +191,9 @@ DCXEMU_API int dcxemu_counters_read(int dev, enum dcxemu_counter_scope scope,
     if ((err = dcxemu_attach()) != 0) {
         return err;
     }
-    src = (const uint64_t *)(scope == DCXEMU_SCOPE_FABRIC ? &dcxemu_fab->dev_cnt[dev] :
-                             &dcxemu_fab->member_cnt[dcxemu_me][dev]);
+    src = (const uint64_t *)(scope == DCXEMU_SCOPE_FABRIC ?
+                                     &dcxemu_fab->dev_cnt[dev] :
+                                     &dcxemu_fab->member_cnt[dcxemu_me][dev]);
     for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++) {
         dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
     }

@@ -17,7 +17,7 @@
 static void ascending_copy(void *dst, const void *src, size_t len)
 {
     const size_t chunk = 4096;
-    size_t off = 0;
+    size_t off         = 0;
     if (len == 0) {
         return;
     }
@@ -38,18 +38,18 @@ static void ascending_copy(void *dst, const void *src, size_t len)
 
 /* Move the pieces to/from the contiguous remote span rv through a per-thread staging buffer:
  * one system call per VM_STAGING_SIZE bytes. */
-static int vm_copy_staged(pid_t pid, int to_remote, const struct iovec *piece, int k,
-                          const struct iovec *rv)
+static int vm_copy_staged(pid_t pid, int to_remote, const struct iovec *piece,
+                          int k, const struct iovec *rv)
 {
     static __thread char staging[VM_STAGING_SIZE];
     char *remote = rv->iov_base;
-    size_t poff = 0;
-    int pi = 0;
+    size_t poff  = 0;
+    int pi       = 0;
 
     while (pi < k) {
         /* the next chunk: as many piece bytes as fit */
-        size_t fill = 0;
-        int pj = pi;
+        size_t fill  = 0;
+        int pj       = pi;
         size_t pjoff = poff;
         while (pj < k && fill < sizeof(staging)) {
             size_t take = piece[pj].iov_len - pjoff;
@@ -57,7 +57,8 @@ static int vm_copy_staged(pid_t pid, int to_remote, const struct iovec *piece, i
                 take = sizeof(staging) - fill;
             }
             if (to_remote) {
-                memcpy(staging + fill, (char *)piece[pj].iov_base + pjoff, take);
+                memcpy(staging + fill, (char *)piece[pj].iov_base + pjoff,
+                       take);
             }
             fill += take;
             pjoff += take;
@@ -69,8 +70,8 @@ static int vm_copy_staged(pid_t pid, int to_remote, const struct iovec *piece, i
         struct iovec lv = { staging, fill }, r = { remote, fill };
         size_t moved = 0;
         while (moved < fill) {
-            ssize_t n = to_remote ? process_vm_writev(pid, &lv, 1, &r, 1, 0)
-                                  : process_vm_readv(pid, &lv, 1, &r, 1, 0);
+            ssize_t n = to_remote ? process_vm_writev(pid, &lv, 1, &r, 1, 0) :
+                                    process_vm_readv(pid, &lv, 1, &r, 1, 0);
             if (n <= 0) {
                 return n < 0 ? errno : EFAULT;
             }
@@ -97,7 +98,7 @@ static int vm_copy_staged(pid_t pid, int to_remote, const struct iovec *piece, i
                 }
             }
         } else {
-            pi = pj;
+            pi   = pj;
             poff = pjoff;
         }
         remote += fill;
@@ -107,14 +108,17 @@ static int vm_copy_staged(pid_t pid, int to_remote, const struct iovec *piece, i
 
 /* Move k local pieces to/from the contiguous span rv within this process: ascending, the last byte
  * of each piece stored last. */
-static void vm_copy_local(int to_remote, const struct iovec *piece, int k, const struct iovec *rv)
+static void vm_copy_local(int to_remote, const struct iovec *piece, int k,
+                          const struct iovec *rv)
 {
     size_t off = 0;
     for (int j = 0; j < k; j++) {
         if (to_remote) {
-            ascending_copy((char *)rv->iov_base + off, piece[j].iov_base, piece[j].iov_len);
+            ascending_copy((char *)rv->iov_base + off, piece[j].iov_base,
+                           piece[j].iov_len);
         } else {
-            ascending_copy(piece[j].iov_base, (char *)rv->iov_base + off, piece[j].iov_len);
+            ascending_copy(piece[j].iov_base, (char *)rv->iov_base + off,
+                           piece[j].iov_len);
         }
         off += piece[j].iov_len;
     }
@@ -122,13 +126,18 @@ static void vm_copy_local(int to_remote, const struct iovec *piece, int k, const
 
 /* Move k local pieces (modified: consumed) to/from the contiguous span rv of process pid with
  * process_vm_readv/writev, as many calls as the kernel needs.  0 or errno. */
-static int vm_copy_remote(pid_t pid, int to_remote, struct iovec *piece, int k, struct iovec rv)
+static int vm_copy_remote(pid_t pid, int to_remote, struct iovec *piece, int k,
+                          struct iovec rv)
 {
     size_t want = rv.iov_len, moved = 0;
     int j = 0;
     while (moved < want) {
-        ssize_t n = to_remote ? process_vm_writev(pid, piece + j, (unsigned long)(k - j), &rv, 1, 0)
-                              : process_vm_readv(pid, piece + j, (unsigned long)(k - j), &rv, 1, 0);
+        ssize_t n = to_remote ?
+                            process_vm_writev(pid, piece + j,
+                                              (unsigned long)(k - j), &rv, 1,
+                                              0) :
+                            process_vm_readv(pid, piece + j,
+                                             (unsigned long)(k - j), &rv, 1, 0);
         if (n <= 0) {
             return n < 0 ? errno : EFAULT;
         }
@@ -158,7 +167,7 @@ int dcxemu_vm_copy(pid_t pid, int to_remote, const struct iovec *local, int nl,
                    const struct iovec *remote, int nr)
 {
     struct iovec piece[IOV_MAX];
-    int li = 0;
+    int li      = 0;
     size_t loff = 0;
     for (int ri = 0; ri < nr; ri++) {
         size_t rdone = 0;
@@ -166,15 +175,16 @@ int dcxemu_vm_copy(pid_t pid, int to_remote, const struct iovec *local, int nl,
             struct iovec rv;
             size_t want = 0;
             int k = 0, err = 0;
-            while (k < IOV_MAX && li < nl && rdone + want < remote[ri].iov_len) {
+            while (k < IOV_MAX && li < nl &&
+                   rdone + want < remote[ri].iov_len) {
                 size_t avail = local[li].iov_len - loff;
-                size_t take = remote[ri].iov_len - rdone - want;
+                size_t take  = remote[ri].iov_len - rdone - want;
                 if (take > avail) {
                     take = avail;
                 }
                 if (take > 0) {
                     piece[k].iov_base = (char *)local[li].iov_base + loff;
-                    piece[k].iov_len = take;
+                    piece[k].iov_len  = take;
                     k++;
                     want += take;
                 }
@@ -185,13 +195,14 @@ int dcxemu_vm_copy(pid_t pid, int to_remote, const struct iovec *local, int nl,
                 }
             }
             if (want == 0) {
-                return EINVAL;   /* remote longer than local: caller bug */
+                return EINVAL; /* remote longer than local: caller bug */
             }
             rv.iov_base = (char *)remote[ri].iov_base + rdone;
-            rv.iov_len = want;
+            rv.iov_len  = want;
             if (pid == 0) {
                 vm_copy_local(to_remote, piece, k, &rv);
-            } else if (k > VM_GATHER_MIN_PIECES && want / k < VM_GATHER_MAX_AVG) {
+            } else if (k > VM_GATHER_MIN_PIECES &&
+                       want / k < VM_GATHER_MAX_AVG) {
                 /* Many small pieces (a UMR layout of small blocks): the kernel's cost is per
                  * iovec, so gather them here and move one contiguous span per call, as a NIC
                  * gathers before it sends.  Order and "last byte last" are unchanged. */
@@ -213,14 +224,15 @@ int dcxemu_vm_copy(pid_t pid, int to_remote, const struct iovec *local, int nl,
 void dcxemu_copy_begin(int qp_idx)
 {
     struct dcxemu_shm_qp *s = &dcxemu_fab->qps[qp_idx];
-    s->copy_token = dcxemu_my_token;
+    s->copy_token           = dcxemu_my_token;
     atomic_store(&s->copy_epoch, dcxemu_fab->copy_epoch + 1);
     atomic_fetch_add(&dcxemu_fab->copies_active, 1);
 }
 
 void dcxemu_copy_end(int qp_idx)
 {
-    atomic_store(&dcxemu_fab->qps[qp_idx].copy_epoch, 0);   /* after the data: release */
+    atomic_store(&dcxemu_fab->qps[qp_idx].copy_epoch,
+                 0); /* after the data: release */
     atomic_fetch_sub(&dcxemu_fab->copies_active, 1);
 }
 
@@ -228,15 +240,16 @@ void dcxemu_copy_end(int qp_idx)
  * copier lives, or 0.  A dead copier's record is dropped, so it blocks nobody. */
 static uint32_t copy_busy_qpn(uint64_t epoch)
 {
-    uint32_t hwm = dcxemu_fab->qp_hwm < DCXEMU_MAX_QPS ? dcxemu_fab->qp_hwm : DCXEMU_MAX_QPS;
+    uint32_t hwm = dcxemu_fab->qp_hwm < DCXEMU_MAX_QPS ? dcxemu_fab->qp_hwm :
+                                                         DCXEMU_MAX_QPS;
     if (atomic_load(&dcxemu_fab->copies_active) == 0) {
         return 0;
     }
     for (uint32_t i = 0; i < hwm; i++) {
         struct dcxemu_shm_qp *s = &dcxemu_fab->qps[i];
-        uint64_t e = atomic_load(&s->copy_epoch);
+        uint64_t e              = atomic_load(&s->copy_epoch);
         if (e == 0 || e > epoch) {
-            continue;   /* not copying, or began after the caller's invalidation */
+            continue; /* not copying, or began after the caller's invalidation */
         }
         if (dcxemu_member_alive(s->owner, s->copy_token)) {
             return s->gen << DCXEMU_QP_IDX_BITS | i;
@@ -266,7 +279,9 @@ void dcxemu_copy_wait(void)
         if (round < 1000) {
             sched_yield();
         } else {
-            struct timespec ts = { 0, 50000 };   /* a long copy: back off, it ends by itself */
+            struct timespec ts = {
+                0, 50000
+            }; /* a long copy: back off, it ends by itself */
             nanosleep(&ts, NULL);
         }
         if (dcxemu_lock() != 0) {
@@ -285,9 +300,11 @@ DCXEMU_API void dcxemu_test_hook(dcxemu_test_hook_fn fn, void *arg)
     atomic_store(&test_hook_fn, fn);
 }
 
-void dcxemu_test_hook_call(enum dcxemu_test_event ev, uint32_t qpn, uint64_t len)
+void dcxemu_test_hook_call(enum dcxemu_test_event ev, uint32_t qpn,
+                           uint64_t len)
 {
-    dcxemu_test_hook_fn fn = atomic_load_explicit(&test_hook_fn, memory_order_acquire);
+    dcxemu_test_hook_fn fn = atomic_load_explicit(&test_hook_fn,
+                                                  memory_order_acquire);
     if (__builtin_expect(fn != NULL, 0)) {
         fn(ev, qpn, len, atomic_load(&test_hook_arg));
     }

@@ -82,74 +82,93 @@ DCXEMU_API struct ibv_device **dcxemu_ibv_get_device_list(int *num_devices);
 DCXEMU_API void dcxemu_ibv_free_device_list(struct ibv_device **list);
 DCXEMU_API const char *dcxemu_ibv_get_device_name(struct ibv_device *device);
 DCXEMU_API __be64 dcxemu_ibv_get_device_guid(struct ibv_device *device);
-DCXEMU_API struct ibv_context *dcxemu_ibv_open_device(struct ibv_device *device);
-DCXEMU_API struct ibv_context *dcxemu_mlx5dv_open_device(struct ibv_device *device,
-                                                         struct mlx5dv_context_attr *attr);
+DCXEMU_API struct ibv_context *
+dcxemu_ibv_open_device(struct ibv_device *device);
+DCXEMU_API struct ibv_context *
+dcxemu_mlx5dv_open_device(struct ibv_device *device,
+                          struct mlx5dv_context_attr *attr);
 DCXEMU_API int dcxemu_ibv_close_device(struct ibv_context *context);
 DCXEMU_API bool dcxemu_mlx5dv_is_supported(struct ibv_device *device);
 
 DCXEMU_API int dcxemu_ibv_query_device(struct ibv_context *context,
                                        struct ibv_device_attr *device_attr);
-DCXEMU_API int dcxemu_ibv_query_device_ex(struct ibv_context *context,
-                                          const struct ibv_query_device_ex_input *input,
-                                          struct ibv_device_attr_ex *attr);
-DCXEMU_API int dcxemu_mlx5dv_devx_general_cmd(struct ibv_context *context, const void *in,
-                                              size_t inlen, void *out, size_t outlen);
+DCXEMU_API int
+dcxemu_ibv_query_device_ex(struct ibv_context *context,
+                           const struct ibv_query_device_ex_input *input,
+                           struct ibv_device_attr_ex *attr);
+DCXEMU_API int dcxemu_mlx5dv_devx_general_cmd(struct ibv_context *context,
+                                              const void *in, size_t inlen,
+                                              void *out, size_t outlen);
 DCXEMU_API int dcxemu_mlx5dv_query_device(struct ibv_context *ctx_in,
                                           struct mlx5dv_context *attrs_out);
-DCXEMU_API int dcxemu_ibv_query_port(struct ibv_context *context, uint8_t port_num,
+DCXEMU_API int dcxemu_ibv_query_port(struct ibv_context *context,
+                                     uint8_t port_num,
                                      struct ibv_port_attr *port_attr);
-DCXEMU_API int dcxemu_ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
+DCXEMU_API int dcxemu_ibv_query_gid(struct ibv_context *context,
+                                    uint8_t port_num, int index,
                                     union ibv_gid *gid);
-DCXEMU_API int dcxemu__ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
-                                        uint32_t gid_index, struct ibv_gid_entry *entry,
+DCXEMU_API int dcxemu__ibv_query_gid_ex(struct ibv_context *context,
+                                        uint32_t port_num, uint32_t gid_index,
+                                        struct ibv_gid_entry *entry,
                                         uint32_t flags, size_t entry_size);
-DCXEMU_API int dcxemu_ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
-                                     __be16 *pkey);
+DCXEMU_API int dcxemu_ibv_query_pkey(struct ibv_context *context,
+                                     uint8_t port_num, int index, __be16 *pkey);
 
 DCXEMU_API struct ibv_pd *dcxemu_ibv_alloc_pd(struct ibv_context *context);
 DCXEMU_API int dcxemu_ibv_dealloc_pd(struct ibv_pd *pd);
-DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
-                                            int access);
-DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
-                                                  uint64_t iova, unsigned int access);
+DCXEMU_API struct ibv_mr *
+dcxemu_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access);
+DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
+                                                  size_t length, uint64_t iova,
+                                                  unsigned int access);
 DCXEMU_API int dcxemu_ibv_dereg_mr(struct ibv_mr *mr);
 
-DCXEMU_API struct ibv_comp_channel *dcxemu_ibv_create_comp_channel(struct ibv_context *context);
-DCXEMU_API int dcxemu_ibv_destroy_comp_channel(struct ibv_comp_channel *channel);
-DCXEMU_API struct ibv_cq *dcxemu_ibv_create_cq(struct ibv_context *context, int cqe,
-                                               void *cq_context,
-                                               struct ibv_comp_channel *channel,
-                                               int comp_vector);
-DCXEMU_API struct ibv_cq_ex *dcxemu_ibv_create_cq_ex(struct ibv_context *context,
-                                                     struct ibv_cq_init_attr_ex *cq_attr);
+DCXEMU_API struct ibv_comp_channel *
+dcxemu_ibv_create_comp_channel(struct ibv_context *context);
+DCXEMU_API int
+dcxemu_ibv_destroy_comp_channel(struct ibv_comp_channel *channel);
+DCXEMU_API struct ibv_cq *
+dcxemu_ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
+                     struct ibv_comp_channel *channel, int comp_vector);
+DCXEMU_API struct ibv_cq_ex *
+dcxemu_ibv_create_cq_ex(struct ibv_context *context,
+                        struct ibv_cq_init_attr_ex *cq_attr);
 DCXEMU_API int dcxemu_ibv_destroy_cq(struct ibv_cq *cq);
-DCXEMU_API int dcxemu_ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
-                                       void **cq_context);
-DCXEMU_API void dcxemu_ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents);
+DCXEMU_API int dcxemu_ibv_get_cq_event(struct ibv_comp_channel *channel,
+                                       struct ibv_cq **cq, void **cq_context);
+DCXEMU_API void
+dcxemu_ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents);
 
-DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
-                                                 struct ibv_srq_init_attr *srq_init_attr);
-DCXEMU_API int dcxemu_ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
+DCXEMU_API struct ibv_srq *
+dcxemu_ibv_create_srq(struct ibv_pd *pd,
+                      struct ibv_srq_init_attr *srq_init_attr);
+DCXEMU_API int dcxemu_ibv_modify_srq(struct ibv_srq *srq,
+                                     struct ibv_srq_attr *srq_attr,
                                      int srq_attr_mask);
-DCXEMU_API int dcxemu_ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr);
+DCXEMU_API int
+dcxemu_ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr);
 DCXEMU_API int dcxemu_ibv_destroy_srq(struct ibv_srq *srq);
 
-DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
-                                                  struct ibv_qp_init_attr_ex *qp_attr,
-                                                  struct mlx5dv_qp_init_attr *mlx5_qp_attr);
+DCXEMU_API struct ibv_qp *
+dcxemu_mlx5dv_create_qp(struct ibv_context *context,
+                        struct ibv_qp_init_attr_ex *qp_attr,
+                        struct mlx5dv_qp_init_attr *mlx5_qp_attr);
 DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
                                     int attr_mask);
-DCXEMU_API int dcxemu_ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
+DCXEMU_API int dcxemu_ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+                                   int attr_mask,
                                    struct ibv_qp_init_attr *init_attr);
 DCXEMU_API int dcxemu_ibv_destroy_qp(struct ibv_qp *qp);
 DCXEMU_API struct ibv_qp_ex *dcxemu_ibv_qp_to_qp_ex(struct ibv_qp *qp);
-DCXEMU_API struct mlx5dv_qp_ex *dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex *qp);
+DCXEMU_API struct mlx5dv_qp_ex *
+dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex *qp);
 
-DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init_attr *mkey_init_attr);
+DCXEMU_API struct mlx5dv_mkey *
+dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init_attr *mkey_init_attr);
 DCXEMU_API int dcxemu_mlx5dv_destroy_mkey(struct mlx5dv_mkey *mkey);
 
-DCXEMU_API struct ibv_ah *dcxemu_ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
+DCXEMU_API struct ibv_ah *
+dcxemu_ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 DCXEMU_API int dcxemu_ibv_destroy_ah(struct ibv_ah *ah);
 
 DCXEMU_API int dcxemu_ibv_get_async_event(struct ibv_context *context,
@@ -160,30 +179,42 @@ DCXEMU_API const char *dcxemu_ibv_wc_status_str(enum ibv_wc_status status);
 /* ---- test-only control and observability API (no ibv_context needed: attaches on demand) ---- */
 
 enum dcxemu_fault_kind {
-    DCXEMU_FAULT_DCT_UNREACHABLE = 1, /* target = DCT number; arg = 1 on, 0 off. Senders see transport
+    DCXEMU_FAULT_DCT_UNREACHABLE =
+            1, /* target = DCT number; arg = 1 on, 0 off. Senders see transport
                                          retries then IBV_WC_RETRY_EXC_ERR, as for a dead peer. */
-    DCXEMU_FAULT_DROP_NEXT       = 2, /* target = DCT number; arg = N: the next N delivery attempts to
+    DCXEMU_FAULT_DROP_NEXT =
+            2, /* target = DCT number; arg = N: the next N delivery attempts to
                                          it are lost on the wire; each costs the sender one transport
                                          retry (counted); exhausting retry_cnt gives RETRY_EXC_ERR. */
-    DCXEMU_FAULT_FORCE_STATUS    = 3, /* target = send QP number (DCI or RC); arg = enum ibv_wc_status:
+    DCXEMU_FAULT_FORCE_STATUS =
+            3, /* target = send QP number (DCI or RC); arg = enum ibv_wc_status:
                                          the next WR executed on it completes with that status instead
                                          of executing (QP goes to ERR as hardware would for an error
                                          CQE; following WRs flush).  target = DCT number: the next WR
                                          that reaches that DCT, from any DCI, does so instead (the
                                          test needs no DCI number). */
-    DCXEMU_FAULT_DELAY           = 4, /* target = send QP number or DCT number; arg = microseconds added
+    DCXEMU_FAULT_DELAY =
+            4, /* target = send QP number or DCT number; arg = microseconds added
                                          before each operation executes; 0 clears. */
 };
 /* Returns 0 or an errno value (EINVAL for bad kind/arg, ENOENT if the target number does not exist
    on the fabric, EPERM from a forked child). The fault lives in the shared fabric, so it acts on
    whichever process executes the operation. */
-DCXEMU_API int dcxemu_fault_inject(enum dcxemu_fault_kind kind, uint32_t target, uint64_t arg);
+DCXEMU_API int
+dcxemu_fault_inject(enum dcxemu_fault_kind kind, uint32_t target, uint64_t arg);
 DCXEMU_API int dcxemu_fault_clear_all(void);
 
 enum dcxemu_counter_op {
-    DCXEMU_CNT_OP_WRITE, DCXEMU_CNT_OP_WRITE_IMM, DCXEMU_CNT_OP_SEND, DCXEMU_CNT_OP_SEND_IMM,
-    DCXEMU_CNT_OP_READ, DCXEMU_CNT_OP_ATOMIC_FA, DCXEMU_CNT_OP_ATOMIC_CS, DCXEMU_CNT_OP_UMR,
-    DCXEMU_CNT_OP_LOCAL_INV, DCXEMU_CNT_OP_MAX
+    DCXEMU_CNT_OP_WRITE,
+    DCXEMU_CNT_OP_WRITE_IMM,
+    DCXEMU_CNT_OP_SEND,
+    DCXEMU_CNT_OP_SEND_IMM,
+    DCXEMU_CNT_OP_READ,
+    DCXEMU_CNT_OP_ATOMIC_FA,
+    DCXEMU_CNT_OP_ATOMIC_CS,
+    DCXEMU_CNT_OP_UMR,
+    DCXEMU_CNT_OP_LOCAL_INV,
+    DCXEMU_CNT_OP_MAX
 };
 
 /* wr[]: WRs executed (success or error; flushed WRs are not executed) by opcode, on the sender's
@@ -194,21 +225,26 @@ enum dcxemu_counter_op {
    error or flush), on the sender's device: the completions a NIC would write and the CPU poll. */
 struct dcxemu_counters {
     uint64_t wr[DCXEMU_CNT_OP_MAX];
-    uint64_t bytes, rnr_retries, transport_retries, key_violations, error_cqes, recv_cqes;
+    uint64_t bytes, rnr_retries, transport_retries, key_violations, error_cqes,
+            recv_cqes;
     uint64_t send_cqes;
 };
 
 /* PROCESS: events charged to this process (what it executed, and receive CQEs for its DCTs) since
    it attached.  FABRIC: cumulative over every process that ever attached, until the fabric is
    re-initialised.  Returns 0 or an errno value (EINVAL for a bad index/scope/NULL). */
-enum dcxemu_counter_scope { DCXEMU_SCOPE_PROCESS = 0, DCXEMU_SCOPE_FABRIC = 1 };
-DCXEMU_API int dcxemu_counters_read(int device_index, enum dcxemu_counter_scope scope,
+enum dcxemu_counter_scope {
+    DCXEMU_SCOPE_PROCESS = 0,
+    DCXEMU_SCOPE_FABRIC  = 1
+};
+DCXEMU_API int dcxemu_counters_read(int device_index,
+                                    enum dcxemu_counter_scope scope,
                                     struct dcxemu_counters *out);
 
 /* Live objects of this process on the fabric: a transport test asserts with it that endpoints
    cost no QP.  Returns 0 or an errno value. */
 struct dcxemu_objects {
-    uint32_t qps;    /* send QPs: DCIs and RC QPs */
+    uint32_t qps; /* send QPs: DCIs and RC QPs */
     uint32_t dcts;
 };
 DCXEMU_API int dcxemu_objects_read(struct dcxemu_objects *out);
@@ -223,7 +259,8 @@ DCXEMU_API int dcxemu_ptracer_read(int *scope, long *ptracer);
    DCXEMU_FAULT_FORCE_STATUS at the QP it cannot otherwise name.  Fills up to max numbers and sets
    *count to how many exist.  Returns 0 or an errno value (EINVAL for NULL count, or NULL nums with
    max > 0). */
-DCXEMU_API int dcxemu_rc_qp_numbers(uint32_t *nums, unsigned max, unsigned *count);
+DCXEMU_API int
+dcxemu_rc_qp_numbers(uint32_t *nums, unsigned max, unsigned *count);
 
 /* Device-fatal mode: device device_index of this process fails as an mlx5 HCA after an internal
    error (kernel mlx5_core cmd.c:mlx5_internal_err_ret_value).  Every open context of the device in
@@ -242,9 +279,12 @@ DCXEMU_API int dcxemu_device_fatal(int device_index);
    DCXEMU_TEST_COPY_WAIT: a deregistration or destroy in this process waits for a copy that QP
    qpn (of any process) began before it (called once per wait, len 0).  fn NULL removes the hook.
    Process-wide; set it before the work it observes is posted. */
-enum dcxemu_test_event { DCXEMU_TEST_COPY_START = 0, DCXEMU_TEST_COPY_WAIT = 1 };
-typedef void (*dcxemu_test_hook_fn)(enum dcxemu_test_event ev, uint32_t qpn, uint64_t len,
-                                    void *arg);
+enum dcxemu_test_event {
+    DCXEMU_TEST_COPY_START = 0,
+    DCXEMU_TEST_COPY_WAIT  = 1
+};
+typedef void (*dcxemu_test_hook_fn)(enum dcxemu_test_event ev, uint32_t qpn,
+                                    uint64_t len, void *arg);
 DCXEMU_API void dcxemu_test_hook(dcxemu_test_hook_fn fn, void *arg);
 
 /* The fabric name this process uses (or would use): DCXEMU_FABRIC, else the default

@@ -9,60 +9,63 @@
 #include <stdatomic.h>
 #include <sys/types.h>
 
-#define DCXEMU_MAGIC            0x4443584546414252ULL /* "DCXEFABR" */
-#define DCXEMU_LAYOUT_VERSION   9u   /* 9: copy epochs; 8: DCT RoCE address; 7: mkey tags; 6: send_cqes
+#define DCXEMU_MAGIC 0x4443584546414252ULL /* "DCXEFABR" */
+#define DCXEMU_LAYOUT_VERSION \
+    9u /* 9: copy epochs; 8: DCT RoCE address; 7: mkey tags; 6: send_cqes
                                          counter; 5: 1024 members, 32768 QPs, lazy tables */
 
 /* Member slots: the table is sized for the most, but only slots ever taken are touched (the
  * fabric file is sparse), so memory grows with the number of members. */
-#define DCXEMU_MAX_MEMBERS      1024
-#define DCXEMU_QP_IDX_BITS      15                     /* qpn = gen << 15 | index (24 bits) */
-#define DCXEMU_MAX_QPS          (1u << DCXEMU_QP_IDX_BITS)
-#define DCXEMU_QP_GEN_MAX       ((1u << (24 - DCXEMU_QP_IDX_BITS)) - 1)   /* gen 1..511 */
-#define DCXEMU_MAX_MRS          65536                  /* key = index << 8 | tag */
-#define DCXEMU_MAX_MKEYS        4096                   /* key = (MAX_MRS + index) << 8, tag 0 */
-#define DCXEMU_MKEY_BASE        DCXEMU_MAX_MRS
-#define DCXEMU_MAX_CQS          4096
-#define DCXEMU_MAX_SRQS         4096
-#define DCXEMU_MAX_DEVICES      16
-#define DCXEMU_NO_OWNER         0xffffu
+#define DCXEMU_MAX_MEMBERS 1024
+#define DCXEMU_QP_IDX_BITS 15 /* qpn = gen << 15 | index (24 bits) */
+#define DCXEMU_MAX_QPS     (1u << DCXEMU_QP_IDX_BITS)
+#define DCXEMU_QP_GEN_MAX \
+    ((1u << (24 - DCXEMU_QP_IDX_BITS)) - 1) /* gen 1..511 */
+#define DCXEMU_MAX_MRS     65536 /* key = index << 8 | tag */
+#define DCXEMU_MAX_MKEYS   4096 /* key = (MAX_MRS + index) << 8, tag 0 */
+#define DCXEMU_MKEY_BASE   DCXEMU_MAX_MRS
+#define DCXEMU_MAX_CQS     4096
+#define DCXEMU_MAX_SRQS    4096
+#define DCXEMU_MAX_DEVICES 16
+#define DCXEMU_NO_OWNER    0xffffu
 
 /* Device capabilities (ConnectX-6-like, spec §5). */
-#define DCXEMU_MAX_QP_WR        32768
-#define DCXEMU_SEND_WQE_BB      64       /* MLX5_SEND_WQE_BB */
-#define DCXEMU_MAX_SEND_WQEBB   32768    /* max_send_wqebb = 1 << log_max_qp_sz = max_qp_wr */
-#define DCXEMU_MAX_SGE          30
-#define DCXEMU_MAX_CQE          4194303
-#define DCXEMU_MAX_SRQ_WR       32767
-#define DCXEMU_MAX_SRQ_SGE      31
-#define DCXEMU_MAX_RD_ATOM      16
-#define DCXEMU_MAX_PKEYS        128
-#define DCXEMU_MAX_MSG_SZ       (1u << 30)
-#define DCXEMU_MAX_MR_SIZE      (~0ULL)
-#define DCXEMU_PKEY_DEFAULT     0xffff
-#define DCXEMU_GID_TBL_LEN      128
+#define DCXEMU_MAX_QP_WR   32768
+#define DCXEMU_SEND_WQE_BB 64 /* MLX5_SEND_WQE_BB */
+#define DCXEMU_MAX_SEND_WQEBB \
+    32768 /* max_send_wqebb = 1 << log_max_qp_sz = max_qp_wr */
+#define DCXEMU_MAX_SGE      30
+#define DCXEMU_MAX_CQE      4194303
+#define DCXEMU_MAX_SRQ_WR   32767
+#define DCXEMU_MAX_SRQ_SGE  31
+#define DCXEMU_MAX_RD_ATOM  16
+#define DCXEMU_MAX_PKEYS    128
+#define DCXEMU_MAX_MSG_SZ   (1u << 30)
+#define DCXEMU_MAX_MR_SIZE  (~0ULL)
+#define DCXEMU_PKEY_DEFAULT 0xffff
+#define DCXEMU_GID_TBL_LEN  128
 
 /* ---------------------------------------------------------------- shared memory layout ---- */
 
 struct dcxemu_shm_member {
     uint32_t in_use;
-    int32_t  pid;
-    uint64_t starttime;    /* /proc/<pid>/stat field 22: tells a reused PID apart */
-    uint64_t token;        /* changes every time the slot is (re)used */
-    uint32_t doorbell;     /* futex word: rung to wake the member's engine thread */
+    int32_t pid;
+    uint64_t starttime; /* /proc/<pid>/stat field 22: tells a reused PID apart */
+    uint64_t token; /* changes every time the slot is (re)used */
+    uint32_t doorbell; /* futex word: rung to wake the member's engine thread */
     uint32_t pad;
 };
 
 struct dcxemu_shm_mr {
     uint32_t in_use;
-    uint32_t tag;          /* low 8 bits of the key; bumped on every free */
+    uint32_t tag; /* low 8 bits of the key; bumped on every free */
     uint16_t owner;
     uint16_t pad;
     uint32_t access;
     uint64_t owner_token;
     uint64_t pd_id;
-    uint64_t addr;         /* address in the owner's address space */
-    uint64_t iova;         /* address the keys use */
+    uint64_t addr; /* address in the owner's address space */
+    uint64_t iova; /* address the keys use */
     uint64_t length;
 };
 
@@ -79,45 +82,45 @@ struct dcxemu_mkey_entry {
 struct dcxemu_shm_mkey {
     uint32_t in_use;
     uint16_t owner;
-    uint8_t  programmed;   /* 0 = free/unusable (new, or after LOCAL_INV) */
-    uint8_t  interleaved;
+    uint8_t programmed; /* 0 = free/unusable (new, or after LOCAL_INV) */
+    uint8_t interleaved;
     uint64_t owner_token;
     uint64_t pd_id;
     uint32_t max_entries;
     uint32_t n;
     uint32_t access;
     uint32_t repeat;
-    uint32_t tag;          /* low 8 bits of the valid key: set by each UMR */
+    uint32_t tag; /* low 8 bits of the valid key: set by each UMR */
     uint32_t pad;
-    uint64_t length;       /* L: valid offsets are [0, L) */
-    uint64_t entries_off;  /* heap: max_entries entries */
+    uint64_t length; /* L: valid offsets are [0, L) */
+    uint64_t entries_off; /* heap: max_entries entries */
 };
 
 struct dcxemu_shm_qp {
     uint32_t in_use;
-    uint32_t gen;          /* generation of the last number handed out from this slot */
-    uint32_t qpn;          /* 0 until a DCT reaches RTR */
+    uint32_t gen; /* generation of the last number handed out from this slot */
+    uint32_t qpn; /* 0 until a DCT reaches RTR */
     uint16_t owner;
-    uint8_t  is_dct;
-    uint8_t  dct_ready;    /* DCT in RTR: reachable */
+    uint8_t is_dct;
+    uint8_t dct_ready; /* DCT in RTR: reachable */
     uint64_t owner_token;
     /* DCT attributes, read by initiators */
     uint64_t pd_id;
     uint64_t dc_key;
     uint32_t access;
     uint32_t lid;
-    int32_t  srq_idx;
-    int32_t  cq_idx;
+    int32_t srq_idx;
+    int32_t cq_idx;
     uint32_t min_rnr_timer;
     /* DCT address on a RoCE port (INIT->RTR AV): responses leave from GID sgid_index */
-    uint8_t  roce;         /* created by a process in RoCE mode */
-    uint8_t  sgid_index;
-    uint8_t  hop_limit;
-    uint8_t  traffic_class;
+    uint8_t roce; /* created by a process in RoCE mode */
+    uint8_t sgid_index;
+    uint8_t hop_limit;
+    uint8_t traffic_class;
     /* injected faults (dcxemu_fault_inject); cleared when the slot is reused */
     uint32_t fault_unreachable;
     uint32_t fault_drop_next;
-    uint32_t fault_force_status;   /* ibv_wc_status + 1; 0 = none */
+    uint32_t fault_force_status; /* ibv_wc_status + 1; 0 = none */
     uint32_t fault_delay_us;
     /* data copy in flight on this (send) QP, with no fabric lock held: 1 + the fabric's copy epoch
      * when it began, 0 = none; copy_token: the copier's member token (a dead copier blocks nobody) */
@@ -127,7 +130,7 @@ struct dcxemu_shm_qp {
 
 struct dcxemu_shm_cqe {
     uint64_t wr_id;
-    uint64_t sq_index;     /* send CQEs: WQE index, frees SQ slots when polled */
+    uint64_t sq_index; /* send CQEs: WQE index, frees SQ slots when polled */
     uint64_t ts_ns;
     uint32_t status;
     uint32_t opcode;
@@ -136,55 +139,57 @@ struct dcxemu_shm_cqe {
     uint32_t qp_num;
     uint32_t src_qp;
     uint32_t wc_flags;
-    uint32_t imm;          /* network order, opaque */
+    uint32_t imm; /* network order, opaque */
     uint16_t slid;
-    uint8_t  sl;
-    uint8_t  dlid_path_bits;
+    uint8_t sl;
+    uint8_t dlid_path_bits;
     uint16_t pkey_index;
-    uint8_t  solicited;
-    uint8_t  is_send;
+    uint8_t solicited;
+    uint8_t is_send;
 };
 
 struct dcxemu_shm_cq {
     uint32_t in_use;
     uint16_t owner;
     uint16_t ignore_overrun;
-    uint32_t lock_ready;   /* lock initialised when the slot is first used (keeps pages untouched) */
+    uint32_t lock_ready; /* lock initialised when the slot is first used (keeps pages untouched) */
     uint32_t pad0;
     uint64_t owner_token;
-    pthread_mutex_t lock;  /* robust, process-shared; producers take it under the fabric lock */
-    uint64_t ring_off;     /* heap offset of capacity CQEs */
-    uint32_t capacity;     /* cqe + 1 */
-    uint32_t armed;        /* 0, 1 = next CQE, 2 = solicited only */
-    uint64_t head, tail;   /* consumer / producer counters */
-    uint32_t overrun;      /* CQ in error after an overrun */
+    pthread_mutex_t
+            lock; /* robust, process-shared; producers take it under the fabric lock */
+    uint64_t ring_off; /* heap offset of capacity CQEs */
+    uint32_t capacity; /* cqe + 1 */
+    uint32_t armed; /* 0, 1 = next CQE, 2 = solicited only */
+    uint64_t head, tail; /* consumer / producer counters */
+    uint32_t overrun; /* CQ in error after an overrun */
     uint32_t overrun_event;
-    _Atomic uint64_t events_raised;   /* completion events owed to the owner's channel */
+    _Atomic uint64_t
+            events_raised; /* completion events owed to the owner's channel */
 };
 
 struct dcxemu_shm_srq_wqe {
     uint64_t wr_id;
     uint32_t num_sge;
     uint32_t pad;
-    struct ibv_sge sge[];  /* max_sge entries */
+    struct ibv_sge sge[]; /* max_sge entries */
 };
 
 struct dcxemu_shm_srq {
     uint32_t in_use;
     uint16_t owner;
     uint16_t pad;
-    uint32_t lock_ready;   /* as for CQs */
+    uint32_t lock_ready; /* as for CQs */
     uint32_t pad0;
     uint64_t owner_token;
-    pthread_mutex_t lock;  /* robust, process-shared */
+    pthread_mutex_t lock; /* robust, process-shared */
     uint64_t pd_id;
     uint64_t ring_off;
     uint32_t wqe_size;
-    uint32_t max_wr;       /* written-back max_wr */
+    uint32_t max_wr; /* written-back max_wr */
     uint32_t max_sge;
-    uint32_t limit;        /* armed limit, 0 = disarmed */
+    uint32_t limit; /* armed limit, 0 = disarmed */
     uint64_t head, tail;
-    _Atomic uint32_t limit_event;     /* owed SRQ_LIMIT_REACHED event */
+    _Atomic uint32_t limit_event; /* owed SRQ_LIMIT_REACHED event */
     uint32_t pad2;
 };
 
@@ -194,16 +199,18 @@ struct dcxemu_shm {
     uint32_t uid;
     uint64_t struct_size;
     uint64_t total_size;
-    pthread_mutex_t lock;  /* the fabric lock: robust, process-shared */
+    pthread_mutex_t lock; /* the fabric lock: robust, process-shared */
     uint64_t next_pd_id;
     uint64_t next_token;
     uint32_t next_qp_idx;
     uint32_t next_mr_idx;
-    uint64_t heap_off, heap_size, heap_free;  /* heap_free: offset of first free block or 0 */
-    _Atomic uint64_t atomic_ops;              /* statistics */
-    uint32_t max_members;                     /* slots that may be taken (DCXEMU_MAX_MEMBERS) */
+    uint64_t heap_off, heap_size,
+            heap_free; /* heap_free: offset of first free block or 0 */
+    _Atomic uint64_t atomic_ops; /* statistics */
+    uint32_t max_members; /* slots that may be taken (DCXEMU_MAX_MEMBERS) */
     uint32_t pad1;
-    _Atomic uint64_t next_reap_ns;            /* one periodic reap per interval, fabric-wide */
+    _Atomic uint64_t
+            next_reap_ns; /* one periodic reap per interval, fabric-wide */
     /* 1 + highest slot ever taken per table: scans stop there, because reading a never-written
      * page of the file allocates it (tmpfs) and would make every table resident */
     uint32_t member_hwm, qp_hwm, mr_hwm, mkey_hwm, cq_hwm, srq_hwm;
@@ -214,22 +221,23 @@ struct dcxemu_shm {
     struct dcxemu_shm_cq cqs[DCXEMU_MAX_CQS];
     struct dcxemu_shm_srq srqs[DCXEMU_MAX_SRQS];
     /* observability: fabric-wide per device, and per member slot (reset when the slot is taken) */
-    uint32_t num_devices;                     /* largest DCXEMU_NUM_DEVICES of any member */
+    uint32_t num_devices; /* largest DCXEMU_NUM_DEVICES of any member */
     uint32_t pad;
     struct dcxemu_counters dev_cnt[DCXEMU_MAX_DEVICES];
     struct dcxemu_counters member_cnt[DCXEMU_MAX_MEMBERS][DCXEMU_MAX_DEVICES];
     /* copies in flight without the fabric lock (dcxemu_copy_begin/end/wait) */
-    uint64_t copy_epoch;                      /* bumped by every dcxemu_copy_wait() */
-    _Atomic uint64_t copies_active;           /* copies begun and not ended (dead copiers stay) */
+    uint64_t copy_epoch; /* bumped by every dcxemu_copy_wait() */
+    _Atomic uint64_t
+            copies_active; /* copies begun and not ended (dead copiers stay) */
 };
 
 /* ---------------------------------------------------------------- process-local objects --- */
 
 struct dcxemu_context {
-    struct verbs_context vctx;     /* handed out as &vctx.context */
+    struct verbs_context vctx; /* handed out as &vctx.context */
     int dev_index;
     int devx;
-    int async_wfd;                 /* write end of the async event pipe */
+    int async_wfd; /* write end of the async event pipe */
     struct dcxemu_context *next;
 };
 
@@ -266,11 +274,11 @@ struct dcxemu_cq {
     int single_threaded;
     uint64_t wc_flags;
     struct dcxemu_shm_cq *s;
-    struct dcxemu_shm_cqe cur;     /* CQE read_* describe */
-    pthread_mutex_t poll_lock;     /* start_poll .. end_poll */
+    struct dcxemu_shm_cqe cur; /* CQE read_* describe */
+    pthread_mutex_t poll_lock; /* start_poll .. end_poll */
     uint64_t events_delivered;
     uint32_t events_gotten;
-    _Atomic int refcnt;            /* QPs attached */
+    _Atomic int refcnt; /* QPs attached */
 };
 
 struct dcxemu_srq {
@@ -283,9 +291,17 @@ struct dcxemu_srq {
 
 /* One send WQE as the model keeps it (process-local: only the owner executes its DCI). */
 enum dcxemu_op {
-    DCXEMU_OP_NONE, DCXEMU_OP_SEND, DCXEMU_OP_SEND_IMM, DCXEMU_OP_WRITE, DCXEMU_OP_WRITE_IMM,
-    DCXEMU_OP_READ, DCXEMU_OP_CMP_SWP, DCXEMU_OP_FETCH_ADD,
-    DCXEMU_OP_UMR_LIST, DCXEMU_OP_UMR_INTERLEAVED, DCXEMU_OP_LOCAL_INV,
+    DCXEMU_OP_NONE,
+    DCXEMU_OP_SEND,
+    DCXEMU_OP_SEND_IMM,
+    DCXEMU_OP_WRITE,
+    DCXEMU_OP_WRITE_IMM,
+    DCXEMU_OP_READ,
+    DCXEMU_OP_CMP_SWP,
+    DCXEMU_OP_FETCH_ADD,
+    DCXEMU_OP_UMR_LIST,
+    DCXEMU_OP_UMR_INTERLEAVED,
+    DCXEMU_OP_LOCAL_INV,
 };
 
 struct dcxemu_wqe {
@@ -299,28 +315,28 @@ struct dcxemu_wqe {
     uint32_t imm;
     uint32_t dlid;
     uint32_t dctn;
-    uint8_t  data_setters;
-    uint8_t  addr_setters;
-    uint8_t  is_inline;
-    uint8_t  is_global;    /* the AH's GRH: RoCE routing (dgid), source GID, hop limit */
-    uint8_t  sgid_index;
-    uint8_t  hop_limit;
-    uint8_t  pad[2];
+    uint8_t data_setters;
+    uint8_t addr_setters;
+    uint8_t is_inline;
+    uint8_t is_global; /* the AH's GRH: RoCE routing (dgid), source GID, hop limit */
+    uint8_t sgid_index;
+    uint8_t hop_limit;
+    uint8_t pad[2];
     union ibv_gid dgid;
     uint32_t num_sge;
     uint32_t inline_len;
-    uint32_t umr_n;        /* UMR: entries in the QP's umr area of this slot */
+    uint32_t umr_n; /* UMR: entries in the QP's umr area of this slot */
     uint32_t umr_access;
     uint32_t umr_repeat;
     uint32_t pad2;
-    uint64_t not_before_ns;  /* deferred mode: earliest execution time */
+    uint64_t not_before_ns; /* deferred mode: earliest execution time */
     /* raw WQE (mlx5dv_wr_raw_wqe) atomics, decoded at post; opcode is CMP_SWP or FETCH_ADD */
-    uint64_t cmp_mask;       /* masked CS: compare mask; masked FA: field boundary in cmp */
-    uint64_t swap_mask;      /* masked CS: swap mask */
-    uint8_t  raw;            /* 1: posted as a raw WQE (CQE opcode MLX5DV_WC_RAW_WQE) */
-    uint8_t  raw_masked;     /* extended (masked) atomic opcode */
-    uint8_t  raw_size;       /* operand size in bytes: 4 or 8 */
-    uint8_t  raw_bad;        /* malformed: completes with LOC_QP_OP_ERR, nothing executes */
+    uint64_t cmp_mask; /* masked CS: compare mask; masked FA: field boundary in cmp */
+    uint64_t swap_mask; /* masked CS: swap mask */
+    uint8_t raw; /* 1: posted as a raw WQE (CQE opcode MLX5DV_WC_RAW_WQE) */
+    uint8_t raw_masked; /* extended (masked) atomic opcode */
+    uint8_t raw_size; /* operand size in bytes: 4 or 8 */
+    uint8_t raw_bad; /* malformed: completes with LOC_QP_OP_ERR, nothing executes */
     uint32_t pad3;
     /* followed by max_send_sge struct ibv_sge, then max_inline_data bytes */
 };
@@ -331,59 +347,61 @@ struct dcxemu_qp {
     struct dcxemu_context *ctx;
     int idx;
     int is_dct;
-    int is_rc;                     /* loopback RC QP hosting UMR / LOCAL_INV */
-    int has_qpx;                   /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
+    int is_rc; /* loopback RC QP hosting UMR / LOCAL_INV */
+    int has_qpx; /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
     int sq_sig_all;
-    int been_rts;                  /* wr_complete accepted only after RTS since last RESET */
-    _Atomic int hw_state;          /* what the device thinks (ibv_query_qp reports it) */
+    int been_rts; /* wr_complete accepted only after RTS since last RESET */
+    _Atomic int hw_state; /* what the device thinks (ibv_query_qp reports it) */
     uint64_t send_ops;
     struct ibv_qp_cap cap;
     uint32_t port, pkey_index, path_mtu;
-    uint32_t timeout, retry_cnt, rnr_retry, min_rnr_timer, max_rd_atomic, sq_psn, access;
+    uint32_t timeout, retry_cnt, rnr_retry, min_rnr_timer, max_rd_atomic,
+            sq_psn, access;
     uint64_t dc_key;
     struct dcxemu_pd *pd;
     struct dcxemu_cq *send_cq, *recv_cq;
     struct dcxemu_srq *srq;
     /* send queue */
-    pthread_mutex_t post_lock;     /* wr_start .. wr_complete/abort */
-    pthread_mutex_t exec_lock;     /* one executor at a time, FIFO */
+    pthread_mutex_t post_lock; /* wr_start .. wr_complete/abort */
+    pthread_mutex_t exec_lock; /* one executor at a time, FIFO */
     size_t wqe_size;
     char *ring;
     uint32_t ring_slots;
-    struct dcxemu_mkey_entry *umr_ring;   /* umr_max entries per slot (RC with MR ops) */
+    struct dcxemu_mkey_entry
+            *umr_ring; /* umr_max entries per slot (RC with MR ops) */
     uint32_t umr_max;
-    uint64_t sq_posted;            /* published WQEs */
-    uint64_t sq_done;              /* executed (completed or flushed) */
-    _Atomic uint64_t sq_freed;     /* slots released by polled CQEs */
+    uint64_t sq_posted; /* published WQEs */
+    uint64_t sq_done; /* executed (completed or flushed) */
+    _Atomic uint64_t sq_freed; /* slots released by polled CQEs */
     /* batch being built */
     int batch_err;
     uint32_t batch_n;
     struct dcxemu_wqe *cur;
     /* retry state of the head WQE */
     uint32_t rnr_count, retry_count;
-    _Atomic uint64_t deadline_ns;  /* 0 = nothing waits */
-    uint64_t head_gate_ns;         /* head WQE may run from then on (deferral, delay); 0 = unset */
+    _Atomic uint64_t deadline_ns; /* 0 = nothing waits */
+    uint64_t head_gate_ns; /* head WQE may run from then on (deferral, delay); 0 = unset */
 };
 
 struct dcxemu_settings {
-    char fabric[200];              /* "/name" of the fabric in use */
-    int fabric_explicit;           /* DCXEMU_FABRIC given: no fallback name */
-    int keep_fabric;               /* DCXEMU_KEEP_FABRIC: leave the file when the last member leaves */
-    uint32_t max_members;          /* DCXEMU_MAX_MEMBERS, used when the fabric is created */
+    char fabric[200]; /* "/name" of the fabric in use */
+    int fabric_explicit; /* DCXEMU_FABRIC given: no fallback name */
+    int keep_fabric; /* DCXEMU_KEEP_FABRIC: leave the file when the last member leaves */
+    uint32_t max_members; /* DCXEMU_MAX_MEMBERS, used when the fabric is created */
     int num_devices;
     uint32_t max_wqe;
     double time_scale;
     uint64_t heap_mb;
-    int strict_umr;                /* DCXEMU_STRICT_UMR: re-UMR needs LOCAL_INV first */
-    int mkey_update_tag;           /* DCXEMU_MKEY_UPDATE_TAG: a UMR may set the mkey's tag */
-    int yama_scope;                /* DCXEMU_YAMA_SCOPE (test-only): -1 = read the kernel's */
-    long ptracer;                  /* DCXEMU_PTRACER: -1 any, 0 none, else a PID */
-    int no_atomics;                /* DCXEMU_ATOMIC_CAP=none: atomic_cap IBV_ATOMIC_NONE */
-    int log_max_ra_dc;             /* DCXEMU_LOG_MAX_RA_DC: HCA cap log_max_ra_{req,res}_dc */
-    int no_ext_atomics;            /* DCXEMU_EXT_ATOMICS=0: no masked atomics (HCA atomic caps) */
-    int roce;                      /* DCXEMU_LINK_LAYER=ethernet: RoCE port, GID routing */
-    uint32_t roce_routers;         /* DCXEMU_ROCE_ROUTERS: routers every RoCE packet crosses */
-    int deferred;                  /* DCXEMU_EXEC=deferred */
+    int strict_umr; /* DCXEMU_STRICT_UMR: re-UMR needs LOCAL_INV first */
+    int mkey_update_tag; /* DCXEMU_MKEY_UPDATE_TAG: a UMR may set the mkey's tag */
+    int yama_scope; /* DCXEMU_YAMA_SCOPE (test-only): -1 = read the kernel's */
+    long ptracer; /* DCXEMU_PTRACER: -1 any, 0 none, else a PID */
+    int no_atomics; /* DCXEMU_ATOMIC_CAP=none: atomic_cap IBV_ATOMIC_NONE */
+    int log_max_ra_dc; /* DCXEMU_LOG_MAX_RA_DC: HCA cap log_max_ra_{req,res}_dc */
+    int no_ext_atomics; /* DCXEMU_EXT_ATOMICS=0: no masked atomics (HCA atomic caps) */
+    int roce; /* DCXEMU_LINK_LAYER=ethernet: RoCE port, GID routing */
+    uint32_t roce_routers; /* DCXEMU_ROCE_ROUTERS: routers every RoCE packet crosses */
+    int deferred; /* DCXEMU_EXEC=deferred */
     uint32_t defer_us;
     /* DCXEMU_FAULTS: probabilities scaled to 2^32 (0 = off) */
     int faults;
@@ -397,14 +415,15 @@ struct dcxemu_settings {
 /* settings.c */
 extern struct dcxemu_settings dcxemu_cfg;
 void dcxemu_read_settings(void);
-#define FABRIC_NAME_TRIES 16   /* the default name, then "<default>.1" .. "<default>.15" */
+#define FABRIC_NAME_TRIES \
+    16 /* the default name, then "<default>.1" .. "<default>.15" */
 /* "/name" of fabric candidate cand into buf; 1 if the name is explicit (DCXEMU_FABRIC) */
 int dcxemu_fabric_candidate(int cand, char *buf, size_t len);
 
 extern struct dcxemu_shm *dcxemu_fab;
-extern int dcxemu_me;               /* my member slot */
+extern int dcxemu_me; /* my member slot */
 extern uint64_t dcxemu_my_token;
-extern pthread_mutex_t dcxemu_reg_lock;    /* process registry below */
+extern pthread_mutex_t dcxemu_reg_lock; /* process registry below */
 extern struct dcxemu_cq *dcxemu_local_cqs[DCXEMU_MAX_CQS];
 extern struct dcxemu_srq *dcxemu_local_srqs[DCXEMU_MAX_SRQS];
 extern struct dcxemu_qp *dcxemu_local_qps[DCXEMU_MAX_QPS];
@@ -421,55 +440,64 @@ static inline int dcxemu_is_fatal(int dev)
  * cost what the process uses rather than the size of the fabric-wide tables. */
 struct dcxemu_idx_set {
     uint32_t n;
-    uint32_t *item;        /* item[0..n) */
-    uint32_t *pos;         /* pos[index] = position in item */
+    uint32_t *item; /* item[0..n) */
+    uint32_t *pos; /* pos[index] = position in item */
 };
 extern struct dcxemu_idx_set dcxemu_qp_set, dcxemu_cq_set, dcxemu_srq_set;
 void dcxemu_idx_set_add(struct dcxemu_idx_set *s, uint32_t index);
 void dcxemu_idx_set_del(struct dcxemu_idx_set *s, uint32_t index);
 
-int dcxemu_attach(void);                   /* engine.c: attach and start the engine; 0 or errno */
+int dcxemu_attach(void); /* engine.c: attach and start the engine; 0 or errno */
 /* Attach once per process (later calls return the first result); start runs once attached, stop
  * when leaving at exit: the engine's own calls, so that the fabric never names the layer above. */
 int dcxemu_fabric_attach(int (*start)(void), void (*stop)(void));
-void dcxemu_ptracer_allow(void);           /* let peers reach our memory (first DCT) */
-int dcxemu_usable(void);                   /* 0, or EPERM in a forked child / errno of attach */
-int dcxemu_lock(void);                     /* fabric lock; 0 or errno */
+void dcxemu_ptracer_allow(void); /* let peers reach our memory (first DCT) */
+int dcxemu_usable(void); /* 0, or EPERM in a forked child / errno of attach */
+int dcxemu_lock(void); /* fabric lock; 0 or errno */
 void dcxemu_unlock(void);
 int dcxemu_shm_lock(pthread_mutex_t *m);
 void dcxemu_shm_mutex_init(pthread_mutex_t *m);
 /* heap.c, all under the fabric lock */
-void dcxemu_heap_init(void);               /* a new fabric: one free block */
+void dcxemu_heap_init(void); /* a new fabric: one free block */
 uint64_t dcxemu_heap_alloc(uint64_t size); /* 0 = ENOMEM */
 void dcxemu_heap_free(uint64_t off);
-void dcxemu_heap_rebuild(void);            /* after a member died holding the fabric lock */
-void dcxemu_heap_free_owned(uint64_t token);   /* what a member that left still held */
-static inline void *dcxemu_ptr(uint64_t off) { return (char *)dcxemu_fab + off; }
-int dcxemu_member_alive(int m, uint64_t token);   /* under the fabric lock */
+void dcxemu_heap_rebuild(void); /* after a member died holding the fabric lock */
+void dcxemu_heap_free_owned(
+        uint64_t token); /* what a member that left still held */
+static inline void *dcxemu_ptr(uint64_t off)
+{
+    return (char *)dcxemu_fab + off;
+}
+int dcxemu_member_alive(int m, uint64_t token); /* under the fabric lock */
 int dcxemu_owner_is_me(uint16_t owner, uint64_t token);
-void dcxemu_ring(int member);              /* wake a member's engine (its doorbell) */
-void dcxemu_engine_kick(void);             /* ring my own doorbell */
+void dcxemu_ring(int member); /* wake a member's engine (its doorbell) */
+void dcxemu_engine_kick(void); /* ring my own doorbell */
 uint64_t dcxemu_now_ns(void);
 uint64_t dcxemu_scaled_ns(double ns);
-void dcxemu_reap_dead_members(void);       /* under the fabric lock */
-uint64_t dcxemu_random(void);              /* deterministic per process (seed) */
-uint32_t dcxemu_qp_next_gen(uint32_t idx);   /* fabric lock held: the slot's next generation */
-static inline void dcxemu_hwm_bump(uint32_t *hwm, uint32_t idx)   /* fabric lock held */
+void dcxemu_reap_dead_members(void); /* under the fabric lock */
+uint64_t dcxemu_random(void); /* deterministic per process (seed) */
+uint32_t dcxemu_qp_next_gen(
+        uint32_t idx); /* fabric lock held: the slot's next generation */
+static inline void
+dcxemu_hwm_bump(uint32_t *hwm, uint32_t idx) /* fabric lock held */
 {
     if (idx + 1 > *hwm) {
         *hwm = idx + 1;
     }
 }
-int dcxemu_chance(uint32_t p);             /* true with probability p / 2^32 */
+int dcxemu_chance(uint32_t p); /* true with probability p / 2^32 */
 
 void dcxemu_count(int member, int dev, size_t field_off, uint64_t n);
 #define DCXEMU_COUNT(_m, _d, _field, _n) \
     dcxemu_count(_m, _d, offsetof(struct dcxemu_counters, _field), _n)
 
-extern int dcxemu_trace_fd;                /* trace.c; -1: tracing off */
+extern int dcxemu_trace_fd; /* trace.c; -1: tracing off */
 void dcxemu_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-#define DCXEMU_TRACE(...) \
-    do { if (__builtin_expect(dcxemu_trace_fd >= 0, 0)) dcxemu_trace(__VA_ARGS__); } while (0)
+#define DCXEMU_TRACE(...)                              \
+    do {                                               \
+        if (__builtin_expect(dcxemu_trace_fd >= 0, 0)) \
+            dcxemu_trace(__VA_ARGS__);                 \
+    } while (0)
 
 struct iovec;
 int dcxemu_vm_copy(pid_t pid, int to_remote, const struct iovec *local, int nl,
@@ -484,7 +512,8 @@ static inline pid_t dcxemu_copy_pid(int member)
 
 static inline struct dcxemu_context *dcxemu_ctx(struct ibv_context *c)
 {
-    return (struct dcxemu_context *)((char *)c - offsetof(struct dcxemu_context, vctx.context));
+    return (struct dcxemu_context *)((char *)c - offsetof(struct dcxemu_context,
+                                                          vctx.context));
 }
 
 /* Node GUID of device dev: Mellanox OUI, then a device number the same in every member. */
@@ -495,7 +524,8 @@ static inline uint64_t dcxemu_guid(int dev)
 
 /* port.c: entry `index` of device `dev`'s GID table in this process's port mode (the table is
  * the same in every process): 0, ENODATA (an empty entry) or EINVAL (beyond the table). */
-int dcxemu_gid_entry(int dev, uint32_t index, union ibv_gid *gid, uint32_t *type);
+int dcxemu_gid_entry(int dev, uint32_t index, union ibv_gid *gid,
+                     uint32_t *type);
 int dcxemu_query_port_op(struct ibv_context *context, uint8_t port_num,
                          struct ibv_port_attr *port_attr, size_t port_attr_len);
 
@@ -509,21 +539,26 @@ struct ibv_srq *dcxemu_create_srq_ex_op(struct ibv_context *context,
 int dcxemu_post_srq_recv_op(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
                             struct ibv_recv_wr **bad_wr);
 
-int dcxemu_cq_push(struct dcxemu_shm_cq *cq, const struct dcxemu_shm_cqe *cqe); /* fabric lock held */
+int dcxemu_cq_push(struct dcxemu_shm_cq *cq,
+                   const struct dcxemu_shm_cqe *cqe); /* fabric lock held */
 void dcxemu_cq_purge_qpn(struct dcxemu_shm_cq *cq, uint32_t qpn);
-void dcxemu_deliver_events(void);          /* owner side: channels and async events */
-void dcxemu_async_post(struct dcxemu_context *ctx, enum ibv_event_type type, void *obj);
+void dcxemu_deliver_events(void); /* owner side: channels and async events */
+void dcxemu_async_post(struct dcxemu_context *ctx, enum ibv_event_type type,
+                       void *obj);
 void dcxemu_qp_progress(struct dcxemu_qp *qp);
-struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr);
+struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context,
+                                      struct ibv_qp_init_attr_ex *attr);
 void dcxemu_ops_init(struct ibv_context_ops *ops);
 
 
 /* ---------------------------------------------------------------- testapi.c ---------------- */
 
 /* Hooks behind the test-only queries of dcxemu.h. */
-void dcxemu_test_engine_waits(uint32_t seen, uint64_t interval_ns);   /* before its futex wait */
-void dcxemu_test_engine_runs(void);                                   /* after it */
-void dcxemu_test_cq_destroy_wait(int delta);   /* +1/-1 around destroy_cq's wait for acks */
+void dcxemu_test_engine_waits(uint32_t seen,
+                              uint64_t interval_ns); /* before its futex wait */
+void dcxemu_test_engine_runs(void); /* after it */
+void dcxemu_test_cq_destroy_wait(
+        int delta); /* +1/-1 around destroy_cq's wait for acks */
 
 /* ---------------------------------------------------------------- data copies without the lock */
 
@@ -534,7 +569,8 @@ void dcxemu_test_cq_destroy_wait(int delta);   /* +1/-1 around destroy_cq's wait
  * so on return no copy through the invalidated object runs or can start. */
 void dcxemu_copy_begin(int qp_idx);
 void dcxemu_copy_end(int qp_idx);
-void dcxemu_copy_wait(void);               /* no fabric lock held */
-void dcxemu_test_hook_call(enum dcxemu_test_event ev, uint32_t qpn, uint64_t len);
+void dcxemu_copy_wait(void); /* no fabric lock held */
+void dcxemu_test_hook_call(enum dcxemu_test_event ev, uint32_t qpn,
+                           uint64_t len);
 
 #endif

@@ -19,19 +19,25 @@
 #include <unistd.h>
 
 static const char *const op_names[DCXEMU_CNT_OP_MAX] = {
-    "write", "write_imm", "send", "send_imm", "read", "atomic_fa", "atomic_cs", "umr", "local_inv",
+    "write",     "write_imm", "send", "send_imm",  "read",
+    "atomic_fa", "atomic_cs", "umr",  "local_inv",
 };
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: dcxemu-stat [-c] [-f FABRIC]\n"
                "       dcxemu-stat -r [-f FABRIC] [-- COMMAND [ARGS...]]\n"
-               "  Print the fabric-wide counters of every device of a dcxemu fabric\n"
-               "  (default: $DCXEMU_FABRIC, else dcxemu-<uid> or its fallback name).\n"
+               "  Print the fabric-wide counters of every device of a dcxemu "
+               "fabric\n"
+               "  (default: $DCXEMU_FABRIC, else dcxemu-<uid> or its fallback "
+               "name).\n"
                "  -c  one line per device: dcxemuN key=value ...\n"
-               "  -r  remove the fabric if no process is attached to it; exit 0 when\n"
-               "      removed or absent, 3 when in use (left in place), 1 on error.\n"
-               "      With COMMAND: run it, then remove the fabric if idle, and exit\n"
+               "  -r  remove the fabric if no process is attached to it; exit "
+               "0 when\n"
+               "      removed or absent, 3 when in use (left in place), 1 on "
+               "error.\n"
+               "      With COMMAND: run it, then remove the fabric if idle, "
+               "and exit\n"
                "      with COMMAND's status (128+N if signal N ended it).\n");
 }
 
@@ -59,7 +65,8 @@ static int run_command(char **cmd)
     sigaddset(&block, SIGHUP);
     sigaddset(&block, SIGINT);
     sigaddset(&block, SIGQUIT);
-    sigprocmask(SIG_BLOCK, &block, &old);   /* no signal lost between fork and the handlers */
+    sigprocmask(SIG_BLOCK, &block,
+                &old); /* no signal lost between fork and the handlers */
     pid = fork();
     if (pid < 0) {
         fprintf(stderr, "dcxemu-stat: fork: %s\n", strerror(errno));
@@ -68,7 +75,8 @@ static int run_command(char **cmd)
     if (pid == 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         execvp(cmd[0], cmd);
-        fprintf(stderr, "dcxemu-stat: cannot run %s: %s\n", cmd[0], strerror(errno));
+        fprintf(stderr, "dcxemu-stat: cannot run %s: %s\n", cmd[0],
+                strerror(errno));
         _exit(errno == ENOENT ? 127 : 126);
     }
     child_pid = pid;
@@ -94,11 +102,12 @@ static int run_command(char **cmd)
 static int remove_fabric(const char *name, char **cmd)
 {
     int cmd_rc = cmd[0] != NULL ? run_command(cmd) : -1;
-    int err = dcxemu_fabric_remove(name);
+    int err    = dcxemu_fabric_remove(name);
     if (cmd_rc >= 0) {
         /* after a command: in use means others still run on it, which is fine */
         if (err != 0 && err != ENOENT && err != EBUSY) {
-            fprintf(stderr, "dcxemu-stat: cannot remove fabric %s: %s\n", name, strerror(err));
+            fprintf(stderr, "dcxemu-stat: cannot remove fabric %s: %s\n", name,
+                    strerror(err));
         }
         return cmd_rc;
     }
@@ -122,44 +131,59 @@ static const struct dcxemu_shm *map_fabric(const char *path)
         return NULL;
     }
     if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(*f)) {
-        fprintf(stderr, "dcxemu-stat: fabric %s is not initialised\n", path + 1);
+        fprintf(stderr, "dcxemu-stat: fabric %s is not initialised\n",
+                path + 1);
         return NULL;
     }
     f = mmap(NULL, sizeof(*f), PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (f == MAP_FAILED) {
-        fprintf(stderr, "dcxemu-stat: cannot map fabric %s: %s\n", path + 1, strerror(errno));
+        fprintf(stderr, "dcxemu-stat: cannot map fabric %s: %s\n", path + 1,
+                strerror(errno));
         return NULL;
     }
-    if (f->magic != DCXEMU_MAGIC || f->layout_version != DCXEMU_LAYOUT_VERSION ||
+    if (f->magic != DCXEMU_MAGIC ||
+        f->layout_version != DCXEMU_LAYOUT_VERSION ||
         f->struct_size != sizeof(*f)) {
-        fprintf(stderr, "dcxemu-stat: fabric %s has magic 0x%llx layout %u; this tool reads "
-                "layout %u\n", path + 1, (unsigned long long)f->magic, f->layout_version,
+        fprintf(stderr,
+                "dcxemu-stat: fabric %s has magic 0x%llx layout %u; this tool "
+                "reads "
+                "layout %u\n",
+                path + 1, (unsigned long long)f->magic, f->layout_version,
                 DCXEMU_LAYOUT_VERSION);
         return NULL;
     }
     return f;
 }
 
-static void print_device(const struct dcxemu_shm *f, uint32_t d, const char *name, int csv)
+static void
+print_device(const struct dcxemu_shm *f, uint32_t d, const char *name, int csv)
 {
     const uint64_t *src = (const uint64_t *)&f->dev_cnt[d];
     struct dcxemu_counters c;
     for (size_t i = 0; i < sizeof(c) / sizeof(uint64_t); i++) {
         ((uint64_t *)&c)[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
     }
-    const struct { const char *k; uint64_t v; } more[] = {
-        { "bytes", c.bytes }, { "rnr_retries", c.rnr_retries },
-        { "transport_retries", c.transport_retries }, { "key_violations", c.key_violations },
-        { "error_cqes", c.error_cqes }, { "recv_cqes", c.recv_cqes },
+    const struct {
+        const char *k;
+        uint64_t v;
+    } more[] = {
+        { "bytes", c.bytes },
+        { "rnr_retries", c.rnr_retries },
+        { "transport_retries", c.transport_retries },
+        { "key_violations", c.key_violations },
+        { "error_cqes", c.error_cqes },
+        { "recv_cqes", c.recv_cqes },
         { "send_cqes", c.send_cqes },
     };
     printf(csv ? "dcxemu%u" : "dcxemu%u (fabric %s)\n", d, name);
     for (int i = 0; i < DCXEMU_CNT_OP_MAX; i++) {
-        printf(csv ? " %s=%llu" : "  %-18s %llu\n", op_names[i], (unsigned long long)c.wr[i]);
+        printf(csv ? " %s=%llu" : "  %-18s %llu\n", op_names[i],
+               (unsigned long long)c.wr[i]);
     }
     for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
-        printf(csv ? " %s=%llu" : "  %-18s %llu\n", more[i].k, (unsigned long long)more[i].v);
+        printf(csv ? " %s=%llu" : "  %-18s %llu\n", more[i].k,
+               (unsigned long long)more[i].v);
     }
     if (csv) {
         printf("\n");
@@ -176,11 +200,21 @@ int main(int argc, char **argv)
 
     while ((opt = getopt(argc, argv, "+cf:hr")) != -1) {
         switch (opt) {
-        case 'c': csv = 1; break;
-        case 'r': remove = 1; break;
-        case 'f': name = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'c':
+            csv = 1;
+            break;
+        case 'r':
+            remove = 1;
+            break;
+        case 'f':
+            name = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (name == NULL || *name == '\0') {

@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ENGINE_IDLE_NS     100000000ull   /* wake at least this often */
-#define ENGINE_REAP_NS     200000000ull   /* liveness check interval */
+#define ENGINE_IDLE_NS 100000000ull /* wake at least this often */
+#define ENGINE_REAP_NS 200000000ull /* liveness check interval */
 
 static pthread_t engine_thread;
 static volatile int engine_stopping;
@@ -33,7 +33,7 @@ static uint64_t run_due_qps(uint64_t now, uint64_t *next)
         }
         if (d <= now) {
             dcxemu_qp_progress(qp);
-            d = atomic_load(&qp->deadline_ns);
+            d   = atomic_load(&qp->deadline_ns);
             now = dcxemu_now_ns();
         }
         if (d != 0 && d < *next) {
@@ -63,7 +63,7 @@ static void reap_if_due(uint64_t now, uint64_t *next_reap)
 
 static void *engine_main(void *arg)
 {
-    uint32_t *db = &dcxemu_fab->members[dcxemu_me].doorbell;
+    uint32_t *db       = &dcxemu_fab->members[dcxemu_me].doorbell;
     uint64_t next_reap = 0;
     (void)arg;
     while (!engine_stopping) {
@@ -78,7 +78,7 @@ static void *engine_main(void *arg)
         if (next <= now) {
             continue;
         }
-        to.tv_sec = (time_t)((next - now) / 1000000000ull);
+        to.tv_sec  = (time_t)((next - now) / 1000000000ull);
         to.tv_nsec = (long)((next - now) % 1000000000ull);
         dcxemu_test_engine_waits(seen, next - now);
         syscall(SYS_futex, db, FUTEX_WAIT, seen, &to, NULL, 0);

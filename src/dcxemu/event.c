@@ -19,9 +19,12 @@ struct async_rec {
     uint64_t obj;
 };
 
-void dcxemu_async_post(struct dcxemu_context *ctx, enum ibv_event_type type, void *obj)
+void dcxemu_async_post(struct dcxemu_context *ctx, enum ibv_event_type type,
+                       void *obj)
 {
-    struct async_rec r = { .type = (uint32_t)type, .pad = 0, .obj = (uintptr_t)obj };
+    struct async_rec r = { .type = (uint32_t)type,
+                           .pad  = 0,
+                           .obj  = (uintptr_t)obj };
     if (write(ctx->async_wfd, &r, sizeof(r)) != (ssize_t)sizeof(r)) {
         /* pipe full: the application is not reading events; hardware drops them too */
     }
@@ -55,7 +58,7 @@ DCXEMU_API int dcxemu_ibv_get_async_event(struct ibv_context *context,
         break;
     case IBV_EVENT_PORT_ACTIVE:
     case IBV_EVENT_PORT_ERR:
-    case IBV_EVENT_DEVICE_FATAL:   /* mlx5_ib_event: port 1 */
+    case IBV_EVENT_DEVICE_FATAL: /* mlx5_ib_event: port 1 */
         event->element.port_num = (int)r.obj;
         break;
     default:
@@ -69,20 +72,24 @@ DCXEMU_API void dcxemu_ibv_ack_async_event(struct ibv_async_event *event)
 {
     pthread_mutex_t *m = NULL;
     pthread_cond_t *cv = NULL;
-    uint32_t *cnt = NULL;
+    uint32_t *cnt      = NULL;
     if (event == NULL) {
         return;
     }
     switch (event->event_type) {
     case IBV_EVENT_CQ_ERR: {
         struct ibv_cq *cq = event->element.cq;
-        m = &cq->mutex; cv = &cq->cond; cnt = &cq->async_events_completed;
+        m                 = &cq->mutex;
+        cv                = &cq->cond;
+        cnt               = &cq->async_events_completed;
         break;
     }
     case IBV_EVENT_SRQ_LIMIT_REACHED:
     case IBV_EVENT_SRQ_ERR: {
         struct ibv_srq *srq = event->element.srq;
-        m = &srq->mutex; cv = &srq->cond; cnt = &srq->events_completed;
+        m                   = &srq->mutex;
+        cv                  = &srq->cond;
+        cnt                 = &srq->events_completed;
         break;
     }
     case IBV_EVENT_PORT_ACTIVE:
@@ -91,7 +98,9 @@ DCXEMU_API void dcxemu_ibv_ack_async_event(struct ibv_async_event *event)
         return;
     default: {
         struct ibv_qp *qp = event->element.qp;
-        m = &qp->mutex; cv = &qp->cond; cnt = &qp->events_completed;
+        m                 = &qp->mutex;
+        cv                = &qp->cond;
+        cnt               = &qp->events_completed;
         break;
     }
     }
@@ -103,7 +112,8 @@ DCXEMU_API void dcxemu_ibv_ack_async_event(struct ibv_async_event *event)
 
 /* ---------------------------------------------------------------- channels ---- */
 
-DCXEMU_API struct ibv_comp_channel *dcxemu_ibv_create_comp_channel(struct ibv_context *context)
+DCXEMU_API struct ibv_comp_channel *
+dcxemu_ibv_create_comp_channel(struct ibv_context *context)
 {
     struct dcxemu_channel *ch;
     int fds[2];
@@ -129,9 +139,9 @@ DCXEMU_API struct ibv_comp_channel *dcxemu_ibv_create_comp_channel(struct ibv_co
     }
     fcntl(fds[1], F_SETFL, O_NONBLOCK);
     ch->ch.context = context;
-    ch->ch.fd = fds[0];
-    ch->ch.refcnt = 0;
-    ch->wfd = fds[1];
+    ch->ch.fd      = fds[0];
+    ch->ch.refcnt  = 0;
+    ch->wfd        = fds[1];
     return &ch->ch;
 }
 
@@ -163,7 +173,7 @@ void dcxemu_deliver_events(void)
 {
     pthread_mutex_lock(&dcxemu_reg_lock);
     for (uint32_t k = 0; k < dcxemu_cq_set.n; k++) {
-        uint32_t i = dcxemu_cq_set.item[k];
+        uint32_t i           = dcxemu_cq_set.item[k];
         struct dcxemu_cq *cq = dcxemu_local_cqs[i];
         uint64_t raised;
         if (cq == NULL) {
@@ -171,32 +181,34 @@ void dcxemu_deliver_events(void)
         }
         raised = atomic_load(&cq->s->events_raised);
         while (cq->events_delivered < raised) {
-            uint64_t rec = (uint64_t)i << 32 | cq->cqx.handle;
+            uint64_t rec              = (uint64_t)i << 32 | cq->cqx.handle;
             struct dcxemu_channel *ch = (struct dcxemu_channel *)cq->cqx.channel;
             if (ch == NULL) {
                 cq->events_delivered = raised;
                 break;
             }
             if (write(ch->wfd, &rec, sizeof(rec)) != (ssize_t)sizeof(rec)) {
-                break;   /* pipe full: retried on the next wakeup */
+                break; /* pipe full: retried on the next wakeup */
             }
             cq->events_delivered++;
         }
         if (__atomic_exchange_n(&cq->s->overrun_event, 0, __ATOMIC_SEQ_CST)) {
-            dcxemu_async_post(dcxemu_ctx(cq->cqx.context), IBV_EVENT_CQ_ERR, cq);
+            dcxemu_async_post(dcxemu_ctx(cq->cqx.context), IBV_EVENT_CQ_ERR,
+                              cq);
         }
     }
     for (uint32_t k = 0; k < dcxemu_srq_set.n; k++) {
         struct dcxemu_srq *srq = dcxemu_local_srqs[dcxemu_srq_set.item[k]];
         if (srq != NULL && atomic_exchange(&srq->s->limit_event, 0)) {
-            dcxemu_async_post(dcxemu_ctx(srq->srq.context), IBV_EVENT_SRQ_LIMIT_REACHED, srq);
+            dcxemu_async_post(dcxemu_ctx(srq->srq.context),
+                              IBV_EVENT_SRQ_LIMIT_REACHED, srq);
         }
     }
     pthread_mutex_unlock(&dcxemu_reg_lock);
 }
 
-DCXEMU_API int dcxemu_ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
-                                       void **cq_context)
+DCXEMU_API int dcxemu_ibv_get_cq_event(struct ibv_comp_channel *channel,
+                                       struct ibv_cq **cq, void **cq_context)
 {
     int e = dcxemu_usable();
     if (e || channel == NULL || cq == NULL || cq_context == NULL) {
@@ -218,7 +230,7 @@ DCXEMU_API int dcxemu_ibv_get_cq_event(struct ibv_comp_channel *channel, struct 
         if (c != NULL && c->cqx.handle == (uint32_t)rec &&
             c->cqx.channel == channel) {
             c->events_gotten++;
-            *cq = ibv_cq_ex_to_cq(&c->cqx);
+            *cq         = ibv_cq_ex_to_cq(&c->cqx);
             *cq_context = c->cqx.cq_context;
             pthread_mutex_unlock(&dcxemu_reg_lock);
             return 0;
@@ -228,7 +240,8 @@ DCXEMU_API int dcxemu_ibv_get_cq_event(struct ibv_comp_channel *channel, struct 
     }
 }
 
-DCXEMU_API void dcxemu_ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
+DCXEMU_API void
+dcxemu_ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 {
     if (cq == NULL) {
         return;

@@ -35,34 +35,38 @@ int dcxemu_dev_fatal[DCXEMU_MAX_DEVICES];
 static uint32_t qp_items[DCXEMU_MAX_QPS], qp_pos[DCXEMU_MAX_QPS];
 static uint32_t cq_items[DCXEMU_MAX_CQS], cq_pos[DCXEMU_MAX_CQS];
 static uint32_t srq_items[DCXEMU_MAX_SRQS], srq_pos[DCXEMU_MAX_SRQS];
-struct dcxemu_idx_set dcxemu_qp_set = { 0, qp_items, qp_pos };
-struct dcxemu_idx_set dcxemu_cq_set = { 0, cq_items, cq_pos };
+struct dcxemu_idx_set dcxemu_qp_set  = { 0, qp_items, qp_pos };
+struct dcxemu_idx_set dcxemu_cq_set  = { 0, cq_items, cq_pos };
 struct dcxemu_idx_set dcxemu_srq_set = { 0, srq_items, srq_pos };
 
 void dcxemu_idx_set_add(struct dcxemu_idx_set *s, uint32_t index)
 {
-    s->pos[index] = s->n;
+    s->pos[index]   = s->n;
     s->item[s->n++] = index;
 }
 
 void dcxemu_idx_set_del(struct dcxemu_idx_set *s, uint32_t index)
 {
     uint32_t p = s->pos[index], last = s->item[--s->n];
-    s->item[p] = last;
+    s->item[p]   = last;
     s->pos[last] = p;
 }
 
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 static int attached;
 static int attach_err;
-static volatile int forked;        /* set in a child after fork(): the fabric is not ours */
+static volatile int
+        forked; /* set in a child after fork(): the fabric is not ours */
 static size_t map_size;
 /* engine.c's thread: started once attached, stopped before leaving */
 static int (*engine_start)(void);
 static void (*engine_stop)(void);
 
 
-static void on_fork_child(void) { forked = 1; }
+static void on_fork_child(void)
+{
+    forked = 1;
+}
 
 /* ---------------------------------------------------------------- locks ---- */
 
@@ -100,7 +104,10 @@ int dcxemu_lock(void)
     }
     return r;
 }
-void dcxemu_unlock(void) { pthread_mutex_unlock(&dcxemu_fab->lock); }
+void dcxemu_unlock(void)
+{
+    pthread_mutex_unlock(&dcxemu_fab->lock);
+}
 
 /* ---------------------------------------------------------------- liveness ---- */
 
@@ -123,7 +130,7 @@ static uint64_t proc_starttime(pid_t pid)
         return 0;
     }
     buf[n] = '\0';
-    p = strrchr(buf, ')');   /* the command name may contain spaces */
+    p      = strrchr(buf, ')'); /* the command name may contain spaces */
     for (int field = 2; field < 22 && p != NULL; field++) {
         p = strchr(p + 1, ' ');
     }
@@ -141,10 +148,10 @@ static int slot_locked_by(int fd, int m, pid_t pid)
 {
     struct flock fl;
     memset(&fl, 0, sizeof(fl));
-    fl.l_type = F_WRLCK;
+    fl.l_type   = F_WRLCK;
     fl.l_whence = SEEK_SET;
-    fl.l_start = m;
-    fl.l_len = 1;
+    fl.l_start  = m;
+    fl.l_len    = 1;
     if (fcntl(fd, F_GETLK, &fl) != 0) {
         return 0;
     }
@@ -181,13 +188,14 @@ static void free_member_objects(int m)
         struct dcxemu_shm_mr *s = &dcxemu_fab->mrs[i];
         if (s->in_use && s->owner == m) {
             s->in_use = 0;
-            s->tag = (s->tag + 1) & 0xff;
+            s->tag    = (s->tag + 1) & 0xff;
         }
     }
-    for (unsigned i = 0; i < dcxemu_fab->mkey_hwm && i < DCXEMU_MAX_MKEYS; i++) {
+    for (unsigned i = 0; i < dcxemu_fab->mkey_hwm && i < DCXEMU_MAX_MKEYS;
+         i++) {
         struct dcxemu_shm_mkey *s = &dcxemu_fab->mkeys[i];
         if (s->in_use && s->owner == m) {
-            s->in_use = 0;
+            s->in_use     = 0;
             s->programmed = 0;
             dcxemu_heap_free(s->entries_off);
             s->entries_off = 0;
@@ -196,9 +204,9 @@ static void free_member_objects(int m)
     for (unsigned i = 0; i < dcxemu_fab->qp_hwm && i < DCXEMU_MAX_QPS; i++) {
         struct dcxemu_shm_qp *s = &dcxemu_fab->qps[i];
         if (s->in_use && s->owner == m) {
-            s->in_use = 0;
+            s->in_use    = 0;
             s->dct_ready = 0;
-            s->qpn = 0;
+            s->qpn       = 0;
         }
     }
     for (unsigned i = 0; i < dcxemu_fab->cq_hwm && i < DCXEMU_MAX_CQS; i++) {
@@ -206,7 +214,7 @@ static void free_member_objects(int m)
         if (s->in_use && s->owner == m) {
             dcxemu_heap_free(s->ring_off);
             s->ring_off = 0;
-            s->in_use = 0;
+            s->in_use   = 0;
         }
     }
     for (unsigned i = 0; i < dcxemu_fab->srq_hwm && i < DCXEMU_MAX_SRQS; i++) {
@@ -214,7 +222,7 @@ static void free_member_objects(int m)
         if (s->in_use && s->owner == m) {
             dcxemu_heap_free(s->ring_off);
             s->ring_off = 0;
-            s->in_use = 0;
+            s->in_use   = 0;
         }
     }
 }
@@ -222,18 +230,20 @@ static void free_member_objects(int m)
 /* Under the fabric lock. */
 void dcxemu_reap_dead_members(void)
 {
-    uint32_t hwm = dcxemu_fab->member_hwm < DCXEMU_MAX_MEMBERS ? dcxemu_fab->member_hwm :
-                                                                DCXEMU_MAX_MEMBERS;
+    uint32_t hwm = dcxemu_fab->member_hwm < DCXEMU_MAX_MEMBERS ?
+                           dcxemu_fab->member_hwm :
+                           DCXEMU_MAX_MEMBERS;
     for (int m = 0; m < (int)hwm; m++) {
         struct dcxemu_shm_member *mb = &dcxemu_fab->members[m];
-        if (!mb->in_use || m == dcxemu_me || dcxemu_member_alive(m, mb->token)) {
+        if (!mb->in_use || m == dcxemu_me ||
+            dcxemu_member_alive(m, mb->token)) {
             continue;
         }
         free_member_objects(m);
         dcxemu_heap_free_owned(mb->token);
         mb->in_use = 0;
-        mb->token = 0;
-        mb->pid = 0;
+        mb->token  = 0;
+        mb->pid    = 0;
     }
 }
 
@@ -250,7 +260,10 @@ void dcxemu_ring(int member)
     syscall(SYS_futex, db, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-void dcxemu_engine_kick(void) { dcxemu_ring(dcxemu_me); }
+void dcxemu_engine_kick(void)
+{
+    dcxemu_ring(dcxemu_me);
+}
 
 /* ---------------------------------------------------------------- attach ---- */
 
@@ -261,12 +274,12 @@ static int others_attached(int fd)
 {
     struct flock fl;
     memset(&fl, 0, sizeof(fl));
-    fl.l_type = F_WRLCK;
+    fl.l_type   = F_WRLCK;
     fl.l_whence = SEEK_SET;
-    fl.l_start = 0;
-    fl.l_len = DCXEMU_MAX_MEMBERS;
+    fl.l_start  = 0;
+    fl.l_len    = DCXEMU_MAX_MEMBERS;
     if (fcntl(fd, F_GETLK, &fl) != 0) {
-        return 1;   /* unknown: assume in use, never remove a live fabric */
+        return 1; /* unknown: assume in use, never remove a live fabric */
     }
     return fl.l_type != F_UNLCK;
 }
@@ -286,17 +299,22 @@ static int fd_is_linked(int fd, const char *name)
 /* 0 if fd is a fabric file we may use (or an empty / unfinished one); EACCES if it is owned by
  * another user, has another mode than 0600 or is not a regular file; EPROTO if it holds something
  * other than a fabric of this layout.  why: the reason, for a message ("fabric X <why>"). */
-static int fabric_file_check(int fd, const struct stat *st, char *why, size_t wlen)
+static int
+fabric_file_check(int fd, const struct stat *st, char *why, size_t wlen)
 {
     const struct dcxemu_shm *h;
     int err = 0;
-    if (!S_ISREG(st->st_mode) || st->st_uid != getuid() || (st->st_mode & 077) != 0) {
-        snprintf(why, wlen, "is owned by uid %u with mode 0%03o (needs uid %u and mode 0600)",
-                 (unsigned)st->st_uid, (unsigned)(st->st_mode & 0777), (unsigned)getuid());
+    if (!S_ISREG(st->st_mode) || st->st_uid != getuid() ||
+        (st->st_mode & 077) != 0) {
+        snprintf(why, wlen,
+                 "is owned by uid %u with mode 0%03o (needs uid %u and mode "
+                 "0600)",
+                 (unsigned)st->st_uid, (unsigned)(st->st_mode & 0777),
+                 (unsigned)getuid());
         return EACCES;
     }
     if ((size_t)st->st_size < 2 * sizeof(uint64_t)) {
-        return 0;   /* created, never initialised */
+        return 0; /* created, never initialised */
     }
     /* the fields read below are in the first page; past EOF within it reads as zero */
     h = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
@@ -307,8 +325,11 @@ static int fabric_file_check(int fd, const struct stat *st, char *why, size_t wl
     }
     if (h->magic != 0 &&
         (h->magic != DCXEMU_MAGIC || (size_t)st->st_size < sizeof(*h) ||
-         h->layout_version != DCXEMU_LAYOUT_VERSION || h->struct_size != sizeof(*h))) {
-        snprintf(why, wlen, "has magic 0x%llx layout %u, this library needs magic 0x%llx layout %u",
+         h->layout_version != DCXEMU_LAYOUT_VERSION ||
+         h->struct_size != sizeof(*h))) {
+        snprintf(why, wlen,
+                 "has magic 0x%llx layout %u, this library needs magic 0x%llx "
+                 "layout %u",
                  (unsigned long long)h->magic,
                  (size_t)st->st_size >= sizeof(*h) ? h->layout_version : 0,
                  (unsigned long long)DCXEMU_MAGIC, DCXEMU_LAYOUT_VERSION);
@@ -319,43 +340,47 @@ static int fabric_file_check(int fd, const struct stat *st, char *why, size_t wl
 }
 
 /* The test suite takes this lock from outside the library to prove recovery. */
-_Static_assert(offsetof(struct dcxemu_shm, lock) == 32, "fabric lock offset is part of the layout");
+_Static_assert(offsetof(struct dcxemu_shm, lock) == 32,
+               "fabric lock offset is part of the layout");
 
 /* The file was just truncated to zero, so every table is zero-filled and costs no memory until
  * used: CQ/SRQ locks and QP generations are set up when a slot is first taken. */
 static void fabric_init(struct dcxemu_shm *f, size_t total)
 {
     f->layout_version = DCXEMU_LAYOUT_VERSION;
-    f->uid = (uint32_t)getuid();
-    f->struct_size = sizeof(*f);
-    f->total_size = total;
+    f->uid            = (uint32_t)getuid();
+    f->struct_size    = sizeof(*f);
+    f->total_size     = total;
     dcxemu_shm_mutex_init(&f->lock);
     f->max_members = dcxemu_cfg.max_members;
-    f->next_pd_id = 1;
-    f->next_token = 1;
-    f->heap_off = (sizeof(*f) + 4095) & ~4095ull;
-    f->heap_size = total - f->heap_off;
+    f->next_pd_id  = 1;
+    f->next_token  = 1;
+    f->heap_off    = (sizeof(*f) + 4095) & ~4095ull;
+    f->heap_size   = total - f->heap_off;
     __atomic_store_n(&f->magic, DCXEMU_MAGIC, __ATOMIC_RELEASE);
 }
 
-#define FABRIC_SQUATTED (-1)   /* attach_name: the default name is unusable, try the next one */
+#define FABRIC_SQUATTED \
+    (-1) /* attach_name: the default name is unusable, try the next one */
 
 /* Open (creating it) the fabric file and take its flock, again while the last member removes
  * the file under us: 0 with *fdp and *st set, FABRIC_SQUATTED (default name only) or an errno. */
-static int open_locked(const char *name, int is_explicit, char *why, size_t wlen, int *fdp,
-                       struct stat *st)
+static int open_locked(const char *name, int is_explicit, char *why,
+                       size_t wlen, int *fdp, struct stat *st)
 {
     int fd, err;
     for (int tries = 1;; tries++) {
         fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         if (fd < 0) {
             err = errno;
-            if (!is_explicit && (err == EACCES || err == ELOOP || err == EISDIR)) {
+            if (!is_explicit &&
+                (err == EACCES || err == ELOOP || err == EISDIR)) {
                 /* another user's 0600 file, a symbolic link, a directory */
                 snprintf(why, wlen, "cannot be opened (%s)", strerror(err));
                 return FABRIC_SQUATTED;
             }
-            fprintf(stderr, "dcxemu: cannot open fabric %s: %s\n", name, strerror(err));
+            fprintf(stderr, "dcxemu: cannot open fabric %s: %s\n", name,
+                    strerror(err));
             return err;
         }
         if (flock(fd, LOCK_EX) != 0 || fstat(fd, st) != 0) {
@@ -370,15 +395,17 @@ static int open_locked(const char *name, int is_explicit, char *why, size_t wlen
         /* the last member removed this file while we waited for its flock */
         close(fd);
         if (tries == 1000) {
-            fprintf(stderr, "dcxemu: fabric %s keeps being removed while attaching\n", name);
+            fprintf(stderr,
+                    "dcxemu: fabric %s keeps being removed while attaching\n",
+                    name);
             return EAGAIN;
         }
     }
 }
 
 /* Whether the file may be used; says why not (FABRIC_SQUATTED: try the next default name). */
-static int check_file(int fd, const struct stat *st, const char *name, int is_explicit,
-                      char *why, size_t wlen)
+static int check_file(int fd, const struct stat *st, const char *name,
+                      int is_explicit, char *why, size_t wlen)
 {
     int err = fabric_file_check(fd, st, why, wlen);
     if (err == 0) {
@@ -390,8 +417,10 @@ static int check_file(int fd, const struct stat *st, const char *name, int is_ex
     if (err == EACCES) {
         fprintf(stderr, "dcxemu: fabric %s %s; refusing it\n", name, why);
     } else {
-        fprintf(stderr, "dcxemu: fabric %s %s; use another DCXEMU_FABRIC or remove "
-                "/dev/shm%s\n", name, why, name);
+        fprintf(stderr,
+                "dcxemu: fabric %s %s; use another DCXEMU_FABRIC or remove "
+                "/dev/shm%s\n",
+                name, why, name);
     }
     return err;
 }
@@ -407,9 +436,9 @@ static int size_file(int fd, const struct stat *st, size_t *total, int *init)
             return errno;
         }
         if (h->magic == 0) {
-            *init = 1;   /* a creator died before finishing: nobody can be using it */
+            *init = 1; /* a creator died before finishing: nobody can be using it */
         } else if (!others_attached(fd)) {
-            *init = 1;   /* stale fabric: re-initialise with this process's settings */
+            *init = 1; /* stale fabric: re-initialise with this process's settings */
         } else {
             *total = h->total_size;
         }
@@ -435,24 +464,25 @@ static int take_member_slot(struct dcxemu_shm *f, int fd, uint32_t *max_members)
     if (f->num_devices < (uint32_t)dcxemu_cfg.num_devices) {
         f->num_devices = (uint32_t)dcxemu_cfg.num_devices;
     }
-    *max_members = f->max_members < DCXEMU_MAX_MEMBERS ? f->max_members : DCXEMU_MAX_MEMBERS;
+    *max_members = f->max_members < DCXEMU_MAX_MEMBERS ? f->max_members :
+                                                         DCXEMU_MAX_MEMBERS;
     for (uint32_t m = 0; m < *max_members; m++) {
         struct dcxemu_shm_member *mb = &f->members[m];
         struct flock fl;
         memset(&fl, 0, sizeof(fl));
-        fl.l_type = F_WRLCK;
+        fl.l_type   = F_WRLCK;
         fl.l_whence = SEEK_SET;
-        fl.l_start = m;
-        fl.l_len = 1;
+        fl.l_start  = m;
+        fl.l_len    = 1;
         if (!mb->in_use && fcntl(fd, F_SETLK, &fl) == 0) {
             dcxemu_hwm_bump(&f->member_hwm, m);
-            mb->in_use = 1;
-            mb->pid = getpid();
+            mb->in_use    = 1;
+            mb->pid       = getpid();
             mb->starttime = proc_starttime(getpid());
-            mb->token = f->next_token++;
-            mb->doorbell = 0;
+            mb->token     = f->next_token++;
+            mb->doorbell  = 0;
             memset(f->member_cnt[m], 0, sizeof(f->member_cnt[m]));
-            dcxemu_me = (int)m;
+            dcxemu_me       = (int)m;
             dcxemu_my_token = mb->token;
             break;
         }
@@ -478,8 +508,8 @@ static int start_member(void)
 static int attach_name(int is_explicit, char *why, size_t wlen)
 {
     const char *name = dcxemu_cfg.fabric;
-    size_t hdr_size = (sizeof(struct dcxemu_shm) + 4095) & ~(size_t)4095;
-    size_t total = hdr_size + (size_t)dcxemu_cfg.heap_mb * 1024 * 1024;
+    size_t hdr_size  = (sizeof(struct dcxemu_shm) + 4095) & ~(size_t)4095;
+    size_t total     = hdr_size + (size_t)dcxemu_cfg.heap_mb * 1024 * 1024;
     struct stat st;
     struct dcxemu_shm *f;
     int fd = -1, err, init = 0;
@@ -505,18 +535,21 @@ static int attach_name(int is_explicit, char *why, size_t wlen)
         fabric_init(f, total);
     }
     dcxemu_fab = f;
-    map_size = total;
+    map_size   = total;
     if (init) {
         dcxemu_heap_init();
     }
     fab_fd = fd;
-    err = take_member_slot(f, fd, &max_members);
+    err    = take_member_slot(f, fd, &max_members);
     if (err != 0) {
         goto out_unmap;
     }
     if (dcxemu_me < 0) {
-        fprintf(stderr, "dcxemu: fabric %s has no free member slot (%u; DCXEMU_MAX_MEMBERS when "
-                "it was created)\n", name, max_members);
+        fprintf(stderr,
+                "dcxemu: fabric %s has no free member slot (%u; "
+                "DCXEMU_MAX_MEMBERS when "
+                "it was created)\n",
+                name, max_members);
         err = EAGAIN;
         goto out_unmap;
     }
@@ -527,7 +560,7 @@ static int attach_name(int is_explicit, char *why, size_t wlen)
 out_unmap:
     munmap(f, total);
     dcxemu_fab = NULL;
-    fab_fd = -1;
+    fab_fd     = -1;
 out_close:
     close(fd);
     return err;
@@ -580,19 +613,28 @@ void dcxemu_ptracer_allow(void)
     scope = yama_scope();
     if (scope == 1 && dcxemu_cfg.ptracer != 0) {
         tracer = dcxemu_cfg.ptracer;
-        if (prctl(PR_SET_PTRACER, tracer < 0 ? PR_SET_PTRACER_ANY : (unsigned long)tracer, 0, 0,
-                  0) != 0 && dcxemu_cfg.yama_scope < 0) {
-            fprintf(stderr, "dcxemu: prctl(PR_SET_PTRACER) failed: %s; other processes may not "
-                    "reach this process's memory\n", strerror(errno));
+        if (prctl(PR_SET_PTRACER,
+                  tracer < 0 ? PR_SET_PTRACER_ANY : (unsigned long)tracer, 0, 0,
+                  0) != 0 &&
+            dcxemu_cfg.yama_scope < 0) {
+            fprintf(stderr,
+                    "dcxemu: prctl(PR_SET_PTRACER) failed: %s; other processes "
+                    "may not "
+                    "reach this process's memory\n",
+                    strerror(errno));
         }
     } else if (scope >= 2) {
-        fprintf(stderr, "dcxemu: Yama ptrace_scope is %d: other processes cannot reach this "
-                "process's memory without CAP_SYS_PTRACE; their operations on its DCTs will fail "
-                "with remote access errors\n", scope);
+        fprintf(stderr,
+                "dcxemu: Yama ptrace_scope is %d: other processes cannot reach "
+                "this "
+                "process's memory without CAP_SYS_PTRACE; their operations on "
+                "its DCTs will fail "
+                "with remote access errors\n",
+                scope);
     }
-    ptracer_scope = scope;
+    ptracer_scope    = scope;
     ptracer_declared = tracer;
-    ptracer_done = 1;
+    ptracer_done     = 1;
     pthread_mutex_unlock(&ptracer_lock);
 }
 
@@ -603,8 +645,8 @@ DCXEMU_API int dcxemu_ptracer_read(int *scope, long *ptracer)
         return EINVAL;
     }
     pthread_mutex_lock(&ptracer_lock);
-    done = ptracer_done;
-    *scope = ptracer_scope;
+    done     = ptracer_done;
+    *scope   = ptracer_scope;
     *ptracer = ptracer_declared;
     pthread_mutex_unlock(&ptracer_lock);
     return done ? 0 : ENOENT;
@@ -621,18 +663,24 @@ static int do_attach(void)
         int err;
         if (cand > 0) {
             memcpy(prev, dcxemu_cfg.fabric, sizeof(prev));
-            dcxemu_fabric_candidate(cand, dcxemu_cfg.fabric, sizeof(dcxemu_cfg.fabric));
-            fprintf(stderr, "dcxemu: default fabric %s %s (another user may have taken the "
-                    "name); using %s instead (DCXEMU_FABRIC sets a name)\n", prev + 1, why,
-                    dcxemu_cfg.fabric + 1);
+            dcxemu_fabric_candidate(cand, dcxemu_cfg.fabric,
+                                    sizeof(dcxemu_cfg.fabric));
+            fprintf(stderr,
+                    "dcxemu: default fabric %s %s (another user may have taken "
+                    "the "
+                    "name); using %s instead (DCXEMU_FABRIC sets a name)\n",
+                    prev + 1, why, dcxemu_cfg.fabric + 1);
         }
         err = attach_name(dcxemu_cfg.fabric_explicit, why, sizeof(why));
         if (err != FABRIC_SQUATTED) {
             return err;
         }
     }
-    fprintf(stderr, "dcxemu: default fabric %s %s, and so does every other default name; set "
-            "DCXEMU_FABRIC to a name of your own\n", dcxemu_cfg.fabric + 1, why);
+    fprintf(stderr,
+            "dcxemu: default fabric %s %s, and so does every other default "
+            "name; set "
+            "DCXEMU_FABRIC to a name of your own\n",
+            dcxemu_cfg.fabric + 1, why);
     return EACCES;
 }
 
@@ -645,10 +693,10 @@ int dcxemu_fabric_attach(int (*start)(void), void (*stop)(void))
     pthread_mutex_lock(&attach_lock);
     if (!attached) {
         engine_start = start;
-        engine_stop = stop;
+        engine_stop  = stop;
         dcxemu_read_settings();
         attach_err = do_attach();
-        attached = 1;
+        attached   = 1;
     }
     err = attach_err;
     pthread_mutex_unlock(&attach_lock);
@@ -679,7 +727,8 @@ DCXEMU_API const char *dcxemu_fabric_name(void)
     for (int cand = 0; cand < FABRIC_NAME_TRIES; cand++) {
         struct stat st;
         int fd, ok;
-        if (dcxemu_fabric_candidate(cand, name, sizeof(name)) || cand == FABRIC_NAME_TRIES - 1) {
+        if (dcxemu_fabric_candidate(cand, name, sizeof(name)) ||
+            cand == FABRIC_NAME_TRIES - 1) {
             break;
         }
         fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
@@ -689,7 +738,8 @@ DCXEMU_API const char *dcxemu_fabric_name(void)
             }
             continue;
         }
-        ok = fstat(fd, &st) == 0 && fabric_file_check(fd, &st, why, sizeof(why)) == 0;
+        ok = fstat(fd, &st) == 0 &&
+             fabric_file_check(fd, &st, why, sizeof(why)) == 0;
         close(fd);
         if (ok) {
             break;
@@ -708,7 +758,8 @@ DCXEMU_API int dcxemu_fabric_remove(const char *fabric)
     if (fabric == NULL) {
         fabric = dcxemu_fabric_name();
     }
-    if (*fabric == '\0' || strchr(fabric, '/') != NULL || strlen(fabric) > sizeof(path) - 2) {
+    if (*fabric == '\0' || strchr(fabric, '/') != NULL ||
+        strlen(fabric) > sizeof(path) - 2) {
         return EINVAL;
     }
     snprintf(path, sizeof(path), "/%s", fabric);
@@ -726,7 +777,7 @@ DCXEMU_API int dcxemu_fabric_remove(const char *fabric)
     if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0) {
         err = errno;
     } else if (!fd_is_linked(fd, path)) {
-        err = ENOENT;   /* removed while we waited */
+        err = ENOENT; /* removed while we waited */
     } else if ((err = fabric_file_check(fd, &st, why, sizeof(why))) != 0) {
         /* another user's or not a fabric: not ours to remove */
     } else if (others_attached(fd)) {
@@ -755,7 +806,7 @@ __attribute__((destructor)) static void dcxemu_fini(void)
         free_member_objects(dcxemu_me);
         dcxemu_heap_free_owned(dcxemu_my_token);
         mb->in_use = 0;
-        mb->token = 0;
+        mb->token  = 0;
         dcxemu_unlock();
     }
     if (flocked) {
@@ -763,10 +814,10 @@ __attribute__((destructor)) static void dcxemu_fini(void)
          * the flock after us must not see us and leave the file behind. */
         struct flock fl;
         memset(&fl, 0, sizeof(fl));
-        fl.l_type = F_UNLCK;
+        fl.l_type   = F_UNLCK;
         fl.l_whence = SEEK_SET;
-        fl.l_start = dcxemu_me;
-        fl.l_len = 1;
+        fl.l_start  = dcxemu_me;
+        fl.l_len    = 1;
         fcntl(fab_fd, F_SETLK, &fl);
         if (!dcxemu_cfg.keep_fabric && !others_attached(fab_fd) &&
             fd_is_linked(fab_fd, dcxemu_cfg.fabric)) {

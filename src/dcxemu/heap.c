@@ -8,7 +8,7 @@
  * Called with the fabric lock held. */
 
 struct heap_blk {
-    uint64_t size;       /* including this header */
+    uint64_t size; /* including this header */
     uint64_t next_free;
     uint32_t free;
     uint32_t magic;
@@ -17,44 +17,48 @@ struct heap_blk {
 #define HEAP_MAGIC 0x68656170u
 #define HEAP_HDR   ((uint64_t)sizeof(struct heap_blk))
 
-static struct heap_blk *blk(uint64_t off) { return (struct heap_blk *)dcxemu_ptr(off); }
+static struct heap_blk *blk(uint64_t off)
+{
+    return (struct heap_blk *)dcxemu_ptr(off);
+}
 
 void dcxemu_heap_init(void)
 {
-    struct heap_blk *b = blk(dcxemu_fab->heap_off);
-    b->size = dcxemu_fab->heap_size;
-    b->next_free = 0;
-    b->free = 1;
-    b->magic = HEAP_MAGIC;
+    struct heap_blk *b    = blk(dcxemu_fab->heap_off);
+    b->size               = dcxemu_fab->heap_size;
+    b->next_free          = 0;
+    b->free               = 1;
+    b->magic              = HEAP_MAGIC;
     dcxemu_fab->heap_free = dcxemu_fab->heap_off;
 }
 
 uint64_t dcxemu_heap_alloc(uint64_t size)
 {
-    uint64_t need = (size + HEAP_HDR + 63) & ~63ull;
+    uint64_t need  = (size + HEAP_HDR + 63) & ~63ull;
     uint64_t *link = &dcxemu_fab->heap_free;
     if (size == 0 || size > dcxemu_fab->heap_size) {
         return 0;
     }
     while (*link != 0) {
-        uint64_t off = *link;
+        uint64_t off       = *link;
         struct heap_blk *b = blk(off);
         if (b->size >= need) {
             if (b->size - need >= 256) {
-                uint64_t rest = off + need;
+                uint64_t rest      = off + need;
                 struct heap_blk *r = blk(rest);
-                r->size = b->size - need;
-                r->next_free = b->next_free;
-                r->free = 1;
-                r->magic = HEAP_MAGIC;
-                b->size = need;
-                *link = rest;
+                r->size            = b->size - need;
+                r->next_free       = b->next_free;
+                r->free            = 1;
+                r->magic           = HEAP_MAGIC;
+                b->size            = need;
+                *link              = rest;
             } else {
                 *link = b->next_free;
             }
             b->owner_token = dcxemu_my_token;
-            b->next_free = 0;
-            b->free = 0;   /* last: a dying allocator leaves a block dcxemu_heap_rebuild frees */
+            b->next_free   = 0;
+            b->free =
+                    0; /* last: a dying allocator leaves a block dcxemu_heap_rebuild frees */
             return off + HEAP_HDR;
         }
         link = &b->next_free;
@@ -64,7 +68,7 @@ uint64_t dcxemu_heap_alloc(uint64_t size)
 
 void dcxemu_heap_free(uint64_t data_off)
 {
-    uint64_t off = data_off - HEAP_HDR;
+    uint64_t off       = data_off - HEAP_HDR;
     struct heap_blk *b = blk(off), *prev = NULL;
     uint64_t *link = &dcxemu_fab->heap_free;
     if (data_off == 0 || b->magic != HEAP_MAGIC || b->free) {
@@ -74,15 +78,16 @@ void dcxemu_heap_free(uint64_t data_off)
         prev = blk(*link);
         link = &prev->next_free;
     }
-    b->free = 1;
+    b->free      = 1;
     b->next_free = *link;
-    *link = off;
+    *link        = off;
     if (b->next_free != 0 && off + b->size == b->next_free) {
         struct heap_blk *n = blk(b->next_free);
         b->size += n->size;
         b->next_free = n->next_free;
     }
-    if (prev != NULL && (uint64_t)((char *)prev - (char *)dcxemu_fab) + prev->size == off) {
+    if (prev != NULL &&
+        (uint64_t)((char *)prev - (char *)dcxemu_fab) + prev->size == off) {
         prev->size += b->size;
         prev->next_free = b->next_free;
     }
@@ -94,22 +99,25 @@ void dcxemu_heap_free(uint64_t data_off)
 void dcxemu_heap_rebuild(void)
 {
     uint64_t off = dcxemu_fab->heap_off, end = off + dcxemu_fab->heap_size;
-    uint64_t *link = &dcxemu_fab->heap_free;
+    uint64_t *link             = &dcxemu_fab->heap_free;
     struct heap_blk *prev_free = NULL;
     while (off < end) {
         struct heap_blk *b = blk(off);
-        if (b->magic != HEAP_MAGIC || b->size < HEAP_HDR || b->size > end - off) {
-            break;   /* cannot happen with the ordering above; stop rather than guess */
+        if (b->magic != HEAP_MAGIC || b->size < HEAP_HDR ||
+            b->size > end - off) {
+            break; /* cannot happen with the ordering above; stop rather than guess */
         }
         if (b->free) {
-            if (prev_free != NULL && (uint64_t)((char *)prev_free - (char *)dcxemu_fab) +
-                                     prev_free->size == off) {
+            if (prev_free != NULL &&
+                (uint64_t)((char *)prev_free - (char *)dcxemu_fab) +
+                                prev_free->size ==
+                        off) {
                 prev_free->size += b->size;
             } else {
                 b->next_free = 0;
-                *link = off;
-                link = &b->next_free;
-                prev_free = b;
+                *link        = off;
+                link         = &b->next_free;
+                prev_free    = b;
             }
         }
         off += b->size;
@@ -124,7 +132,8 @@ void dcxemu_heap_free_owned(uint64_t token)
     while (off < end) {
         struct heap_blk *b = blk(off);
         uint64_t next;
-        if (b->magic != HEAP_MAGIC || b->size < HEAP_HDR || b->size > end - off) {
+        if (b->magic != HEAP_MAGIC || b->size < HEAP_HDR ||
+            b->size > end - off) {
             break;
         }
         next = off + b->size;

@@ -56,5 +56,6 @@ static const struct dcxemu_opcode opcodes[] = {
 
 const struct dcxemu_opcode *dcxemu_opcode(uint32_t op)
 {
-    return &opcodes[op < sizeof(opcodes) / sizeof(opcodes[0]) ? op : DCXEMU_OP_NONE];
+    return &opcodes[op < sizeof(opcodes) / sizeof(opcodes[0]) ? op :
+                                                                DCXEMU_OP_NONE];
 }

@@ -26,7 +26,7 @@ DCXEMU_API struct ibv_pd *dcxemu_ibv_alloc_pd(struct ibv_context *context)
         return NULL;
     }
     if (dcxemu_is_fatal(dcxemu_ctx(context)->dev_index)) {
-        errno = EIO;   /* a firmware command on a device in fatal mode */
+        errno = EIO; /* a firmware command on a device in fatal mode */
         return NULL;
     }
     pd = calloc(1, sizeof(*pd));
@@ -42,7 +42,7 @@ DCXEMU_API struct ibv_pd *dcxemu_ibv_alloc_pd(struct ibv_context *context)
     pd->pd_id = dcxemu_fab->next_pd_id++;
     dcxemu_unlock();
     pd->pd.context = context;
-    pd->pd.handle = (uint32_t)pd->pd_id;
+    pd->pd.handle  = (uint32_t)pd->pd_id;
     return &pd->pd;
 }
 
@@ -66,9 +66,10 @@ DCXEMU_API int dcxemu_ibv_dealloc_pd(struct ibv_pd *pd)
 /* Registration pins pages on hardware; here it must at least refuse unmapped ranges (EFAULT). */
 static int range_mapped(void *addr, size_t length)
 {
-    long pg = sysconf(_SC_PAGESIZE);
+    long pg         = sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)addr & ~(uintptr_t)(pg - 1);
-    uintptr_t end = ((uintptr_t)addr + length + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
+    uintptr_t end   = ((uintptr_t)addr + length + (uintptr_t)pg - 1) &
+                    ~(uintptr_t)(pg - 1);
     unsigned char vec[4096];
     if ((uintptr_t)addr + length < (uintptr_t)addr) {
         return 0;
@@ -86,17 +87,21 @@ static int range_mapped(void *addr, size_t length)
     return 1;
 }
 
-#define MR_ACCESS_KNOWN (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
-                         IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_RELAXED_ORDERING)
+#define MR_ACCESS_KNOWN                                                       \
+    (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                       \
+     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | \
+     IBV_ACCESS_RELAXED_ORDERING)
 
-static int check_mr_args(struct ibv_pd *pd, void *addr, size_t length, unsigned int access)
+static int
+check_mr_args(struct ibv_pd *pd, void *addr, size_t length, unsigned int access)
 {
     int err = dcxemu_usable();
     if (err != 0) {
         return err;
     }
     if (pd == NULL || length == 0 ||
-        (access & ~(unsigned)MR_ACCESS_KNOWN & ~(unsigned)IBV_ACCESS_OPTIONAL_RANGE)) {
+        (access & ~(unsigned)MR_ACCESS_KNOWN &
+         ~(unsigned)IBV_ACCESS_OPTIONAL_RANGE)) {
         return EINVAL;
     }
     /* IB rule: remote write or atomic access needs local write */
@@ -105,7 +110,7 @@ static int check_mr_args(struct ibv_pd *pd, void *addr, size_t length, unsigned 
         return EINVAL;
     }
     if (dcxemu_is_fatal(dcxemu_ctx(pd->context)->dev_index)) {
-        return EIO;   /* a firmware command on a device in fatal mode */
+        return EIO; /* a firmware command on a device in fatal mode */
     }
     if (!range_mapped(addr, length)) {
         return EFAULT;
@@ -125,8 +130,9 @@ static uint32_t find_mr_slot(void)
     return 0;
 }
 
-DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
-                                                  uint64_t iova, unsigned int access)
+DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
+                                                  size_t length, uint64_t iova,
+                                                  unsigned int access)
 {
     struct dcxemu_pd *p = (struct dcxemu_pd *)pd;
     struct dcxemu_shm_mr *s;
@@ -153,25 +159,25 @@ DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
         err = ENOMEM;
         goto err_free;
     }
-    s = &dcxemu_fab->mrs[idx];
+    s                       = &dcxemu_fab->mrs[idx];
     dcxemu_fab->next_mr_idx = idx + 1;
-    s->owner = (uint16_t)dcxemu_me;
-    s->owner_token = dcxemu_my_token;
-    s->in_use = 1;   /* last: a half-made slot is never live */
+    s->owner                = (uint16_t)dcxemu_me;
+    s->owner_token          = dcxemu_my_token;
+    s->in_use               = 1; /* last: a half-made slot is never live */
     dcxemu_hwm_bump(&dcxemu_fab->mr_hwm, idx);
-    s->pd_id = p->pd_id;
-    s->access = access & MR_ACCESS_KNOWN;
-    s->addr = (uintptr_t)addr;
-    s->iova = iova;
-    s->length = length;
-    mr->idx = idx;
+    s->pd_id    = p->pd_id;
+    s->access   = access & MR_ACCESS_KNOWN;
+    s->addr     = (uintptr_t)addr;
+    s->iova     = iova;
+    s->length   = length;
+    mr->idx     = idx;
     mr->mr.lkey = mr->mr.rkey = idx << 8 | (s->tag & 0xff);
     dcxemu_unlock();
     mr->mr.context = pd->context;
-    mr->mr.pd = pd;
-    mr->mr.addr = addr;
-    mr->mr.length = length;
-    mr->mr.handle = idx;
+    mr->mr.pd      = pd;
+    mr->mr.addr    = addr;
+    mr->mr.length  = length;
+    mr->mr.handle  = idx;
     atomic_fetch_add(&p->refcnt, 1);
     return &mr->mr;
 
@@ -182,10 +188,11 @@ err:
     return NULL;
 }
 
-DCXEMU_API struct ibv_mr *dcxemu_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
-                                            int access)
+DCXEMU_API struct ibv_mr *
+dcxemu_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
-    return dcxemu_ibv_reg_mr_iova2(pd, addr, length, (uintptr_t)addr, (unsigned int)access);
+    return dcxemu_ibv_reg_mr_iova2(pd, addr, length, (uintptr_t)addr,
+                                   (unsigned int)access);
 }
 
 DCXEMU_API int dcxemu_ibv_dereg_mr(struct ibv_mr *ibmr)
@@ -205,10 +212,11 @@ DCXEMU_API int dcxemu_ibv_dereg_mr(struct ibv_mr *ibmr)
     s = &dcxemu_fab->mrs[mr->idx];
     if (s->in_use && dcxemu_owner_is_me(s->owner, s->owner_token)) {
         s->in_use = 0;
-        s->tag = (s->tag + 1) & 0xff;   /* the key comes back only with a new tag */
+        s->tag    = (s->tag + 1) &
+                 0xff; /* the key comes back only with a new tag */
     }
     dcxemu_unlock();
-    dcxemu_copy_wait();   /* a copy through the key that began before is over */
+    dcxemu_copy_wait(); /* a copy through the key that began before is over */
     atomic_fetch_sub(&((struct dcxemu_pd *)ibmr->pd)->refcnt, 1);
     free(mr);
     return 0;
@@ -233,14 +241,16 @@ static int check_mkey_attr(const struct mlx5dv_mkey_init_attr *attr)
         return EIO;
     }
     supported = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT |
-                (dcxemu_cfg.mkey_update_tag ? MLX5DV_MKEY_INIT_ATTR_FLAGS_UPDATE_TAG : 0);
+                (dcxemu_cfg.mkey_update_tag ?
+                         MLX5DV_MKEY_INIT_ATTR_FLAGS_UPDATE_TAG :
+                         0);
     if (attr->create_flags == 0 || (attr->create_flags & ~known) ||
         !(attr->create_flags & MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT) ||
         (attr->create_flags & ~supported)) {
-        return EOPNOTSUPP;   /* signature, crypto (and tag update when off): no capability */
+        return EOPNOTSUPP; /* signature, crypto (and tag update when off): no capability */
     }
     if (!dcxemu_ctx(attr->pd->context)->devx) {
-        return EOPNOTSUPP;   /* mkeys are created through DEVX */
+        return EOPNOTSUPP; /* mkeys are created through DEVX */
     }
     if (attr->max_entries == 0 || attr->max_entries > 0xfffc) {
         return EINVAL;
@@ -254,7 +264,8 @@ static int take_mkey_slot(uint32_t max)
     for (int i = 0; i < DCXEMU_MAX_MKEYS; i++) {
         struct dcxemu_shm_mkey *k = &dcxemu_fab->mkeys[i];
         if (!k->in_use) {
-            k->entries_off = dcxemu_heap_alloc(max * sizeof(struct dcxemu_mkey_entry));
+            k->entries_off = dcxemu_heap_alloc(
+                    max * sizeof(struct dcxemu_mkey_entry));
             return k->entries_off != 0 ? i : -1;
         }
     }
@@ -262,7 +273,8 @@ static int take_mkey_slot(uint32_t max)
 }
 
 /* Indirect mkeys (spec §3.5): need a DEVX context; free/unusable until a UMR programs them. */
-DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init_attr *attr)
+DCXEMU_API struct mlx5dv_mkey *
+dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init_attr *attr)
 {
     struct dcxemu_shm_mkey *k;
     struct dcxemu_mkey *mk;
@@ -274,7 +286,7 @@ DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init
         goto err;
     }
     max = ((uint32_t)attr->max_entries + 3) & ~3u;
-    mk = calloc(1, sizeof(*mk));
+    mk  = calloc(1, sizeof(*mk));
     if (mk == NULL) {
         err = ENOMEM;
         goto err;
@@ -289,22 +301,23 @@ DCXEMU_API struct mlx5dv_mkey *dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init
         err = ENOMEM;
         goto err_free;
     }
-    k = &dcxemu_fab->mkeys[idx];
-    k->owner = (uint16_t)dcxemu_me;
+    k              = &dcxemu_fab->mkeys[idx];
+    k->owner       = (uint16_t)dcxemu_me;
     k->owner_token = dcxemu_my_token;
-    k->pd_id = ((struct dcxemu_pd *)attr->pd)->pd_id;
+    k->pd_id       = ((struct dcxemu_pd *)attr->pd)->pd_id;
     k->max_entries = max;
-    k->programmed = 0;
-    k->n = 0;
-    k->length = 0;
-    k->tag = 0;      /* as rdma-core: mkey_7_0 = 0 at creation */
-    k->in_use = 1;   /* last: a half-made slot is never live */
+    k->programmed  = 0;
+    k->n           = 0;
+    k->length      = 0;
+    k->tag         = 0; /* as rdma-core: mkey_7_0 = 0 at creation */
+    k->in_use      = 1; /* last: a half-made slot is never live */
     dcxemu_hwm_bump(&dcxemu_fab->mkey_hwm, (uint32_t)idx);
     dcxemu_unlock();
     attr->max_entries = (uint16_t)max;
-    mk->idx = (uint32_t)idx;
-    mk->pd = (struct dcxemu_pd *)attr->pd;
-    mk->mkey.lkey = mk->mkey.rkey = (uint32_t)(DCXEMU_MKEY_BASE + idx) << 8;   /* tag 0 */
+    mk->idx           = (uint32_t)idx;
+    mk->pd            = (struct dcxemu_pd *)attr->pd;
+    mk->mkey.lkey = mk->mkey.rkey = (uint32_t)(DCXEMU_MKEY_BASE + idx)
+                                    << 8; /* tag 0 */
     atomic_fetch_add(&mk->pd->refcnt, 1);
     return &mk->mkey;
 
@@ -331,19 +344,20 @@ DCXEMU_API int dcxemu_mlx5dv_destroy_mkey(struct mlx5dv_mkey *mkey)
     }
     k = &dcxemu_fab->mkeys[mk->idx];
     if (k->in_use && dcxemu_owner_is_me(k->owner, k->owner_token)) {
-        k->in_use = 0;
+        k->in_use     = 0;
         k->programmed = 0;
         dcxemu_heap_free(k->entries_off);
         k->entries_off = 0;
     }
     dcxemu_unlock();
-    dcxemu_copy_wait();   /* a copy through the key that began before is over */
+    dcxemu_copy_wait(); /* a copy through the key that began before is over */
     atomic_fetch_sub(&mk->pd->refcnt, 1);
     free(mk);
     return 0;
 }
 
-DCXEMU_API struct ibv_ah *dcxemu_ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+DCXEMU_API struct ibv_ah *
+dcxemu_ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
     struct dcxemu_ah *ah;
     int err;
@@ -366,8 +380,8 @@ DCXEMU_API struct ibv_ah *dcxemu_ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_
         /* mlx5_create_ah: RoCE packets always carry a GRH, so an AH without one is EINVAL;
          * the source GID must be an entry of the table */
         if (!attr->is_global ||
-            dcxemu_gid_entry(dcxemu_ctx(pd->context)->dev_index, attr->grh.sgid_index, &sgid,
-                             &type) != 0) {
+            dcxemu_gid_entry(dcxemu_ctx(pd->context)->dev_index,
+                             attr->grh.sgid_index, &sgid, &type) != 0) {
             errno = EINVAL;
             return NULL;
         }
@@ -378,8 +392,8 @@ DCXEMU_API struct ibv_ah *dcxemu_ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_
         return NULL;
     }
     ah->ah.context = pd->context;
-    ah->ah.pd = pd;
-    ah->attr = *attr;
+    ah->ah.pd      = pd;
+    ah->attr       = *attr;
     atomic_fetch_add(&((struct dcxemu_pd *)pd)->refcnt, 1);
     return &ah->ah;
 }

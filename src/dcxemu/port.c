@@ -22,42 +22,45 @@ int dcxemu_query_port_op(struct ibv_context *context, uint8_t port_num,
         return EINVAL;
     }
     memset(&a, 0, sizeof(a));
-    a.state = IBV_PORT_ACTIVE;
-    a.max_mtu = IBV_MTU_4096;
-    a.active_mtu = IBV_MTU_4096;
-    a.gid_tbl_len = DCXEMU_GID_TBL_LEN;
-    a.port_cap_flags = IBV_PORT_CM_SUP;
-    a.max_msg_sz = DCXEMU_MAX_MSG_SZ;
-    a.bad_pkey_cntr = 0;
-    a.qkey_viol_cntr = 0;
-    a.pkey_tbl_len = DCXEMU_MAX_PKEYS;
-    a.max_vl_num = 4;
-    a.sm_sl = 0;
-    a.subnet_timeout = 18;
+    a.state           = IBV_PORT_ACTIVE;
+    a.max_mtu         = IBV_MTU_4096;
+    a.active_mtu      = IBV_MTU_4096;
+    a.gid_tbl_len     = DCXEMU_GID_TBL_LEN;
+    a.port_cap_flags  = IBV_PORT_CM_SUP;
+    a.max_msg_sz      = DCXEMU_MAX_MSG_SZ;
+    a.bad_pkey_cntr   = 0;
+    a.qkey_viol_cntr  = 0;
+    a.pkey_tbl_len    = DCXEMU_MAX_PKEYS;
+    a.max_vl_num      = 4;
+    a.sm_sl           = 0;
+    a.subnet_timeout  = 18;
     a.init_type_reply = 0;
-    a.active_width = 2;    /* 4x */
-    a.active_speed = 64;   /* HDR */
-    a.phys_state = 5;      /* LinkUp */
+    a.active_width    = 2; /* 4x */
+    a.active_speed    = 64; /* HDR */
+    a.phys_state      = 5; /* LinkUp */
     if (dcxemu_cfg.roce) {
         /* RoCE: no subnet manager, no LIDs; packets are routed by GID */
         a.link_layer = IBV_LINK_LAYER_ETHERNET;
     } else {
-        a.lid = (uint16_t)(dcxemu_ctx(context)->dev_index + 1);
-        a.sm_lid = 1;
-        a.lmc = 0;
+        a.lid        = (uint16_t)(dcxemu_ctx(context)->dev_index + 1);
+        a.sm_lid     = 1;
+        a.lmc        = 0;
         a.link_layer = IBV_LINK_LAYER_INFINIBAND;
     }
-    memcpy(port_attr, &a, port_attr_len < sizeof(a) ? port_attr_len : sizeof(a));
+    memcpy(port_attr, &a,
+           port_attr_len < sizeof(a) ? port_attr_len : sizeof(a));
     return 0;
 }
 
-DCXEMU_API int dcxemu_ibv_query_port(struct ibv_context *context, uint8_t port_num,
+DCXEMU_API int dcxemu_ibv_query_port(struct ibv_context *context,
+                                     uint8_t port_num,
                                      struct ibv_port_attr *port_attr)
 {
     if (context == NULL) {
         return EINVAL;
     }
-    return dcxemu_query_port_op(context, port_num, port_attr, sizeof(*port_attr));
+    return dcxemu_query_port_op(context, port_num, port_attr,
+                                sizeof(*port_attr));
 }
 
 /* The GID tables.  InfiniBand: index 0 is the port GID (fe80::/64 + GUID).  RoCE
@@ -65,7 +68,8 @@ DCXEMU_API int dcxemu_ibv_query_port(struct ibv_context *context, uint8_t port_n
  * it on mlx5: 0 link-local RoCE v1, 1 the same as RoCE v2, 2 the IPv4-mapped address
  * ::ffff:198.51.100.<dev+1> (TEST-NET-2, never a real host's) as RoCE v1, 3 the same as RoCE v2.
  * Index 0 is not what a RoCE transport should use (not routable); UCX's choice is index 3. */
-int dcxemu_gid_entry(int dev, uint32_t index, union ibv_gid *gid, uint32_t *type)
+int dcxemu_gid_entry(int dev, uint32_t index, union ibv_gid *gid,
+                     uint32_t *type)
 {
     memset(gid, 0, sizeof(*gid));
     *type = dcxemu_cfg.roce ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_IB;
@@ -77,7 +81,7 @@ int dcxemu_gid_entry(int dev, uint32_t index, union ibv_gid *gid, uint32_t *type
             return ENODATA;
         }
         gid->global.subnet_prefix = htobe64(0xfe80000000000000ull);
-        gid->global.interface_id = htobe64(dcxemu_guid(dev));
+        gid->global.interface_id  = htobe64(dcxemu_guid(dev));
         return 0;
     }
     switch (index) {
@@ -85,7 +89,8 @@ int dcxemu_gid_entry(int dev, uint32_t index, union ibv_gid *gid, uint32_t *type
     case 1:
         gid->global.subnet_prefix = htobe64(0xfe80000000000000ull);
         /* modified EUI-64 of the port's MAC: the GUID stands in for it */
-        gid->global.interface_id = htobe64(dcxemu_guid(dev) ^ 0x0200000000000000ull);
+        gid->global.interface_id = htobe64(dcxemu_guid(dev) ^
+                                           0x0200000000000000ull);
         break;
     case 2:
     case 3:
@@ -103,7 +108,8 @@ int dcxemu_gid_entry(int dev, uint32_t index, union ibv_gid *gid, uint32_t *type
     return 0;
 }
 
-DCXEMU_API int dcxemu_ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
+DCXEMU_API int dcxemu_ibv_query_gid(struct ibv_context *context,
+                                    uint8_t port_num, int index,
                                     union ibv_gid *gid)
 {
     uint32_t type;
@@ -113,14 +119,16 @@ DCXEMU_API int dcxemu_ibv_query_gid(struct ibv_context *context, uint8_t port_nu
         return -1;
     }
     /* an empty entry reads as the all-zero GID, as libibverbs keeps it */
-    (void)dcxemu_gid_entry(dcxemu_ctx(context)->dev_index, (uint32_t)index, gid, &type);
+    (void)dcxemu_gid_entry(dcxemu_ctx(context)->dev_index, (uint32_t)index, gid,
+                           &type);
     return 0;
 }
 
 /* _ibv_query_gid_ex (IBVERBS_1.11), the target of the inline ibv_query_gid_ex(): returns an
  * errno value; ENODATA for an empty entry inside the table (man ibv_query_gid_ex). */
-DCXEMU_API int dcxemu__ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
-                                        uint32_t gid_index, struct ibv_gid_entry *entry,
+DCXEMU_API int dcxemu__ibv_query_gid_ex(struct ibv_context *context,
+                                        uint32_t port_num, uint32_t gid_index,
+                                        struct ibv_gid_entry *entry,
                                         uint32_t flags, size_t entry_size)
 {
     struct ibv_gid_entry e;
@@ -135,19 +143,20 @@ DCXEMU_API int dcxemu__ibv_query_gid_ex(struct ibv_context *context, uint32_t po
         return EINVAL;
     }
     memset(&e, 0, sizeof(e));
-    err = dcxemu_gid_entry(dcxemu_ctx(context)->dev_index, gid_index, &e.gid, &e.gid_type);
+    err = dcxemu_gid_entry(dcxemu_ctx(context)->dev_index, gid_index, &e.gid,
+                           &e.gid_type);
     if (err != 0) {
         return err;
     }
-    e.gid_index = gid_index;
-    e.port_num = port_num;
-    e.ndev_ifindex = 0;   /* no net device behind a model port */
+    e.gid_index    = gid_index;
+    e.port_num     = port_num;
+    e.ndev_ifindex = 0; /* no net device behind a model port */
     memcpy(entry, &e, sizeof(e));
     return 0;
 }
 
-DCXEMU_API int dcxemu_ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
-                                     __be16 *pkey)
+DCXEMU_API int dcxemu_ibv_query_pkey(struct ibv_context *context,
+                                     uint8_t port_num, int index, __be16 *pkey)
 {
     if (context == NULL || pkey == NULL || port_num != 1 || index < 0 ||
         index >= DCXEMU_MAX_PKEYS || dcxemu_usable() != 0) {

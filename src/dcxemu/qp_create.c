@@ -8,15 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
-    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |       \
-    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |              \
-    IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV)
-#define ATOMIC_SEND_OPS (IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+#define DEFAULT_SEND_OPS                                              \
+    (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+     IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |             \
+     IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |   \
+     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV | \
+     IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV)
+#define ATOMIC_SEND_OPS \
+    (IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 /* Operations the model executes; the others are refused at create time (part 2). */
-#define MODEL_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
-    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |     \
-    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+#define MODEL_SEND_OPS                                                \
+    (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+     IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |             \
+     IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |   \
+     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 
 static uint32_t roundup_pow2(uint64_t v)
 {
@@ -28,28 +33,35 @@ static uint32_t roundup_pow2(uint64_t v)
 }
 
 /* spec §2.1 sizing; 0 or errno, caps written back */
-static int size_sq(struct ibv_qp_cap *cap, uint64_t ops, uint64_t dv_ops, int dc, size_t *wqe_out)
+static int size_sq(struct ibv_qp_cap *cap, uint64_t ops, uint64_t dv_ops,
+                   int dc, size_t *wqe_out)
 {
     uint32_t ovh = 16, wqe, inl;
-    if (ops & (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ)) {
+    if (ops & (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+               IBV_QP_EX_WITH_RDMA_READ)) {
         ovh = 32;
     }
-    if (ops & (IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)) {
+    if (ops & (IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+               IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)) {
         ovh = 48;
     }
     if ((ops & (IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW)) ||
-        (dv_ops & (MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST))) {
+        (dv_ops &
+         (MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST))) {
         ovh = 192;
     }
     if (dc) {
-        ovh += 48;   /* datagram segment of a DC WQE */
+        ovh += 48; /* datagram segment of a DC WQE */
     }
-    if (cap->max_send_wr > DCXEMU_MAX_QP_WR || cap->max_send_sge > DCXEMU_MAX_SGE ||
+    if (cap->max_send_wr > DCXEMU_MAX_QP_WR ||
+        cap->max_send_sge > DCXEMU_MAX_SGE ||
         cap->max_inline_data > dcxemu_cfg.max_wqe) {
         return EINVAL;
     }
     wqe = ovh + 16 * cap->max_send_sge;
-    inl = cap->max_inline_data ? ovh + ((4 + cap->max_inline_data + 15) & ~15u) : 0;
+    inl = cap->max_inline_data ?
+                  ovh + ((4 + cap->max_inline_data + 15) & ~15u) :
+                  0;
     if (inl > wqe) {
         wqe = inl;
     }
@@ -58,7 +70,7 @@ static int size_sq(struct ibv_qp_cap *cap, uint64_t ops, uint64_t dv_ops, int dc
         return EINVAL;
     }
     cap->max_inline_data = wqe - ovh - 4;
-    cap->max_send_sge = (wqe - ovh) / 16;
+    cap->max_send_sge    = (wqe - ovh) / 16;
     if (cap->max_send_sge > DCXEMU_MAX_SGE) {
         cap->max_send_sge = DCXEMU_MAX_SGE;
     }
@@ -77,7 +89,7 @@ static int size_sq(struct ibv_qp_cap *cap, uint64_t ops, uint64_t dv_ops, int dc
         cap->max_send_wr = (uint32_t)(wq_size / wqe);
     }
     if (dc) {
-        cap->max_recv_wr = 0;
+        cap->max_recv_wr  = 0;
         cap->max_recv_sge = 0;
     }
     *wqe_out = wqe;
@@ -96,23 +108,25 @@ static int alloc_qp_slot(struct dcxemu_qp *qp, int is_dct)
         if (s->in_use) {
             continue;
         }
-        memset(&s->pd_id, 0, sizeof(*s) - offsetof(struct dcxemu_shm_qp, pd_id));
-        s->is_dct = (uint8_t)is_dct;
-        s->dct_ready = 0;
-        s->owner = (uint16_t)dcxemu_me;
+        memset(&s->pd_id, 0,
+               sizeof(*s) - offsetof(struct dcxemu_shm_qp, pd_id));
+        s->is_dct      = (uint8_t)is_dct;
+        s->dct_ready   = 0;
+        s->owner       = (uint16_t)dcxemu_me;
         s->owner_token = dcxemu_my_token;
-        s->in_use = 1;   /* last: a half-made slot is never live */
+        s->in_use      = 1; /* last: a half-made slot is never live */
         dcxemu_hwm_bump(&dcxemu_fab->qp_hwm, i);
-        s->qpn = 0;
+        s->qpn     = 0;
         s->srq_idx = -1;
-        s->cq_idx = -1;
+        s->cq_idx  = -1;
         if (!is_dct) {
-            s->gen = dcxemu_qp_next_gen(i);   /* a freed number returns with a new gen */
+            s->gen = dcxemu_qp_next_gen(
+                    i); /* a freed number returns with a new gen */
             s->qpn = s->gen << DCXEMU_QP_IDX_BITS | i;
         }
         dcxemu_fab->next_qp_idx = i + 1;
-        qp->idx = (int)i;
-        qp->qpx.qp_base.qp_num = s->qpn;
+        qp->idx                 = (int)i;
+        qp->qpx.qp_base.qp_num  = s->qpn;
         dcxemu_unlock();
         return 0;
     }
@@ -121,34 +135,39 @@ static int alloc_qp_slot(struct dcxemu_qp *qp, int is_dct)
 }
 
 /* A new QP, not yet on the fabric: what RC QPs, DCIs and DCTs share. */
-static struct dcxemu_qp *new_qp(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
-                                uint64_t ops)
+static struct dcxemu_qp *new_qp(struct ibv_context *context,
+                                struct ibv_qp_init_attr_ex *attr, uint64_t ops)
 {
     struct dcxemu_qp *qp = calloc(1, sizeof(*qp));
     if (qp == NULL) {
         return NULL;
     }
-    qp->ctx = dcxemu_ctx(context);
-    qp->pd = (struct dcxemu_pd *)attr->pd;
-    qp->send_cq = (struct dcxemu_cq *)attr->send_cq;
-    qp->recv_cq = (struct dcxemu_cq *)attr->recv_cq;
+    qp->ctx        = dcxemu_ctx(context);
+    qp->pd         = (struct dcxemu_pd *)attr->pd;
+    qp->send_cq    = (struct dcxemu_cq *)attr->send_cq;
+    qp->recv_cq    = (struct dcxemu_cq *)attr->recv_cq;
     qp->sq_sig_all = attr->sq_sig_all;
-    qp->send_ops = ops;
-    qp->port = 1;
+    qp->send_ops   = ops;
+    qp->port       = 1;
     return qp;
 }
 
 /* The process-local send ring for the sized caps; with_umr: room for UMR descriptors too. */
-static int alloc_sq_ring(struct dcxemu_qp *qp, const struct ibv_qp_cap *cap, int with_umr)
+static int
+alloc_sq_ring(struct dcxemu_qp *qp, const struct ibv_qp_cap *cap, int with_umr)
 {
-    qp->cap = *cap;
-    qp->wqe_size = (sizeof(struct dcxemu_wqe) + cap->max_send_sge * sizeof(struct ibv_sge) +
-                    cap->max_inline_data + 15) & ~(size_t)15;
+    qp->cap      = *cap;
+    qp->wqe_size = (sizeof(struct dcxemu_wqe) +
+                    cap->max_send_sge * sizeof(struct ibv_sge) +
+                    cap->max_inline_data + 15) &
+                   ~(size_t)15;
     qp->ring_slots = cap->max_send_wr ? cap->max_send_wr : 1;
-    qp->ring = calloc(qp->ring_slots, qp->wqe_size);
+    qp->ring       = calloc(qp->ring_slots, qp->wqe_size);
     if (with_umr) {
-        qp->umr_max = (cap->max_inline_data + 4) / 16;   /* descriptors one WQE can carry */
-        qp->umr_ring = calloc((size_t)qp->ring_slots * (qp->umr_max ? qp->umr_max : 1),
+        qp->umr_max = (cap->max_inline_data + 4) /
+                      16; /* descriptors one WQE can carry */
+        qp->umr_ring = calloc((size_t)qp->ring_slots *
+                                      (qp->umr_max ? qp->umr_max : 1),
                               sizeof(struct dcxemu_mkey_entry));
         if (qp->umr_ring == NULL) {
             return ENOMEM;
@@ -166,21 +185,22 @@ static void free_qp(struct dcxemu_qp *qp)
 
 /* The verbs view of a QP that has its slot, and the references it holds. */
 static void init_qp_common(struct dcxemu_qp *qp, struct ibv_context *context,
-                           struct ibv_qp_init_attr_ex *attr, enum ibv_qp_type type)
+                           struct ibv_qp_init_attr_ex *attr,
+                           enum ibv_qp_type type)
 {
     struct ibv_qp *b = &qp->qpx.qp_base;
     pthread_mutex_init(&qp->post_lock, NULL);
     pthread_mutex_init(&qp->exec_lock, NULL);
     atomic_store(&qp->hw_state, IBV_QPS_RESET);
-    b->context = context;
+    b->context    = context;
     b->qp_context = attr->qp_context;
-    b->pd = attr->pd;
-    b->send_cq = attr->send_cq;
-    b->recv_cq = attr->recv_cq;
-    b->srq = attr->srq;
-    b->handle = (uint32_t)qp->idx;
-    b->state = IBV_QPS_RESET;
-    b->qp_type = type;
+    b->pd         = attr->pd;
+    b->send_cq    = attr->send_cq;
+    b->recv_cq    = attr->recv_cq;
+    b->srq        = attr->srq;
+    b->handle     = (uint32_t)qp->idx;
+    b->state      = IBV_QPS_RESET;
+    b->qp_type    = type;
     pthread_mutex_init(&b->mutex, NULL);
     pthread_cond_init(&b->cond, NULL);
     atomic_fetch_add(&qp->pd->refcnt, 1);
@@ -201,7 +221,8 @@ static void publish_qp(struct dcxemu_qp *qp)
 
 static int check_rc_dv(const struct mlx5dv_qp_init_attr *dv, uint64_t *dv_ops)
 {
-    const uint64_t rc_dv_ops = MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST;
+    const uint64_t rc_dv_ops = MLX5DV_QP_EX_WITH_MR_INTERLEAVED |
+                               MLX5DV_QP_EX_WITH_MR_LIST;
     if (dv == NULL) {
         return 0;
     }
@@ -210,8 +231,9 @@ static int check_rc_dv(const struct mlx5dv_qp_init_attr *dv, uint64_t *dv_ops)
         return EINVAL;
     }
     if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) &&
-        (dv->create_flags & ~(uint32_t)(MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE |
-                                        MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE))) {
+        (dv->create_flags &
+         ~(uint32_t)(MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE |
+                     MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE))) {
         return EINVAL;
     }
     if (dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) {
@@ -223,14 +245,18 @@ static int check_rc_dv(const struct mlx5dv_qp_init_attr *dv, uint64_t *dv_ops)
     return 0;
 }
 
-static int check_rc_attr(struct ibv_context *context, const struct ibv_qp_init_attr_ex *attr,
-                         const struct mlx5dv_qp_init_attr *dv, uint64_t *ops, uint64_t *dv_ops)
+static int check_rc_attr(struct ibv_context *context,
+                         const struct ibv_qp_init_attr_ex *attr,
+                         const struct mlx5dv_qp_init_attr *dv, uint64_t *ops,
+                         uint64_t *dv_ops)
 {
     const uint64_t rc_ops = IBV_QP_EX_WITH_LOCAL_INV;
     int err;
-    if ((attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) ||
+    if ((attr->comp_mask &
+         ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) ||
         !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || attr->pd == NULL ||
-        attr->pd->context != context || attr->send_cq == NULL || attr->recv_cq == NULL) {
+        attr->pd->context != context || attr->send_cq == NULL ||
+        attr->recv_cq == NULL) {
         return EINVAL;
     }
     err = check_rc_dv(dv, dv_ops);
@@ -240,21 +266,23 @@ static int check_rc_attr(struct ibv_context *context, const struct ibv_qp_init_a
     if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
         *ops = attr->send_ops_flags;
         if (dcxemu_cfg.no_atomics && (*ops & ATOMIC_SEND_OPS)) {
-            return EOPNOTSUPP;   /* checked before the QP type, as mlx5 does */
+            return EOPNOTSUPP; /* checked before the QP type, as mlx5 does */
         }
         if (*ops & ~rc_ops) {
-            return EOPNOTSUPP;   /* RC data operations: not modelled */
+            return EOPNOTSUPP; /* RC data operations: not modelled */
         }
     }
-    if (attr->srq == NULL && (attr->cap.max_recv_wr > 0 || attr->cap.max_recv_sge > 0)) {
-        return EOPNOTSUPP;       /* an RC receive queue: not modelled */
+    if (attr->srq == NULL &&
+        (attr->cap.max_recv_wr > 0 || attr->cap.max_recv_sge > 0)) {
+        return EOPNOTSUPP; /* an RC receive queue: not modelled */
     }
     return 0;
 }
 
 /* The loopback RC QP that hosts UMR and LOCAL_INV (spec §2.5). Its qp_num is valid at once. Data
  * operations and a receive queue are not modelled: asking for them fails with EOPNOTSUPP. */
-static struct ibv_qp *create_rc(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
+static struct ibv_qp *create_rc(struct ibv_context *context,
+                                struct ibv_qp_init_attr_ex *attr,
                                 struct mlx5dv_qp_init_attr *dv)
 {
     uint64_t ops = DEFAULT_SEND_OPS, dv_ops = 0;
@@ -273,13 +301,13 @@ static struct ibv_qp *create_rc(struct ibv_context *context, struct ibv_qp_init_
         goto err;
     }
     cap.max_recv_wr = cap.max_recv_sge = 0;
-    qp = new_qp(context, attr, ops);
+    qp                                 = new_qp(context, attr, ops);
     if (qp == NULL) {
         err = ENOMEM;
         goto err;
     }
     qp->is_rc = 1;
-    err = alloc_sq_ring(qp, &cap, 1);
+    err       = alloc_sq_ring(qp, &cap, 1);
     if (err == 0) {
         err = alloc_qp_slot(qp, 0);
     }
@@ -301,7 +329,8 @@ err:
 }
 
 /* verbs_context.create_qp_ex: RC (the UMR host) only; DC QPs need mlx5dv_create_qp. */
-struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr)
+struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context,
+                                      struct ibv_qp_init_attr_ex *attr)
 {
     int err = dcxemu_usable();
     if (err == 0 && (context == NULL || attr == NULL)) {
@@ -323,20 +352,25 @@ struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context, struct ibv_qp
 /* ---------------------------------------------------------------- DC ---- */
 
 /* What both DC types need: a DC request of type DRIVER on a PD of this context. */
-static int check_dc_attr(struct ibv_context *context, const struct ibv_qp_init_attr_ex *attr,
+static int check_dc_attr(struct ibv_context *context,
+                         const struct ibv_qp_init_attr_ex *attr,
                          const struct mlx5dv_qp_init_attr *dv)
 {
-    const uint64_t dv_known = MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS | MLX5DV_QP_INIT_ATTR_MASK_DC |
-                              MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS | MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
-    if (context == NULL || attr == NULL || dv == NULL || (dv->comp_mask & ~dv_known)) {
+    const uint64_t dv_known = MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS |
+                              MLX5DV_QP_INIT_ATTR_MASK_DC |
+                              MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS |
+                              MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
+    if (context == NULL || attr == NULL || dv == NULL ||
+        (dv->comp_mask & ~dv_known)) {
         return EINVAL;
     }
     if (!(dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DC)) {
         /* RC/UD QPs are not modelled yet (part 2); a DRIVER QP without DC is invalid */
         return attr->qp_type == IBV_QPT_DRIVER ? EINVAL : EOPNOTSUPP;
     }
-    if (attr->qp_type != IBV_QPT_DRIVER || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) ||
-        attr->pd == NULL || attr->pd->context != context) {
+    if (attr->qp_type != IBV_QPT_DRIVER ||
+        !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || attr->pd == NULL ||
+        attr->pd->context != context) {
         return EINVAL;
     }
     return 0;
@@ -346,16 +380,20 @@ static int check_dct_attr(const struct ibv_qp_init_attr_ex *attr,
                           const struct mlx5dv_qp_init_attr *dv)
 {
     if (attr->comp_mask != IBV_QP_INIT_ATTR_PD ||
-        (dv->comp_mask & ~(uint64_t)(MLX5DV_QP_INIT_ATTR_MASK_DC | MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS)) ||
+        (dv->comp_mask &
+         ~(uint64_t)(MLX5DV_QP_INIT_ATTR_MASK_DC |
+                     MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS)) ||
         ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) &&
-         (dv->create_flags & ~(uint32_t)MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE)) ||
+         (dv->create_flags &
+          ~(uint32_t)MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE)) ||
         attr->srq == NULL || attr->recv_cq == NULL || attr->send_cq == NULL) {
         return EINVAL;
     }
     return 0;
 }
 
-static struct ibv_qp *create_dct(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
+static struct ibv_qp *create_dct(struct ibv_context *context,
+                                 struct ibv_qp_init_attr_ex *attr,
                                  struct mlx5dv_qp_init_attr *dv)
 {
     struct dcxemu_qp *qp;
@@ -371,10 +409,10 @@ static struct ibv_qp *create_dct(struct ibv_context *context, struct ibv_qp_init
         goto err;
     }
     qp->is_dct = 1;
-    dcxemu_ptracer_allow();   /* peers will reach this process's memory */
-    qp->srq = (struct dcxemu_srq *)attr->srq;
+    dcxemu_ptracer_allow(); /* peers will reach this process's memory */
+    qp->srq    = (struct dcxemu_srq *)attr->srq;
     qp->dc_key = dv->dc_init_attr.dct_access_key;
-    err = alloc_qp_slot(qp, 1);
+    err        = alloc_qp_slot(qp, 1);
     if (err != 0) {
         goto err_free;
     }
@@ -391,23 +429,24 @@ err:
 }
 
 static int check_dci_ops(const struct ibv_qp_init_attr_ex *attr,
-                         const struct mlx5dv_qp_init_attr *dv, uint64_t *ops, int *raw_wqe)
+                         const struct mlx5dv_qp_init_attr *dv, uint64_t *ops,
+                         int *raw_wqe)
 {
     if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
         *ops = attr->send_ops_flags;
         if (dcxemu_cfg.no_atomics && (*ops & ATOMIC_SEND_OPS)) {
-            return EOPNOTSUPP;   /* mlx5 qp.c:mlx5_qp_fill_wr_pfns: !atomics_enabled */
+            return EOPNOTSUPP; /* mlx5 qp.c:mlx5_qp_fill_wr_pfns: !atomics_enabled */
         }
         if (*ops & ~(uint64_t)DEFAULT_SEND_OPS) {
             return EOPNOTSUPP;
         }
         if (*ops & ~(uint64_t)MODEL_SEND_OPS) {
-            return EOPNOTSUPP;   /* SEND_INV/LOCAL_INV/BIND_MW: not modelled yet */
+            return EOPNOTSUPP; /* SEND_INV/LOCAL_INV/BIND_MW: not modelled yet */
         }
     }
     if (dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) {
         if (dv->send_ops_flags & ~(uint64_t)MLX5DV_QP_EX_WITH_RAW_WQE) {
-            return EOPNOTSUPP;   /* MR_* are RC-only; MEMCPY not modelled */
+            return EOPNOTSUPP; /* MR_* are RC-only; MEMCPY not modelled */
         }
         /* rdma-core v44 mlx5_qp_fill_wr_pfns: DCI takes RAW_WQE|MEMCPY */
         *raw_wqe = (dv->send_ops_flags & MLX5DV_QP_EX_WITH_RAW_WQE) != 0;
@@ -416,29 +455,33 @@ static int check_dci_ops(const struct ibv_qp_init_attr_ex *attr,
 }
 
 static int check_dci_attr(const struct ibv_qp_init_attr_ex *attr,
-                          const struct mlx5dv_qp_init_attr *dv, uint64_t *ops, int *raw_wqe)
+                          const struct mlx5dv_qp_init_attr *dv, uint64_t *ops,
+                          int *raw_wqe)
 {
-    if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+    if (attr->comp_mask &
+        ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
         return EINVAL;
     }
-    if (attr->send_cq == NULL || attr->recv_cq == NULL || attr->cap.max_recv_wr != 0 ||
-        attr->cap.max_recv_sge != 0) {
+    if (attr->send_cq == NULL || attr->recv_cq == NULL ||
+        attr->cap.max_recv_wr != 0 || attr->cap.max_recv_sge != 0) {
         return EINVAL;
     }
     if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) &&
-        (dv->create_flags & ~(uint32_t)(MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE |
-                                        MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE))) {
+        (dv->create_flags &
+         ~(uint32_t)(MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE |
+                     MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE))) {
         return EINVAL;
     }
     if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS) &&
         (dv->dc_init_attr.dci_streams.log_num_concurent > 0 ||
          dv->dc_init_attr.dci_streams.log_num_errored > 0)) {
-        return EINVAL;   /* streams capability is 0 */
+        return EINVAL; /* streams capability is 0 */
     }
     return check_dci_ops(attr, dv, ops, raw_wqe);
 }
 
-static struct ibv_qp *create_dci(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
+static struct ibv_qp *create_dci(struct ibv_context *context,
+                                 struct ibv_qp_init_attr_ex *attr,
                                  struct mlx5dv_qp_init_attr *dv)
 {
     uint64_t ops = DEFAULT_SEND_OPS;
@@ -482,13 +525,15 @@ err:
     return NULL;
 }
 
-DCXEMU_API struct ibv_qp *dcxemu_mlx5dv_create_qp(struct ibv_context *context,
-                                                  struct ibv_qp_init_attr_ex *attr,
-                                                  struct mlx5dv_qp_init_attr *dv)
+DCXEMU_API struct ibv_qp *
+dcxemu_mlx5dv_create_qp(struct ibv_context *context,
+                        struct ibv_qp_init_attr_ex *attr,
+                        struct mlx5dv_qp_init_attr *dv)
 {
     int err = dcxemu_usable();
-    if (err == 0 && context != NULL && dcxemu_is_fatal(dcxemu_ctx(context)->dev_index)) {
-        err = EIO;   /* CREATE_QP / CREATE_DCT */
+    if (err == 0 && context != NULL &&
+        dcxemu_is_fatal(dcxemu_ctx(context)->dev_index)) {
+        err = EIO; /* CREATE_QP / CREATE_DCT */
     }
     if (err != 0) {
         errno = err;
@@ -523,7 +568,8 @@ DCXEMU_API struct ibv_qp_ex *dcxemu_ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
     return &qp->qpx;
 }
 
-DCXEMU_API struct mlx5dv_qp_ex *dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex *q)
+DCXEMU_API struct mlx5dv_qp_ex *
+dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex *q)
 {
     return q == NULL ? NULL : &QP(q)->dv;
 }

@@ -14,11 +14,11 @@
 /* Drop queued WQEs and the QP's unpolled CQEs (RESET / destroy). exec_lock held. */
 static void purge_qp(struct dcxemu_qp *qp)
 {
-    uint32_t qpn = qp->qpx.qp_base.qp_num;
+    uint32_t qpn  = qp->qpx.qp_base.qp_num;
     qp->sq_posted = qp->sq_done = 0;
     atomic_store(&qp->sq_freed, 0);
     qp->rnr_count = qp->retry_count = 0;
-    qp->head_gate_ns = 0;
+    qp->head_gate_ns                = 0;
     atomic_store(&qp->deadline_ns, 0);
     if (qpn != 0) {
         dcxemu_cq_purge_qpn(qp->send_cq->s, qpn);
@@ -30,17 +30,31 @@ static void purge_qp(struct dcxemu_qp *qp)
 
 static int check_values(const struct ibv_qp_attr *a, int mask)
 {
-    if ((mask & IBV_QP_PORT) && a->port_num != 1) return EINVAL;
-    if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index >= DCXEMU_MAX_PKEYS) return EINVAL;
-    if ((mask & IBV_QP_PATH_MTU) && (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096)) return EINVAL;
-    if ((mask & IBV_QP_AV) && (a->ah_attr.port_num > 1 || a->ah_attr.sl > 15)) return EINVAL;
-    if ((mask & IBV_QP_TIMEOUT) && a->timeout > 31) return EINVAL;
-    if ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7) return EINVAL;
-    if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7) return EINVAL;
-    if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31) return EINVAL;
-    if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > DCXEMU_MAX_RD_ATOM) return EINVAL;
-    if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > DCXEMU_MAX_RD_ATOM) return EINVAL;
-    if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num >= (1u << 24)) return EINVAL;
+    if ((mask & IBV_QP_PORT) && a->port_num != 1)
+        return EINVAL;
+    if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index >= DCXEMU_MAX_PKEYS)
+        return EINVAL;
+    if ((mask & IBV_QP_PATH_MTU) &&
+        (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
+        return EINVAL;
+    if ((mask & IBV_QP_AV) && (a->ah_attr.port_num > 1 || a->ah_attr.sl > 15))
+        return EINVAL;
+    if ((mask & IBV_QP_TIMEOUT) && a->timeout > 31)
+        return EINVAL;
+    if ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7)
+        return EINVAL;
+    if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7)
+        return EINVAL;
+    if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31)
+        return EINVAL;
+    if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) &&
+        a->max_rd_atomic > DCXEMU_MAX_RD_ATOM)
+        return EINVAL;
+    if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) &&
+        a->max_dest_rd_atomic > DCXEMU_MAX_RD_ATOM)
+        return EINVAL;
+    if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num >= (1u << 24))
+        return EINVAL;
     return 0;
 }
 
@@ -54,7 +68,8 @@ static int check_roce_av(struct dcxemu_qp *qp, const struct ibv_ah_attr *ah)
         return 0;
     }
     if (!ah->is_global ||
-        dcxemu_gid_entry(qp->ctx->dev_index, ah->grh.sgid_index, &gid, &type) != 0) {
+        dcxemu_gid_entry(qp->ctx->dev_index, ah->grh.sgid_index, &gid, &type) !=
+                0) {
         return EINVAL;
     }
     return 0;
@@ -62,13 +77,17 @@ static int check_roce_av(struct dcxemu_qp *qp, const struct ibv_ah_attr *ah)
 
 /* ---------------------------------------------------------------- transition table ---- */
 
+/* clang-format off */
 enum qp_kind { QPK_RC, QPK_DCI, QPK_DCT, QPK_NUM };
 
-static const char *const kind_name[QPK_NUM] = { [QPK_RC] = "rc", [QPK_DCI] = "dci", [QPK_DCT] = "dct" };
+static const char *const kind_name[QPK_NUM] = {
+    [QPK_RC] = "rc", [QPK_DCI] = "dci", [QPK_DCT] = "dct",
+};
 
 static const char *const state_name[IBV_QPS_ERR + 1] = {
     [IBV_QPS_RESET] = "RESET", [IBV_QPS_INIT] = "INIT", [IBV_QPS_RTR] = "RTR",
-    [IBV_QPS_RTS] = "RTS", [IBV_QPS_SQD] = "SQD", [IBV_QPS_SQE] = "SQE", [IBV_QPS_ERR] = "ERR",
+    [IBV_QPS_RTS] = "RTS",     [IBV_QPS_SQD] = "SQD",   [IBV_QPS_SQE] = "SQE",
+    [IBV_QPS_ERR] = "ERR",
 };
 
 /* A legal transition: the attributes it must carry (req) and may carry (opt).  IBV_QP_STATE may
@@ -152,6 +171,7 @@ static const struct qp_transition qp_table[QPK_NUM][IBV_QPS_ERR + 1][IBV_QPS_ERR
         },
     },
 };
+/* clang-format on */
 
 #undef T
 
@@ -167,8 +187,9 @@ static int check_transition(enum qp_kind k, int cur, int next, int mask)
     if (!t->legal) {
         return EINVAL;
     }
-    if ((mask & t->req) != t->req || (mask & ~(t->req | t->opt | IBV_QP_STATE))) {
-        return EINVAL;   /* every required bit, and nothing outside req | opt */
+    if ((mask & t->req) != t->req ||
+        (mask & ~(t->req | t->opt | IBV_QP_STATE))) {
+        return EINVAL; /* every required bit, and nothing outside req | opt */
     }
     return 0;
 }
@@ -176,8 +197,8 @@ static int check_transition(enum qp_kind k, int cur, int next, int mask)
 /* ---------------------------------------------------------------- modify ---- */
 
 /* Attribute values, whatever the transition (EINVAL), then what this QP type can take. */
-static int check_attr_values(struct dcxemu_qp *qp, enum qp_kind k, const struct ibv_qp_attr *a,
-                             int mask)
+static int check_attr_values(struct dcxemu_qp *qp, enum qp_kind k,
+                             const struct ibv_qp_attr *a, int mask)
 {
     int err = check_values(a, mask);
     if (err != 0) {
@@ -197,35 +218,40 @@ static int check_attr_values(struct dcxemu_qp *qp, enum qp_kind k, const struct 
  * set_qpc_atomic_flags). */
 static int check_access(enum qp_kind k, const struct ibv_qp_attr *a, int mask)
 {
-    const uint32_t dct_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    const uint32_t dct_access = IBV_ACCESS_LOCAL_WRITE |
+                                IBV_ACCESS_REMOTE_WRITE |
+                                IBV_ACCESS_REMOTE_READ |
+                                IBV_ACCESS_REMOTE_ATOMIC;
     if (!(mask & IBV_QP_ACCESS_FLAGS)) {
         return 0;
     }
     if (k == QPK_DCT && (a->qp_access_flags & ~dct_access)) {
         return EINVAL;
     }
-    if (dcxemu_cfg.no_atomics && (a->qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC)) {
+    if (dcxemu_cfg.no_atomics &&
+        (a->qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC)) {
         return EOPNOTSUPP;
     }
     return 0;
 }
 
 /* The whole request against the QP as it is now (exec_lock held); nothing is written. */
-static int check_modify(struct dcxemu_qp *qp, const struct ibv_qp_attr *a, int mask, int cur,
-                        int next)
+static int check_modify(struct dcxemu_qp *qp, const struct ibv_qp_attr *a,
+                        int mask, int cur, int next)
 {
     enum qp_kind k = kind_of(qp);
     int err;
-    if (next < IBV_QPS_RESET || next > IBV_QPS_ERR || next == IBV_QPS_SQD || next == IBV_QPS_SQE) {
+    if (next < IBV_QPS_RESET || next > IBV_QPS_ERR || next == IBV_QPS_SQD ||
+        next == IBV_QPS_SQE) {
         return EINVAL;
     }
     err = check_attr_values(qp, k, a, mask);
     if (err != 0) {
         return err;
     }
-    if (dcxemu_is_fatal(qp->ctx->dev_index) && next != IBV_QPS_RESET && next != IBV_QPS_ERR) {
-        return EIO;   /* only 2RST_QP / 2ERR_QP succeed after an internal error */
+    if (dcxemu_is_fatal(qp->ctx->dev_index) && next != IBV_QPS_RESET &&
+        next != IBV_QPS_ERR) {
+        return EIO; /* only 2RST_QP / 2ERR_QP succeed after an internal error */
     }
     if (mask & IBV_QP_AV) {
         err = check_roce_av(qp, &a->ah_attr);
@@ -249,43 +275,54 @@ static int publish_dct(struct dcxemu_qp *qp, const struct ibv_qp_attr *a)
     if (err != 0) {
         return err;
     }
-    s = &dcxemu_fab->qps[qp->idx];
-    s->gen = dcxemu_qp_next_gen((uint32_t)qp->idx);
-    s->qpn = s->gen << DCXEMU_QP_IDX_BITS | (uint32_t)qp->idx;
-    s->pd_id = qp->pd->pd_id;
-    s->dc_key = qp->dc_key;
-    s->access = qp->access;
-    s->lid = (uint32_t)qp->ctx->dev_index + 1;
-    s->roce = (uint8_t)dcxemu_cfg.roce;
-    s->sgid_index = a->ah_attr.grh.sgid_index;
-    s->hop_limit = a->ah_attr.grh.hop_limit;
-    s->traffic_class = a->ah_attr.grh.traffic_class;
-    s->srq_idx = qp->srq->idx;
-    s->cq_idx = qp->recv_cq->idx;
-    s->min_rnr_timer = a->min_rnr_timer;
-    s->dct_ready = 1;   /* the DCT number exists from here on */
+    s                      = &dcxemu_fab->qps[qp->idx];
+    s->gen                 = dcxemu_qp_next_gen((uint32_t)qp->idx);
+    s->qpn                 = s->gen << DCXEMU_QP_IDX_BITS | (uint32_t)qp->idx;
+    s->pd_id               = qp->pd->pd_id;
+    s->dc_key              = qp->dc_key;
+    s->access              = qp->access;
+    s->lid                 = (uint32_t)qp->ctx->dev_index + 1;
+    s->roce                = (uint8_t)dcxemu_cfg.roce;
+    s->sgid_index          = a->ah_attr.grh.sgid_index;
+    s->hop_limit           = a->ah_attr.grh.hop_limit;
+    s->traffic_class       = a->ah_attr.grh.traffic_class;
+    s->srq_idx             = qp->srq->idx;
+    s->cq_idx              = qp->recv_cq->idx;
+    s->min_rnr_timer       = a->min_rnr_timer;
+    s->dct_ready           = 1; /* the DCT number exists from here on */
     qp->qpx.qp_base.qp_num = s->qpn;
     dcxemu_unlock();
     return 0;
 }
 
-static void apply_attrs(struct dcxemu_qp *qp, const struct ibv_qp_attr *a, int mask)
+static void
+apply_attrs(struct dcxemu_qp *qp, const struct ibv_qp_attr *a, int mask)
 {
-    if (mask & IBV_QP_PKEY_INDEX) qp->pkey_index = a->pkey_index;
-    if (mask & IBV_QP_PORT) qp->port = a->port_num;
-    if (mask & IBV_QP_PATH_MTU) qp->path_mtu = a->path_mtu;
-    if (mask & IBV_QP_TIMEOUT) qp->timeout = a->timeout;
-    if (mask & IBV_QP_RETRY_CNT) qp->retry_cnt = a->retry_cnt;
-    if (mask & IBV_QP_RNR_RETRY) qp->rnr_retry = a->rnr_retry;
-    if (mask & IBV_QP_MIN_RNR_TIMER) qp->min_rnr_timer = a->min_rnr_timer;
-    if (mask & IBV_QP_MAX_QP_RD_ATOMIC) qp->max_rd_atomic = a->max_rd_atomic;
-    if (mask & IBV_QP_SQ_PSN) qp->sq_psn = a->sq_psn;
-    if (mask & IBV_QP_ACCESS_FLAGS) qp->access = a->qp_access_flags;
+    if (mask & IBV_QP_PKEY_INDEX)
+        qp->pkey_index = a->pkey_index;
+    if (mask & IBV_QP_PORT)
+        qp->port = a->port_num;
+    if (mask & IBV_QP_PATH_MTU)
+        qp->path_mtu = a->path_mtu;
+    if (mask & IBV_QP_TIMEOUT)
+        qp->timeout = a->timeout;
+    if (mask & IBV_QP_RETRY_CNT)
+        qp->retry_cnt = a->retry_cnt;
+    if (mask & IBV_QP_RNR_RETRY)
+        qp->rnr_retry = a->rnr_retry;
+    if (mask & IBV_QP_MIN_RNR_TIMER)
+        qp->min_rnr_timer = a->min_rnr_timer;
+    if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
+        qp->max_rd_atomic = a->max_rd_atomic;
+    if (mask & IBV_QP_SQ_PSN)
+        qp->sq_psn = a->sq_psn;
+    if (mask & IBV_QP_ACCESS_FLAGS)
+        qp->access = a->qp_access_flags;
 }
 
 /* A checked request: publish (DCT to RTR), the attributes, then the state. */
-static int apply_modify(struct dcxemu_qp *qp, const struct ibv_qp_attr *a, int mask, int cur,
-                        int next)
+static int apply_modify(struct dcxemu_qp *qp, const struct ibv_qp_attr *a,
+                        int mask, int cur, int next)
 {
     int err;
     if (qp->is_dct && cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
@@ -303,18 +340,19 @@ static int apply_modify(struct dcxemu_qp *qp, const struct ibv_qp_attr *a, int m
         qp->been_rts = 1;
     }
     DCXEMU_TRACE("modify qp=0x%x %s %s->%s mask=0x%x", qp->qpx.qp_base.qp_num,
-                 kind_name[kind_of(qp)], state_name[cur], state_name[next], (unsigned)mask);
+                 kind_name[kind_of(qp)], state_name[cur], state_name[next],
+                 (unsigned)mask);
     return 0;
 }
 
 /* Check and apply under exec_lock (and post_lock for RESET, which drops the queue): nothing
  * changes the state in between.  *next_out: the state reached. */
-static int modify_locked(struct dcxemu_qp *qp, const struct ibv_qp_attr *a, int mask,
-                         int *next_out)
+static int modify_locked(struct dcxemu_qp *qp, const struct ibv_qp_attr *a,
+                         int mask, int *next_out)
 {
     for (;;) {
-        int cur = atomic_load(&qp->hw_state);
-        int next = (mask & IBV_QP_STATE) ? (int)a->qp_state : cur;
+        int cur   = atomic_load(&qp->hw_state);
+        int next  = (mask & IBV_QP_STATE) ? (int)a->qp_state : cur;
         int reset = next == IBV_QPS_RESET;
         int err;
         if (reset) {
@@ -328,7 +366,7 @@ static int modify_locked(struct dcxemu_qp *qp, const struct ibv_qp_attr *a, int 
             }
             *next_out = next;
         } else {
-            err = -1;   /* the device moved it before we held the lock: look again */
+            err = -1; /* the device moved it before we held the lock: look again */
         }
         pthread_mutex_unlock(&qp->exec_lock);
         if (reset) {
@@ -340,7 +378,8 @@ static int modify_locked(struct dcxemu_qp *qp, const struct ibv_qp_attr *a, int 
     }
 }
 
-DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
+DCXEMU_API int
+dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
 {
     struct dcxemu_qp *qp = (struct dcxemu_qp *)ibqp;
     int next, err;
@@ -359,7 +398,7 @@ DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, 
         return err;
     }
     if (next == IBV_QPS_ERR && !qp->is_dct) {
-        dcxemu_qp_progress(qp);   /* outstanding WRs complete with WR_FLUSH_ERR */
+        dcxemu_qp_progress(qp); /* outstanding WRs complete with WR_FLUSH_ERR */
     }
     if (mask & IBV_QP_STATE) {
         ibqp->state = (enum ibv_qp_state)next;
@@ -367,12 +406,12 @@ DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, 
     return 0;
 }
 
-DCXEMU_API int dcxemu_ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask,
-                                   struct ibv_qp_init_attr *init)
+DCXEMU_API int dcxemu_ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
+                                   int mask, struct ibv_qp_init_attr *init)
 {
     struct dcxemu_qp *qp = (struct dcxemu_qp *)ibqp;
     int err;
-    (void)mask;   /* like the provider, report everything */
+    (void)mask; /* like the provider, report everything */
     if (ibqp == NULL || a == NULL || init == NULL) {
         return EINVAL;
     }
@@ -380,31 +419,32 @@ DCXEMU_API int dcxemu_ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, i
         return err;
     }
     if (dcxemu_is_fatal(qp->ctx->dev_index)) {
-        return EIO;   /* QUERY_QP / QUERY_DCT */
+        return EIO; /* QUERY_QP / QUERY_DCT */
     }
     memset(a, 0, sizeof(*a));
     memset(init, 0, sizeof(*init));
-    a->qp_state = (enum ibv_qp_state)atomic_load(&qp->hw_state);
-    a->cur_qp_state = a->qp_state;
-    a->path_mtu = (enum ibv_mtu)qp->path_mtu;
+    a->qp_state        = (enum ibv_qp_state)atomic_load(&qp->hw_state);
+    a->cur_qp_state    = a->qp_state;
+    a->path_mtu        = (enum ibv_mtu)qp->path_mtu;
     a->qp_access_flags = qp->access;
-    a->pkey_index = (uint16_t)qp->pkey_index;
-    a->port_num = (uint8_t)qp->port;
-    a->timeout = (uint8_t)qp->timeout;
-    a->retry_cnt = (uint8_t)qp->retry_cnt;
-    a->rnr_retry = (uint8_t)qp->rnr_retry;
-    a->min_rnr_timer = (uint8_t)qp->min_rnr_timer;
-    a->max_rd_atomic = (uint8_t)qp->max_rd_atomic;
-    a->sq_psn = qp->sq_psn;
-    a->cap = qp->cap;
-    init->qp_context = ibqp->qp_context;
-    init->send_cq = ibqp->send_cq;
-    init->recv_cq = ibqp->recv_cq;
-    init->srq = ibqp->srq;
-    init->cap = qp->cap;
-    init->qp_type = ibqp->qp_type;
-    init->sq_sig_all = qp->sq_sig_all;
-    ibqp->state = a->qp_state;   /* the only other writer of qp->state besides modify */
+    a->pkey_index      = (uint16_t)qp->pkey_index;
+    a->port_num        = (uint8_t)qp->port;
+    a->timeout         = (uint8_t)qp->timeout;
+    a->retry_cnt       = (uint8_t)qp->retry_cnt;
+    a->rnr_retry       = (uint8_t)qp->rnr_retry;
+    a->min_rnr_timer   = (uint8_t)qp->min_rnr_timer;
+    a->max_rd_atomic   = (uint8_t)qp->max_rd_atomic;
+    a->sq_psn          = qp->sq_psn;
+    a->cap             = qp->cap;
+    init->qp_context   = ibqp->qp_context;
+    init->send_cq      = ibqp->send_cq;
+    init->recv_cq      = ibqp->recv_cq;
+    init->srq          = ibqp->srq;
+    init->cap          = qp->cap;
+    init->qp_type      = ibqp->qp_type;
+    init->sq_sig_all   = qp->sq_sig_all;
+    ibqp->state =
+            a->qp_state; /* the only other writer of qp->state besides modify */
     return 0;
 }
 
@@ -427,14 +467,15 @@ DCXEMU_API int dcxemu_ibv_destroy_qp(struct ibv_qp *ibqp)
     if (dcxemu_lock() == 0) {
         struct dcxemu_shm_qp *s = &dcxemu_fab->qps[qp->idx];
         if (s->in_use && dcxemu_owner_is_me(s->owner, s->owner_token)) {
-            s->in_use = 0;
-            s->dct_ready = 0;   /* later packets to this dctn find no target */
-            s->qpn = 0;
-            s->fault_unreachable = s->fault_drop_next = s->fault_force_status = 0;
+            s->in_use    = 0;
+            s->dct_ready = 0; /* later packets to this dctn find no target */
+            s->qpn       = 0;
+            s->fault_unreachable = s->fault_drop_next = s->fault_force_status =
+                    0;
             __atomic_store_n(&s->fault_delay_us, 0, __ATOMIC_RELAXED);
         }
         dcxemu_unlock();
-        dcxemu_copy_wait();   /* a copy through the DCT that began before is over */
+        dcxemu_copy_wait(); /* a copy through the DCT that began before is over */
     }
     purge_qp(qp);
     pthread_mutex_unlock(&qp->exec_lock);

@@ -11,13 +11,13 @@
 
 /* What ends a WQE before it looks at any key (fabric lock held): an injected status, a local key
  * operation (UMR, LOCAL_INV), a malformed raw WQE.  1 if the WQE is finished. */
-static int exec_local_only(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_plan *p,
-                           struct exec_out *o)
+static int exec_local_only(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
+                           struct exec_plan *p, struct exec_out *o)
 {
     struct dcxemu_shm_qp *s = &dcxemu_fab->qps[qp->idx];
     if (s->fault_force_status != 0) {
         /* injected: this WR completes with the status instead of executing */
-        uint32_t st = s->fault_force_status - 1;
+        uint32_t st           = s->fault_force_status - 1;
         s->fault_force_status = 0;
         fail(o, st, dcxemu_forced_syndrome(st));
         return 1;
@@ -26,12 +26,14 @@ static int exec_local_only(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct ex
         p->op->req(qp, w, o);
         return 1;
     }
-    if (__builtin_expect(dcxemu_cfg.faults, 0) && dcxemu_chance(dcxemu_cfg.status_p)) {
+    if (__builtin_expect(dcxemu_cfg.faults, 0) &&
+        dcxemu_chance(dcxemu_cfg.status_p)) {
         fail(o, dcxemu_cfg.status, dcxemu_forced_syndrome(dcxemu_cfg.status));
         return 1;
     }
     if (w->raw_bad) {
-        fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);   /* a WQE the HCA cannot parse */
+        fail(o, IBV_WC_LOC_QP_OP_ERR,
+             SYND_LOC_QP_OP); /* a WQE the HCA cannot parse */
         return 1;
     }
     return 0;
@@ -40,11 +42,11 @@ static int exec_local_only(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct ex
 /* The local side (fabric lock held): checks that never reach the wire, and the local pieces.  A
  * WRITE from small-block local mkeys is gathered later: checked here, its mkeys copied.  0, or -1
  * with the WQE failed. */
-static int local_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_plan *p,
-                         struct exec_out *o)
+static int local_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
+                         struct exec_plan *p, struct exec_out *o)
 {
     const struct dcxemu_opcode *op = p->op;
-    int gather = 0;
+    int gather                     = 0;
     if (w->is_inline) {
         if (op->writes_local) {
             fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);
@@ -61,8 +63,9 @@ static int local_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec
         for (uint32_t i = 0; i < w->num_sge; i++) {
             struct ibv_sge *sg = &wqe_sges(w)[i];
             /* gathered: the same checks, no piece list */
-            if (dcxemu_resolve(sg->lkey, (uint16_t)dcxemu_me, dcxemu_my_token, qp->pd->pd_id,
-                               sg->addr, sg->length, op->writes_local ? IBV_ACCESS_LOCAL_WRITE : 0,
+            if (dcxemu_resolve(sg->lkey, (uint16_t)dcxemu_me, dcxemu_my_token,
+                               qp->pd->pd_id, sg->addr, sg->length,
+                               op->writes_local ? IBV_ACCESS_LOCAL_WRITE : 0,
                                gather ? NULL : &p->liov) != 0) {
                 fail(o, IBV_WC_LOC_PROT_ERR, SYND_LOC_PROT);
                 return -1;
@@ -75,13 +78,15 @@ static int local_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec
         return -1;
     }
     if (op->atomic && (p->liov.n != 1 || p->total != atomic_size(w))) {
-        fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);   /* malformed atomic WQE */
+        fail(o, IBV_WC_LOC_QP_OP_ERR,
+             SYND_LOC_QP_OP); /* malformed atomic WQE */
         return -1;
     }
     if (gather) {
-        p->gk = calloc(w->num_sge, sizeof(*p->gk));
+        p->gk  = calloc(w->num_sge, sizeof(*p->gk));
         p->ngk = p->gk != NULL ? w->num_sge : 0;
-        if (p->gk == NULL || dcxemu_gather_keys_take(wqe_sges(w), w->num_sge, p->gk) != 0) {
+        if (p->gk == NULL ||
+            dcxemu_gather_keys_take(wqe_sges(w), w->num_sge, p->gk) != 0) {
             fail(o, IBV_WC_GENERAL_ERR, 0);
             return -1;
         }
@@ -91,12 +96,12 @@ static int local_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec
 
 static void plan_init(struct exec_plan *p, const struct dcxemu_wqe *w)
 {
-    p->op = dcxemu_opcode(w->opcode);
-    p->kind = COPY_NONE;
+    p->op        = dcxemu_opcode(w->opcode);
+    p->kind      = COPY_NONE;
     p->to_remote = 1;
-    p->total = 0;
-    p->gk = NULL;
-    p->ngk = 0;
+    p->total     = 0;
+    p->gk        = NULL;
+    p->ngk       = 0;
     dcxemu_iovbuf_init(&p->liov);
     dcxemu_iovbuf_init(&p->riov);
 }
@@ -111,18 +116,19 @@ static void plan_fini(struct exec_plan *p)
 /* The target as the completion needs it after the lock was given back (fabric lock held). */
 static void plan_target(struct exec_plan *p, const struct dcxemu_shm_qp *t)
 {
-    p->pid = dcxemu_copy_pid(t->owner);
-    p->towner = t->owner;
-    p->ttoken = t->owner_token;
-    p->cq_idx = t->cq_idx;
+    p->pid     = dcxemu_copy_pid(t->owner);
+    p->towner  = t->owner;
+    p->ttoken  = t->owner_token;
+    p->cq_idx  = t->cq_idx;
     p->srq_idx = t->srq_idx;
-    p->tlid = t->lid;
+    p->tlid    = t->lid;
 }
 
 /* Checks and resolution of one WQE, fabric lock held: everything but a data copy.  What is left
  * to do is in p (p->kind); *wake: a member to wake once the lock is given back, or -1. */
 static enum exec_result exec_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
-                                     struct exec_out *o, struct exec_plan *p, int *wake)
+                                     struct exec_out *o, struct exec_plan *p,
+                                     int *wake)
 {
     struct dcxemu_shm_qp *t;
     enum exec_result r;
@@ -145,16 +151,18 @@ static enum exec_result exec_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
 static int plan_copy(const struct exec_plan *p, struct dcxemu_wqe *w)
 {
     if (p->gk != NULL) {
-        return dcxemu_gather_write(p->pid, wqe_sges(w), p->gk, w->num_sge, p->riov.v, p->riov.n);
+        return dcxemu_gather_write(p->pid, wqe_sges(w), p->gk, w->num_sge,
+                                   p->riov.v, p->riov.n);
     }
-    return dcxemu_vm_copy(p->pid, p->to_remote, p->liov.v, p->liov.n, p->riov.v, p->riov.n);
+    return dcxemu_vm_copy(p->pid, p->to_remote, p->liov.v, p->liov.n, p->riov.v,
+                          p->riov.n);
 }
 
 /* After the copy: end it and complete what it did.  RDMA needs no lock; a receive retakes the
  * fabric lock, and the copy ends in that hold, after the receive CQE (a destroy or deregistration
  * waiting for the copy then also finds the CQE written). */
-static enum exec_result exec_finish(struct dcxemu_qp *qp, struct exec_plan *p, int cerr,
-                                    struct exec_out *o, int *wake)
+static enum exec_result exec_finish(struct dcxemu_qp *qp, struct exec_plan *p,
+                                    int cerr, struct exec_out *o, int *wake)
 {
     enum exec_result r;
     if (p->kind == COPY_RDMA) {
@@ -172,7 +180,7 @@ static enum exec_result exec_finish(struct dcxemu_qp *qp, struct exec_plan *p, i
     if (r == EXEC_DONE && o->status == IBV_WC_SUCCESS) {
         o->bytes = p->total;
         if (p->kind == COPY_RDMA && !p->to_remote) {
-            o->byte_len = (uint32_t)p->total;   /* READ */
+            o->byte_len = (uint32_t)p->total; /* READ */
         }
     }
     return r;
@@ -190,7 +198,8 @@ static void wake_target(int wake)
 
 /* Execute one WQE: checks and resolution under the fabric lock, the data copy with no fabric lock
  * held (recorded as in flight, see dcxemu_copy_wait), then its completion at the target. */
-static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
+static enum exec_result
+execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
 {
     struct exec_plan p;
     enum exec_result r;
@@ -203,16 +212,17 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
     }
     r = exec_resolve(qp, w, o, &p, &wake);
     if (p.kind != COPY_NONE) {
-        dcxemu_copy_begin(qp->idx);   /* in the hold that resolved the keys */
+        dcxemu_copy_begin(qp->idx); /* in the hold that resolved the keys */
     }
     dcxemu_unlock();
     wake_target(wake);
     if (p.kind != COPY_NONE) {
         int cerr;
-        dcxemu_test_hook_call(DCXEMU_TEST_COPY_START, qp->qpx.qp_base.qp_num, p.total);
+        dcxemu_test_hook_call(DCXEMU_TEST_COPY_START, qp->qpx.qp_base.qp_num,
+                              p.total);
         cerr = plan_copy(&p, w);
         wake = -1;
-        r = exec_finish(qp, &p, cerr, o, &wake);
+        r    = exec_finish(qp, &p, cerr, o, &wake);
         wake_target(wake);
     }
     plan_fini(&p);
@@ -223,13 +233,17 @@ static enum exec_result execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, stru
  * DCT (read without the fabric lock: a stale value only shifts one delay), and DCXEMU_FAULTS. */
 static uint64_t head_delay_us(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
 {
-    uint64_t us = __atomic_load_n(&dcxemu_fab->qps[qp->idx].fault_delay_us, __ATOMIC_RELAXED);
-    if (dcxemu_opcode(w->opcode)->req == NULL) {   /* it goes to a target */
-        struct dcxemu_shm_qp *t = &dcxemu_fab->qps[w->dctn & (DCXEMU_MAX_QPS - 1)];
-        if (w->dctn != 0 && __atomic_load_n(&t->qpn, __ATOMIC_RELAXED) == w->dctn) {
+    uint64_t us = __atomic_load_n(&dcxemu_fab->qps[qp->idx].fault_delay_us,
+                                  __ATOMIC_RELAXED);
+    if (dcxemu_opcode(w->opcode)->req == NULL) { /* it goes to a target */
+        struct dcxemu_shm_qp *t =
+                &dcxemu_fab->qps[w->dctn & (DCXEMU_MAX_QPS - 1)];
+        if (w->dctn != 0 &&
+            __atomic_load_n(&t->qpn, __ATOMIC_RELAXED) == w->dctn) {
             us += __atomic_load_n(&t->fault_delay_us, __ATOMIC_RELAXED);
         }
-        if (__builtin_expect(dcxemu_cfg.faults, 0) && dcxemu_chance(dcxemu_cfg.delay_p)) {
+        if (__builtin_expect(dcxemu_cfg.faults, 0) &&
+            dcxemu_chance(dcxemu_cfg.delay_p)) {
             us += dcxemu_cfg.delay_us;
         }
     }
@@ -260,25 +274,28 @@ static int head_waits(struct dcxemu_qp *qp, struct dcxemu_wqe *w, uint64_t *now)
 
 /* An RNR or an unreachable target: 1 if the head WQE waits for a retry (deadline stored), else 0
  * with the WQE failed (retries exhausted). */
-static int retry_waits(struct dcxemu_qp *qp, enum exec_result r, struct exec_out *o,
-                       uint64_t *now)
+static int retry_waits(struct dcxemu_qp *qp, enum exec_result r,
+                       struct exec_out *o, uint64_t *now)
 {
     double t;
     *now = *now != 0 ? *now : dcxemu_now_ns();
     if (r == EXEC_RNR) {
         qp->rnr_count++;
         if (qp->rnr_retry == 7 || qp->rnr_count <= qp->rnr_retry) {
-            atomic_store(&qp->deadline_ns, *now + dcxemu_scaled_ns(o->rnr_ms * 1e6));
+            atomic_store(&qp->deadline_ns,
+                         *now + dcxemu_scaled_ns(o->rnr_ms * 1e6));
             DCXEMU_COUNT(dcxemu_me, qp->ctx->dev_index, rnr_retries, 1);
             return 1;
         }
         fail(o, IBV_WC_RNR_RETRY_EXC_ERR, SYND_RNR_RETRY_EXC);
         return 0;
     }
-    t = qp->timeout == 0 ? 4096.0 * (1 << 14) : 4096.0 * (double)(1ull << qp->timeout);
+    t = qp->timeout == 0 ? 4096.0 * (1 << 14) :
+                           4096.0 * (double)(1ull << qp->timeout);
     qp->retry_count++;
     if (qp->timeout == 0 || qp->retry_count <= qp->retry_cnt) {
-        atomic_store(&qp->deadline_ns, *now + dcxemu_scaled_ns(t));   /* 0 = forever */
+        atomic_store(&qp->deadline_ns,
+                     *now + dcxemu_scaled_ns(t)); /* 0 = forever */
         DCXEMU_COUNT(dcxemu_me, qp->ctx->dev_index, transport_retries, 1);
         return 1;
     }
@@ -288,7 +305,8 @@ static int retry_waits(struct dcxemu_qp *qp, enum exec_result r, struct exec_out
 
 /* The head WQE is done (executed, failed or flushed): its CQE, and the next WQE becomes the head.
  * 1 if a channel event was raised. */
-static int head_retire(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const struct exec_out *o)
+static int head_retire(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
+                       const struct exec_out *o)
 {
     int raised = dcxemu_comp_send(qp, w, qp->sq_done, o);
     qp->sq_done++;
@@ -302,9 +320,10 @@ static int head_flush(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
     struct exec_out o;
     memset(&o, 0, sizeof(o));
     fail(&o, IBV_WC_WR_FLUSH_ERR, SYND_WR_FLUSH);
-    DCXEMU_TRACE("flush qp=0x%x op=%s len=%llu wr_id=0x%llx status=%u", qp->qpx.qp_base.qp_num,
-                 dcxemu_op_name(w->opcode), (unsigned long long)wqe_len(w),
-                 (unsigned long long)w->wr_id, o.status);
+    DCXEMU_TRACE("flush qp=0x%x op=%s len=%llu wr_id=0x%llx status=%u",
+                 qp->qpx.qp_base.qp_num, dcxemu_op_name(w->opcode),
+                 (unsigned long long)wqe_len(w), (unsigned long long)w->wr_id,
+                 o.status);
     return head_retire(qp, w, &o);
 }
 
@@ -316,13 +335,14 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
     pthread_mutex_lock(&qp->exec_lock);
     for (;;) {
         uint64_t posted = __atomic_load_n(&qp->sq_posted, __ATOMIC_ACQUIRE);
-        uint64_t now = 0, deadline;
+        uint64_t now    = 0, deadline;
         struct dcxemu_wqe *w;
         struct exec_out o;
         enum exec_result r;
         /* a dead HCA executes nothing more: queued WRs never complete (checked before every WR,
          * so a device failing while this loop runs stops it at the next one) */
-        if (__builtin_expect(dcxemu_is_fatal(qp->ctx->dev_index), 0) || qp->sq_done >= posted) {
+        if (__builtin_expect(dcxemu_is_fatal(qp->ctx->dev_index), 0) ||
+            qp->sq_done >= posted) {
             atomic_store(&qp->deadline_ns, 0);
             break;
         }
@@ -332,7 +352,8 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
             continue;
         }
         deadline = atomic_load(&qp->deadline_ns);
-        if ((deadline != 0 && (now = dcxemu_now_ns()) < deadline) || head_waits(qp, w, &now)) {
+        if ((deadline != 0 && (now = dcxemu_now_ns()) < deadline) ||
+            head_waits(qp, w, &now)) {
             break;
         }
         memset(&o, 0, sizeof(o));
@@ -340,20 +361,21 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
         if (r != EXEC_DONE && retry_waits(qp, r, &o, &now)) {
             break;
         }
-        qp->rnr_count = 0;
+        qp->rnr_count   = 0;
         qp->retry_count = 0;
         if (deadline != 0) {
             atomic_store(&qp->deadline_ns, 0);
         }
         if (o.status != IBV_WC_SUCCESS) {
-            atomic_store(&qp->hw_state, IBV_QPS_ERR);   /* qp->state is left alone */
+            atomic_store(&qp->hw_state,
+                         IBV_QPS_ERR); /* qp->state is left alone */
         }
         dcxemu_comp_count(qp, w, &o);
         raised |= head_retire(qp, w, &o);
     }
     pthread_mutex_unlock(&qp->exec_lock);
     if (atomic_load(&qp->deadline_ns) != 0) {
-        dcxemu_engine_kick();   /* let the engine recompute its sleep */
+        dcxemu_engine_kick(); /* let the engine recompute its sleep */
     }
     if (raised) {
         dcxemu_deliver_events();

@@ -10,9 +10,10 @@
 
 /* IB RNR NAK timer encodings (min_rnr_timer 0..31), in milliseconds */
 static const double rnr_timer_ms[32] = {
-    655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32, 0.48, 0.64, 0.96, 1.28,
-    1.92, 2.56, 3.84, 5.12, 7.68, 10.24, 15.36, 20.48, 30.72, 40.96, 61.44, 81.92, 122.88,
-    163.84, 245.76, 327.68, 491.52,
+    655.36, 0.01,  0.02,  0.03,   0.04,   0.06,   0.08,   0.12,
+    0.16,   0.24,  0.32,  0.48,   0.64,   0.96,   1.28,   1.92,
+    2.56,   3.84,  5.12,  7.68,   10.24,  15.36,  20.48,  30.72,
+    40.96,  61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52,
 };
 
 /* Does the WR's address reach DCT slot t?  InfiniBand: the AH's DLID is the DCT's device LID.
@@ -28,16 +29,19 @@ static int roce_route_ok(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
     union ibv_gid sgid, tgid;
     uint32_t stype, ttype;
     if (!dcxemu_cfg.roce) {
-        return !t->roce && w->dlid >= 1 && w->dlid <= (uint32_t)dcxemu_cfg.num_devices &&
-               t->lid == w->dlid;
+        return !t->roce && w->dlid >= 1 &&
+               w->dlid <= (uint32_t)dcxemu_cfg.num_devices && t->lid == w->dlid;
     }
-    if (!t->roce || !w->is_global || t->lid < 1 || t->lid > DCXEMU_MAX_DEVICES ||
-        dcxemu_gid_entry(qp->ctx->dev_index, w->sgid_index, &sgid, &stype) != 0 ||
+    if (!t->roce || !w->is_global || t->lid < 1 ||
+        t->lid > DCXEMU_MAX_DEVICES ||
+        dcxemu_gid_entry(qp->ctx->dev_index, w->sgid_index, &sgid, &stype) !=
+                0 ||
         dcxemu_gid_entry((int)t->lid - 1, t->sgid_index, &tgid, &ttype) != 0) {
         return 0;
     }
     return stype == ttype && memcmp(&tgid, &w->dgid, sizeof(tgid)) == 0 &&
-           w->hop_limit > dcxemu_cfg.roce_routers && t->hop_limit > dcxemu_cfg.roce_routers;
+           w->hop_limit > dcxemu_cfg.roce_routers &&
+           t->hop_limit > dcxemu_cfg.roce_routers;
 }
 
 /* A target that vanished mid-operation is unreachable (retried, then RETRY_EXC_ERR); any other
@@ -62,11 +66,12 @@ static void recv_cqe_init(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
     cqe->qp_num = t->qpn;
     cqe->src_qp = qp->qpx.qp_base.qp_num;
     /* RoCE packets carry a GRH and no LID */
-    cqe->slid = dcxemu_cfg.roce ? 0 : (uint16_t)(qp->ctx->dev_index + 1);
-    cqe->wc_flags = dcxemu_cfg.roce ? IBV_WC_GRH : 0;
+    cqe->slid      = dcxemu_cfg.roce ? 0 : (uint16_t)(qp->ctx->dev_index + 1);
+    cqe->wc_flags  = dcxemu_cfg.roce ? IBV_WC_GRH : 0;
     cqe->solicited = (w->flags & IBV_SEND_SOLICITED) != 0;
-    cqe->byte_len = (uint32_t)p->total;
-    cqe->opcode = w->opcode == DCXEMU_OP_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+    cqe->byte_len  = (uint32_t)p->total;
+    cqe->opcode = w->opcode == DCXEMU_OP_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM :
+                                                     IBV_WC_RECV;
     if (p->op->imm) {
         cqe->wc_flags |= IBV_WC_WITH_IMM;
         cqe->imm = w->imm;
@@ -75,8 +80,8 @@ static void recv_cqe_init(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
 
 static struct dcxemu_shm_srq_wqe *srq_head(struct dcxemu_shm_srq *srq)
 {
-    return (struct dcxemu_shm_srq_wqe *)dcxemu_ptr(srq->ring_off +
-                                                  (srq->head % srq->max_wr) * srq->wqe_size);
+    return (struct dcxemu_shm_srq_wqe *)dcxemu_ptr(
+            srq->ring_off + (srq->head % srq->max_wr) * srq->wqe_size);
 }
 
 /* Take the SRQ's head WQE (SRQ lock held, not empty): its wr_id.  The limit event fires (one-shot)
@@ -117,8 +122,10 @@ static void recv_cqe_push(struct exec_plan *p, int *wake)
 
 /* The pieces of receive WQE rw that take `total` bytes of a SEND, in order, into riov (fabric and
  * SRQ lock held).  IBV_WC_SUCCESS, or the receive CQE's status with *synd. */
-static uint32_t recv_scatter(const struct dcxemu_shm_srq *srq, const struct dcxemu_shm_srq_wqe *rw,
-                             const struct exec_plan *p, struct iovbuf *riov, uint32_t *synd)
+static uint32_t recv_scatter(const struct dcxemu_shm_srq *srq,
+                             const struct dcxemu_shm_srq_wqe *rw,
+                             const struct exec_plan *p, struct iovbuf *riov,
+                             uint32_t *synd)
 {
     uint64_t room = 0, total = p->total;
     for (uint32_t i = 0; i < rw->num_sge && i < srq->max_sge; i++) {
@@ -129,15 +136,15 @@ static uint32_t recv_scatter(const struct dcxemu_shm_srq *srq, const struct dcxe
             continue;
         }
         take = total - room < sg->length ? total - room : sg->length;
-        if (dcxemu_resolve(sg->lkey, p->towner, p->ttoken, srq->pd_id, sg->addr, sg->length,
-                           IBV_ACCESS_LOCAL_WRITE, riov) != 0) {
+        if (dcxemu_resolve(sg->lkey, p->towner, p->ttoken, srq->pd_id, sg->addr,
+                           sg->length, IBV_ACCESS_LOCAL_WRITE, riov) != 0) {
             *synd = SYND_LOC_PROT;
             return IBV_WC_LOC_PROT_ERR;
         }
         /* only `take` bytes of this SGE receive data: trim what resolve added */
         for (uint64_t extra = sg->length - take; extra > 0 && riov->n > 0;) {
             struct iovec *last = &riov->v[riov->n - 1];
-            uint64_t cut = extra < last->iov_len ? extra : last->iov_len;
+            uint64_t cut       = extra < last->iov_len ? extra : last->iov_len;
             last->iov_len -= cut;
             extra -= cut;
             if (last->iov_len == 0) {
@@ -156,8 +163,9 @@ static uint32_t recv_scatter(const struct dcxemu_shm_srq *srq, const struct dcxe
 /* A SEND (or a WRITE_IMM without data) takes the SRQ's head WQE now (fabric and SRQ lock held, SRQ
  * not empty): its data needs the WQE's buffers.  A receive that fails, or has nothing to copy,
  * completes here; else the copy and the receive CQE follow without the lock. */
-static void recv_take_now(const struct dcxemu_wqe *w, struct dcxemu_shm_srq *srq,
-                          struct exec_plan *p, struct exec_out *o, int *wake)
+static void recv_take_now(const struct dcxemu_wqe *w,
+                          struct dcxemu_shm_srq *srq, struct exec_plan *p,
+                          struct exec_out *o, int *wake)
 {
     uint32_t st = IBV_WC_SUCCESS, synd = 0;
     if (w->opcode != DCXEMU_OP_WRITE_IMM) {
@@ -165,7 +173,7 @@ static void recv_take_now(const struct dcxemu_wqe *w, struct dcxemu_shm_srq *srq
     }
     p->rcqe.wr_id = srq_take(srq, p->towner, wake);
     if (st != IBV_WC_SUCCESS) {
-        p->rcqe.status = st;
+        p->rcqe.status     = st;
         p->rcqe.vendor_err = synd;
         if (st == IBV_WC_LOC_LEN_ERR) {
             fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
@@ -173,7 +181,8 @@ static void recv_take_now(const struct dcxemu_wqe *w, struct dcxemu_shm_srq *srq
             fail(o, IBV_WC_REM_OP_ERR, SYND_REM_OP);
         }
     }
-    if (st != IBV_WC_SUCCESS || p->total == 0 || w->opcode == DCXEMU_OP_WRITE_IMM) {
+    if (st != IBV_WC_SUCCESS || p->total == 0 ||
+        w->opcode == DCXEMU_OP_WRITE_IMM) {
         recv_cqe_push(p, wake);
         return;
     }
@@ -182,17 +191,18 @@ static void recv_take_now(const struct dcxemu_wqe *w, struct dcxemu_shm_srq *srq
 
 /* SEND, SEND_IMM and WRITE_IMM at the target (fabric lock held).  A WRITE_IMM with data checks the
  * rkey and that a receive WQE waits, and takes it only once the data is placed (recv_finish). */
-enum exec_result dcxemu_resp_recv(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
-                                  const struct dcxemu_shm_qp *t, struct exec_plan *p,
-                                  struct exec_out *o, int *wake)
+enum exec_result
+dcxemu_resp_recv(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
+                 const struct dcxemu_shm_qp *t, struct exec_plan *p,
+                 struct exec_out *o, int *wake)
 {
     int imm_data = w->opcode == DCXEMU_OP_WRITE_IMM && p->total > 0;
     struct dcxemu_shm_srq *srq;
     enum exec_result r = EXEC_DONE;
     if (imm_data &&
         (!(t->access & p->op->remote_right) ||
-         dcxemu_resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, p->total,
-                        p->op->remote_right, &p->riov) != 0)) {
+         dcxemu_resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr,
+                        p->total, p->op->remote_right, &p->riov) != 0)) {
         fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
         return EXEC_DONE;
     }
@@ -207,7 +217,7 @@ enum exec_result dcxemu_resp_recv(struct dcxemu_qp *qp, const struct dcxemu_wqe 
     }
     recv_cqe_init(qp, w, t, p);
     if (srq->head == srq->tail) {
-        r = EXEC_RNR;   /* nothing happens at the target until a WQE is posted */
+        r = EXEC_RNR; /* nothing happens at the target until a WQE is posted */
     } else if (imm_data) {
         p->kind = COPY_WRITE_IMM;
     } else {
@@ -220,16 +230,16 @@ enum exec_result dcxemu_resp_recv(struct dcxemu_qp *qp, const struct dcxemu_wqe 
 /* The receive after its data copy (fabric lock held).  A SEND's WQE was taken before the copy; a
  * WRITE_IMM takes one now, and if another sender took the last one meanwhile it is an RNR (the
  * retry places the data again, as a retransmission does). */
-enum exec_result dcxemu_resp_recv_finish(struct exec_plan *p, int cerr, struct exec_out *o,
-                                         int *wake)
+enum exec_result dcxemu_resp_recv_finish(struct exec_plan *p, int cerr,
+                                         struct exec_out *o, int *wake)
 {
     struct dcxemu_shm_srq *srq;
     if (p->kind == COPY_SEND) {
         if (cerr == ESRCH) {
-            return EXEC_UNREACHABLE;   /* the target is exiting: no receive CQE */
+            return EXEC_UNREACHABLE; /* the target is exiting: no receive CQE */
         }
         if (cerr != 0) {
-            p->rcqe.status = IBV_WC_LOC_PROT_ERR;
+            p->rcqe.status     = IBV_WC_LOC_PROT_ERR;
             p->rcqe.vendor_err = SYND_LOC_PROT;
             fail(o, IBV_WC_REM_OP_ERR, SYND_REM_OP);
         }
@@ -237,10 +247,11 @@ enum exec_result dcxemu_resp_recv_finish(struct exec_plan *p, int cerr, struct e
         return EXEC_DONE;
     }
     if (cerr != 0) {
-        return dcxemu_copy_failed(cerr, o);   /* no receive WQE taken */
+        return dcxemu_copy_failed(cerr, o); /* no receive WQE taken */
     }
     srq = &dcxemu_fab->srqs[p->srq_idx];
-    if (!srq->in_use || srq->owner != p->towner || srq->owner_token != p->ttoken) {
+    if (!srq->in_use || srq->owner != p->towner ||
+        srq->owner_token != p->ttoken) {
         fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
         return EXEC_DONE;
     }
@@ -262,7 +273,8 @@ enum exec_result dcxemu_resp_recv_finish(struct exec_plan *p, int cerr, struct e
  * if ((old ^ compare) & compare_mask) == 0, new = (old & ~swap_mask) | (swap & swap_mask).
  * Masked fetch-add: a set bit of the field boundary (in cmp) ends a field, so no carry leaves
  * it (all ones: a per-bit add, i.e. xor). */
-static int atomic_compute(const struct dcxemu_wqe *w, uint64_t old, uint32_t asize, uint64_t *val)
+static int atomic_compute(const struct dcxemu_wqe *w, uint64_t old,
+                          uint32_t asize, uint64_t *val)
 {
     uint64_t mask = asize == 4 ? UINT32_MAX : UINT64_MAX;
     if (w->opcode == DCXEMU_OP_FETCH_ADD) {
@@ -273,10 +285,10 @@ static int atomic_compute(const struct dcxemu_wqe *w, uint64_t old, uint32_t asi
             for (uint32_t bit = 0; bit < asize * 8; bit++) {
                 uint64_t a = (old >> bit) & 1, b = (w->swap_add >> bit) & 1;
                 uint64_t s = a ^ b ^ carry;
-                carry = (a & b) | (a & carry) | (b & carry);
+                carry      = (a & b) | (a & carry) | (b & carry);
                 sum |= s << bit;
                 if ((w->cmp >> bit) & 1) {
-                    carry = 0;   /* field boundary: the carry does not cross it */
+                    carry = 0; /* field boundary: the carry does not cross it */
                 }
             }
             *val = sum;
@@ -299,52 +311,56 @@ static int atomic_compute(const struct dcxemu_wqe *w, uint64_t old, uint32_t asi
 
 /* Reach the target (fabric lock held): wrong LID/GID, unknown/destroyed/dead DCT and wrong key
  * all look alike.  *tp = the DCT's slot, or NULL when the WQE ends here with the result. */
-enum exec_result dcxemu_resp_reach(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
-                                   struct exec_out *o, struct dcxemu_shm_qp **tp)
+enum exec_result
+dcxemu_resp_reach(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
+                  struct exec_out *o, struct dcxemu_shm_qp **tp)
 {
     struct dcxemu_shm_qp *t = &dcxemu_fab->qps[w->dctn & (DCXEMU_MAX_QPS - 1)];
-    *tp = NULL;
+    *tp                     = NULL;
     if (!t->in_use || !t->is_dct || !t->dct_ready || t->qpn != w->dctn ||
         !roce_route_ok(qp, w, t) || t->dc_key != w->dc_key ||
-        !dcxemu_member_alive(t->owner, t->owner_token) || t->fault_unreachable) {
+        !dcxemu_member_alive(t->owner, t->owner_token) ||
+        t->fault_unreachable) {
         return EXEC_UNREACHABLE;
     }
     if (t->fault_force_status != 0) {
         /* injected on the target: this WR completes with the status, nothing executes */
-        uint32_t st = t->fault_force_status - 1;
+        uint32_t st           = t->fault_force_status - 1;
         t->fault_force_status = 0;
         fail(o, st, dcxemu_forced_syndrome(st));
         return EXEC_DONE;
     }
     if (t->fault_drop_next > 0) {
-        t->fault_drop_next--;   /* injected: this delivery attempt is lost on the wire */
+        t->fault_drop_next--; /* injected: this delivery attempt is lost on the wire */
         return EXEC_UNREACHABLE;
     }
-    if (__builtin_expect(dcxemu_cfg.faults, 0) && dcxemu_chance(dcxemu_cfg.drop_p)) {
+    if (__builtin_expect(dcxemu_cfg.faults, 0) &&
+        dcxemu_chance(dcxemu_cfg.drop_p)) {
         return EXEC_UNREACHABLE;
     }
     o->rnr_ms = rnr_timer_ms[t->min_rnr_timer & 31];
-    *tp = t;
+    *tp       = t;
     return EXEC_DONE;
 }
 
 /* WRITE and READ at the target (fabric lock held): the rkey; the copy follows without the lock. */
-enum exec_result dcxemu_resp_rdma(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
-                                  const struct dcxemu_shm_qp *t, struct exec_plan *p,
-                                  struct exec_out *o, int *wake)
+enum exec_result
+dcxemu_resp_rdma(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
+                 const struct dcxemu_shm_qp *t, struct exec_plan *p,
+                 struct exec_out *o, int *wake)
 {
     const struct dcxemu_opcode *op = p->op;
-    uint32_t right = op->remote_right;
+    uint32_t right                 = op->remote_right;
     if (p->total == 0) {
-        return EXEC_DONE;   /* zero-length RDMA does not check the rkey */
+        return EXEC_DONE; /* zero-length RDMA does not check the rkey */
     }
     if (!(t->access & right) ||
-        dcxemu_resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, p->total, right,
-                       &p->riov) != 0) {
+        dcxemu_resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr,
+                       p->total, right, &p->riov) != 0) {
         fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
         return EXEC_DONE;
     }
-    p->kind = COPY_RDMA;
+    p->kind      = COPY_RDMA;
     p->to_remote = !op->writes_local;
     return EXEC_DONE;
 }
@@ -363,12 +379,13 @@ static void atomic_respond(void *dst, uint64_t old, uint32_t asize)
 
 /* CMP_SWP and FETCH_ADD at the target: a read-modify-write of 4 or 8 bytes under the fabric lock
  * (not a bulk copy), so it is atomic with respect to all device atomics on the fabric. */
-enum exec_result dcxemu_resp_atomic(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
-                                    const struct dcxemu_shm_qp *t, struct exec_plan *p,
-                                    struct exec_out *o, int *wake)
+enum exec_result
+dcxemu_resp_atomic(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
+                   const struct dcxemu_shm_qp *t, struct exec_plan *p,
+                   struct exec_out *o, int *wake)
 {
-    uint32_t asize = atomic_size(w);
-    uint64_t old = 0, val;
+    uint32_t asize    = atomic_size(w);
+    uint64_t old      = 0, val;
     struct iovec viov = { .iov_base = &old, .iov_len = asize };
     int cerr;
     if (w->raddr % asize != 0) {
@@ -376,13 +393,14 @@ enum exec_result dcxemu_resp_atomic(struct dcxemu_qp *qp, const struct dcxemu_wq
         return EXEC_DONE;
     }
     if (!(t->access & p->op->remote_right) ||
-        dcxemu_resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr, asize,
-                       p->op->remote_right, &p->riov) != 0) {
+        dcxemu_resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr,
+                       asize, p->op->remote_right, &p->riov) != 0) {
         fail(o, IBV_WC_REM_ACCESS_ERR, SYND_REM_ACCESS);
         return EXEC_DONE;
     }
     if (p->riov.n != 1 || (uintptr_t)p->riov.v[0].iov_base % asize != 0) {
-        fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);   /* word split or misaligned */
+        fail(o, IBV_WC_REM_INV_REQ_ERR,
+             SYND_REM_INV_REQ); /* word split or misaligned */
         return EXEC_DONE;
     }
     if ((cerr = dcxemu_vm_copy(p->pid, 0, &viov, 1, p->riov.v, 1)) != 0) {
@@ -406,6 +424,6 @@ enum exec_result dcxemu_resp_atomic(struct dcxemu_qp *qp, const struct dcxemu_wq
     atomic_respond(p->liov.v[0].iov_base, old, asize);
     atomic_fetch_add(&dcxemu_fab->atomic_ops, 1);
     o->byte_len = asize;
-    o->bytes = asize;
+    o->bytes    = asize;
     return EXEC_DONE;
 }

@@ -25,7 +25,7 @@ uint64_t dcxemu_scaled_ns(double ns)
 {
     double v = ns * dcxemu_cfg.time_scale;
     if (v < 1000.0) {
-        v = 1000.0;         /* keep retries from spinning */
+        v = 1000.0; /* keep retries from spinning */
     }
     if (v > 1e15) {
         v = 1e15;
@@ -43,7 +43,8 @@ static long env_long(const char *name, long def, long min, long max)
     }
     v = strtol(s, &end, 0);
     if (*end != '\0' || v < min || v > max) {
-        fprintf(stderr, "dcxemu: ignoring %s=%s (expected %ld..%ld)\n", name, s, min, max);
+        fprintf(stderr, "dcxemu: ignoring %s=%s (expected %ld..%ld)\n", name, s,
+                min, max);
         return def;
     }
     return v;
@@ -62,25 +63,36 @@ static int64_t parse_prob(const char *v)
 
 static int parse_status(const char *v, char **end)
 {
-    static const struct { const char *name; int st; } names[] = {
-        { "RETRY_EXC_ERR", IBV_WC_RETRY_EXC_ERR }, { "RNR_RETRY_EXC_ERR", IBV_WC_RNR_RETRY_EXC_ERR },
-        { "REM_ACCESS_ERR", IBV_WC_REM_ACCESS_ERR }, { "LOC_PROT_ERR", IBV_WC_LOC_PROT_ERR },
-        { "REM_OP_ERR", IBV_WC_REM_OP_ERR }, { "REM_INV_REQ_ERR", IBV_WC_REM_INV_REQ_ERR },
-        { "LOC_LEN_ERR", IBV_WC_LOC_LEN_ERR }, { "LOC_QP_OP_ERR", IBV_WC_LOC_QP_OP_ERR },
-        { "GENERAL_ERR", IBV_WC_GENERAL_ERR }, { "WR_FLUSH_ERR", IBV_WC_WR_FLUSH_ERR },
+    static const struct {
+        const char *name;
+        int st;
+    } names[] = {
+        { "RETRY_EXC_ERR", IBV_WC_RETRY_EXC_ERR },
+        { "RNR_RETRY_EXC_ERR", IBV_WC_RNR_RETRY_EXC_ERR },
+        { "REM_ACCESS_ERR", IBV_WC_REM_ACCESS_ERR },
+        { "LOC_PROT_ERR", IBV_WC_LOC_PROT_ERR },
+        { "REM_OP_ERR", IBV_WC_REM_OP_ERR },
+        { "REM_INV_REQ_ERR", IBV_WC_REM_INV_REQ_ERR },
+        { "LOC_LEN_ERR", IBV_WC_LOC_LEN_ERR },
+        { "LOC_QP_OP_ERR", IBV_WC_LOC_QP_OP_ERR },
+        { "GENERAL_ERR", IBV_WC_GENERAL_ERR },
+        { "WR_FLUSH_ERR", IBV_WC_WR_FLUSH_ERR },
     };
     if (strncmp(v, "IBV_WC_", 7) == 0) {
         v += 7;
     }
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         size_t n = strlen(names[i].name);
-        if (strncmp(v, names[i].name, n) == 0 && (v[n] == ':' || v[n] == '\0' || v[n] == ',')) {
+        if (strncmp(v, names[i].name, n) == 0 &&
+            (v[n] == ':' || v[n] == '\0' || v[n] == ',')) {
             *end = (char *)v + n;
             return names[i].st;
         }
     }
     long st = strtol(v, end, 0);
-    return *end == v || st <= IBV_WC_SUCCESS || st > IBV_WC_TM_RNDV_INCOMPLETE ? -1 : (int)st;
+    return *end == v || st <= IBV_WC_SUCCESS || st > IBV_WC_TM_RNDV_INCOMPLETE ?
+                   -1 :
+                   (int)st;
 }
 
 /* DCXEMU_FAULTS="drop=P,delay_us=U:P,status=NAME:P,seed=N"; a bad item is ignored with a line */
@@ -90,8 +102,9 @@ static void read_faults(const char *spec)
     if (copy == NULL) {
         return;
     }
-    for (item = strtok_r(copy, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(item, '='), *end, *colon;
+    for (item = strtok_r(copy, ",", &save); item != NULL;
+         item = strtok_r(NULL, ",", &save)) {
+        char *eq  = strchr(item, '='), *end, *colon;
         int64_t p = -1;
         if (eq == NULL) {
             goto bad;
@@ -100,30 +113,37 @@ static void read_faults(const char *spec)
         colon = strchr(eq, ':');
         if (strcmp(item, "drop") == 0) {
             p = parse_prob(eq);
-            if (p < 0) goto bad;
+            if (p < 0)
+                goto bad;
             dcxemu_cfg.drop_p = (uint32_t)p;
         } else if (strcmp(item, "delay_us") == 0) {
             unsigned long us = strtoul(eq, &end, 0);
-            if (colon == NULL || end != colon || us > 10000000 || (p = parse_prob(colon + 1)) < 0) goto bad;
+            if (colon == NULL || end != colon || us > 10000000 ||
+                (p = parse_prob(colon + 1)) < 0)
+                goto bad;
             dcxemu_cfg.delay_us = (uint32_t)us;
-            dcxemu_cfg.delay_p = (uint32_t)p;
+            dcxemu_cfg.delay_p  = (uint32_t)p;
         } else if (strcmp(item, "status") == 0) {
             int st = parse_status(eq, &end);
-            if (st < 0 || colon == NULL || end != colon || (p = parse_prob(colon + 1)) < 0) goto bad;
-            dcxemu_cfg.status = (uint32_t)st;
+            if (st < 0 || colon == NULL || end != colon ||
+                (p = parse_prob(colon + 1)) < 0)
+                goto bad;
+            dcxemu_cfg.status   = (uint32_t)st;
             dcxemu_cfg.status_p = (uint32_t)p;
         } else if (strcmp(item, "seed") == 0) {
             dcxemu_cfg.fault_seed = strtoull(eq, &end, 0);
-            if (*end != '\0') goto bad;
+            if (*end != '\0')
+                goto bad;
         } else {
             goto bad;
         }
         continue;
-bad:
+    bad:
         fprintf(stderr, "dcxemu: ignoring DCXEMU_FAULTS item '%s'\n", item);
     }
     free(copy);
-    dcxemu_cfg.faults = dcxemu_cfg.drop_p || dcxemu_cfg.delay_p || dcxemu_cfg.status_p;
+    dcxemu_cfg.faults = dcxemu_cfg.drop_p || dcxemu_cfg.delay_p ||
+                        dcxemu_cfg.status_p;
 }
 
 static void read_trace(const char *t)
@@ -137,7 +157,8 @@ static void read_trace(const char *t)
     }
     dcxemu_trace_fd = open(t, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (dcxemu_trace_fd < 0) {
-        fprintf(stderr, "dcxemu: cannot open DCXEMU_TRACE=%s: %s\n", t, strerror(errno));
+        fprintf(stderr, "dcxemu: cannot open DCXEMU_TRACE=%s: %s\n", t,
+                strerror(errno));
     }
 }
 
@@ -146,14 +167,16 @@ static void read_trace(const char *t)
  * user's real default) and its fallbacks.  Returns 1 if the name is explicit. */
 int dcxemu_fabric_candidate(int cand, char *buf, size_t len)
 {
-    const char *f = getenv("DCXEMU_FABRIC");
+    const char *f    = getenv("DCXEMU_FABRIC");
     const char *base = getenv("DCXEMU_DEFAULT_FABRIC");
     char def[64];
-    if (f != NULL && *f != '\0' && strlen(f) < len - 2 && strchr(f, '/') == NULL) {
+    if (f != NULL && *f != '\0' && strlen(f) < len - 2 &&
+        strchr(f, '/') == NULL) {
         snprintf(buf, len, "/%s", f);
         return 1;
     }
-    if (base == NULL || *base == '\0' || strlen(base) > 100 || strchr(base, '/') != NULL) {
+    if (base == NULL || *base == '\0' || strlen(base) > 100 ||
+        strchr(base, '/') != NULL) {
         snprintf(def, sizeof(def), "dcxemu-%u", (unsigned)getuid());
         base = def;
     }
@@ -182,45 +205,59 @@ static void read_ptracer(const char *s)
     if (*end == '\0' && pid > 0 && pid <= INT_MAX) {
         dcxemu_cfg.ptracer = pid;
     } else {
-        fprintf(stderr, "dcxemu: ignoring DCXEMU_PTRACER=%s (any, none or a process ID)\n", s);
+        fprintf(stderr,
+                "dcxemu: ignoring DCXEMU_PTRACER=%s (any, none or a process "
+                "ID)\n",
+                s);
     }
 }
 
 void dcxemu_read_settings(void)
 {
-    const char *ex = getenv("DCXEMU_EXEC");
-    const char *fs = getenv("DCXEMU_FAULTS");
-    const char *ts = getenv("DCXEMU_TIME_SCALE");
-    const char *ac = getenv("DCXEMU_ATOMIC_CAP");
-    const char *ll = getenv("DCXEMU_LINK_LAYER");
-    dcxemu_cfg.fabric_explicit = dcxemu_fabric_candidate(0, dcxemu_cfg.fabric, sizeof(dcxemu_cfg.fabric));
+    const char *ex             = getenv("DCXEMU_EXEC");
+    const char *fs             = getenv("DCXEMU_FAULTS");
+    const char *ts             = getenv("DCXEMU_TIME_SCALE");
+    const char *ac             = getenv("DCXEMU_ATOMIC_CAP");
+    const char *ll             = getenv("DCXEMU_LINK_LAYER");
+    dcxemu_cfg.fabric_explicit = dcxemu_fabric_candidate(
+            0, dcxemu_cfg.fabric, sizeof(dcxemu_cfg.fabric));
     dcxemu_cfg.keep_fabric = (int)env_long("DCXEMU_KEEP_FABRIC", 0, 0, 1);
-    dcxemu_cfg.max_members = (uint32_t)env_long("DCXEMU_MAX_MEMBERS", DCXEMU_MAX_MEMBERS, 2,
+    dcxemu_cfg.max_members = (uint32_t)env_long("DCXEMU_MAX_MEMBERS",
+                                                DCXEMU_MAX_MEMBERS, 2,
                                                 DCXEMU_MAX_MEMBERS);
-    dcxemu_cfg.num_devices = (int)env_long("DCXEMU_NUM_DEVICES", 1, 1, DCXEMU_MAX_DEVICES);
-    dcxemu_cfg.max_wqe = (uint32_t)env_long("DCXEMU_MAX_WQE_SIZE", 512, 256, 4096) & ~63u;
+    dcxemu_cfg.num_devices = (int)env_long("DCXEMU_NUM_DEVICES", 1, 1,
+                                           DCXEMU_MAX_DEVICES);
+    dcxemu_cfg.max_wqe     = (uint32_t)env_long("DCXEMU_MAX_WQE_SIZE", 512, 256,
+                                                4096) &
+                         ~63u;
     dcxemu_cfg.heap_mb = (uint64_t)env_long("DCXEMU_HEAP_MB", 1024, 16, 65536);
     dcxemu_cfg.strict_umr = (int)env_long("DCXEMU_STRICT_UMR", 1, 0, 1);
     /* DC read/atomic depth (log2), at most max_qp_init_rd_atom (16) */
-    dcxemu_cfg.log_max_ra_dc = (int)env_long("DCXEMU_LOG_MAX_RA_DC", 4, 0, 4);
-    dcxemu_cfg.mkey_update_tag = (int)env_long("DCXEMU_MKEY_UPDATE_TAG", 1, 0, 1);
-    dcxemu_cfg.yama_scope = (int)env_long("DCXEMU_YAMA_SCOPE", -1, -1, 3);
+    dcxemu_cfg.log_max_ra_dc   = (int)env_long("DCXEMU_LOG_MAX_RA_DC", 4, 0, 4);
+    dcxemu_cfg.mkey_update_tag = (int)env_long("DCXEMU_MKEY_UPDATE_TAG", 1, 0,
+                                               1);
+    dcxemu_cfg.yama_scope      = (int)env_long("DCXEMU_YAMA_SCOPE", -1, -1, 3);
     read_ptracer(getenv("DCXEMU_PTRACER"));
     dcxemu_cfg.no_ext_atomics = !env_long("DCXEMU_EXT_ATOMICS", 1, 0, 1);
-    dcxemu_cfg.no_atomics = 0;
+    dcxemu_cfg.no_atomics     = 0;
     if (ac != NULL && strcmp(ac, "none") == 0) {
         dcxemu_cfg.no_atomics = 1;
     } else if (ac != NULL && *ac != '\0' && strcmp(ac, "hca") != 0) {
-        fprintf(stderr, "dcxemu: ignoring DCXEMU_ATOMIC_CAP=%s (hca or none)\n", ac);
+        fprintf(stderr, "dcxemu: ignoring DCXEMU_ATOMIC_CAP=%s (hca or none)\n",
+                ac);
     }
     dcxemu_cfg.roce = 0;
     if (ll != NULL && strcmp(ll, "ethernet") == 0) {
         dcxemu_cfg.roce = 1;
     } else if (ll != NULL && *ll != '\0' && strcmp(ll, "infiniband") != 0) {
-        fprintf(stderr, "dcxemu: ignoring DCXEMU_LINK_LAYER=%s (infiniband or ethernet)\n", ll);
+        fprintf(stderr,
+                "dcxemu: ignoring DCXEMU_LINK_LAYER=%s (infiniband or "
+                "ethernet)\n",
+                ll);
     }
-    dcxemu_cfg.roce_routers = (uint32_t)env_long("DCXEMU_ROCE_ROUTERS", 0, 0, 254);
-    dcxemu_cfg.time_scale = 1.0;
+    dcxemu_cfg.roce_routers = (uint32_t)env_long("DCXEMU_ROCE_ROUTERS", 0, 0,
+                                                 254);
+    dcxemu_cfg.time_scale   = 1.0;
     if (ts != NULL && *ts != '\0') {
         char *end;
         double v = strtod(ts, &end);
@@ -234,10 +271,13 @@ void dcxemu_read_settings(void)
     if (ex != NULL && strcmp(ex, "deferred") == 0) {
         dcxemu_cfg.deferred = 1;
     } else if (ex != NULL && *ex != '\0' && strcmp(ex, "immediate") != 0) {
-        fprintf(stderr, "dcxemu: ignoring DCXEMU_EXEC=%s (immediate or deferred)\n", ex);
+        fprintf(stderr,
+                "dcxemu: ignoring DCXEMU_EXEC=%s (immediate or deferred)\n",
+                ex);
     }
     dcxemu_cfg.defer_us = (uint32_t)env_long("DCXEMU_DEFER_US", 20, 1, 1000000);
-    dcxemu_cfg.fault_seed = 1;   /* also drives the deferral delays: reproducible by default */
+    dcxemu_cfg.fault_seed =
+            1; /* also drives the deferral delays: reproducible by default */
     if (fs != NULL && *fs != '\0') {
         read_faults(fs);
     }

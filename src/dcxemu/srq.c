@@ -12,24 +12,28 @@
 
 /* ---------------------------------------------------------------- SRQ ---- */
 
-static inline struct dcxemu_shm_srq_wqe *srq_wqe(struct dcxemu_shm_srq *s, uint64_t i)
+static inline struct dcxemu_shm_srq_wqe *
+srq_wqe(struct dcxemu_shm_srq *s, uint64_t i)
 {
-    return (struct dcxemu_shm_srq_wqe *)dcxemu_ptr(s->ring_off + (i % s->max_wr) * s->wqe_size);
+    return (struct dcxemu_shm_srq_wqe *)dcxemu_ptr(
+            s->ring_off + (i % s->max_wr) * s->wqe_size);
 }
 
-static int check_srq_attr(struct ibv_pd *pd, const struct ibv_srq_init_attr *init)
+static int
+check_srq_attr(struct ibv_pd *pd, const struct ibv_srq_init_attr *init)
 {
     int err = dcxemu_usable();
     if (err != 0) {
         return err;
     }
     if (pd == NULL || init == NULL || init->attr.max_wr == 0 ||
-        init->attr.max_wr > DCXEMU_MAX_SRQ_WR || init->attr.max_sge > DCXEMU_MAX_SRQ_SGE ||
+        init->attr.max_wr > DCXEMU_MAX_SRQ_WR ||
+        init->attr.max_sge > DCXEMU_MAX_SRQ_SGE ||
         init->attr.srq_limit > init->attr.max_wr) {
         return EINVAL;
     }
     if (dcxemu_is_fatal(dcxemu_ctx(pd->context)->dev_index)) {
-        return EIO;   /* a firmware command on a device in fatal mode */
+        return EIO; /* a firmware command on a device in fatal mode */
     }
     return 0;
 }
@@ -51,29 +55,31 @@ static int take_srq_slot(uint32_t max, uint32_t max_sge, uint64_t pd_id)
     }
     s = &dcxemu_fab->srqs[idx];
     if (!s->lock_ready) {
-        dcxemu_shm_mutex_init(&s->lock);   /* first use of the slot: nobody can hold it */
+        dcxemu_shm_mutex_init(
+                &s->lock); /* first use of the slot: nobody can hold it */
         s->lock_ready = 1;
     }
-    s->wqe_size = (uint32_t)(sizeof(struct dcxemu_shm_srq_wqe) + max_sge * sizeof(struct ibv_sge));
-    s->max_wr = max - 1;
+    s->wqe_size = (uint32_t)(sizeof(struct dcxemu_shm_srq_wqe) +
+                             max_sge * sizeof(struct ibv_sge));
+    s->max_wr   = max - 1;
     s->ring_off = dcxemu_heap_alloc((uint64_t)s->max_wr * s->wqe_size);
     if (s->ring_off == 0) {
         return -1;
     }
-    s->owner = (uint16_t)dcxemu_me;
+    s->owner       = (uint16_t)dcxemu_me;
     s->owner_token = dcxemu_my_token;
-    s->in_use = 1;   /* last: a half-made slot is never live */
+    s->in_use      = 1; /* last: a half-made slot is never live */
     dcxemu_hwm_bump(&dcxemu_fab->srq_hwm, (uint32_t)idx);
-    s->pd_id = pd_id;
+    s->pd_id   = pd_id;
     s->max_sge = max_sge;
-    s->limit = 0;
+    s->limit   = 0;
     s->head = s->tail = 0;
     atomic_store(&s->limit_event, 0);
     return idx;
 }
 
-DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
-                                                 struct ibv_srq_init_attr *init)
+DCXEMU_API struct ibv_srq *
+dcxemu_ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *init)
 {
     struct dcxemu_srq *srq;
     uint32_t max = 1, desc = 32, max_sge;
@@ -110,15 +116,15 @@ DCXEMU_API struct ibv_srq *dcxemu_ibv_create_srq(struct ibv_pd *pd,
         err = ENOMEM;
         goto err_free;
     }
-    srq->idx = idx;
-    srq->s = &dcxemu_fab->srqs[idx];
-    init->attr.max_wr = srq->s->max_wr;
-    init->attr.max_sge = max_sge;
-    srq->pd = (struct dcxemu_pd *)pd;
-    srq->srq.context = pd->context;
+    srq->idx             = idx;
+    srq->s               = &dcxemu_fab->srqs[idx];
+    init->attr.max_wr    = srq->s->max_wr;
+    init->attr.max_sge   = max_sge;
+    srq->pd              = (struct dcxemu_pd *)pd;
+    srq->srq.context     = pd->context;
     srq->srq.srq_context = init->srq_context;
-    srq->srq.pd = pd;
-    srq->srq.handle = (uint32_t)idx;
+    srq->srq.pd          = pd;
+    srq->srq.handle      = (uint32_t)idx;
     pthread_mutex_init(&srq->srq.mutex, NULL);
     pthread_cond_init(&srq->srq.cond, NULL);
     atomic_fetch_add(&srq->pd->refcnt, 1);
@@ -143,43 +149,48 @@ struct ibv_srq *dcxemu_create_srq_ex_op(struct ibv_context *context,
     struct ibv_srq_init_attr basic;
     struct ibv_srq *srq;
     if (context == NULL || a == NULL ||
-        (a->comp_mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD)) ||
-        !(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || a->pd == NULL || a->pd->context != context) {
+        (a->comp_mask &
+         ~(uint32_t)(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD)) ||
+        !(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || a->pd == NULL ||
+        a->pd->context != context) {
         errno = EINVAL;
         return NULL;
     }
-    if ((a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a->srq_type != IBV_SRQT_BASIC) {
+    if ((a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
+        a->srq_type != IBV_SRQT_BASIC) {
         errno = EOPNOTSUPP;
         return NULL;
     }
     basic.srq_context = a->srq_context;
-    basic.attr = a->attr;
-    srq = dcxemu_ibv_create_srq(a->pd, &basic);
+    basic.attr        = a->attr;
+    srq               = dcxemu_ibv_create_srq(a->pd, &basic);
     if (srq != NULL) {
         a->attr = basic.attr;
     }
     return srq;
 }
 
-DCXEMU_API int dcxemu_ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask)
+DCXEMU_API int dcxemu_ibv_modify_srq(struct ibv_srq *ibsrq,
+                                     struct ibv_srq_attr *attr, int mask)
 {
     struct dcxemu_srq *srq = (struct dcxemu_srq *)ibsrq;
     int err;
-    if (ibsrq == NULL || attr == NULL || (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))) {
+    if (ibsrq == NULL || attr == NULL ||
+        (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))) {
         return EINVAL;
     }
     if ((err = dcxemu_usable()) != 0) {
         return err;
     }
     if (mask & IBV_SRQ_MAX_WR) {
-        return EINVAL;   /* mlx5 cannot resize an SRQ */
+        return EINVAL; /* mlx5 cannot resize an SRQ */
     }
     if (mask & IBV_SRQ_LIMIT) {
         if (attr->srq_limit > srq->s->max_wr) {
             return EINVAL;
         }
         if (dcxemu_is_fatal(dcxemu_ctx(ibsrq->context)->dev_index)) {
-            return EIO;   /* ARM_RQ */
+            return EIO; /* ARM_RQ */
         }
         if ((err = dcxemu_shm_lock(&srq->s->lock)) != 0) {
             return err;
@@ -190,7 +201,8 @@ DCXEMU_API int dcxemu_ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr 
     return 0;
 }
 
-DCXEMU_API int dcxemu_ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
+DCXEMU_API int
+dcxemu_ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 {
     struct dcxemu_srq *srq = (struct dcxemu_srq *)ibsrq;
     int err;
@@ -200,8 +212,8 @@ DCXEMU_API int dcxemu_ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *
     if ((err = dcxemu_usable()) != 0) {
         return err;
     }
-    attr->max_wr = srq->s->max_wr;
-    attr->max_sge = srq->s->max_sge;
+    attr->max_wr    = srq->s->max_wr;
+    attr->max_sge   = srq->s->max_sge;
     attr->srq_limit = srq->s->limit;
     return 0;
 }
@@ -224,7 +236,8 @@ DCXEMU_API int dcxemu_ibv_destroy_srq(struct ibv_srq *ibsrq)
     dcxemu_idx_set_del(&dcxemu_srq_set, (uint32_t)srq->idx);
     pthread_mutex_unlock(&dcxemu_reg_lock);
     if ((err = dcxemu_lock()) == 0) {
-        if (srq->s->in_use && dcxemu_owner_is_me(srq->s->owner, srq->s->owner_token)) {
+        if (srq->s->in_use &&
+            dcxemu_owner_is_me(srq->s->owner, srq->s->owner_token)) {
             dcxemu_heap_free(srq->s->ring_off);
             srq->s->in_use = 0;
         }
@@ -238,15 +251,17 @@ DCXEMU_API int dcxemu_ibv_destroy_srq(struct ibv_srq *ibsrq)
 int dcxemu_post_srq_recv_op(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
                             struct ibv_recv_wr **bad_wr)
 {
-    struct dcxemu_srq *srq = (struct dcxemu_srq *)ibsrq;
+    struct dcxemu_srq *srq   = (struct dcxemu_srq *)ibsrq;
     struct dcxemu_shm_srq *s = srq->s;
-    int err = dcxemu_usable();
+    int err                  = dcxemu_usable();
     if (err) {
-        if (bad_wr) *bad_wr = wr;
+        if (bad_wr)
+            *bad_wr = wr;
         return err;
     }
     if ((err = dcxemu_shm_lock(&s->lock)) != 0) {
-        if (bad_wr) *bad_wr = wr;
+        if (bad_wr)
+            *bad_wr = wr;
         return err;
     }
     for (; wr != NULL; wr = wr->next) {
@@ -260,11 +275,12 @@ int dcxemu_post_srq_recv_op(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
             err = ENOMEM;
             break;
         }
-        w = srq_wqe(s, s->tail);
-        w->wr_id = wr->wr_id;
+        w          = srq_wqe(s, s->tail);
+        w->wr_id   = wr->wr_id;
         w->num_sge = (uint32_t)wr->num_sge;
         if (wr->num_sge > 0) {
-            memcpy(w->sge, wr->sg_list, sizeof(struct ibv_sge) * (size_t)wr->num_sge);
+            memcpy(w->sge, wr->sg_list,
+                   sizeof(struct ibv_sge) * (size_t)wr->num_sge);
         }
         __atomic_store_n(&s->tail, s->tail + 1, __ATOMIC_RELEASE);
     }

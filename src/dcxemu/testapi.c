@@ -41,7 +41,7 @@ DCXEMU_API int dcxemu_engine_state_read(struct dcxemu_engine_state *out)
         return err;
     }
     memset(out, 0, sizeof(*out));
-    out->waits = atomic_load(&engine_waits);
+    out->waits       = atomic_load(&engine_waits);
     out->interval_ns = atomic_load(&engine_interval_ns);
     pthread_mutex_lock(&dcxemu_reg_lock);
     for (uint32_t k = 0; k < dcxemu_qp_set.n; k++) {
@@ -50,9 +50,11 @@ DCXEMU_API int dcxemu_engine_state_read(struct dcxemu_engine_state *out)
     }
     pthread_mutex_unlock(&dcxemu_reg_lock);
     /* waiting, and no ring since it read its doorbell: it knows of everything rung so far */
-    out->quiescent = atomic_load(&engine_waiting) &&
-                     atomic_load(&engine_seen) ==
-                     __atomic_load_n(&dcxemu_fab->members[dcxemu_me].doorbell, __ATOMIC_SEQ_CST);
+    out->quiescent =
+            atomic_load(&engine_waiting) &&
+            atomic_load(&engine_seen) ==
+                    __atomic_load_n(&dcxemu_fab->members[dcxemu_me].doorbell,
+                                    __ATOMIC_SEQ_CST);
     return 0;
 }
 

@@ -31,9 +31,12 @@ void dcxemu_count(int member, int dev, size_t off, uint64_t n)
     if (dev < 0 || dev >= DCXEMU_MAX_DEVICES || dcxemu_fab == NULL) {
         return;
     }
-    __atomic_fetch_add((uint64_t *)((char *)&dcxemu_fab->dev_cnt[dev] + off), n, __ATOMIC_RELAXED);
+    __atomic_fetch_add((uint64_t *)((char *)&dcxemu_fab->dev_cnt[dev] + off), n,
+                       __ATOMIC_RELAXED);
     if (member >= 0 && member < DCXEMU_MAX_MEMBERS) {
-        __atomic_fetch_add((uint64_t *)((char *)&dcxemu_fab->member_cnt[member][dev] + off), n,
-                           __ATOMIC_RELAXED);
+        __atomic_fetch_add(
+                (uint64_t *)((char *)&dcxemu_fab->member_cnt[member][dev] +
+                             off),
+                n, __ATOMIC_RELAXED);
     }
 }

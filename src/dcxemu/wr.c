@@ -34,17 +34,18 @@ static void wr_new(struct ibv_qp_ex *q, uint32_t op)
         return;
     }
     if (qp->cur != NULL && !wqe_finished(qp->cur)) {
-        latch(qp, EINVAL);   /* previous WR lacks its data or address setter */
+        latch(qp, EINVAL); /* previous WR lacks its data or address setter */
         return;
     }
-    if (qp->sq_posted - atomic_load(&qp->sq_freed) + qp->batch_n >= qp->cap.max_send_wr) {
+    if (qp->sq_posted - atomic_load(&qp->sq_freed) + qp->batch_n >=
+        qp->cap.max_send_wr) {
         latch(qp, ENOMEM);
         return;
     }
     w = slot(qp, qp->sq_posted + qp->batch_n);
     memset(w, 0, sizeof(*w));
-    w->wr_id = q->wr_id;
-    w->flags = q->wr_flags;
+    w->wr_id  = q->wr_id;
+    w->flags  = q->wr_flags;
     w->opcode = op;
     qp->batch_n++;
     qp->cur = w;
@@ -57,48 +58,75 @@ static struct dcxemu_wqe *setter_target(struct dcxemu_qp *qp, int data)
         return NULL;
     }
     if (w == NULL || (data ? w->data_setters : w->addr_setters) != 0) {
-        latch(qp, EINVAL);   /* setter without a builder, or a duplicate setter */
+        latch(qp, EINVAL); /* setter without a builder, or a duplicate setter */
         return NULL;
     }
     return w;
 }
 
-static void b_send(struct ibv_qp_ex *q) { wr_new(q, DCXEMU_OP_SEND); }
+static void b_send(struct ibv_qp_ex *q)
+{
+    wr_new(q, DCXEMU_OP_SEND);
+}
 static void b_send_imm(struct ibv_qp_ex *q, __be32 imm)
 {
     wr_new(q, DCXEMU_OP_SEND_IMM);
-    if (!QP(q)->batch_err) QP(q)->cur->imm = imm;
+    if (!QP(q)->batch_err)
+        QP(q)->cur->imm = imm;
 }
 static void b_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr)
 {
     wr_new(q, DCXEMU_OP_WRITE);
-    if (!QP(q)->batch_err) { QP(q)->cur->rkey = rkey; QP(q)->cur->raddr = raddr; }
+    if (!QP(q)->batch_err) {
+        QP(q)->cur->rkey  = rkey;
+        QP(q)->cur->raddr = raddr;
+    }
 }
-static void b_write_imm(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, __be32 imm)
+static void
+b_write_imm(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, __be32 imm)
 {
     wr_new(q, DCXEMU_OP_WRITE_IMM);
-    if (!QP(q)->batch_err) { QP(q)->cur->rkey = rkey; QP(q)->cur->raddr = raddr; QP(q)->cur->imm = imm; }
+    if (!QP(q)->batch_err) {
+        QP(q)->cur->rkey  = rkey;
+        QP(q)->cur->raddr = raddr;
+        QP(q)->cur->imm   = imm;
+    }
 }
 static void b_read(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr)
 {
     wr_new(q, DCXEMU_OP_READ);
-    if (!QP(q)->batch_err) { QP(q)->cur->rkey = rkey; QP(q)->cur->raddr = raddr; }
+    if (!QP(q)->batch_err) {
+        QP(q)->cur->rkey  = rkey;
+        QP(q)->cur->raddr = raddr;
+    }
 }
-static void b_cmp_swp(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, uint64_t cmp, uint64_t swp)
+static void b_cmp_swp(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr,
+                      uint64_t cmp, uint64_t swp)
 {
     wr_new(q, DCXEMU_OP_CMP_SWP);
     if (!QP(q)->batch_err) {
-        QP(q)->cur->rkey = rkey; QP(q)->cur->raddr = raddr;
-        QP(q)->cur->cmp = cmp; QP(q)->cur->swap_add = swp;
+        QP(q)->cur->rkey     = rkey;
+        QP(q)->cur->raddr    = raddr;
+        QP(q)->cur->cmp      = cmp;
+        QP(q)->cur->swap_add = swp;
     }
 }
-static void b_fetch_add(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, uint64_t add)
+static void
+b_fetch_add(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, uint64_t add)
 {
     wr_new(q, DCXEMU_OP_FETCH_ADD);
-    if (!QP(q)->batch_err) { QP(q)->cur->rkey = rkey; QP(q)->cur->raddr = raddr; QP(q)->cur->swap_add = add; }
+    if (!QP(q)->batch_err) {
+        QP(q)->cur->rkey     = rkey;
+        QP(q)->cur->raddr    = raddr;
+        QP(q)->cur->swap_add = add;
+    }
 }
 /* Valid on a DCI in mlx5 but not executed by the model yet: refused, never silently dropped. */
-static void b_send_inv(struct ibv_qp_ex *q, uint32_t rkey) { (void)rkey; latch(QP(q), EOPNOTSUPP); }
+static void b_send_inv(struct ibv_qp_ex *q, uint32_t rkey)
+{
+    (void)rkey;
+    latch(QP(q), EOPNOTSUPP);
+}
 /* LOCAL_INV runs on the loopback RC QP (it invalidates an indirect mkey); the model does not
  * execute it on a DCI. */
 static void b_local_inv(struct ibv_qp_ex *q, uint32_t rkey)
@@ -110,22 +138,33 @@ static void b_local_inv(struct ibv_qp_ex *q, uint32_t rkey)
     }
     wr_new(q, DCXEMU_OP_LOCAL_INV);
     if (!qp->batch_err) {
-        qp->cur->rkey = rkey;
-        qp->cur->data_setters = qp->cur->addr_setters = 1;   /* no setters: complete as is */
+        qp->cur->rkey         = rkey;
+        qp->cur->data_setters = qp->cur->addr_setters =
+                1; /* no setters: complete as is */
     }
 }
 
 /* Data operations are not modelled on an RC QP (it only hosts UMR / LOCAL_INV). */
-static void b_rc_unmodelled(struct ibv_qp_ex *q) { latch(QP(q), EOPNOTSUPP); }
-static void b_rc_unmodelled_imm(struct ibv_qp_ex *q, __be32 imm) { (void)imm; latch(QP(q), EOPNOTSUPP); }
-static void b_rc_unmodelled_rdma(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr)
+static void b_rc_unmodelled(struct ibv_qp_ex *q)
 {
-    (void)rkey; (void)raddr;
+    latch(QP(q), EOPNOTSUPP);
+}
+static void b_rc_unmodelled_imm(struct ibv_qp_ex *q, __be32 imm)
+{
+    (void)imm;
+    latch(QP(q), EOPNOTSUPP);
+}
+static void
+b_rc_unmodelled_rdma(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr)
+{
+    (void)rkey;
+    (void)raddr;
     latch(QP(q), EOPNOTSUPP);
 }
 
-static struct dcxemu_wqe *umr_new(struct mlx5dv_qp_ex *d, uint32_t op, struct mlx5dv_mkey *mkey,
-                                  uint32_t access, uint32_t n, uint32_t limit)
+static struct dcxemu_wqe *umr_new(struct mlx5dv_qp_ex *d, uint32_t op,
+                                  struct mlx5dv_mkey *mkey, uint32_t access,
+                                  uint32_t n, uint32_t limit)
 {
     const uint32_t ok = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                         IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
@@ -136,8 +175,8 @@ static struct dcxemu_wqe *umr_new(struct mlx5dv_qp_ex *d, uint32_t op, struct ml
     if (qp->batch_err) {
         return NULL;
     }
-    w = qp->cur;
-    w->data_setters = w->addr_setters = 1;   /* the builder is the whole WR */
+    w               = qp->cur;
+    w->data_setters = w->addr_setters = 1; /* the builder is the whole WR */
     if (!(w->flags & IBV_SEND_INLINE)) {
         latch(qp, EOPNOTSUPP);
         return NULL;
@@ -147,23 +186,27 @@ static struct dcxemu_wqe *umr_new(struct mlx5dv_qp_ex *d, uint32_t op, struct ml
         return NULL;
     }
     if ((mkey->lkey & 0xff) != 0 && !dcxemu_cfg.mkey_update_tag) {
-        latch(qp, EOPNOTSUPP);   /* a tag needs the kernel's MKEY_UPDATE_TAG capability */
+        latch(qp,
+              EOPNOTSUPP); /* a tag needs the kernel's MKEY_UPDATE_TAG capability */
         return NULL;
     }
-    max_entries = dcxemu_fab->mkeys[((struct dcxemu_mkey *)mkey)->idx].max_entries;
+    max_entries =
+            dcxemu_fab->mkeys[((struct dcxemu_mkey *)mkey)->idx].max_entries;
     /* one descriptor of an interleaved mkey holds the repeat header */
-    if (n > limit || n > max_entries || (op == DCXEMU_OP_UMR_INTERLEAVED && n + 1 > max_entries)) {
+    if (n > limit || n > max_entries ||
+        (op == DCXEMU_OP_UMR_INTERLEAVED && n + 1 > max_entries)) {
         latch(qp, ENOMEM);
         return NULL;
     }
-    w->rkey = mkey->lkey;
+    w->rkey       = mkey->lkey;
     w->umr_access = access;
-    w->umr_n = n;
+    w->umr_n      = n;
     return w;
 }
 
-static void b_mr_interleaved(struct mlx5dv_qp_ex *d, struct mlx5dv_mkey *mkey, uint32_t access,
-                             uint32_t repeat, uint16_t n, struct mlx5dv_mr_interleaved *data)
+static void b_mr_interleaved(struct mlx5dv_qp_ex *d, struct mlx5dv_mkey *mkey,
+                             uint32_t access, uint32_t repeat, uint16_t n,
+                             struct mlx5dv_mr_interleaved *data)
 {
     struct dcxemu_qp *qp = QPDV(d);
     struct dcxemu_wqe *w;
@@ -179,16 +222,16 @@ static void b_mr_interleaved(struct mlx5dv_qp_ex *d, struct mlx5dv_mkey *mkey, u
     w->umr_repeat = repeat;
     for (uint32_t i = 0; i < n; i++) {
         struct dcxemu_mkey_entry *e = &umr_entries(qp, w)[i];
-        e->addr = data[i].addr;
-        e->lkey = data[i].lkey;
+        e->addr                     = data[i].addr;
+        e->lkey                     = data[i].lkey;
         /* hardware fields are 16 bits wide and silently truncated */
-        e->bytes = data[i].bytes_count & 0xffff;
+        e->bytes  = data[i].bytes_count & 0xffff;
         e->stride = (data[i].bytes_count + data[i].bytes_skip) & 0xffff;
     }
 }
 
-static void b_mr_list(struct mlx5dv_qp_ex *d, struct mlx5dv_mkey *mkey, uint32_t access,
-                      uint16_t n, struct ibv_sge *sge)
+static void b_mr_list(struct mlx5dv_qp_ex *d, struct mlx5dv_mkey *mkey,
+                      uint32_t access, uint16_t n, struct ibv_sge *sge)
 {
     struct dcxemu_qp *qp = QPDV(d);
     struct dcxemu_wqe *w;
@@ -203,20 +246,23 @@ static void b_mr_list(struct mlx5dv_qp_ex *d, struct mlx5dv_mkey *mkey, uint32_t
     w->umr_repeat = 1;
     for (uint32_t i = 0; i < n; i++) {
         struct dcxemu_mkey_entry *e = &umr_entries(qp, w)[i];
-        e->addr = sge[i].addr;
-        e->lkey = sge[i].lkey;
-        e->bytes = sge[i].length;
-        e->stride = 0;
+        e->addr                     = sge[i].addr;
+        e->lkey                     = sge[i].lkey;
+        e->bytes                    = sge[i].length;
+        e->stride                   = 0;
     }
 }
 static void b_bind_mw(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t rkey,
                       const struct ibv_mw_bind_info *info)
 {
-    (void)mw; (void)rkey; (void)info;
+    (void)mw;
+    (void)rkey;
+    (void)info;
     latch(QP(q), EOPNOTSUPP);
 }
 
-static void s_sge(struct ibv_qp_ex *q, uint32_t lkey, uint64_t addr, uint32_t len)
+static void
+s_sge(struct ibv_qp_ex *q, uint32_t lkey, uint64_t addr, uint32_t len)
 {
     struct dcxemu_wqe *w = setter_target(QP(q), 1);
     if (w == NULL) {
@@ -225,14 +271,15 @@ static void s_sge(struct ibv_qp_ex *q, uint32_t lkey, uint64_t addr, uint32_t le
     w->data_setters++;
     if (len > 0) {
         struct ibv_sge *s = wqe_sges(w);
-        s[0].lkey = lkey;
-        s[0].addr = addr;
-        s[0].length = len;
-        w->num_sge = 1;
+        s[0].lkey         = lkey;
+        s[0].addr         = addr;
+        s[0].length       = len;
+        w->num_sge        = 1;
     }
 }
 
-static void s_sge_list(struct ibv_qp_ex *q, size_t n, const struct ibv_sge *list)
+static void
+s_sge_list(struct ibv_qp_ex *q, size_t n, const struct ibv_sge *list)
 {
     struct dcxemu_qp *qp = QP(q);
     struct dcxemu_wqe *w = setter_target(qp, 1);
@@ -273,16 +320,18 @@ static void s_inline(struct ibv_qp_ex *q, void *addr, size_t len)
     w->data_setters++;
     w->is_inline = 1;
     if (len > 0) {
-        memcpy(wqe_inline(qp, w), addr, len);   /* the buffer is reusable on return */
+        memcpy(wqe_inline(qp, w), addr,
+               len); /* the buffer is reusable on return */
     }
     w->inline_len = (uint32_t)len;
 }
 
-static void s_inline_list(struct ibv_qp_ex *q, size_t n, const struct ibv_data_buf *bufs)
+static void
+s_inline_list(struct ibv_qp_ex *q, size_t n, const struct ibv_data_buf *bufs)
 {
     struct dcxemu_qp *qp = QP(q);
     struct dcxemu_wqe *w = setter_target(qp, 1);
-    size_t total = 0;
+    size_t total         = 0;
     if (w == NULL) {
         return;
     }
@@ -292,14 +341,15 @@ static void s_inline_list(struct ibv_qp_ex *q, size_t n, const struct ibv_data_b
     }
     for (size_t i = 0; i < n; i++) {
         total += bufs[i].length;
-        if (total > qp->cap.max_inline_data || (bufs[i].length > 0 && bufs[i].addr == NULL)) {
+        if (total > qp->cap.max_inline_data ||
+            (bufs[i].length > 0 && bufs[i].addr == NULL)) {
             latch(qp, total > qp->cap.max_inline_data ? ENOMEM : EINVAL);
             return;
         }
     }
     w->data_setters++;
     w->is_inline = 1;
-    total = 0;
+    total        = 0;
     for (size_t i = 0; i < n; i++) {
         if (bufs[i].length > 0) {
             memcpy(wqe_inline(qp, w) + total, bufs[i].addr, bufs[i].length);
@@ -309,7 +359,8 @@ static void s_inline_list(struct ibv_qp_ex *q, size_t n, const struct ibv_data_b
     w->inline_len = (uint32_t)total;
 }
 
-static void s_dc_addr(struct mlx5dv_qp_ex *d, struct ibv_ah *ah, uint32_t dctn, uint64_t key)
+static void s_dc_addr(struct mlx5dv_qp_ex *d, struct ibv_ah *ah, uint32_t dctn,
+                      uint64_t key)
 {
     struct dcxemu_qp *qp = QPDV(d);
     struct dcxemu_wqe *w = setter_target(qp, 0);
@@ -322,20 +373,20 @@ static void s_dc_addr(struct mlx5dv_qp_ex *d, struct ibv_ah *ah, uint32_t dctn, 
     }
     /* the AV is copied now: the AH may be destroyed right after this call */
     w->addr_setters++;
-    w->dlid = ((struct dcxemu_ah *)ah)->attr.dlid;
-    w->is_global = ((struct dcxemu_ah *)ah)->attr.is_global;
+    w->dlid       = ((struct dcxemu_ah *)ah)->attr.dlid;
+    w->is_global  = ((struct dcxemu_ah *)ah)->attr.is_global;
     w->sgid_index = ((struct dcxemu_ah *)ah)->attr.grh.sgid_index;
-    w->hop_limit = ((struct dcxemu_ah *)ah)->attr.grh.hop_limit;
-    w->dgid = ((struct dcxemu_ah *)ah)->attr.grh.dgid;
-    w->dctn = dctn & 0xffffff;
-    w->dc_key = key;
+    w->hop_limit  = ((struct dcxemu_ah *)ah)->attr.grh.hop_limit;
+    w->dgid       = ((struct dcxemu_ah *)ah)->attr.grh.dgid;
+    w->dctn       = dctn & 0xffffff;
+    w->dc_key     = key;
 }
 
-static void s_dc_addr_stream(struct mlx5dv_qp_ex *d, struct ibv_ah *ah, uint32_t dctn,
-                             uint64_t key, uint16_t stream_id)
+static void s_dc_addr_stream(struct mlx5dv_qp_ex *d, struct ibv_ah *ah,
+                             uint32_t dctn, uint64_t key, uint16_t stream_id)
 {
     if (stream_id != 0) {
-        latch(QPDV(d), EINVAL);   /* the model reports no DCI stream support */
+        latch(QPDV(d), EINVAL); /* the model reports no DCI stream support */
         return;
     }
     s_dc_addr(d, ah, dctn, key);
@@ -349,7 +400,7 @@ static void s_dc_addr_stream(struct mlx5dv_qp_ex *d, struct ibv_ah *ah, uint32_t
  * 64-bit FA 16 B, 64-bit CS 32 B), one data segment for the response. Anything else is a
  * malformed WQE for the model: it completes with LOC_QP_OP_ERR when it executes, as the HCA
  * reports a WQE it cannot parse; it is never executed partly. */
-#define RAW_MAX_BYTES 128   /* the largest WQE the decoder accepts: 8 units */
+#define RAW_MAX_BYTES 128 /* the largest WQE the decoder accepts: 8 units */
 
 static uint32_t raw_be32(const uint8_t *p)
 {
@@ -365,15 +416,17 @@ static uint64_t raw_be64(const uint8_t *p)
     return be64toh(v);
 }
 
-static int raw_decode(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const uint8_t *b)
+static int
+raw_decode(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const uint8_t *b)
 {
     uint32_t opmod_idx_opcode = raw_be32(b), qpn_ds = raw_be32(b + 4);
     uint32_t ds = qpn_ds & 0x3f, opcode = opmod_idx_opcode & 0xff;
     uint32_t opmod = opmod_idx_opcode >> 24, dqp_dct, off, aseg, need;
     const uint8_t *a;
 
-    if (ds == 0 || ds * 16 > RAW_MAX_BYTES || (qpn_ds >> 8) != qp->qpx.qp_base.qp_num) {
-        return -1;   /* not an atomic WQE, or one of another QP */
+    if (ds == 0 || ds * 16 > RAW_MAX_BYTES ||
+        (qpn_ds >> 8) != qp->qpx.qp_base.qp_num) {
+        return -1; /* not an atomic WQE, or one of another QP */
     }
     if (b[11] & MLX5_WQE_CTRL_CQ_UPDATE) {
         w->flags |= IBV_SEND_SIGNALED;
@@ -385,7 +438,7 @@ static int raw_decode(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const uint8_t 
             return -1;
         }
         w->raw_size = 8;
-        aseg = 16;
+        aseg        = 16;
         break;
     case MLX5_OPCODE_ATOMIC_MASKED_CS:
     case MLX5_OPCODE_ATOMIC_MASKED_FA:
@@ -394,45 +447,52 @@ static int raw_decode(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const uint8_t 
             return -1;
         }
         w->raw_masked = 1;
-        w->raw_size = opmod == 0x08 ? 4 : 8;
-        aseg = (opcode == MLX5_OPCODE_ATOMIC_MASKED_CS && w->raw_size == 8) ? 32 : 16;
+        w->raw_size   = opmod == 0x08 ? 4 : 8;
+        aseg = (opcode == MLX5_OPCODE_ATOMIC_MASKED_CS && w->raw_size == 8) ?
+                       32 :
+                       16;
         break;
     default:
-        return -1;   /* the model decodes atomics only */
+        return -1; /* the model decodes atomics only */
     }
     /* datagram segment: the DC AV, as mlx5dv_wr_set_dc_addr lays it out */
     dqp_dct = raw_be32(b + 16 + 8);
-    off = 16 + ((dqp_dct & MLX5_EXTENDED_UD_AV) ? sizeof(struct mlx5_wqe_av) : 16);
-    need = off + sizeof(struct mlx5_wqe_raddr_seg) + aseg + sizeof(struct mlx5_wqe_data_seg);
+    off     = 16 +
+          ((dqp_dct & MLX5_EXTENDED_UD_AV) ? sizeof(struct mlx5_wqe_av) : 16);
+    need = off + sizeof(struct mlx5_wqe_raddr_seg) + aseg +
+           sizeof(struct mlx5_wqe_data_seg);
     if (ds * 16 != need) {
         return -1;
     }
     w->dc_key = raw_be64(b + 16);
-    w->dctn = dqp_dct & 0xffffff;
-    w->dlid = (uint32_t)b[16 + 14] << 8 | b[16 + 15];   /* rlid, big-endian */
+    w->dctn   = dqp_dct & 0xffffff;
+    w->dlid   = (uint32_t)b[16 + 14] << 8 | b[16 + 15]; /* rlid, big-endian */
     w->addr_setters = 1;
     /* remote address segment */
     w->raddr = raw_be64(b + off);
-    w->rkey = raw_be32(b + off + 8);
-    a = b + off + 16;
+    w->rkey  = raw_be32(b + off + 8);
+    a        = b + off + 16;
     if (w->raw_size == 4) {
-        w->swap_add = raw_be32(a);
-        w->cmp = raw_be32(a + 4);
+        w->swap_add  = raw_be32(a);
+        w->cmp       = raw_be32(a + 4);
         w->swap_mask = raw_be32(a + 8);
-        w->cmp_mask = raw_be32(a + 12);
+        w->cmp_mask  = raw_be32(a + 12);
     } else if (aseg == 32) {
-        w->swap_add = raw_be64(a);
-        w->cmp = raw_be64(a + 8);
+        w->swap_add  = raw_be64(a);
+        w->cmp       = raw_be64(a + 8);
         w->swap_mask = raw_be64(a + 16);
-        w->cmp_mask = raw_be64(a + 24);
+        w->cmp_mask  = raw_be64(a + 24);
     } else {
         w->swap_add = raw_be64(a);
-        w->cmp = raw_be64(a + 8);
+        w->cmp      = raw_be64(a + 8);
     }
-    w->opcode = (opcode == MLX5_OPCODE_ATOMIC_CS || opcode == MLX5_OPCODE_ATOMIC_MASKED_CS) ?
-                DCXEMU_OP_CMP_SWP : DCXEMU_OP_FETCH_ADD;
+    w->opcode = (opcode == MLX5_OPCODE_ATOMIC_CS ||
+                 opcode == MLX5_OPCODE_ATOMIC_MASKED_CS) ?
+                        DCXEMU_OP_CMP_SWP :
+                        DCXEMU_OP_FETCH_ADD;
     if (!w->raw_masked && w->opcode == DCXEMU_OP_CMP_SWP) {
-        w->cmp_mask = w->swap_mask = UINT64_MAX;   /* standard CS = masked CS, all bits */
+        w->cmp_mask = w->swap_mask =
+                UINT64_MAX; /* standard CS = masked CS, all bits */
     }
     /* data segment: where the response goes */
     a += aseg;
@@ -440,10 +500,10 @@ static int raw_decode(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const uint8_t 
         return -1;
     }
     wqe_sges(w)[0].length = raw_be32(a);
-    wqe_sges(w)[0].lkey = raw_be32(a + 4);
-    wqe_sges(w)[0].addr = raw_be64(a + 8);
-    w->num_sge = 1;
-    w->data_setters = 1;
+    wqe_sges(w)[0].lkey   = raw_be32(a + 4);
+    wqe_sges(w)[0].addr   = raw_be64(a + 8);
+    w->num_sge            = 1;
+    w->data_setters       = 1;
     return 0;
 }
 
@@ -459,15 +519,15 @@ static void b_raw_wqe(struct mlx5dv_qp_ex *d, const void *wqe)
     if (qp->batch_err) {
         return;
     }
-    w = qp->cur;
-    w->raw = 1;
-    w->flags = 0;   /* wr_flags do not apply: the control segment says it all */
+    w        = qp->cur;
+    w->raw   = 1;
+    w->flags = 0; /* wr_flags do not apply: the control segment says it all */
     if (raw_decode(qp, w, wqe) != 0) {
         w->raw_bad = 1;
         w->num_sge = 0;
-        w->dctn = 0;
+        w->dctn    = 0;
     }
-    w->data_setters = w->addr_setters = 1;   /* a raw WQE is complete by itself */
+    w->data_setters = w->addr_setters = 1; /* a raw WQE is complete by itself */
 }
 
 /* A DCI created without MLX5DV_QP_EX_WITH_RAW_WQE: rdma-core leaves the pointer NULL; the model
@@ -483,22 +543,22 @@ static void wr_start(struct ibv_qp_ex *q)
     struct dcxemu_qp *qp = QP(q);
     pthread_mutex_lock(&qp->post_lock);
     qp->batch_err = 0;
-    qp->batch_n = 0;
-    qp->cur = NULL;
+    qp->batch_n   = 0;
+    qp->cur       = NULL;
 }
 
 static void batch_reset(struct dcxemu_qp *qp)
 {
     qp->batch_err = 0;
-    qp->batch_n = 0;
-    qp->cur = NULL;
+    qp->batch_n   = 0;
+    qp->cur       = NULL;
 }
 
 static int wr_complete(struct ibv_qp_ex *q)
 {
     struct dcxemu_qp *qp = QP(q);
-    int err = qp->batch_err;
-    uint64_t nb = 0;
+    int err              = qp->batch_err;
+    uint64_t nb          = 0;
     if (err == 0 && qp->cur != NULL && !wqe_finished(qp->cur)) {
         err = EINVAL;
     }
@@ -511,15 +571,20 @@ static int wr_complete(struct ibv_qp_ex *q)
     if (err == 0 && qp->batch_n > 0) {
         /* deferred: the whole batch becomes executable after one delay in (0, DEFER_US] */
         nb = dcxemu_cfg.deferred ?
-             dcxemu_now_ns() + 1000 * (1 + dcxemu_random() % dcxemu_cfg.defer_us) : 0;
+                     dcxemu_now_ns() +
+                             1000 * (1 +
+                                     dcxemu_random() % dcxemu_cfg.defer_us) :
+                     0;
         for (uint32_t i = 0; i < qp->batch_n; i++) {
             struct dcxemu_wqe *w = slot(qp, qp->sq_posted + i);
-            w->not_before_ns = nb;
-            DCXEMU_TRACE("post qp=0x%x op=%s len=%llu wr_id=0x%llx flags=0x%x", q->qp_base.qp_num,
-                         dcxemu_opcode(w->opcode)->name, (unsigned long long)wqe_len(w),
+            w->not_before_ns     = nb;
+            DCXEMU_TRACE("post qp=0x%x op=%s len=%llu wr_id=0x%llx flags=0x%x",
+                         q->qp_base.qp_num, dcxemu_opcode(w->opcode)->name,
+                         (unsigned long long)wqe_len(w),
                          (unsigned long long)w->wr_id, w->flags);
         }
-        __atomic_store_n(&qp->sq_posted, qp->sq_posted + qp->batch_n, __ATOMIC_RELEASE);
+        __atomic_store_n(&qp->sq_posted, qp->sq_posted + qp->batch_n,
+                         __ATOMIC_RELEASE);
     }
     batch_reset(qp);
     pthread_mutex_unlock(&qp->post_lock);
@@ -549,25 +614,25 @@ static void wr_abort(struct ibv_qp_ex *q)
 /* What every QP with a send queue has: the data setters and the batch calls. */
 static void install_common(struct dcxemu_qp *qp)
 {
-    qp->qpx.wr_set_sge = s_sge;
-    qp->qpx.wr_set_sge_list = s_sge_list;
-    qp->qpx.wr_set_inline_data = s_inline;
+    qp->qpx.wr_set_sge              = s_sge;
+    qp->qpx.wr_set_sge_list         = s_sge_list;
+    qp->qpx.wr_set_inline_data      = s_inline;
     qp->qpx.wr_set_inline_data_list = s_inline_list;
-    qp->qpx.wr_start = wr_start;
-    qp->qpx.wr_complete = wr_complete;
-    qp->qpx.wr_abort = wr_abort;
-    qp->qpx.wr_local_inv = b_local_inv;
-    qp->qpx.wr_bind_mw = b_bind_mw;
+    qp->qpx.wr_start                = wr_start;
+    qp->qpx.wr_complete             = wr_complete;
+    qp->qpx.wr_abort                = wr_abort;
+    qp->qpx.wr_local_inv            = b_local_inv;
+    qp->qpx.wr_bind_mw              = b_bind_mw;
 }
 
 void dcxemu_wr_install_rc(struct dcxemu_qp *qp, uint64_t dv_ops)
 {
     install_common(qp);
-    qp->qpx.wr_send = b_rc_unmodelled;
-    qp->qpx.wr_send_imm = b_rc_unmodelled_imm;
-    qp->qpx.wr_send_inv = b_send_inv;
+    qp->qpx.wr_send       = b_rc_unmodelled;
+    qp->qpx.wr_send_imm   = b_rc_unmodelled_imm;
+    qp->qpx.wr_send_inv   = b_send_inv;
     qp->qpx.wr_rdma_write = b_rc_unmodelled_rdma;
-    qp->qpx.wr_rdma_read = b_rc_unmodelled_rdma;
+    qp->qpx.wr_rdma_read  = b_rc_unmodelled_rdma;
     if (dv_ops & MLX5DV_QP_EX_WITH_MR_INTERLEAVED) {
         qp->dv.wr_mr_interleaved = b_mr_interleaved;
     }
@@ -580,22 +645,23 @@ void dcxemu_wr_install_dci(struct dcxemu_qp *qp, int raw_wqe)
 {
     qp->qpx.comp_mask = 0;
     install_common(qp);
-    qp->qpx.wr_send = b_send;
-    qp->qpx.wr_send_imm = b_send_imm;
-    qp->qpx.wr_send_inv = b_send_inv;
-    qp->qpx.wr_rdma_write = b_write;
-    qp->qpx.wr_rdma_write_imm = b_write_imm;
-    qp->qpx.wr_rdma_read = b_read;
-    qp->qpx.wr_atomic_cmp_swp = b_cmp_swp;
-    qp->qpx.wr_atomic_fetch_add = b_fetch_add;
-    qp->dv.wr_set_dc_addr = s_dc_addr;
+    qp->qpx.wr_send              = b_send;
+    qp->qpx.wr_send_imm          = b_send_imm;
+    qp->qpx.wr_send_inv          = b_send_inv;
+    qp->qpx.wr_rdma_write        = b_write;
+    qp->qpx.wr_rdma_write_imm    = b_write_imm;
+    qp->qpx.wr_rdma_read         = b_read;
+    qp->qpx.wr_atomic_cmp_swp    = b_cmp_swp;
+    qp->qpx.wr_atomic_fetch_add  = b_fetch_add;
+    qp->dv.wr_set_dc_addr        = s_dc_addr;
     qp->dv.wr_set_dc_addr_stream = s_dc_addr_stream;
-    qp->dv.wr_raw_wqe = raw_wqe ? b_raw_wqe : b_raw_wqe_unrequested;
+    qp->dv.wr_raw_wqe            = raw_wqe ? b_raw_wqe : b_raw_wqe_unrequested;
     /* UMR builders stay NULL: rdma-core installs them only on RC QPs */
 }
 
 
-int dcxemu_post_send_op(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+int dcxemu_post_send_op(struct ibv_qp *qp, struct ibv_send_wr *wr,
+                        struct ibv_send_wr **bad)
 {
     /* mlx5 has no legacy post path for DC QPs: refuse instead of building a bad WQE */
     (void)qp;
@@ -605,9 +671,10 @@ int dcxemu_post_send_op(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
     return EINVAL;
 }
 
-int dcxemu_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+int dcxemu_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+                        struct ibv_recv_wr **bad)
 {
-    (void)qp;   /* DCIs have no receive queue; DCTs receive through their SRQ */
+    (void)qp; /* DCIs have no receive queue; DCTs receive through their SRQ */
     if (bad != NULL) {
         *bad = wr;
     }

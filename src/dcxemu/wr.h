@@ -5,7 +5,10 @@
 
 #include "dcxemu_int.h"
 
-static inline struct dcxemu_qp *QP(struct ibv_qp_ex *q) { return (struct dcxemu_qp *)q; }
+static inline struct dcxemu_qp *QP(struct ibv_qp_ex *q)
+{
+    return (struct dcxemu_qp *)q;
+}
 static inline struct dcxemu_qp *QPDV(struct mlx5dv_qp_ex *d)
 {
     return (struct dcxemu_qp *)((char *)d - offsetof(struct dcxemu_qp, dv));
@@ -14,9 +17,13 @@ static inline struct dcxemu_qp *QPDV(struct mlx5dv_qp_ex *d)
 /* A slot is a struct dcxemu_wqe, then max_send_sge SGEs, then max_inline_data bytes. */
 static inline struct dcxemu_wqe *slot(struct dcxemu_qp *qp, uint64_t i)
 {
-    return (struct dcxemu_wqe *)(qp->ring + (i % qp->ring_slots) * qp->wqe_size);
+    return (struct dcxemu_wqe *)(qp->ring +
+                                 (i % qp->ring_slots) * qp->wqe_size);
 }
-static inline struct ibv_sge *wqe_sges(struct dcxemu_wqe *w) { return (struct ibv_sge *)(w + 1); }
+static inline struct ibv_sge *wqe_sges(struct dcxemu_wqe *w)
+{
+    return (struct ibv_sge *)(w + 1);
+}
 static inline char *wqe_inline(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
 {
     return (char *)(wqe_sges(w) + qp->cap.max_send_sge);
@@ -31,9 +38,12 @@ static inline uint64_t wqe_len(struct dcxemu_wqe *w)
 }
 
 /* The UMR descriptors of a slot live beside the ring: umr_max entries per slot. */
-static inline struct dcxemu_mkey_entry *umr_entries(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
+static inline struct dcxemu_mkey_entry *
+umr_entries(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
 {
-    return qp->umr_ring + (size_t)(((char *)w - qp->ring) / (ptrdiff_t)qp->wqe_size) * qp->umr_max;
+    return qp->umr_ring +
+           (size_t)(((char *)w - qp->ring) / (ptrdiff_t)qp->wqe_size) *
+                   qp->umr_max;
 }
 
 /* Install the builders of a QP being created: the loopback RC QP (UMR / LOCAL_INV host; dv_ops
@@ -42,7 +52,9 @@ void dcxemu_wr_install_rc(struct dcxemu_qp *qp, uint64_t dv_ops);
 void dcxemu_wr_install_dci(struct dcxemu_qp *qp, int raw_wqe);
 
 /* ibv_post_send / ibv_post_recv: DC QPs have no legacy post path. */
-int dcxemu_post_send_op(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
-int dcxemu_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int dcxemu_post_send_op(struct ibv_qp *qp, struct ibv_send_wr *wr,
+                        struct ibv_send_wr **bad);
+int dcxemu_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+                        struct ibv_recv_wr **bad);
 
 #endif

@@ -18,12 +18,10 @@ typedef struct uct_dcx_api {
     ucs_status_t (*iface_query_tx)(uct_iface_h iface,
                                    uct_dcx_tx_counters_t *counters);
     ucs_status_t (*mem_view_create)(uct_iface_h iface, uct_mem_h memh,
-                                    void *address, size_t length,
-                                    size_t stride, size_t count,
-                                    uct_mem_h *view_p);
-    ucs_status_t (*mem_view_create_iov)(uct_iface_h iface,
-                                        const uct_iov_t *iov, size_t iovcnt,
-                                        uct_mem_h *view_p);
+                                    void *address, size_t length, size_t stride,
+                                    size_t count, uct_mem_h *view_p);
+    ucs_status_t (*mem_view_create_iov)(uct_iface_h iface, const uct_iov_t *iov,
+                                        size_t iovcnt, uct_mem_h *view_p);
     ucs_status_t (*mem_view_destroy)(uct_iface_h iface, uct_mem_h view);
 } uct_dcx_api_t;
 

@@ -68,9 +68,9 @@ void uct_dcx_iface_dci_release(uct_dcx_iface_t *iface, uint16_t dci_index)
         dci->grant = 0;
         --iface->tx.num_grants;
     }
-    dci->ep    = NULL;
-    dci->fence = 0;
-    dci->room  = 1;
+    dci->ep                                    = NULL;
+    dci->fence                                 = 0;
+    dci->room                                  = 1;
     iface->tx.free_stack[iface->tx.num_free++] = dci_index;
 }
 
@@ -109,7 +109,7 @@ void uct_dcx_iface_dci_put(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
     }
 
     uct_dcx_iface_dci_release(iface, ep->dci);
-    ep->dci    = UCT_DCX_EP_NO_DCI;
+    ep->dci = UCT_DCX_EP_NO_DCI;
     ep->flags &= ~UCT_DCX_EP_FLAG_TX_WAIT;
 
     /* Work still pending: from now on it waits for a DCI like the others. */
@@ -124,8 +124,8 @@ void uct_dcx_iface_dci_put(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
  * (a dead peer would hold it for the whole transport timeout). A send queue
  * completes in order, so its CQE retires the unsignaled requests before it;
  * after an error it is flushed like them. */
-ucs_status_t uct_dcx_iface_dci_request_completion(uct_dcx_iface_t *iface,
-                                                  uint16_t dci_index)
+ucs_status_t
+uct_dcx_iface_dci_request_completion(uct_dcx_iface_t *iface, uint16_t dci_index)
 {
     uct_dcx_dci_t *dci = &iface->tx.dcis[dci_index];
     ucs_status_t status;
@@ -195,8 +195,8 @@ void uct_dcx_iface_waiter_add(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 /* Call the user completions still in @a dci's ring with UCS_ERR_CANCELED:
  * those of @a ep, or every one (@a ep NULL). Their requests run on or were
  * discarded; when they complete, nothing is called again. */
-void uct_dcx_iface_dci_cancel_comps(uct_dcx_iface_t *iface,
-                                    uct_dcx_dci_t *dci, uct_dcx_ep_t *ep)
+void uct_dcx_iface_dci_cancel_comps(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
+                                    uct_dcx_ep_t *ep)
 {
     uct_dcx_comp_slot_t *slot;
     uct_completion_t *comp;
@@ -235,8 +235,7 @@ void uct_dcx_iface_flushes_to_tail(uct_dcx_dci_t *dci)
 /* A DCI whose endpoint was destroyed while it had work outstanding (dcs
  * policies; shared DCIs under rand have no holder). */
 static UCS_F_ALWAYS_INLINE int
-uct_dcx_iface_dci_orphan(const uct_dcx_iface_t *iface,
-                         const uct_dcx_dci_t *dci)
+uct_dcx_iface_dci_orphan(const uct_dcx_iface_t *iface, const uct_dcx_dci_t *dci)
 {
     return (dci->ep == NULL) && !uct_dcx_iface_dci_shared(iface);
 }
@@ -255,16 +254,16 @@ uct_dcx_iface_dci_tail_awaited(const uct_dcx_iface_t *iface,
 /* A CQE of request @a sn retires it and the unsignaled ones before it: their
  * slots go back now, except the CQE's own when @a hold (slot_held, returned
  * after the callbacks). */
-static UCS_F_ALWAYS_INLINE void
-uct_dcx_iface_dci_retire(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
-                         uint64_t sn, int hold)
+static UCS_F_ALWAYS_INLINE void uct_dcx_iface_dci_retire(uct_dcx_iface_t *iface,
+                                                         uct_dcx_dci_t *dci,
+                                                         uint64_t sn, int hold)
 {
     uint64_t retired = sn - dci->completed;
 
-    dci->completed          = sn;
-    dci->available         += retired - hold;
+    dci->completed = sn;
+    dci->available += retired - hold;
     iface->tx.cq_available += retired - hold;
-    dci->slot_held          = hold;
+    dci->slot_held = hold;
     if (dci->unsignaled > dci->posted - sn) {
         dci->unsignaled = dci->posted - sn;
     }
@@ -342,9 +341,8 @@ uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
     ucs_status_t status, op_status;
 
     ucs_assertv((sn > dci->completed) && (sn <= dci->posted),
-                "dci %u: sn %" PRIu64 " completed %" PRIu64 " posted %"
-                PRIu64, dci_index, sn, (uint64_t)dci->completed,
-                (uint64_t)dci->posted);
+                "dci %u: sn %" PRIu64 " completed %" PRIu64 " posted %" PRIu64,
+                dci_index, sn, (uint64_t)dci->completed, (uint64_t)dci->posted);
     uct_dcx_iface_dci_retire(iface, dci, sn, 1);
     status = uct_dcx_wc_to_status(wc->status);
 
@@ -370,7 +368,7 @@ uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
     }
 
     op_status = dci->error ? ((status == UCS_OK) ? UCS_ERR_CANCELED : status) :
-                UCS_OK;
+                             UCS_OK;
     dispatch  = uct_dcx_iface_tx_callbacks(iface, dci, sn, op_status);
 
     /* The slot, unless a compare-swap loop took it for its next try. */
@@ -398,8 +396,8 @@ uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
      * walk the arbiter (with many endpoints waiting for a DCI, every send
      * completion would). */
     if (dispatch) {
-        ucs_arbiter_dispatch(&iface->tx.arbiter, 1,
-                             uct_dcx_ep_pending_dispatch, NULL);
+        ucs_arbiter_dispatch(&iface->tx.arbiter, 1, uct_dcx_ep_pending_dispatch,
+                             NULL);
     }
 }
 
@@ -410,8 +408,7 @@ uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
  * nothing, unless the callbacks queued work. Returns 0, having done
  * nothing, for any other completion. */
 static UCS_F_ALWAYS_INLINE int
-uct_dcx_iface_tx_completion_fast(uct_dcx_iface_t *iface,
-                                 const uct_dcx_wc_t *wc)
+uct_dcx_iface_tx_completion_fast(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
 {
     uct_dcx_dci_t *dci = &iface->tx.dcis[UCT_DCX_WR_ID_DCI(wc->wr_id)];
     uint64_t sn        = UCT_DCX_WR_ID_SN(wc->wr_id);
@@ -441,12 +438,11 @@ uct_dcx_iface_tx_completion_fast(uct_dcx_iface_t *iface,
 
     /* What the callbacks queued or changed. */
     if (ucs_unlikely(!ucs_arbiter_is_empty(&iface->tx.arbiter))) {
-        ucs_arbiter_dispatch(&iface->tx.arbiter, 1,
-                             uct_dcx_ep_pending_dispatch, NULL);
+        ucs_arbiter_dispatch(&iface->tx.arbiter, 1, uct_dcx_ep_pending_dispatch,
+                             NULL);
     }
     if (uct_dcx_iface_dci_tail_awaited(iface, dci)) {
-        (void)uct_dcx_iface_dci_request_completion(iface,
-                                                   dci - iface->tx.dcis);
+        (void)uct_dcx_iface_dci_request_completion(iface, dci - iface->tx.dcis);
     }
     return 1;
 }
@@ -461,8 +457,9 @@ UCS_F_NOINLINE unsigned uct_dcx_iface_poll_tx_batch(uct_dcx_iface_t *iface)
     do {
         wc[count].wr_id      = cq->wr_id;
         wc[count].status     = cq->status;
-        wc[count].vendor_err = (cq->status == IBV_WC_SUCCESS) ? 0 :
-                               ibv_wc_read_vendor_err(cq);
+        wc[count].vendor_err = (cq->status == IBV_WC_SUCCESS) ?
+                                       0 :
+                                       ibv_wc_read_vendor_err(cq);
         ++count;
     } while ((count < UCT_DCX_POLL_BATCH) && (ibv_next_poll(cq) == 0));
     ibv_end_poll(cq);
@@ -626,7 +623,7 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
      * exceed the send queue, so their sequence numbers never share a slot. */
     iface->tx.comp_mask  = ucs_roundup_pow2(iface->tx.queue_len) - 1;
     iface->tx.comp_rings = ucs_calloc((size_t)config->num_dci *
-                                      (iface->tx.comp_mask + 1),
+                                              (iface->tx.comp_mask + 1),
                                       sizeof(*iface->tx.comp_rings),
                                       "dcx comp rings");
     if (iface->tx.comp_rings == NULL) {
@@ -642,14 +639,15 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
     iface->tx.cq_available = config->num_dci * config->tx_queue_len;
     /* A quarter of the queue at most, so a full send queue always holds
      * signaled requests that free its slots. */
-    iface->tx.moderation   = ucs_max(ucs_min(config->tx_cq_moderation,
-                                             iface->tx.queue_len / 4), 1);
-    iface->tx.self_ah      = NULL;
+    iface->tx.moderation = ucs_max(ucs_min(config->tx_cq_moderation,
+                                           iface->tx.queue_len / 4),
+                                   1);
+    iface->tx.self_ah    = NULL;
     /* One SGL call is one batch on one DCI: it must fit in half a send
      * queue, so it can go out while the other half is in flight. */
-    iface->tx.put_sgl_max  = config->put_sgl ?
-                             ucs_min(iface->tx.queue_len / 2,
-                                     UCT_DCX_SGL_MAX) : 0;
+    iface->tx.put_sgl_max = config->put_sgl ? ucs_min(iface->tx.queue_len / 2,
+                                                      UCT_DCX_SGL_MAX) :
+                                              0;
     memset(&iface->tx.stats, 0, sizeof(iface->tx.stats));
     return UCS_OK;
 

@@ -20,8 +20,8 @@
 
 /* dcs and dcs_quota: a grant takes a DCI from the pool like an endpoint,
  * but has no holder; it comes back when the grant completes. */
-static ucs_status_t uct_dcx_dci_dcs_grant_get(uct_dcx_iface_t *iface,
-                                              uint16_t *index_p)
+static ucs_status_t
+uct_dcx_dci_dcs_grant_get(uct_dcx_iface_t *iface, uint16_t *index_p)
 {
     if (uct_dcx_iface_dci_take(iface, index_p) != UCS_OK) {
         return UCS_ERR_NO_RESOURCE;
@@ -30,8 +30,8 @@ static ucs_status_t uct_dcx_dci_dcs_grant_get(uct_dcx_iface_t *iface,
     return UCS_OK;
 }
 
-static void uct_dcx_dci_dcs_grant_posted(uct_dcx_iface_t *iface,
-                                         uct_dcx_dci_t *dci)
+static void
+uct_dcx_dci_dcs_grant_posted(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
 {
     if (!dci->grant) {
         dci->grant = 1;
@@ -39,8 +39,7 @@ static void uct_dcx_dci_dcs_grant_posted(uct_dcx_iface_t *iface,
     }
 }
 
-static void uct_dcx_dci_dcs_grant_abort(uct_dcx_iface_t *iface,
-                                        uint16_t index)
+static void uct_dcx_dci_dcs_grant_abort(uct_dcx_iface_t *iface, uint16_t index)
 {
     iface->tx.free_stack[iface->tx.num_free++] = index;
 }
@@ -78,26 +77,24 @@ static int uct_dcx_dci_dcs_is_idle(const uct_dcx_iface_t *iface)
 }
 
 /* rand: a grant goes out on any DCI that has room, as it is. */
-static ucs_status_t uct_dcx_dci_rand_grant_get(uct_dcx_iface_t *iface,
-                                               uint16_t *index_p)
+static ucs_status_t
+uct_dcx_dci_rand_grant_get(uct_dcx_iface_t *iface, uint16_t *index_p)
 {
     uint16_t index = rand_r(&iface->tx.rand_seed) % iface->tx.num_dci;
 
-    if ((iface->tx.dcis[index].available == 0) ||
-        iface->tx.dcis[index].error) {
+    if ((iface->tx.dcis[index].available == 0) || iface->tx.dcis[index].error) {
         return UCS_ERR_NO_RESOURCE;
     }
     *index_p = index;
     return UCS_OK;
 }
 
-static void uct_dcx_dci_rand_grant_posted(uct_dcx_iface_t *iface,
-                                          uct_dcx_dci_t *dci)
+static void
+uct_dcx_dci_rand_grant_posted(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
 {
 }
 
-static void uct_dcx_dci_rand_grant_abort(uct_dcx_iface_t *iface,
-                                         uint16_t index)
+static void uct_dcx_dci_rand_grant_abort(uct_dcx_iface_t *iface, uint16_t index)
 {
 }
 
@@ -147,33 +144,30 @@ static int uct_dcx_dci_rand_is_idle(const uct_dcx_iface_t *iface)
 }
 
 /* dcs and dcs_quota differ only in the quota, which the data path checks. */
-#define UCT_DCX_DCI_POLICY_DCS(_flags) \
-    { \
-        .flags         = (_flags), \
-        .grant_get     = uct_dcx_dci_dcs_grant_get, \
-        .grant_posted  = uct_dcx_dci_dcs_grant_posted, \
-        .grant_abort   = uct_dcx_dci_dcs_grant_abort, \
-        .dci_error     = uct_dcx_dci_dcs_error, \
-        .dci_idle_fail = uct_dcx_dci_dcs_idle_fail, \
-        .dci_drained   = uct_dcx_dci_dcs_drained, \
-        .is_idle       = uct_dcx_dci_dcs_is_idle \
+#define UCT_DCX_DCI_POLICY_DCS(_flags)                             \
+    {                                                              \
+        .flags = (_flags), .grant_get = uct_dcx_dci_dcs_grant_get, \
+        .grant_posted  = uct_dcx_dci_dcs_grant_posted,             \
+        .grant_abort   = uct_dcx_dci_dcs_grant_abort,              \
+        .dci_error     = uct_dcx_dci_dcs_error,                    \
+        .dci_idle_fail = uct_dcx_dci_dcs_idle_fail,                \
+        .dci_drained   = uct_dcx_dci_dcs_drained,                  \
+        .is_idle       = uct_dcx_dci_dcs_is_idle                   \
     }
 
 /* By UCX_DCX_TX_POLICY (uct_dcx_tx_policy_t); see the enum for why each. */
 static const uct_dcx_dci_policy_ops_t uct_dcx_dci_policies[] = {
     [UCT_DCX_TX_POLICY_DCS]       = UCT_DCX_DCI_POLICY_DCS(0),
     [UCT_DCX_TX_POLICY_DCS_QUOTA] = UCT_DCX_DCI_POLICY_DCS(
-                                            UCT_DCX_DCI_POLICY_FLAG_QUOTA),
-    [UCT_DCX_TX_POLICY_RAND]      = {
-        .flags         = UCT_DCX_DCI_POLICY_FLAG_SHARED,
-        .grant_get     = uct_dcx_dci_rand_grant_get,
-        .grant_posted  = uct_dcx_dci_rand_grant_posted,
-        .grant_abort   = uct_dcx_dci_rand_grant_abort,
-        .dci_error     = uct_dcx_dci_rand_error,
-        .dci_idle_fail = uct_dcx_dci_rand_idle_fail,
-        .dci_drained   = uct_dcx_dci_rand_drained,
-        .is_idle       = uct_dcx_dci_rand_is_idle
-    }
+            UCT_DCX_DCI_POLICY_FLAG_QUOTA),
+    [UCT_DCX_TX_POLICY_RAND] = { .flags        = UCT_DCX_DCI_POLICY_FLAG_SHARED,
+                                 .grant_get    = uct_dcx_dci_rand_grant_get,
+                                 .grant_posted = uct_dcx_dci_rand_grant_posted,
+                                 .grant_abort  = uct_dcx_dci_rand_grant_abort,
+                                 .dci_error    = uct_dcx_dci_rand_error,
+                                 .dci_idle_fail = uct_dcx_dci_rand_idle_fail,
+                                 .dci_drained   = uct_dcx_dci_rand_drained,
+                                 .is_idle       = uct_dcx_dci_rand_is_idle }
 };
 
 void uct_dcx_iface_dci_policy_select(uct_dcx_iface_t *iface,

@@ -18,6 +18,7 @@
 
 uct_dcx_global_config_t uct_dcx_global_config;
 
+/* clang-format off */
 ucs_config_field_t uct_dcx_global_config_table[] = {
     {"VERBS_LIB", UCT_DCX_HW_VERBS_LIB,
      "libibverbs that the hardware binding loads at run time. dcx has no\n"
@@ -43,6 +44,7 @@ ucs_config_field_t uct_dcx_global_config_table[] = {
 
     {NULL}
 };
+/* clang-format on */
 
 /* Listed by ucx_info -c; dcx_init.c adds it to UCX's list of tables. */
 ucs_config_global_list_entry_t uct_dcx_global_config_entry = {
@@ -54,14 +56,12 @@ ucs_config_global_list_entry_t uct_dcx_global_config_entry = {
 
 
 static struct {
-    pthread_once_t    once;
+    pthread_once_t once;
     uct_dcx_binding_t hw;
     uct_dcx_binding_t emu;
-    uct_dcx_device_t  devices[UCT_DCX_MAX_DEVICES];
-    unsigned          num_devices;
-} uct_dcx_devices = {
-    .once = PTHREAD_ONCE_INIT
-};
+    uct_dcx_device_t devices[UCT_DCX_MAX_DEVICES];
+    unsigned num_devices;
+} uct_dcx_devices = { .once = PTHREAD_ONCE_INIT };
 
 
 /* The probe's DCT through INIT to RTR, which is what a DC device does. */
@@ -78,8 +78,9 @@ uct_dcx_device_probe_dct_connect(const uct_dcx_verbs_ops_t *ops,
     attr.port_num        = port;
     attr.pkey_index      = 0;
     attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    ret = ops->modify_qp(dct, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-                                     IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    ret                  = ops->modify_qp(dct, &attr,
+                                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                                  IBV_QP_ACCESS_FLAGS);
     if (ret != 0) {
         ucs_debug("dcx: dc probe: dct to init failed: %s", strerror(ret));
         return UCS_ERR_UNSUPPORTED;
@@ -90,11 +91,11 @@ uct_dcx_device_probe_dct_connect(const uct_dcx_verbs_ops_t *ops,
     attr.path_mtu          = port_attr->active_mtu;
     attr.min_rnr_timer     = 1;
     attr.ah_attr.port_num  = port;
-    attr.ah_attr.is_global = (port_attr->link_layer ==
-                              IBV_LINK_LAYER_ETHERNET);
+    attr.ah_attr.is_global = (port_attr->link_layer == IBV_LINK_LAYER_ETHERNET);
     attr.ah_attr.grh.hop_limit = 1;
-    ret = ops->modify_qp(dct, &attr, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER |
-                                     IBV_QP_AV | IBV_QP_PATH_MTU);
+    ret                        = ops->modify_qp(dct, &attr,
+                                                IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_AV |
+                                                        IBV_QP_PATH_MTU);
     if (ret != 0) {
         ucs_debug("dcx: dc probe: dct to rtr failed: %s", strerror(ret));
         return UCS_ERR_UNSUPPORTED;
@@ -107,12 +108,12 @@ ucs_status_t uct_dcx_device_probe_dc(const uct_dcx_binding_t *binding,
                                      struct ibv_context *ctx, uint8_t port,
                                      const struct ibv_port_attr *port_attr)
 {
-    const uct_dcx_verbs_ops_t *ops = &binding->ops;
+    const uct_dcx_verbs_ops_t *ops     = &binding->ops;
     struct mlx5dv_qp_init_attr dv_attr = {};
     struct ibv_qp_init_attr_ex qp_attr = {};
     struct ibv_srq_init_attr srq_attr  = {};
     struct ibv_cq_init_attr_ex cq_attr = {};
-    ucs_status_t status = UCS_ERR_UNSUPPORTED;
+    ucs_status_t status                = UCS_ERR_UNSUPPORTED;
     struct ibv_cq_ex *cq;
     struct ibv_srq *srq;
     struct ibv_pd *pd;
@@ -125,7 +126,7 @@ ucs_status_t uct_dcx_device_probe_dc(const uct_dcx_binding_t *binding,
     }
 
     cq_attr.cqe = 1;
-    cq      = ops->create_cq_ex(ctx, &cq_attr);
+    cq          = ops->create_cq_ex(ctx, &cq_attr);
     if (cq == NULL) {
         ucs_debug("dcx: dc probe: create_cq failed: %m");
         goto out_dealloc_pd;
@@ -139,14 +140,14 @@ ucs_status_t uct_dcx_device_probe_dc(const uct_dcx_binding_t *binding,
         goto out_destroy_cq;
     }
 
-    qp_attr.qp_type              = IBV_QPT_DRIVER;
-    qp_attr.comp_mask            = IBV_QP_INIT_ATTR_PD;
-    qp_attr.pd                   = pd;
-    qp_attr.send_cq              = ibv_cq_ex_to_cq(cq);
-    qp_attr.recv_cq              = ibv_cq_ex_to_cq(cq);
-    qp_attr.srq                  = srq;
-    dv_attr.comp_mask            = MLX5DV_QP_INIT_ATTR_MASK_DC;
-    dv_attr.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCT;
+    qp_attr.qp_type                     = IBV_QPT_DRIVER;
+    qp_attr.comp_mask                   = IBV_QP_INIT_ATTR_PD;
+    qp_attr.pd                          = pd;
+    qp_attr.send_cq                     = ibv_cq_ex_to_cq(cq);
+    qp_attr.recv_cq                     = ibv_cq_ex_to_cq(cq);
+    qp_attr.srq                         = srq;
+    dv_attr.comp_mask                   = MLX5DV_QP_INIT_ATTR_MASK_DC;
+    dv_attr.dc_init_attr.dc_type        = MLX5DV_DCTYPE_DCT;
     dv_attr.dc_init_attr.dct_access_key = 1;
     dct = ops->mlx5dv_create_qp(ctx, &qp_attr, &dv_attr);
     if (dct == NULL) {
@@ -171,9 +172,9 @@ static int uct_dcx_device_check(const uct_dcx_binding_t *binding,
                                 struct ibv_device *ibdev,
                                 uct_dcx_device_t *device)
 {
-    const uct_dcx_verbs_ops_t *ops      = &binding->ops;
-    const char *name                    = ops->get_device_name(ibdev);
-    struct mlx5dv_context_attr dv_attr  = {};
+    const uct_dcx_verbs_ops_t *ops     = &binding->ops;
+    const char *name                   = ops->get_device_name(ibdev);
+    struct mlx5dv_context_attr dv_attr = {};
     struct ibv_device_attr dev_attr;
     struct ibv_port_attr port_attr;
     struct ibv_context *ctx;
@@ -199,7 +200,8 @@ static int uct_dcx_device_check(const uct_dcx_binding_t *binding,
 
     device->num_ports = 0;
     for (port = 1; (port <= dev_attr.phys_port_cnt) &&
-                   (device->num_ports < UCT_DCX_MAX_PORTS); ++port) {
+                   (device->num_ports < UCT_DCX_MAX_PORTS);
+         ++port) {
         ret = ops->query_port(ctx, port, &port_attr);
         if (ret != 0) {
             ucs_debug("dcx: %s:%u: query_port failed: %s", name, port,
@@ -212,8 +214,7 @@ static int uct_dcx_device_check(const uct_dcx_binding_t *binding,
             continue;
         }
 
-        if (uct_dcx_device_probe_dc(binding, ctx, port, &port_attr) !=
-            UCS_OK) {
+        if (uct_dcx_device_probe_dc(binding, ctx, port, &port_attr) != UCS_OK) {
             ucs_debug("dcx: %s:%u: no DC support", name, port);
             continue;
         }
@@ -253,8 +254,7 @@ unsigned uct_dcx_devices_scan(const uct_dcx_binding_t *binding,
     binding->ops.free_device_list(list);
 
     if (count == 0) {
-        ucs_debug("dcx: %s: %d device(s), none DC-capable", binding->name,
-                  num);
+        ucs_debug("dcx: %s: %d device(s), none DC-capable", binding->name, num);
     }
     return count;
 }
@@ -273,21 +273,18 @@ static void uct_dcx_devices_discover(void)
     if (uct_dcx_hw_binding_open(uct_dcx_global_config.verbs_lib,
                                 uct_dcx_global_config.mlx5_lib,
                                 &uct_dcx_devices.hw) == UCS_OK) {
-        uct_dcx_devices.num_devices =
-                uct_dcx_devices_scan(&uct_dcx_devices.hw,
-                                     uct_dcx_devices.devices,
-                                     UCT_DCX_MAX_DEVICES);
+        uct_dcx_devices.num_devices = uct_dcx_devices_scan(
+                &uct_dcx_devices.hw, uct_dcx_devices.devices,
+                UCT_DCX_MAX_DEVICES);
     }
 
     if (uct_dcx_global_config.emu &&
         (uct_dcx_emu_binding_open(uct_dcx_global_config.emu_lib,
                                   &uct_dcx_devices.emu) == UCS_OK)) {
-        uct_dcx_devices.num_devices +=
-                uct_dcx_devices_scan(&uct_dcx_devices.emu,
-                                     uct_dcx_devices.devices +
-                                     uct_dcx_devices.num_devices,
-                                     UCT_DCX_MAX_DEVICES -
-                                     uct_dcx_devices.num_devices);
+        uct_dcx_devices.num_devices += uct_dcx_devices_scan(
+                &uct_dcx_devices.emu,
+                uct_dcx_devices.devices + uct_dcx_devices.num_devices,
+                UCT_DCX_MAX_DEVICES - uct_dcx_devices.num_devices);
     }
 
     ucs_debug("dcx: %u DC-capable device(s)", uct_dcx_devices.num_devices);

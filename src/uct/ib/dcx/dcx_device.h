@@ -20,11 +20,11 @@ extern "C" {
 
 /* One DC-capable device and its usable ports. */
 typedef struct uct_dcx_device {
-    char                    name[UCT_DEVICE_NAME_MAX]; /* e.g. "mlx5_0" */
+    char name[UCT_DEVICE_NAME_MAX]; /* e.g. "mlx5_0" */
     const uct_dcx_binding_t *binding;
-    unsigned                binding_index; /* device index in its binding */
-    unsigned                num_ports;
-    uint8_t                 ports[UCT_DCX_MAX_PORTS];  /* 1-based numbers */
+    unsigned binding_index; /* device index in its binding */
+    unsigned num_ports;
+    uint8_t ports[UCT_DCX_MAX_PORTS]; /* 1-based numbers */
 } uct_dcx_device_t;
 
 
@@ -32,7 +32,7 @@ typedef struct uct_dcx_device {
 typedef struct uct_dcx_global_config {
     char *verbs_lib;
     char *mlx5_lib;
-    int  emu;       /* also list the software DC device's devices */
+    int emu; /* also list the software DC device's devices */
     char *emu_lib;
 } uct_dcx_global_config_t;
 

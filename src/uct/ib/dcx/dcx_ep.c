@@ -27,8 +27,7 @@ void uct_dcx_ep_tx_abort(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
     uct_dcx_dci_t *dci = &iface->tx.dcis[ep->dci];
 
-    if (!uct_dcx_iface_dci_shared(iface) &&
-        (dci->posted == dci->completed)) {
+    if (!uct_dcx_iface_dci_shared(iface) && (dci->posted == dci->completed)) {
         uct_dcx_iface_dci_put(iface, ep);
     }
 }
@@ -87,27 +86,26 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
         return UCS_ERR_INVALID_PARAM;
     }
 
-    dev_addr   = (const uct_dcx_dev_addr_t*)params->dev_addr;
-    iface_addr = (const uct_dcx_iface_addr_t*)params->iface_addr;
-    if (!uct_dcx_iface_addr_is_reachable(&iface->super.super,
-                                         params->dev_addr, params->iface_addr,
-                                         reason, sizeof(reason))) {
+    dev_addr   = (const uct_dcx_dev_addr_t *)params->dev_addr;
+    iface_addr = (const uct_dcx_iface_addr_t *)params->iface_addr;
+    if (!uct_dcx_iface_addr_is_reachable(&iface->super.super, params->dev_addr,
+                                         params->iface_addr, reason,
+                                         sizeof(reason))) {
         ucs_error("%s: malformed or unreachable peer address", reason);
         return UCS_ERR_UNREACHABLE;
     }
 
-    status = uct_dcx_iface_ah_get(iface, dev_addr->lid,
-                                  iface->is_global ?
-                                  (const union ibv_gid*)(dev_addr + 1) : NULL,
-                                  &ah);
+    status = uct_dcx_iface_ah_get(
+            iface, dev_addr->lid,
+            iface->is_global ? (const union ibv_gid *)(dev_addr + 1) : NULL,
+            &ah);
     if (status != UCS_OK) {
         return status;
     }
 
-    dctn   = iface_addr->dctn[0] | ((uint32_t)iface_addr->dctn[1] << 8) |
-             ((uint32_t)iface_addr->dctn[2] << 16);
-    status = uct_dcx_iface_peer_get(iface, ah, dctn, iface_addr->dc_key,
-                                    &peer);
+    dctn = iface_addr->dctn[0] | ((uint32_t)iface_addr->dctn[1] << 8) |
+           ((uint32_t)iface_addr->dctn[2] << 16);
+    status = uct_dcx_iface_peer_get(iface, ah, dctn, iface_addr->dc_key, &peer);
     if (status != UCS_OK) {
         return status;
     }
@@ -140,12 +138,10 @@ int uct_dcx_ep_is_connected_to(uct_ep_h tl_ep,
                                const uct_device_addr_t *dev_addr,
                                const uct_iface_addr_t *iface_addr)
 {
-    uct_dcx_ep_t *ep                 = ucs_derived_of(tl_ep, uct_dcx_ep_t);
-    uct_dcx_iface_t *iface           = ucs_derived_of(tl_ep->iface,
-                                                      uct_dcx_iface_t);
-    const uct_dcx_dev_addr_t *daddr  = (const uct_dcx_dev_addr_t*)dev_addr;
-    const uct_dcx_iface_addr_t *addr = (const uct_dcx_iface_addr_t*)
-                                       iface_addr;
+    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    const uct_dcx_dev_addr_t *daddr  = (const uct_dcx_dev_addr_t *)dev_addr;
+    const uct_dcx_iface_addr_t *addr = (const uct_dcx_iface_addr_t *)iface_addr;
     const uct_dcx_peer_t *peer;
     struct ibv_ah *ah;
 
@@ -153,7 +149,8 @@ int uct_dcx_ep_is_connected_to(uct_ep_h tl_ep,
                                          NULL, 0) ||
         (uct_dcx_iface_ah_get(iface, daddr->lid,
                               iface->is_global ?
-                              (const union ibv_gid*)(daddr + 1) : NULL,
+                                      (const union ibv_gid *)(daddr + 1) :
+                                      NULL,
                               &ah) != UCS_OK)) {
         return 0;
     }
@@ -171,8 +168,7 @@ uct_dcx_ep_pending_purge_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
                             ucs_arbiter_elem_t *elem, void *arg)
 {
     uct_purge_cb_args_t *args = arg;
-    uct_pending_req_t *req    = ucs_container_of(elem, uct_pending_req_t,
-                                                 priv);
+    uct_pending_req_t *req    = ucs_container_of(elem, uct_pending_req_t, priv);
 
     if (args->cb != NULL) {
         args->cb(req, args->arg);
@@ -183,9 +179,9 @@ uct_dcx_ep_pending_purge_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
 void uct_dcx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
                               void *arg)
 {
-    uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
-    uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
-    uct_purge_cb_args_t args = {cb, arg};
+    uct_dcx_ep_t *ep         = ucs_derived_of(tl_ep, uct_dcx_ep_t);
+    uct_dcx_iface_t *iface   = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
+    uct_purge_cb_args_t args = { cb, arg };
 
     ucs_arbiter_group_purge(&iface->tx.arbiter, &ep->arb_group,
                             uct_dcx_ep_pending_purge_cb, &args);
@@ -252,8 +248,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_ep_t)
     /* Outstanding work requests complete without the endpoint (their
      * operations were cancelled above); the DCI returns to the pool when it
      * drains. Shared DCIs (rand) are not owned. */
-    if ((self->dci != UCT_DCX_EP_NO_DCI) &&
-        !uct_dcx_iface_dci_shared(iface)) {
+    if ((self->dci != UCT_DCX_EP_NO_DCI) && !uct_dcx_iface_dci_shared(iface)) {
         iface->tx.dcis[self->dci].ep = NULL;
         if (iface->tx.dcis[self->dci].posted ==
             iface->tx.dcis[self->dci].completed) {
@@ -312,16 +307,15 @@ void uct_dcx_ep_handle_failure(uct_dcx_ep_t *ep, ucs_status_t status)
         return;
     }
 
-    ep->flags  |= UCT_DCX_EP_FLAG_FAILED;
-    ep->status  = status;
+    ep->flags |= UCT_DCX_EP_FLAG_FAILED;
+    ep->status = status;
     uct_dcx_ep_fc_wait_remove(iface, ep);
-    err_status  = uct_iface_handle_ep_err(&iface->super.super,
-                                          &ep->super.super, status);
+    err_status = uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
+                                         status);
     if (err_status != UCS_OK) {
         ucs_log(iface->super.config.failure_level,
                 "dcx: ep %p to dct 0x%x failed: %s", ep,
-                uct_dcx_ep_peer(iface, ep)->dctn,
-                ucs_status_string(status));
+                uct_dcx_ep_peer(iface, ep)->dctn, ucs_status_string(status));
     }
 }
 
@@ -347,15 +341,15 @@ static void uct_dcx_ep_cancel(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 /* Whether requests queued before a flush are still waiting to be sent: the
  * flush must queue behind them. A flush dispatched from the queue itself
  * has nothing ahead of it. */
-static int uct_dcx_ep_has_pending_ahead(uct_dcx_iface_t *iface,
-                                        uct_dcx_ep_t *ep)
+static int
+uct_dcx_ep_has_pending_ahead(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
     return !ucs_arbiter_group_is_empty(&ep->arb_group) &&
            (iface->tx.dispatching != ep);
 }
 
-ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
-                              uct_completion_t *comp)
+ucs_status_t
+uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
 {
     uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
     uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
@@ -413,8 +407,8 @@ ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
 /* Keepalive: a zero-length RDMA write (no remote key is checked) reaches
  * the peer's DCT or fails the endpoint through the usual error path. An
  * endpoint with work outstanding learns of a dead peer from that work. */
-ucs_status_t uct_dcx_ep_check(uct_ep_h tl_ep, unsigned flags,
-                              uct_completion_t *comp)
+ucs_status_t
+uct_dcx_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
 {
     uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
     uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
@@ -475,12 +469,12 @@ static int uct_dcx_ep_can_send(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
         return 0; /* resumed when a layout or an mkey is ready */
     }
     return (ep->dci == UCT_DCX_EP_NO_DCI) ?
-           uct_dcx_ep_may_take_dci(iface, ep) :
-           uct_dcx_ep_dci_has_room(iface, ep, &iface->tx.dcis[ep->dci]);
+                   uct_dcx_ep_may_take_dci(iface, ep) :
+                   uct_dcx_ep_dci_has_room(iface, ep, &iface->tx.dcis[ep->dci]);
 }
 
-ucs_status_t uct_dcx_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
-                                    unsigned flags)
+ucs_status_t
+uct_dcx_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags)
 {
     uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
     uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
@@ -499,10 +493,9 @@ ucs_status_t uct_dcx_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
     return UCS_OK;
 }
 
-ucs_arbiter_cb_result_t uct_dcx_ep_pending_dispatch(ucs_arbiter_t *arbiter,
-                                                    ucs_arbiter_group_t *group,
-                                                    ucs_arbiter_elem_t *elem,
-                                                    void *arg)
+ucs_arbiter_cb_result_t
+uct_dcx_ep_pending_dispatch(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
+                            ucs_arbiter_elem_t *elem, void *arg)
 {
     uct_dcx_ep_t *ep       = ucs_container_of(group, uct_dcx_ep_t, arb_group);
     uct_dcx_iface_t *iface = ucs_derived_of(ep->super.super.iface,

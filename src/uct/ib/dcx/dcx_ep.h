@@ -22,8 +22,8 @@
 
 
 typedef struct uct_dcx_iface uct_dcx_iface_t;
-typedef struct uct_dcx_ep    uct_dcx_ep_t;
-typedef struct uct_dcx_op    uct_dcx_op_t;
+typedef struct uct_dcx_ep uct_dcx_ep_t;
+typedef struct uct_dcx_op uct_dcx_op_t;
 
 
 /* The ops table (is_connected_to and put_sgl_zcopy, which depend on the
@@ -37,10 +37,10 @@ ucs_status_t uct_dcx_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
 ssize_t uct_dcx_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                             uct_pack_callback_t pack_cb, void *arg,
                             unsigned flags);
-ucs_status_t uct_dcx_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
-                                 const void *header, unsigned header_length,
-                                 const uct_iov_t *iov, size_t iovcnt,
-                                 unsigned flags, uct_completion_t *comp);
+ucs_status_t uct_dcx_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
+                                 unsigned header_length, const uct_iov_t *iov,
+                                 size_t iovcnt, unsigned flags,
+                                 uct_completion_t *comp);
 ucs_status_t uct_dcx_ep_put_short(uct_ep_h tl_ep, const void *buffer,
                                   unsigned length, uint64_t remote_addr,
                                   uct_rkey_t rkey);
@@ -78,13 +78,13 @@ ucs_status_t uct_dcx_ep_atomic_cswap64(uct_ep_h tl_ep, uint64_t compare,
                                        uint64_t swap, uint64_t remote_addr,
                                        uct_rkey_t rkey, uint64_t *result,
                                        uct_completion_t *comp);
-ucs_status_t uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags,
-                              uct_completion_t *comp);
+ucs_status_t
+uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
 ucs_status_t uct_dcx_ep_fence(uct_ep_h tl_ep, unsigned flags);
-ucs_status_t uct_dcx_ep_check(uct_ep_h tl_ep, unsigned flags,
-                              uct_completion_t *comp);
-ucs_status_t uct_dcx_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
-                                    unsigned flags);
+ucs_status_t
+uct_dcx_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+ucs_status_t
+uct_dcx_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags);
 void uct_dcx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
                               void *arg);
 
@@ -94,10 +94,9 @@ void uct_dcx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
 void uct_dcx_ep_handle_failure(uct_dcx_ep_t *ep, ucs_status_t status);
 void uct_dcx_ep_fc_request(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
 void uct_dcx_ep_fc_wait_remove(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
-ucs_arbiter_cb_result_t uct_dcx_ep_pending_dispatch(ucs_arbiter_t *arbiter,
-                                                    ucs_arbiter_group_t *group,
-                                                    ucs_arbiter_elem_t *elem,
-                                                    void *arg);
+ucs_arbiter_cb_result_t
+uct_dcx_ep_pending_dispatch(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
+                            ucs_arbiter_elem_t *elem, void *arg);
 void uct_dcx_op_flush_done(uct_dcx_op_t *op, ucs_status_t status);
 
 #endif

@@ -45,17 +45,16 @@ void uct_dcx_op_amo_cas_loop(uct_dcx_op_t *op, ucs_status_t status);
 static UCS_F_ALWAYS_INLINE int
 uct_dcx_ep_may_take_dci(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
-    return (iface->tx.num_free > 0) &&
-           ((iface->tx.num_waiters == 0) ||
-            (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI));
+    return (iface->tx.num_free > 0) && ((iface->tx.num_waiters == 0) ||
+                                        (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI));
 }
 
 /* Whether the endpoint's DCI takes its next work request now: one slot, or
  * the whole batch of an SGL put that found too few (dci->room), so that a
  * pending request is not dispatched to fail again for want of room. */
-static UCS_F_ALWAYS_INLINE int
-uct_dcx_ep_dci_has_room(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
-                        const uct_dcx_dci_t *dci)
+static UCS_F_ALWAYS_INLINE int uct_dcx_ep_dci_has_room(uct_dcx_iface_t *iface,
+                                                       uct_dcx_ep_t *ep,
+                                                       const uct_dcx_dci_t *dci)
 {
     if (ucs_unlikely(dci->available < dci->room)) {
         return 0;
@@ -123,9 +122,8 @@ uct_dcx_ep_tx_check(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 }
 
 /* Make sure the endpoint holds a DCI with a free send queue slot. */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_dcx_ep_tx_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
-                  uct_dcx_dci_t **dci_p)
+static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_tx_get(
+        uct_dcx_iface_t *iface, uct_dcx_ep_t *ep, uct_dcx_dci_t **dci_p)
 {
     uct_dcx_dci_t *dci;
     ucs_status_t status;
@@ -162,9 +160,8 @@ uct_dcx_ep_tx_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
 /* A DCI slot for control traffic (credit requests, keepalives): it may
  * take a free DCI ahead of endpoints waiting for one and ignores the
  * dcs_quota limit; like any work it holds the DCI only until it completes. */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_dcx_ep_ctrl_dci_get(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
-                        uct_dcx_dci_t **dci_p)
+static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_ctrl_dci_get(
+        uct_dcx_iface_t *iface, uct_dcx_ep_t *ep, uct_dcx_dci_t **dci_p)
 {
     uct_dcx_dci_t *dci;
     ucs_status_t status;
@@ -263,7 +260,8 @@ uct_dcx_ep_wr_start(uct_dcx_iface_t *iface, const uct_dcx_ep_t *ep,
     ibv_wr_start(qpx);
     qpx->wr_id    = UCT_DCX_WR_ID(ep->dci, dci->posted + 1);
     qpx->wr_flags = (uct_dcx_iface_dci_signal(iface, dci, need_completion) ?
-                     IBV_SEND_SIGNALED : 0) |
+                             IBV_SEND_SIGNALED :
+                             0) |
                     (dci->fence ? IBV_SEND_FENCE : 0);
     return qpx;
 }
@@ -287,8 +285,8 @@ uct_dcx_ep_wr_submit(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     dci->fence = 0;
     uct_dcx_iface_dci_posted(iface, dci, signaled);
     ucs_trace_data("dcx: ep %p: posted work request %" PRIu64 " on dci 0x%x "
-                   "to dct 0x%x", ep, (uint64_t)dci->posted, dci->qp->qp_num,
-                   peer->dctn);
+                   "to dct 0x%x",
+                   ep, (uint64_t)dci->posted, dci->qp->qp_num, peer->dctn);
     if (op != NULL) {
         op->sn = dci->posted;
         ucs_queue_push(&dci->outstanding, &op->queue);
@@ -314,14 +312,14 @@ uct_dcx_ep_wr_complete(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
 /* What the prologue gives an operation's body. */
 typedef struct uct_dcx_ep_tx {
     uct_dcx_dci_t *dci; /* the endpoint's DCI, a send queue slot free */
-    uct_dcx_op_t  *op;  /* the operation's descriptor, NULL without one */
+    uct_dcx_op_t *op; /* the operation's descriptor, NULL without one */
 } uct_dcx_ep_tx_t;
 
 /* What kind of work an operation sends (constant at every call). */
 enum {
     /* An active message: takes a flow-control credit, which it spends
      * once posted. */
-    UCT_DCX_EP_TX_AM   = UCS_BIT(0),
+    UCT_DCX_EP_TX_AM = UCS_BIT(0),
     /* Control traffic (credit requests, keepalives): a DCI slot from
      * uct_dcx_ep_ctrl_dci_get. */
     UCT_DCX_EP_TX_CTRL = UCS_BIT(1)
@@ -398,11 +396,10 @@ uct_dcx_ep_tx_post(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep, unsigned flags,
 
 /* The prologue of a bcopy operation (active message or put), then the
  * user's data packed into its descriptor's buffer: *length_p bytes. */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_dcx_ep_tx_begin_bcopy(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
-                          unsigned flags, uct_pack_callback_t pack_cb,
-                          void *arg, const char *name, uct_dcx_ep_tx_t *tx,
-                          size_t *length_p)
+static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_tx_begin_bcopy(
+        uct_dcx_iface_t *iface, uct_dcx_ep_t *ep, unsigned flags,
+        uct_pack_callback_t pack_cb, void *arg, const char *name,
+        uct_dcx_ep_tx_t *tx, size_t *length_p)
 {
     ucs_status_t status;
 
@@ -423,31 +420,32 @@ uct_dcx_ep_tx_begin_bcopy(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
 
 /* A zero-length RDMA operation never touches remote memory, so its rkey is
  * not checked (UCX passes UCT_INVALID_RKEY there, as the device does). */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_dcx_ep_check_rkey(uct_rkey_t rkey, size_t length)
+static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_check_rkey(uct_rkey_t rkey,
+                                                              size_t length)
 {
     if (ucs_unlikely(!uct_dcx_rkey_is_valid(rkey) && (length != 0))) {
         ucs_error("dcx: invalid remote key 0x%" PRIx64 ": not unpacked by "
-                  "the dcx component", rkey);
+                  "the dcx component",
+                  rkey);
         return UCS_ERR_INVALID_PARAM;
     }
     return UCS_OK;
 }
 
 /* The length and remote key of a short or bcopy RMA operation. */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_dcx_ep_rma_check(size_t length, size_t max_length, uct_rkey_t rkey,
-                     const char *name)
+static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_rma_check(size_t length,
+                                                             size_t max_length,
+                                                             uct_rkey_t rkey,
+                                                             const char *name)
 {
     UCT_CHECK_LENGTH(length, 0, max_length, name);
     return uct_dcx_ep_check_rkey(rkey, length);
 }
 
 /* Gather list of a zero-copy operation; zero-length entries are skipped. */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_dcx_ep_iov_to_sge(uct_dcx_iface_t *iface, const uct_iov_t *iov,
-                      size_t iovcnt, struct ibv_sge *sge, size_t *num_sge_p,
-                      size_t *length_p)
+static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_iov_to_sge(
+        uct_dcx_iface_t *iface, const uct_iov_t *iov, size_t iovcnt,
+        struct ibv_sge *sge, size_t *num_sge_p, size_t *length_p)
 {
     size_t i, num_sge = *num_sge_p, length = 0, iov_length;
 
@@ -462,17 +460,18 @@ uct_dcx_ep_iov_to_sge(uct_dcx_iface_t *iface, const uct_iov_t *iov,
             continue;
         }
 
-        if ((num_sge >= iface->tx.max_sge) || (iov[i].memh == UCT_MEM_HANDLE_NULL)) {
+        if ((num_sge >= iface->tx.max_sge) ||
+            (iov[i].memh == UCT_MEM_HANDLE_NULL)) {
             ucs_error("dcx: iov entry %zu: %s", i,
-                      (num_sge >= iface->tx.max_sge) ?
-                      "too many entries" : "no memory handle");
+                      (num_sge >= iface->tx.max_sge) ? "too many entries" :
+                                                       "no memory handle");
             return UCS_ERR_INVALID_PARAM;
         }
 
         sge[num_sge].addr   = (uintptr_t)iov[i].buffer;
         sge[num_sge].length = iov_length;
         sge[num_sge].lkey   = uct_dcx_memh_lkey(iov[i].memh);
-        length             += iov_length;
+        length += iov_length;
         ++num_sge;
     }
 
@@ -488,7 +487,7 @@ uct_dcx_ep_iov_strided(const uct_iov_t *iov, size_t iovcnt,
                        size_t *num_nonempty_p)
 {
     const uct_iov_t *strided = NULL;
-    size_t i, num_nonempty   = 0;
+    size_t i, num_nonempty = 0;
 
     for (i = 0; i < iovcnt; ++i) {
         num_nonempty += (uct_iov_get_length(&iov[i]) > 0);
@@ -503,12 +502,11 @@ uct_dcx_ep_iov_strided(const uct_iov_t *iov, size_t iovcnt,
 
 /* A layout the caller waits for: retried when a UMR or an operation
  * completes. */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_dcx_ep_umr_wait(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
-                    ucs_status_t status)
+static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_umr_wait(
+        uct_dcx_iface_t *iface, uct_dcx_ep_t *ep, ucs_status_t status)
 {
     if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
-        ep->flags  |= UCT_DCX_EP_FLAG_WAIT_UMR;
+        ep->flags |= UCT_DCX_EP_FLAG_WAIT_UMR;
         ep->umr_gen = iface->umr.gen;
         return UCS_ERR_NO_RESOURCE;
     }
@@ -518,8 +516,8 @@ uct_dcx_ep_umr_wait(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
 
 /* --- operation completions ---------------------------------------------- */
 
-static UCS_F_ALWAYS_INLINE void uct_dcx_op_complete(uct_dcx_op_t *op,
-                                                    ucs_status_t status)
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_op_complete(uct_dcx_op_t *op, ucs_status_t status)
 {
     if (op->comp != NULL) {
         uct_invoke_completion(op->comp, status);
@@ -528,12 +526,11 @@ static UCS_F_ALWAYS_INLINE void uct_dcx_op_complete(uct_dcx_op_t *op,
 
 
 /* Out of the common path (dcx_ep_strided.c): strided and long iov lists. */
-ucs_status_t uct_dcx_ep_am_zcopy_strided(uct_dcx_iface_t *iface,
-                                         uct_dcx_ep_t *ep, uint8_t id,
-                                         const void *header,
-                                         unsigned header_length,
-                                         const uct_iov_t *iov,
-                                         uct_completion_t *comp);
+ucs_status_t
+uct_dcx_ep_am_zcopy_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                            uint8_t id, const void *header,
+                            unsigned header_length, const uct_iov_t *iov,
+                            uct_completion_t *comp);
 ucs_status_t uct_dcx_ep_rma_pieces(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                                    const uct_iov_t *iov, size_t iovcnt,
                                    uint64_t remote_addr, uct_rkey_t rkey,

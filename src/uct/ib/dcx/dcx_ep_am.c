@@ -12,7 +12,6 @@
 #include <endian.h>
 
 
-
 /* Data-path tracing (UCX_LOG_LEVEL=trace_data, and the AM tracer UCP
  * installs): an inline message as one buffer, the way the peer gets it. */
 static UCS_F_NOINLINE void
@@ -28,22 +27,21 @@ uct_dcx_ep_trace_am_inline(uct_dcx_iface_t *iface, uint8_t id,
         memcpy(data + length, bufs[i].addr, n);
         length += n;
     }
-    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, data,
-                       length, "TX: %s", what);
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, data, length,
+                       "TX: %s", what);
 }
 
 /* An inline active message of @a num buffers. */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_dcx_ep_am_inline(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep, uint8_t id,
-                     const struct ibv_data_buf *bufs, size_t num,
-                     const char *what)
+static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_am_inline(
+        uct_dcx_iface_t *iface, uct_dcx_ep_t *ep, uint8_t id,
+        const struct ibv_data_buf *bufs, size_t num, const char *what)
 {
     struct ibv_qp_ex *qpx;
     ucs_status_t status;
     uct_dcx_ep_tx_t tx;
 
-    status = uct_dcx_ep_tx_begin(iface, ep, UCT_DCX_EP_TX_AM, NULL, NULL,
-                                 NULL, &tx);
+    status = uct_dcx_ep_tx_begin(iface, ep, UCT_DCX_EP_TX_AM, NULL, NULL, NULL,
+                                 &tx);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
@@ -71,7 +69,7 @@ ucs_status_t uct_dcx_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
 
     bufs[0].addr   = &header;
     bufs[0].length = sizeof(header);
-    bufs[1].addr   = (void*)payload;
+    bufs[1].addr   = (void *)payload;
     bufs[1].length = length;
     return uct_dcx_ep_am_inline(iface, ep, id, bufs, 2, "AM_SHORT");
 }
@@ -92,8 +90,8 @@ ucs_status_t uct_dcx_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
     for (i = 0; i < iovcnt; ++i) {
         bufs[num].addr   = iov[i].buffer;
         bufs[num].length = uct_iov_get_length(&iov[i]);
-        length          += bufs[num].length;
-        num             += (bufs[num].length > 0);
+        length += bufs[num].length;
+        num += (bufs[num].length > 0);
     }
     UCT_CHECK_LENGTH(length, 0, iface->tx.max_inline, "am_short_iov");
 
@@ -131,29 +129,26 @@ ssize_t uct_dcx_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
 
 /* Gather list of a contiguous am_zcopy: the header (from the operation's
  * registered buffer, filled in later) first when there is one. */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_dcx_ep_am_zcopy_sge(uct_dcx_iface_t *iface, unsigned header_length,
-                        const uct_iov_t *iov, size_t iovcnt,
-                        struct ibv_sge *sge, size_t *num_sge_p)
+static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_am_zcopy_sge(
+        uct_dcx_iface_t *iface, unsigned header_length, const uct_iov_t *iov,
+        size_t iovcnt, struct ibv_sge *sge, size_t *num_sge_p)
 {
     ucs_status_t status;
     size_t length;
 
     *num_sge_p = (header_length > 0) ? 1 : 0;
-    status     = uct_dcx_ep_iov_to_sge(iface, iov, iovcnt, sge, num_sge_p,
-                                       &length);
+    status = uct_dcx_ep_iov_to_sge(iface, iov, iovcnt, sge, num_sge_p, &length);
     if (status != UCS_OK) {
         return status;
     }
-    UCT_CHECK_LENGTH(header_length + length, 0, iface->tx.seg_size,
-                     "am_zcopy");
+    UCT_CHECK_LENGTH(header_length + length, 0, iface->tx.seg_size, "am_zcopy");
     return UCS_OK;
 }
 
-ucs_status_t uct_dcx_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
-                                 const void *header, unsigned header_length,
-                                 const uct_iov_t *iov, size_t iovcnt,
-                                 unsigned flags, uct_completion_t *comp)
+ucs_status_t uct_dcx_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
+                                 unsigned header_length, const uct_iov_t *iov,
+                                 size_t iovcnt, unsigned flags,
+                                 uct_completion_t *comp)
 {
     uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
     uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
@@ -175,8 +170,8 @@ ucs_status_t uct_dcx_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
                       "is not supported yet");
             return UCS_ERR_UNSUPPORTED;
         }
-        return uct_dcx_ep_am_zcopy_strided(iface, ep, id, header,
-                                           header_length, strided, comp);
+        return uct_dcx_ep_am_zcopy_strided(iface, ep, id, header, header_length,
+                                           strided, comp);
     }
 
     status = uct_dcx_ep_am_zcopy_sge(iface, header_length, iov, iovcnt, sge,

@@ -15,9 +15,8 @@
 
 /* The arguments of an atomic on a word of @a size bytes; @a supported: the
  * interface advertises it (else UCP emulates it). */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_dcx_ep_amo_check(int supported, unsigned size, uint64_t remote_addr,
-                     uct_rkey_t rkey)
+static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_amo_check(
+        int supported, unsigned size, uint64_t remote_addr, uct_rkey_t rkey)
 {
     if (ucs_unlikely(!supported)) {
         return UCS_ERR_UNSUPPORTED;
@@ -48,10 +47,10 @@ uct_dcx_ep_amo_check(int supported, unsigned size, uint64_t remote_addr,
 #define UCT_DCX_MLX5_OPMOD_EXT_ATOMIC(_size) (0x08 | (ucs_ilog2(_size) - 2))
 
 typedef struct {
-    struct mlx5_wqe_ctrl_seg     ctrl;
+    struct mlx5_wqe_ctrl_seg ctrl;
     struct mlx5_wqe_datagram_seg dgram;
-    struct mlx5_wqe_raddr_seg    raddr;
-    uint8_t                      atomic_data[32 + 16]; /* atomic, data */
+    struct mlx5_wqe_raddr_seg raddr;
+    uint8_t atomic_data[32 + 16]; /* atomic, data */
 } uct_dcx_amo_wqe_t;
 
 _Static_assert(sizeof(uct_dcx_amo_wqe_t) == 8 * 16,
@@ -60,7 +59,7 @@ _Static_assert(sizeof(uct_dcx_amo_wqe_t) == 8 * 16,
 static void uct_dcx_op_amo32_fetch(uct_dcx_op_t *op, ucs_status_t status)
 {
     if (status == UCS_OK) {
-        *(uint32_t*)op->amo.result = be32toh(*(uint32_t*)op->buf);
+        *(uint32_t *)op->amo.result = be32toh(*(uint32_t *)op->buf);
     }
     uct_dcx_op_complete(op, status);
     ucs_mpool_put_inline(op);
@@ -69,7 +68,7 @@ static void uct_dcx_op_amo32_fetch(uct_dcx_op_t *op, ucs_status_t status)
 static void uct_dcx_op_amo64_fetch_be(uct_dcx_op_t *op, ucs_status_t status)
 {
     if (status == UCS_OK) {
-        *(uint64_t*)op->amo.result = be64toh(*(uint64_t*)op->buf);
+        *(uint64_t *)op->amo.result = be64toh(*(uint64_t *)op->buf);
     }
     uct_dcx_op_complete(op, status);
     ucs_mpool_put_inline(op);
@@ -92,7 +91,7 @@ static void uct_dcx_amo_put_be(uint8_t *p, unsigned size, uint64_t value)
 static void uct_dcx_op_amo_fetch(uct_dcx_op_t *op, ucs_status_t status)
 {
     if (status == UCS_OK) {
-        *(uint64_t*)op->amo.result = *(uint64_t*)op->buf;
+        *(uint64_t *)op->amo.result = *(uint64_t *)op->buf;
     }
     uct_dcx_op_complete(op, status);
     ucs_mpool_put_inline(op);
@@ -101,7 +100,7 @@ static void uct_dcx_op_amo_fetch(uct_dcx_op_t *op, ucs_status_t status)
 /* A masked atomic for @a opcode on a word of @a size bytes: the mlx5
  * opcode, and the masks or field boundary that make it one. */
 typedef struct {
-    uint8_t  mlx5_op;
+    uint8_t mlx5_op;
     uint64_t swap_mask;
     uint64_t compare_mask;
     uint64_t boundary;
@@ -128,7 +127,7 @@ static ucs_status_t uct_dcx_amo_masked_map(uct_atomic_op_t opcode,
         m->mlx5_op   = MLX5_OPCODE_ATOMIC_MASKED_CS;
         m->swap_mask = ~value & all;
         break;
-    case UCT_ATOMIC_OP_OR:  /* set the bits that are set in value */
+    case UCT_ATOMIC_OP_OR: /* set the bits that are set in value */
         m->mlx5_op   = MLX5_OPCODE_ATOMIC_MASKED_CS;
         m->swap_mask = value;
         break;
@@ -166,14 +165,15 @@ uct_dcx_ep_amo_masked_wqe(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     unsigned ds;
 
     ds = (sizeof(wqe->ctrl) + sizeof(wqe->dgram) + sizeof(wqe->raddr) +
-          atomic_size + sizeof(*data)) / 16;
+          atomic_size + sizeof(*data)) /
+         16;
     memset(wqe, 0, sizeof(*wqe));
     /* The WQE index is filled in by mlx5dv_wr_raw_wqe. */
-    wqe->ctrl.opmod_idx_opcode = htobe32(((uint32_t)UCT_DCX_MLX5_OPMOD_EXT_ATOMIC(size)
-                                          << 24) | m->mlx5_op);
-    wqe->ctrl.qpn_ds           = htobe32((dci->qp->qp_num << 8) | ds);
-    wqe->ctrl.fm_ce_se         = (signaled ? MLX5_WQE_CTRL_CQ_UPDATE : 0) |
-                                 (dci->fence ? MLX5_WQE_CTRL_FENCE : 0);
+    wqe->ctrl.opmod_idx_opcode = htobe32(
+            ((uint32_t)UCT_DCX_MLX5_OPMOD_EXT_ATOMIC(size) << 24) | m->mlx5_op);
+    wqe->ctrl.qpn_ds   = htobe32((dci->qp->qp_num << 8) | ds);
+    wqe->ctrl.fm_ce_se = (signaled ? MLX5_WQE_CTRL_CQ_UPDATE : 0) |
+                         (dci->fence ? MLX5_WQE_CTRL_FENCE : 0);
     wqe->dgram.av.key.dc_key   = htobe64(peer->dc_key);
     wqe->dgram.av.dqp_dct      = htobe32(peer->dctn | MLX5_EXTENDED_UD_AV);
     wqe->dgram.av.stat_rate_sl = iface->config.sl & 0xf;
@@ -190,8 +190,7 @@ uct_dcx_ep_amo_masked_wqe(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         uct_dcx_amo_put_be(seg, size, m->swap_mask);
         uct_dcx_amo_put_be(seg + size, size, m->compare_mask);
     }
-    data             = (struct mlx5_wqe_data_seg*)(wqe->atomic_data +
-                                                   atomic_size);
+    data = (struct mlx5_wqe_data_seg *)(wqe->atomic_data + atomic_size);
     data->byte_count = htobe32(size);
     data->lkey       = htobe32(op->lkey);
     data->addr       = htobe64((uintptr_t)op->buf);
@@ -249,16 +248,16 @@ uct_dcx_ep_amo_masked(uct_ep_h tl_ep, unsigned size, uct_atomic_op_t opcode,
     return (result == NULL) ? UCS_OK : UCS_INPROGRESS;
 }
 
-static ucs_status_t
-uct_dcx_ep_atomic32(uct_ep_h tl_ep, uct_atomic_op_t opcode, uint32_t value,
-                    uint32_t compare, uint32_t *result, uint64_t remote_addr,
-                    uct_rkey_t rkey, uct_completion_t *comp)
+static ucs_status_t uct_dcx_ep_atomic32(uct_ep_h tl_ep, uct_atomic_op_t opcode,
+                                        uint32_t value, uint32_t compare,
+                                        uint32_t *result, uint64_t remote_addr,
+                                        uct_rkey_t rkey, uct_completion_t *comp)
 {
     uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
     ucs_status_t status;
 
-    status = uct_dcx_ep_amo_check(iface->config.ext_atomics32,
-                                  sizeof(uint32_t), remote_addr, rkey);
+    status = uct_dcx_ep_amo_check(iface->config.ext_atomics32, sizeof(uint32_t),
+                                  remote_addr, rkey);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
@@ -274,8 +273,8 @@ ucs_status_t uct_dcx_ep_atomic32_post(uct_ep_h tl_ep, uct_atomic_op_t opcode,
     if ((opcode == UCT_ATOMIC_OP_SWAP) || (opcode == UCT_ATOMIC_OP_CSWAP)) {
         return UCS_ERR_UNSUPPORTED; /* only as fetching operations */
     }
-    return uct_dcx_ep_atomic32(tl_ep, opcode, value, 0, NULL, remote_addr,
-                               rkey, NULL);
+    return uct_dcx_ep_atomic32(tl_ep, opcode, value, 0, NULL, remote_addr, rkey,
+                               NULL);
 }
 
 ucs_status_t uct_dcx_ep_atomic32_fetch(uct_ep_h tl_ep, uct_atomic_op_t opcode,
@@ -321,8 +320,8 @@ static void uct_dcx_ep_amo_wr(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     ibv_wr_set_sge(qpx, op->lkey, (uintptr_t)op->buf, sizeof(uint64_t));
 }
 
-static uint64_t uct_dcx_amo_apply(uct_atomic_op_t opcode, uint64_t value,
-                                  uint64_t operand)
+static uint64_t
+uct_dcx_amo_apply(uct_atomic_op_t opcode, uint64_t value, uint64_t operand)
 {
     switch (opcode) {
     case UCT_ATOMIC_OP_AND:
@@ -341,7 +340,7 @@ static uint64_t uct_dcx_amo_apply(uct_atomic_op_t opcode, uint64_t value,
 void uct_dcx_op_amo_cas_loop(uct_dcx_op_t *op, ucs_status_t status)
 {
     uct_dcx_iface_t *iface = op->iface;
-    uint64_t old           = *(uint64_t*)op->buf;
+    uint64_t old           = *(uint64_t *)op->buf;
     uct_dcx_dci_t *dci     = &iface->tx.dcis[op->dci];
     uct_dcx_ep_t *ep       = ucs_derived_of(op->amo.ep, uct_dcx_ep_t);
 
@@ -368,16 +367,16 @@ void uct_dcx_op_amo_cas_loop(uct_dcx_op_t *op, ucs_status_t status)
     }
 
     if ((status == UCS_OK) && (op->amo.result != NULL)) {
-        *(uint64_t*)op->amo.result = old;
+        *(uint64_t *)op->amo.result = old;
     }
     uct_dcx_op_complete(op, status);
     ucs_mpool_put_inline(op);
 }
 
-static ucs_status_t
-uct_dcx_ep_atomic64(uct_ep_h tl_ep, uct_atomic_op_t opcode, uint64_t value,
-                    uint64_t compare, uint64_t *result, uint64_t remote_addr,
-                    uct_rkey_t rkey, uct_completion_t *comp)
+static ucs_status_t uct_dcx_ep_atomic64(uct_ep_h tl_ep, uct_atomic_op_t opcode,
+                                        uint64_t value, uint64_t compare,
+                                        uint64_t *result, uint64_t remote_addr,
+                                        uct_rkey_t rkey, uct_completion_t *comp)
 {
     uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
     uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
@@ -409,9 +408,8 @@ uct_dcx_ep_atomic64(uct_ep_h tl_ep, uct_atomic_op_t opcode, uint64_t value,
     case UCT_ATOMIC_OP_XOR:
         if (iface->config.ext_atomics64) {
             /* One masked atomic instead of a compare-swap loop. */
-            return uct_dcx_ep_amo_masked(tl_ep, sizeof(uint64_t), opcode,
-                                         value, 0, result, remote_addr, rkey,
-                                         comp);
+            return uct_dcx_ep_amo_masked(tl_ep, sizeof(uint64_t), opcode, value,
+                                         0, result, remote_addr, rkey, comp);
         }
         /* First guess: the word is 0 (one round trip when it is). */
         cswap   = 1;
@@ -453,8 +451,8 @@ ucs_status_t uct_dcx_ep_atomic64_post(uct_ep_h tl_ep, uct_atomic_op_t opcode,
     if (opcode == UCT_ATOMIC_OP_SWAP) {
         return UCS_ERR_UNSUPPORTED; /* only as a fetching operation */
     }
-    return uct_dcx_ep_atomic64(tl_ep, opcode, value, 0, NULL, remote_addr,
-                               rkey, NULL);
+    return uct_dcx_ep_atomic64(tl_ep, opcode, value, 0, NULL, remote_addr, rkey,
+                               NULL);
 }
 
 ucs_status_t uct_dcx_ep_atomic64_fetch(uct_ep_h tl_ep, uct_atomic_op_t opcode,

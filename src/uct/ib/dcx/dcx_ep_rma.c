@@ -36,7 +36,7 @@ ucs_status_t uct_dcx_ep_put_short(uct_ep_h tl_ep, const void *buffer,
 
     qpx = uct_dcx_ep_wr_start(iface, ep, tx.dci, 0);
     ibv_wr_rdma_write(qpx, uct_dcx_rkey(rkey), remote_addr);
-    ibv_wr_set_inline_data(qpx, (void*)buffer, length);
+    ibv_wr_set_inline_data(qpx, (void *)buffer, length);
     return uct_dcx_ep_tx_post(iface, ep, 0, &tx);
 }
 
@@ -50,8 +50,8 @@ ssize_t uct_dcx_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     uct_dcx_ep_tx_t tx;
     size_t length;
 
-    status = uct_dcx_ep_tx_begin_bcopy(iface, ep, 0, pack_cb, arg,
-                                       "put_bcopy", &tx, &length);
+    status = uct_dcx_ep_tx_begin_bcopy(iface, ep, 0, pack_cb, arg, "put_bcopy",
+                                       &tx, &length);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
@@ -121,11 +121,10 @@ ucs_status_t uct_dcx_ep_get_bcopy(uct_ep_h tl_ep,
 
 /* Post one RDMA write or read of a gather/scatter list; the user's
  * completion waits in the DCI's ring. */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_dcx_ep_rma_post(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
-                    const struct ibv_sge *sge, size_t num_sge,
-                    uint64_t remote_addr, uct_rkey_t rkey,
-                    uct_completion_t *comp, int is_read)
+static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_rma_post(
+        uct_dcx_iface_t *iface, uct_dcx_ep_t *ep, const struct ibv_sge *sge,
+        size_t num_sge, uint64_t remote_addr, uct_rkey_t rkey,
+        uct_completion_t *comp, int is_read)
 {
     struct ibv_qp_ex *qpx;
     ucs_status_t status;
@@ -164,11 +163,10 @@ uct_dcx_ep_rma_post(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
 
 /* put_zcopy / get_zcopy other than one contiguous registered buffer:
  * several entries, strided ones, zero length, or invalid input. */
-static UCS_F_NOINLINE ucs_status_t
-uct_dcx_ep_rma_zcopy_general(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
-                             const uct_iov_t *iov, size_t iovcnt,
-                             uint64_t remote_addr, uct_rkey_t rkey,
-                             uct_completion_t *comp, int is_read)
+static UCS_F_NOINLINE ucs_status_t uct_dcx_ep_rma_zcopy_general(
+        uct_dcx_iface_t *iface, uct_dcx_ep_t *ep, const uct_iov_t *iov,
+        size_t iovcnt, uint64_t remote_addr, uct_rkey_t rkey,
+        uct_completion_t *comp, int is_read)
 {
     struct ibv_sge sge[UCT_DCX_MAX_SGE];
     size_t num_sge = 0, length, num_nonempty;
@@ -198,16 +196,15 @@ uct_dcx_ep_rma_zcopy_general(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                                      comp, is_read);
     }
 
-    status = uct_dcx_ep_iov_to_sge(iface, iov, iovcnt, sge, &num_sge,
-                                   &length);
+    status = uct_dcx_ep_iov_to_sge(iface, iov, iovcnt, sge, &num_sge, &length);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
     UCT_CHECK_LENGTH(length, 0, iface->port_attr.max_msg_sz,
                      is_read ? "get_zcopy" : "put_zcopy");
 
-    return uct_dcx_ep_rma_post(iface, ep, sge, num_sge, remote_addr, rkey,
-                               comp, is_read);
+    return uct_dcx_ep_rma_post(iface, ep, sge, num_sge, remote_addr, rkey, comp,
+                               is_read);
 }
 
 /* put_zcopy / get_zcopy: the common case, one contiguous registered
@@ -221,15 +218,15 @@ uct_dcx_ep_rma_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
     struct ibv_sge sge;
 
-    if (ucs_likely((iovcnt == 1) && (iov->count == 1) &&
-                   (iov->length > 0) && (iov->memh != UCT_MEM_HANDLE_NULL) &&
+    if (ucs_likely((iovcnt == 1) && (iov->count == 1) && (iov->length > 0) &&
+                   (iov->memh != UCT_MEM_HANDLE_NULL) &&
                    (iov->length <= iface->port_attr.max_msg_sz) &&
                    uct_dcx_rkey_is_valid(rkey))) {
         sge.addr   = (uintptr_t)iov->buffer;
         sge.length = iov->length;
         sge.lkey   = uct_dcx_memh_lkey(iov->memh);
-        return uct_dcx_ep_rma_post(iface, ep, &sge, 1, remote_addr, rkey,
-                                   comp, is_read);
+        return uct_dcx_ep_rma_post(iface, ep, &sge, 1, remote_addr, rkey, comp,
+                                   is_read);
     }
 
     return uct_dcx_ep_rma_zcopy_general(iface, ep, iov, iovcnt, remote_addr,
@@ -240,14 +237,12 @@ ucs_status_t uct_dcx_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                   size_t iovcnt, uint64_t remote_addr,
                                   uct_rkey_t rkey, uct_completion_t *comp)
 {
-    return uct_dcx_ep_rma_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, comp,
-                                0);
+    return uct_dcx_ep_rma_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, comp, 0);
 }
 
 ucs_status_t uct_dcx_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                   size_t iovcnt, uint64_t remote_addr,
                                   uct_rkey_t rkey, uct_completion_t *comp)
 {
-    return uct_dcx_ep_rma_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, comp,
-                                1);
+    return uct_dcx_ep_rma_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, comp, 1);
 }

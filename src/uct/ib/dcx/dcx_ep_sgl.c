@@ -17,18 +17,18 @@
  * element is counts[i] blocks of lengths[i] bytes, strides[i] apart on both
  * sides). Empty elements and blocks post nothing. */
 static ucs_status_t
-uct_dcx_ep_sgl_check(uct_dcx_iface_t *iface, void * const *buffers,
+uct_dcx_ep_sgl_check(uct_dcx_iface_t *iface, void *const *buffers,
                      const size_t *lengths, uct_mem_h const *memhs,
                      const uint64_t *remote_addrs, uct_rkey_t const *rkeys,
-                     const size_t *counts, const size_t *strides,
-                     size_t count, size_t *num_wrs_p)
+                     const size_t *counts, const size_t *strides, size_t count,
+                     size_t *num_wrs_p)
 {
     size_t i, blocks, num_wrs = 0;
     ucs_status_t status;
 
-    if ((count > 0) && ((buffers == NULL) || (lengths == NULL) ||
-                        (memhs == NULL) || (remote_addrs == NULL) ||
-                        (rkeys == NULL))) {
+    if ((count > 0) &&
+        ((buffers == NULL) || (lengths == NULL) || (memhs == NULL) ||
+         (remote_addrs == NULL) || (rkeys == NULL))) {
         ucs_error("dcx: put_sgl_zcopy: NULL element array");
         return UCS_ERR_INVALID_PARAM;
     }
@@ -91,13 +91,13 @@ uct_dcx_ep_sgl_signal(const uct_dcx_iface_t *iface, unsigned unsignaled,
  * spaced (same length, same registration), else a list mkey; otherwise
  * one write per element (per block with counts). */
 typedef struct {
-    size_t             first;
-    size_t             n;
-    size_t             total;
-    size_t             stride;  /* local distance between the elements
+    size_t first;
+    size_t n;
+    size_t total;
+    size_t stride; /* local distance between the elements
                                    while they are evenly spaced, else 0 */
-    int                merged;  /* one write for the whole run */
-    uct_dcx_umr_mkey_t *mkey;   /* its local side, unless contiguous */
+    int merged; /* one write for the whole run */
+    uct_dcx_umr_mkey_t *mkey; /* its local side, unless contiguous */
 } uct_dcx_sgl_run_t;
 
 /* The writes of element @a i outside a merged run: one per block, or one
@@ -134,17 +134,16 @@ uct_dcx_ep_sgl_adjacent(const size_t *lengths, const uint64_t *remote_addrs,
  * keeps the run evenly spaced (same length and registration, the same
  * distance as before, one an interleaved mkey can describe or 0 bytes of
  * gap), else 0. @a umr: whether gaps can be mapped. */
-static size_t uct_dcx_ep_sgl_even_stride(const uct_dcx_sgl_run_t *run,
-                                         void * const *buffers,
-                                         const size_t *lengths,
-                                         uct_mem_h const *memhs, int umr,
-                                         size_t i)
+static size_t
+uct_dcx_ep_sgl_even_stride(const uct_dcx_sgl_run_t *run, void *const *buffers,
+                           const size_t *lengths, uct_mem_h const *memhs,
+                           int umr, size_t i)
 {
     size_t last = run->first + run->n - 1;
     uintptr_t from, to;
 
-    if (((run->n > 1) && (run->stride == 0)) ||
-        (lengths[i] != lengths[last]) || (memhs[i] != memhs[last])) {
+    if (((run->n > 1) && (run->stride == 0)) || (lengths[i] != lengths[last]) ||
+        (memhs[i] != memhs[last])) {
         return 0;
     }
     from = (uintptr_t)buffers[last];
@@ -160,12 +159,11 @@ static size_t uct_dcx_ep_sgl_even_stride(const uct_dcx_sgl_run_t *run,
 /* Add element @a i to the run @a run if its remote range follows the run's
  * in the same registration: evenly spaced elements without a bound, others
  * up to one list mkey (@a list_max, 1 without UMR). */
-static int uct_dcx_ep_sgl_extend(const uct_dcx_iface_t *iface,
-                                 uct_dcx_sgl_run_t *run, void * const *buffers,
-                                 const size_t *lengths, uct_mem_h const *memhs,
-                                 const uint64_t *remote_addrs,
-                                 uct_rkey_t const *rkeys, unsigned list_max,
-                                 size_t i)
+static int
+uct_dcx_ep_sgl_extend(const uct_dcx_iface_t *iface, uct_dcx_sgl_run_t *run,
+                      void *const *buffers, const size_t *lengths,
+                      uct_mem_h const *memhs, const uint64_t *remote_addrs,
+                      uct_rkey_t const *rkeys, unsigned list_max, size_t i)
 {
     size_t stride;
 
@@ -211,12 +209,12 @@ static int uct_dcx_ep_sgl_has_adjacent(const size_t *lengths,
 /* Cut the call into runs (see uct_dcx_sgl_run_t): without per-element
  * counts, elements join the run before them when uct_dcx_ep_sgl_extend
  * allows; *umr_p: the UMR engine when runs may need mkeys, else NULL. */
-static size_t
-uct_dcx_ep_sgl_cut(uct_dcx_iface_t *iface, void * const *buffers,
-                   const size_t *lengths, uct_mem_h const *memhs,
-                   const uint64_t *remote_addrs, uct_rkey_t const *rkeys,
-                   const size_t *counts, size_t count,
-                   uct_dcx_sgl_run_t *runs, uct_dcx_umr_t **umr_p)
+static size_t uct_dcx_ep_sgl_cut(uct_dcx_iface_t *iface, void *const *buffers,
+                                 const size_t *lengths, uct_mem_h const *memhs,
+                                 const uint64_t *remote_addrs,
+                                 uct_rkey_t const *rkeys, const size_t *counts,
+                                 size_t count, uct_dcx_sgl_run_t *runs,
+                                 uct_dcx_umr_t **umr_p)
 {
     unsigned list_max = 1;
     size_t num_runs   = 0;
@@ -235,9 +233,8 @@ uct_dcx_ep_sgl_cut(uct_dcx_iface_t *iface, void * const *buffers,
             continue;
         }
         if ((num_runs > 0) && (counts == NULL) &&
-            uct_dcx_ep_sgl_extend(iface, &runs[num_runs - 1], buffers,
-                                  lengths, memhs, remote_addrs, rkeys,
-                                  list_max, i)) {
+            uct_dcx_ep_sgl_extend(iface, &runs[num_runs - 1], buffers, lengths,
+                                  memhs, remote_addrs, rkeys, list_max, i)) {
             continue;
         }
         run         = &runs[num_runs++];
@@ -255,7 +252,7 @@ uct_dcx_ep_sgl_cut(uct_dcx_iface_t *iface, void * const *buffers,
  * interleaved one when its elements are evenly spaced, else a list. */
 static ucs_status_t
 uct_dcx_ep_sgl_run_mkey(uct_dcx_umr_t *umr, uct_dcx_sgl_run_t *run,
-                        void * const *buffers, const size_t *lengths,
+                        void *const *buffers, const size_t *lengths,
                         uct_mem_h const *memhs)
 {
     struct ibv_sge pieces[UCT_DCX_UMR_LIST_MAX];
@@ -269,8 +266,8 @@ uct_dcx_ep_sgl_run_mkey(uct_dcx_umr_t *umr, uct_dcx_sgl_run_t *run,
         layout.stride = run->stride;
         layout.count  = run->n;
         return uct_dcx_umr_layout_fits(umr, &layout) ?
-               uct_dcx_umr_get(umr, &layout, &run->mkey) :
-               UCS_ERR_INVALID_PARAM;
+                       uct_dcx_umr_get(umr, &layout, &run->mkey) :
+                       UCS_ERR_INVALID_PARAM;
     }
 
     for (i = 0; i < run->n; ++i) {
@@ -287,7 +284,7 @@ uct_dcx_ep_sgl_run_mkey(uct_dcx_umr_t *umr, uct_dcx_sgl_run_t *run,
  * runs take. */
 static ucs_status_t
 uct_dcx_ep_sgl_runs(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
-                    void * const *buffers, const size_t *lengths,
+                    void *const *buffers, const size_t *lengths,
                     uct_mem_h const *memhs, const uint64_t *remote_addrs,
                     uct_rkey_t const *rkeys, const size_t *counts,
                     const size_t *strides, size_t count,
@@ -300,9 +297,8 @@ uct_dcx_ep_sgl_runs(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     ucs_status_t status;
     uct_dcx_umr_t *umr;
 
-    num_runs = uct_dcx_ep_sgl_cut(iface, buffers, lengths, memhs,
-                                  remote_addrs, rkeys, counts, count, runs,
-                                  &umr);
+    num_runs = uct_dcx_ep_sgl_cut(iface, buffers, lengths, memhs, remote_addrs,
+                                  rkeys, counts, count, runs, &umr);
     for (r = 0; r < num_runs; ++r) {
         run = &runs[r];
         if (run->n < 2) {
@@ -321,7 +317,7 @@ uct_dcx_ep_sgl_runs(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
             /* the device refused the layout: one by one */
             run->mkey   = NULL;
             run->merged = 0;
-            num_wrs    += run->n;
+            num_wrs += run->n;
             continue;
         }
         if (status != UCS_OK) {
@@ -337,9 +333,9 @@ uct_dcx_ep_sgl_runs(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         ++num_wrs;
     }
 
-    ep->flags   &= ~UCT_DCX_EP_FLAG_WAIT_UMR;
-    *num_runs_p  = num_runs;
-    *num_wrs_p   = num_wrs;
+    ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_UMR;
+    *num_runs_p = num_runs;
+    *num_wrs_p  = num_wrs;
     return UCS_OK;
 }
 
@@ -362,16 +358,15 @@ static void uct_dcx_ep_sgl_release(uct_dcx_iface_t *iface,
 
 /* Post the runs' writes as one batch (num_wrs work requests); run_sn[r]:
  * the sequence number of run r's last write. */
-static void uct_dcx_ep_sgl_post(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
-                                uct_dcx_dci_t *dci, const uct_dcx_peer_t *peer,
-                                void * const *buffers, const size_t *lengths,
-                                uct_mem_h const *memhs,
-                                const uint64_t *remote_addrs,
-                                uct_rkey_t const *rkeys, const size_t *counts,
-                                const size_t *strides,
-                                const uct_dcx_sgl_run_t *runs, size_t num_runs,
-                                size_t num_wrs, int need_completion,
-                                uint64_t *run_sn)
+static void
+uct_dcx_ep_sgl_post(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                    uct_dcx_dci_t *dci, const uct_dcx_peer_t *peer,
+                    void *const *buffers, const size_t *lengths,
+                    uct_mem_h const *memhs, const uint64_t *remote_addrs,
+                    uct_rkey_t const *rkeys, const size_t *counts,
+                    const size_t *strides, const uct_dcx_sgl_run_t *runs,
+                    size_t num_runs, size_t num_wrs, int need_completion,
+                    uint64_t *run_sn)
 {
     struct ibv_qp_ex *qpx = dci->qpx;
     unsigned unsignaled   = dci->unsignaled;
@@ -381,20 +376,20 @@ static void uct_dcx_ep_sgl_post(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     for (r = 0; r < num_runs; ++r) {
         for (i = runs[r].first; i < runs[r].first + runs[r].n; ++i) {
             blocks = runs[r].merged ? 1 :
-                     uct_dcx_ep_sgl_blocks(iface, lengths, counts, strides,
-                                           i);
+                                      uct_dcx_ep_sgl_blocks(iface, lengths,
+                                                            counts, strides, i);
             stride = (strides == NULL) ? 0 : strides[i];
             length = ((blocks == 1) && (counts != NULL)) ?
-                     counts[i] * lengths[i] : lengths[i];
+                             counts[i] * lengths[i] :
+                             lengths[i];
             for (b = 0; b < blocks; ++b, ++wr) {
-                signal        = uct_dcx_ep_sgl_signal(iface, unsignaled, wr,
-                                                      num_wrs,
-                                                      need_completion);
+                signal = uct_dcx_ep_sgl_signal(iface, unsignaled, wr, num_wrs,
+                                               need_completion);
                 unsignaled    = signal ? 0 : unsignaled + 1;
                 qpx->wr_id    = UCT_DCX_WR_ID(ep->dci, dci->posted + wr + 1);
                 qpx->wr_flags = (signal ? IBV_SEND_SIGNALED : 0) |
-                                (((wr == 0) && dci->fence) ?
-                                 IBV_SEND_FENCE : 0);
+                                (((wr == 0) && dci->fence) ? IBV_SEND_FENCE :
+                                                             0);
                 ibv_wr_rdma_write(qpx, uct_dcx_rkey(rkeys[i]),
                                   remote_addrs[i] + (b * stride));
                 if (runs[r].mkey != NULL) {
@@ -423,11 +418,10 @@ static void uct_dcx_ep_sgl_post(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
 /* An operation per list mkey (released when its write completes), and one
  * for the user's completion after the last write; op->sn: its run, until
  * it has its sequence number. */
-static ucs_status_t
-uct_dcx_ep_sgl_ops(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
-                   const uct_dcx_sgl_run_t *runs, size_t num_runs,
-                   uct_completion_t *comp, uct_dcx_op_t **ops,
-                   size_t *num_ops_p)
+static ucs_status_t uct_dcx_ep_sgl_ops(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                                       const uct_dcx_sgl_run_t *runs,
+                                       size_t num_runs, uct_completion_t *comp,
+                                       uct_dcx_op_t **ops, size_t *num_ops_p)
 {
     size_t r, num_ops = 0;
     uct_dcx_op_t *op;
@@ -472,8 +466,7 @@ static void uct_dcx_ep_sgl_posted(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
                                                        num_ops > 0));
     }
     for (r = 0; r < num_ops; ++r) {
-        ops[r]->sn = (ops[r]->comp != NULL) ? dci->posted :
-                     run_sn[ops[r]->sn];
+        ops[r]->sn = (ops[r]->comp != NULL) ? dci->posted : run_sn[ops[r]->sn];
         ucs_queue_push(&dci->outstanding, &ops[r]->queue);
         if (ops[r]->umr.mkey != NULL) {
             ++iface->umr.zcopy_ops;
@@ -486,14 +479,12 @@ static void uct_dcx_ep_sgl_posted(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
  * in one registration become one write from a list mkey. Only the last
  * write asks for a completion, when an operation waits for it (and every
  * moderation-th on the way). */
-ucs_status_t uct_dcx_ep_put_sgl_zcopy(uct_ep_h tl_ep, void * const *buffers,
-                                      const size_t *lengths,
-                                      uct_mem_h const *memhs,
-                                      const uint64_t *remote_addrs,
-                                      uct_rkey_t const *rkeys,
-                                      const size_t *counts,
-                                      const size_t *strides, size_t count,
-                                      uct_completion_t *comp)
+ucs_status_t
+uct_dcx_ep_put_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers,
+                         const size_t *lengths, uct_mem_h const *memhs,
+                         const uint64_t *remote_addrs, uct_rkey_t const *rkeys,
+                         const size_t *counts, const size_t *strides,
+                         size_t count, uct_completion_t *comp)
 {
     uct_dcx_iface_t *iface = ucs_derived_of(tl_ep->iface, uct_dcx_iface_t);
     uct_dcx_ep_t *ep       = ucs_derived_of(tl_ep, uct_dcx_ep_t);
@@ -506,9 +497,8 @@ ucs_status_t uct_dcx_ep_put_sgl_zcopy(uct_ep_h tl_ep, void * const *buffers,
     uct_dcx_ep_tx_t tx;
     int ret;
 
-    status = uct_dcx_ep_sgl_check(iface, buffers, lengths, memhs,
-                                  remote_addrs, rkeys, counts, strides, count,
-                                  &num_wrs);
+    status = uct_dcx_ep_sgl_check(iface, buffers, lengths, memhs, remote_addrs,
+                                  rkeys, counts, strides, count, &num_wrs);
     if (status != UCS_OK) {
         return status;
     }
@@ -550,7 +540,8 @@ ucs_status_t uct_dcx_ep_put_sgl_zcopy(uct_ep_h tl_ep, void * const *buffers,
     ret = ibv_wr_complete(tx.dci->qpx);
     if (ucs_unlikely(ret != 0)) {
         ucs_error("dcx: dci 0x%x: posting %zu scatter-gather writes failed: "
-                  "%s", tx.dci->qp->qp_num, num_wrs, strerror(ret));
+                  "%s",
+                  tx.dci->qp->qp_num, num_wrs, strerror(ret));
         uct_dcx_ep_tx_abort(iface, ep);
         status = UCS_ERR_IO_ERROR;
         goto err_release;
@@ -558,8 +549,8 @@ ucs_status_t uct_dcx_ep_put_sgl_zcopy(uct_ep_h tl_ep, void * const *buffers,
 
     uct_dcx_ep_sgl_posted(iface, tx.dci, ops, num_ops, num_wrs, run_sn);
     ucs_trace_data("dcx: ep %p: posted %zu writes for %zu scatter-gather "
-                   "elements up to %" PRIu64 " on dci 0x%x to dct 0x%x", ep,
-                   num_wrs, count, (uint64_t)tx.dci->posted,
+                   "elements up to %" PRIu64 " on dci 0x%x to dct 0x%x",
+                   ep, num_wrs, count, (uint64_t)tx.dci->posted,
                    tx.dci->qp->qp_num, peer->dctn);
     return UCS_INPROGRESS;
 

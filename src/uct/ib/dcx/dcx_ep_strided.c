@@ -95,12 +95,11 @@ uct_dcx_ep_am_strided_sge(uct_dcx_op_t *op, const void *header,
 
 /* A strided payload: packed after the header when small or without UMR,
  * otherwise gathered by the device through a layout's mkey. */
-ucs_status_t uct_dcx_ep_am_zcopy_strided(uct_dcx_iface_t *iface,
-                                         uct_dcx_ep_t *ep, uint8_t id,
-                                         const void *header,
-                                         unsigned header_length,
-                                         const uct_iov_t *iov,
-                                         uct_completion_t *comp)
+ucs_status_t
+uct_dcx_ep_am_zcopy_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
+                            uint8_t id, const void *header,
+                            unsigned header_length, const uct_iov_t *iov,
+                            uct_completion_t *comp)
 {
     size_t total = (size_t)iov->length * iov->count;
     struct ibv_sge sge[2], *first;
@@ -116,8 +115,7 @@ ucs_status_t uct_dcx_ep_am_zcopy_strided(uct_dcx_iface_t *iface,
                   "no memory handle");
         return UCS_ERR_INVALID_PARAM;
     }
-    UCT_CHECK_LENGTH(header_length + total, 0, iface->tx.seg_size,
-                     "am_zcopy");
+    UCT_CHECK_LENGTH(header_length + total, 0, iface->tx.seg_size, "am_zcopy");
 
     /* A credit before an mkey: the prologue below takes none again. */
     status = uct_dcx_ep_fc_check(iface, ep);
@@ -131,16 +129,18 @@ ucs_status_t uct_dcx_ep_am_zcopy_strided(uct_dcx_iface_t *iface,
     }
 
     status = uct_dcx_ep_tx_begin(iface, ep, 0, &iface->tx.mp,
-                                 (mkey != NULL) ? uct_dcx_op_umr_release :
-                                 ((comp == NULL) ? uct_dcx_op_release :
-                                                   uct_dcx_op_comp_release),
+                                 (mkey != NULL) ?
+                                         uct_dcx_op_umr_release :
+                                         ((comp == NULL) ?
+                                                  uct_dcx_op_release :
+                                                  uct_dcx_op_comp_release),
                                  comp, &tx);
     if (ucs_unlikely(status != UCS_OK)) {
         goto err_put_mkey;
     }
 
-    first = uct_dcx_ep_am_strided_sge(tx.op, header, header_length, iov,
-                                      total, mkey, sge, &num_sge);
+    first = uct_dcx_ep_am_strided_sge(tx.op, header, header_length, iov, total,
+                                      mkey, sge, &num_sge);
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, header,
                        header_length, "TX: AM_ZCOPY strided");
 
@@ -208,8 +208,9 @@ uct_dcx_ep_rma_strided_copy(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
 
     status = uct_dcx_ep_tx_begin(iface, ep, 0, &iface->tx.mp,
                                  is_read ? uct_dcx_op_strided_get :
-                                 ((comp == NULL) ? uct_dcx_op_release :
-                                                   uct_dcx_op_comp_release),
+                                           ((comp == NULL) ?
+                                                    uct_dcx_op_release :
+                                                    uct_dcx_op_comp_release),
                                  comp, &tx);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
@@ -262,7 +263,8 @@ static ucs_status_t uct_dcx_ep_iov_pieces(const uct_iov_t *iov, size_t iovcnt,
         if ((iov[i].count > 1) && (iov[i].stride != iov[i].length)) {
             if (iov[i].stride < iov[i].length) {
                 ucs_error("dcx: iov entry %zu: stride %zu is below the block "
-                          "length %zu", i, iov[i].stride, iov[i].length);
+                          "length %zu",
+                          i, iov[i].stride, iov[i].length);
                 return UCS_ERR_INVALID_PARAM;
             }
             for (j = 0; j < iov[i].count; ++j) {
@@ -293,11 +295,11 @@ static ucs_status_t uct_dcx_ep_iov_pieces(const uct_iov_t *iov, size_t iovcnt,
 
 /* Post an RDMA read or write whose local side is an mkey's zero-based
  * layout; the operation holds a reference until it completes. */
-static ucs_status_t
-uct_dcx_ep_rma_mkey(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
-                    uct_dcx_umr_t *umr, uct_dcx_umr_mkey_t *mkey, size_t total,
-                    uint64_t remote_addr, uct_rkey_t rkey,
-                    uct_completion_t *comp, int is_read)
+static ucs_status_t uct_dcx_ep_rma_mkey(uct_dcx_iface_t *iface,
+                                        uct_dcx_ep_t *ep, uct_dcx_umr_t *umr,
+                                        uct_dcx_umr_mkey_t *mkey, size_t total,
+                                        uint64_t remote_addr, uct_rkey_t rkey,
+                                        uct_completion_t *comp, int is_read)
 {
     struct ibv_qp_ex *qpx;
     ucs_status_t status;
@@ -317,7 +319,7 @@ uct_dcx_ep_rma_mkey(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     }
     ibv_wr_set_sge(qpx, mkey->mkey->lkey, 0, total);
     tx.op->umr.mkey = mkey; /* held until the write completes */
-    status = uct_dcx_ep_tx_post(iface, ep, 0, &tx);
+    status          = uct_dcx_ep_tx_post(iface, ep, 0, &tx);
     if (ucs_unlikely(status != UCS_OK)) {
         goto err_put_mkey;
     }
@@ -347,11 +349,12 @@ ucs_status_t uct_dcx_ep_rma_pieces(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         return ep->status;
     }
 
-    status = (iface->umr.enable == UCS_NO) ? UCS_ERR_UNSUPPORTED :
-             uct_dcx_iface_umr_engine(iface, &umr);
+    status = (iface->umr.enable == UCS_NO) ?
+                     UCS_ERR_UNSUPPORTED :
+                     uct_dcx_iface_umr_engine(iface, &umr);
     if (status == UCS_OK) {
-        status = uct_dcx_ep_iov_pieces(iov, iovcnt, pieces, umr->list_max,
-                                       &n, &total);
+        status = uct_dcx_ep_iov_pieces(iov, iovcnt, pieces, umr->list_max, &n,
+                                       &total);
         if (status == UCS_ERR_INVALID_PARAM) {
             return status;
         }
@@ -371,8 +374,8 @@ ucs_status_t uct_dcx_ep_rma_pieces(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         return uct_dcx_ep_umr_wait(iface, ep, status);
     }
     ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_UMR;
-    return uct_dcx_ep_rma_mkey(iface, ep, umr, mkey, total, remote_addr,
-                               rkey, comp, is_read);
+    return uct_dcx_ep_rma_mkey(iface, ep, umr, mkey, total, remote_addr, rkey,
+                               comp, is_read);
 }
 
 /* A strided entry moves zero-copy through an indirect mkey that maps its
@@ -382,7 +385,7 @@ ucs_status_t uct_dcx_ep_rma_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                                     uct_rkey_t rkey, uct_completion_t *comp,
                                     int is_read)
 {
-    size_t total = (size_t)iov->length * iov->count;
+    size_t total       = (size_t)iov->length * iov->count;
     uct_dcx_umr_t *umr = NULL;
     uct_dcx_umr_layout_t layout;
     uct_dcx_umr_mkey_t *mkey;
@@ -390,7 +393,8 @@ ucs_status_t uct_dcx_ep_rma_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
 
     if (iov->stride < iov->length) {
         ucs_error("dcx: strided iov: stride %zu is below the block length "
-                  "%zu", iov->stride, iov->length);
+                  "%zu",
+                  iov->stride, iov->length);
         return UCS_ERR_INVALID_PARAM;
     }
     if (iov->memh == UCT_MEM_HANDLE_NULL) {
@@ -409,8 +413,9 @@ ucs_status_t uct_dcx_ep_rma_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                                            comp, is_read);
     }
 
-    status = (iface->umr.enable == UCS_NO) ? UCS_ERR_UNSUPPORTED :
-             uct_dcx_iface_umr_engine(iface, &umr);
+    status = (iface->umr.enable == UCS_NO) ?
+                     UCS_ERR_UNSUPPORTED :
+                     uct_dcx_iface_umr_engine(iface, &umr);
     uct_dcx_ep_iov_layout(iov, &layout);
     if ((status == UCS_OK) && !uct_dcx_umr_layout_fits(umr, &layout)) {
         if (iov->count <= umr->list_max) {
@@ -419,7 +424,8 @@ ucs_status_t uct_dcx_ep_rma_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                                          comp, is_read);
         }
         ucs_debug("dcx: strided layout %zu x %zu @ %zu does not fit one "
-                  "UMR", iov->length, (size_t)iov->count, iov->stride);
+                  "UMR",
+                  iov->length, (size_t)iov->count, iov->stride);
         status = UCS_ERR_UNSUPPORTED;
     }
     if (status != UCS_OK) {

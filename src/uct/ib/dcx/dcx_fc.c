@@ -40,8 +40,8 @@ void uct_dcx_ep_fc_wait_remove(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 
 /* Post a credit request on the endpoint's DCI, in order after the messages
  * it covers. */
-static ucs_status_t uct_dcx_ep_fc_post_request(uct_dcx_iface_t *iface,
-                                               uct_dcx_ep_t *ep)
+static ucs_status_t
+uct_dcx_ep_fc_post_request(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
     uct_dcx_fc_request_t req;
     struct ibv_data_buf bufs[2];
@@ -94,14 +94,13 @@ void uct_dcx_ep_fc_request(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
     }
 
     deadline = now + ((status == UCS_OK) ? iface->fc.timeout : 0);
-    it       = kh_put(uct_dcx_fc_wait, &iface->fc.waiting, (uintptr_t)ep,
-                      &ret);
+    it       = kh_put(uct_dcx_fc_wait, &iface->fc.waiting, (uintptr_t)ep, &ret);
     if (ret == UCS_KH_PUT_FAILED) {
         ucs_error("dcx: ep %p: cannot track a credit request", ep);
         return;
     }
     kh_value(&iface->fc.waiting, it) = deadline;
-    ep->flags                       |= UCT_DCX_EP_FLAG_FC_WAIT;
+    ep->flags |= UCT_DCX_EP_FLAG_FC_WAIT;
     if ((kh_size(&iface->fc.waiting) == 1) ||
         (deadline < iface->fc.next_check)) {
         iface->fc.next_check = deadline;
@@ -132,12 +131,12 @@ uct_dcx_iface_fc_post_grant(uct_dcx_iface_t *iface,
     dci->qpx->wr_id    = UCT_DCX_WR_ID(index, dci->posted + 1);
     dci->qpx->wr_flags = IBV_SEND_SIGNALED;
     ibv_wr_send_imm(dci->qpx, htobe32(UCT_DCX_IMM_FC_GRANT));
-    ibv_wr_set_inline_data(dci->qpx, (void*)&pg->grant, sizeof(pg->grant));
+    ibv_wr_set_inline_data(dci->qpx, (void *)&pg->grant, sizeof(pg->grant));
     mlx5dv_wr_set_dc_addr(dci->mqpx, pg->ah, pg->dctn, pg->dc_key);
     ret = ibv_wr_complete(dci->qpx);
     if (ret != 0) {
-        ucs_error("dcx: dci 0x%x: posting a grant failed: %s",
-                  dci->qp->qp_num, strerror(ret));
+        ucs_error("dcx: dci 0x%x: posting a grant failed: %s", dci->qp->qp_num,
+                  strerror(ret));
         iface->tx.dci_policy->grant_abort(iface, index);
         return UCS_ERR_IO_ERROR;
     }
@@ -174,9 +173,9 @@ static void uct_dcx_iface_fc_grant_request(uct_dcx_iface_t *iface,
         return; /* the sender asks again */
     }
 
-    pg.dc_key        = req.dc_key;
-    pg.dctn          = req.dctn[0] | ((uint32_t)req.dctn[1] << 8) |
-                       ((uint32_t)req.dctn[2] << 16);
+    pg.dc_key = req.dc_key;
+    pg.dctn   = req.dctn[0] | ((uint32_t)req.dctn[1] << 8) |
+              ((uint32_t)req.dctn[2] << 16);
     pg.grant.ep_id   = req.ep_id;
     pg.grant.credits = req.credits;
     pg.grant.sn      = req.sn;
@@ -216,14 +215,14 @@ static int uct_dcx_iface_fc_apply_grant(uct_dcx_iface_t *iface,
     if (it == kh_end(&iface->fc.waiting)) {
         return 0;
     }
-    ep = (uct_dcx_ep_t*)(uintptr_t)grant.ep_id;
+    ep = (uct_dcx_ep_t *)(uintptr_t)grant.ep_id;
     if (grant.sn != ep->fc_sn) {
         return 0; /* a late grant of a request asked again */
     }
 
     kh_del(uct_dcx_fc_wait, &iface->fc.waiting, it);
-    ep->flags  &= ~UCT_DCX_EP_FLAG_FC_WAIT;
-    ep->fc_wnd  = ucs_min(ep->fc_wnd + grant.credits, iface->fc.wnd_size);
+    ep->flags &= ~UCT_DCX_EP_FLAG_FC_WAIT;
+    ep->fc_wnd = ucs_min(ep->fc_wnd + grant.credits, iface->fc.wnd_size);
     if (ep->fc_wnd <= iface->fc.req_thresh) {
         /* Many were sent after the request: ask again at once. */
         uct_dcx_ep_fc_request(iface, ep);
@@ -232,7 +231,7 @@ static int uct_dcx_iface_fc_apply_grant(uct_dcx_iface_t *iface,
 }
 
 int uct_dcx_iface_fc_recv(uct_dcx_iface_t *iface, uint32_t imm,
-                                 const void *data, size_t length)
+                          const void *data, size_t length)
 {
     switch (imm) {
     case UCT_DCX_IMM_FC_REQUEST:
@@ -281,11 +280,12 @@ void uct_dcx_iface_fc_progress(uct_dcx_iface_t *iface)
     next = now + iface->fc.timeout;
     kh_foreach(&iface->fc.waiting, ep_id, deadline, {
         if ((deadline <= now) && (num_due < UCT_DCX_FC_TIMER_BATCH)) {
-            due[num_due++] = (uct_dcx_ep_t*)(uintptr_t)ep_id;
+            due[num_due++] = (uct_dcx_ep_t *)(uintptr_t)ep_id;
         } else if (deadline < next) {
             next = deadline;
         }
-    });
+    })
+        ;
     iface->fc.next_check = (num_due == UCT_DCX_FC_TIMER_BATCH) ? now : next;
 
     for (i = 0; i < num_due; ++i) {

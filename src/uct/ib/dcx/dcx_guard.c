@@ -58,13 +58,16 @@ void uct_dcx_abi_running(uct_dcx_abi_t *abi)
 static void uct_dcx_abi_str(const uct_dcx_abi_t *abi, char *buf, size_t max)
 {
     if (abi->version_known) {
-        snprintf(buf, max, "UCX %u.%u.%u (uct_base_iface_t %zu B, "
-                 "uct_base_ep_t %zu B)", abi->major, abi->minor, abi->release,
-                 abi->base_iface_size, abi->base_ep_size);
-    } else {
-        snprintf(buf, max, "an unknown UCX version (uct_base_iface_t %zu B, "
-                 "uct_base_ep_t %zu B)", abi->base_iface_size,
+        snprintf(buf, max,
+                 "UCX %u.%u.%u (uct_base_iface_t %zu B, "
+                 "uct_base_ep_t %zu B)",
+                 abi->major, abi->minor, abi->release, abi->base_iface_size,
                  abi->base_ep_size);
+    } else {
+        snprintf(buf, max,
+                 "an unknown UCX version (uct_base_iface_t %zu B, "
+                 "uct_base_ep_t %zu B)",
+                 abi->base_iface_size, abi->base_ep_size);
     }
 }
 
@@ -76,16 +79,17 @@ int uct_dcx_abi_compatible(const uct_dcx_abi_t *built,
 
     if ((built->base_iface_size == running->base_iface_size) &&
         (built->base_ep_size == running->base_ep_size) &&
-        (!running->version_known ||
-         ((built->major == running->major) &&
-          (built->minor == running->minor) &&
-          (built->release == running->release)))) {
+        (!running->version_known || ((built->major == running->major) &&
+                                     (built->minor == running->minor) &&
+                                     (built->release == running->release)))) {
         return 1;
     }
 
     uct_dcx_abi_str(built, built_str, sizeof(built_str));
     uct_dcx_abi_str(running, running_str, sizeof(running_str));
-    snprintf(reason, max, "dcx was built for %s but this process runs %s; "
-             "rebuild dcx against the running UCX", built_str, running_str);
+    snprintf(reason, max,
+             "dcx was built for %s but this process runs %s; "
+             "rebuild dcx against the running UCX",
+             built_str, running_str);
     return 0;
 }

@@ -16,9 +16,9 @@ extern "C" {
 #endif
 
 typedef struct uct_dcx_abi {
-    size_t   base_iface_size; /* uct_base_iface_t_class.size */
-    size_t   base_ep_size;    /* uct_base_ep_t_class.size */
-    int      version_known;   /* the fields below are valid */
+    size_t base_iface_size; /* uct_base_iface_t_class.size */
+    size_t base_ep_size; /* uct_base_ep_t_class.size */
+    int version_known; /* the fields below are valid */
     unsigned major;
     unsigned minor;
     unsigned release;

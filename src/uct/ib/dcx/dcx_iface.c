@@ -60,32 +60,32 @@ static void uct_dcx_iface_query_atomics(const uct_dcx_iface_t *iface,
      * loops on the device. A device without atomics offers none, so UCP
      * emulates them. */
     if (iface->config.atomics) {
-        attr->cap.flags              |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
-        attr->cap.atomic64.op_flags   = UCS_BIT(UCT_ATOMIC_OP_ADD) |
-                                        UCS_BIT(UCT_ATOMIC_OP_AND) |
-                                        UCS_BIT(UCT_ATOMIC_OP_OR)  |
-                                        UCS_BIT(UCT_ATOMIC_OP_XOR);
-        attr->cap.atomic64.fop_flags  = attr->cap.atomic64.op_flags |
-                                        UCS_BIT(UCT_ATOMIC_OP_SWAP) |
-                                        UCS_BIT(UCT_ATOMIC_OP_CSWAP);
+        attr->cap.flags |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
+        attr->cap.atomic64.op_flags = UCS_BIT(UCT_ATOMIC_OP_ADD) |
+                                      UCS_BIT(UCT_ATOMIC_OP_AND) |
+                                      UCS_BIT(UCT_ATOMIC_OP_OR) |
+                                      UCS_BIT(UCT_ATOMIC_OP_XOR);
+        attr->cap.atomic64.fop_flags = attr->cap.atomic64.op_flags |
+                                       UCS_BIT(UCT_ATOMIC_OP_SWAP) |
+                                       UCS_BIT(UCT_ATOMIC_OP_CSWAP);
     }
 
     /* 32-bit atomics: masked (extended) atomics in raw WQEs, only where the
      * device's atomic capabilities list them for DC. */
     if (iface->config.ext_atomics32) {
-        attr->cap.flags              |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
-        attr->cap.atomic32.op_flags   = UCS_BIT(UCT_ATOMIC_OP_ADD) |
-                                        UCS_BIT(UCT_ATOMIC_OP_AND) |
-                                        UCS_BIT(UCT_ATOMIC_OP_OR)  |
-                                        UCS_BIT(UCT_ATOMIC_OP_XOR);
-        attr->cap.atomic32.fop_flags  = attr->cap.atomic32.op_flags |
-                                        UCS_BIT(UCT_ATOMIC_OP_SWAP) |
-                                        UCS_BIT(UCT_ATOMIC_OP_CSWAP);
+        attr->cap.flags |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
+        attr->cap.atomic32.op_flags = UCS_BIT(UCT_ATOMIC_OP_ADD) |
+                                      UCS_BIT(UCT_ATOMIC_OP_AND) |
+                                      UCS_BIT(UCT_ATOMIC_OP_OR) |
+                                      UCS_BIT(UCT_ATOMIC_OP_XOR);
+        attr->cap.atomic32.fop_flags = attr->cap.atomic32.op_flags |
+                                       UCS_BIT(UCT_ATOMIC_OP_SWAP) |
+                                       UCS_BIT(UCT_ATOMIC_OP_CSWAP);
     }
 }
 
-static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
-                                        uct_iface_attr_t *attr)
+static ucs_status_t
+uct_dcx_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
 {
     uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
     size_t max_msg         = iface->port_attr.max_msg_sz;
@@ -96,12 +96,11 @@ static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
     attr->iface_addr_len  = sizeof(uct_dcx_iface_addr_t);
     attr->device_addr_len = sizeof(uct_dcx_dev_addr_t) +
                             (iface->is_global ? sizeof(union ibv_gid) : 0);
-    attr->ep_addr_len     = 0;
-    attr->max_conn_priv   = 0;
+    attr->ep_addr_len   = 0;
+    attr->max_conn_priv = 0;
 
     attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
-                            UCT_IFACE_FLAG_EVENT_RECV |
-                            UCT_IFACE_FLAG_EVENT_FD;
+                            UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD;
 
     attr->cap.flags = 0;
     if (!uct_dcx_iface_dci_shared(iface)) {
@@ -113,11 +112,11 @@ static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
     }
 
     attr->cap.flags |= UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
-                      UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PUT_SHORT |
-                      UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
-                      UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
-                      UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
-                      UCT_IFACE_FLAG_CONNECT_TO_IFACE;
+                       UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PUT_SHORT |
+                       UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
+                       UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
+                       UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
+                       UCT_IFACE_FLAG_CONNECT_TO_IFACE;
 
     uct_dcx_iface_query_atomics(iface, attr);
 
@@ -137,14 +136,14 @@ static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
     attr->cap.get.max_iov         = iface->umr.max_iov;
 
     /* Active messages carry their id in the immediate data. */
-    attr->cap.am.max_short        = iface->tx.max_inline;
-    attr->cap.am.max_bcopy        = iface->tx.seg_size;
-    attr->cap.am.min_zcopy        = 0;
-    attr->cap.am.max_zcopy        = iface->tx.seg_size;
-    attr->cap.am.opt_zcopy_align  = UCS_SYS_PCI_MAX_PAYLOAD;
-    attr->cap.am.align_mtu        = attr->cap.put.align_mtu;
-    attr->cap.am.max_hdr          = iface->tx.seg_size / 2;
-    attr->cap.am.max_iov          = iface->tx.max_sge - 1;
+    attr->cap.am.max_short       = iface->tx.max_inline;
+    attr->cap.am.max_bcopy       = iface->tx.seg_size;
+    attr->cap.am.min_zcopy       = 0;
+    attr->cap.am.max_zcopy       = iface->tx.seg_size;
+    attr->cap.am.opt_zcopy_align = UCS_SYS_PCI_MAX_PAYLOAD;
+    attr->cap.am.align_mtu       = attr->cap.put.align_mtu;
+    attr->cap.am.max_hdr         = iface->tx.seg_size / 2;
+    attr->cap.am.max_iov         = iface->tx.max_sge - 1;
 
     uct_dcx_iface_perf_get(tl_iface, UCT_DCX_PERF_OP_ANY, &perf);
     attr->latency             = ucs_linear_func_make(perf.latency, 0);
@@ -160,15 +159,24 @@ static ucs_status_t uct_dcx_iface_query(uct_iface_h tl_iface,
 static double uct_dcx_iface_lane_gbps(uint8_t active_speed)
 {
     switch (active_speed) {
-    case 1:   return 2.0;    /* SDR */
-    case 2:   return 4.0;    /* DDR */
-    case 4:   return 8.0;    /* QDR */
-    case 8:   return 10.0;   /* FDR10 */
-    case 16:  return 13.64;  /* FDR */
-    case 32:  return 25.0;   /* EDR */
-    case 64:  return 50.0;   /* HDR */
-    case 128: return 100.0;  /* NDR */
-    default:  return 2.0;    /* unknown: the slowest */
+    case 1:
+        return 2.0; /* SDR */
+    case 2:
+        return 4.0; /* DDR */
+    case 4:
+        return 8.0; /* QDR */
+    case 8:
+        return 10.0; /* FDR10 */
+    case 16:
+        return 13.64; /* FDR */
+    case 32:
+        return 25.0; /* EDR */
+    case 64:
+        return 50.0; /* HDR */
+    case 128:
+        return 100.0; /* NDR */
+    default:
+        return 2.0; /* unknown: the slowest */
     }
 }
 
@@ -176,12 +184,18 @@ static double uct_dcx_iface_lane_gbps(uint8_t active_speed)
 static unsigned uct_dcx_iface_lanes(uint8_t active_width)
 {
     switch (active_width) {
-    case 1:  return 1;
-    case 2:  return 4;
-    case 4:  return 8;
-    case 8:  return 12;
-    case 16: return 2;
-    default: return 1;
+    case 1:
+        return 1;
+    case 2:
+        return 4;
+    case 4:
+        return 8;
+    case 8:
+        return 12;
+    case 16:
+        return 2;
+    default:
+        return 1;
     }
 }
 
@@ -194,8 +208,7 @@ void uct_dcx_iface_perf_get(uct_iface_h tl_iface, uct_dcx_perf_op_t op,
     double mtu  = 128u << iface->config.path_mtu;
     double hdrs = (iface->is_global ? 40 + 8 : 8) + 12 + 16 + 4 + 2;
     double wire = uct_dcx_iface_lane_gbps(iface->port_attr.active_speed) *
-                  uct_dcx_iface_lanes(iface->port_attr.active_width) *
-                  1e9 / 8;
+                  uct_dcx_iface_lanes(iface->port_attr.active_width) * 1e9 / 8;
 
     /* Estimates for mlx5, as UCX models its IB transports: writing a WQE
      * and ringing the doorbell cost the CPU ~40 ns each; retiring a CQE
@@ -210,10 +223,10 @@ void uct_dcx_iface_perf_get(uct_iface_h tl_iface, uct_dcx_perf_op_t op,
     switch (op) {
     case UCT_DCX_PERF_OP_ZCOPY:
         perf->send_post_overhead += 50e-9;
-        perf->latency            += 350e-9;
+        perf->latency += 350e-9;
         break;
     case UCT_DCX_PERF_OP_BCOPY:
-        perf->latency            += 350e-9;
+        perf->latency += 350e-9;
         break;
     default:
         break;
@@ -221,7 +234,8 @@ void uct_dcx_iface_perf_get(uct_iface_h tl_iface, uct_dcx_perf_op_t op,
     /* Under dcs and dcs_quota an endpoint with work in flight holds a DCI;
      * under rand any number share them. */
     perf->max_inflight_eps = uct_dcx_iface_dci_shared(iface) ?
-                             SIZE_MAX : iface->tx.num_dci;
+                                     SIZE_MAX :
+                                     iface->tx.num_dci;
 }
 
 /* Whether a handle passed to the public API (include/uct/ib/dcx/dcx.h) is a
@@ -241,8 +255,8 @@ size_t uct_dcx_iface_put_sgl_max(uct_iface_h tl_iface)
 }
 
 /* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */
-ucs_status_t uct_dcx_iface_query_tx(uct_iface_h tl_iface,
-                                    uct_dcx_tx_counters_t *counters)
+ucs_status_t
+uct_dcx_iface_query_tx(uct_iface_h tl_iface, uct_dcx_tx_counters_t *counters)
 {
     if (!uct_dcx_iface_is_dcx(tl_iface) || (counters == NULL)) {
         return UCS_ERR_INVALID_PARAM;
@@ -259,7 +273,7 @@ unsigned uct_dcx_iface_progress(uct_iface_h tl_iface)
     uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
     unsigned count;
 
-    count  = uct_dcx_iface_poll_rx(iface);
+    count = uct_dcx_iface_poll_rx(iface);
     count += uct_dcx_iface_poll_tx(iface);
     if (ucs_unlikely(iface->umr.engine != NULL)) {
         count += uct_dcx_iface_umr_progress(iface);
@@ -271,8 +285,7 @@ unsigned uct_dcx_iface_progress(uct_iface_h tl_iface)
     return count;
 }
 
-static ucs_status_t uct_dcx_iface_event_fd_get(uct_iface_h tl_iface,
-                                               int *fd_p)
+static ucs_status_t uct_dcx_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
 {
     uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
 
@@ -283,8 +296,8 @@ static ucs_status_t uct_dcx_iface_event_fd_get(uct_iface_h tl_iface,
 /* Arm the CQs for the next completion. Events already delivered mean work
  * to progress (UCS_ERR_BUSY); CQEs not yet polled fire the armed CQ at
  * once, as mlx5 arms carry the consumer index. */
-static ucs_status_t uct_dcx_iface_event_arm(uct_iface_h tl_iface,
-                                            unsigned events)
+static ucs_status_t
+uct_dcx_iface_event_arm(uct_iface_h tl_iface, unsigned events)
 {
     uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
     struct ibv_cq *cq;
@@ -326,8 +339,8 @@ static ucs_status_t uct_dcx_iface_event_arm(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
-static void uct_dcx_iface_tx_op_init(uct_iface_h tl_iface, void *obj,
-                                     uct_mem_h memh)
+static void
+uct_dcx_iface_tx_op_init(uct_iface_h tl_iface, void *obj, uct_mem_h memh)
 {
     uct_dcx_op_t *op = obj;
 
@@ -398,8 +411,7 @@ uct_dcx_iface_init_port(uct_dcx_iface_t *iface, uct_dcx_md_t *md,
         return UCS_ERR_NO_DEVICE;
     }
 
-    iface->is_global      = (iface->port_attr.link_layer ==
-                             IBV_LINK_LAYER_ETHERNET);
+    iface->is_global = (iface->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET);
     iface->dev_addr_flags = 0;
     iface->gid_index      = 0;
     iface->config.sl      = config->sl;
@@ -442,43 +454,45 @@ uct_dcx_iface_init_caps(uct_dcx_iface_t *iface,
     iface->config.rnr_retry_count = config->rnr_retry_count;
     /* max_qp_init_rd_atom is the RC limit; a DCI has its own (QUERY_HCA_CAP
      * through DEVX), else the first DCI to connect finds it. */
-    iface->config.max_rd_atomic   = ucs_min(ucs_min(config->max_rd_atomic,
-                                            (unsigned)dev_attr.max_qp_init_rd_atom),
-                                            UINT8_MAX);
+    iface->config.max_rd_atomic =
+            ucs_min(ucs_min(config->max_rd_atomic,
+                            (unsigned)dev_attr.max_qp_init_rd_atom),
+                    UINT8_MAX);
     if (md->dc_max_rd_atomic != 0) {
         iface->config.max_rd_atomic   = ucs_min(iface->config.max_rd_atomic,
                                                 md->dc_max_rd_atomic);
         iface->config.rd_atomic_known = 1;
     }
-    iface->config.atomics         = (dev_attr.atomic_cap != IBV_ATOMIC_NONE);
+    iface->config.atomics = (dev_attr.atomic_cap != IBV_ATOMIC_NONE);
     if (!iface->config.atomics) {
         ucs_debug("dcx: %s: no device atomics (atomic_cap NONE)", dev_name);
     }
     uct_dcx_iface_ext_atomics(iface, dev_name);
-    iface->tx.seg_size            = config->seg_size;
-    iface->tx.num_dci             = config->num_dci;
+    iface->tx.seg_size = config->seg_size;
+    iface->tx.num_dci  = config->num_dci;
     uct_dcx_iface_dci_policy_select(iface, config->tx_policy);
     /* A quota as long as the queue would never yield: cap it at half. */
-    iface->tx.quota               = ucs_min(config->quota,
-                                            ucs_max(config->tx_queue_len / 2, 1));
-    iface->tx.rand_seed           = ucs_generate_uuid((uintptr_t)iface);
-    iface->rx.queue_len           = ucs_min(config->rx_queue_len,
-                                            (unsigned)dev_attr.max_srq_wr);
+    iface->tx.quota     = ucs_min(config->quota,
+                                  ucs_max(config->tx_queue_len / 2, 1));
+    iface->tx.rand_seed = ucs_generate_uuid((uintptr_t)iface);
+    iface->rx.queue_len = ucs_min(config->rx_queue_len,
+                                  (unsigned)dev_attr.max_srq_wr);
 
     /* Receive buffer layout: see uct_dcx_recv_desc_t. */
     rx_headroom = (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ?
-                  params->rx_headroom : 0;
-    iface->rx.headroom_offset    = ucs_align_up(sizeof(uct_dcx_recv_desc_t) +
-                                                sizeof(uct_recv_desc_t*),
-                                                sizeof(void*));
-    iface->rx.payload_offset     = iface->rx.headroom_offset + rx_headroom;
-    iface->rx.release_desc.cb    = uct_dcx_iface_release_desc;
+                          params->rx_headroom :
+                          0;
+    iface->rx.headroom_offset = ucs_align_up(sizeof(uct_dcx_recv_desc_t) +
+                                                     sizeof(uct_recv_desc_t *),
+                                             sizeof(void *));
+    iface->rx.payload_offset  = iface->rx.headroom_offset + rx_headroom;
+    iface->rx.release_desc.cb = uct_dcx_iface_release_desc;
     return UCS_OK;
 }
 
 /* One completion channel for the events of both CQs. */
-static ucs_status_t uct_dcx_iface_channel_create(uct_dcx_iface_t *iface,
-                                                 const char *dev_name)
+static ucs_status_t
+uct_dcx_iface_channel_create(uct_dcx_iface_t *iface, const char *dev_name)
 {
     ucs_status_t status;
 
@@ -533,7 +547,7 @@ uct_dcx_iface_mpools_init(uct_dcx_iface_t *iface,
     }
 
     status = uct_dcx_compat_mpool_init(&iface->ep_mp, sizeof(uct_dcx_ep_t),
-                                       sizeof(void*), 1024, UINT_MAX,
+                                       sizeof(void *), 1024, UINT_MAX,
                                        &uct_dcx_malloc_mpool_ops, "dcx_eps");
     if (status != UCS_OK) {
         goto err_cleanup_grant_mp;
@@ -544,8 +558,8 @@ uct_dcx_iface_mpools_init(uct_dcx_iface_t *iface,
      * offset) is aligned as asked. */
     status = uct_iface_param_am_alignment(params, iface->tx.seg_size,
                                           iface->rx.headroom_offset,
-                                          iface->rx.payload_offset,
-                                          &rx_align, &rx_align_offset);
+                                          iface->rx.payload_offset, &rx_align,
+                                          &rx_align_offset);
     if (status != UCS_OK) {
         goto err_cleanup_ep_mp;
     }
@@ -573,8 +587,7 @@ err_cleanup_tx_mp:
 
 /* @a leak_check: whether to report what was not returned (receive buffers
  * may be held by the user). */
-static void uct_dcx_iface_mpools_cleanup(uct_dcx_iface_t *iface,
-                                         int leak_check)
+static void uct_dcx_iface_mpools_cleanup(uct_dcx_iface_t *iface, int leak_check)
 {
     ucs_mpool_cleanup(&iface->fc.grant_mp, leak_check);
     ucs_mpool_cleanup(&iface->ep_mp, leak_check);
@@ -604,14 +617,13 @@ static void uct_dcx_iface_tables_cleanup(uct_dcx_iface_t *iface)
 
 /* Each step below is undone by the labels at the end, in reverse, and by
  * the destructor. */
-static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md,
-                           uct_worker_h worker,
+static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md, uct_worker_h worker,
                            const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
 {
-    const uct_dcx_iface_config_t *config = ucs_derived_of(tl_config,
-                                                          uct_dcx_iface_config_t);
-    uct_dcx_md_t *md                     = ucs_derived_of(tl_md, uct_dcx_md_t);
+    const uct_dcx_iface_config_t *config =
+            ucs_derived_of(tl_config, uct_dcx_iface_config_t);
+    uct_dcx_md_t *md = ucs_derived_of(tl_md, uct_dcx_md_t);
     const char *dev_name;
     ucs_status_t status;
 
@@ -716,8 +728,8 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
 
 UCS_CLASS_DEFINE(uct_dcx_iface_t, uct_base_iface_t);
 static UCS_CLASS_DEFINE_NEW_FUNC(uct_dcx_iface_t, uct_iface_t, uct_md_h,
-                                 uct_worker_h, const uct_iface_params_t*,
-                                 const uct_iface_config_t*);
+                                 uct_worker_h, const uct_iface_params_t *,
+                                 const uct_iface_config_t *);
 static UCS_CLASS_DEFINE_DELETE_FUNC(uct_dcx_iface_t, uct_iface_t);
 
 static uct_iface_ops_t uct_dcx_iface_tl_ops = {
@@ -743,8 +755,10 @@ static uct_iface_ops_t uct_dcx_iface_tl_ops = {
     .ep_fence                 = uct_dcx_ep_fence,
     .ep_create                = uct_dcx_ep_create,
     .ep_destroy               = uct_dcx_ep_destroy,
-    .ep_get_address           = UCT_DCX_STUB(uct_ep_get_address_func_t, ucs_empty_function_return_unsupported),
-    .ep_connect_to_ep         = UCT_DCX_STUB(uct_ep_connect_to_ep_func_t, ucs_empty_function_return_unsupported),
+    .ep_get_address           = UCT_DCX_STUB(uct_ep_get_address_func_t,
+                                             ucs_empty_function_return_unsupported),
+    .ep_connect_to_ep         = UCT_DCX_STUB(uct_ep_connect_to_ep_func_t,
+                                             ucs_empty_function_return_unsupported),
     .iface_flush              = uct_dcx_iface_flush,
     .iface_fence              = uct_dcx_iface_fence,
     .iface_progress_enable    = uct_base_iface_progress_enable,
@@ -759,14 +773,12 @@ static uct_iface_ops_t uct_dcx_iface_tl_ops = {
     .iface_is_reachable       = uct_dcx_compat_iface_is_reachable
 };
 
-uct_tl_t uct_dcx_tl = {
-    .name          = "dcx",
-    .query_devices = uct_dcx_query_tl_devices,
-    .iface_open    = UCS_CLASS_NEW_FUNC_NAME(uct_dcx_iface_t),
-    .config        = {
-        .name      = "dcx transport",
-        .prefix    = "DCX_",
-        .table     = uct_dcx_iface_config_table,
-        .size      = sizeof(uct_dcx_iface_config_t),
-    }
-};
+uct_tl_t uct_dcx_tl = { .name          = "dcx",
+                        .query_devices = uct_dcx_query_tl_devices,
+                        .iface_open = UCS_CLASS_NEW_FUNC_NAME(uct_dcx_iface_t),
+                        .config     = {
+                                    .name   = "dcx transport",
+                                    .prefix = "DCX_",
+                                    .table  = uct_dcx_iface_config_table,
+                                    .size   = sizeof(uct_dcx_iface_config_t),
+                        } };

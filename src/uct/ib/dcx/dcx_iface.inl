@@ -32,17 +32,18 @@ uct_dcx_iface_signal_after(const uct_dcx_iface_t *iface, unsigned unsignaled,
 
 /* The same for the DCI's next work request; a fenced one asks too. */
 static UCS_F_ALWAYS_INLINE int
-uct_dcx_iface_dci_signal(const uct_dcx_iface_t *iface,
-                         const uct_dcx_dci_t *dci, int need_completion)
+uct_dcx_iface_dci_signal(const uct_dcx_iface_t *iface, const uct_dcx_dci_t *dci,
+                         int need_completion)
 {
     return uct_dcx_iface_signal_after(iface, dci->unsignaled,
-                                      need_completion) || dci->fence;
+                                      need_completion) ||
+           dci->fence;
 }
 
 /* A work request went out on the DCI. */
-static UCS_F_ALWAYS_INLINE void
-uct_dcx_iface_dci_posted(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
-                         int signaled)
+static UCS_F_ALWAYS_INLINE void uct_dcx_iface_dci_posted(uct_dcx_iface_t *iface,
+                                                         uct_dcx_dci_t *dci,
+                                                         int signaled)
 {
     ucs_assert(iface->tx.cq_available > 0);
     --dci->available;
@@ -62,8 +63,7 @@ static UCS_F_ALWAYS_INLINE void
 uct_dcx_iface_comp_push(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
                         uct_dcx_ep_t *ep, uct_completion_t *comp)
 {
-    uct_dcx_comp_slot_t *slot = &dci->comps[dci->posted &
-                                            iface->tx.comp_mask];
+    uct_dcx_comp_slot_t *slot = &dci->comps[dci->posted & iface->tx.comp_mask];
 
     ucs_assert(slot->comp == NULL);
     slot->comp = comp;
@@ -80,7 +80,7 @@ uct_dcx_ep_peer(uct_dcx_iface_t *iface, const uct_dcx_ep_t *ep)
     found = ucs_ptr_array_lookup(&iface->peer_table, ep->peer_index, peer);
     ucs_assert(found);
     (void)found;
-    return (uct_dcx_peer_t*)peer;
+    return (uct_dcx_peer_t *)peer;
 }
 
 /* The DCI policy's traits (see uct_dcx_dci_policy_ops_t): DCIs shared by
@@ -113,8 +113,9 @@ uct_dcx_iface_dci_take(uct_dcx_iface_t *iface, uint16_t *index_p)
         return UCS_ERR_NO_RESOURCE;
     }
 
-    if (ucs_unlikely(iface->tx.dcis[iface->tx.free_stack[iface->tx.num_free -
-                                                         1]].qp == NULL) &&
+    if (ucs_unlikely(
+                iface->tx.dcis[iface->tx.free_stack[iface->tx.num_free - 1]]
+                        .qp == NULL) &&
         (uct_dcx_iface_dci_create_next(iface) != UCS_OK)) {
         return UCS_ERR_NO_RESOURCE;
     }

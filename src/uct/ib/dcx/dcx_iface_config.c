@@ -11,7 +11,6 @@
 #include <ucs/debug/log.h>
 
 
-
 const char *uct_dcx_tx_policy_names[] = {
     [UCT_DCX_TX_POLICY_DCS]       = "dcs",
     [UCT_DCX_TX_POLICY_DCS_QUOTA] = "dcs_quota",
@@ -19,6 +18,7 @@ const char *uct_dcx_tx_policy_names[] = {
     [UCT_DCX_TX_POLICY_LAST]      = NULL
 };
 
+/* clang-format off */
 ucs_config_field_t uct_dcx_iface_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_dcx_iface_config_t, super),
@@ -215,13 +215,15 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
 
     {NULL}
 };
+/* clang-format on */
 
 
 /* IB RNR NAK timer codes 1..31 in microseconds (code 0 is 655.36 ms). */
 static const double uct_dcx_rnr_timer_us[] = {
-    655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280,
-    1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440,
-    81920, 122880, 163840, 245760, 327680, 491520
+    655360, 10,    20,    30,     40,     60,     80,     120,
+    160,    240,   320,   480,    640,    960,    1280,   1920,
+    2560,   3840,  5120,  7680,   10240,  15360,  20480,  30720,
+    40960,  61440, 81920, 122880, 163840, 245760, 327680, 491520
 };
 
 
@@ -242,8 +244,7 @@ uint8_t uct_dcx_rnr_timer_code(double seconds)
 {
     uint8_t code;
 
-    for (code = 1; code < ucs_static_array_size(uct_dcx_rnr_timer_us);
-         ++code) {
+    for (code = 1; code < ucs_static_array_size(uct_dcx_rnr_timer_us); ++code) {
         if (uct_dcx_rnr_timer_us[code] * 1e-6 >= seconds) {
             return code;
         }
@@ -251,24 +252,35 @@ uint8_t uct_dcx_rnr_timer_code(double seconds)
     return 0;
 }
 
-ucs_status_t uct_dcx_path_mtu(unsigned bytes, enum ibv_mtu active,
-                                     enum ibv_mtu *mtu_p)
+ucs_status_t
+uct_dcx_path_mtu(unsigned bytes, enum ibv_mtu active, enum ibv_mtu *mtu_p)
 {
     switch (bytes) {
-    case 0:    *mtu_p = active;       return UCS_OK;
-    case 256:  *mtu_p = IBV_MTU_256;  return UCS_OK;
-    case 512:  *mtu_p = IBV_MTU_512;  return UCS_OK;
-    case 1024: *mtu_p = IBV_MTU_1024; return UCS_OK;
-    case 2048: *mtu_p = IBV_MTU_2048; return UCS_OK;
-    case 4096: *mtu_p = IBV_MTU_4096; return UCS_OK;
+    case 0:
+        *mtu_p = active;
+        return UCS_OK;
+    case 256:
+        *mtu_p = IBV_MTU_256;
+        return UCS_OK;
+    case 512:
+        *mtu_p = IBV_MTU_512;
+        return UCS_OK;
+    case 1024:
+        *mtu_p = IBV_MTU_1024;
+        return UCS_OK;
+    case 2048:
+        *mtu_p = IBV_MTU_2048;
+        return UCS_OK;
+    case 4096:
+        *mtu_p = IBV_MTU_4096;
+        return UCS_OK;
     default:
         ucs_error("dcx: invalid UCX_DCX_PATH_MTU %u (256..4096 or 0)", bytes);
         return UCS_ERR_INVALID_PARAM;
     }
 }
 
-ucs_status_t
-uct_dcx_iface_check_config(const uct_dcx_iface_config_t *config)
+ucs_status_t uct_dcx_iface_check_config(const uct_dcx_iface_config_t *config)
 {
     if ((config->num_dci == 0) || (config->num_dci > UCT_DCX_MAX_DCI)) {
         ucs_error("dcx: UCX_DCX_NUM_DCI=%u is out of range 1..%u",

@@ -14,12 +14,12 @@
 
 /* A completion as progress keeps it, read from the CQ in one batch. */
 typedef struct {
-    uint64_t           wr_id;
+    uint64_t wr_id;
     enum ibv_wc_status status;
-    uint32_t           vendor_err;  /* the device's syndrome, on errors */
-    uint32_t           byte_len;
-    uint32_t           imm;
-    int                opcode;
+    uint32_t vendor_err; /* the device's syndrome, on errors */
+    uint32_t byte_len;
+    uint32_t imm;
+    int opcode;
 } uct_dcx_wc_t;
 
 
@@ -27,17 +27,17 @@ typedef struct {
 ucs_status_t uct_dcx_iface_check_config(const uct_dcx_iface_config_t *config);
 uint8_t uct_dcx_qp_timeout_exp(double seconds);
 uint8_t uct_dcx_rnr_timer_code(double seconds);
-ucs_status_t uct_dcx_path_mtu(unsigned bytes, enum ibv_mtu active,
-                              enum ibv_mtu *mtu_p);
+ucs_status_t
+uct_dcx_path_mtu(unsigned bytes, enum ibv_mtu active, enum ibv_mtu *mtu_p);
 
 /* dcx_peer.c */
 ucs_status_t uct_dcx_iface_init_roce(uct_dcx_iface_t *iface,
                                      const uct_dcx_iface_config_t *config,
                                      const char *dev_name);
-ucs_status_t uct_dcx_iface_get_device_address(uct_iface_h tl_iface,
-                                              uct_device_addr_t *addr);
-ucs_status_t uct_dcx_iface_get_address(uct_iface_h tl_iface,
-                                       uct_iface_addr_t *addr);
+ucs_status_t
+uct_dcx_iface_get_device_address(uct_iface_h tl_iface, uct_device_addr_t *addr);
+ucs_status_t
+uct_dcx_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *addr);
 void uct_dcx_iface_peers_init(uct_dcx_iface_t *iface);
 void uct_dcx_iface_peers_cleanup(uct_dcx_iface_t *iface);
 
@@ -46,20 +46,20 @@ ucs_status_t uct_dcx_iface_cqs_create(uct_dcx_iface_t *iface,
                                       const uct_dcx_iface_config_t *config);
 void uct_dcx_iface_cqs_destroy(uct_dcx_iface_t *iface);
 ucs_status_t uct_dcx_iface_dct_create(uct_dcx_iface_t *iface);
-ucs_status_t uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
-                                      uct_dcx_dci_t *dci);
-ucs_status_t uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface,
-                                       uct_dcx_dci_t *dci);
+ucs_status_t
+uct_dcx_iface_dci_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci);
+ucs_status_t
+uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci);
 void uct_dcx_iface_dcis_destroy(uct_dcx_iface_t *iface, unsigned count);
 
 /* dcx_rx.c */
-ucs_status_t uct_dcx_iface_srq_create(uct_dcx_iface_t *iface,
-                                      const char *dev_name);
+ucs_status_t
+uct_dcx_iface_srq_create(uct_dcx_iface_t *iface, const char *dev_name);
 void uct_dcx_iface_recv_desc_init(uct_iface_h tl_iface, void *obj,
                                   uct_mem_h memh);
 void uct_dcx_iface_release_desc(uct_recv_desc_t *self, void *desc);
-ucs_status_t uct_dcx_iface_rx_start(uct_dcx_iface_t *iface,
-                                    const char *dev_name);
+ucs_status_t
+uct_dcx_iface_rx_start(uct_dcx_iface_t *iface, const char *dev_name);
 void uct_dcx_iface_post_recv(uct_dcx_iface_t *iface);
 unsigned uct_dcx_iface_poll_rx_batch(uct_dcx_iface_t *iface);
 
@@ -92,7 +92,8 @@ int uct_dcx_iface_is_dcx(uct_iface_h tl_iface);
 
 
 /* Progress finds nothing most of the time: that check stays inline. */
-static UCS_F_ALWAYS_INLINE unsigned uct_dcx_iface_poll_rx(uct_dcx_iface_t *iface)
+static UCS_F_ALWAYS_INLINE unsigned
+uct_dcx_iface_poll_rx(uct_dcx_iface_t *iface)
 {
     struct ibv_poll_cq_attr attr = {};
 
@@ -106,7 +107,8 @@ static UCS_F_ALWAYS_INLINE unsigned uct_dcx_iface_poll_rx(uct_dcx_iface_t *iface
     return uct_dcx_iface_poll_rx_batch(iface);
 }
 
-static UCS_F_ALWAYS_INLINE unsigned uct_dcx_iface_poll_tx(uct_dcx_iface_t *iface)
+static UCS_F_ALWAYS_INLINE unsigned
+uct_dcx_iface_poll_tx(uct_dcx_iface_t *iface)
 {
     struct ibv_poll_cq_attr attr = {};
 

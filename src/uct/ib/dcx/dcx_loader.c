@@ -81,7 +81,7 @@ static const uct_component_t *uct_dcx_loader_registered(void)
 static void *uct_dcx_loader_open_transport(char *path, size_t max)
 {
     const char *self = uct_dcx_loader_object_path(
-            (const void*)uct_dcx_loader_open_transport);
+            (const void *)uct_dcx_loader_open_transport);
     const char *slash = strrchr(self, '/');
 
     snprintf(path, max, "%.*s%s", (slash == NULL) ? 0 : (int)(slash - self + 1),
@@ -110,7 +110,7 @@ static void __attribute__((constructor)) uct_dcx_loader_init(void)
                             "(%s) registers nothing",
                             uct_dcx_loader_object_path(other),
                             uct_dcx_loader_object_path(
-                                    (const void*)uct_dcx_loader_init));
+                                    (const void *)uct_dcx_loader_init));
         return;
     }
 
@@ -119,17 +119,17 @@ static void __attribute__((constructor)) uct_dcx_loader_init(void)
         uct_dcx_loader_warn("dcx: %s cannot load its transport: %s; dcx is "
                             "not registered",
                             uct_dcx_loader_object_path(
-                                    (const void*)uct_dcx_loader_init),
+                                    (const void *)uct_dcx_loader_init),
                             dlerror());
         return;
     }
 
-    register_func = (uct_dcx_transport_register_func_t)dlsym(
-            handle, UCT_DCX_TRANSPORT_REGISTER_SYMBOL);
+    register_func = (uct_dcx_transport_register_func_t)
+            dlsym(handle, UCT_DCX_TRANSPORT_REGISTER_SYMBOL);
     if (register_func == NULL) {
         uct_dcx_loader_warn("dcx: %s has no %s: not a dcx transport; dcx is "
-                            "not registered", path,
-                            UCT_DCX_TRANSPORT_REGISTER_SYMBOL);
+                            "not registered",
+                            path, UCT_DCX_TRANSPORT_REGISTER_SYMBOL);
         return;
     }
 
@@ -140,7 +140,7 @@ static void __attribute__((constructor)) uct_dcx_loader_init(void)
 /* --- the public API (include/uct/ib/dcx/dcx.h) ---------------------------- */
 
 /* Without a registered transport no interface is a dcx interface. */
-#define UCT_DCX_API_CALL(_func, ...) \
+#define UCT_DCX_API_CALL(_func, ...)                       \
     ((uct_dcx_api._func == NULL) ? UCS_ERR_INVALID_PARAM : \
                                    uct_dcx_api._func(__VA_ARGS__))
 
@@ -156,10 +156,9 @@ uct_dcx_iface_query_tx(uct_iface_h iface, uct_dcx_tx_counters_t *counters)
     return UCT_DCX_API_CALL(iface_query_tx, iface, counters);
 }
 
-UCT_DCX_API_EXPORT ucs_status_t
-uct_dcx_mem_view_create(uct_iface_h iface, uct_mem_h memh, void *address,
-                        size_t length, size_t stride, size_t count,
-                        uct_mem_h *view_p)
+UCT_DCX_API_EXPORT ucs_status_t uct_dcx_mem_view_create(
+        uct_iface_h iface, uct_mem_h memh, void *address, size_t length,
+        size_t stride, size_t count, uct_mem_h *view_p)
 {
     return UCT_DCX_API_CALL(mem_view_create, iface, memh, address, length,
                             stride, count, view_p);

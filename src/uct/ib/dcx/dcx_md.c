@@ -28,6 +28,7 @@ static const char *uct_dcx_reg_access_names[] = {
     [UCT_DCX_REG_ACCESS_LAST]      = NULL
 };
 
+/* clang-format off */
 ucs_config_field_t uct_dcx_md_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_dcx_md_config_t, super),
@@ -78,19 +79,17 @@ ucs_config_field_t uct_dcx_md_config_table[] = {
 
     {NULL}
 };
+/* clang-format on */
 
 
 /* Direct registration cost of mlx5 (pinning and translation tables). */
-static const ucs_linear_func_t uct_dcx_md_reg_cost = {
-    .c = 16.0e-6,
-    .m = 0.06e-9
-};
+static const ucs_linear_func_t uct_dcx_md_reg_cost = { .c = 16.0e-6,
+                                                       .m = 0.06e-9 };
 
 
-ucs_status_t
-uct_dcx_query_md_resources(uct_component_t *component,
-                           uct_md_resource_desc_t **resources_p,
-                           unsigned *num_resources_p)
+ucs_status_t uct_dcx_query_md_resources(uct_component_t *component,
+                                        uct_md_resource_desc_t **resources_p,
+                                        unsigned *num_resources_p)
 {
     const uct_dcx_device_t *devices;
     uct_md_resource_desc_t *resources;
@@ -102,8 +101,7 @@ uct_dcx_query_md_resources(uct_component_t *component,
                                                num_resources_p);
     }
 
-    resources = ucs_calloc(num_devices, sizeof(*resources),
-                           "dcx md resources");
+    resources = ucs_calloc(num_devices, sizeof(*resources), "dcx md resources");
     if (resources == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
@@ -134,8 +132,8 @@ static void uct_dcx_md_fatal_dispatch(uct_dcx_md_t *md)
     ucs_spin_unlock(&md->fatal_lock);
 }
 
-ucs_status_t uct_dcx_md_fatal_listen(uct_dcx_md_t *md,
-                                     uct_dcx_md_fatal_listener_t *listener)
+ucs_status_t
+uct_dcx_md_fatal_listen(uct_dcx_md_t *md, uct_dcx_md_fatal_listener_t *listener)
 {
     ucs_status_t status = UCS_OK;
 
@@ -159,8 +157,8 @@ void uct_dcx_md_fatal_unlisten(uct_dcx_md_t *md,
 
 /* Device events: logged with what they mean for the user. Error
  * completions are what fail endpoints; these only explain. */
-static void uct_dcx_md_async_event(int fd, ucs_event_set_types_t events,
-                                   void *arg)
+static void
+uct_dcx_md_async_event(int fd, ucs_event_set_types_t events, void *arg)
 {
     uct_dcx_md_t *md = arg;
     struct ibv_async_event event;
@@ -170,7 +168,8 @@ static void uct_dcx_md_async_event(int fd, ucs_event_set_types_t events,
         switch (event.event_type) {
         case IBV_EVENT_PORT_ERR:
             ucs_warn("dcx: %s: port %d is down; peers will see transport "
-                     "errors", name, event.element.port_num);
+                     "errors",
+                     name, event.element.port_num);
             break;
         case IBV_EVENT_PORT_ACTIVE:
             ucs_diag("dcx: %s: port %d is active", name,
@@ -185,7 +184,8 @@ static void uct_dcx_md_async_event(int fd, ucs_event_set_types_t events,
         case IBV_EVENT_SRQ_LIMIT_REACHED:
             ucs_diag("dcx: %s: a receive queue ran below its limit: the "
                      "receiver does not progress fast enough, senders will "
-                     "see receiver-not-ready retries", name);
+                     "see receiver-not-ready retries",
+                     name);
             break;
         case IBV_EVENT_CQ_ERR:
             ucs_error("dcx: %s: completion queue %p overrun", name,
@@ -196,7 +196,8 @@ static void uct_dcx_md_async_event(int fd, ucs_event_set_types_t events,
         case IBV_EVENT_QP_ACCESS_ERR:
             ucs_diag("dcx: %s: qp 0x%x: %s", name, event.element.qp->qp_num,
                      (event.event_type == IBV_EVENT_QP_ACCESS_ERR) ?
-                     "access error" : "error");
+                             "access error" :
+                             "error");
             break;
         default:
             ucs_debug("dcx: %s: async event %d", name, event.event_type);
@@ -263,8 +264,8 @@ void uct_dcx_md_caps_get(uct_md_h uct_md, uct_dcx_md_caps_t *caps)
         return;
     }
 
-    caps->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
-                             UCT_MD_FLAG_NEED_RKEY;
+    caps->flags = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
+                  UCT_MD_FLAG_NEED_RKEY;
     caps->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     caps->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     caps->max_reg          = md->max_mr_size;
@@ -352,8 +353,8 @@ static void uct_dcx_md_dereg_mr(uct_dcx_md_t *md, uct_dcx_mem_t *memh)
     ret = md->ops->dereg_mr(memh->mr);
 
     if (ret != 0) {
-        ucs_warn("dcx: %s: dereg_mr(%p) failed: %s", md->device->name,
-                 memh->mr, strerror(ret));
+        ucs_warn("dcx: %s: dereg_mr(%p) failed: %s", md->device->name, memh->mr,
+                 strerror(ret));
     }
 }
 
@@ -370,7 +371,7 @@ static ucs_status_t uct_dcx_md_rcache_reg(uct_dcx_md_t *md, void *address,
                                           size_t length, unsigned flags,
                                           uct_mem_h *memh_p)
 {
-    uct_dcx_rcache_reg_arg_t arg = {flags, uct_dcx_md_access(md, flags)};
+    uct_dcx_rcache_reg_arg_t arg = { flags, uct_dcx_md_access(md, flags) };
     ucs_rcache_region_t *region;
     uct_dcx_mem_t *memh;
     ucs_status_t status;
@@ -389,9 +390,9 @@ static ucs_status_t uct_dcx_md_rcache_reg(uct_dcx_md_t *md, void *address,
         }
 
         ucs_debug("dcx: %s: cached registration 0x%lx..0x%lx has access 0x%x, "
-                  "0x%x asked: registering again", md->device->name,
-                  region->super.start, region->super.end, memh->access,
-                  arg.access);
+                  "0x%x asked: registering again",
+                  md->device->name, region->super.start, region->super.end,
+                  memh->access, arg.access);
         arg.access |= memh->access;
         ucs_rcache_region_invalidate(md->rcache, region,
                                      uct_dcx_md_rcache_invalidated, NULL);
@@ -442,14 +443,15 @@ uct_dcx_md_mem_dereg(uct_md_h uct_md, const uct_md_mem_dereg_params_t *params)
     memh = params->memh;
     if (memh->flags & UCT_DCX_MEM_FLAG_VIEW) {
         ucs_error("dcx: memory handle %p is a strided view: destroy it with "
-                  "uct_dcx_mem_view_destroy()", memh);
+                  "uct_dcx_mem_view_destroy()",
+                  memh);
         return UCS_ERR_INVALID_PARAM;
     }
 
     if (md->rcache != NULL) {
-        ucs_rcache_region_put(md->rcache,
-                              &ucs_container_of(memh, uct_dcx_rcache_region_t,
-                                                memh)->super);
+        ucs_rcache_region_put(
+                md->rcache,
+                &ucs_container_of(memh, uct_dcx_rcache_region_t, memh)->super);
         return UCS_OK;
     }
 
@@ -458,12 +460,12 @@ uct_dcx_md_mem_dereg(uct_md_h uct_md, const uct_md_mem_dereg_params_t *params)
     return UCS_OK;
 }
 
-ucs_status_t uct_dcx_md_mkey_pack_memh(uct_md_h uct_md, uct_mem_h memh,
-                                       void *rkey_buffer)
+ucs_status_t
+uct_dcx_md_mkey_pack_memh(uct_md_h uct_md, uct_mem_h memh, void *rkey_buffer)
 {
     uct_dcx_packed_rkey_t *packed = rkey_buffer;
 
-    packed->rkey     = ((uct_dcx_mem_t*)memh)->mr->rkey;
+    packed->rkey     = ((uct_dcx_mem_t *)memh)->mr->rkey;
     packed->magic    = UCT_DCX_RKEY_MAGIC;
     packed->version  = UCT_DCX_RKEY_VERSION;
     packed->reserved = 0;
@@ -474,8 +476,8 @@ static ucs_status_t
 uct_dcx_rcache_mem_reg_cb(void *context, ucs_rcache_t *rcache, void *arg,
                           ucs_rcache_region_t *rregion, uint16_t rcache_flags)
 {
-    uct_dcx_rcache_region_t *region = ucs_derived_of(rregion,
-                                                     uct_dcx_rcache_region_t);
+    uct_dcx_rcache_region_t *region     = ucs_derived_of(rregion,
+                                                         uct_dcx_rcache_region_t);
     const uct_dcx_rcache_reg_arg_t *reg = arg;
     unsigned flags                      = reg->flags;
 
@@ -483,17 +485,17 @@ uct_dcx_rcache_mem_reg_cb(void *context, ucs_rcache_t *rcache, void *arg,
         flags |= UCT_MD_MEM_FLAG_HIDE_ERRORS;
     }
 
-    return uct_dcx_md_reg_mr(context, (void*)region->super.super.start,
+    return uct_dcx_md_reg_mr(context, (void *)region->super.super.start,
                              region->super.super.end -
-                             region->super.super.start, flags, reg->access,
-                             &region->memh);
+                                     region->super.super.start,
+                             flags, reg->access, &region->memh);
 }
 
 static void uct_dcx_rcache_mem_dereg_cb(void *context, ucs_rcache_t *rcache,
                                         ucs_rcache_region_t *rregion)
 {
-    uct_dcx_md_dereg_mr(context,
-                        &ucs_derived_of(rregion, uct_dcx_rcache_region_t)->memh);
+    uct_dcx_md_dereg_mr(
+            context, &ucs_derived_of(rregion, uct_dcx_rcache_region_t)->memh);
 }
 
 /* A new region absorbs a cached one: it keeps the absorbed one's rights. */
@@ -501,7 +503,7 @@ static UCS_F_MAYBE_UNUSED void
 uct_dcx_rcache_merge_cb(void *context, ucs_rcache_t *rcache, void *arg,
                         ucs_rcache_region_t *rregion)
 {
-    uct_dcx_rcache_reg_arg_t *reg  = arg;
+    uct_dcx_rcache_reg_arg_t *reg   = arg;
     uct_dcx_rcache_region_t *region = ucs_derived_of(rregion,
                                                      uct_dcx_rcache_region_t);
 
@@ -519,14 +521,12 @@ static void uct_dcx_rcache_dump_region_cb(void *context, ucs_rcache_t *rcache,
              region->memh.mr->rkey, region->memh.access);
 }
 
-static ucs_rcache_ops_t uct_dcx_rcache_ops =
-        UCT_DCX_RCACHE_OPS(uct_dcx_rcache_mem_reg_cb,
-                           uct_dcx_rcache_mem_dereg_cb,
-                           uct_dcx_rcache_merge_cb,
-                           uct_dcx_rcache_dump_region_cb);
+static ucs_rcache_ops_t uct_dcx_rcache_ops = UCT_DCX_RCACHE_OPS(
+        uct_dcx_rcache_mem_reg_cb, uct_dcx_rcache_mem_dereg_cb,
+        uct_dcx_rcache_merge_cb, uct_dcx_rcache_dump_region_cb);
 
-static ucs_status_t uct_dcx_md_rcache_init(uct_dcx_md_t *md,
-                                           const uct_dcx_md_config_t *config)
+static ucs_status_t
+uct_dcx_md_rcache_init(uct_dcx_md_t *md, const uct_dcx_md_config_t *config)
 {
     ucs_rcache_params_t params;
     ucs_status_t status;
@@ -545,8 +545,9 @@ static ucs_status_t uct_dcx_md_rcache_init(uct_dcx_md_t *md,
 
     status = ucs_rcache_create(&params, md->device->name, NULL, &md->rcache);
     if (status == UCS_OK) {
-        md->reg_cost = ucs_linear_func_make(
-                uct_dcx_compat_rcache_overhead(&config->rcache_config), 0);
+        md->reg_cost = ucs_linear_func_make(uct_dcx_compat_rcache_overhead(
+                                                    &config->rcache_config),
+                                            0);
         return UCS_OK;
     }
 
@@ -563,10 +564,10 @@ static ucs_status_t uct_dcx_md_rcache_init(uct_dcx_md_t *md,
 }
 
 /* Open the device, with DEVX as configured. */
-static ucs_status_t uct_dcx_md_open_device(uct_dcx_md_t *md,
-                                           ucs_ternary_auto_value_t devx)
+static ucs_status_t
+uct_dcx_md_open_device(uct_dcx_md_t *md, ucs_ternary_auto_value_t devx)
 {
-    const uct_dcx_binding_t *binding = md->device->binding;
+    const uct_dcx_binding_t *binding   = md->device->binding;
     struct mlx5dv_context_attr dv_attr = {};
     struct ibv_device **list;
     struct ibv_device *ibdev;
@@ -637,8 +638,7 @@ static ucs_status_t uct_dcx_md_query_device(uct_dcx_md_t *md)
     return UCS_OK;
 }
 
-unsigned uct_dcx_prm_field(const uint8_t *page, unsigned bit_off,
-                           unsigned bits)
+unsigned uct_dcx_prm_field(const uint8_t *page, unsigned bit_off, unsigned bits)
 {
     uint32_t dw, mask = (bits == 32) ? UINT32_MAX : (UCS_BIT(bits) - 1);
 
@@ -649,7 +649,7 @@ unsigned uct_dcx_prm_field(const uint8_t *page, unsigned bit_off,
 int uct_dcx_md_query_hca_cap(uct_dcx_md_t *md, unsigned type, uint8_t *page,
                              size_t length)
 {
-    uint8_t in[UCT_DCX_PRM_MBOX_HDR]                          = {};
+    uint8_t in[UCT_DCX_PRM_MBOX_HDR]                             = {};
     uint8_t out[UCT_DCX_PRM_MBOX_HDR + UCT_DCX_PRM_HCA_CAP_SIZE] = {};
     int ret;
 
@@ -682,14 +682,13 @@ static void uct_dcx_md_query_dc_rd_atomic(uct_dcx_md_t *md)
     uint8_t cap[0x160 / 8] = {}; /* up to log_max_ra_res_qp */
     unsigned req, res;
 
-    if (!md->devx ||
-        (uct_dcx_md_query_hca_cap(md, UCT_DCX_PRM_HCA_CAP_GENERAL, cap,
-                                  sizeof(cap)) != 0)) {
+    if (!md->devx || (uct_dcx_md_query_hca_cap(md, UCT_DCX_PRM_HCA_CAP_GENERAL,
+                                               cap, sizeof(cap)) != 0)) {
         return; /* found when a DCI connects */
     }
 
-    req = uct_dcx_prm_field(cap, 0x12a, 6);
-    res = uct_dcx_prm_field(cap, 0x13a, 6);
+    req                  = uct_dcx_prm_field(cap, 0x12a, 6);
+    res                  = uct_dcx_prm_field(cap, 0x13a, 6);
     md->dc_max_rd_atomic = 1u << ucs_min(ucs_min(req, res), 7);
     ucs_debug("dcx: %s: log_max_ra_req_dc %u log_max_ra_res_dc %u",
               md->device->name, req, res);
@@ -712,9 +711,8 @@ uct_dcx_md_find_device(const char *md_name, unsigned *num_devices_p)
     return found;
 }
 
-ucs_status_t
-uct_dcx_md_open(uct_component_t *component, const char *md_name,
-                const uct_md_config_t *uct_config, uct_md_h *md_p)
+ucs_status_t uct_dcx_md_open(uct_component_t *component, const char *md_name,
+                             const uct_md_config_t *uct_config, uct_md_h *md_p)
 {
     const uct_dcx_md_config_t *config = ucs_derived_of(uct_config,
                                                        uct_dcx_md_config_t);
@@ -735,7 +733,8 @@ uct_dcx_md_open(uct_component_t *component, const char *md_name,
     /* An optional flag (IBV_ACCESS_OPTIONAL_RANGE): ignored where the
      * device or kernel lacks relaxed ordering (ibv_reg_mr(3)). */
     md->mr_access_extra = uct_dcx_md_relaxed_order(config->relaxed_order) ?
-                          IBV_ACCESS_RELAXED_ORDERING : 0;
+                                  IBV_ACCESS_RELAXED_ORDERING :
+                                  0;
 
     md->device = uct_dcx_md_find_device(md_name, &num_devices);
     if (md->device == NULL) {

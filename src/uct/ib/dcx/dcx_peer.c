@@ -15,12 +15,11 @@
 #include <string.h>
 
 
-ucs_status_t
-uct_dcx_iface_get_device_address(uct_iface_h tl_iface,
-                                 uct_device_addr_t *dev_addr)
+ucs_status_t uct_dcx_iface_get_device_address(uct_iface_h tl_iface,
+                                              uct_device_addr_t *dev_addr)
 {
     uct_dcx_iface_t *iface   = ucs_derived_of(tl_iface, uct_dcx_iface_t);
-    uct_dcx_dev_addr_t *addr = (uct_dcx_dev_addr_t*)dev_addr;
+    uct_dcx_dev_addr_t *addr = (uct_dcx_dev_addr_t *)dev_addr;
 
     addr->lid   = iface->port_attr.lid;
     addr->flags = iface->dev_addr_flags;
@@ -30,19 +29,19 @@ uct_dcx_iface_get_device_address(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
-ucs_status_t uct_dcx_iface_get_address(uct_iface_h tl_iface,
-                                              uct_iface_addr_t *iface_addr)
+ucs_status_t
+uct_dcx_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *iface_addr)
 {
     uct_dcx_iface_t *iface     = ucs_derived_of(tl_iface, uct_dcx_iface_t);
-    uct_dcx_iface_addr_t *addr = (uct_dcx_iface_addr_t*)iface_addr;
+    uct_dcx_iface_addr_t *addr = (uct_dcx_iface_addr_t *)iface_addr;
 
     addr->dctn[0] = iface->rx.dctn & 0xff;
     addr->dctn[1] = (iface->rx.dctn >> 8) & 0xff;
     addr->dctn[2] = (iface->rx.dctn >> 16) & 0xff;
     addr->flags   = UCT_DCX_IFACE_ADDR_VERSION_1 |
-                    (iface->config.atomics ?
-                     UCT_DCX_IFACE_ADDR_FLAG_ATOMIC64 : 0);
-    addr->dc_key  = iface->rx.dc_key;
+                  (iface->config.atomics ? UCT_DCX_IFACE_ADDR_FLAG_ATOMIC64 :
+                                           0);
+    addr->dc_key = iface->rx.dc_key;
     return UCS_OK;
 }
 
@@ -59,11 +58,10 @@ int uct_dcx_iface_addr_is_reachable(uct_iface_h tl_iface,
                                     const uct_iface_addr_t *iface_addr,
                                     char *info, size_t max)
 {
-    uct_dcx_iface_t *iface             = ucs_derived_of(tl_iface,
-                                                        uct_dcx_iface_t);
-    const uct_dcx_dev_addr_t *daddr    = (const uct_dcx_dev_addr_t*)dev_addr;
-    const uct_dcx_iface_addr_t *ifaddr = (const uct_dcx_iface_addr_t*)
-                                         iface_addr;
+    uct_dcx_iface_t *iface          = ucs_derived_of(tl_iface, uct_dcx_iface_t);
+    const uct_dcx_dev_addr_t *daddr = (const uct_dcx_dev_addr_t *)dev_addr;
+    const uct_dcx_iface_addr_t *ifaddr = (const uct_dcx_iface_addr_t *)
+            iface_addr;
     const char *reason;
 
     if ((daddr == NULL) || (ifaddr == NULL)) {
@@ -81,8 +79,7 @@ int uct_dcx_iface_addr_is_reachable(uct_iface_h tl_iface,
         /* A RoCE v1 frame never reaches a RoCE v2 (UDP/IP) address, nor an
          * IPv4 address an IPv6 one. */
         reason = "the peer uses another RoCE version or address family";
-    } else if (iface->is_global &&
-               uct_dcx_gid_is_zero(daddr + 1)) {
+    } else if (iface->is_global && uct_dcx_gid_is_zero(daddr + 1)) {
         reason = "the all-zero GID";
     } else if (!iface->is_global &&
                ((daddr->lid == 0) || (daddr->lid >= 0xc000))) {
@@ -162,11 +159,11 @@ ucs_status_t uct_dcx_iface_ah_get(uct_dcx_iface_t *iface, uint16_t lid,
     return UCS_OK;
 }
 
-ucs_status_t uct_dcx_iface_peer_get(uct_dcx_iface_t *iface,
-                                    struct ibv_ah *ah, uint32_t dctn,
-                                    uint64_t dc_key, uct_dcx_peer_t **peer_p)
+ucs_status_t uct_dcx_iface_peer_get(uct_dcx_iface_t *iface, struct ibv_ah *ah,
+                                    uint32_t dctn, uint64_t dc_key,
+                                    uct_dcx_peer_t **peer_p)
 {
-    uct_dcx_peer_key_t key = {ah, dc_key, dctn};
+    uct_dcx_peer_key_t key = { ah, dc_key, dctn };
     uct_dcx_peer_t *peer;
     khiter_t it;
     int ret;
@@ -190,12 +187,11 @@ ucs_status_t uct_dcx_iface_peer_get(uct_dcx_iface_t *iface,
         return UCS_ERR_NO_MEMORY;
     }
 
-    peer->ah                    = ah;
-    peer->dc_key                = dc_key;
-    peer->dctn                  = dctn;
-    peer->refcount              = 1;
-    peer->index                 = ucs_ptr_array_insert(&iface->peer_table,
-                                                       peer);
+    peer->ah       = ah;
+    peer->dc_key   = dc_key;
+    peer->dctn     = dctn;
+    peer->refcount = 1;
+    peer->index    = ucs_ptr_array_insert(&iface->peer_table, peer);
     kh_value(&iface->peers, it) = peer;
     *peer_p                     = peer;
     return UCS_OK;
@@ -203,7 +199,7 @@ ucs_status_t uct_dcx_iface_peer_get(uct_dcx_iface_t *iface,
 
 void uct_dcx_iface_peer_put(uct_dcx_iface_t *iface, uct_dcx_peer_t *peer)
 {
-    uct_dcx_peer_key_t key = {peer->ah, peer->dc_key, peer->dctn};
+    uct_dcx_peer_key_t key = { peer->ah, peer->dc_key, peer->dctn };
     khiter_t it;
 
     if (--peer->refcount > 0) {
@@ -219,8 +215,8 @@ void uct_dcx_iface_peer_put(uct_dcx_iface_t *iface, uct_dcx_peer_t *peer)
 
 static int uct_dcx_gid_is_ipv4(const union ibv_gid *gid)
 {
-    static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                          0xff, 0xff};
+    static const uint8_t v4_prefix[12] = { 0, 0, 0, 0, 0,    0,
+                                           0, 0, 0, 0, 0xff, 0xff };
 
     return !memcmp(gid->raw, v4_prefix, sizeof(v4_prefix)); /* ::ffff:0:0/96 */
 }
@@ -262,7 +258,7 @@ static int uct_dcx_iface_gid_usable(uct_dcx_iface_t *iface,
 
     uct_dcx_iface_fill_av(iface, 0, &entry->gid, &ah_attr);
     ah_attr.grh.sgid_index = entry->gid_index;
-    ah = iface->ops->create_ah(iface->md->pd, &ah_attr);
+    ah                     = iface->ops->create_ah(iface->md->pd, &ah_attr);
     if (ah == NULL) {
         return 0;
     }
@@ -272,10 +268,9 @@ static int uct_dcx_iface_gid_usable(uct_dcx_iface_t *iface,
 
 /* RoCE addressing: the source GID (UCX_DCX_GID_INDEX or UCX's choice, by the
  * types ibv_query_gid_ex reports), hop limit and traffic class. */
-ucs_status_t
-uct_dcx_iface_init_roce(uct_dcx_iface_t *iface,
-                        const uct_dcx_iface_config_t *config,
-                        const char *dev_name)
+ucs_status_t uct_dcx_iface_init_roce(uct_dcx_iface_t *iface,
+                                     const uct_dcx_iface_config_t *config,
+                                     const char *dev_name)
 {
     struct ibv_gid_entry entry, best;
     int best_rank, rank, ret;
@@ -293,7 +288,7 @@ uct_dcx_iface_init_roce(uct_dcx_iface_t *iface,
             ucs_error("dcx: %s: UCX_DCX_GID_INDEX=%lu: %s", dev_name,
                       config->gid_index,
                       (ret == ENODATA) ? "an empty GID table entry" :
-                      strerror(ret));
+                                         strerror(ret));
             return UCS_ERR_INVALID_PARAM;
         }
         if (uct_dcx_gid_rank(&best) < 0) {
@@ -333,21 +328,24 @@ uct_dcx_iface_init_roce(uct_dcx_iface_t *iface,
     iface->gid_index      = best.gid_index;
     iface->dev_addr_flags = UCT_DCX_DEV_ADDR_FLAG_GLOBAL |
                             ((best.gid_type == IBV_GID_TYPE_ROCE_V2) ?
-                             UCT_DCX_DEV_ADDR_FLAG_ROCE_V2 : 0) |
+                                     UCT_DCX_DEV_ADDR_FLAG_ROCE_V2 :
+                                     0) |
                             (uct_dcx_gid_is_ipv4(&best.gid) ?
-                             UCT_DCX_DEV_ADDR_FLAG_IPV4 : 0);
+                                     UCT_DCX_DEV_ADDR_FLAG_IPV4 :
+                                     0);
 
     if (config->traffic_class == UCS_ULUNITS_AUTO) {
         /* UCX 1.18: 106 (DSCP 26, ECN capable) on RoCE v2, else 0 */
-        iface->config.traffic_class =
-                (best.gid_type == IBV_GID_TYPE_ROCE_V2) ? 106 : 0;
+        iface->config.traffic_class = (best.gid_type == IBV_GID_TYPE_ROCE_V2) ?
+                                              106 :
+                                              0;
     } else {
         iface->config.traffic_class = config->traffic_class;
     }
 
     ucs_debug("dcx: %s: RoCE %s GID index %u %s, hop limit %u, traffic "
-              "class %u", dev_name,
-              (best.gid_type == IBV_GID_TYPE_ROCE_V2) ? "v2" : "v1",
+              "class %u",
+              dev_name, (best.gid_type == IBV_GID_TYPE_ROCE_V2) ? "v2" : "v1",
               iface->gid_index,
               inet_ntop(AF_INET6, best.gid.raw, buf, sizeof(buf)),
               iface->config.hop_limit, iface->config.traffic_class);
@@ -368,18 +366,19 @@ void uct_dcx_iface_peers_cleanup(uct_dcx_iface_t *iface)
 
     if (kh_size(&iface->peers) > 0) {
         ucs_warn("dcx: iface %p destroyed with %u peers in use: endpoints "
-                 "were not destroyed first", iface, kh_size(&iface->peers));
+                 "were not destroyed first",
+                 iface, kh_size(&iface->peers));
     }
     /* The endpoints still holding them go with their pool. */
-    kh_foreach_value(&iface->peers, peer, {
-        ucs_free(peer);
-    });
+    kh_foreach_value(&iface->peers, peer, { ucs_free(peer); })
+        ;
     ucs_ptr_array_cleanup(&iface->peer_table, 0);
     kh_destroy_inplace(uct_dcx_peer, &iface->peers);
     kh_foreach_value(&iface->ah_cache, ah, {
         if (iface->ops->destroy_ah(ah) != 0) {
             ucs_warn("dcx: destroy_ah failed: %m");
         }
-    });
+    })
+        ;
     kh_destroy_inplace(uct_dcx_ah, &iface->ah_cache);
 }

@@ -32,8 +32,8 @@ static ucs_status_t uct_dcx_random_key(uint64_t *key_p)
 
 /* --- DCIs and the DCT ------------------------------------------------- */
 
-ucs_status_t uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface,
-                                              uct_dcx_dci_t *dci)
+ucs_status_t
+uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
 {
     struct ibv_qp_attr attr;
     int ret;
@@ -42,8 +42,8 @@ ucs_status_t uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface,
     attr.qp_state   = IBV_QPS_INIT;
     attr.pkey_index = 0;
     attr.port_num   = iface->port;
-    ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE |
-                                IBV_QP_PKEY_INDEX | IBV_QP_PORT);
+    ret             = iface->ops->modify_qp(dci->qp, &attr,
+                                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT);
     if (ret != 0) {
         ucs_error("dcx: dci 0x%x to init failed: %s", dci->qp->qp_num,
                   strerror(ret));
@@ -51,11 +51,11 @@ ucs_status_t uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface,
     }
 
     memset(&attr, 0, sizeof(attr));
-    attr.qp_state          = IBV_QPS_RTR;
-    attr.path_mtu          = iface->config.path_mtu;
+    attr.qp_state = IBV_QPS_RTR;
+    attr.path_mtu = iface->config.path_mtu;
     uct_dcx_iface_fill_av(iface, 0, NULL, &attr.ah_attr);
-    ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE |
-                                IBV_QP_PATH_MTU | IBV_QP_AV);
+    ret = iface->ops->modify_qp(dci->qp, &attr,
+                                IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_AV);
     if (ret != 0) {
         ucs_error("dcx: dci 0x%x to rtr failed: %s", dci->qp->qp_num,
                   strerror(ret));
@@ -63,17 +63,18 @@ ucs_status_t uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface,
     }
 
     memset(&attr, 0, sizeof(attr));
-    attr.qp_state      = IBV_QPS_RTS;
-    attr.timeout       = iface->config.timeout;
-    attr.retry_cnt     = iface->config.retry_count;
-    attr.rnr_retry     = iface->config.rnr_retry_count;
-    attr.sq_psn        = 0;
+    attr.qp_state  = IBV_QPS_RTS;
+    attr.timeout   = iface->config.timeout;
+    attr.retry_cnt = iface->config.retry_count;
+    attr.rnr_retry = iface->config.rnr_retry_count;
+    attr.sq_psn    = 0;
     for (;;) {
         attr.max_rd_atomic = iface->config.max_rd_atomic;
-        ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE |
-                                    IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                    IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                    IBV_QP_MAX_QP_RD_ATOMIC);
+        ret                = iface->ops->modify_qp(dci->qp, &attr,
+                                                   IBV_QP_STATE | IBV_QP_TIMEOUT |
+                                                           IBV_QP_RETRY_CNT |
+                                                           IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                                           IBV_QP_MAX_QP_RD_ATOMIC);
         if ((ret != EINVAL) || iface->config.rd_atomic_known ||
             (iface->config.max_rd_atomic <= 1)) {
             break;
@@ -99,11 +100,11 @@ ucs_status_t uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface,
 }
 
 /* Bit offsets in the atomic capability page (mlx5 PRM). */
-#define UCT_DCX_PRM_ATOMIC_8B_MODE_BIT  0x40 /* 2 bits: 1 = host order */
-#define UCT_DCX_PRM_ATOMIC_OPS_BIT      0x90
-#define UCT_DCX_PRM_ATOMIC_SIZE_QP_BIT  0xb0
-#define UCT_DCX_PRM_ATOMIC_SIZE_DC_BIT  0xd0
-#define UCT_DCX_PRM_ATOMIC_MASKED_OPS   (UCS_BIT(2) | UCS_BIT(3)) /* CS, FA */
+#define UCT_DCX_PRM_ATOMIC_8B_MODE_BIT 0x40 /* 2 bits: 1 = host order */
+#define UCT_DCX_PRM_ATOMIC_OPS_BIT     0x90
+#define UCT_DCX_PRM_ATOMIC_SIZE_QP_BIT 0xb0
+#define UCT_DCX_PRM_ATOMIC_SIZE_DC_BIT 0xd0
+#define UCT_DCX_PRM_ATOMIC_MASKED_OPS  (UCS_BIT(2) | UCS_BIT(3)) /* CS, FA */
 
 /* Which masked atomic sizes the device does on DC, as UCX's mlx5 transports
  * read them from the same capability page. Needs DEVX; on RoCE the raw
@@ -134,15 +135,16 @@ void uct_dcx_iface_ext_atomics(uct_dcx_iface_t *iface, const char *dev_name)
     ops   = uct_dcx_prm_field(page, UCT_DCX_PRM_ATOMIC_OPS_BIT, 16);
     sizes = uct_dcx_prm_field(page, UCT_DCX_PRM_ATOMIC_SIZE_QP_BIT, 16) &
             uct_dcx_prm_field(page, UCT_DCX_PRM_ATOMIC_SIZE_DC_BIT, 16);
-    if ((ops & UCT_DCX_PRM_ATOMIC_MASKED_OPS) == UCT_DCX_PRM_ATOMIC_MASKED_OPS) {
-        iface->config.ext_atomics32    = !!(sizes & sizeof(uint32_t));
-        iface->config.ext_atomics64    = !!(sizes & sizeof(uint64_t));
+    if ((ops & UCT_DCX_PRM_ATOMIC_MASKED_OPS) ==
+        UCT_DCX_PRM_ATOMIC_MASKED_OPS) {
+        iface->config.ext_atomics32 = !!(sizes & sizeof(uint32_t));
+        iface->config.ext_atomics64 = !!(sizes & sizeof(uint64_t));
         iface->config.ext_atomics64_be =
                 uct_dcx_prm_field(page, UCT_DCX_PRM_ATOMIC_8B_MODE_BIT, 2) != 1;
     }
     ucs_debug("dcx: %s: atomic operations 0x%x, sizes 0x%x: masked atomics "
-              "32-bit %s, 64-bit %s", dev_name, ops, sizes,
-              iface->config.ext_atomics32 ? "yes" : "no",
+              "32-bit %s, 64-bit %s",
+              dev_name, ops, sizes, iface->config.ext_atomics32 ? "yes" : "no",
               iface->config.ext_atomics64 ? "yes" : "no");
 }
 
@@ -154,29 +156,26 @@ static void uct_dcx_iface_dci_attr(const uct_dcx_iface_t *iface,
     struct mlx5dv_qp_init_attr dv_attr = {};
     struct ibv_qp_init_attr_ex attr    = {};
 
-    attr.qp_type             = IBV_QPT_DRIVER;
-    attr.comp_mask           = IBV_QP_INIT_ATTR_PD |
-                               IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-    attr.pd                  = iface->md->pd;
-    attr.send_cq             = ibv_cq_ex_to_cq(iface->tx.cq);
-    attr.recv_cq             = ibv_cq_ex_to_cq(iface->tx.cq);
-    attr.sq_sig_all          = 0;
-    attr.send_ops_flags      = IBV_QP_EX_WITH_SEND |
-                               IBV_QP_EX_WITH_SEND_WITH_IMM |
-                               IBV_QP_EX_WITH_RDMA_WRITE |
-                               IBV_QP_EX_WITH_RDMA_READ;
+    attr.qp_type        = IBV_QPT_DRIVER;
+    attr.comp_mask      = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    attr.pd             = iface->md->pd;
+    attr.send_cq        = ibv_cq_ex_to_cq(iface->tx.cq);
+    attr.recv_cq        = ibv_cq_ex_to_cq(iface->tx.cq);
+    attr.sq_sig_all     = 0;
+    attr.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+                          IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ;
     /* mlx5 refuses atomic send ops on a device without atomics. */
     if (iface->config.atomics) {
         attr.send_ops_flags |= IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
                                IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
     }
-    dv_attr.comp_mask             = MLX5DV_QP_INIT_ATTR_MASK_DC;
-    dv_attr.dc_init_attr.dc_type  = MLX5DV_DCTYPE_DCI;
+    dv_attr.comp_mask            = MLX5DV_QP_INIT_ATTR_MASK_DC;
+    dv_attr.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
     /* Masked atomics are posted as raw WQEs (rdma-core v44 takes RAW_WQE
      * on a DCI). */
     if (iface->config.ext_atomics32 || iface->config.ext_atomics64) {
-        dv_attr.comp_mask        |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
-        dv_attr.send_ops_flags    = MLX5DV_QP_EX_WITH_RAW_WQE;
+        dv_attr.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+        dv_attr.send_ops_flags = MLX5DV_QP_EX_WITH_RAW_WQE;
     }
     *attr_p    = attr;
     *dv_attr_p = dv_attr;
@@ -185,17 +184,16 @@ static void uct_dcx_iface_dci_attr(const uct_dcx_iface_t *iface,
 /* A WQE or queue beyond the device's limits is EINVAL: ask for half the
  * inline space, then half the queue, until the device agrees, and keep
  * that for the other DCIs (which must match the first). */
-static ucs_status_t uct_dcx_iface_dci_qp_create(uct_dcx_iface_t *iface,
-                                                uct_dcx_dci_t *dci,
-                                                struct ibv_qp_init_attr_ex *attr,
-                                                struct mlx5dv_qp_init_attr *dv_attr)
+static ucs_status_t
+uct_dcx_iface_dci_qp_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
+                            struct ibv_qp_init_attr_ex *attr,
+                            struct mlx5dv_qp_init_attr *dv_attr)
 {
     for (;;) {
         attr->cap.max_send_wr     = iface->tx.req_queue_len;
         attr->cap.max_send_sge    = UCT_DCX_MAX_SGE;
         attr->cap.max_inline_data = iface->tx.req_max_inline;
-        dci->qp = iface->ops->mlx5dv_create_qp(iface->md->ctx, attr,
-                                               dv_attr);
+        dci->qp = iface->ops->mlx5dv_create_qp(iface->md->ctx, attr, dv_attr);
         if (dci->qp != NULL) {
             return UCS_OK;
         }
@@ -203,7 +201,8 @@ static ucs_status_t uct_dcx_iface_dci_qp_create(uct_dcx_iface_t *iface,
             ((iface->tx.req_max_inline == 0) &&
              (iface->tx.req_queue_len <= 1))) {
             ucs_error("dcx: %s: cannot create a dci (queue %u, inline %zu): "
-                      "%m", iface->md->device->name, iface->tx.req_queue_len,
+                      "%m",
+                      iface->md->device->name, iface->tx.req_queue_len,
                       iface->tx.req_max_inline);
             return UCS_ERR_IO_ERROR;
         }
@@ -213,13 +212,14 @@ static ucs_status_t uct_dcx_iface_dci_qp_create(uct_dcx_iface_t *iface,
             iface->tx.req_queue_len /= 2;
         }
         ucs_diag("dcx: %s: the device refused a dci of that size, asking for "
-                 "queue %u, inline %zu", iface->md->device->name,
-                 iface->tx.req_queue_len, iface->tx.req_max_inline);
+                 "queue %u, inline %zu",
+                 iface->md->device->name, iface->tx.req_queue_len,
+                 iface->tx.req_max_inline);
     }
 }
 
-ucs_status_t uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
-                                      uct_dcx_dci_t *dci)
+ucs_status_t
+uct_dcx_iface_dci_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
 {
     struct mlx5dv_qp_init_attr dv_attr;
     struct ibv_qp_init_attr_ex attr;
@@ -233,8 +233,9 @@ ucs_status_t uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
     }
 
     dci->qpx  = iface->ops->qp_to_qp_ex(dci->qp);
-    dci->mqpx = (dci->qpx == NULL) ? NULL :
-                iface->ops->mlx5dv_qp_ex_from_ibv_qp_ex(dci->qpx);
+    dci->mqpx = (dci->qpx == NULL) ?
+                        NULL :
+                        iface->ops->mlx5dv_qp_ex_from_ibv_qp_ex(dci->qpx);
     if (dci->mqpx == NULL) {
         ucs_error("dcx: %s: dci 0x%x has no extended work request API",
                   iface->md->device->name, dci->qp->qp_num);
@@ -258,7 +259,8 @@ ucs_status_t uct_dcx_iface_dci_create(uct_dcx_iface_t *iface,
                (attr.cap.max_inline_data < iface->tx.max_inline) ||
                (attr.cap.max_send_sge < iface->tx.max_sge)) {
         ucs_error("dcx: %s: dci 0x%x got a smaller send queue than the "
-                  "first one", iface->md->device->name, dci->qp->qp_num);
+                  "first one",
+                  iface->md->device->name, dci->qp->qp_num);
         status = UCS_ERR_IO_ERROR;
         goto err_destroy;
     }
@@ -313,28 +315,28 @@ ucs_status_t uct_dcx_iface_dct_create(uct_dcx_iface_t *iface)
     qp_attr.qp_state        = IBV_QPS_INIT;
     qp_attr.pkey_index      = 0;
     qp_attr.port_num        = iface->port;
-    qp_attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-                              IBV_ACCESS_REMOTE_READ |
+    qp_attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                               (iface->config.atomics ?
-                               IBV_ACCESS_REMOTE_ATOMIC : 0);
-    ret = iface->ops->modify_qp(iface->rx.dct, &qp_attr, IBV_QP_STATE |
-                                IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                IBV_QP_ACCESS_FLAGS);
+                                       IBV_ACCESS_REMOTE_ATOMIC :
+                                       0);
+    ret = iface->ops->modify_qp(iface->rx.dct, &qp_attr,
+                                IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                        IBV_QP_ACCESS_FLAGS);
     if (ret != 0) {
         ucs_error("dcx: dct to init failed: %s", strerror(ret));
         goto err_destroy;
     }
 
     memset(&qp_attr, 0, sizeof(qp_attr));
-    qp_attr.qp_state           = IBV_QPS_RTR;
-    qp_attr.path_mtu           = iface->config.path_mtu;
-    qp_attr.min_rnr_timer      = iface->config.min_rnr_timer;
+    qp_attr.qp_state      = IBV_QPS_RTR;
+    qp_attr.path_mtu      = iface->config.path_mtu;
+    qp_attr.min_rnr_timer = iface->config.min_rnr_timer;
     /* The DCT's responses leave with this GRH: the same source GID, hop
      * limit and traffic class as the interface's requests. */
     uct_dcx_iface_fill_av(iface, 0, NULL, &qp_attr.ah_attr);
-    ret = iface->ops->modify_qp(iface->rx.dct, &qp_attr, IBV_QP_STATE |
-                                IBV_QP_MIN_RNR_TIMER | IBV_QP_AV |
-                                IBV_QP_PATH_MTU);
+    ret = iface->ops->modify_qp(iface->rx.dct, &qp_attr,
+                                IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER |
+                                        IBV_QP_AV | IBV_QP_PATH_MTU);
     if (ret != 0) {
         ucs_error("dcx: dct to rtr failed: %s", strerror(ret));
         goto err_destroy;
@@ -349,19 +351,18 @@ err_destroy:
     return UCS_ERR_IO_ERROR;
 }
 
-static struct ibv_cq_ex *uct_dcx_iface_cq_create(uct_dcx_iface_t *iface,
-                                                 unsigned cqe,
-                                                 uint64_t wc_flags)
+static struct ibv_cq_ex *
+uct_dcx_iface_cq_create(uct_dcx_iface_t *iface, unsigned cqe, uint64_t wc_flags)
 {
     struct ibv_cq_init_attr_ex attr = {};
     struct ibv_cq_ex *cq;
 
-    attr.cqe           = cqe;
-    attr.wc_flags      = wc_flags;
-    attr.channel       = iface->channel;
-    attr.comp_mask     = IBV_CQ_INIT_ATTR_MASK_FLAGS;
-    attr.flags         = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
-    cq = iface->ops->create_cq_ex(iface->md->ctx, &attr);
+    attr.cqe       = cqe;
+    attr.wc_flags  = wc_flags;
+    attr.channel   = iface->channel;
+    attr.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+    attr.flags     = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+    cq             = iface->ops->create_cq_ex(iface->md->ctx, &attr);
     if (cq == NULL) {
         ucs_error("dcx: %s: cannot create a cq of %u entries: %m",
                   iface->md->device->name, cqe);
@@ -386,16 +387,15 @@ void uct_dcx_iface_dcis_destroy(uct_dcx_iface_t *iface, unsigned count)
 ucs_status_t uct_dcx_iface_cqs_create(uct_dcx_iface_t *iface,
                                       const uct_dcx_iface_config_t *config)
 {
-    iface->tx.cq = uct_dcx_iface_cq_create(iface,
-                                           config->num_dci *
-                                           config->tx_queue_len, 0);
+    iface->tx.cq = uct_dcx_iface_cq_create(
+            iface, config->num_dci * config->tx_queue_len, 0);
     if (iface->tx.cq == NULL) {
         return UCS_ERR_IO_ERROR;
     }
 
     iface->rx.cq = uct_dcx_iface_cq_create(iface, iface->rx.queue_len,
                                            IBV_WC_EX_WITH_BYTE_LEN |
-                                           IBV_WC_EX_WITH_IMM);
+                                                   IBV_WC_EX_WITH_IMM);
     if (iface->rx.cq == NULL) {
         iface->ops->destroy_cq(ibv_cq_ex_to_cq(iface->tx.cq));
         return UCS_ERR_IO_ERROR;

@@ -15,9 +15,9 @@
 /* --- receive ---------------------------------------------------------- */
 
 void uct_dcx_iface_recv_desc_init(uct_iface_h tl_iface, void *obj,
-                                         uct_mem_h memh)
+                                  uct_mem_h memh)
 {
-    ((uct_dcx_recv_desc_t*)obj)->lkey = uct_dcx_memh_lkey(memh);
+    ((uct_dcx_recv_desc_t *)obj)->lkey = uct_dcx_memh_lkey(memh);
 }
 
 void uct_dcx_iface_release_desc(uct_recv_desc_t *self, void *desc)
@@ -25,8 +25,8 @@ void uct_dcx_iface_release_desc(uct_recv_desc_t *self, void *desc)
     uct_dcx_iface_t *iface = ucs_container_of(self, uct_dcx_iface_t,
                                               rx.release_desc);
 
-    ucs_mpool_put_inline(UCS_PTR_BYTE_OFFSET(desc,
-                                             -(ptrdiff_t)iface->rx.headroom_offset));
+    ucs_mpool_put_inline(
+            UCS_PTR_BYTE_OFFSET(desc, -(ptrdiff_t)iface->rx.headroom_offset));
     /* The SRQ may have run short while the user held every buffer, and
      * then no receive completion comes to refill it: progress does. */
     iface->rx.refill = 1;
@@ -50,8 +50,8 @@ void uct_dcx_iface_post_recv(uct_dcx_iface_t *iface)
                 break;
             }
 
-            sges[count].addr   = (uintptr_t)UCS_PTR_BYTE_OFFSET(
-                                         desc, iface->rx.payload_offset);
+            sges[count].addr = (uintptr_t)
+                    UCS_PTR_BYTE_OFFSET(desc, iface->rx.payload_offset);
             sges[count].length = iface->tx.seg_size;
             sges[count].lkey   = desc->lkey;
             wrs[count].wr_id   = (uintptr_t)desc;
@@ -65,12 +65,12 @@ void uct_dcx_iface_post_recv(uct_dcx_iface_t *iface)
         }
 
         wrs[count - 1].next = NULL;
-        ret = ibv_post_srq_recv(iface->rx.srq, wrs, &bad_wr);
+        ret                 = ibv_post_srq_recv(iface->rx.srq, wrs, &bad_wr);
         if (ucs_unlikely(ret != 0)) {
             ucs_error("dcx: post_srq_recv failed: %s", strerror(ret));
             iface->rx.posted += bad_wr - wrs;
             for (; bad_wr != NULL; bad_wr = bad_wr->next) {
-                ucs_mpool_put_inline((void*)(uintptr_t)bad_wr->wr_id);
+                ucs_mpool_put_inline((void *)(uintptr_t)bad_wr->wr_id);
             }
             return;
         }
@@ -97,28 +97,28 @@ UCS_F_NOINLINE unsigned uct_dcx_iface_poll_rx_batch(uct_dcx_iface_t *iface)
         wc[count].byte_len = ibv_wc_read_byte_len(cq);
         /* A message without immediate data comes from no dcx sender: its
          * immediate field means nothing (mlx5 leaves it undefined). */
-        wc[count].imm      = ((wc[count].status == IBV_WC_SUCCESS) &&
-                              (ibv_wc_read_wc_flags(cq) & IBV_WC_WITH_IMM)) ?
-                             be32toh(ibv_wc_read_imm_data(cq)) :
-                             UCT_DCX_IMM_NONE;
-        wc[count].vendor_err = (wc[count].status == IBV_WC_SUCCESS) ? 0 :
-                               ibv_wc_read_vendor_err(cq);
+        wc[count].imm        = ((wc[count].status == IBV_WC_SUCCESS) &&
+                         (ibv_wc_read_wc_flags(cq) & IBV_WC_WITH_IMM)) ?
+                                       be32toh(ibv_wc_read_imm_data(cq)) :
+                                       UCT_DCX_IMM_NONE;
+        wc[count].vendor_err = (wc[count].status == IBV_WC_SUCCESS) ?
+                                       0 :
+                                       ibv_wc_read_vendor_err(cq);
         ++count;
     } while ((count < UCT_DCX_POLL_BATCH) && (ibv_next_poll(cq) == 0));
     ibv_end_poll(cq);
 
     iface->rx.posted -= count;
     for (i = 0; i < count; ++i) {
-        desc  = (void*)(uintptr_t)wc[i].wr_id;
+        desc  = (void *)(uintptr_t)wc[i].wr_id;
         am_id = wc[i].imm;
 
         if (ucs_unlikely(wc[i].imm >= UCT_AM_ID_MAX) &&
-            (wc[i].status == IBV_WC_SUCCESS) &&
-            (wc[i].opcode == IBV_WC_RECV)) {
-            granted |= uct_dcx_iface_fc_recv(iface, wc[i].imm,
-                                             UCS_PTR_BYTE_OFFSET(desc,
-                                                   iface->rx.payload_offset),
-                                             wc[i].byte_len);
+            (wc[i].status == IBV_WC_SUCCESS) && (wc[i].opcode == IBV_WC_RECV)) {
+            granted |= uct_dcx_iface_fc_recv(
+                    iface, wc[i].imm,
+                    UCS_PTR_BYTE_OFFSET(desc, iface->rx.payload_offset),
+                    wc[i].byte_len);
             ucs_mpool_put_inline(desc);
             continue;
         }
@@ -129,8 +129,8 @@ UCS_F_NOINLINE unsigned uct_dcx_iface_poll_rx_batch(uct_dcx_iface_t *iface)
             /* A malformed or failed message is dropped, never delivered. */
             ucs_debug("dcx: dropped a receive: %s (vendor error 0x%x), "
                       "opcode %d, am id %u",
-                      iface->ops->wc_status_str(wc[i].status),
-                      wc[i].vendor_err, wc[i].opcode, wc[i].imm);
+                      iface->ops->wc_status_str(wc[i].status), wc[i].vendor_err,
+                      wc[i].opcode, wc[i].imm);
             ucs_mpool_put_inline(desc);
             continue;
         }
@@ -140,10 +140,10 @@ UCS_F_NOINLINE unsigned uct_dcx_iface_poll_rx_batch(uct_dcx_iface_t *iface)
         uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id,
                            UCS_PTR_BYTE_OFFSET(desc, iface->rx.payload_offset),
                            wc[i].byte_len, "RX: AM");
-        status = uct_iface_invoke_am(&iface->super, am_id,
-                                     UCS_PTR_BYTE_OFFSET(desc,
-                                                         iface->rx.payload_offset),
-                                     wc[i].byte_len, UCT_CB_PARAM_FLAG_DESC);
+        status = uct_iface_invoke_am(
+                &iface->super, am_id,
+                UCS_PTR_BYTE_OFFSET(desc, iface->rx.payload_offset),
+                wc[i].byte_len, UCT_CB_PARAM_FLAG_DESC);
         if (status == UCS_OK) {
             ucs_mpool_put_inline(desc);
         }
@@ -155,15 +155,15 @@ UCS_F_NOINLINE unsigned uct_dcx_iface_poll_rx_batch(uct_dcx_iface_t *iface)
         uct_dcx_iface_post_recv(iface);
     }
     if (ucs_unlikely(granted)) {
-        ucs_arbiter_dispatch(&iface->tx.arbiter, 1,
-                             uct_dcx_ep_pending_dispatch, NULL);
+        ucs_arbiter_dispatch(&iface->tx.arbiter, 1, uct_dcx_ep_pending_dispatch,
+                             NULL);
     }
     return count;
 }
 
 /* The shared receive queue of the DCT, as long as the device allows. */
-ucs_status_t uct_dcx_iface_srq_create(uct_dcx_iface_t *iface,
-                                      const char *dev_name)
+ucs_status_t
+uct_dcx_iface_srq_create(uct_dcx_iface_t *iface, const char *dev_name)
 {
     struct ibv_srq_init_attr srq_attr = {};
 
@@ -175,16 +175,17 @@ ucs_status_t uct_dcx_iface_srq_create(uct_dcx_iface_t *iface,
                   iface->rx.queue_len);
         return UCS_ERR_IO_ERROR;
     }
-    iface->rx.queue_len    = ucs_min(iface->rx.queue_len, srq_attr.attr.max_wr);
+    iface->rx.queue_len = ucs_min(iface->rx.queue_len, srq_attr.attr.max_wr);
     /* A quarter of the queue at most may be missing before a refill. */
     iface->rx.refill_batch = ucs_max(ucs_min(UCT_DCX_RX_POST_BATCH,
-                                             iface->rx.queue_len / 4), 1);
+                                             iface->rx.queue_len / 4),
+                                     1);
     return UCS_OK;
 }
 
 /* Fill the SRQ; the pool of receive buffers exists by now. */
-ucs_status_t uct_dcx_iface_rx_start(uct_dcx_iface_t *iface,
-                                    const char *dev_name)
+ucs_status_t
+uct_dcx_iface_rx_start(uct_dcx_iface_t *iface, const char *dev_name)
 {
     struct ibv_srq_attr srq_mod = {};
     int ret;

@@ -38,100 +38,92 @@ extern "C" {
  */
 typedef struct uct_dcx_verbs_ops {
     /* Devices */
-    struct ibv_device  **(*get_device_list)(int *num_devices);
-    void               (*free_device_list)(struct ibv_device **list);
-    const char         *(*get_device_name)(struct ibv_device *device);
-    __be64             (*get_device_guid)(struct ibv_device *device);
-    bool               (*mlx5dv_is_supported)(struct ibv_device *device);
+    struct ibv_device **(*get_device_list)(int *num_devices);
+    void (*free_device_list)(struct ibv_device **list);
+    const char *(*get_device_name)(struct ibv_device *device);
+    __be64 (*get_device_guid)(struct ibv_device *device);
+    bool (*mlx5dv_is_supported)(struct ibv_device *device);
     struct ibv_context *(*mlx5dv_open_device)(struct ibv_device *device,
                                               struct mlx5dv_context_attr *attr);
     struct ibv_context *(*open_device)(struct ibv_device *device);
-    int                (*close_device)(struct ibv_context *context);
-    int                (*query_device)(struct ibv_context *context,
-                                       struct ibv_device_attr *attr);
-    int                (*query_device_ex)(struct ibv_context *context,
-                                          const struct ibv_query_device_ex_input *in,
-                                          struct ibv_device_attr_ex *attr);
-    int                (*mlx5dv_query_device)(struct ibv_context *context,
-                                              struct mlx5dv_context *attrs_out);
-    int                (*query_port)(struct ibv_context *context,
-                                     uint8_t port_num,
-                                     struct ibv_port_attr *attr);
-    int                (*query_gid)(struct ibv_context *context,
-                                    uint8_t port_num, int index,
-                                    union ibv_gid *gid);
+    int (*close_device)(struct ibv_context *context);
+    int (*query_device)(struct ibv_context *context,
+                        struct ibv_device_attr *attr);
+    int (*query_device_ex)(struct ibv_context *context,
+                           const struct ibv_query_device_ex_input *in,
+                           struct ibv_device_attr_ex *attr);
+    int (*mlx5dv_query_device)(struct ibv_context *context,
+                               struct mlx5dv_context *attrs_out);
+    int (*query_port)(struct ibv_context *context, uint8_t port_num,
+                      struct ibv_port_attr *attr);
+    int (*query_gid)(struct ibv_context *context, uint8_t port_num, int index,
+                     union ibv_gid *gid);
     /* _ibv_query_gid_ex, behind the inline ibv_query_gid_ex(): returns an
      * errno value, ENODATA for an empty entry; entry_size is sizeof(*entry) */
-    int                (*query_gid_ex)(struct ibv_context *context,
-                                       uint32_t port_num, uint32_t gid_index,
-                                       struct ibv_gid_entry *entry,
-                                       uint32_t flags, size_t entry_size);
-    int                (*query_pkey)(struct ibv_context *context,
-                                     uint8_t port_num, int index,
-                                     __be16 *pkey);
+    int (*query_gid_ex)(struct ibv_context *context, uint32_t port_num,
+                        uint32_t gid_index, struct ibv_gid_entry *entry,
+                        uint32_t flags, size_t entry_size);
+    int (*query_pkey)(struct ibv_context *context, uint8_t port_num, int index,
+                      __be16 *pkey);
 
     /* Protection domains and memory regions */
-    struct ibv_pd      *(*alloc_pd)(struct ibv_context *context);
-    int                (*dealloc_pd)(struct ibv_pd *pd);
-    struct ibv_mr      *(*reg_mr_iova2)(struct ibv_pd *pd, void *addr,
-                                        size_t length, uint64_t iova,
-                                        unsigned int access);
-    int                (*dereg_mr)(struct ibv_mr *mr);
+    struct ibv_pd *(*alloc_pd)(struct ibv_context *context);
+    int (*dealloc_pd)(struct ibv_pd *pd);
+    struct ibv_mr *(*reg_mr_iova2)(struct ibv_pd *pd, void *addr, size_t length,
+                                   uint64_t iova, unsigned int access);
+    int (*dereg_mr)(struct ibv_mr *mr);
 
     /* Completion queues and channels */
     struct ibv_comp_channel *(*create_comp_channel)(struct ibv_context *context);
-    int                (*destroy_comp_channel)(struct ibv_comp_channel *channel);
-    struct ibv_cq_ex   *(*create_cq_ex)(struct ibv_context *context,
-                                        struct ibv_cq_init_attr_ex *attr);
-    int                (*destroy_cq)(struct ibv_cq *cq);
-    int                (*get_cq_event)(struct ibv_comp_channel *channel,
-                                       struct ibv_cq **cq, void **cq_context);
-    void               (*ack_cq_events)(struct ibv_cq *cq, unsigned int nevents);
+    int (*destroy_comp_channel)(struct ibv_comp_channel *channel);
+    struct ibv_cq_ex *(*create_cq_ex)(struct ibv_context *context,
+                                      struct ibv_cq_init_attr_ex *attr);
+    int (*destroy_cq)(struct ibv_cq *cq);
+    int (*get_cq_event)(struct ibv_comp_channel *channel, struct ibv_cq **cq,
+                        void **cq_context);
+    void (*ack_cq_events)(struct ibv_cq *cq, unsigned int nevents);
 
     /* Shared receive queues */
-    struct ibv_srq     *(*create_srq)(struct ibv_pd *pd,
-                                      struct ibv_srq_init_attr *attr);
-    int                (*modify_srq)(struct ibv_srq *srq,
-                                     struct ibv_srq_attr *attr, int attr_mask);
-    int                (*query_srq)(struct ibv_srq *srq,
-                                    struct ibv_srq_attr *attr);
-    int                (*destroy_srq)(struct ibv_srq *srq);
+    struct ibv_srq *(*create_srq)(struct ibv_pd *pd,
+                                  struct ibv_srq_init_attr *attr);
+    int (*modify_srq)(struct ibv_srq *srq, struct ibv_srq_attr *attr,
+                      int attr_mask);
+    int (*query_srq)(struct ibv_srq *srq, struct ibv_srq_attr *attr);
+    int (*destroy_srq)(struct ibv_srq *srq);
 
     /* Queue pairs: DCI, DCT and the loopback RC QP for UMR */
-    struct ibv_qp      *(*mlx5dv_create_qp)(struct ibv_context *context,
-                                            struct ibv_qp_init_attr_ex *attr,
-                                            struct mlx5dv_qp_init_attr *dv_attr);
-    int                (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr,
-                                    int attr_mask);
-    int                (*query_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr,
-                                   int attr_mask,
-                                   struct ibv_qp_init_attr *init_attr);
-    int                (*destroy_qp)(struct ibv_qp *qp);
-    struct ibv_qp_ex   *(*qp_to_qp_ex)(struct ibv_qp *qp);
+    struct ibv_qp *(*mlx5dv_create_qp)(struct ibv_context *context,
+                                       struct ibv_qp_init_attr_ex *attr,
+                                       struct mlx5dv_qp_init_attr *dv_attr);
+    int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+                     int attr_mask);
+    int (*query_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
+                    struct ibv_qp_init_attr *init_attr);
+    int (*destroy_qp)(struct ibv_qp *qp);
+    struct ibv_qp_ex *(*qp_to_qp_ex)(struct ibv_qp *qp);
     struct mlx5dv_qp_ex *(*mlx5dv_qp_ex_from_ibv_qp_ex)(struct ibv_qp_ex *qp);
 
     /* Address handles */
-    struct ibv_ah      *(*create_ah)(struct ibv_pd *pd,
-                                     struct ibv_ah_attr *attr);
-    int                (*destroy_ah)(struct ibv_ah *ah);
+    struct ibv_ah *(*create_ah)(struct ibv_pd *pd, struct ibv_ah_attr *attr);
+    int (*destroy_ah)(struct ibv_ah *ah);
 
     /* Asynchronous events */
-    int                (*get_async_event)(struct ibv_context *context,
-                                          struct ibv_async_event *event);
-    void               (*ack_async_event)(struct ibv_async_event *event);
+    int (*get_async_event)(struct ibv_context *context,
+                           struct ibv_async_event *event);
+    void (*ack_async_event)(struct ibv_async_event *event);
 
     /* DEVX general commands (device capabilities: QUERY_HCA_CAP of the
      * general and atomic pages) */
-    int                (*mlx5dv_devx_general_cmd)(struct ibv_context *context,
-                                                  const void *in, size_t inlen,
-                                                  void *out, size_t outlen);
+    int (*mlx5dv_devx_general_cmd)(struct ibv_context *context, const void *in,
+                                   size_t inlen, void *out, size_t outlen);
 
     /* Indirect memory keys (UMR) */
-    struct mlx5dv_mkey *(*mlx5dv_create_mkey)(struct mlx5dv_mkey_init_attr *attr);
-    int                (*mlx5dv_destroy_mkey)(struct mlx5dv_mkey *mkey);
+    struct mlx5dv_mkey *(*mlx5dv_create_mkey)(
+            struct mlx5dv_mkey_init_attr *attr);
+    int (*mlx5dv_destroy_mkey)(struct mlx5dv_mkey *mkey);
 
     /* Diagnostics */
-    const char         *(*wc_status_str)(enum ibv_wc_status status);
+    const char *(*wc_status_str)(enum ibv_wc_status status);
 } uct_dcx_verbs_ops_t;
 
 
@@ -139,11 +131,11 @@ typedef struct uct_dcx_verbs_ops {
  * A binding: one provider of the entry points above.
  */
 typedef struct uct_dcx_binding {
-    const char          *name;       /* "rdma-core" or the device model's */
+    const char *name; /* "rdma-core" or the device model's */
     uct_dcx_verbs_ops_t ops;
-    bool                dv;          /* mlx5dv entry points are available */
-    void                *verbs_handle;
-    void                *mlx5_handle;
+    bool dv; /* mlx5dv entry points are available */
+    void *verbs_handle;
+    void *mlx5_handle;
 } uct_dcx_binding_t;
 
 
@@ -169,8 +161,8 @@ ucs_status_t uct_dcx_hw_binding_open(const char *verbs_lib,
  *         asked for explicitly) when the library cannot be loaded or lacks a
  *         required entry point.
  */
-ucs_status_t uct_dcx_emu_binding_open(const char *emu_lib,
-                                      uct_dcx_binding_t *binding);
+ucs_status_t
+uct_dcx_emu_binding_open(const char *emu_lib, uct_dcx_binding_t *binding);
 
 /* Close a binding opened by either function above. */
 void uct_dcx_binding_close(uct_dcx_binding_t *binding);

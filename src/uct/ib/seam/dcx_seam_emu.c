@@ -20,8 +20,8 @@
 #define UCT_DCX_EMU_SYMBOL_PREFIX "dcxemu_"
 
 
-ucs_status_t uct_dcx_emu_binding_open(const char *emu_lib,
-                                      uct_dcx_binding_t *binding)
+ucs_status_t
+uct_dcx_emu_binding_open(const char *emu_lib, uct_dcx_binding_t *binding)
 {
     const uct_dcx_seam_symbol_t *sym;
     char name[128];
@@ -30,8 +30,8 @@ ucs_status_t uct_dcx_emu_binding_open(const char *emu_lib,
     memset(binding, 0, sizeof(*binding));
     binding->name = "dcxemu";
 
-    binding->verbs_handle = dlopen(emu_lib, RTLD_NOW | RTLD_LOCAL |
-                                            RTLD_NODELETE);
+    binding->verbs_handle = dlopen(emu_lib,
+                                   RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (binding->verbs_handle == NULL) {
         ucs_error("dcx: cannot load the software DC device %s: %s", emu_lib,
                   dlerror());
@@ -44,7 +44,7 @@ ucs_status_t uct_dcx_emu_binding_open(const char *emu_lib,
                  sym->symbol);
         func = dlsym(binding->verbs_handle, name);
         if (func != NULL) {
-            *(void**)UCS_PTR_BYTE_OFFSET(&binding->ops, sym->offset) = func;
+            *(void **)UCS_PTR_BYTE_OFFSET(&binding->ops, sym->offset) = func;
         } else if (sym->lib == UCT_DCX_SEAM_LIB_UMR) {
             ucs_debug("dcx: %s has no %s", emu_lib, name);
         } else {

@@ -18,11 +18,11 @@
 
 
 /* The compat ibv_query_device, resolved for the query_device_ex fallback. */
-static int (*uct_dcx_hw_query_device_compat)(struct ibv_context*,
-                                             struct ibv_device_attr*);
+static int (*uct_dcx_hw_query_device_compat)(struct ibv_context *,
+                                             struct ibv_device_attr *);
 /* The compat ibv_query_port, resolved for the query_port fallback. */
-static int (*uct_dcx_hw_query_port_compat)(struct ibv_context*, uint8_t,
-                                           struct ibv_port_attr*);
+static int (*uct_dcx_hw_query_port_compat)(struct ibv_context *, uint8_t,
+                                           struct ibv_port_attr *);
 
 
 /* Same dispatch as the inline ibv_query_device_ex() of verbs.h, without its
@@ -129,20 +129,19 @@ static int uct_dcx_hw_resolve(void *handle, uct_dcx_seam_lib_t lib,
     for (sym = uct_dcx_seam_symbols;
          sym < uct_dcx_seam_symbols + uct_dcx_seam_num_symbols; ++sym) {
         /* libmlx5 also provides the mkey calls. */
-        if ((sym->lib != lib) &&
-            !((lib == UCT_DCX_SEAM_LIB_MLX5) &&
-              (sym->lib == UCT_DCX_SEAM_LIB_UMR))) {
+        if ((sym->lib != lib) && !((lib == UCT_DCX_SEAM_LIB_MLX5) &&
+                                   (sym->lib == UCT_DCX_SEAM_LIB_UMR))) {
             continue;
         }
 
         func = dlvsym(handle, sym->symbol, sym->version);
         if (func == NULL) {
-            ucs_debug("dcx: %s has no %s@%s: rdma-core is too old",
-                      lib_name, sym->symbol, sym->version);
+            ucs_debug("dcx: %s has no %s@%s: rdma-core is too old", lib_name,
+                      sym->symbol, sym->version);
             return 0;
         }
 
-        *(void**)UCS_PTR_BYTE_OFFSET(ops, sym->offset) = func;
+        *(void **)UCS_PTR_BYTE_OFFSET(ops, sym->offset) = func;
     }
 
     return 1;
@@ -186,7 +185,8 @@ ucs_status_t uct_dcx_hw_binding_open(const char *verbs_lib,
                                   RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (binding->mlx5_handle == NULL) {
         ucs_debug("dcx: cannot load %s (%s): DC needs mlx5, no hardware DC "
-                  "devices", mlx5_lib, dlerror());
+                  "devices",
+                  mlx5_lib, dlerror());
         uct_dcx_hw_set_no_mlx5(&binding->ops);
     } else if (!uct_dcx_hw_resolve(binding->mlx5_handle, UCT_DCX_SEAM_LIB_MLX5,
                                    mlx5_lib, &binding->ops)) {

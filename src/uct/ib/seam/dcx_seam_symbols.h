@@ -12,20 +12,20 @@
 
 
 typedef enum {
-    UCT_DCX_SEAM_LIB_VERBS,  /* exported by libibverbs */
-    UCT_DCX_SEAM_LIB_MLX5,   /* exported by libmlx5 */
+    UCT_DCX_SEAM_LIB_VERBS, /* exported by libibverbs */
+    UCT_DCX_SEAM_LIB_MLX5, /* exported by libmlx5 */
     UCT_DCX_SEAM_LIB_INLINE, /* an inline wrapper in verbs.h: the hardware
                                 binding implements it, a model exports it */
-    UCT_DCX_SEAM_LIB_UMR     /* libmlx5's mkey and DEVX calls: a model may
+    UCT_DCX_SEAM_LIB_UMR /* libmlx5's mkey and DEVX calls: a model may
                                 lack them */
 } uct_dcx_seam_lib_t;
 
 
 typedef struct {
     uct_dcx_seam_lib_t lib;
-    const char         *symbol;
-    const char         *version; /* ELF symbol version node in rdma-core */
-    size_t             offset;   /* slot in uct_dcx_verbs_ops_t */
+    const char *symbol;
+    const char *version; /* ELF symbol version node in rdma-core */
+    size_t offset; /* slot in uct_dcx_verbs_ops_t */
 } uct_dcx_seam_symbol_t;
 
 
@@ -34,7 +34,8 @@ extern const size_t uct_dcx_seam_num_symbols;
 
 
 /* Slots of a binding without indirect mkeys: EOPNOTSUPP, as rdma-core. */
-struct mlx5dv_mkey *uct_dcx_seam_no_create_mkey(struct mlx5dv_mkey_init_attr *attr);
+struct mlx5dv_mkey *
+uct_dcx_seam_no_create_mkey(struct mlx5dv_mkey_init_attr *attr);
 int uct_dcx_seam_no_destroy_mkey(struct mlx5dv_mkey *mkey);
 int uct_dcx_seam_no_devx_general_cmd(struct ibv_context *context,
                                      const void *in, size_t inlen, void *out,

@@ -23,8 +23,8 @@ static void uct_dcx_iface_umr_forget(void *arg, uint32_t lkey)
     uct_dcx_umr_forget_lkey(iface->umr.engine, lkey);
 }
 
-ucs_status_t uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface,
-                                      uct_dcx_umr_t **umr_p)
+ucs_status_t
+uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface, uct_dcx_umr_t **umr_p)
 {
     struct ibv_ah_attr av;
     uct_dcx_umr_t *umr;
@@ -51,8 +51,8 @@ ucs_status_t uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface,
     if (status != UCS_OK) {
         ucs_free(umr);
         ucs_debug("dcx: %s: UMR unavailable (%s): strided operations are "
-                  "packed", iface->md->device->name,
-                  ucs_status_string(status));
+                  "packed",
+                  iface->md->device->name, ucs_status_string(status));
         iface->umr.unavailable = 1;
         return UCS_ERR_UNSUPPORTED;
     }
@@ -66,8 +66,8 @@ ucs_status_t uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface,
 }
 
 /* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */
-ucs_status_t uct_dcx_iface_query_umr(uct_iface_h tl_iface,
-                                     uct_dcx_umr_counters_t *counters)
+ucs_status_t
+uct_dcx_iface_query_umr(uct_iface_h tl_iface, uct_dcx_umr_counters_t *counters)
 {
     uct_dcx_iface_t *iface;
 
@@ -92,17 +92,16 @@ ucs_status_t uct_dcx_iface_query_umr(uct_iface_h tl_iface,
 
 /* A view: the memory handle mkey_pack reads, describing the view's mkey. */
 typedef struct uct_dcx_mem_view {
-    uct_dcx_mem_t      memh;
-    struct ibv_mr      mr;
+    uct_dcx_mem_t memh;
+    struct ibv_mr mr;
     uct_dcx_umr_view_t umr;
 } uct_dcx_mem_view_t;
 
 /* The rights a view can lend over a registration: remote put and get, as
  * far as the registration has them (never more: an mkey must not open
  * memory registered for local access only). */
-#define UCT_DCX_VIEW_ACCESS (IBV_ACCESS_LOCAL_WRITE | \
-                             IBV_ACCESS_REMOTE_WRITE | \
-                             IBV_ACCESS_REMOTE_READ)
+#define UCT_DCX_VIEW_ACCESS \
+    (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 
 static uint32_t uct_dcx_mem_view_access(const uct_dcx_mem_t *mem)
 {
@@ -114,12 +113,12 @@ static void uct_dcx_mem_view_init(uct_dcx_iface_t *iface,
                                   uct_dcx_mem_view_t *view, size_t length,
                                   uint32_t access)
 {
-    view->mr.context = iface->md->ctx;
-    view->mr.pd      = iface->md->pd;
-    view->mr.addr    = NULL;
-    view->mr.length  = length;
-    view->mr.lkey    = view->umr.mkey->lkey;
-    view->mr.rkey    = view->umr.mkey->rkey;
+    view->mr.context  = iface->md->ctx;
+    view->mr.pd       = iface->md->pd;
+    view->mr.addr     = NULL;
+    view->mr.length   = length;
+    view->mr.lkey     = view->umr.mkey->lkey;
+    view->mr.rkey     = view->umr.mkey->rkey;
     view->memh.mr     = &view->mr;
     view->memh.flags  = UCT_DCX_MEM_FLAG_VIEW;
     view->memh.access = access;
@@ -140,8 +139,7 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
     uintptr_t first, end;
     uint32_t access;
 
-    if (!uct_dcx_iface_is_dcx(tl_iface) ||
-        (mem == NULL) || (view_p == NULL) ||
+    if (!uct_dcx_iface_is_dcx(tl_iface) || (mem == NULL) || (view_p == NULL) ||
         (mem->flags & UCT_DCX_MEM_FLAG_VIEW)) {
         ucs_error("dcx: a view needs a dcx interface and a registration");
         return UCS_ERR_INVALID_PARAM;
@@ -161,8 +159,9 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
         (first < (uintptr_t)mem->mr->addr) ||
         (end > (uintptr_t)mem->mr->addr + mem->mr->length)) {
         ucs_error("dcx: view %zu x %zu @ %zu at %p is empty, overlapping or "
-                  "outside its registration [%p, +%zu)", count, length,
-                  stride, address, mem->mr->addr, mem->mr->length);
+                  "outside its registration [%p, +%zu)",
+                  count, length, stride, address, mem->mr->addr,
+                  mem->mr->length);
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -182,8 +181,8 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
     layout.length = length;
     layout.stride = stride;
     layout.count  = count;
-    status        = uct_dcx_umr_view_create(umr, iface->md->pd, &layout,
-                                            NULL, 0, access, &view->umr);
+    status = uct_dcx_umr_view_create(umr, iface->md->pd, &layout, NULL, 0,
+                                     access, &view->umr);
     ++iface->umr.gen; /* its wait may have taken completions for others */
     if (status != UCS_OK) {
         ucs_free(view);
@@ -233,7 +232,8 @@ ucs_status_t uct_dcx_mem_view_create_iov(uct_iface_h tl_iface,
         if ((mem == NULL) || (mem->flags & UCT_DCX_MEM_FLAG_VIEW) ||
             ((iov[i].count > 1) && (iov[i].stride < iov[i].length))) {
             ucs_error("dcx: view entry %zu: no registration, or overlapping "
-                      "blocks", i);
+                      "blocks",
+                      i);
             return UCS_ERR_INVALID_PARAM;
         }
         access &= uct_dcx_mem_view_access(mem);
@@ -242,15 +242,16 @@ ucs_status_t uct_dcx_mem_view_create_iov(uct_iface_h tl_iface,
                 ucs_error("dcx: a view maps at most %u pieces", umr->list_max);
                 return UCS_ERR_INVALID_PARAM;
             }
-            pieces[n].addr   = (uintptr_t)iov[i].buffer +
-                               j * ((iov[i].count > 1) ? iov[i].stride : 0);
+            pieces[n].addr = (uintptr_t)iov[i].buffer +
+                             j * ((iov[i].count > 1) ? iov[i].stride : 0);
             pieces[n].length = iov[i].length;
             pieces[n].lkey   = mem->mr->lkey;
             end              = pieces[n].addr + pieces[n].length;
             if ((pieces[n].addr < (uintptr_t)mem->mr->addr) ||
                 (end > (uintptr_t)mem->mr->addr + mem->mr->length)) {
                 ucs_error("dcx: view entry %zu block %zu is outside its "
-                          "registration", i, j);
+                          "registration",
+                          i, j);
                 return UCS_ERR_INVALID_PARAM;
             }
             total += iov[i].length;
@@ -290,8 +291,8 @@ ucs_status_t uct_dcx_mem_view_destroy(uct_iface_h tl_iface, uct_mem_h memh)
     uct_dcx_iface_t *iface;
     ucs_status_t status;
 
-    if (!uct_dcx_iface_is_dcx(tl_iface) ||
-        (mem == NULL) || !(mem->flags & UCT_DCX_MEM_FLAG_VIEW)) {
+    if (!uct_dcx_iface_is_dcx(tl_iface) || (mem == NULL) ||
+        !(mem->flags & UCT_DCX_MEM_FLAG_VIEW)) {
         ucs_error("dcx: %p is not a strided view of a dcx interface", memh);
         return UCS_ERR_INVALID_PARAM;
     }
@@ -315,8 +316,8 @@ unsigned uct_dcx_iface_umr_progress(uct_dcx_iface_t *iface)
     }
     if (iface->umr.gen != iface->umr.dispatched_gen) {
         iface->umr.dispatched_gen = iface->umr.gen;
-        ucs_arbiter_dispatch(&iface->tx.arbiter, 1,
-                             uct_dcx_ep_pending_dispatch, NULL);
+        ucs_arbiter_dispatch(&iface->tx.arbiter, 1, uct_dcx_ep_pending_dispatch,
+                             NULL);
     }
     return count;
 }
@@ -348,7 +349,7 @@ void uct_dcx_iface_umr_init(uct_dcx_iface_t *iface,
                                      iface->tx.seg_size);
     iface->umr.unavailable = (config->umr == UCS_NO) || !md->devx ||
                              (config->umr_mkeys == 0);
-    iface->umr.max_iov     = iface->tx.max_sge;
+    iface->umr.max_iov = iface->tx.max_sge;
     if (!iface->umr.unavailable &&
         (uct_dcx_umr_probe(iface->ops, md->ctx, md->pd, config->umr_max_inline,
                            &list_max) == UCS_OK)) {

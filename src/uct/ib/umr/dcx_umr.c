@@ -17,7 +17,7 @@
 
 
 /* Send queue of the UMR QP: an invalidation and a UMR per programming. */
-#define UCT_DCX_UMR_SQ_LEN   128
+#define UCT_DCX_UMR_SQ_LEN 128
 
 
 /* Cached layouts are only ever local keys (gather and scatter lists of the
@@ -45,23 +45,23 @@ static ucs_status_t uct_dcx_umr_qp_connect(uct_dcx_umr_t *umr)
     attr.pkey_index      = 0;
     attr.port_num        = port;
     attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
-    ret = umr->ops->modify_qp(umr->qp, &attr,
-                              IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-                              IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    ret                  = umr->ops->modify_qp(umr->qp, &attr,
+                                               IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                                       IBV_QP_ACCESS_FLAGS);
     if (ret != 0) {
         goto err;
     }
 
     /* Connected to itself. */
     memset(&attr, 0, sizeof(attr));
-    attr.qp_state              = IBV_QPS_RTR;
-    attr.path_mtu              = pattr->active_mtu;
-    attr.dest_qp_num           = umr->qp->qp_num;
-    attr.rq_psn                = 0;
-    attr.max_dest_rd_atomic    = 1;
-    attr.min_rnr_timer         = 1;
-    attr.ah_attr.dlid          = pattr->lid;
-    attr.ah_attr.port_num      = port;
+    attr.qp_state           = IBV_QPS_RTR;
+    attr.path_mtu           = pattr->active_mtu;
+    attr.dest_qp_num        = umr->qp->qp_num;
+    attr.rq_psn             = 0;
+    attr.max_dest_rd_atomic = 1;
+    attr.min_rnr_timer      = 1;
+    attr.ah_attr.dlid       = pattr->lid;
+    attr.ah_attr.port_num   = port;
     if (umr->is_global) {
         /* RoCE: the interface's own GRH (source GID, hop limit, class) */
         attr.ah_attr.is_global = 1;
@@ -69,9 +69,9 @@ static ucs_status_t uct_dcx_umr_qp_connect(uct_dcx_umr_t *umr)
     }
     ret = umr->ops->modify_qp(umr->qp, &attr,
                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                              IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                              IBV_QP_MAX_DEST_RD_ATOMIC |
-                              IBV_QP_MIN_RNR_TIMER);
+                                      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                      IBV_QP_MAX_DEST_RD_ATOMIC |
+                                      IBV_QP_MIN_RNR_TIMER);
     if (ret != 0) {
         goto err;
     }
@@ -83,27 +83,27 @@ static ucs_status_t uct_dcx_umr_qp_connect(uct_dcx_umr_t *umr)
     attr.retry_cnt     = 7;
     attr.rnr_retry     = 7;
     attr.timeout       = 14;
-    ret = umr->ops->modify_qp(umr->qp, &attr,
-                              IBV_QP_STATE | IBV_QP_SQ_PSN |
-                              IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT |
-                              IBV_QP_RNR_RETRY | IBV_QP_TIMEOUT);
+    ret                = umr->ops->modify_qp(umr->qp, &attr,
+                                             IBV_QP_STATE | IBV_QP_SQ_PSN |
+                                                     IBV_QP_MAX_QP_RD_ATOMIC |
+                                                     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                                     IBV_QP_TIMEOUT);
     if (ret != 0) {
         goto err;
     }
     return UCS_OK;
 
 err:
-    ucs_error("dcx: umr qp 0x%x: cannot connect to itself: %s",
-              umr->qp->qp_num, strerror(ret));
+    ucs_error("dcx: umr qp 0x%x: cannot connect to itself: %s", umr->qp->qp_num,
+              strerror(ret));
     return UCS_ERR_IO_ERROR;
 }
 
 /* The RC QP that hosts UMR. Asks for max_inline of inline space (the UMR
  * entries travel inline) and halves the request until the device agrees. */
-static ucs_status_t uct_dcx_umr_qp_create(uct_dcx_umr_t *umr,
-                                          struct ibv_context *ctx,
-                                          struct ibv_pd *pd,
-                                          unsigned max_inline)
+static ucs_status_t
+uct_dcx_umr_qp_create(uct_dcx_umr_t *umr, struct ibv_context *ctx,
+                      struct ibv_pd *pd, unsigned max_inline)
 {
     struct ibv_qp_init_attr_ex attr;
     struct mlx5dv_qp_init_attr dv_attr;
@@ -118,14 +118,13 @@ static ucs_status_t uct_dcx_umr_qp_create(uct_dcx_umr_t *umr,
         attr.cap.max_send_wr     = UCT_DCX_UMR_SQ_LEN;
         attr.cap.max_send_sge    = 1;
         attr.cap.max_inline_data = max_inline;
-        attr.comp_mask           = IBV_QP_INIT_ATTR_PD |
-                                   IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-        attr.send_ops_flags      = IBV_QP_EX_WITH_LOCAL_INV;
-        dv_attr.comp_mask        = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS |
-                                   MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
-        dv_attr.create_flags     = MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE;
-        dv_attr.send_ops_flags   = MLX5DV_QP_EX_WITH_MR_INTERLEAVED |
-                                   MLX5DV_QP_EX_WITH_MR_LIST;
+        attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        attr.send_ops_flags = IBV_QP_EX_WITH_LOCAL_INV;
+        dv_attr.comp_mask   = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS |
+                            MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
+        dv_attr.create_flags   = MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE;
+        dv_attr.send_ops_flags = MLX5DV_QP_EX_WITH_MR_INTERLEAVED |
+                                 MLX5DV_QP_EX_WITH_MR_LIST;
 
         umr->qp = umr->ops->mlx5dv_create_qp(ctx, &attr, &dv_attr);
         if (umr->qp != NULL) {
@@ -142,11 +141,11 @@ static ucs_status_t uct_dcx_umr_qp_create(uct_dcx_umr_t *umr,
     umr->sq_len       = attr.cap.max_send_wr;
     /* One inline descriptor of 16 bytes per entry, one for the repeat
      * header of an interleaved layout (spec: n <= (inline + 4) / 16 - 1). */
-    umr->list_max     = ucs_min((attr.cap.max_inline_data + 4) / 16,
-                                UCT_DCX_UMR_LIST_MAX);
-    umr->max_entries  = (umr->list_max > 0) ? umr->list_max - 1 : 0;
-    umr->qpx          = umr->ops->qp_to_qp_ex(umr->qp);
-    umr->mqpx         = umr->ops->mlx5dv_qp_ex_from_ibv_qp_ex(umr->qpx);
+    umr->list_max    = ucs_min((attr.cap.max_inline_data + 4) / 16,
+                               UCT_DCX_UMR_LIST_MAX);
+    umr->max_entries = (umr->list_max > 0) ? umr->list_max - 1 : 0;
+    umr->qpx         = umr->ops->qp_to_qp_ex(umr->qp);
+    umr->mqpx        = umr->ops->mlx5dv_qp_ex_from_ibv_qp_ex(umr->qpx);
     if ((umr->qpx == NULL) || (umr->mqpx == NULL) || (umr->max_entries == 0)) {
         ucs_debug("dcx: umr qp without usable UMR support (inline %u)",
                   attr.cap.max_inline_data);
@@ -204,18 +203,18 @@ static ucs_status_t uct_dcx_umr_mkeys_create(uct_dcx_umr_t *umr,
         mkey_attr.pd           = pd;
         mkey_attr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
         mkey_attr.max_entries  = ucs_max(umr->list_max, 2);
-        umr->mkeys[i].pieces   = ucs_calloc(umr->list_max,
-                                            sizeof(struct ibv_sge),
-                                            "dcx umr pieces");
-        umr->mkeys[i].mkey     = (umr->mkeys[i].pieces == NULL) ? NULL :
-                                 umr->ops->mlx5dv_create_mkey(&mkey_attr);
+        umr->mkeys[i].pieces = ucs_calloc(umr->list_max, sizeof(struct ibv_sge),
+                                          "dcx umr pieces");
+        umr->mkeys[i].mkey   = (umr->mkeys[i].pieces == NULL) ?
+                                       NULL :
+                                       umr->ops->mlx5dv_create_mkey(&mkey_attr);
         if (umr->mkeys[i].mkey == NULL) {
             ucs_free(umr->mkeys[i].pieces);
             ucs_debug("dcx: cannot create indirect mkey %u: %m", i);
             status = (i == 0) ? UCS_ERR_UNSUPPORTED : UCS_OK;
             break;
         }
-        umr->mkeys[i].state = UCT_DCX_UMR_MKEY_FREE;
+        umr->mkeys[i].state  = UCT_DCX_UMR_MKEY_FREE;
         umr->mkeys[i].listed = 1;
         ucs_list_add_tail(&umr->free, &umr->mkeys[i].list);
         ++umr->num_mkeys;
@@ -230,12 +229,12 @@ static ucs_status_t uct_dcx_umr_mkeys_create(uct_dcx_umr_t *umr,
     return status;
 }
 
-ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
-                              const uct_dcx_verbs_ops_t *ops,
-                              struct ibv_context *ctx, struct ibv_pd *pd,
-                              uint8_t port, const struct ibv_port_attr *port_attr,
-                              const struct ibv_global_route *grh,
-                              unsigned num_mkeys, unsigned max_inline)
+ucs_status_t
+uct_dcx_umr_init(uct_dcx_umr_t *umr, const uct_dcx_verbs_ops_t *ops,
+                 struct ibv_context *ctx, struct ibv_pd *pd, uint8_t port,
+                 const struct ibv_port_attr *port_attr,
+                 const struct ibv_global_route *grh, unsigned num_mkeys,
+                 unsigned max_inline)
 {
     struct ibv_cq_init_attr_ex cq_attr = {};
     ucs_status_t status;
@@ -280,8 +279,8 @@ ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
         goto err_destroy_qp;
     }
 
-    ucs_debug("dcx: umr qp 0x%x: %u mkeys, %u entries per umr",
-              umr->qp->qp_num, umr->num_mkeys, umr->max_entries);
+    ucs_debug("dcx: umr qp 0x%x: %u mkeys, %u entries per umr", umr->qp->qp_num,
+              umr->num_mkeys, umr->max_entries);
     return UCS_OK;
 
 err_destroy_qp:
@@ -368,8 +367,8 @@ static void uct_dcx_umr_retire(uct_dcx_umr_t *umr, uct_dcx_umr_mkey_t *mk)
     ibv_wr_local_inv(umr->qpx, mk->mkey->lkey);
     ret = ibv_wr_complete(umr->qpx);
     if (ret != 0) {
-        ucs_error("dcx: umr: cannot invalidate mkey 0x%x: %s",
-                  mk->mkey->lkey, strerror(ret));
+        ucs_error("dcx: umr: cannot invalidate mkey 0x%x: %s", mk->mkey->lkey,
+                  strerror(ret));
         mk->state  = UCT_DCX_UMR_MKEY_FREE;
         mk->listed = 1;
         ucs_list_add_tail(&umr->free, &mk->list);
@@ -438,10 +437,9 @@ static ucs_status_t uct_dcx_umr_program(uct_dcx_umr_t *umr,
     return UCS_OK;
 }
 
-static ucs_status_t uct_dcx_umr_lookup(uct_dcx_umr_t *umr,
-                                       const uct_dcx_umr_layout_t *layout,
-                                       const struct ibv_sge *pieces,
-                                       uct_dcx_umr_mkey_t **mkey_p)
+static ucs_status_t
+uct_dcx_umr_lookup(uct_dcx_umr_t *umr, const uct_dcx_umr_layout_t *layout,
+                   const struct ibv_sge *pieces, uct_dcx_umr_mkey_t **mkey_p)
 {
     uct_dcx_umr_mkey_t *mk;
     ucs_status_t status;
@@ -459,8 +457,8 @@ static ucs_status_t uct_dcx_umr_lookup(uct_dcx_umr_t *umr,
             uct_dcx_umr_unlist(mk);
             ++mk->refcount;
             umr->stats.hits += !mk->fresh;
-            mk->fresh        = 0;
-            *mkey_p = mk;
+            mk->fresh = 0;
+            *mkey_p   = mk;
             return UCS_OK;
         case UCT_DCX_UMR_MKEY_FAILED:
             /* Reported once; a later try programs it again. */
@@ -516,9 +514,9 @@ ucs_status_t uct_dcx_umr_get_list(uct_dcx_umr_t *umr,
         return UCS_ERR_UNSUPPORTED;
     }
     for (i = 0; i < n; ++i) {
-        hash   = (hash ^ pieces[i].addr) * 0x100000001b3ull;
-        hash   = (hash ^ (((uint64_t)pieces[i].lkey << 32) |
-                          pieces[i].length)) * 0x100000001b3ull;
+        hash = (hash ^ pieces[i].addr) * 0x100000001b3ull;
+        hash = (hash ^ (((uint64_t)pieces[i].lkey << 32) | pieces[i].length)) *
+               0x100000001b3ull;
         total += pieces[i].length;
     }
     if (total > INT32_MAX) {
@@ -599,10 +597,11 @@ void uct_dcx_umr_complete(uct_dcx_umr_t *umr, uint64_t wr_id,
          * and evictable meanwhile. */
         mk->failure = ((status == IBV_WC_LOC_PROT_ERR) ||
                        (status == IBV_WC_MW_BIND_ERR)) ?
-                      UCS_ERR_INVALID_PARAM : UCS_ERR_IO_ERROR;
+                              UCS_ERR_INVALID_PARAM :
+                              UCS_ERR_IO_ERROR;
         mk->state   = mk->cached ? UCT_DCX_UMR_MKEY_FAILED :
                                    UCT_DCX_UMR_MKEY_FREE;
-        mk->listed = 1;
+        mk->listed  = 1;
         ucs_list_add_tail(mk->cached ? &umr->lru : &umr->free, &mk->list);
     }
 }
@@ -625,7 +624,8 @@ static void uct_dcx_umr_recover(uct_dcx_umr_t *umr)
     }
     if ((ret != 0) || (uct_dcx_umr_qp_connect(umr) != UCS_OK)) {
         ucs_error("dcx: umr qp 0x%x not recovered: strided zero-copy fails "
-                  "from now on", umr->qp->qp_num);
+                  "from now on",
+                  umr->qp->qp_num);
         umr->qp_dead = 1;
         return;
     }
@@ -657,8 +657,8 @@ void uct_dcx_umr_fail(uct_dcx_umr_t *umr)
         if (mk->state == UCT_DCX_UMR_MKEY_PROGRAMMING) {
             uct_dcx_umr_complete(umr, i, IBV_WC_FATAL_ERR, 0);
         } else if (mk->state == UCT_DCX_UMR_MKEY_INVALIDATING) {
-            uct_dcx_umr_complete(umr, i | UCT_DCX_UMR_WR_INV,
-                                 IBV_WC_FATAL_ERR, 0);
+            uct_dcx_umr_complete(umr, i | UCT_DCX_UMR_WR_INV, IBV_WC_FATAL_ERR,
+                                 0);
         }
     }
     umr->qp_error = 1;
@@ -674,8 +674,9 @@ unsigned uct_dcx_umr_progress(uct_dcx_umr_t *umr)
     if (ibv_start_poll(cq, &attr) == 0) {
         do {
             uct_dcx_umr_complete(umr, cq->wr_id, cq->status,
-                                 (cq->status == IBV_WC_SUCCESS) ? 0 :
-                                 ibv_wc_read_vendor_err(cq));
+                                 (cq->status == IBV_WC_SUCCESS) ?
+                                         0 :
+                                         ibv_wc_read_vendor_err(cq));
             ++count;
         } while (ibv_next_poll(cq) == 0);
         ibv_end_poll(cq);

@@ -39,11 +39,11 @@
  * the first piece's, length = total bytes, stride = UCT_DCX_UMR_LIST, count
  * = number of pieces (the pieces themselves are compared on a hit). */
 typedef struct uct_dcx_umr_layout {
-    uint64_t addr;     /* first byte of the first block */
-    uint32_t lkey;     /* registration holding every block */
-    uint32_t length;   /* bytes per block */
-    uint32_t stride;   /* distance between block starts */
-    uint32_t count;    /* number of blocks */
+    uint64_t addr; /* first byte of the first block */
+    uint32_t lkey; /* registration holding every block */
+    uint32_t length; /* bytes per block */
+    uint32_t stride; /* distance between block starts */
+    uint32_t count; /* number of blocks */
 } uct_dcx_umr_layout_t;
 
 #define UCT_DCX_UMR_LIST UINT32_MAX
@@ -53,27 +53,27 @@ typedef struct uct_dcx_umr_layout {
 
 
 typedef enum {
-    UCT_DCX_UMR_MKEY_FREE,         /* programmable */
-    UCT_DCX_UMR_MKEY_PROGRAMMING,  /* UMR posted, no CQE yet */
-    UCT_DCX_UMR_MKEY_READY,        /* usable by any QP of the PD */
+    UCT_DCX_UMR_MKEY_FREE, /* programmable */
+    UCT_DCX_UMR_MKEY_PROGRAMMING, /* UMR posted, no CQE yet */
+    UCT_DCX_UMR_MKEY_READY, /* usable by any QP of the PD */
     UCT_DCX_UMR_MKEY_INVALIDATING, /* LOCAL_INV posted */
-    UCT_DCX_UMR_MKEY_FAILED        /* the UMR failed; reported once */
+    UCT_DCX_UMR_MKEY_FAILED /* the UMR failed; reported once */
 } uct_dcx_umr_mkey_state_t;
 
 
 typedef struct uct_dcx_umr_mkey {
-    struct mlx5dv_mkey   *mkey;
+    struct mlx5dv_mkey *mkey;
     uct_dcx_umr_layout_t layout;
-    struct ibv_sge       *pieces;   /* of a piece list (list_max entries) */
-    ucs_list_link_t      list;      /* in free or lru, when there */
-    uint32_t             refcount;  /* operations using it */
-    uint8_t              state;     /* uct_dcx_umr_mkey_state_t */
-    uint8_t              cached;    /* in the layout table */
-    uint8_t              dirty;     /* programmed since its last LOCAL_INV */
-    uint8_t              listed;    /* on free or lru */
-    uint8_t              fresh;     /* programmed, not used yet: its first
+    struct ibv_sge *pieces; /* of a piece list (list_max entries) */
+    ucs_list_link_t list; /* in free or lru, when there */
+    uint32_t refcount; /* operations using it */
+    uint8_t state; /* uct_dcx_umr_mkey_state_t */
+    uint8_t cached; /* in the layout table */
+    uint8_t dirty; /* programmed since its last LOCAL_INV */
+    uint8_t listed; /* on free or lru */
+    uint8_t fresh; /* programmed, not used yet: its first
                                        use is not a cache hit */
-    int8_t               failure;   /* FAILED: the status to report */
+    int8_t failure; /* FAILED: the status to report */
 } uct_dcx_umr_mkey_t;
 
 
@@ -85,53 +85,52 @@ static inline khint32_t uct_dcx_umr_layout_hash(uct_dcx_umr_layout_t l)
     return kh_int64_hash_func(h);
 }
 
-static inline int uct_dcx_umr_layout_equal(uct_dcx_umr_layout_t a,
-                                           uct_dcx_umr_layout_t b)
+static inline int
+uct_dcx_umr_layout_equal(uct_dcx_umr_layout_t a, uct_dcx_umr_layout_t b)
 {
-    return (a.addr == b.addr) && (a.lkey == b.lkey) &&
-           (a.length == b.length) && (a.stride == b.stride) &&
-           (a.count == b.count);
+    return (a.addr == b.addr) && (a.lkey == b.lkey) && (a.length == b.length) &&
+           (a.stride == b.stride) && (a.count == b.count);
 }
 
-KHASH_INIT(uct_dcx_umr_layouts, uct_dcx_umr_layout_t, uct_dcx_umr_mkey_t*,
-           1, uct_dcx_umr_layout_hash, uct_dcx_umr_layout_equal)
+KHASH_INIT(uct_dcx_umr_layouts, uct_dcx_umr_layout_t, uct_dcx_umr_mkey_t *, 1,
+           uct_dcx_umr_layout_hash, uct_dcx_umr_layout_equal)
 
 
 typedef struct uct_dcx_umr_stats {
-    uint64_t umrs;           /* layouts programmed */
-    uint64_t hits;           /* operations served by a cached layout */
-    uint64_t evictions;      /* cached layouts replaced */
-    uint64_t invalidations;  /* layouts dropped with their registration */
-    uint64_t recoveries;     /* UMR QP reset after an error completion */
+    uint64_t umrs; /* layouts programmed */
+    uint64_t hits; /* operations served by a cached layout */
+    uint64_t evictions; /* cached layouts replaced */
+    uint64_t invalidations; /* layouts dropped with their registration */
+    uint64_t recoveries; /* UMR QP reset after an error completion */
 } uct_dcx_umr_stats_t;
 
 
 typedef struct uct_dcx_umr {
     const uct_dcx_verbs_ops_t *ops;
-    struct ibv_cq_ex          *cq;
-    struct ibv_qp             *qp;
-    struct ibv_qp_ex          *qpx;
-    struct mlx5dv_qp_ex       *mqpx;
-    unsigned                  sq_available;
-    unsigned                  sq_len;      /* work requests the QP holds */
-    int                       qp_error;    /* an error completion: the QP
+    struct ibv_cq_ex *cq;
+    struct ibv_qp *qp;
+    struct ibv_qp_ex *qpx;
+    struct mlx5dv_qp_ex *mqpx;
+    unsigned sq_available;
+    unsigned sq_len; /* work requests the QP holds */
+    int qp_error; /* an error completion: the QP
                                               is in error until recovered */
-    int                       qp_dead;     /* recovery failed */
-    uint8_t                   port;        /* to reconnect after an error */
-    struct ibv_port_attr      port_attr;
-    struct ibv_global_route   grh;         /* loopback GRH (RoCE) */
-    int                       is_global;
-    unsigned                  max_entries; /* interleaved entries per UMR */
-    unsigned                  list_max;    /* pieces per list UMR */
-    uint32_t                  access;      /* rights of every layout */
-    int                       view_tags;   /* view mkeys change key variant */
-    ucs_list_link_t           view_free;   /* uct_dcx_umr_view_mkey_t */
-    uct_dcx_umr_mkey_t        *mkeys;
-    unsigned                  num_mkeys;
-    ucs_list_link_t           free;        /* FREE mkeys */
-    ucs_list_link_t           lru;         /* idle cached READY, oldest first */
+    int qp_dead; /* recovery failed */
+    uint8_t port; /* to reconnect after an error */
+    struct ibv_port_attr port_attr;
+    struct ibv_global_route grh; /* loopback GRH (RoCE) */
+    int is_global;
+    unsigned max_entries; /* interleaved entries per UMR */
+    unsigned list_max; /* pieces per list UMR */
+    uint32_t access; /* rights of every layout */
+    int view_tags; /* view mkeys change key variant */
+    ucs_list_link_t view_free; /* uct_dcx_umr_view_mkey_t */
+    uct_dcx_umr_mkey_t *mkeys;
+    unsigned num_mkeys;
+    ucs_list_link_t free; /* FREE mkeys */
+    ucs_list_link_t lru; /* idle cached READY, oldest first */
     khash_t(uct_dcx_umr_layouts) layouts;
-    uct_dcx_umr_stats_t       stats;
+    uct_dcx_umr_stats_t stats;
 } uct_dcx_umr_t;
 
 
@@ -139,12 +138,12 @@ typedef struct uct_dcx_umr {
  * the cached layouts (and operations in flight on distinct layouts). grh is
  * the loopback QP's GRH on a RoCE port (dgid = the port's own GID), NULL on
  * InfiniBand. */
-ucs_status_t uct_dcx_umr_init(uct_dcx_umr_t *umr,
-                              const uct_dcx_verbs_ops_t *ops,
-                              struct ibv_context *ctx, struct ibv_pd *pd,
-                              uint8_t port, const struct ibv_port_attr *port_attr,
-                              const struct ibv_global_route *grh,
-                              unsigned num_mkeys, unsigned max_inline);
+ucs_status_t
+uct_dcx_umr_init(uct_dcx_umr_t *umr, const uct_dcx_verbs_ops_t *ops,
+                 struct ibv_context *ctx, struct ibv_pd *pd, uint8_t port,
+                 const struct ibv_port_attr *port_attr,
+                 const struct ibv_global_route *grh, unsigned num_mkeys,
+                 unsigned max_inline);
 
 void uct_dcx_umr_cleanup(uct_dcx_umr_t *umr);
 
@@ -192,16 +191,16 @@ void uct_dcx_umr_forget_lkey(uct_dcx_umr_t *umr, uint32_t lkey);
  * destroyed view's mkey is kept for a later view, which programs it with
  * the next key variant (the mkey tag), so the old key reaches nothing. */
 typedef struct uct_dcx_umr_view {
-    struct mlx5dv_mkey   *mkey;
-    unsigned             max_entries;
+    struct mlx5dv_mkey *mkey;
+    unsigned max_entries;
     uct_dcx_umr_layout_t layout;
 } uct_dcx_umr_view_t;
 
 /* An invalidated view mkey, waiting for a later view. */
 typedef struct uct_dcx_umr_view_mkey {
-    ucs_list_link_t    list;
+    ucs_list_link_t list;
     struct mlx5dv_mkey *mkey;
-    unsigned           max_entries;
+    unsigned max_entries;
 } uct_dcx_umr_view_mkey_t;
 
 /* A strided layout, or (pieces != NULL) a list of n pieces, with the given
@@ -211,8 +210,8 @@ ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
                                      const struct ibv_sge *pieces, unsigned n,
                                      uint32_t access, uct_dcx_umr_view_t *view);
 
-ucs_status_t uct_dcx_umr_view_destroy(uct_dcx_umr_t *umr,
-                                      uct_dcx_umr_view_t *view);
+ucs_status_t
+uct_dcx_umr_view_destroy(uct_dcx_umr_t *umr, uct_dcx_umr_view_t *view);
 
 /* Whether the layout can be one interleaved UMR: 16-bit block length and
  * stride fields, and a 32-bit mapped length. */

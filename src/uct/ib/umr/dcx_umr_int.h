@@ -11,8 +11,8 @@
 
 /* Work request ids: the mkey index, and whether the WR is the mkey's UMR
  * or a stand-alone invalidation. */
-#define UCT_DCX_UMR_WR_INV   UCS_BIT(31)
-#define UCT_DCX_UMR_WR_VIEW  UCS_BIT(30) /* a view's UMR or invalidation */
+#define UCT_DCX_UMR_WR_INV  UCS_BIT(31)
+#define UCT_DCX_UMR_WR_VIEW UCS_BIT(30) /* a view's UMR or invalidation */
 
 /* How long a view waits for its UMR or invalidation. */
 #define UCT_DCX_UMR_VIEW_TIMEOUT 10.0

@@ -35,13 +35,12 @@ static ucs_status_t uct_dcx_umr_wait_usable(uct_dcx_umr_t *umr)
 
 /* Post the batch in the QP's current session and wait for its one view
  * completion, handling the cache's completions on the way. */
-static ucs_status_t uct_dcx_umr_view_wait(uct_dcx_umr_t *umr,
-                                          const char *what)
+static ucs_status_t uct_dcx_umr_view_wait(uct_dcx_umr_t *umr, const char *what)
 {
     struct ibv_poll_cq_attr attr = {};
     struct ibv_cq_ex *cq         = umr->cq;
     ucs_time_t deadline          = ucs_get_time() +
-                                   ucs_time_from_sec(UCT_DCX_UMR_VIEW_TIMEOUT);
+                          ucs_time_from_sec(UCT_DCX_UMR_VIEW_TIMEOUT);
     enum ibv_wc_status status;
     uint32_t vendor_err;
     uint64_t wr_id;
@@ -49,8 +48,7 @@ static ucs_status_t uct_dcx_umr_view_wait(uct_dcx_umr_t *umr,
 
     ret = ibv_wr_complete(umr->qpx);
     if (ret != 0) {
-        ucs_error("dcx: umr: cannot post a view's %s: %s", what,
-                  strerror(ret));
+        ucs_error("dcx: umr: cannot post a view's %s: %s", what, strerror(ret));
         return UCS_ERR_IO_ERROR;
     }
     --umr->sq_available;
@@ -66,7 +64,7 @@ static ucs_status_t uct_dcx_umr_view_wait(uct_dcx_umr_t *umr,
         wr_id      = cq->wr_id;
         status     = cq->status;
         vendor_err = (status == IBV_WC_SUCCESS) ? 0 :
-                     ibv_wc_read_vendor_err(cq);
+                                                  ibv_wc_read_vendor_err(cq);
         ibv_end_poll(cq);
         uct_dcx_umr_complete(umr, wr_id, status, vendor_err);
         if (wr_id & UCT_DCX_UMR_WR_VIEW) {
@@ -75,8 +73,8 @@ static ucs_status_t uct_dcx_umr_view_wait(uct_dcx_umr_t *umr,
     }
 
     if (status != IBV_WC_SUCCESS) {
-        ucs_error("dcx: umr: a view's %s failed: %s (vendor error 0x%x)",
-                  what, umr->ops->wc_status_str(status), vendor_err);
+        ucs_error("dcx: umr: a view's %s failed: %s (vendor error 0x%x)", what,
+                  umr->ops->wc_status_str(status), vendor_err);
         return UCS_ERR_INVALID_PARAM;
     }
     return UCS_OK;
@@ -87,10 +85,9 @@ static ucs_status_t uct_dcx_umr_view_wait(uct_dcx_umr_t *umr,
  * through the new view), else a new one. Without UPDATE_TAG (a kernel that
  * does not report it) keys cannot change: view mkeys are then never
  * reused by dcx (the device may still hand out the same index again). */
-static ucs_status_t uct_dcx_umr_view_mkey_get(uct_dcx_umr_t *umr,
-                                              struct ibv_pd *pd,
-                                              unsigned entries,
-                                              uct_dcx_umr_view_t *view)
+static ucs_status_t
+uct_dcx_umr_view_mkey_get(uct_dcx_umr_t *umr, struct ibv_pd *pd,
+                          unsigned entries, uct_dcx_umr_view_t *view)
 {
     struct mlx5dv_mkey_init_attr mkey_attr = {};
     uct_dcx_umr_view_mkey_t *vm;
@@ -101,8 +98,8 @@ static ucs_status_t uct_dcx_umr_view_mkey_get(uct_dcx_umr_t *umr,
             view->mkey        = vm->mkey;
             view->max_entries = vm->max_entries;
             ucs_free(vm);
-            view->mkey->lkey  = uct_dcx_umr_key_next_variant(view->mkey->lkey);
-            view->mkey->rkey  = view->mkey->lkey;
+            view->mkey->lkey = uct_dcx_umr_key_next_variant(view->mkey->lkey);
+            view->mkey->rkey = view->mkey->lkey;
             return UCS_OK;
         }
     }
@@ -171,8 +168,8 @@ ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
     }
     if ((pieces == NULL) && !uct_dcx_umr_layout_fits(umr, layout)) {
         ucs_error("dcx: a view of %u x %u bytes @ %u does not fit one UMR "
-                  "(block and stride below 64 KiB)", layout->count,
-                  layout->length, layout->stride);
+                  "(block and stride below 64 KiB)",
+                  layout->count, layout->length, layout->stride);
         return UCS_ERR_INVALID_PARAM;
     }
     status = uct_dcx_umr_wait_usable(umr);
@@ -183,8 +180,7 @@ ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    status = uct_dcx_umr_view_mkey_get(umr, pd, (pieces != NULL) ? n : 2,
-                                       view);
+    status = uct_dcx_umr_view_mkey_get(umr, pd, (pieces != NULL) ? n : 2, view);
     if (status != UCS_OK) {
         return status;
     }
@@ -198,10 +194,10 @@ ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
     umr->qpx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
     if (pieces != NULL) {
         mlx5dv_wr_mr_list(umr->mqpx, view->mkey, access, n,
-                          (struct ibv_sge*)pieces);
+                          (struct ibv_sge *)pieces);
     } else {
-        mlx5dv_wr_mr_interleaved(umr->mqpx, view->mkey, access,
-                                 layout->count, 1, &entry);
+        mlx5dv_wr_mr_interleaved(umr->mqpx, view->mkey, access, layout->count,
+                                 1, &entry);
     }
     status = uct_dcx_umr_view_wait(umr, "UMR");
     if (status != UCS_OK) {
@@ -213,8 +209,8 @@ ucs_status_t uct_dcx_umr_view_create(uct_dcx_umr_t *umr, struct ibv_pd *pd,
     return UCS_OK;
 }
 
-ucs_status_t uct_dcx_umr_view_destroy(uct_dcx_umr_t *umr,
-                                      uct_dcx_umr_view_t *view)
+ucs_status_t
+uct_dcx_umr_view_destroy(uct_dcx_umr_t *umr, uct_dcx_umr_view_t *view)
 {
     ucs_status_t status;
 

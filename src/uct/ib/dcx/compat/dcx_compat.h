@@ -38,12 +38,12 @@
 
 /* What a memory domain offers, whatever the release's attribute struct. */
 typedef struct uct_dcx_md_caps {
-    uint64_t          flags;            /* UCT_MD_FLAG_* */
-    uint64_t          reg_mem_types;
-    uint64_t          access_mem_types;
-    size_t            max_reg;
-    size_t            rkey_packed_size;
-    size_t            reg_alignment;
+    uint64_t flags; /* UCT_MD_FLAG_* */
+    uint64_t reg_mem_types;
+    uint64_t access_mem_types;
+    size_t max_reg;
+    size_t rkey_packed_size;
+    size_t reg_alignment;
     ucs_linear_func_t reg_cost;
 } uct_dcx_md_caps_t;
 
@@ -63,15 +63,14 @@ ucs_status_t uct_dcx_query_md_resources(uct_component_t *component,
 extern uct_component_t uct_dcx_component;
 
 /* @a flags: UCT_MD_MEM_FLAG_* */
-ucs_status_t uct_dcx_md_mem_reg_flags(uct_md_h md, void *address,
-                                      size_t length, unsigned flags,
-                                      uct_mem_h *memh_p);
+ucs_status_t uct_dcx_md_mem_reg_flags(uct_md_h md, void *address, size_t length,
+                                      unsigned flags, uct_mem_h *memh_p);
 
-ucs_status_t uct_dcx_md_mem_dereg(uct_md_h md,
-                                  const uct_md_mem_dereg_params_t *params);
+ucs_status_t
+uct_dcx_md_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params_t *params);
 
-ucs_status_t uct_dcx_md_mkey_pack_memh(uct_md_h md, uct_mem_h memh,
-                                       void *rkey_buffer);
+ucs_status_t
+uct_dcx_md_mkey_pack_memh(uct_md_h md, uct_mem_h memh, void *rkey_buffer);
 
 ucs_status_t uct_dcx_rkey_unpack_buffer(const void *rkey_buffer,
                                         uct_rkey_t *rkey_p, void **handle_p);
@@ -89,21 +88,21 @@ int uct_dcx_ep_is_connected_to(uct_ep_h ep, const uct_device_addr_t *dev_addr,
 
 /* The kind of operation a performance estimate is for. */
 typedef enum {
-    UCT_DCX_PERF_OP_ANY,   /* iface_query: no operation named */
+    UCT_DCX_PERF_OP_ANY, /* iface_query: no operation named */
     UCT_DCX_PERF_OP_SHORT, /* inline: the CPU writes the data into the WQE */
     UCT_DCX_PERF_OP_BCOPY, /* from a bounce buffer the NIC reads */
-    UCT_DCX_PERF_OP_ZCOPY  /* from user memory, with a completion to retire */
+    UCT_DCX_PERF_OP_ZCOPY /* from user memory, with a completion to retire */
 } uct_dcx_perf_op_t;
 
 /* The device's figures for UCP's protocol selection (uct_perf_attr_t). */
 typedef struct uct_dcx_iface_perf {
-    double send_pre_overhead;  /* CPU time to post one work request, s */
+    double send_pre_overhead; /* CPU time to post one work request, s */
     double send_post_overhead; /* CPU time after posting (doorbell, CQE), s */
-    double recv_overhead;      /* CPU time to receive one message, s */
-    double bandwidth;          /* the port's payload bandwidth, bytes/s,
+    double recv_overhead; /* CPU time to receive one message, s */
+    double bandwidth; /* the port's payload bandwidth, bytes/s,
                                   shared by the node's processes */
-    double latency;            /* one-way latency, s */
-    size_t max_inflight_eps;   /* endpoints with work in flight at once */
+    double latency; /* one-way latency, s */
+    size_t max_inflight_eps; /* endpoints with work in flight at once */
 } uct_dcx_iface_perf_t;
 
 void uct_dcx_iface_perf_get(uct_iface_h iface, uct_dcx_perf_op_t op,
@@ -113,14 +112,12 @@ void uct_dcx_iface_perf_get(uct_iface_h iface, uct_dcx_perf_op_t op,
  * one call takes, 0 when disabled (UCX_DCX_PUT_SGL=n). */
 size_t uct_dcx_iface_put_sgl_max(uct_iface_h iface);
 
-ucs_status_t uct_dcx_ep_put_sgl_zcopy(uct_ep_h ep, void * const *buffers,
-                                      const size_t *lengths,
-                                      uct_mem_h const *memhs,
-                                      const uint64_t *remote_addrs,
-                                      uct_rkey_t const *rkeys,
-                                      const size_t *counts,
-                                      const size_t *strides, size_t count,
-                                      uct_completion_t *comp);
+ucs_status_t
+uct_dcx_ep_put_sgl_zcopy(uct_ep_h ep, void *const *buffers,
+                         const size_t *lengths, uct_mem_h const *memhs,
+                         const uint64_t *remote_addrs, uct_rkey_t const *rkeys,
+                         const size_t *counts, const size_t *strides,
+                         size_t count, uct_completion_t *comp);
 
 
 /* --- implemented by the layer, called by the transport ------------------ */
@@ -134,8 +131,8 @@ int uct_dcx_compat_iface_is_reachable(const uct_iface_h iface,
                                       const uct_iface_addr_t *iface_addr);
 
 /* Parse a global configuration table registered as @a entry. */
-ucs_status_t uct_dcx_compat_config_fill(void *opts,
-                                        ucs_config_global_list_entry_t *entry);
+ucs_status_t
+uct_dcx_compat_config_fill(void *opts, ucs_config_global_list_entry_t *entry);
 
 /* A plain (malloc-backed) memory pool. */
 ucs_status_t uct_dcx_compat_mpool_init(ucs_mpool_t *mp, size_t elem_size,

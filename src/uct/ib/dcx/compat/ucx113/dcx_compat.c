@@ -42,12 +42,16 @@ uct_dcx_compat_mkey_pack(uct_md_h md, uct_mem_h memh,
 uct_md_ops_t uct_dcx_md_ops = {
     .close                  = uct_dcx_md_close,
     .query                  = uct_dcx_compat_md_query,
-    .mem_alloc              = UCT_DCX_STUB(uct_md_mem_alloc_func_t, ucs_empty_function_return_unsupported),
-    .mem_free               = UCT_DCX_STUB(uct_md_mem_free_func_t, ucs_empty_function_return_unsupported),
-    .mem_advise             = UCT_DCX_STUB(uct_md_mem_advise_func_t, ucs_empty_function_return_unsupported),
+    .mem_alloc              = UCT_DCX_STUB(uct_md_mem_alloc_func_t,
+                                           ucs_empty_function_return_unsupported),
+    .mem_free               = UCT_DCX_STUB(uct_md_mem_free_func_t,
+                                           ucs_empty_function_return_unsupported),
+    .mem_advise             = UCT_DCX_STUB(uct_md_mem_advise_func_t,
+                                           ucs_empty_function_return_unsupported),
     .mem_reg                = uct_dcx_md_mem_reg_flags,
     .mem_dereg              = uct_dcx_md_mem_dereg,
-    .mem_query              = UCT_DCX_STUB(uct_md_mem_query_func_t, ucs_empty_function_return_unsupported),
+    .mem_query              = UCT_DCX_STUB(uct_md_mem_query_func_t,
+                                           ucs_empty_function_return_unsupported),
     .mkey_pack              = uct_dcx_compat_mkey_pack,
     .is_sockaddr_accessible = ucs_empty_function_return_zero_int,
     .detect_memory_type     = ucs_empty_function_return_unsupported
@@ -56,9 +60,9 @@ uct_md_ops_t uct_dcx_md_ops = {
 
 /* --- component (uct_dcx_component is in dcx_md.c) ------------------------ */
 
-ucs_status_t
-uct_dcx_compat_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
-                           uct_rkey_t *rkey_p, void **handle_p)
+ucs_status_t uct_dcx_compat_rkey_unpack(uct_component_t *component,
+                                        const void *rkey_buffer,
+                                        uct_rkey_t *rkey_p, void **handle_p)
 {
     return uct_dcx_rkey_unpack_buffer(rkey_buffer, rkey_p, handle_p);
 }
@@ -78,16 +82,19 @@ int uct_dcx_compat_iface_is_reachable(const uct_iface_h iface,
  * overhead), which the transport fills from the same source. */
 uct_iface_internal_ops_t uct_dcx_iface_internal_ops = {
     .iface_estimate_perf = uct_base_iface_estimate_perf,
-    .iface_vfs_refresh   = UCT_DCX_STUB(uct_iface_vfs_refresh_func_t, ucs_empty_function),
-    .ep_query            = UCT_DCX_STUB(uct_ep_query_func_t, ucs_empty_function_return_unsupported),
-    .ep_invalidate       = UCT_DCX_STUB(uct_ep_invalidate_func_t, ucs_empty_function_return_unsupported)
+    .iface_vfs_refresh   = UCT_DCX_STUB(uct_iface_vfs_refresh_func_t,
+                                        ucs_empty_function),
+    .ep_query            = UCT_DCX_STUB(uct_ep_query_func_t,
+                                        ucs_empty_function_return_unsupported),
+    .ep_invalidate       = UCT_DCX_STUB(uct_ep_invalidate_func_t,
+                                        ucs_empty_function_return_unsupported)
 };
 
 
 /* --- UCS helpers ---------------------------------------------------------- */
 
-ucs_status_t uct_dcx_compat_config_fill(void *opts,
-                                        ucs_config_global_list_entry_t *entry)
+ucs_status_t
+uct_dcx_compat_config_fill(void *opts, ucs_config_global_list_entry_t *entry)
 {
     return ucs_config_parser_fill_opts(opts, entry->table,
                                        UCS_DEFAULT_ENV_PREFIX, entry->prefix,

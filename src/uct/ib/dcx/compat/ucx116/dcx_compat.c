@@ -22,8 +22,7 @@
 
 /* --- memory domain -------------------------------------------------------- */
 
-static ucs_status_t uct_dcx_compat_md_query(uct_md_h md,
-                                            uct_md_attr_v2_t *attr)
+static ucs_status_t uct_dcx_compat_md_query(uct_md_h md, uct_md_attr_v2_t *attr)
 {
     uct_dcx_md_caps_t caps;
 
@@ -32,7 +31,8 @@ static ucs_status_t uct_dcx_compat_md_query(uct_md_h md,
     attr->flags            = caps.flags;
     attr->reg_mem_types    = caps.reg_mem_types;
     attr->cache_mem_types  = (caps.flags & UCT_MD_FLAG_REG) ?
-                             caps.reg_mem_types : 0;
+                                     caps.reg_mem_types :
+                                     0;
     attr->access_mem_types = caps.access_mem_types;
     attr->max_reg          = caps.max_reg;
     attr->max_alloc        = 0;
@@ -45,13 +45,12 @@ static ucs_status_t uct_dcx_compat_md_query(uct_md_h md,
 
 static ucs_status_t
 uct_dcx_compat_mem_reg(uct_md_h md, void *address, size_t length,
-                       const uct_md_mem_reg_params_t *params,
-                       uct_mem_h *memh_p)
+                       const uct_md_mem_reg_params_t *params, uct_mem_h *memh_p)
 {
     unsigned flags = UCT_MD_MEM_REG_FIELD_VALUE(params, flags, FIELD_FLAGS, 0);
 
-    if (params->field_mask & (UCT_MD_MEM_REG_FIELD_DMABUF_FD |
-                              UCT_MD_MEM_REG_FIELD_DMABUF_OFFSET)) {
+    if (params->field_mask &
+        (UCT_MD_MEM_REG_FIELD_DMABUF_FD | UCT_MD_MEM_REG_FIELD_DMABUF_OFFSET)) {
         /* The caps report no dmabuf memory types. */
         return UCS_ERR_UNSUPPORTED;
     }
@@ -78,17 +77,24 @@ uct_dcx_compat_mkey_pack(uct_md_h md, uct_mem_h memh, void *address,
 uct_md_ops_t uct_dcx_md_ops = {
     .close              = uct_dcx_md_close,
     .query              = uct_dcx_compat_md_query,
-    .mem_alloc          = UCT_DCX_STUB(uct_md_mem_alloc_func_t, ucs_empty_function_return_unsupported),
-    .mem_free           = UCT_DCX_STUB(uct_md_mem_free_func_t, ucs_empty_function_return_unsupported),
-    .mem_advise         = UCT_DCX_STUB(uct_md_mem_advise_func_t, ucs_empty_function_return_unsupported),
+    .mem_alloc          = UCT_DCX_STUB(uct_md_mem_alloc_func_t,
+                                       ucs_empty_function_return_unsupported),
+    .mem_free           = UCT_DCX_STUB(uct_md_mem_free_func_t,
+                                       ucs_empty_function_return_unsupported),
+    .mem_advise         = UCT_DCX_STUB(uct_md_mem_advise_func_t,
+                                       ucs_empty_function_return_unsupported),
     .mem_reg            = uct_dcx_compat_mem_reg,
     .mem_dereg          = uct_dcx_md_mem_dereg,
-    .mem_query          = UCT_DCX_STUB(uct_md_mem_query_func_t, ucs_empty_function_return_unsupported),
+    .mem_query          = UCT_DCX_STUB(uct_md_mem_query_func_t,
+                                       ucs_empty_function_return_unsupported),
     .mkey_pack          = uct_dcx_compat_mkey_pack,
-    .mem_attach         = UCT_DCX_STUB(uct_md_mem_attach_func_t, ucs_empty_function_return_unsupported),
-    .detect_memory_type = UCT_DCX_STUB(uct_md_detect_memory_type_func_t, ucs_empty_function_return_unsupported),
+    .mem_attach         = UCT_DCX_STUB(uct_md_mem_attach_func_t,
+                                       ucs_empty_function_return_unsupported),
+    .detect_memory_type = UCT_DCX_STUB(uct_md_detect_memory_type_func_t,
+                                       ucs_empty_function_return_unsupported),
 #if UCT_DCX_UCX_AT_LEAST(1, 21)
-    .mem_elem_pack      = UCT_DCX_STUB(uct_md_mem_elem_pack_func_t, ucs_empty_function_return_unsupported),
+    .mem_elem_pack = UCT_DCX_STUB(uct_md_mem_elem_pack_func_t,
+                                  ucs_empty_function_return_unsupported),
 #endif
 };
 
@@ -96,14 +102,14 @@ uct_md_ops_t uct_dcx_md_ops = {
 /* --- component (uct_dcx_component is in dcx_md.c) ------------------------ */
 
 #if UCT_DCX_UCX_AT_LEAST(1, 19)
-ucs_status_t
-uct_dcx_compat_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
-                           const uct_rkey_unpack_params_t *params,
-                           uct_rkey_t *rkey_p, void **handle_p)
+ucs_status_t uct_dcx_compat_rkey_unpack(uct_component_t *component,
+                                        const void *rkey_buffer,
+                                        const uct_rkey_unpack_params_t *params,
+                                        uct_rkey_t *rkey_p, void **handle_p)
 #else
-ucs_status_t
-uct_dcx_compat_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
-                           uct_rkey_t *rkey_p, void **handle_p)
+ucs_status_t uct_dcx_compat_rkey_unpack(uct_component_t *component,
+                                        const void *rkey_buffer,
+                                        uct_rkey_t *rkey_p, void **handle_p)
 #endif
 {
     return uct_dcx_rkey_unpack_buffer(rkey_buffer, rkey_p, handle_p);
@@ -135,9 +141,8 @@ int uct_dcx_compat_iface_is_reachable(const uct_iface_h iface,
     return uct_base_iface_is_reachable(iface, dev_addr, iface_addr);
 }
 
-static int
-uct_dcx_compat_iface_is_reachable_v2(const uct_iface_h iface,
-                                     const uct_iface_is_reachable_params_t *params)
+static int uct_dcx_compat_iface_is_reachable_v2(
+        const uct_iface_h iface, const uct_iface_is_reachable_params_t *params)
 {
     char *info = UCS_PARAM_VALUE(UCT_IFACE_IS_REACHABLE_FIELD, params,
                                  info_string, INFO_STRING, NULL);
@@ -158,8 +163,9 @@ uct_dcx_compat_iface_is_reachable_v2(const uct_iface_h iface,
                                            params->iface_addr, info, max);
 }
 
-static int uct_dcx_compat_ep_is_connected(uct_ep_h ep,
-                                          const uct_ep_is_connected_params_t *params)
+static int
+uct_dcx_compat_ep_is_connected(uct_ep_h ep,
+                               const uct_ep_is_connected_params_t *params)
 {
     const uct_device_addr_t *dev_addr = UCS_PARAM_VALUE(
             UCT_EP_IS_CONNECTED_FIELD, params, device_addr, DEVICE_ADDR, NULL);
@@ -175,8 +181,8 @@ static int uct_dcx_compat_ep_is_connected(uct_ep_h ep,
 
 /* Protocols v2 (on by default since 1.16) build their thresholds from
  * these figures, per operation. */
-static ucs_status_t uct_dcx_compat_estimate_perf(uct_iface_h iface,
-                                                 uct_perf_attr_t *attr)
+static ucs_status_t
+uct_dcx_compat_estimate_perf(uct_iface_h iface, uct_perf_attr_t *attr)
 {
     uct_ep_operation_t op = UCS_PARAM_VALUE(UCT_PERF_ATTR_FIELD, attr,
                                             operation, OPERATION,
@@ -184,10 +190,10 @@ static ucs_status_t uct_dcx_compat_estimate_perf(uct_iface_h iface,
     uct_dcx_iface_perf_t perf;
 
     uct_dcx_iface_perf_get(iface,
-                           (op == UCT_EP_OP_LAST)    ? UCT_DCX_PERF_OP_ANY :
-                           uct_ep_op_is_zcopy(op)    ? UCT_DCX_PERF_OP_ZCOPY :
-                           uct_ep_op_is_bcopy(op)    ? UCT_DCX_PERF_OP_BCOPY :
-                                                       UCT_DCX_PERF_OP_SHORT,
+                           (op == UCT_EP_OP_LAST) ? UCT_DCX_PERF_OP_ANY :
+                           uct_ep_op_is_zcopy(op) ? UCT_DCX_PERF_OP_ZCOPY :
+                           uct_ep_op_is_bcopy(op) ? UCT_DCX_PERF_OP_BCOPY :
+                                                    UCT_DCX_PERF_OP_SHORT,
                            &perf);
     if (attr->field_mask & UCT_PERF_ATTR_FIELD_SEND_PRE_OVERHEAD) {
         attr->send_pre_overhead = perf.send_pre_overhead;
@@ -224,8 +230,8 @@ static ucs_status_t uct_dcx_compat_estimate_perf(uct_iface_h iface,
 
 #if UCT_DCX_UCX_AT_LEAST(1, 22)
 /* The v2 capabilities: scatter-gather put. */
-static ucs_status_t uct_dcx_compat_iface_query_v2(uct_iface_h iface,
-                                                  uct_iface_attr_v2_t *attr)
+static ucs_status_t
+uct_dcx_compat_iface_query_v2(uct_iface_h iface, uct_iface_attr_v2_t *attr)
 {
     size_t sgl_max = uct_dcx_iface_put_sgl_max(iface);
     ucs_status_t status;
@@ -247,31 +253,36 @@ static ucs_status_t uct_dcx_compat_iface_query_v2(uct_iface_h iface,
 
 uct_iface_internal_ops_t uct_dcx_iface_internal_ops = {
 #if UCT_DCX_UCX_AT_LEAST(1, 22)
-    .iface_query_v2        = uct_dcx_compat_iface_query_v2,
+    .iface_query_v2 = uct_dcx_compat_iface_query_v2,
 #elif UCT_DCX_UCX_AT_LEAST(1, 20)
     /* No v2-only capability before 1.22. */
-    .iface_query_v2        = uct_iface_base_query_v2,
+    .iface_query_v2 = uct_iface_base_query_v2,
 #endif
     .iface_estimate_perf   = uct_dcx_compat_estimate_perf,
-    .iface_vfs_refresh     = UCT_DCX_STUB(uct_iface_vfs_refresh_func_t, ucs_empty_function),
-    .ep_query              = UCT_DCX_STUB(uct_ep_query_func_t, ucs_empty_function_return_unsupported),
-    .ep_invalidate         = UCT_DCX_STUB(uct_ep_invalidate_func_t, ucs_empty_function_return_unsupported),
-    .ep_connect_to_ep_v2   = UCT_DCX_STUB(uct_ep_connect_to_ep_v2_func_t, ucs_empty_function_return_unsupported),
+    .iface_vfs_refresh     = UCT_DCX_STUB(uct_iface_vfs_refresh_func_t,
+                                          ucs_empty_function),
+    .ep_query              = UCT_DCX_STUB(uct_ep_query_func_t,
+                                          ucs_empty_function_return_unsupported),
+    .ep_invalidate         = UCT_DCX_STUB(uct_ep_invalidate_func_t,
+                                          ucs_empty_function_return_unsupported),
+    .ep_connect_to_ep_v2   = UCT_DCX_STUB(uct_ep_connect_to_ep_v2_func_t,
+                                          ucs_empty_function_return_unsupported),
     .iface_is_reachable_v2 = uct_dcx_compat_iface_is_reachable_v2,
     .ep_is_connected       = uct_dcx_compat_ep_is_connected,
 #if UCT_DCX_UCX_AT_LEAST(1, 20)
-    .ep_get_device_ep      = UCT_DCX_STUB(uct_ep_get_device_ep_func_t, ucs_empty_function_return_unsupported),
+    .ep_get_device_ep = UCT_DCX_STUB(uct_ep_get_device_ep_func_t,
+                                     ucs_empty_function_return_unsupported),
 #endif
 #if UCT_DCX_UCX_AT_LEAST(1, 22)
-    .ep_put_sgl_zcopy      = uct_dcx_ep_put_sgl_zcopy,
+    .ep_put_sgl_zcopy = uct_dcx_ep_put_sgl_zcopy,
 #endif
 };
 
 
 /* --- UCS helpers ---------------------------------------------------------- */
 
-ucs_status_t uct_dcx_compat_config_fill(void *opts,
-                                        ucs_config_global_list_entry_t *entry)
+ucs_status_t
+uct_dcx_compat_config_fill(void *opts, ucs_config_global_list_entry_t *entry)
 {
     return ucs_config_parser_fill_opts(opts, entry, UCS_DEFAULT_ENV_PREFIX, 0);
 }

@@ -279,6 +279,49 @@ static int check_rc_attr(struct ibv_context *context,
     return 0;
 }
 
+/* What an RC QP and a DCI share once their attributes are checked and their
+ * send queue sized (cap): the QP, its ring and slot, its builders (dv_ops: an
+ * RC QP's MR builders; raw_wqe: a DCI's raw WQEs), then publication. */
+static struct ibv_qp *
+create_send_qp(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
+               uint64_t ops, const struct ibv_qp_cap *cap,
+               enum ibv_qp_type type, uint64_t dv_ops, int raw_wqe)
+{
+    int is_rc = type == IBV_QPT_RC;
+    struct dcxemu_qp *qp;
+    int err;
+
+    qp = new_qp(context, attr, ops);
+    if (qp == NULL) {
+        err = ENOMEM;
+        goto err;
+    }
+    qp->is_rc = is_rc;
+    err       = alloc_sq_ring(qp, cap, is_rc);
+    if (err == 0) {
+        err = alloc_qp_slot(qp, 0);
+    }
+    if (err != 0) {
+        goto err_free;
+    }
+    qp->has_qpx = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
+    init_qp_common(qp, context, attr, type);
+    if (is_rc) {
+        dcxemu_wr_install_rc(qp, dv_ops);
+    } else {
+        dcxemu_wr_install_dci(qp, raw_wqe);
+    }
+    attr->cap = *cap;
+    publish_qp(qp);
+    return &qp->qpx.qp_base;
+
+err_free:
+    free_qp(qp);
+err:
+    errno = err;
+    return NULL;
+}
+
 /* The loopback RC QP that hosts UMR and LOCAL_INV (spec §2.5). Its qp_num is valid at once. Data
  * operations and a receive queue are not modelled: asking for them fails with EOPNOTSUPP. */
 static struct ibv_qp *create_rc(struct ibv_context *context,
@@ -287,7 +330,6 @@ static struct ibv_qp *create_rc(struct ibv_context *context,
 {
     uint64_t ops = DEFAULT_SEND_OPS, dv_ops = 0;
     struct ibv_qp_cap cap;
-    struct dcxemu_qp *qp;
     size_t wqe = 0;
     int err;
 
@@ -300,29 +342,10 @@ static struct ibv_qp *create_rc(struct ibv_context *context,
     if (err != 0) {
         goto err;
     }
-    cap.max_recv_wr = cap.max_recv_sge = 0;
-    qp                                 = new_qp(context, attr, ops);
-    if (qp == NULL) {
-        err = ENOMEM;
-        goto err;
-    }
-    qp->is_rc = 1;
-    err       = alloc_sq_ring(qp, &cap, 1);
-    if (err == 0) {
-        err = alloc_qp_slot(qp, 0);
-    }
-    if (err != 0) {
-        goto err_free;
-    }
-    qp->has_qpx = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
-    init_qp_common(qp, context, attr, IBV_QPT_RC);
-    dcxemu_wr_install_rc(qp, dv_ops);
-    attr->cap = cap;
-    publish_qp(qp);
-    return &qp->qpx.qp_base;
+    cap.max_recv_wr  = 0;
+    cap.max_recv_sge = 0;
+    return create_send_qp(context, attr, ops, &cap, IBV_QPT_RC, dv_ops, 0);
 
-err_free:
-    free_qp(qp);
 err:
     errno = err;
     return NULL;
@@ -486,7 +509,6 @@ static struct ibv_qp *create_dci(struct ibv_context *context,
 {
     uint64_t ops = DEFAULT_SEND_OPS;
     struct ibv_qp_cap cap;
-    struct dcxemu_qp *qp;
     size_t wqe = 0;
     int err, raw_wqe = 0;
 
@@ -499,27 +521,8 @@ static struct ibv_qp *create_dci(struct ibv_context *context,
     if (err != 0) {
         goto err;
     }
-    qp = new_qp(context, attr, ops);
-    if (qp == NULL) {
-        err = ENOMEM;
-        goto err;
-    }
-    err = alloc_sq_ring(qp, &cap, 0);
-    if (err == 0) {
-        err = alloc_qp_slot(qp, 0);
-    }
-    if (err != 0) {
-        goto err_free;
-    }
-    qp->has_qpx = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
-    init_qp_common(qp, context, attr, IBV_QPT_DRIVER);
-    dcxemu_wr_install_dci(qp, raw_wqe);
-    attr->cap = cap;
-    publish_qp(qp);
-    return &qp->qpx.qp_base;
+    return create_send_qp(context, attr, ops, &cap, IBV_QPT_DRIVER, 0, raw_wqe);
 
-err_free:
-    free_qp(qp);
 err:
     errno = err;
     return NULL;

@@ -1,5 +1,5 @@
-/* dcxemu completer stage: the send CQE of an executed WQE, its opcode and syndrome, counters and
- * trace. */
+/* dcxemu completer stage: the send CQE of an executed WQE, its opcode and
+ * syndrome, counters and trace. */
 #define _GNU_SOURCE
 #include "comp.h"
 #include "opcode.h"
@@ -14,7 +14,8 @@ const char *dcxemu_op_name(uint32_t op)
 static uint32_t wc_opcode(const struct dcxemu_wqe *w)
 {
     if (w->raw) {
-        return IBV_WC_DRIVER2; /* MLX5DV_WC_RAW_WQE (rdma-core: wr_data = IBV_WC_DRIVER2) */
+        return IBV_WC_DRIVER2; /* MLX5DV_WC_RAW_WQE (rdma-core: wr_data =
+                                  IBV_WC_DRIVER2) */
     }
     return dcxemu_opcode(w->opcode)->wc_opcode;
 }

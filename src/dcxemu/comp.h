@@ -1,5 +1,5 @@
-/* dcxemu completer stage (comp.c): send CQEs, syndromes, counters and the trace of executed
- * WQEs. */
+/* dcxemu completer stage (comp.c): send CQEs, syndromes, counters and the trace
+ * of executed WQEs. */
 #ifndef DCXEMU_COMP_H
 #define DCXEMU_COMP_H
 

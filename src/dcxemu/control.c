@@ -1,4 +1,5 @@
-/* dcxemu control API: fault injection, device-fatal mode and the other test-only controls. */
+/* dcxemu control API: fault injection, device-fatal mode and the other
+ * test-only controls. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -8,7 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The shared QP-table slot that currently carries number qpn, or NULL (fabric lock held). */
+/* The shared QP-table slot that currently carries number qpn, or NULL (fabric
+ * lock held). */
 static struct dcxemu_shm_qp *slot_of(uint32_t qpn)
 {
     struct dcxemu_shm_qp *s;

@@ -1,6 +1,7 @@
-/* dcxemu data copies: moving a WQE's bytes between processes (process_vm_readv/writev) or within
- * one, in ascending order, with no fabric lock held; the copy epochs that let a deregistration
- * wait for copies in flight; the test-only hook around them. */
+/* dcxemu data copies: moving a WQE's bytes between processes
+ * (process_vm_readv/writev) or within one, in ascending order, with no fabric
+ * lock held; the copy epochs that let a deregistration wait for copies in
+ * flight; the test-only hook around them. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -11,9 +12,9 @@
 #include <sys/uio.h>
 #include <time.h>
 
-/* Place bytes in ascending order, as a NIC does: large memcpy implementations interleave pages,
- * and a reader polling the last byte must see everything before it.  process_vm_* already copy
- * page by page in order. */
+/* Place bytes in ascending order, as a NIC does: large memcpy implementations
+ * interleave pages, and a reader polling the last byte must see everything
+ * before it.  process_vm_* already copy page by page in order. */
 static void ascending_copy(void *dst, const void *src, size_t len)
 {
     const size_t chunk = 4096;
@@ -30,14 +31,14 @@ static void ascending_copy(void *dst, const void *src, size_t len)
     ((volatile char *)dst)[len - 1] = ((const char *)src)[len - 1];
 }
 
-/* Gathering small pieces through a staging buffer pays off above this many pieces of at most
- * this average size. */
+/* Gathering small pieces through a staging buffer pays off above this many
+ * pieces of at most this average size. */
 #define VM_GATHER_MIN_PIECES 4
 #define VM_GATHER_MAX_AVG    512
 #define VM_STAGING_SIZE      65536
 
-/* Move the pieces to/from the contiguous remote span rv through a per-thread staging buffer:
- * one system call per VM_STAGING_SIZE bytes. */
+/* Move the pieces to/from the contiguous remote span rv through a per-thread
+ * staging buffer: one system call per VM_STAGING_SIZE bytes. */
 static int vm_copy_staged(pid_t pid, int to_remote, const struct iovec *piece,
                           int k, const struct iovec *rv)
 {
@@ -106,8 +107,8 @@ static int vm_copy_staged(pid_t pid, int to_remote, const struct iovec *piece,
     return 0;
 }
 
-/* Move k local pieces to/from the contiguous span rv within this process: ascending, the last byte
- * of each piece stored last. */
+/* Move k local pieces to/from the contiguous span rv within this process:
+ * ascending, the last byte of each piece stored last. */
 static void vm_copy_local(int to_remote, const struct iovec *piece, int k,
                           const struct iovec *rv)
 {
@@ -124,8 +125,9 @@ static void vm_copy_local(int to_remote, const struct iovec *piece, int k,
     }
 }
 
-/* Move k local pieces (modified: consumed) to/from the contiguous span rv of process pid with
- * process_vm_readv/writev, as many calls as the kernel needs.  0 or errno. */
+/* Move k local pieces (modified: consumed) to/from the contiguous span rv of
+ * process pid with process_vm_readv/writev, as many calls as the kernel needs.
+ * 0 or errno. */
 static int vm_copy_remote(pid_t pid, int to_remote, struct iovec *piece, int k,
                           struct iovec rv)
 {
@@ -159,10 +161,10 @@ static int vm_copy_remote(pid_t pid, int to_remote, struct iovec *piece, int k,
     return 0;
 }
 
-/* Copy between local iovecs and remote iovecs of process pid (0: this process), which the
- * caller found alive under the fabric lock; no lock is needed here.  Bytes move in ascending
- * order, at most IOV_MAX pieces per system call.  Returns 0 or errno (EFAULT for unmapped memory,
- * ESRCH for a vanished process). */
+/* Copy between local iovecs and remote iovecs of process pid (0: this process),
+ * which the caller found alive under the fabric lock; no lock is needed here.
+ * Bytes move in ascending order, at most IOV_MAX pieces per system call. Returns
+ * 0 or errno (EFAULT for unmapped memory, ESRCH for a vanished process). */
 int dcxemu_vm_copy(pid_t pid, int to_remote, const struct iovec *local, int nl,
                    const struct iovec *remote, int nr)
 {
@@ -203,9 +205,10 @@ int dcxemu_vm_copy(pid_t pid, int to_remote, const struct iovec *local, int nl,
                 vm_copy_local(to_remote, piece, k, &rv);
             } else if (k > VM_GATHER_MIN_PIECES &&
                        want / k < VM_GATHER_MAX_AVG) {
-                /* Many small pieces (a UMR layout of small blocks): the kernel's cost is per
-                 * iovec, so gather them here and move one contiguous span per call, as a NIC
-                 * gathers before it sends.  Order and "last byte last" are unchanged. */
+                /* Many small pieces (a UMR layout of small blocks): the
+                 * kernel's cost is per iovec, so gather them here and move one
+                 * contiguous span per call, as a NIC gathers before it sends.
+                 * Order and "last byte last" are unchanged. */
                 err = vm_copy_staged(pid, to_remote, piece, k, &rv);
             } else {
                 err = vm_copy_remote(pid, to_remote, piece, k, rv);
@@ -219,7 +222,8 @@ int dcxemu_vm_copy(pid_t pid, int to_remote, const struct iovec *local, int nl,
     return 0;
 }
 
-/* ---------------------------------------------------------------- copies without the lock ---- */
+/* ---------------------------------------------------------------- copies
+ * without the lock ---- */
 
 void dcxemu_copy_begin(int qp_idx)
 {
@@ -236,8 +240,9 @@ void dcxemu_copy_end(int qp_idx)
     atomic_fetch_sub(&dcxemu_fab->copies_active, 1);
 }
 
-/* One scan (fabric lock held): the number of a QP whose copy began at or before epoch and whose
- * copier lives, or 0.  A dead copier's record is dropped, so it blocks nobody. */
+/* One scan (fabric lock held): the number of a QP whose copy began at or before
+ * epoch and whose copier lives, or 0.  A dead copier's record is dropped, so it
+ * blocks nobody. */
 static uint32_t copy_busy_qpn(uint64_t epoch)
 {
     uint32_t hwm = dcxemu_fab->qp_hwm < DCXEMU_MAX_QPS ? dcxemu_fab->qp_hwm :

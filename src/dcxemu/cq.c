@@ -1,5 +1,5 @@
-/* dcxemu completion queues: the shared CQE ring (producer and purge), polling (classic and
- * extended), arming, create and destroy. */
+/* dcxemu completion queues: the shared CQE ring (producer and purge), polling
+ * (classic and extended), arming, create and destroy. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -20,7 +20,8 @@ static inline struct dcxemu_shm_cqe *cq_ring(struct dcxemu_shm_cq *s)
     return (struct dcxemu_shm_cqe *)dcxemu_ptr(s->ring_off);
 }
 
-/* Producer side, fabric lock held.  Returns 1 if the owner must be woken (event or overrun). */
+/* Producer side, fabric lock held.  Returns 1 if the owner must be woken (event
+ * or overrun). */
 int dcxemu_cq_push(struct dcxemu_shm_cq *s, const struct dcxemu_shm_cqe *cqe)
 {
     int wake = 0;
@@ -102,9 +103,10 @@ static void note_free(struct sq_free *f, int *n, const struct dcxemu_shm_cqe *e)
     }
 }
 
-/* A polled send CQE releases its WQE's slot and every earlier one (the SQ is FIFO): the QP's
- * builders see the room at once.  Done here, on the QP's counter, so that polling does not call
- * back into the execution stages that produce the CQEs. */
+/* A polled send CQE releases its WQE's slot and every earlier one (the SQ is
+ * FIFO): the QP's builders see the room at once.  Done here, on the QP's
+ * counter, so that polling does not call back into the execution stages that
+ * produce the CQEs. */
 static void release_sq_slots(uint32_t qpn, uint64_t idx)
 {
     struct dcxemu_qp *qp;
@@ -196,10 +198,11 @@ static inline struct dcxemu_cq *xcq(struct ibv_cq_ex *c)
     return (struct dcxemu_cq *)c;
 }
 
-/* Extended polling.  The shared ring lock is held only while one CQE is taken (and consumed at
- * once, which is also when mlx5 advances the SQ tail); the start..end critical section is a
- * process-local lock.  So a poller that posts from inside its poll loop, with its send CQEs going
- * to this very CQ, never blocks a producer that holds the fabric lock. */
+/* Extended polling.  The shared ring lock is held only while one CQE is taken
+ * (and consumed at once, which is also when mlx5 advances the SQ tail); the
+ * start..end critical section is a process-local lock.  So a poller that posts
+ * from inside its poll loop, with its send CQEs going to this very CQ, never
+ * blocks a producer that holds the fabric lock. */
 static int take_current(struct dcxemu_cq *cq)
 {
     struct dcxemu_shm_cq *s = cq->s;
@@ -349,7 +352,8 @@ check_cq_attr(struct ibv_context *context, const struct ibv_cq_init_attr_ex *a)
     return 0;
 }
 
-/* Fabric lock held: a free CQ slot with a ring of cap CQEs on the heap, made live; or -1. */
+/* Fabric lock held: a free CQ slot with a ring of cap CQEs on the heap, made
+ * live; or -1. */
 static int take_cq_slot(uint32_t cap, int ignore_overrun)
 {
     struct dcxemu_shm_cq *s = NULL;
@@ -388,7 +392,8 @@ static int take_cq_slot(uint32_t cap, int ignore_overrun)
     return idx;
 }
 
-/* The process-local CQ over slot idx: the extended-poll calls, and only the readers asked for. */
+/* The process-local CQ over slot idx: the extended-poll calls, and only the
+ * readers asked for. */
 static void init_local_cq(struct dcxemu_cq *cq, struct ibv_context *context,
                           const struct ibv_cq_init_attr_ex *a, int idx,
                           uint32_t cap)

@@ -1,13 +1,18 @@
 /*
  * dcxemu — software DC device ("the device model").
  *
- * Implements the rdma-core 44 verbs + mlx5dv DC subset with mlx5 semantics, shared by real
- * processes on one host through a named fabric in POSIX shared memory.  Every export is the
- * rdma-core name prefixed with "dcxemu_" and has exactly rdma-core 44's signature; the data path
- * runs through the function pointers of the real public structs, so rdma-core's inline wrappers
- * (ibv_wr_*, mlx5dv_wr_set_dc_addr, ibv_poll_cq, ibv_start_poll, ibv_post_srq_recv, ...) work
- * unchanged on model objects.  Semantics: shared/research/verbs_dc_spec.md; design: docs/dcxemu.md.
- *
+ * Implements the rdma-core 44 verbs + mlx5dv DC subset with mlx5 semantics,
+ * shared by real processes on one host through a named fabric in POSIX shared
+ * memory.  Every export is the rdma-core name prefixed with "dcxemu_" and has
+ * exactly rdma-core 44's signature; the data path runs through the function
+ * pointers of the real public structs, so rdma-core's inline wrappers
+ * (ibv_wr_*, mlx5dv_wr_set_dc_addr, ibv_poll_cq, ibv_start_poll,
+ * ibv_post_srq_recv, ...) work unchanged on model objects.  Semantics:
+ * shared/research/verbs_dc_spec.md; design: docs/dcxemu.md.
+ */
+
+/* clang-format off */
+/*
  * Settings (environment, read once when the fabric is first used in a process):
  *
  *   Variable              Default          Meaning
@@ -61,10 +66,14 @@
  *                                          deferral delays, is deterministic per process).
  *   DCXEMU_TRACE          (off)            1: one line per WR posted / executed / flushed and per
  *                                          CQE on stderr; a path: appended to that file.
- *
- * Errors specific to the model: a fabric with a foreign magic/layout version or owner is refused
- * with EPROTO / EACCES and one line on stderr; any call from a forked child of a process that
- * attached to the fabric fails with EPERM (NULL/-1 + errno, or the errno as return value).
+ */
+/* clang-format on */
+
+/*
+ * Errors specific to the model: a fabric with a foreign magic/layout version or
+ * owner is refused with EPROTO / EACCES and one line on stderr; any call from a
+ * forked child of a process that attached to the fabric fails with EPERM
+ * (NULL/-1 + errno, or the errno as return value).
  */
 #ifndef DCXEMU_H
 #define DCXEMU_H
@@ -176,30 +185,34 @@ DCXEMU_API int dcxemu_ibv_get_async_event(struct ibv_context *context,
 DCXEMU_API void dcxemu_ibv_ack_async_event(struct ibv_async_event *event);
 DCXEMU_API const char *dcxemu_ibv_wc_status_str(enum ibv_wc_status status);
 
-/* ---- test-only control and observability API (no ibv_context needed: attaches on demand) ---- */
+/* ---- test-only control and observability API (no ibv_context needed: attaches
+ * on demand) ---- */
 
 enum dcxemu_fault_kind {
     DCXEMU_FAULT_DCT_UNREACHABLE =
             1, /* target = DCT number; arg = 1 on, 0 off. Senders see transport
-                                         retries then IBV_WC_RETRY_EXC_ERR, as for a dead peer. */
+                                         retries then IBV_WC_RETRY_EXC_ERR, as
+                  for a dead peer. */
     DCXEMU_FAULT_DROP_NEXT =
             2, /* target = DCT number; arg = N: the next N delivery attempts to
-                                         it are lost on the wire; each costs the sender one transport
-                                         retry (counted); exhausting retry_cnt gives RETRY_EXC_ERR. */
+                                         it are lost on the wire; each costs the
+                  sender one transport retry (counted); exhausting retry_cnt
+                  gives RETRY_EXC_ERR. */
     DCXEMU_FAULT_FORCE_STATUS =
             3, /* target = send QP number (DCI or RC); arg = enum ibv_wc_status:
-                                         the next WR executed on it completes with that status instead
-                                         of executing (QP goes to ERR as hardware would for an error
-                                         CQE; following WRs flush).  target = DCT number: the next WR
-                                         that reaches that DCT, from any DCI, does so instead (the
-                                         test needs no DCI number). */
+                                         the next WR executed on it completes
+                  with that status instead of executing (QP goes to ERR as
+                  hardware would for an error CQE; following WRs flush).  target
+                  = DCT number: the next WR that reaches that DCT, from any DCI,
+                  does so instead (the test needs no DCI number). */
     DCXEMU_FAULT_DELAY =
-            4, /* target = send QP number or DCT number; arg = microseconds added
-                                         before each operation executes; 0 clears. */
+            4, /* target = send QP number or DCT number; arg = microseconds
+                  added before each operation executes; 0 clears. */
 };
-/* Returns 0 or an errno value (EINVAL for bad kind/arg, ENOENT if the target number does not exist
-   on the fabric, EPERM from a forked child). The fault lives in the shared fabric, so it acts on
-   whichever process executes the operation. */
+/* Returns 0 or an errno value (EINVAL for bad kind/arg, ENOENT if the target
+   number does not exist on the fabric, EPERM from a forked child). The fault
+   lives in the shared fabric, so it acts on whichever process executes the
+   operation. */
 DCXEMU_API int
 dcxemu_fault_inject(enum dcxemu_fault_kind kind, uint32_t target, uint64_t arg);
 DCXEMU_API int dcxemu_fault_clear_all(void);
@@ -217,12 +230,14 @@ enum dcxemu_counter_op {
     DCXEMU_CNT_OP_MAX
 };
 
-/* wr[]: WRs executed (success or error; flushed WRs are not executed) by opcode, on the sender's
-   device; bytes: payload moved by successful WRs; rnr_retries / transport_retries: each wait
-   before a retry; key_violations: LOC_PROT_ERR / REM_ACCESS_ERR completions; error_cqes: every
-   CQE with a non-success status (send and receive side, flushes included); recv_cqes: receive
-   CQEs, on the target's device; send_cqes: CQEs written to send CQs (signaled WRs and every
-   error or flush), on the sender's device: the completions a NIC would write and the CPU poll. */
+/* wr[]: WRs executed (success or error; flushed WRs are not executed) by
+   opcode, on the sender's device; bytes: payload moved by successful WRs;
+   rnr_retries / transport_retries: each wait before a retry; key_violations:
+   LOC_PROT_ERR / REM_ACCESS_ERR completions; error_cqes: every CQE with a
+   non-success status (send and receive side, flushes included); recv_cqes:
+   receive CQEs, on the target's device; send_cqes: CQEs written to send CQs
+   (signaled WRs and every error or flush), on the sender's device: the
+   completions a NIC would write and the CPU poll. */
 struct dcxemu_counters {
     uint64_t wr[DCXEMU_CNT_OP_MAX];
     uint64_t bytes, rnr_retries, transport_retries, key_violations, error_cqes,
@@ -230,9 +245,10 @@ struct dcxemu_counters {
     uint64_t send_cqes;
 };
 
-/* PROCESS: events charged to this process (what it executed, and receive CQEs for its DCTs) since
-   it attached.  FABRIC: cumulative over every process that ever attached, until the fabric is
-   re-initialised.  Returns 0 or an errno value (EINVAL for a bad index/scope/NULL). */
+/* PROCESS: events charged to this process (what it executed, and receive CQEs
+   for its DCTs) since it attached.  FABRIC: cumulative over every process that
+   ever attached, until the fabric is re-initialised.  Returns 0 or an errno
+   value (EINVAL for a bad index/scope/NULL). */
 enum dcxemu_counter_scope {
     DCXEMU_SCOPE_PROCESS = 0,
     DCXEMU_SCOPE_FABRIC  = 1
@@ -241,44 +257,49 @@ DCXEMU_API int dcxemu_counters_read(int device_index,
                                     enum dcxemu_counter_scope scope,
                                     struct dcxemu_counters *out);
 
-/* Live objects of this process on the fabric: a transport test asserts with it that endpoints
-   cost no QP.  Returns 0 or an errno value. */
+/* Live objects of this process on the fabric: a transport test asserts with it
+   that endpoints cost no QP.  Returns 0 or an errno value. */
 struct dcxemu_objects {
     uint32_t qps; /* send QPs: DCIs and RC QPs */
     uint32_t dcts;
 };
 DCXEMU_API int dcxemu_objects_read(struct dcxemu_objects *out);
 
-/* What this process declared for peers' access to its memory (test-only): *scope = the Yama
-   ptrace_scope seen (-1: no Yama), *ptracer = 0 (nothing declared), -1 (PR_SET_PTRACER_ANY) or
-   the PID declared.  Decided when the process creates its first DCT: ENOENT before.  0, or
-   EINVAL for NULL arguments. */
+/* What this process declared for peers' access to its memory (test-only):
+   *scope = the Yama ptrace_scope seen (-1: no Yama), *ptracer = 0 (nothing
+   declared), -1 (PR_SET_PTRACER_ANY) or the PID declared.  Decided when the
+   process creates its first DCT: ENOENT before.  0, or EINVAL for NULL
+   arguments. */
 DCXEMU_API int dcxemu_ptracer_read(int *scope, long *ptracer);
 
-/* Numbers of this process's RC QPs (the UMR hosts), lowest slot first: a transport test aims
-   DCXEMU_FAULT_FORCE_STATUS at the QP it cannot otherwise name.  Fills up to max numbers and sets
-   *count to how many exist.  Returns 0 or an errno value (EINVAL for NULL count, or NULL nums with
-   max > 0). */
+/* Numbers of this process's RC QPs (the UMR hosts), lowest slot first: a
+   transport test aims DCXEMU_FAULT_FORCE_STATUS at the QP it cannot otherwise
+   name.  Fills up to max numbers and sets *count to how many exist.  Returns 0
+   or an errno value (EINVAL for NULL count, or NULL nums with max > 0). */
 DCXEMU_API int
 dcxemu_rc_qp_numbers(uint32_t *nums, unsigned max, unsigned *count);
 
-/* Device-fatal mode: device device_index of this process fails as an mlx5 HCA after an internal
-   error (kernel mlx5_core cmd.c:mlx5_internal_err_ret_value).  Every open context of the device in
-   this process gets IBV_EVENT_DEVICE_FATAL on its async fd; its QPs stop executing (posted and
-   later WRs never complete, no CQE is written); its DCTs become unreachable for every sender;
-   verbs that would issue a firmware command fail with EIO (open, alloc/reg/create, modify_qp to
-   any state but RESET/ERR, query_qp, modify_srq, DEVX commands) while destroy/dealloc/dereg/close
-   and modify to RESET/ERR succeed.  Posting and polling (user-space on mlx5) still succeed.  Per
-   process: other processes' contexts of the same device are not affected.  Returns 0 (also if
-   already fatal) or an errno value (EINVAL for a bad index, EPERM in a forked child). */
+/* Device-fatal mode: device device_index of this process fails as an mlx5 HCA
+   after an internal error (kernel mlx5_core cmd.c:mlx5_internal_err_ret_value).
+   Every open context of the device in this process gets IBV_EVENT_DEVICE_FATAL
+   on its async fd; its QPs stop executing (posted and later WRs never complete,
+   no CQE is written); its DCTs become unreachable for every sender; verbs that
+   would issue a firmware command fail with EIO (open, alloc/reg/create,
+   modify_qp to any state but RESET/ERR, query_qp, modify_srq, DEVX commands)
+   while destroy/dealloc/dereg/close and modify to RESET/ERR succeed.  Posting
+   and polling (user-space on mlx5) still succeed.  Per process: other
+   processes' contexts of the same device are not affected.  Returns 0 (also if
+   already fatal) or an errno value (EINVAL for a bad index, EPERM in a forked
+   child). */
 DCXEMU_API int dcxemu_device_fatal(int device_index);
 
-/* Test-only: a hook the model calls at points of its execution that a test must hold still.
-   DCXEMU_TEST_COPY_START: an executor of send QP qpn is about to copy len bytes of a WQE's data,
-   with no fabric lock held (called in the executing thread: a test may block there).
-   DCXEMU_TEST_COPY_WAIT: a deregistration or destroy in this process waits for a copy that QP
-   qpn (of any process) began before it (called once per wait, len 0).  fn NULL removes the hook.
-   Process-wide; set it before the work it observes is posted. */
+/* Test-only: a hook the model calls at points of its execution that a test must
+   hold still. DCXEMU_TEST_COPY_START: an executor of send QP qpn is about to
+   copy len bytes of a WQE's data, with no fabric lock held (called in the
+   executing thread: a test may block there). DCXEMU_TEST_COPY_WAIT: a
+   deregistration or destroy in this process waits for a copy that QP qpn (of
+   any process) began before it (called once per wait, len 0).  fn NULL removes
+   the hook. Process-wide; set it before the work it observes is posted. */
 enum dcxemu_test_event {
     DCXEMU_TEST_COPY_START = 0,
     DCXEMU_TEST_COPY_WAIT  = 1
@@ -287,25 +308,30 @@ typedef void (*dcxemu_test_hook_fn)(enum dcxemu_test_event ev, uint32_t qpn,
                                     uint64_t len, void *arg);
 DCXEMU_API void dcxemu_test_hook(dcxemu_test_hook_fn fn, void *arg);
 
-/* The fabric name this process uses (or would use): DCXEMU_FABRIC, else the default
-   "dcxemu-<uid>", or its first fallback ("dcxemu-<uid>.1" ...) when that name is held by another
-   user or is not a fabric of this library.  Without a leading '/'.  Never NULL. */
+/* The fabric name this process uses (or would use): DCXEMU_FABRIC, else the
+   default "dcxemu-<uid>", or its first fallback ("dcxemu-<uid>.1" ...) when
+   that name is held by another user or is not a fabric of this library. Without
+   a leading '/'.  Never NULL. */
 DCXEMU_API const char *dcxemu_fabric_name(void);
 
-/* Remove fabric NAME (NULL: dcxemu_fabric_name()) if no process is attached to it.  Serialised
-   with attaching processes, so nobody is left on a removed file.  Returns 0 (removed), ENOENT (no
-   such fabric), EBUSY (a member is attached), EACCES (owned by another user), EPROTO (not a
-   fabric of this library), or another errno value. */
+/* Remove fabric NAME (NULL: dcxemu_fabric_name()) if no process is attached to
+   it.  Serialised with attaching processes, so nobody is left on a removed
+   file.  Returns 0 (removed), ENOENT (no such fabric), EBUSY (a member is
+   attached), EACCES (owned by another user), EPROTO (not a fabric of this
+   library), or another errno value. */
 DCXEMU_API int dcxemu_fabric_remove(const char *name);
 
-/* ---- test-only queries for tests that wait on the model instead of sleeping (testapi.c) ---- */
+/* ---- test-only queries for tests that wait on the model instead of sleeping
+ * (testapi.c) ---- */
 
-/* This process's engine thread.  quiescent: it waits on its doorbell and nothing was rung since
-   it read it, so it has seen every post, kick and remote event so far; interval_ns: the timeout
-   it chose for that wait (at most the housekeeping tick, 100 ms; shorter when a QP's timer is
-   due sooner); timers: QPs of this process with a timer now (an RNR or retry wait, a deferral or
-   delay: work the engine will run without being rung); waits: how many waits it began.  Returns
-   0 or an errno value (EINVAL for NULL, EPERM in a forked child, or the attach error). */
+/* This process's engine thread.  quiescent: it waits on its doorbell and
+   nothing was rung since it read it, so it has seen every post, kick and remote
+   event so far; interval_ns: the timeout it chose for that wait (at most the
+   housekeeping tick, 100 ms; shorter when a QP's timer is due sooner); timers:
+   QPs of this process with a timer now (an RNR or retry wait, a deferral or
+   delay: work the engine will run without being rung); waits: how many waits it
+   began. Returns 0 or an errno value (EINVAL for NULL, EPERM in a forked child,
+   or the attach error). */
 struct dcxemu_engine_state {
     uint32_t quiescent;
     uint32_t timers;
@@ -314,7 +340,8 @@ struct dcxemu_engine_state {
 };
 DCXEMU_API int dcxemu_engine_state_read(struct dcxemu_engine_state *out);
 
-/* Threads of this process blocked in ibv_destroy_cq until the CQ's events are acked. */
+/* Threads of this process blocked in ibv_destroy_cq until the CQ's events are
+ * acked. */
 DCXEMU_API int dcxemu_cq_destroy_waiters(void);
 
 #ifdef __cplusplus

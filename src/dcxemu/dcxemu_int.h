@@ -1,4 +1,5 @@
-/* dcxemu internal definitions: shared-memory fabric layout and process-local objects. */
+/* dcxemu internal definitions: shared-memory fabric layout and process-local
+ * objects. */
 #ifndef DCXEMU_INT_H
 #define DCXEMU_INT_H
 
@@ -10,12 +11,14 @@
 #include <sys/types.h>
 
 #define DCXEMU_MAGIC 0x4443584546414252ULL /* "DCXEFABR" */
-#define DCXEMU_LAYOUT_VERSION \
-    9u /* 9: copy epochs; 8: DCT RoCE address; 7: mkey tags; 6: send_cqes
-                                         counter; 5: 1024 members, 32768 QPs, lazy tables */
+#define DCXEMU_LAYOUT_VERSION                                                 \
+    9u /* 9: copy epochs; 8: DCT RoCE address; 7: mkey tags; 6: send_cqes     \
+                                         counter; 5: 1024 members, 32768 QPs, \
+          lazy tables */
 
-/* Member slots: the table is sized for the most, but only slots ever taken are touched (the
- * fabric file is sparse), so memory grows with the number of members. */
+/* Member slots: the table is sized for the most, but only slots ever taken are
+ * touched (the fabric file is sparse), so memory grows with the number of
+ * members. */
 #define DCXEMU_MAX_MEMBERS 1024
 #define DCXEMU_QP_IDX_BITS 15 /* qpn = gen << 15 | index (24 bits) */
 #define DCXEMU_MAX_QPS     (1u << DCXEMU_QP_IDX_BITS)
@@ -45,7 +48,8 @@
 #define DCXEMU_PKEY_DEFAULT 0xffff
 #define DCXEMU_GID_TBL_LEN  128
 
-/* ---------------------------------------------------------------- shared memory layout ---- */
+/* ---------------------------------------------------------------- shared
+ * memory layout ---- */
 
 struct dcxemu_shm_member {
     uint32_t in_use;
@@ -69,8 +73,9 @@ struct dcxemu_shm_mr {
     uint64_t length;
 };
 
-/* One pointed-to range of an indirect mkey.  list: [addr, addr+bytes); interleaved: bytes at
- * addr + r*stride for repeat r (bytes and stride already truncated to 16 bits, as hardware). */
+/* One pointed-to range of an indirect mkey.  list: [addr, addr+bytes);
+ * interleaved: bytes at addr + r*stride for repeat r (bytes and stride already
+ * truncated to 16 bits, as hardware). */
 struct dcxemu_mkey_entry {
     uint64_t addr;
     uint32_t lkey;
@@ -112,7 +117,8 @@ struct dcxemu_shm_qp {
     int32_t srq_idx;
     int32_t cq_idx;
     uint32_t min_rnr_timer;
-    /* DCT address on a RoCE port (INIT->RTR AV): responses leave from GID sgid_index */
+    /* DCT address on a RoCE port (INIT->RTR AV): responses leave from GID
+     * sgid_index */
     uint8_t roce; /* created by a process in RoCE mode */
     uint8_t sgid_index;
     uint8_t hop_limit;
@@ -122,8 +128,9 @@ struct dcxemu_shm_qp {
     uint32_t fault_drop_next;
     uint32_t fault_force_status; /* ibv_wc_status + 1; 0 = none */
     uint32_t fault_delay_us;
-    /* data copy in flight on this (send) QP, with no fabric lock held: 1 + the fabric's copy epoch
-     * when it began, 0 = none; copy_token: the copier's member token (a dead copier blocks nobody) */
+    /* data copy in flight on this (send) QP, with no fabric lock held: 1 + the
+     * fabric's copy epoch when it began, 0 = none; copy_token: the copier's
+     * member token (a dead copier blocks nobody) */
     _Atomic uint64_t copy_epoch;
     uint64_t copy_token;
 };
@@ -152,11 +159,12 @@ struct dcxemu_shm_cq {
     uint32_t in_use;
     uint16_t owner;
     uint16_t ignore_overrun;
-    uint32_t lock_ready; /* lock initialised when the slot is first used (keeps pages untouched) */
+    uint32_t lock_ready; /* lock initialised when the slot is first used (keeps
+                            pages untouched) */
     uint32_t pad0;
     uint64_t owner_token;
-    pthread_mutex_t
-            lock; /* robust, process-shared; producers take it under the fabric lock */
+    pthread_mutex_t lock; /* robust, process-shared; producers take it under the
+                             fabric lock */
     uint64_t ring_off; /* heap offset of capacity CQEs */
     uint32_t capacity; /* cqe + 1 */
     uint32_t armed; /* 0, 1 = next CQE, 2 = solicited only */
@@ -211,8 +219,9 @@ struct dcxemu_shm {
     uint32_t pad1;
     _Atomic uint64_t
             next_reap_ns; /* one periodic reap per interval, fabric-wide */
-    /* 1 + highest slot ever taken per table: scans stop there, because reading a never-written
-     * page of the file allocates it (tmpfs) and would make every table resident */
+    /* 1 + highest slot ever taken per table: scans stop there, because reading
+     * a never-written page of the file allocates it (tmpfs) and would make
+     * every table resident */
     uint32_t member_hwm, qp_hwm, mr_hwm, mkey_hwm, cq_hwm, srq_hwm;
     struct dcxemu_shm_member members[DCXEMU_MAX_MEMBERS];
     struct dcxemu_shm_qp qps[DCXEMU_MAX_QPS];
@@ -220,7 +229,8 @@ struct dcxemu_shm {
     struct dcxemu_shm_mkey mkeys[DCXEMU_MAX_MKEYS];
     struct dcxemu_shm_cq cqs[DCXEMU_MAX_CQS];
     struct dcxemu_shm_srq srqs[DCXEMU_MAX_SRQS];
-    /* observability: fabric-wide per device, and per member slot (reset when the slot is taken) */
+    /* observability: fabric-wide per device, and per member slot (reset when
+     * the slot is taken) */
     uint32_t num_devices; /* largest DCXEMU_NUM_DEVICES of any member */
     uint32_t pad;
     struct dcxemu_counters dev_cnt[DCXEMU_MAX_DEVICES];
@@ -231,7 +241,8 @@ struct dcxemu_shm {
             copies_active; /* copies begun and not ended (dead copiers stay) */
 };
 
-/* ---------------------------------------------------------------- process-local objects --- */
+/* ----------------------------------------------------------------
+ * process-local objects --- */
 
 struct dcxemu_context {
     struct verbs_context vctx; /* handed out as &vctx.context */
@@ -289,7 +300,8 @@ struct dcxemu_srq {
     _Atomic int refcnt;
 };
 
-/* One send WQE as the model keeps it (process-local: only the owner executes its DCI). */
+/* One send WQE as the model keeps it (process-local: only the owner executes
+ * its DCI). */
 enum dcxemu_op {
     DCXEMU_OP_NONE,
     DCXEMU_OP_SEND,
@@ -318,7 +330,8 @@ struct dcxemu_wqe {
     uint8_t data_setters;
     uint8_t addr_setters;
     uint8_t is_inline;
-    uint8_t is_global; /* the AH's GRH: RoCE routing (dgid), source GID, hop limit */
+    uint8_t is_global; /* the AH's GRH: RoCE routing (dgid), source GID, hop
+                          limit */
     uint8_t sgid_index;
     uint8_t hop_limit;
     uint8_t pad[2];
@@ -330,13 +343,16 @@ struct dcxemu_wqe {
     uint32_t umr_repeat;
     uint32_t pad2;
     uint64_t not_before_ns; /* deferred mode: earliest execution time */
-    /* raw WQE (mlx5dv_wr_raw_wqe) atomics, decoded at post; opcode is CMP_SWP or FETCH_ADD */
-    uint64_t cmp_mask; /* masked CS: compare mask; masked FA: field boundary in cmp */
+    /* raw WQE (mlx5dv_wr_raw_wqe) atomics, decoded at post; opcode is CMP_SWP
+     * or FETCH_ADD */
+    uint64_t cmp_mask; /* masked CS: compare mask; masked FA: field boundary in
+                          cmp */
     uint64_t swap_mask; /* masked CS: swap mask */
     uint8_t raw; /* 1: posted as a raw WQE (CQE opcode MLX5DV_WC_RAW_WQE) */
     uint8_t raw_masked; /* extended (masked) atomic opcode */
     uint8_t raw_size; /* operand size in bytes: 4 or 8 */
-    uint8_t raw_bad; /* malformed: completes with LOC_QP_OP_ERR, nothing executes */
+    uint8_t raw_bad; /* malformed: completes with LOC_QP_OP_ERR, nothing
+                        executes */
     uint32_t pad3;
     /* followed by max_send_sge struct ibv_sge, then max_inline_data bytes */
 };
@@ -380,27 +396,33 @@ struct dcxemu_qp {
     /* retry state of the head WQE */
     uint32_t rnr_count, retry_count;
     _Atomic uint64_t deadline_ns; /* 0 = nothing waits */
-    uint64_t head_gate_ns; /* head WQE may run from then on (deferral, delay); 0 = unset */
+    uint64_t head_gate_ns; /* head WQE may run from then on (deferral, delay); 0
+                              = unset */
 };
 
 struct dcxemu_settings {
     char fabric[200]; /* "/name" of the fabric in use */
     int fabric_explicit; /* DCXEMU_FABRIC given: no fallback name */
-    int keep_fabric; /* DCXEMU_KEEP_FABRIC: leave the file when the last member leaves */
-    uint32_t max_members; /* DCXEMU_MAX_MEMBERS, used when the fabric is created */
+    int keep_fabric; /* DCXEMU_KEEP_FABRIC: leave the file when the last member
+                        leaves */
+    uint32_t max_members; /* DCXEMU_MAX_MEMBERS, used when the fabric is created
+                           */
     int num_devices;
     uint32_t max_wqe;
     double time_scale;
     uint64_t heap_mb;
     int strict_umr; /* DCXEMU_STRICT_UMR: re-UMR needs LOCAL_INV first */
-    int mkey_update_tag; /* DCXEMU_MKEY_UPDATE_TAG: a UMR may set the mkey's tag */
+    int mkey_update_tag; /* DCXEMU_MKEY_UPDATE_TAG: a UMR may set the mkey's tag
+                          */
     int yama_scope; /* DCXEMU_YAMA_SCOPE (test-only): -1 = read the kernel's */
     long ptracer; /* DCXEMU_PTRACER: -1 any, 0 none, else a PID */
     int no_atomics; /* DCXEMU_ATOMIC_CAP=none: atomic_cap IBV_ATOMIC_NONE */
     int log_max_ra_dc; /* DCXEMU_LOG_MAX_RA_DC: HCA cap log_max_ra_{req,res}_dc */
-    int no_ext_atomics; /* DCXEMU_EXT_ATOMICS=0: no masked atomics (HCA atomic caps) */
+    int no_ext_atomics; /* DCXEMU_EXT_ATOMICS=0: no masked atomics (HCA atomic
+                           caps) */
     int roce; /* DCXEMU_LINK_LAYER=ethernet: RoCE port, GID routing */
-    uint32_t roce_routers; /* DCXEMU_ROCE_ROUTERS: routers every RoCE packet crosses */
+    uint32_t roce_routers; /* DCXEMU_ROCE_ROUTERS: routers every RoCE packet
+                              crosses */
     int deferred; /* DCXEMU_EXEC=deferred */
     uint32_t defer_us;
     /* DCXEMU_FAULTS: probabilities scaled to 2^32 (0 = off) */
@@ -410,14 +432,16 @@ struct dcxemu_settings {
     uint32_t delay_us, status;
 };
 
-/* ---------------------------------------------------------------- fabric.c ---------------- */
+/* ---------------------------------------------------------------- fabric.c
+ * ---------------- */
 
 /* settings.c */
 extern struct dcxemu_settings dcxemu_cfg;
 void dcxemu_read_settings(void);
 #define FABRIC_NAME_TRIES \
     16 /* the default name, then "<default>.1" .. "<default>.15" */
-/* "/name" of fabric candidate cand into buf; 1 if the name is explicit (DCXEMU_FABRIC) */
+/* "/name" of fabric candidate cand into buf; 1 if the name is explicit
+ * (DCXEMU_FABRIC) */
 int dcxemu_fabric_candidate(int cand, char *buf, size_t len);
 
 extern struct dcxemu_shm *dcxemu_fab;
@@ -429,15 +453,17 @@ extern struct dcxemu_srq *dcxemu_local_srqs[DCXEMU_MAX_SRQS];
 extern struct dcxemu_qp *dcxemu_local_qps[DCXEMU_MAX_QPS];
 extern struct dcxemu_context *dcxemu_contexts;
 
-/* Device-fatal mode (dcxemu_device_fatal), per process and device: set once, never cleared. */
+/* Device-fatal mode (dcxemu_device_fatal), per process and device: set once,
+ * never cleared. */
 extern int dcxemu_dev_fatal[DCXEMU_MAX_DEVICES];
 static inline int dcxemu_is_fatal(int dev)
 {
     return __atomic_load_n(&dcxemu_dev_fatal[dev], __ATOMIC_ACQUIRE);
 }
 
-/* This process's QP / CQ / SRQ slot indices, dense (under dcxemu_reg_lock), so the engine's scans
- * cost what the process uses rather than the size of the fabric-wide tables. */
+/* This process's QP / CQ / SRQ slot indices, dense (under dcxemu_reg_lock), so
+ * the engine's scans cost what the process uses rather than the size of the
+ * fabric-wide tables. */
 struct dcxemu_idx_set {
     uint32_t n;
     uint32_t *item; /* item[0..n) */
@@ -448,8 +474,9 @@ void dcxemu_idx_set_add(struct dcxemu_idx_set *s, uint32_t index);
 void dcxemu_idx_set_del(struct dcxemu_idx_set *s, uint32_t index);
 
 int dcxemu_attach(void); /* engine.c: attach and start the engine; 0 or errno */
-/* Attach once per process (later calls return the first result); start runs once attached, stop
- * when leaving at exit: the engine's own calls, so that the fabric never names the layer above. */
+/* Attach once per process (later calls return the first result); start runs
+ * once attached, stop when leaving at exit: the engine's own calls, so that the
+ * fabric never names the layer above. */
 int dcxemu_fabric_attach(int (*start)(void), void (*stop)(void));
 void dcxemu_ptracer_allow(void); /* let peers reach our memory (first DCT) */
 int dcxemu_usable(void); /* 0, or EPERM in a forked child / errno of attach */
@@ -461,7 +488,8 @@ void dcxemu_shm_mutex_init(pthread_mutex_t *m);
 void dcxemu_heap_init(void); /* a new fabric: one free block */
 uint64_t dcxemu_heap_alloc(uint64_t size); /* 0 = ENOMEM */
 void dcxemu_heap_free(uint64_t off);
-void dcxemu_heap_rebuild(void); /* after a member died holding the fabric lock */
+void dcxemu_heap_rebuild(
+        void); /* after a member died holding the fabric lock */
 void dcxemu_heap_free_owned(
         uint64_t token); /* what a member that left still held */
 static inline void *dcxemu_ptr(uint64_t off)
@@ -502,13 +530,15 @@ void dcxemu_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 struct iovec;
 int dcxemu_vm_copy(pid_t pid, int to_remote, const struct iovec *local, int nl,
                    const struct iovec *remote, int nr);
-/* The process dcxemu_vm_copy() reaches member m through (fabric lock held): 0 = this process. */
+/* The process dcxemu_vm_copy() reaches member m through (fabric lock held): 0 =
+ * this process. */
 static inline pid_t dcxemu_copy_pid(int member)
 {
     return member == dcxemu_me ? 0 : dcxemu_fab->members[member].pid;
 }
 
-/* ---------------------------------------------------------------- verbs objects ----------- */
+/* ---------------------------------------------------------------- verbs
+ * objects ----------- */
 
 static inline struct dcxemu_context *dcxemu_ctx(struct ibv_context *c)
 {
@@ -516,14 +546,16 @@ static inline struct dcxemu_context *dcxemu_ctx(struct ibv_context *c)
                                                           vctx.context));
 }
 
-/* Node GUID of device dev: Mellanox OUI, then a device number the same in every member. */
+/* Node GUID of device dev: Mellanox OUI, then a device number the same in every
+ * member. */
 static inline uint64_t dcxemu_guid(int dev)
 {
     return 0x0002c90300dc0000ull | (uint64_t)(dev + 1);
 }
 
-/* port.c: entry `index` of device `dev`'s GID table in this process's port mode (the table is
- * the same in every process): 0, ENODATA (an empty entry) or EINVAL (beyond the table). */
+/* port.c: entry `index` of device `dev`'s GID table in this process's port mode
+ * (the table is the same in every process): 0, ENODATA (an empty entry) or
+ * EINVAL (beyond the table). */
 int dcxemu_gid_entry(int dev, uint32_t index, union ibv_gid *gid,
                      uint32_t *type);
 int dcxemu_query_port_op(struct ibv_context *context, uint8_t port_num,
@@ -551,7 +583,8 @@ struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context,
 void dcxemu_ops_init(struct ibv_context_ops *ops);
 
 
-/* ---------------------------------------------------------------- testapi.c ---------------- */
+/* ---------------------------------------------------------------- testapi.c
+ * ---------------- */
 
 /* Hooks behind the test-only queries of dcxemu.h. */
 void dcxemu_test_engine_waits(uint32_t seen,
@@ -560,13 +593,16 @@ void dcxemu_test_engine_runs(void); /* after it */
 void dcxemu_test_cq_destroy_wait(
         int delta); /* +1/-1 around destroy_cq's wait for acks */
 
-/* ---------------------------------------------------------------- data copies without the lock */
+/* ---------------------------------------------------------------- data copies
+ * without the lock */
 
-/* An executor about to copy for send QP slot qp_idx records the copy (fabric lock held, in the same
- * hold that resolved the keys); it ends it after the copy (with or without the lock).  A caller
- * that just invalidated a key, an mkey or a DCT under the fabric lock calls dcxemu_copy_wait()
- * after releasing it: it returns once every copy that began before is over (or its copier died),
- * so on return no copy through the invalidated object runs or can start. */
+/* An executor about to copy for send QP slot qp_idx records the copy (fabric
+ * lock held, in the same hold that resolved the keys); it ends it after the
+ * copy (with or without the lock).  A caller that just invalidated a key, an
+ * mkey or a DCT under the fabric lock calls dcxemu_copy_wait() after releasing
+ * it: it returns once every copy that began before is over (or its copier
+ * died), so on return no copy through the invalidated object runs or can start.
+ */
 void dcxemu_copy_begin(int qp_idx);
 void dcxemu_copy_end(int qp_idx);
 void dcxemu_copy_wait(void); /* no fabric lock held */

@@ -1,9 +1,10 @@
 /* dcxemu-stat: print the fabric-wide device counters of a dcxemu fabric.
  *
- * Maps the fabric read-only and takes no lock, so it never disturbs live members and never
- * (re-)initialises a fabric: it only reads counters that writers update with atomic adds.
- * -r removes the fabric instead, if no process is attached; "-r -- COMMAND ..." runs COMMAND
- * first (dcx-run --emu does that, so a fabric whose processes were all killed goes too). */
+ * Maps the fabric read-only and takes no lock, so it never disturbs live
+ * members and never (re-)initialises a fabric: it only reads counters that
+ * writers update with atomic adds. -r removes the fabric instead, if no process
+ * is attached; "-r -- COMMAND ..." runs COMMAND first (dcx-run --emu does that,
+ * so a fabric whose processes were all killed goes too). */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -50,9 +51,10 @@ static void forward_signal(int sig)
     }
 }
 
-/* Run cmd as our child and wait for it.  SIGTERM and SIGHUP sent to us are passed on; the
- * terminal's SIGINT / SIGQUIT reach the child anyway (same process group), so we only outlive
- * them to clean up.  Returns cmd's exit status, or 128 + N when signal N ended it. */
+/* Run cmd as our child and wait for it.  SIGTERM and SIGHUP sent to us are
+ * passed on; the terminal's SIGINT / SIGQUIT reach the child anyway (same
+ * process group), so we only outlive them to clean up.  Returns cmd's exit
+ * status, or 128 + N when signal N ended it. */
 static int run_command(char **cmd)
 {
     struct sigaction sa;
@@ -119,7 +121,8 @@ static int remove_fabric(const char *name, char **cmd)
     return err == EBUSY ? 3 : 1;
 }
 
-/* The fabric at path mapped read-only (its header and tables, not the heap), or NULL. */
+/* The fabric at path mapped read-only (its header and tables, not the heap), or
+ * NULL. */
 static const struct dcxemu_shm *map_fabric(const char *path)
 {
     const struct dcxemu_shm *f;

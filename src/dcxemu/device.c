@@ -1,5 +1,5 @@
-/* dcxemu devices and contexts: the device list, open/close, device queries, DEVX commands, and
- * the context's ops table. */
+/* dcxemu devices and contexts: the device list, open/close, device queries,
+ * DEVX commands, and the context's ops table. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 #include "wr.h"
@@ -25,7 +25,8 @@ static int dev_index(struct ibv_device *d)
                                                          -1;
 }
 
-/* ---------------------------------------------------------------- devices ---- */
+/* ---------------------------------------------------------------- devices ----
+ */
 
 DCXEMU_API struct ibv_device **dcxemu_ibv_get_device_list(int *num_devices)
 {
@@ -232,7 +233,8 @@ DCXEMU_API const char *dcxemu_ibv_wc_status_str(enum ibv_wc_status status)
     return str[status];
 }
 
-/* ---------------------------------------------------------------- queries ---- */
+/* ---------------------------------------------------------------- queries ----
+ */
 
 static void fill_device_attr(int dev, struct ibv_device_attr *a)
 {
@@ -363,12 +365,14 @@ DCXEMU_API int dcxemu_mlx5dv_query_device(struct ibv_context *ctx_in,
     return 0;
 }
 
-/* DEVX general commands (PRM mailboxes, big-endian, MSB-first bit offsets).  Only QUERY_HCA_CAP
- * of the general device capabilities is answered, and in it only the fields a DC transport reads:
- * log_max_ra_req_dc, log_max_ra_res_dc, log_max_ra_req_qp, log_max_ra_res_qp (every other field
- * reads 0).  QUERY_HCA_CAP is on the kernel's whitelist (devx.c:devx_is_whitelist_cmd), so, as on
- * a DEVX-capable mlx5, it works on a context opened without DEVX too; any other command needs a
- * DEVX context (kernel devx_get_uid: EINVAL) and is not modelled there (EOPNOTSUPP). */
+/* DEVX general commands (PRM mailboxes, big-endian, MSB-first bit offsets).
+ * Only QUERY_HCA_CAP of the general device capabilities is answered, and in it
+ * only the fields a DC transport reads: log_max_ra_req_dc, log_max_ra_res_dc,
+ * log_max_ra_req_qp, log_max_ra_res_qp (every other field reads 0).
+ * QUERY_HCA_CAP is on the kernel's whitelist (devx.c:devx_is_whitelist_cmd),
+ * so, as on a DEVX-capable mlx5, it works on a context opened without DEVX too;
+ * any other command needs a DEVX context (kernel devx_get_uid: EINVAL) and is
+ * not modelled there (EOPNOTSUPP). */
 enum {
     DEVX_OP_QUERY_HCA_CAP = 0x100,
     DEVX_HCA_CAP_GENERAL  = 0x0,
@@ -402,10 +406,11 @@ static void devx_cap_general(uint8_t *cap)
     devx_set_field(cap, 0x15a, 6, 4); /* log_max_ra_res_qp */
 }
 
-/* The atomic capability page (what UCX's ib_mlx5dv_md.c reads): atomic_req_8B_endianness_mode
- * at bit 0x40 (1: host order), atomic_operations at 0x90 (bit 0 CS, 1 FA, 2 masked CS, 3 masked
- * FA), atomic_size_qp at 0xb0 and atomic_size_dc at 0xd0 (bit n: 2^n bytes); empty on a device
- * without atomics. */
+/* The atomic capability page (what UCX's ib_mlx5dv_md.c reads):
+ * atomic_req_8B_endianness_mode at bit 0x40 (1: host order), atomic_operations
+ * at 0x90 (bit 0 CS, 1 FA, 2 masked CS, 3 masked FA), atomic_size_qp at 0xb0
+ * and atomic_size_dc at 0xd0 (bit n: 2^n bytes); empty on a device without
+ * atomics. */
 static void devx_cap_atomic(uint8_t *cap)
 {
     if (dcxemu_cfg.no_atomics) {
@@ -417,8 +422,8 @@ static void devx_cap_atomic(uint8_t *cap)
     devx_set_field(cap, 0xd0, 16, 0x4 | 0x8);
 }
 
-/* A failed firmware command: the status in the output mailbox, EREMOTEIO (as the kernel's DEVX
- * general command returns it, with the mailbox copied out). */
+/* A failed firmware command: the status in the output mailbox, EREMOTEIO (as the
+ * kernel's DEVX general command returns it, with the mailbox copied out). */
 static int devx_fw_error(void *out, uint8_t status)
 {
     ((uint8_t *)out)[0] = status;
@@ -426,11 +431,12 @@ static int devx_fw_error(void *out, uint8_t status)
     return EREMOTEIO;
 }
 
-/* mlx5dv_devx_general_cmd: QUERY_HCA_CAP of the general and atomic capability pages (op_mod =
- * cap type << 1 | current).  QUERY_HCA_CAP is on the kernel's whitelist (devx.c:
- * devx_is_whitelist_cmd), so, as on a DEVX-capable mlx5, it works on a context opened without
- * DEVX too; any other command needs a DEVX context (kernel devx_get_uid: EINVAL) and is refused
- * there by the firmware model (BAD_OP). */
+/* mlx5dv_devx_general_cmd: QUERY_HCA_CAP of the general and atomic capability
+ * pages (op_mod = cap type << 1 | current).  QUERY_HCA_CAP is on the kernel's
+ * whitelist (devx.c: devx_is_whitelist_cmd), so, as on a DEVX-capable mlx5, it
+ * works on a context opened without DEVX too; any other command needs a DEVX
+ * context (kernel devx_get_uid: EINVAL) and is refused there by the firmware
+ * model (BAD_OP). */
 DCXEMU_API int dcxemu_mlx5dv_devx_general_cmd(struct ibv_context *context,
                                               const void *in, size_t inlen,
                                               void *out, size_t outlen)
@@ -479,7 +485,8 @@ DCXEMU_API int dcxemu_mlx5dv_devx_general_cmd(struct ibv_context *context,
     return 0;
 }
 
-/* ---------------------------------------------------------------- ops table ---- */
+/* ---------------------------------------------------------------- ops table
+ * ---- */
 
 void dcxemu_ops_init(struct ibv_context_ops *ops)
 {

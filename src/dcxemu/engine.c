@@ -1,7 +1,9 @@
-/* dcxemu engine: the per-process thread that runs this process's device.  It waits on the member's
- * doorbell, delivers the events owed to this process's channels, runs the QPs whose deadline is
- * due (deferred execution, RNR and retry timers) and reaps dead members.  It sits above the
- * fabric and the stages: it calls them, they never call it (they ring the doorbell instead). */
+/* dcxemu engine: the per-process thread that runs this process's device.  It
+ * waits on the member's doorbell, delivers the events owed to this process's
+ * channels, runs the QPs whose deadline is due (deferred execution, RNR and
+ * retry timers) and reaps dead members.  It sits above the fabric and the
+ * stages: it calls them, they never call it (they ring the doorbell instead).
+ */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -17,7 +19,8 @@
 static pthread_t engine_thread;
 static volatile int engine_stopping;
 
-/* Run the QPs whose deadline has passed; lower *next to the earliest deadline still pending. */
+/* Run the QPs whose deadline has passed; lower *next to the earliest deadline
+ * still pending. */
 static uint64_t run_due_qps(uint64_t now, uint64_t *next)
 {
     pthread_mutex_lock(&dcxemu_reg_lock);
@@ -44,8 +47,8 @@ static uint64_t run_due_qps(uint64_t now, uint64_t *next)
     return now;
 }
 
-/* One member reaps per interval: with hundreds of members, each checking every slot would cost
- * members^2 liveness checks per interval. */
+/* One member reaps per interval: with hundreds of members, each checking every
+ * slot would cost members^2 liveness checks per interval. */
 static void reap_if_due(uint64_t now, uint64_t *next_reap)
 {
     if (now < *next_reap) {

@@ -1,5 +1,5 @@
-/* dcxemu events: the async event queue of a context, completion channels, and the owner-side
- * delivery of events raised in shared memory. */
+/* dcxemu events: the async event queue of a context, completion channels, and
+ * the owner-side delivery of events raised in shared memory. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -11,7 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---------------------------------------------------------------- async events ---- */
+/* ---------------------------------------------------------------- async events
+ * ---- */
 
 struct async_rec {
     uint32_t type;
@@ -26,7 +27,8 @@ void dcxemu_async_post(struct dcxemu_context *ctx, enum ibv_event_type type,
                            .pad  = 0,
                            .obj  = (uintptr_t)obj };
     if (write(ctx->async_wfd, &r, sizeof(r)) != (ssize_t)sizeof(r)) {
-        /* pipe full: the application is not reading events; hardware drops them too */
+        /* pipe full: the application is not reading events; hardware drops them
+         * too */
     }
 }
 
@@ -110,7 +112,8 @@ DCXEMU_API void dcxemu_ibv_ack_async_event(struct ibv_async_event *event)
     pthread_mutex_unlock(m);
 }
 
-/* ---------------------------------------------------------------- channels ---- */
+/* ---------------------------------------------------------------- channels
+ * ---- */
 
 DCXEMU_API struct ibv_comp_channel *
 dcxemu_ibv_create_comp_channel(struct ibv_context *context)
@@ -168,7 +171,8 @@ DCXEMU_API int dcxemu_ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
     return 0;
 }
 
-/* Owner side: turn events raised in shared memory into channel records and async events. */
+/* Owner side: turn events raised in shared memory into channel records and
+ * async events. */
 void dcxemu_deliver_events(void)
 {
     pthread_mutex_lock(&dcxemu_reg_lock);

@@ -1,5 +1,5 @@
-/* dcxemu execution stages -- requester (req.c), responder (resp.c), completer (comp.c), memory
- * (mem.c): what they share about one send WQE. */
+/* dcxemu execution stages -- requester (req.c), responder (resp.c), completer
+ * (comp.c), memory (mem.c): what they share about one send WQE. */
 #ifndef DCXEMU_EXEC_H
 #define DCXEMU_EXEC_H
 
@@ -37,8 +37,9 @@ static inline void fail(struct exec_out *o, uint32_t st, uint32_t synd)
     o->vendor_err = synd;
 }
 
-/* What a WQE still has to do once its checks are made under the fabric lock and the lock is given
- * back: move its data, then (SEND, WRITE_IMM) complete the receive at the target. */
+/* What a WQE still has to do once its checks are made under the fabric lock and
+ * the lock is given back: move its data, then (SEND, WRITE_IMM) complete the
+ * receive at the target. */
 enum copy_kind {
     COPY_NONE,
     COPY_RDMA,

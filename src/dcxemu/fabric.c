@@ -1,7 +1,7 @@
-/* dcxemu fabric: shared memory, attach and leave, members and liveness, locks, doorbells, and the
- * release of a member's objects.  It is the bottom layer: it calls nothing above it (the engine
- * thread, engine.c, is started and stopped through the two calls it hands to
- * dcxemu_fabric_attach). */
+/* dcxemu fabric: shared memory, attach and leave, members and liveness, locks,
+ * doorbells, and the release of a member's objects.  It is the bottom layer: it
+ * calls nothing above it (the engine thread, engine.c, is started and stopped
+ * through the two calls it hands to dcxemu_fabric_attach). */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -84,8 +84,9 @@ int dcxemu_shm_lock(pthread_mutex_t *m)
 {
     int r = pthread_mutex_lock(m);
     if (r == EOWNERDEAD) {
-        /* The holder died; its half-done update concerns its own objects, which the dead-member
-         * reaper releases.  Everything else stays consistent because updates are small. */
+        /* The holder died; its half-done update concerns its own objects, which
+         * the dead-member reaper releases.  Everything else stays consistent
+         * because updates are small. */
         pthread_mutex_consistent(m);
         r = 0;
     }
@@ -96,8 +97,8 @@ int dcxemu_lock(void)
 {
     int r = pthread_mutex_lock(&dcxemu_fab->lock);
     if (r == EOWNERDEAD) {
-        /* a member died inside: make the shared heap consistent again; its objects are
-         * released by the reaper, which finds it dead */
+        /* a member died inside: make the shared heap consistent again; its
+         * objects are released by the reaper, which finds it dead */
         pthread_mutex_consistent(&dcxemu_fab->lock);
         dcxemu_heap_rebuild();
         r = 0;
@@ -109,10 +110,12 @@ void dcxemu_unlock(void)
     pthread_mutex_unlock(&dcxemu_fab->lock);
 }
 
-/* ---------------------------------------------------------------- liveness ---- */
+/* ---------------------------------------------------------------- liveness
+ * ---- */
 
-/* Start time of a process (field 22 of /proc/<pid>/stat), recorded in the member slot for
- * diagnostics; liveness itself is decided by the slot's record lock. */
+/* Start time of a process (field 22 of /proc/<pid>/stat), recorded in the
+ * member slot for diagnostics; liveness itself is decided by the slot's record
+ * lock. */
 static uint64_t proc_starttime(pid_t pid)
 {
     char path[64], buf[1024];
@@ -137,11 +140,12 @@ static uint64_t proc_starttime(pid_t pid)
     return p != NULL ? strtoull(p + 1, NULL, 10) : 0;
 }
 
-/* Liveness: every member holds a POSIX record lock on byte <slot> of the fabric file for as
- * long as it lives; the kernel drops it when the process dies, and a process that later gets the
- * same PID does not hold it.  So "lock held by the recorded pid" identifies the very process
- * (start times alone are only 10 ms ticks).  Checked under the fabric lock, the same lock the
- * reaper takes, together with the slot token. */
+/* Liveness: every member holds a POSIX record lock on byte <slot> of the fabric
+ * file for as long as it lives; the kernel drops it when the process dies, and
+ * a process that later gets the same PID does not hold it.  So "lock held by
+ * the recorded pid" identifies the very process (start times alone are only 10
+ * ms ticks).  Checked under the fabric lock, the same lock the reaper takes,
+ * together with the slot token. */
 static int fab_fd = -1;
 
 static int slot_locked_by(int fd, int m, pid_t pid)
@@ -179,9 +183,10 @@ int dcxemu_owner_is_me(uint16_t owner, uint64_t token)
     return owner == dcxemu_me && token == dcxemu_my_token;
 }
 
-/* Fabric lock held: release everything a member (dead, or exiting) owned.  Keys and QP numbers
- * become invalid at once; rings return to the heap.  Only slots below each table's high-water
- * mark can be in use, and pages above it stay untouched. */
+/* Fabric lock held: release everything a member (dead, or exiting) owned.  Keys
+ * and QP numbers become invalid at once; rings return to the heap.  Only slots
+ * below each table's high-water mark can be in use, and pages above it stay
+ * untouched. */
 static void free_member_objects(int m)
 {
     for (unsigned i = 0; i < dcxemu_fab->mr_hwm && i < DCXEMU_MAX_MRS; i++) {
@@ -247,7 +252,8 @@ void dcxemu_reap_dead_members(void)
     }
 }
 
-/* ---------------------------------------------------------------- doorbells ---- */
+/* ---------------------------------------------------------------- doorbells
+ * ---- */
 
 void dcxemu_ring(int member)
 {
@@ -267,9 +273,10 @@ void dcxemu_engine_kick(void)
 
 /* ---------------------------------------------------------------- attach ---- */
 
-/* Whether another process is attached: every member holds a record lock on its slot's byte for
- * its lifetime, and a process is never told about its own locks.  Asked under flock, so nobody is
- * half-way through attaching (a member takes its slot lock before it releases the flock). */
+/* Whether another process is attached: every member holds a record lock on its
+ * slot's byte for its lifetime, and a process is never told about its own
+ * locks.  Asked under flock, so nobody is half-way through attaching (a member
+ * takes its slot lock before it releases the flock). */
 static int others_attached(int fd)
 {
     struct flock fl;
@@ -284,9 +291,10 @@ static int others_attached(int fd)
     return fl.l_type != F_UNLCK;
 }
 
-/* Whether fd is still the file linked at /dev/shm<name> (glibc keeps POSIX shared memory
- * there).  A fabric is unlinked only under its flock, so a process that waited for the flock of
- * a file removed meanwhile sees that here and opens the name again. */
+/* Whether fd is still the file linked at /dev/shm<name> (glibc keeps POSIX
+ * shared memory there).  A fabric is unlinked only under its flock, so a
+ * process that waited for the flock of a file removed meanwhile sees that here
+ * and opens the name again. */
 static int fd_is_linked(int fd, const char *name)
 {
     char path[sizeof(dcxemu_cfg.fabric) + 16];
@@ -296,9 +304,10 @@ static int fd_is_linked(int fd, const char *name)
            a.st_ino == b.st_ino;
 }
 
-/* 0 if fd is a fabric file we may use (or an empty / unfinished one); EACCES if it is owned by
- * another user, has another mode than 0600 or is not a regular file; EPROTO if it holds something
- * other than a fabric of this layout.  why: the reason, for a message ("fabric X <why>"). */
+/* 0 if fd is a fabric file we may use (or an empty / unfinished one); EACCES if
+ * it is owned by another user, has another mode than 0600 or is not a regular
+ * file; EPROTO if it holds something other than a fabric of this layout.  why:
+ * the reason, for a message ("fabric X <why>"). */
 static int
 fabric_file_check(int fd, const struct stat *st, char *why, size_t wlen)
 {
@@ -316,7 +325,8 @@ fabric_file_check(int fd, const struct stat *st, char *why, size_t wlen)
     if ((size_t)st->st_size < 2 * sizeof(uint64_t)) {
         return 0; /* created, never initialised */
     }
-    /* the fields read below are in the first page; past EOF within it reads as zero */
+    /* the fields read below are in the first page; past EOF within it reads as
+     * zero */
     h = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
     if (h == MAP_FAILED) {
         err = errno;
@@ -343,8 +353,9 @@ fabric_file_check(int fd, const struct stat *st, char *why, size_t wlen)
 _Static_assert(offsetof(struct dcxemu_shm, lock) == 32,
                "fabric lock offset is part of the layout");
 
-/* The file was just truncated to zero, so every table is zero-filled and costs no memory until
- * used: CQ/SRQ locks and QP generations are set up when a slot is first taken. */
+/* The file was just truncated to zero, so every table is zero-filled and costs
+ * no memory until used: CQ/SRQ locks and QP generations are set up when a slot
+ * is first taken. */
 static void fabric_init(struct dcxemu_shm *f, size_t total)
 {
     f->layout_version = DCXEMU_LAYOUT_VERSION;
@@ -363,8 +374,9 @@ static void fabric_init(struct dcxemu_shm *f, size_t total)
 #define FABRIC_SQUATTED \
     (-1) /* attach_name: the default name is unusable, try the next one */
 
-/* Open (creating it) the fabric file and take its flock, again while the last member removes
- * the file under us: 0 with *fdp and *st set, FABRIC_SQUATTED (default name only) or an errno. */
+/* Open (creating it) the fabric file and take its flock, again while the last
+ * member removes the file under us: 0 with *fdp and *st set, FABRIC_SQUATTED
+ * (default name only) or an errno. */
 static int open_locked(const char *name, int is_explicit, char *why,
                        size_t wlen, int *fdp, struct stat *st)
 {
@@ -403,7 +415,8 @@ static int open_locked(const char *name, int is_explicit, char *why,
     }
 }
 
-/* Whether the file may be used; says why not (FABRIC_SQUATTED: try the next default name). */
+/* Whether the file may be used; says why not (FABRIC_SQUATTED: try the next
+ * default name). */
 static int check_file(int fd, const struct stat *st, const char *name,
                       int is_explicit, char *why, size_t wlen)
 {
@@ -425,8 +438,8 @@ static int check_file(int fd, const struct stat *st, const char *name,
     return err;
 }
 
-/* The size to map: the live fabric's, or *total for a new or stale one, which is (re)sized and
- * must be initialised (*init). */
+/* The size to map: the live fabric's, or *total for a new or stale one, which
+ * is (re)sized and must be initialised (*init). */
 static int size_file(int fd, const struct stat *st, size_t *total, int *init)
 {
     *init = 0;
@@ -436,9 +449,11 @@ static int size_file(int fd, const struct stat *st, size_t *total, int *init)
             return errno;
         }
         if (h->magic == 0) {
-            *init = 1; /* a creator died before finishing: nobody can be using it */
+            *init = 1; /* a creator died before finishing: nobody can be using
+                          it */
         } else if (!others_attached(fd)) {
-            *init = 1; /* stale fabric: re-initialise with this process's settings */
+            *init = 1; /* stale fabric: re-initialise with this process's
+                          settings */
         } else {
             *total = h->total_size;
         }
@@ -452,8 +467,9 @@ static int size_file(int fd, const struct stat *st, size_t *total, int *init)
     return 0;
 }
 
-/* Take a free member slot: its liveness lock (a record lock on byte m of the file) is held for
- * the process's lifetime.  dcxemu_me stays -1 when every slot is taken. */
+/* Take a free member slot: its liveness lock (a record lock on byte m of the
+ * file) is held for the process's lifetime.  dcxemu_me stays -1 when every slot
+ * is taken. */
 static int take_member_slot(struct dcxemu_shm *f, int fd, uint32_t *max_members)
 {
     int err = dcxemu_lock();
@@ -491,7 +507,8 @@ static int take_member_slot(struct dcxemu_shm *f, int fd, uint32_t *max_members)
     return 0;
 }
 
-/* Process-local state once a member: the object registry, fork detection, the engine. */
+/* Process-local state once a member: the object registry, fork detection, the
+ * engine. */
 static int start_member(void)
 {
     pthread_mutexattr_t ra;
@@ -503,8 +520,9 @@ static int start_member(void)
     return engine_start();
 }
 
-/* Attach to the fabric named dcxemu_cfg.fabric.  For a default name, a file we may not use gives
- * FABRIC_SQUATTED and the reason in why; for an explicit name it is refused with an errno. */
+/* Attach to the fabric named dcxemu_cfg.fabric.  For a default name, a file we
+ * may not use gives FABRIC_SQUATTED and the reason in why; for an explicit name
+ * it is refused with an errno. */
 static int attach_name(int is_explicit, char *why, size_t wlen)
 {
     const char *name = dcxemu_cfg.fabric;
@@ -553,7 +571,8 @@ static int attach_name(int is_explicit, char *why, size_t wlen)
         err = EAGAIN;
         goto out_unmap;
     }
-    /* keep fd open: closing any descriptor of the file would drop our liveness lock */
+    /* keep fd open: closing any descriptor of the file would drop our liveness
+     * lock */
     flock(fd, LOCK_UN);
     return start_member();
 
@@ -566,96 +585,10 @@ out_close:
     return err;
 }
 
-/* Yama ptrace_scope: -1 without Yama (or unreadable), else 0..3; DCXEMU_YAMA_SCOPE pretends one
- * (test-only). */
-static int yama_scope(void)
-{
-    char buf[16];
-    ssize_t n;
-    int fd;
-    if (dcxemu_cfg.yama_scope >= 0) {
-        return dcxemu_cfg.yama_scope;
-    }
-    fd = open("/proc/sys/kernel/yama/ptrace_scope", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return -1;
-    }
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0) {
-        return -1;
-    }
-    buf[n] = '\0';
-    return (int)strtol(buf, NULL, 10);
-}
-
-static pthread_mutex_t ptracer_lock = PTHREAD_MUTEX_INITIALIZER;
-static int ptracer_done, ptracer_scope;
-static long ptracer_declared;
-
-/* Peers reach a process's memory with process_vm_readv/writev, which the kernel allows like a
- * ptrace attach.  Only the memory of a DCT owner is reached by other processes (their DCIs write,
- * read and atomically update its registrations and scatter SENDs into its receive buffers; a
- * process's own buffers are only touched by itself), so a process asks for nothing until it
- * creates its first DCT, and then only under Yama ptrace_scope 1, where a process must name who
- * may attach to it (PR_SET_PTRACER): DCXEMU_PTRACER (default any process of the user; or one PID
- * and its descendants; or none).  Scope 0 (or no Yama) needs no declaration; under 2 and 3 none
- * helps: peers without CAP_SYS_PTRACE then fail with remote access errors (said once). */
-void dcxemu_ptracer_allow(void)
-{
-    int scope;
-    long tracer = 0;
-    pthread_mutex_lock(&ptracer_lock);
-    if (ptracer_done) {
-        pthread_mutex_unlock(&ptracer_lock);
-        return;
-    }
-    scope = yama_scope();
-    if (scope == 1 && dcxemu_cfg.ptracer != 0) {
-        tracer = dcxemu_cfg.ptracer;
-        if (prctl(PR_SET_PTRACER,
-                  tracer < 0 ? PR_SET_PTRACER_ANY : (unsigned long)tracer, 0, 0,
-                  0) != 0 &&
-            dcxemu_cfg.yama_scope < 0) {
-            fprintf(stderr,
-                    "dcxemu: prctl(PR_SET_PTRACER) failed: %s; other processes "
-                    "may not "
-                    "reach this process's memory\n",
-                    strerror(errno));
-        }
-    } else if (scope >= 2) {
-        fprintf(stderr,
-                "dcxemu: Yama ptrace_scope is %d: other processes cannot reach "
-                "this "
-                "process's memory without CAP_SYS_PTRACE; their operations on "
-                "its DCTs will fail "
-                "with remote access errors\n",
-                scope);
-    }
-    ptracer_scope    = scope;
-    ptracer_declared = tracer;
-    ptracer_done     = 1;
-    pthread_mutex_unlock(&ptracer_lock);
-}
-
-DCXEMU_API int dcxemu_ptracer_read(int *scope, long *ptracer)
-{
-    int done;
-    if (scope == NULL || ptracer == NULL) {
-        return EINVAL;
-    }
-    pthread_mutex_lock(&ptracer_lock);
-    done     = ptracer_done;
-    *scope   = ptracer_scope;
-    *ptracer = ptracer_declared;
-    pthread_mutex_unlock(&ptracer_lock);
-    return done ? 0 : ENOENT;
-}
-
-/* An explicit DCXEMU_FABRIC is used or refused as it is.  The default name is predictable, so
- * another local user can create it first: then (or when it holds something else) fall back to
- * the next default name, the same sequence in every process of the user, with one line saying
- * why. */
+/* An explicit DCXEMU_FABRIC is used or refused as it is.  The default name is
+ * predictable, so another local user can create it first: then (or when it
+ * holds something else) fall back to the next default name, the same sequence
+ * in every process of the user, with one line saying why. */
 static int do_attach(void)
 {
     char why[192], prev[sizeof(dcxemu_cfg.fabric)];
@@ -723,7 +656,8 @@ DCXEMU_API const char *dcxemu_fabric_name(void)
         memcpy(name, dcxemu_cfg.fabric, sizeof(name));
         goto out;
     }
-    /* the name attaching would choose: the first candidate that is absent or usable */
+    /* the name attaching would choose: the first candidate that is absent or
+     * usable */
     for (int cand = 0; cand < FABRIC_NAME_TRIES; cand++) {
         struct stat st;
         int fd, ok;
@@ -765,7 +699,8 @@ DCXEMU_API int dcxemu_fabric_remove(const char *fabric)
     snprintf(path, sizeof(path), "/%s", fabric);
     pthread_mutex_lock(&attach_lock);
     if (attached && attach_err == 0 && strcmp(path, dcxemu_cfg.fabric) == 0) {
-        /* we are a member (and closing a second descriptor would drop our liveness lock) */
+        /* we are a member (and closing a second descriptor would drop our
+         * liveness lock) */
         err = EBUSY;
         goto out;
     }
@@ -791,8 +726,9 @@ out:
     return err;
 }
 
-/* Leave the fabric cleanly at exit so peers need not wait for the reaper, and remove the file
- * when we were the last live member (under the flock, so nobody is attaching meanwhile). */
+/* Leave the fabric cleanly at exit so peers need not wait for the reaper, and
+ * remove the file when we were the last live member (under the flock, so nobody
+ * is attaching meanwhile). */
 __attribute__((destructor)) static void dcxemu_fini(void)
 {
     int flocked;
@@ -810,8 +746,9 @@ __attribute__((destructor)) static void dcxemu_fini(void)
         dcxemu_unlock();
     }
     if (flocked) {
-        /* Drop our liveness lock now, not at exit: a member leaving at the same time that takes
-         * the flock after us must not see us and leave the file behind. */
+        /* Drop our liveness lock now, not at exit: a member leaving at the same
+         * time that takes the flock after us must not see us and leave the file
+         * behind. */
         struct flock fl;
         memset(&fl, 0, sizeof(fl));
         fl.l_type   = F_UNLCK;

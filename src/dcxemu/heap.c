@@ -4,15 +4,16 @@
 
 #include <string.h>
 
-/* First-fit allocator over the sparse heap, free list sorted by offset, coalescing on free.
- * Called with the fabric lock held. */
+/* First-fit allocator over the sparse heap, free list sorted by offset,
+ * coalescing on free. Called with the fabric lock held. */
 
 struct heap_blk {
     uint64_t size; /* including this header */
     uint64_t next_free;
     uint32_t free;
     uint32_t magic;
-    uint64_t owner_token; /* member that allocated it: the reaper frees what a dead one held */
+    uint64_t owner_token; /* member that allocated it: the reaper frees what a
+                             dead one held */
 };
 #define HEAP_MAGIC 0x68656170u
 #define HEAP_HDR   ((uint64_t)sizeof(struct heap_blk))
@@ -57,8 +58,8 @@ uint64_t dcxemu_heap_alloc(uint64_t size)
             }
             b->owner_token = dcxemu_my_token;
             b->next_free   = 0;
-            b->free =
-                    0; /* last: a dying allocator leaves a block dcxemu_heap_rebuild frees */
+            b->free        = 0; /* last: a dying allocator leaves a block
+                                   dcxemu_heap_rebuild frees */
             return off + HEAP_HDR;
         }
         link = &b->next_free;
@@ -93,9 +94,10 @@ void dcxemu_heap_free(uint64_t data_off)
     }
 }
 
-/* After a member died holding the fabric lock: rebuild the free list from the block headers.
- * Every update above keeps the headers walkable (a split writes the new header before it
- * shrinks the block; freeing is one store), so the walk is always valid. */
+/* After a member died holding the fabric lock: rebuild the free list from the
+ * block headers. Every update above keeps the headers walkable (a split writes
+ * the new header before it shrinks the block; freeing is one store), so the
+ * walk is always valid. */
 void dcxemu_heap_rebuild(void)
 {
     uint64_t off = dcxemu_fab->heap_off, end = off + dcxemu_fab->heap_size;
@@ -105,7 +107,8 @@ void dcxemu_heap_rebuild(void)
         struct heap_blk *b = blk(off);
         if (b->magic != HEAP_MAGIC || b->size < HEAP_HDR ||
             b->size > end - off) {
-            break; /* cannot happen with the ordering above; stop rather than guess */
+            break; /* cannot happen with the ordering above; stop rather than
+                      guess */
         }
         if (b->free) {
             if (prev_free != NULL &&

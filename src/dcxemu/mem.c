@@ -1,5 +1,6 @@
-/* dcxemu memory stage: MR lookup, indirect mkeys and their layouts, key resolution into iovecs,
- * the WRITE gather from small-block layouts, UMR and LOCAL_INV.  Data copies: copy.c. */
+/* dcxemu memory stage: MR lookup, indirect mkeys and their layouts, key
+ * resolution into iovecs, the WRITE gather from small-block layouts, UMR and
+ * LOCAL_INV.  Data copies: copy.c. */
 #define _GNU_SOURCE
 #include "exec.h"
 
@@ -8,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Validate a key for an access of len bytes at addr (fabric lock held).  Returns the MR. */
+/* Validate a key for an access of len bytes at addr (fabric lock held). Returns
+ * the MR. */
 static struct dcxemu_shm_mr *
 mr_lookup(uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id,
           uint64_t addr, uint64_t len, uint32_t need)
@@ -49,7 +51,8 @@ void dcxemu_iovbuf_fini(struct iovbuf *b)
     }
 }
 
-/* Room for n pieces in all, in one step (an interleaved mkey knows its piece count). */
+/* Room for n pieces in all, in one step (an interleaved mkey knows its piece
+ * count). */
 static int iovbuf_reserve(struct iovbuf *b, uint64_t n)
 {
     struct iovec *v;
@@ -103,7 +106,8 @@ static int is_mkey(uint32_t key)
     return idx >= DCXEMU_MKEY_BASE && idx < DCXEMU_MKEY_BASE + DCXEMU_MAX_MKEYS;
 }
 
-/* Leaf bases of an interleaved mkey's entries, on the stack for the usual few entries. */
+/* Leaf bases of an interleaved mkey's entries, on the stack for the usual few
+ * entries. */
 #define LEAF_BASES_STACK 64
 
 static uint64_t
@@ -116,8 +120,8 @@ mkey_unit(const struct dcxemu_shm_mkey *k, const struct dcxemu_mkey_entry *e)
     return unit;
 }
 
-/* Where zero-based offset addr falls in an interleaved layout of `unit` bytes per repeat:
- * repeat *r, entry *i, *p bytes into that entry's block. */
+/* Where zero-based offset addr falls in an interleaved layout of `unit` bytes
+ * per repeat: repeat *r, entry *i, *p bytes into that entry's block. */
 static void interleaved_locate(const struct dcxemu_mkey_entry *e, uint64_t unit,
                                uint64_t addr, uint64_t *r, uint32_t *i,
                                uint64_t *p)
@@ -133,13 +137,14 @@ static void interleaved_locate(const struct dcxemu_mkey_entry *e, uint64_t unit,
     *p = w - cum;
 }
 
-/* Check every leaf piece that [addr, end) of an interleaved mkey touches, entry by entry, and
- * note each entry's leaf base (the owner's address of e[i].addr).  The pieces of one entry in
- * successive repeats start and end at ascending leaf addresses (the stride is unsigned), so its
- * leaf MR, one address range, holds them all exactly when it holds the span from the first
- * touched piece's first byte to the last touched piece's last byte: the same verdict, at the
- * same rights, as checking each piece, in O(entries) instead of O(pieces).  Entries of zero
- * bytes own no piece and are not checked. */
+/* Check every leaf piece that [addr, end) of an interleaved mkey touches, entry
+ * by entry, and note each entry's leaf base (the owner's address of e[i].addr).
+ * The pieces of one entry in successive repeats start and end at ascending leaf
+ * addresses (the stride is unsigned), so its leaf MR, one address range, holds
+ * them all exactly when it holds the span from the first touched piece's first
+ * byte to the last touched piece's last byte: the same verdict, at the same
+ * rights, as checking each piece, in O(entries) instead of O(pieces).  Entries
+ * of zero bytes own no piece and are not checked. */
 static int interleaved_check(const struct dcxemu_mkey_entry *e, uint32_t n,
                              uint64_t unit, uint16_t owner, uint64_t token,
                              uint64_t pd_id, uint64_t addr, uint64_t end,
@@ -173,8 +178,9 @@ static int interleaved_check(const struct dcxemu_mkey_entry *e, uint32_t n,
     return 0;
 }
 
-/* The pieces of [addr, addr+len) of interleaved mkey k (checks passed on k itself): every leaf
- * piece checked, in O(entries), then emitted in a tight loop. */
+/* The pieces of [addr, addr+len) of interleaved mkey k (checks passed on k
+ * itself): every leaf piece checked, in O(entries), then emitted in a tight
+ * loop. */
 static int resolve_interleaved(const struct dcxemu_shm_mkey *k,
                                const struct dcxemu_mkey_entry *e,
                                uint16_t owner, uint64_t token, uint64_t pd_id,
@@ -209,7 +215,8 @@ static int resolve_interleaved(const struct dcxemu_shm_mkey *k,
         if (piece > end - o) {
             piece = end - o;
         }
-        /* an entry of zero bytes has no piece, and interleaved_check() noted no base */
+        /* an entry of zero bytes has no piece, and interleaved_check() noted no
+         * base */
         if ((piece > 0) &&
             dcxemu_iovbuf_push(out, (void *)(base[i] + r * e[i].stride + p),
                                piece) != 0) {
@@ -230,12 +237,14 @@ out_base:
     return ret;
 }
 
-/* Resolve [addr, addr+len) of a memory key owned by (owner, token) in pd_id, needing rights
- * `need`, into pieces of the owner's address space (fabric lock held).  Plain MRs give one piece;
- * an indirect mkey (zero-based, spec §3.5) gives one per pointed-to range, each leaf checked to
- * be a plain MR of the same owner and PD (nested mkeys are refused) that itself has the rights
- * `need`: an mkey never lends rights its leaves lack.  The mkey's key must carry its current tag
- * (set by the last UMR).  With out == NULL only the checks are made.  0, or -1 if invalid. */
+/* Resolve [addr, addr+len) of a memory key owned by (owner, token) in pd_id,
+ * needing rights `need`, into pieces of the owner's address space (fabric lock
+ * held).  Plain MRs give one piece; an indirect mkey (zero-based, spec §3.5)
+ * gives one per pointed-to range, each leaf checked to be a plain MR of the
+ * same owner and PD (nested mkeys are refused) that itself has the rights
+ * `need`: an mkey never lends rights its leaves lack.  The mkey's key must
+ * carry its current tag (set by the last UMR).  With out == NULL only the
+ * checks are made.  0, or -1 if invalid. */
 static int
 resolve_mkey(const struct dcxemu_shm_mkey *k, const struct dcxemu_mkey_entry *e,
              uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id,
@@ -262,8 +271,8 @@ int dcxemu_resolve(uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id,
                         key, owner, token, pd_id, addr, len, need, out);
 }
 
-/* dcxemu_resolve() for indirect mkey k with entries e: the fabric's, or a copy taken under the
- * lock. */
+/* dcxemu_resolve() for indirect mkey k with entries e: the fabric's, or a copy
+ * taken under the lock. */
 static int
 resolve_mkey(const struct dcxemu_shm_mkey *k, const struct dcxemu_mkey_entry *e,
              uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id,
@@ -309,12 +318,14 @@ resolve_mkey(const struct dcxemu_shm_mkey *k, const struct dcxemu_mkey_entry *e,
     return 0;
 }
 
-/* ---------------------------------------------------------------- WRITE gather ---- */
+/* ---------------------------------------------------------------- WRITE gather
+ * ---- */
 
-/* A WRITE whose local side is an interleaved mkey of small blocks is gathered here straight from
- * the layout into a staging buffer, one system call per staged chunk, instead of through one
- * iovec per block: the local side is always the executing process's own memory.  Blocks of at
- * least GATHER_MAX_AVG bytes on average go the iovec way, where the kernel copies them directly. */
+/* A WRITE whose local side is an interleaved mkey of small blocks is gathered
+ * here straight from the layout into a staging buffer, one system call per
+ * staged chunk, instead of through one iovec per block: the local side is
+ * always the executing process's own memory.  Blocks of at least GATHER_MAX_AVG
+ * bytes on average go the iovec way, where the kernel copies them directly. */
 #define GATHER_MAX_AVG 512
 #define GATHER_STAGING 65536
 
@@ -338,7 +349,8 @@ int dcxemu_sge_is_small_interleaved(const struct ibv_sge *sg)
     return nz > 0 && unit / nz < GATHER_MAX_AVG;
 }
 
-/* 16 bytes, any alignment, any type: gcc would fuse memcpy()s into a slow "rep movs". */
+/* 16 bytes, any alignment, any type: gcc would fuse memcpy()s into a slow "rep
+ * movs". */
 typedef uint64_t u128_unaligned
         __attribute__((vector_size(16), aligned(1), may_alias));
 
@@ -364,7 +376,8 @@ static inline void copy_block(char *d, const char *s, uint64_t b)
     }
 }
 
-/* Copy the mkeys of the n SGEs (fabric lock held, keys already checked).  0, or -1: no memory. */
+/* Copy the mkeys of the n SGEs (fabric lock held, keys already checked).  0, or
+ * -1: no memory. */
 int dcxemu_gather_keys_take(const struct ibv_sge *sges, uint32_t n,
                             struct gather_key *g)
 {
@@ -393,14 +406,15 @@ void dcxemu_gather_keys_free(struct gather_key *g, uint32_t n)
     free(g);
 }
 
-/* One entry, from the start of a block: a plain strided walk of len bytes from src. */
+/* One entry, from the start of a block: a plain strided walk of len bytes from
+ * src. */
 static void gather_strided(const struct dcxemu_mkey_entry *e, uintptr_t from,
                            uint64_t len, char *dst)
 {
     uint64_t b = e->bytes, stride = e->stride, full = len / b;
     const char *src = (const char *)from;
-    /* fixed block sizes: the copy is a few 16-byte moves (not a string instruction), the walk a
-     * tight loop */
+    /* fixed block sizes: the copy is a few 16-byte moves (not a string
+     * instruction), the walk a tight loop */
 #define STRIDED_WALK(_b, _copy)                                       \
     for (uint64_t j = 0; j < full; j++, src += stride, dst += (_b)) { \
         _copy;                                                        \
@@ -432,7 +446,8 @@ static void gather_strided(const struct dcxemu_mkey_entry *e, uintptr_t from,
     memcpy(dst, src, len - full * b);
 }
 
-/* Any layout: len bytes block by block, from repeat r, entry i, p bytes into it. */
+/* Any layout: len bytes block by block, from repeat r, entry i, p bytes into
+ * it. */
 static void gather_blocks(const struct dcxemu_mkey_entry *e, uint32_t n,
                           const uintptr_t *base, uint64_t r, uint32_t i,
                           uint64_t p, uint64_t len, char *dst)
@@ -442,8 +457,8 @@ static void gather_blocks(const struct dcxemu_mkey_entry *e, uint32_t n,
         if (piece > len - o) {
             piece = len - o;
         }
-        /* an entry of zero bytes has no piece, and interleaved_check() noted no base: its base
-         * is not an address, not even for a copy of nothing */
+        /* an entry of zero bytes has no piece, and interleaved_check() noted no
+         * base: its base is not an address, not even for a copy of nothing */
         if (piece > 0) {
             copy_block(dst, (const char *)(base[i] + r * e[i].stride + p),
                        piece);
@@ -458,10 +473,10 @@ static void gather_blocks(const struct dcxemu_mkey_entry *e, uint32_t n,
     }
 }
 
-/* Copy bytes [off, off+len) of a local SGE, checked by dcxemu_resolve() under the fabric lock, to
- * dst (no lock held: g is the SGE's mkey as it was then; its leaf MRs and a plain MR stay
- * registered until the copy ends, see dcxemu_copy_wait).  0, or -1 on a (checked, so impossible)
- * bad key. */
+/* Copy bytes [off, off+len) of a local SGE, checked by dcxemu_resolve() under
+ * the fabric lock, to dst (no lock held: g is the SGE's mkey as it was then;
+ * its leaf MRs and a plain MR stay registered until the copy ends, see
+ * dcxemu_copy_wait).  0, or -1 on a (checked, so impossible) bad key. */
 static int gather_sge(const struct ibv_sge *sg, const struct gather_key *g,
                       uint64_t off, uint64_t len, char *dst)
 {
@@ -519,9 +534,9 @@ static int gather_sge(const struct ibv_sge *sg, const struct gather_key *g,
     return 0;
 }
 
-/* Move the checked local SGEs of a WRITE (their mkeys in g) to the remote pieces of process pid,
- * chunk by chunk through the staging buffer, in ascending order (no lock held).  0 or errno as
- * dcxemu_vm_copy. */
+/* Move the checked local SGEs of a WRITE (their mkeys in g) to the remote
+ * pieces of process pid, chunk by chunk through the staging buffer, in
+ * ascending order (no lock held).  0 or errno as dcxemu_vm_copy. */
 int dcxemu_gather_write(pid_t pid, const struct ibv_sge *sges,
                         const struct gather_key *g, uint32_t nsge,
                         const struct iovec *remote, int nr)
@@ -578,7 +593,8 @@ int dcxemu_gather_write(pid_t pid, const struct ibv_sge *sges,
     }
 }
 
-/* UMR and LOCAL_INV on the loopback RC QP: local key updates (fabric lock held). */
+/* UMR and LOCAL_INV on the loopback RC QP: local key updates (fabric lock
+ * held). */
 void dcxemu_mem_local_op(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
                          struct exec_out *o)
 {

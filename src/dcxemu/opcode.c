@@ -1,5 +1,5 @@
-/* dcxemu opcode table: per model opcode, its name, QP types, access right, the stage handlers that
- * execute it, its send CQE opcode and its counter. */
+/* dcxemu opcode table: per model opcode, its name, QP types, access right, the
+ * stage handlers that execute it, its send CQE opcode and its counter. */
 #define _GNU_SOURCE
 #include "opcode.h"
 #include "resp.h"

@@ -1,4 +1,5 @@
-/* dcxemu protection-domain objects: PDs, memory regions, indirect mkeys and address handles. */
+/* dcxemu protection-domain objects: PDs, memory regions, indirect mkeys and
+ * address handles. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -11,7 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---------------------------------------------------------------- PD, MR, AH ---- */
+/* ---------------------------------------------------------------- PD, MR, AH
+ * ---- */
 
 DCXEMU_API struct ibv_pd *dcxemu_ibv_alloc_pd(struct ibv_context *context)
 {
@@ -63,7 +65,8 @@ DCXEMU_API int dcxemu_ibv_dealloc_pd(struct ibv_pd *pd)
     return 0;
 }
 
-/* Registration pins pages on hardware; here it must at least refuse unmapped ranges (EFAULT). */
+/* Registration pins pages on hardware; here it must at least refuse unmapped
+ * ranges (EFAULT). */
 static int range_mapped(void *addr, size_t length)
 {
     long pg         = sysconf(_SC_PAGESIZE);
@@ -247,7 +250,8 @@ static int check_mkey_attr(const struct mlx5dv_mkey_init_attr *attr)
     if (attr->create_flags == 0 || (attr->create_flags & ~known) ||
         !(attr->create_flags & MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT) ||
         (attr->create_flags & ~supported)) {
-        return EOPNOTSUPP; /* signature, crypto (and tag update when off): no capability */
+        return EOPNOTSUPP; /* signature, crypto (and tag update when off): no
+                              capability */
     }
     if (!dcxemu_ctx(attr->pd->context)->devx) {
         return EOPNOTSUPP; /* mkeys are created through DEVX */
@@ -258,7 +262,8 @@ static int check_mkey_attr(const struct mlx5dv_mkey_init_attr *attr)
     return 0;
 }
 
-/* Fabric lock held: a free mkey slot with room for max entries on the heap, or -1. */
+/* Fabric lock held: a free mkey slot with room for max entries on the heap, or
+ * -1. */
 static int take_mkey_slot(uint32_t max)
 {
     for (int i = 0; i < DCXEMU_MAX_MKEYS; i++) {
@@ -272,7 +277,8 @@ static int take_mkey_slot(uint32_t max)
     return -1;
 }
 
-/* Indirect mkeys (spec §3.5): need a DEVX context; free/unusable until a UMR programs them. */
+/* Indirect mkeys (spec §3.5): need a DEVX context; free/unusable until a UMR
+ * programs them. */
 DCXEMU_API struct mlx5dv_mkey *
 dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init_attr *attr)
 {
@@ -377,8 +383,8 @@ dcxemu_ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
     if (dcxemu_cfg.roce) {
         union ibv_gid sgid;
         uint32_t type;
-        /* mlx5_create_ah: RoCE packets always carry a GRH, so an AH without one is EINVAL;
-         * the source GID must be an entry of the table */
+        /* mlx5_create_ah: RoCE packets always carry a GRH, so an AH without one
+         * is EINVAL; the source GID must be an entry of the table */
         if (!attr->is_global ||
             dcxemu_gid_entry(dcxemu_ctx(pd->context)->dev_index,
                              attr->grh.sgid_index, &sgid, &type) != 0) {

@@ -1,4 +1,5 @@
-/* dcxemu port: its attributes, the GID table (InfiniBand or RoCE) and the P_Key table. */
+/* dcxemu port: its attributes, the GID table (InfiniBand or RoCE) and the P_Key
+ * table. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -63,11 +64,13 @@ DCXEMU_API int dcxemu_ibv_query_port(struct ibv_context *context,
                                 sizeof(*port_attr));
 }
 
-/* The GID tables.  InfiniBand: index 0 is the port GID (fe80::/64 + GUID).  RoCE
- * (DCXEMU_LINK_LAYER=ethernet), as a netdev with an IPv6 link-local and one IPv4 address shows
- * it on mlx5: 0 link-local RoCE v1, 1 the same as RoCE v2, 2 the IPv4-mapped address
- * ::ffff:198.51.100.<dev+1> (TEST-NET-2, never a real host's) as RoCE v1, 3 the same as RoCE v2.
- * Index 0 is not what a RoCE transport should use (not routable); UCX's choice is index 3. */
+/* The GID tables.  InfiniBand: index 0 is the port GID (fe80::/64 + GUID). RoCE
+ * (DCXEMU_LINK_LAYER=ethernet), as a netdev with an IPv6 link-local and one
+ * IPv4 address shows it on mlx5: 0 link-local RoCE v1, 1 the same as RoCE v2, 2
+ * the IPv4-mapped address
+ * ::ffff:198.51.100.<dev+1> (TEST-NET-2, never a real host's) as RoCE v1, 3 the
+ * same as RoCE v2. Index 0 is not what a RoCE transport should use (not
+ * routable); UCX's choice is index 3. */
 int dcxemu_gid_entry(int dev, uint32_t index, union ibv_gid *gid,
                      uint32_t *type)
 {
@@ -124,8 +127,9 @@ DCXEMU_API int dcxemu_ibv_query_gid(struct ibv_context *context,
     return 0;
 }
 
-/* _ibv_query_gid_ex (IBVERBS_1.11), the target of the inline ibv_query_gid_ex(): returns an
- * errno value; ENODATA for an empty entry inside the table (man ibv_query_gid_ex). */
+/* _ibv_query_gid_ex (IBVERBS_1.11), the target of the inline
+ * ibv_query_gid_ex(): returns an errno value; ENODATA for an empty entry inside
+ * the table (man ibv_query_gid_ex). */
 DCXEMU_API int dcxemu__ibv_query_gid_ex(struct ibv_context *context,
                                         uint32_t port_num, uint32_t gid_index,
                                         struct ibv_gid_entry *entry,

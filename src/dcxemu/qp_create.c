@@ -1,5 +1,6 @@
-/* dcxemu QP creation: send-queue sizing, the shared QP slot, the loopback RC QP that hosts UMR,
- * DC initiators (DCI) and targets (DCT), and the ibv_qp_ex / mlx5dv_qp_ex views. */
+/* dcxemu QP creation: send-queue sizing, the shared QP slot, the loopback RC QP
+ * that hosts UMR, DC initiators (DCI) and targets (DCT), and the ibv_qp_ex /
+ * mlx5dv_qp_ex views. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 #include "wr.h"
@@ -16,7 +17,8 @@
      IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV)
 #define ATOMIC_SEND_OPS \
     (IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
-/* Operations the model executes; the others are refused at create time (part 2). */
+/* Operations the model executes; the others are refused at create time (part
+ * 2). */
 #define MODEL_SEND_OPS                                                \
     (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
      IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |             \
@@ -75,9 +77,10 @@ static int size_sq(struct ibv_qp_cap *cap, uint64_t ops, uint64_t dv_ops,
         cap->max_send_sge = DCXEMU_MAX_SGE;
     }
     if (cap->max_send_wr > 0) {
-        /* providers/mlx5/verbs.c:mlx5_calc_sq_size: the queue is roundup_pow2(max_send_wr * wqe)
-         * bytes, at most max_send_wqebb 64-byte basic blocks (1 << log_max_qp_sz, reported as
-         * max_qp_wr), whatever max_send_wr alone would allow */
+        /* providers/mlx5/verbs.c:mlx5_calc_sq_size: the queue is
+         * roundup_pow2(max_send_wr * wqe) bytes, at most max_send_wqebb 64-byte
+         * basic blocks (1 << log_max_qp_sz, reported as max_qp_wr), whatever
+         * max_send_wr alone would allow */
         uint64_t wq_size;
         if (cap->max_send_wr > 0x7fffffffu / dcxemu_cfg.max_wqe) {
             return EINVAL;
@@ -152,7 +155,8 @@ static struct dcxemu_qp *new_qp(struct ibv_context *context,
     return qp;
 }
 
-/* The process-local send ring for the sized caps; with_umr: room for UMR descriptors too. */
+/* The process-local send ring for the sized caps; with_umr: room for UMR
+ * descriptors too. */
 static int
 alloc_sq_ring(struct dcxemu_qp *qp, const struct ibv_qp_cap *cap, int with_umr)
 {
@@ -208,7 +212,8 @@ static void init_qp_common(struct dcxemu_qp *qp, struct ibv_context *context,
     atomic_fetch_add(&qp->recv_cq->refcnt, 1);
 }
 
-/* Last step of every create: the engine and the CQ consumers find the QP from here on. */
+/* Last step of every create: the engine and the CQ consumers find the QP from
+ * here on. */
 static void publish_qp(struct dcxemu_qp *qp)
 {
     pthread_mutex_lock(&dcxemu_reg_lock);
@@ -217,7 +222,8 @@ static void publish_qp(struct dcxemu_qp *qp)
     pthread_mutex_unlock(&dcxemu_reg_lock);
 }
 
-/* ---------------------------------------------------------------- RC (UMR host) ---- */
+/* ---------------------------------------------------------------- RC (UMR
+ * host) ---- */
 
 static int check_rc_dv(const struct mlx5dv_qp_init_attr *dv, uint64_t *dv_ops)
 {
@@ -322,8 +328,9 @@ err:
     return NULL;
 }
 
-/* The loopback RC QP that hosts UMR and LOCAL_INV (spec §2.5). Its qp_num is valid at once. Data
- * operations and a receive queue are not modelled: asking for them fails with EOPNOTSUPP. */
+/* The loopback RC QP that hosts UMR and LOCAL_INV (spec §2.5). Its qp_num is
+ * valid at once. Data operations and a receive queue are not modelled: asking
+ * for them fails with EOPNOTSUPP. */
 static struct ibv_qp *create_rc(struct ibv_context *context,
                                 struct ibv_qp_init_attr_ex *attr,
                                 struct mlx5dv_qp_init_attr *dv)
@@ -351,7 +358,8 @@ err:
     return NULL;
 }
 
-/* verbs_context.create_qp_ex: RC (the UMR host) only; DC QPs need mlx5dv_create_qp. */
+/* verbs_context.create_qp_ex: RC (the UMR host) only; DC QPs need
+ * mlx5dv_create_qp. */
 struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context,
                                       struct ibv_qp_init_attr_ex *attr)
 {
@@ -374,7 +382,8 @@ struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context,
 
 /* ---------------------------------------------------------------- DC ---- */
 
-/* What both DC types need: a DC request of type DRIVER on a PD of this context. */
+/* What both DC types need: a DC request of type DRIVER on a PD of this context.
+ */
 static int check_dc_attr(struct ibv_context *context,
                          const struct ibv_qp_init_attr_ex *attr,
                          const struct mlx5dv_qp_init_attr *dv)
@@ -388,7 +397,8 @@ static int check_dc_attr(struct ibv_context *context,
         return EINVAL;
     }
     if (!(dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DC)) {
-        /* RC/UD QPs are not modelled yet (part 2); a DRIVER QP without DC is invalid */
+        /* RC/UD QPs are not modelled yet (part 2); a DRIVER QP without DC is
+         * invalid */
         return attr->qp_type == IBV_QPT_DRIVER ? EINVAL : EOPNOTSUPP;
     }
     if (attr->qp_type != IBV_QPT_DRIVER ||
@@ -458,7 +468,8 @@ static int check_dci_ops(const struct ibv_qp_init_attr_ex *attr,
     if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
         *ops = attr->send_ops_flags;
         if (dcxemu_cfg.no_atomics && (*ops & ATOMIC_SEND_OPS)) {
-            return EOPNOTSUPP; /* mlx5 qp.c:mlx5_qp_fill_wr_pfns: !atomics_enabled */
+            return EOPNOTSUPP; /* mlx5 qp.c:mlx5_qp_fill_wr_pfns:
+                                  !atomics_enabled */
         }
         if (*ops & ~(uint64_t)DEFAULT_SEND_OPS) {
             return EOPNOTSUPP;

@@ -1,9 +1,11 @@
-/* dcxemu QP state: modify-QP against one transition table per QP type, query and destroy.
+/* dcxemu QP state: modify-QP against one transition table per QP type, query
+ * and destroy.
  *
- * A modify is checked whole (values, then the table, then capabilities) before anything is
- * applied, under the QP's exec_lock: the device moves a QP to ERR only under that lock, so the
- * state a request was checked against is still the state it is applied to, and a refused request
- * leaves the QP exactly as it was. */
+ * A modify is checked whole (values, then the table, then capabilities) before
+ * anything is applied, under the QP's exec_lock: the device moves a QP to ERR
+ * only under that lock, so the state a request was checked against is still the
+ * state it is applied to, and a refused request leaves the QP exactly as it
+ * was. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -11,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Drop queued WQEs and the QP's unpolled CQEs (RESET / destroy). exec_lock held. */
+/* Drop queued WQEs and the QP's unpolled CQEs (RESET / destroy). exec_lock
+ * held. */
 static void purge_qp(struct dcxemu_qp *qp)
 {
     uint32_t qpn  = qp->qpx.qp_base.qp_num;
@@ -58,8 +61,9 @@ static int check_values(const struct ibv_qp_attr *a, int mask)
     return 0;
 }
 
-/* An address vector on a RoCE port needs a GRH (the kernel's rdma_check_ah_attr: a RoCE AV
- * without IB_AH_GRH is EINVAL) whose source GID is an entry of the port's table. */
+/* An address vector on a RoCE port needs a GRH (the kernel's
+ * rdma_check_ah_attr: a RoCE AV without IB_AH_GRH is EINVAL) whose source GID
+ * is an entry of the port's table. */
 static int check_roce_av(struct dcxemu_qp *qp, const struct ibv_ah_attr *ah)
 {
     union ibv_gid gid;
@@ -75,7 +79,8 @@ static int check_roce_av(struct dcxemu_qp *qp, const struct ibv_ah_attr *ah)
     return 0;
 }
 
-/* ---------------------------------------------------------------- transition table ---- */
+/* ---------------------------------------------------------------- transition
+ * table ---- */
 
 /* clang-format off */
 enum qp_kind { QPK_RC, QPK_DCI, QPK_DCT, QPK_NUM };
@@ -196,7 +201,8 @@ static int check_transition(enum qp_kind k, int cur, int next, int mask)
 
 /* ---------------------------------------------------------------- modify ---- */
 
-/* Attribute values, whatever the transition (EINVAL), then what this QP type can take. */
+/* Attribute values, whatever the transition (EINVAL), then what this QP type
+ * can take. */
 static int check_attr_values(struct dcxemu_qp *qp, enum qp_kind k,
                              const struct ibv_qp_attr *a, int mask)
 {
@@ -204,8 +210,9 @@ static int check_attr_values(struct dcxemu_qp *qp, enum qp_kind k,
     if (err != 0) {
         return err;
     }
-    /* kernel mlx5_ib_modify_qp -> validate_rd_atomic: a DCI's max_rd_atomic is bounded by the
-     * DC capability 1 << log_max_ra_res_dc, not by max_qp_init_rd_atom */
+    /* kernel mlx5_ib_modify_qp -> validate_rd_atomic: a DCI's max_rd_atomic is
+     * bounded by the DC capability 1 << log_max_ra_res_dc, not by
+     * max_qp_init_rd_atom */
     if (k == QPK_DCI && (mask & IBV_QP_MAX_QP_RD_ATOMIC) &&
         a->max_rd_atomic > (1u << dcxemu_cfg.log_max_ra_dc)) {
         return EINVAL;
@@ -213,9 +220,9 @@ static int check_attr_values(struct dcxemu_qp *qp, enum qp_kind k,
     return 0;
 }
 
-/* The access flags a transition carries: a DCT takes only the four data rights (EINVAL); a
- * device without atomics refuses remote atomic access (EOPNOTSUPP: kernel mlx5_ib_modify_dct,
- * set_qpc_atomic_flags). */
+/* The access flags a transition carries: a DCT takes only the four data rights
+ * (EINVAL); a device without atomics refuses remote atomic access (EOPNOTSUPP:
+ * kernel mlx5_ib_modify_dct, set_qpc_atomic_flags). */
 static int check_access(enum qp_kind k, const struct ibv_qp_attr *a, int mask)
 {
     const uint32_t dct_access = IBV_ACCESS_LOCAL_WRITE |
@@ -235,7 +242,8 @@ static int check_access(enum qp_kind k, const struct ibv_qp_attr *a, int mask)
     return 0;
 }
 
-/* The whole request against the QP as it is now (exec_lock held); nothing is written. */
+/* The whole request against the QP as it is now (exec_lock held); nothing is
+ * written. */
 static int check_modify(struct dcxemu_qp *qp, const struct ibv_qp_attr *a,
                         int mask, int cur, int next)
 {
@@ -266,8 +274,9 @@ static int check_modify(struct dcxemu_qp *qp, const struct ibv_qp_attr *a,
     return check_access(k, a, mask);
 }
 
-/* A DCT reaching RTR: its number and attributes go to the fabric, where initiators find it.
- * The only step of a modify that can fail once checked (the fabric lock). */
+/* A DCT reaching RTR: its number and attributes go to the fabric, where
+ * initiators find it. The only step of a modify that can fail once checked (the
+ * fabric lock). */
 static int publish_dct(struct dcxemu_qp *qp, const struct ibv_qp_attr *a)
 {
     struct dcxemu_shm_qp *s;
@@ -345,8 +354,8 @@ static int apply_modify(struct dcxemu_qp *qp, const struct ibv_qp_attr *a,
     return 0;
 }
 
-/* Check and apply under exec_lock (and post_lock for RESET, which drops the queue): nothing
- * changes the state in between.  *next_out: the state reached. */
+/* Check and apply under exec_lock (and post_lock for RESET, which drops the
+ * queue): nothing changes the state in between.  *next_out: the state reached. */
 static int modify_locked(struct dcxemu_qp *qp, const struct ibv_qp_attr *a,
                          int mask, int *next_out)
 {
@@ -366,7 +375,8 @@ static int modify_locked(struct dcxemu_qp *qp, const struct ibv_qp_attr *a,
             }
             *next_out = next;
         } else {
-            err = -1; /* the device moved it before we held the lock: look again */
+            err = -1; /* the device moved it before we held the lock: look again
+                       */
         }
         pthread_mutex_unlock(&qp->exec_lock);
         if (reset) {

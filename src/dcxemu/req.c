@@ -1,5 +1,6 @@
-/* dcxemu requester stage: runs a QP's send queue -- head gating, one WQE through resolution (under
- * the fabric lock), its data copy (without it) and completion, RNR and transport retries. */
+/* dcxemu requester stage: runs a QP's send queue -- head gating, one WQE
+ * through resolution (under the fabric lock), its data copy (without it) and
+ * completion, RNR and transport retries. */
 #define _GNU_SOURCE
 #include "opcode.h"
 #include "resp.h"
@@ -9,8 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What ends a WQE before it looks at any key (fabric lock held): an injected status, a local key
- * operation (UMR, LOCAL_INV), a malformed raw WQE.  1 if the WQE is finished. */
+/* What ends a WQE before it looks at any key (fabric lock held): an injected
+ * status, a local key operation (UMR, LOCAL_INV), a malformed raw WQE.  1 if
+ * the WQE is finished. */
 static int exec_local_only(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
                            struct exec_plan *p, struct exec_out *o)
 {
@@ -39,9 +41,9 @@ static int exec_local_only(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
     return 0;
 }
 
-/* The local side (fabric lock held): checks that never reach the wire, and the local pieces.  A
- * WRITE from small-block local mkeys is gathered later: checked here, its mkeys copied.  0, or -1
- * with the WQE failed. */
+/* The local side (fabric lock held): checks that never reach the wire, and the
+ * local pieces.  A WRITE from small-block local mkeys is gathered later:
+ * checked here, its mkeys copied.  0, or -1 with the WQE failed. */
 static int local_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
                          struct exec_plan *p, struct exec_out *o)
 {
@@ -113,7 +115,8 @@ static void plan_fini(struct exec_plan *p)
     dcxemu_gather_keys_free(p->gk, p->ngk);
 }
 
-/* The target as the completion needs it after the lock was given back (fabric lock held). */
+/* The target as the completion needs it after the lock was given back (fabric
+ * lock held). */
 static void plan_target(struct exec_plan *p, const struct dcxemu_shm_qp *t)
 {
     p->pid     = dcxemu_copy_pid(t->owner);
@@ -124,8 +127,9 @@ static void plan_target(struct exec_plan *p, const struct dcxemu_shm_qp *t)
     p->tlid    = t->lid;
 }
 
-/* Checks and resolution of one WQE, fabric lock held: everything but a data copy.  What is left
- * to do is in p (p->kind); *wake: a member to wake once the lock is given back, or -1. */
+/* Checks and resolution of one WQE, fabric lock held: everything but a data
+ * copy.  What is left to do is in p (p->kind); *wake: a member to wake once the
+ * lock is given back, or -1. */
 static enum exec_result exec_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
                                      struct exec_out *o, struct exec_plan *p,
                                      int *wake)
@@ -158,9 +162,10 @@ static int plan_copy(const struct exec_plan *p, struct dcxemu_wqe *w)
                           p->riov.n);
 }
 
-/* After the copy: end it and complete what it did.  RDMA needs no lock; a receive retakes the
- * fabric lock, and the copy ends in that hold, after the receive CQE (a destroy or deregistration
- * waiting for the copy then also finds the CQE written). */
+/* After the copy: end it and complete what it did.  RDMA needs no lock; a
+ * receive retakes the fabric lock, and the copy ends in that hold, after the
+ * receive CQE (a destroy or deregistration waiting for the copy then also finds
+ * the CQE written). */
 static enum exec_result exec_finish(struct dcxemu_qp *qp, struct exec_plan *p,
                                     int cerr, struct exec_out *o, int *wake)
 {
@@ -196,8 +201,9 @@ static void wake_target(int wake)
     }
 }
 
-/* Execute one WQE: checks and resolution under the fabric lock, the data copy with no fabric lock
- * held (recorded as in flight, see dcxemu_copy_wait), then its completion at the target. */
+/* Execute one WQE: checks and resolution under the fabric lock, the data copy
+ * with no fabric lock held (recorded as in flight, see dcxemu_copy_wait), then
+ * its completion at the target. */
 static enum exec_result
 execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
 {
@@ -229,8 +235,9 @@ execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
     return r;
 }
 
-/* Microseconds to wait before the head WQE runs: injected delays of the QP and of its target
- * DCT (read without the fabric lock: a stale value only shifts one delay), and DCXEMU_FAULTS. */
+/* Microseconds to wait before the head WQE runs: injected delays of the QP and
+ * of its target DCT (read without the fabric lock: a stale value only shifts
+ * one delay), and DCXEMU_FAULTS. */
 static uint64_t head_delay_us(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
 {
     uint64_t us = __atomic_load_n(&dcxemu_fab->qps[qp->idx].fault_delay_us,
@@ -250,8 +257,8 @@ static uint64_t head_delay_us(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
     return us;
 }
 
-/* The head WQE's gate (deferral, injected delays), set at the first look at it.  1 if it must
- * wait: the deadline is stored for the engine. */
+/* The head WQE's gate (deferral, injected delays), set at the first look at it.
+ * 1 if it must wait: the deadline is stored for the engine. */
 static int head_waits(struct dcxemu_qp *qp, struct dcxemu_wqe *w, uint64_t *now)
 {
     if (qp->head_gate_ns == 0) {
@@ -272,8 +279,8 @@ static int head_waits(struct dcxemu_qp *qp, struct dcxemu_wqe *w, uint64_t *now)
     return 0;
 }
 
-/* An RNR or an unreachable target: 1 if the head WQE waits for a retry (deadline stored), else 0
- * with the WQE failed (retries exhausted). */
+/* An RNR or an unreachable target: 1 if the head WQE waits for a retry
+ * (deadline stored), else 0 with the WQE failed (retries exhausted). */
 static int retry_waits(struct dcxemu_qp *qp, enum exec_result r,
                        struct exec_out *o, uint64_t *now)
 {
@@ -303,8 +310,8 @@ static int retry_waits(struct dcxemu_qp *qp, enum exec_result r,
     return 0;
 }
 
-/* The head WQE is done (executed, failed or flushed): its CQE, and the next WQE becomes the head.
- * 1 if a channel event was raised. */
+/* The head WQE is done (executed, failed or flushed): its CQE, and the next WQE
+ * becomes the head. 1 if a channel event was raised. */
 static int head_retire(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
                        const struct exec_out *o)
 {
@@ -327,8 +334,8 @@ static int head_flush(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
     return head_retire(qp, w, &o);
 }
 
-/* Execute published WQEs in order until done or the head WQE must wait for a timer.  The clock
- * is read only where a timer is involved. */
+/* Execute published WQEs in order until done or the head WQE must wait for a
+ * timer.  The clock is read only where a timer is involved. */
 void dcxemu_qp_progress(struct dcxemu_qp *qp)
 {
     int raised = 0;
@@ -339,8 +346,9 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
         struct dcxemu_wqe *w;
         struct exec_out o;
         enum exec_result r;
-        /* a dead HCA executes nothing more: queued WRs never complete (checked before every WR,
-         * so a device failing while this loop runs stops it at the next one) */
+        /* a dead HCA executes nothing more: queued WRs never complete (checked
+         * before every WR, so a device failing while this loop runs stops it at
+         * the next one) */
         if (__builtin_expect(dcxemu_is_fatal(qp->ctx->dev_index), 0) ||
             qp->sq_done >= posted) {
             atomic_store(&qp->deadline_ns, 0);

@@ -1,5 +1,6 @@
-/* dcxemu responder stage: what happens at the target of a WQE -- reaching the DCT, rkey and access
- * checks, the SRQ and receive CQE of a SEND / WRITE_IMM, atomics. */
+/* dcxemu responder stage: what happens at the target of a WQE -- reaching the
+ * DCT, rkey and access checks, the SRQ and receive CQE of a SEND / WRITE_IMM,
+ * atomics. */
 #define _GNU_SOURCE
 #include "resp.h"
 #include "opcode.h"
@@ -16,13 +17,14 @@ static const double rnr_timer_ms[32] = {
     40.96,  61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52,
 };
 
-/* Does the WR's address reach DCT slot t?  InfiniBand: the AH's DLID is the DCT's device LID.
- * RoCE (no LIDs): the AH's destination GID must be the DCT's own address (the table entry its
- * RTR AV names, sgid_index) and the request must use the same GID type (RoCE v1 frames and
- * RoCE v2 UDP datagrams are different packets); every packet, request and response, crosses
- * DCXEMU_ROCE_ROUTERS routers, so a hop limit (IP TTL) not above that count dies on the way
- * (the request by the AH's hop limit, the response by the DCT's).  Ports of different link
- * layers never reach each other. */
+/* Does the WR's address reach DCT slot t?  InfiniBand: the AH's DLID is the
+ * DCT's device LID. RoCE (no LIDs): the AH's destination GID must be the DCT's
+ * own address (the table entry its RTR AV names, sgid_index) and the request
+ * must use the same GID type (RoCE v1 frames and RoCE v2 UDP datagrams are
+ * different packets); every packet, request and response, crosses
+ * DCXEMU_ROCE_ROUTERS routers, so a hop limit (IP TTL) not above that count
+ * dies on the way (the request by the AH's hop limit, the response by the
+ * DCT's).  Ports of different link layers never reach each other. */
 static int roce_route_ok(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
                          const struct dcxemu_shm_qp *t)
 {
@@ -44,8 +46,9 @@ static int roce_route_ok(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
            t->hop_limit > dcxemu_cfg.roce_routers;
 }
 
-/* A target that vanished mid-operation is unreachable (retried, then RETRY_EXC_ERR); any other
- * failure to touch registered target memory is a remote access error. */
+/* A target that vanished mid-operation is unreachable (retried, then
+ * RETRY_EXC_ERR); any other failure to touch registered target memory is a
+ * remote access error. */
 enum exec_result dcxemu_copy_failed(int err, struct exec_out *o)
 {
     if (err == ESRCH) {
@@ -55,9 +58,11 @@ enum exec_result dcxemu_copy_failed(int err, struct exec_out *o)
     return EXEC_DONE;
 }
 
-/* ---------------------------------------------------------------- receive side ---- */
+/* ---------------------------------------------------------------- receive side
+ * ---- */
 
-/* The receive CQE of a SEND or WRITE_IMM at target t, but for its wr_id, status and time. */
+/* The receive CQE of a SEND or WRITE_IMM at target t, but for its wr_id, status
+ * and time. */
 static void recv_cqe_init(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
                           const struct dcxemu_shm_qp *t, struct exec_plan *p)
 {
@@ -84,8 +89,8 @@ static struct dcxemu_shm_srq_wqe *srq_head(struct dcxemu_shm_srq *srq)
             srq->ring_off + (srq->head % srq->max_wr) * srq->wqe_size);
 }
 
-/* Take the SRQ's head WQE (SRQ lock held, not empty): its wr_id.  The limit event fires (one-shot)
- * when fewer than `limit` WQEs remain. */
+/* Take the SRQ's head WQE (SRQ lock held, not empty): its wr_id.  The limit
+ * event fires (one-shot) when fewer than `limit` WQEs remain. */
 static uint64_t srq_take(struct dcxemu_shm_srq *srq, uint16_t owner, int *wake)
 {
     uint64_t wr_id = srq_head(srq)->wr_id;
@@ -98,8 +103,8 @@ static uint64_t srq_take(struct dcxemu_shm_srq *srq, uint16_t owner, int *wake)
     return wr_id;
 }
 
-/* Push the receive CQE into the target's CQ, charged to the target's member and device (fabric
- * lock held, so the owner is not reaped meanwhile). */
+/* Push the receive CQE into the target's CQ, charged to the target's member and
+ * device (fabric lock held, so the owner is not reaped meanwhile). */
 static void recv_cqe_push(struct exec_plan *p, int *wake)
 {
     struct dcxemu_shm_cq *cq;
@@ -120,8 +125,9 @@ static void recv_cqe_push(struct exec_plan *p, int *wake)
     }
 }
 
-/* The pieces of receive WQE rw that take `total` bytes of a SEND, in order, into riov (fabric and
- * SRQ lock held).  IBV_WC_SUCCESS, or the receive CQE's status with *synd. */
+/* The pieces of receive WQE rw that take `total` bytes of a SEND, in order,
+ * into riov (fabric and SRQ lock held).  IBV_WC_SUCCESS, or the receive CQE's
+ * status with *synd. */
 static uint32_t recv_scatter(const struct dcxemu_shm_srq *srq,
                              const struct dcxemu_shm_srq_wqe *rw,
                              const struct exec_plan *p, struct iovbuf *riov,
@@ -160,9 +166,10 @@ static uint32_t recv_scatter(const struct dcxemu_shm_srq *srq,
     return IBV_WC_SUCCESS;
 }
 
-/* A SEND (or a WRITE_IMM without data) takes the SRQ's head WQE now (fabric and SRQ lock held, SRQ
- * not empty): its data needs the WQE's buffers.  A receive that fails, or has nothing to copy,
- * completes here; else the copy and the receive CQE follow without the lock. */
+/* A SEND (or a WRITE_IMM without data) takes the SRQ's head WQE now (fabric and
+ * SRQ lock held, SRQ not empty): its data needs the WQE's buffers.  A receive
+ * that fails, or has nothing to copy, completes here; else the copy and the
+ * receive CQE follow without the lock. */
 static void recv_take_now(const struct dcxemu_wqe *w,
                           struct dcxemu_shm_srq *srq, struct exec_plan *p,
                           struct exec_out *o, int *wake)
@@ -189,8 +196,9 @@ static void recv_take_now(const struct dcxemu_wqe *w,
     p->kind = COPY_SEND;
 }
 
-/* SEND, SEND_IMM and WRITE_IMM at the target (fabric lock held).  A WRITE_IMM with data checks the
- * rkey and that a receive WQE waits, and takes it only once the data is placed (recv_finish). */
+/* SEND, SEND_IMM and WRITE_IMM at the target (fabric lock held).  A WRITE_IMM
+ * with data checks the rkey and that a receive WQE waits, and takes it only
+ * once the data is placed (recv_finish). */
 enum exec_result
 dcxemu_resp_recv(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
                  const struct dcxemu_shm_qp *t, struct exec_plan *p,
@@ -227,9 +235,10 @@ dcxemu_resp_recv(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
     return r;
 }
 
-/* The receive after its data copy (fabric lock held).  A SEND's WQE was taken before the copy; a
- * WRITE_IMM takes one now, and if another sender took the last one meanwhile it is an RNR (the
- * retry places the data again, as a retransmission does). */
+/* The receive after its data copy (fabric lock held).  A SEND's WQE was taken
+ * before the copy; a WRITE_IMM takes one now, and if another sender took the
+ * last one meanwhile it is an RNR (the retry places the data again, as a
+ * retransmission does). */
 enum exec_result dcxemu_resp_recv_finish(struct exec_plan *p, int cerr,
                                          struct exec_out *o, int *wake)
 {
@@ -269,10 +278,11 @@ enum exec_result dcxemu_resp_recv_finish(struct exec_plan *p, int cerr,
     return EXEC_DONE;
 }
 
-/* The new value of an atomic; 0 if memory is left alone (compare failed). Masked compare-swap:
- * if ((old ^ compare) & compare_mask) == 0, new = (old & ~swap_mask) | (swap & swap_mask).
- * Masked fetch-add: a set bit of the field boundary (in cmp) ends a field, so no carry leaves
- * it (all ones: a per-bit add, i.e. xor). */
+/* The new value of an atomic; 0 if memory is left alone (compare failed).
+ * Masked compare-swap: if ((old ^ compare) & compare_mask) == 0, new = (old &
+ * ~swap_mask) | (swap & swap_mask). Masked fetch-add: a set bit of the field
+ * boundary (in cmp) ends a field, so no carry leaves it (all ones: a per-bit
+ * add, i.e. xor). */
 static int atomic_compute(const struct dcxemu_wqe *w, uint64_t old,
                           uint32_t asize, uint64_t *val)
 {
@@ -309,8 +319,9 @@ static int atomic_compute(const struct dcxemu_wqe *w, uint64_t old,
     return 1;
 }
 
-/* Reach the target (fabric lock held): wrong LID/GID, unknown/destroyed/dead DCT and wrong key
- * all look alike.  *tp = the DCT's slot, or NULL when the WQE ends here with the result. */
+/* Reach the target (fabric lock held): wrong LID/GID, unknown/destroyed/dead
+ * DCT and wrong key all look alike.  *tp = the DCT's slot, or NULL when the WQE
+ * ends here with the result. */
 enum exec_result
 dcxemu_resp_reach(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
                   struct exec_out *o, struct dcxemu_shm_qp **tp)
@@ -324,14 +335,16 @@ dcxemu_resp_reach(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
         return EXEC_UNREACHABLE;
     }
     if (t->fault_force_status != 0) {
-        /* injected on the target: this WR completes with the status, nothing executes */
+        /* injected on the target: this WR completes with the status, nothing
+         * executes */
         uint32_t st           = t->fault_force_status - 1;
         t->fault_force_status = 0;
         fail(o, st, dcxemu_forced_syndrome(st));
         return EXEC_DONE;
     }
     if (t->fault_drop_next > 0) {
-        t->fault_drop_next--; /* injected: this delivery attempt is lost on the wire */
+        t->fault_drop_next--; /* injected: this delivery attempt is lost on the
+                                 wire */
         return EXEC_UNREACHABLE;
     }
     if (__builtin_expect(dcxemu_cfg.faults, 0) &&
@@ -343,7 +356,8 @@ dcxemu_resp_reach(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
     return EXEC_DONE;
 }
 
-/* WRITE and READ at the target (fabric lock held): the rkey; the copy follows without the lock. */
+/* WRITE and READ at the target (fabric lock held): the rkey; the copy follows
+ * without the lock. */
 enum exec_result
 dcxemu_resp_rdma(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
                  const struct dcxemu_shm_qp *t, struct exec_plan *p,
@@ -365,8 +379,9 @@ dcxemu_resp_rdma(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
     return EXEC_DONE;
 }
 
-/* The atomic's response into the local buffer: 4-byte extended atomic responses are big-endian
- * (mlx5: ext_atomic_arg_sizes_be), 8-byte ones in host order (atomic_req_8B_endianness_mode 1). */
+/* The atomic's response into the local buffer: 4-byte extended atomic responses
+ * are big-endian (mlx5: ext_atomic_arg_sizes_be), 8-byte ones in host order
+ * (atomic_req_8B_endianness_mode 1). */
 static void atomic_respond(void *dst, uint64_t old, uint32_t asize)
 {
     if (asize == 4) {
@@ -377,8 +392,9 @@ static void atomic_respond(void *dst, uint64_t old, uint32_t asize)
     }
 }
 
-/* CMP_SWP and FETCH_ADD at the target: a read-modify-write of 4 or 8 bytes under the fabric lock
- * (not a bulk copy), so it is atomic with respect to all device atomics on the fabric. */
+/* CMP_SWP and FETCH_ADD at the target: a read-modify-write of 4 or 8 bytes
+ * under the fabric lock (not a bulk copy), so it is atomic with respect to all
+ * device atomics on the fabric. */
 enum exec_result
 dcxemu_resp_atomic(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
                    const struct dcxemu_shm_qp *t, struct exec_plan *p,

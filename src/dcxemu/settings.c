@@ -1,5 +1,5 @@
-/* dcxemu settings: the DCXEMU_* environment read once at attach, the fabric's candidate names, the
- * model's clock and its deterministic random source. */
+/* dcxemu settings: the DCXEMU_* environment read once at attach, the fabric's
+ * candidate names, the model's clock and its deterministic random source. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -95,7 +95,8 @@ static int parse_status(const char *v, char **end)
                    (int)st;
 }
 
-/* DCXEMU_FAULTS="drop=P,delay_us=U:P,status=NAME:P,seed=N"; a bad item is ignored with a line */
+/* DCXEMU_FAULTS="drop=P,delay_us=U:P,status=NAME:P,seed=N"; a bad item is
+ * ignored with a line */
 static void read_faults(const char *spec)
 {
     char *copy = strdup(spec), *save = NULL, *item;
@@ -162,9 +163,10 @@ static void read_trace(const char *t)
     }
 }
 
-/* "/name" of fabric candidate cand: DCXEMU_FABRIC (explicit, one candidate only), else the
- * default "dcxemu-<uid>" (DCXEMU_DEFAULT_FABRIC replaces it, for tests that must not touch the
- * user's real default) and its fallbacks.  Returns 1 if the name is explicit. */
+/* "/name" of fabric candidate cand: DCXEMU_FABRIC (explicit, one candidate
+ * only), else the default "dcxemu-<uid>" (DCXEMU_DEFAULT_FABRIC replaces it,
+ * for tests that must not touch the user's real default) and its fallbacks.
+ * Returns 1 if the name is explicit. */
 int dcxemu_fabric_candidate(int cand, char *buf, size_t len)
 {
     const char *f    = getenv("DCXEMU_FABRIC");
@@ -284,7 +286,8 @@ void dcxemu_read_settings(void)
     read_trace(getenv("DCXEMU_TRACE"));
 }
 
-/* splitmix64 over a shared counter: deterministic sequence for a given seed, thread-safe */
+/* splitmix64 over a shared counter: deterministic sequence for a given seed,
+ * thread-safe */
 uint64_t dcxemu_random(void)
 {
     static _Atomic uint64_t ctr;
@@ -300,8 +303,9 @@ int dcxemu_chance(uint32_t p)
     return p != 0 && (uint32_t)(dcxemu_random() >> 32) < p;
 }
 
-/* Next generation of QP slot idx, 1..DCXEMU_QP_GEN_MAX.  A slot never used starts at a spread
- * value derived from its index, so the table needs no initialisation (untouched pages stay free). */
+/* Next generation of QP slot idx, 1..DCXEMU_QP_GEN_MAX.  A slot never used
+ * starts at a spread value derived from its index, so the table needs no
+ * initialisation (untouched pages stay free). */
 uint32_t dcxemu_qp_next_gen(uint32_t idx)
 {
     uint32_t g = dcxemu_fab->qps[idx].gen;

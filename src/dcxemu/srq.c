@@ -1,4 +1,5 @@
-/* dcxemu shared receive queues: create, modify, query, destroy and posting receives. */
+/* dcxemu shared receive queues: create, modify, query, destroy and posting
+ * receives. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -38,8 +39,8 @@ check_srq_attr(struct ibv_pd *pd, const struct ibv_srq_init_attr *init)
     return 0;
 }
 
-/* Fabric lock held: a free SRQ slot with a ring of max - 1 descriptors for max_sge SGEs each,
- * made live; or -1. */
+/* Fabric lock held: a free SRQ slot with a ring of max - 1 descriptors for
+ * max_sge SGEs each, made live; or -1. */
 static int take_srq_slot(uint32_t max, uint32_t max_sge, uint64_t pd_id)
 {
     struct dcxemu_shm_srq *s;
@@ -89,8 +90,9 @@ dcxemu_ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *init)
     if (err != 0) {
         goto err;
     }
-    /* mlx5 sizing: queue of roundup_pow2(max_wr+1) entries holds one less; descriptor of
-     * roundup_pow2(16 + 16*max_sge) bytes gives the written-back max_sge */
+    /* mlx5 sizing: queue of roundup_pow2(max_wr+1) entries holds one less;
+     * descriptor of roundup_pow2(16 + 16*max_sge) bytes gives the written-back
+     * max_sge */
     while (max < init->attr.max_wr + 1) {
         max <<= 1;
     }
@@ -141,8 +143,8 @@ err:
     return NULL;
 }
 
-/* ibv_create_srq_ex reaches this for anything but a plain PD-only request: only basic SRQs
- * exist on the model (no XRC, no tag matching). */
+/* ibv_create_srq_ex reaches this for anything but a plain PD-only request: only
+ * basic SRQs exist on the model (no XRC, no tag matching). */
 struct ibv_srq *dcxemu_create_srq_ex_op(struct ibv_context *context,
                                         struct ibv_srq_init_attr_ex *a)
 {

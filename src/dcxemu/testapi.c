@@ -1,5 +1,6 @@
-/* dcxemu test-only queries: what a test waits on instead of sleeping (the engine thread's wait,
- * threads blocked in destroy_cq).  The model reports here through one-line hooks. */
+/* dcxemu test-only queries: what a test waits on instead of sleeping (the
+ * engine thread's wait, threads blocked in destroy_cq).  The model reports here
+ * through one-line hooks. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -49,7 +50,8 @@ DCXEMU_API int dcxemu_engine_state_read(struct dcxemu_engine_state *out)
         out->timers += qp != NULL && atomic_load(&qp->deadline_ns) != 0;
     }
     pthread_mutex_unlock(&dcxemu_reg_lock);
-    /* waiting, and no ring since it read its doorbell: it knows of everything rung so far */
+    /* waiting, and no ring since it read its doorbell: it knows of everything
+     * rung so far */
     out->quiescent =
             atomic_load(&engine_waiting) &&
             atomic_load(&engine_seen) ==

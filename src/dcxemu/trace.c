@@ -1,4 +1,5 @@
-/* dcxemu observability: the DCXEMU_TRACE line writer and the fabric-wide counters. */
+/* dcxemu observability: the DCXEMU_TRACE line writer and the fabric-wide
+ * counters. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -20,7 +21,8 @@ void dcxemu_trace(const char *fmt, ...)
         n = (int)sizeof(line) - 2;
     }
     line[n++] = '\n';
-    /* one write per line: lines of concurrent processes never interleave (O_APPEND) */
+    /* one write per line: lines of concurrent processes never interleave
+     * (O_APPEND) */
     if (write(dcxemu_trace_fd, line, (size_t)n) < 0) {
         return;
     }

@@ -1,5 +1,6 @@
-/* dcxemu work-request building: the ibv_wr_* / mlx5dv_wr_* builders and setters, raw WQE decode,
- * wr_start / wr_complete / wr_abort, and the refused legacy post calls. */
+/* dcxemu work-request building: the ibv_wr_* / mlx5dv_wr_* builders and
+ * setters, raw WQE decode, wr_start / wr_complete / wr_abort, and the refused
+ * legacy post calls. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 #include "wr.h"
@@ -12,7 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---------------------------------------------------------------- builders ---- */
+/* ---------------------------------------------------------------- builders
+ * ---- */
 
 static void latch(struct dcxemu_qp *qp, int err)
 {
@@ -121,14 +123,15 @@ b_fetch_add(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr, uint64_t add)
         QP(q)->cur->swap_add = add;
     }
 }
-/* Valid on a DCI in mlx5 but not executed by the model yet: refused, never silently dropped. */
+/* Valid on a DCI in mlx5 but not executed by the model yet: refused, never
+ * silently dropped. */
 static void b_send_inv(struct ibv_qp_ex *q, uint32_t rkey)
 {
     (void)rkey;
     latch(QP(q), EOPNOTSUPP);
 }
-/* LOCAL_INV runs on the loopback RC QP (it invalidates an indirect mkey); the model does not
- * execute it on a DCI. */
+/* LOCAL_INV runs on the loopback RC QP (it invalidates an indirect mkey); the
+ * model does not execute it on a DCI. */
 static void b_local_inv(struct ibv_qp_ex *q, uint32_t rkey)
 {
     struct dcxemu_qp *qp = QP(q);
@@ -144,7 +147,8 @@ static void b_local_inv(struct ibv_qp_ex *q, uint32_t rkey)
     }
 }
 
-/* Data operations are not modelled on an RC QP (it only hosts UMR / LOCAL_INV). */
+/* Data operations are not modelled on an RC QP (it only hosts UMR / LOCAL_INV).
+ */
 static void b_rc_unmodelled(struct ibv_qp_ex *q)
 {
     latch(QP(q), EOPNOTSUPP);
@@ -186,8 +190,8 @@ static struct dcxemu_wqe *umr_new(struct mlx5dv_qp_ex *d, uint32_t op,
         return NULL;
     }
     if ((mkey->lkey & 0xff) != 0 && !dcxemu_cfg.mkey_update_tag) {
-        latch(qp,
-              EOPNOTSUPP); /* a tag needs the kernel's MKEY_UPDATE_TAG capability */
+        latch(qp, EOPNOTSUPP); /* a tag needs the kernel's MKEY_UPDATE_TAG
+                                  capability */
         return NULL;
     }
     max_entries =
@@ -392,14 +396,16 @@ static void s_dc_addr_stream(struct mlx5dv_qp_ex *d, struct ibv_ah *ah,
     s_dc_addr(d, ah, dctn, key);
 }
 
-/* mlx5dv_wr_raw_wqe (rdma-core v44 providers/mlx5/qp.c:mlx5_wr_raw_wqe): the caller's WQE is
- * copied as it is, ds = qpn_ds[5:0] 16-byte units; only the WQE index is replaced. Signaling is
- * the control segment's CQ_UPDATE bit (sq_sig_all is applied by rdma-core's own builders only).
- * The model decodes the atomic layouts of mlx5dv.h / the mlx5 PRM: control, datagram (DC AV,
- * base 16 B or extended 48 B), remote address, atomic (standard 16 B; masked: 32-bit CS/FA and
- * 64-bit FA 16 B, 64-bit CS 32 B), one data segment for the response. Anything else is a
- * malformed WQE for the model: it completes with LOC_QP_OP_ERR when it executes, as the HCA
- * reports a WQE it cannot parse; it is never executed partly. */
+/* mlx5dv_wr_raw_wqe (rdma-core v44 providers/mlx5/qp.c:mlx5_wr_raw_wqe): the
+ * caller's WQE is copied as it is, ds = qpn_ds[5:0] 16-byte units; only the WQE
+ * index is replaced. Signaling is the control segment's CQ_UPDATE bit
+ * (sq_sig_all is applied by rdma-core's own builders only). The model decodes
+ * the atomic layouts of mlx5dv.h / the mlx5 PRM: control, datagram (DC AV, base
+ * 16 B or extended 48 B), remote address, atomic (standard 16 B; masked: 32-bit
+ * CS/FA and 64-bit FA 16 B, 64-bit CS 32 B), one data segment for the response.
+ * Anything else is a malformed WQE for the model: it completes with
+ * LOC_QP_OP_ERR when it executes, as the HCA reports a WQE it cannot parse; it
+ * is never executed partly. */
 #define RAW_MAX_BYTES 128 /* the largest WQE the decoder accepts: 8 units */
 
 static uint32_t raw_be32(const uint8_t *p)
@@ -442,7 +448,8 @@ raw_decode(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const uint8_t *b)
         break;
     case MLX5_OPCODE_ATOMIC_MASKED_CS:
     case MLX5_OPCODE_ATOMIC_MASKED_FA:
-        /* opmod 0x08 | (log2(size) - 2): the model's HCA atomic caps are 4 and 8 bytes */
+        /* opmod 0x08 | (log2(size) - 2): the model's HCA atomic caps are 4 and
+         * 8 bytes */
         if (dcxemu_cfg.no_ext_atomics || (opmod != 0x08 && opmod != 0x09)) {
             return -1;
         }
@@ -530,8 +537,8 @@ static void b_raw_wqe(struct mlx5dv_qp_ex *d, const void *wqe)
     w->data_setters = w->addr_setters = 1; /* a raw WQE is complete by itself */
 }
 
-/* A DCI created without MLX5DV_QP_EX_WITH_RAW_WQE: rdma-core leaves the pointer NULL; the model
- * refuses the call instead of crashing. */
+/* A DCI created without MLX5DV_QP_EX_WITH_RAW_WQE: rdma-core leaves the pointer
+ * NULL; the model refuses the call instead of crashing. */
 static void b_raw_wqe_unrequested(struct mlx5dv_qp_ex *d, const void *wqe)
 {
     (void)wqe;
@@ -569,7 +576,8 @@ static int wr_complete(struct ibv_qp_ex *q)
         err = dcxemu_usable();
     }
     if (err == 0 && qp->batch_n > 0) {
-        /* deferred: the whole batch becomes executable after one delay in (0, DEFER_US] */
+        /* deferred: the whole batch becomes executable after one delay in (0,
+         * DEFER_US] */
         nb = dcxemu_cfg.deferred ?
                      dcxemu_now_ns() +
                              1000 * (1 +
@@ -591,8 +599,8 @@ static int wr_complete(struct ibv_qp_ex *q)
     if (err == 0 && !dcxemu_cfg.deferred) {
         dcxemu_qp_progress(qp);
     } else if (err == 0 && nb != 0) {
-        /* only publish: the engine executes from nb on (an existing deadline already covers
-         * earlier WQEs, and the queue is FIFO) */
+        /* only publish: the engine executes from nb on (an existing deadline
+         * already covers earlier WQEs, and the queue is FIFO) */
         uint64_t zero = 0;
         pthread_mutex_lock(&qp->exec_lock);
         atomic_compare_exchange_strong(&qp->deadline_ns, &zero, nb);
@@ -609,7 +617,8 @@ static void wr_abort(struct ibv_qp_ex *q)
     pthread_mutex_unlock(&qp->post_lock);
 }
 
-/* ---------------------------------------------------------------- installation ---- */
+/* ---------------------------------------------------------------- installation
+ * ---- */
 
 /* What every QP with a send queue has: the data setters and the batch calls. */
 static void install_common(struct dcxemu_qp *qp)
@@ -663,7 +672,8 @@ void dcxemu_wr_install_dci(struct dcxemu_qp *qp, int raw_wqe)
 int dcxemu_post_send_op(struct ibv_qp *qp, struct ibv_send_wr *wr,
                         struct ibv_send_wr **bad)
 {
-    /* mlx5 has no legacy post path for DC QPs: refuse instead of building a bad WQE */
+    /* mlx5 has no legacy post path for DC QPs: refuse instead of building a bad
+     * WQE */
     (void)qp;
     if (bad != NULL) {
         *bad = wr;

@@ -1,5 +1,6 @@
-/* dcxemu send-queue WQEs: the slot layout shared by the WR builders (wr.c), which fill slots, and
- * the execution stages, which read them; and the builders' entry points for QP creation. */
+/* dcxemu send-queue WQEs: the slot layout shared by the WR builders (wr.c),
+ * which fill slots, and the execution stages, which read them; and the
+ * builders' entry points for QP creation. */
 #ifndef DCXEMU_WR_H
 #define DCXEMU_WR_H
 
@@ -14,7 +15,8 @@ static inline struct dcxemu_qp *QPDV(struct mlx5dv_qp_ex *d)
     return (struct dcxemu_qp *)((char *)d - offsetof(struct dcxemu_qp, dv));
 }
 
-/* A slot is a struct dcxemu_wqe, then max_send_sge SGEs, then max_inline_data bytes. */
+/* A slot is a struct dcxemu_wqe, then max_send_sge SGEs, then max_inline_data
+ * bytes. */
 static inline struct dcxemu_wqe *slot(struct dcxemu_qp *qp, uint64_t i)
 {
     return (struct dcxemu_wqe *)(qp->ring +
@@ -37,7 +39,8 @@ static inline uint64_t wqe_len(struct dcxemu_wqe *w)
     return len;
 }
 
-/* The UMR descriptors of a slot live beside the ring: umr_max entries per slot. */
+/* The UMR descriptors of a slot live beside the ring: umr_max entries per slot.
+ */
 static inline struct dcxemu_mkey_entry *
 umr_entries(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
 {
@@ -46,8 +49,9 @@ umr_entries(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
                    qp->umr_max;
 }
 
-/* Install the builders of a QP being created: the loopback RC QP (UMR / LOCAL_INV host; dv_ops
- * picks the MR builders), or a DCI (raw_wqe: MLX5DV_QP_EX_WITH_RAW_WQE was asked for). */
+/* Install the builders of a QP being created: the loopback RC QP (UMR /
+ * LOCAL_INV host; dv_ops picks the MR builders), or a DCI (raw_wqe:
+ * MLX5DV_QP_EX_WITH_RAW_WQE was asked for). */
 void dcxemu_wr_install_rc(struct dcxemu_qp *qp, uint64_t dv_ops);
 void dcxemu_wr_install_dci(struct dcxemu_qp *qp, int raw_wqe);
 

@@ -174,7 +174,6 @@ void uct_dcx_iface_dci_policy_select(uct_dcx_iface_t *iface,
                                      uct_dcx_tx_policy_t policy)
 {
     ucs_assert(policy < UCT_DCX_TX_POLICY_LAST);
-    iface->tx.policy       = policy;
     iface->tx.dci_policy   = &uct_dcx_dci_policies[policy];
     iface->tx.policy_flags = iface->tx.dci_policy->flags;
 }

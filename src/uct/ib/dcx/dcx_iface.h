@@ -416,8 +416,7 @@ struct uct_dcx_iface {
         unsigned num_free;
         unsigned num_waiters; /* endpoints waiting for a DCI */
         unsigned num_grants; /* DCIs taken for credit grants */
-        uct_dcx_tx_policy_t policy; /* UCX_DCX_TX_POLICY, as chosen */
-        const uct_dcx_dci_policy_ops_t *dci_policy; /* ... its behaviour */
+        const uct_dcx_dci_policy_ops_t *dci_policy; /* UCX_DCX_TX_POLICY */
         unsigned policy_flags; /* dci_policy->flags, at hand */
         uint16_t quota;
         unsigned rand_seed;

@@ -30,19 +30,6 @@ enum peer_cmd : uint64_t {
     CMD_FILL_REGION, CMD_READ_U64, CMD_TAG_SEND
 };
 
-std::vector<char> u64s_msg(const std::vector<uint64_t> &v)
-{
-    return std::vector<char>((const char*)v.data(),
-                             (const char*)(v.data() + v.size()));
-}
-
-std::vector<uint64_t> msg_u64s(const std::vector<char> &m)
-{
-    std::vector<uint64_t> v(m.size() / sizeof(uint64_t));
-    memcpy(v.data(), m.data(), v.size() * sizeof(uint64_t));
-    return v;
-}
-
 const std::vector<size_t> tag_sizes = {1, 8, 200, 4000, 8100, 20000, 65536,
                                        300001, 1 << 20, 4 << 20};
 

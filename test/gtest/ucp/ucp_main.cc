@@ -1,34 +1,11 @@
 /**
  * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
  *
- * The UCP suite runs UCP over UCX_TLS=dcx on the software DC device, on a
- * fabric of its own; peers are fresh processes (fork + exec).
+ * The UCP suite's main(): UCP over dcx only, on the device model of this run.
  */
 #include "ucp_test.h"
 
-#include <gtest/gtest.h>
-
-#include <stdlib.h>
-#include <string>
-#include <unistd.h>
-
 int main(int argc, char **argv)
 {
-    std::string fabric = "dcx-ucp-test-" + std::to_string(getpid());
-    const char *emu_lib = getenv("DCX_TEST_EMU_LIB");
-
-    /* Before UCX reads its configuration (children inherit all of it). */
-    setenv("DCXEMU_FABRIC", fabric.c_str(), 0);
-    setenv("DCXEMU_TIME_SCALE", "0.01", 0);
-    setenv("UCX_DCX_EMU", "y", 1);
-    setenv("UCX_DCX_EMU_LIB", (emu_lib != NULL) ? emu_lib : DCX_TEST_EMU_LIB, 1);
-    setenv("UCX_TLS", "dcx", 1);
-
-    int ret = dcx_test::run_child_role(argc, argv);
-    if (ret >= 0) {
-        return ret;
-    }
-
-    testing::InitGoogleTest(&argc, argv);
-    return RUN_ALL_TESTS();
+    return dcx_test::run_suite(argc, argv, "ucp", {{"UCX_TLS", "dcx"}});
 }

@@ -10,33 +10,6 @@
 
 namespace dcx_test {
 
-double now_sec()
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-scoped_env::scoped_env(const std::vector<std::pair<std::string, std::string>> &vars)
-{
-    for (const auto &kv : vars) {
-        const char *old = getenv(kv.first.c_str());
-        m_saved.push_back({kv.first, {old != nullptr, old ? old : ""}});
-        setenv(kv.first.c_str(), kv.second.c_str(), 1);
-    }
-}
-
-scoped_env::~scoped_env()
-{
-    for (auto it = m_saved.rbegin(); it != m_saved.rend(); ++it) {
-        if (it->second.first) {
-            setenv(it->first.c_str(), it->second.second.c_str(), 1);
-        } else {
-            unsetenv(it->first.c_str());
-        }
-    }
-}
-
 ucp_entity::ucp_entity(uint64_t features, bool wakeup)
 {
     ucp_config_t *config;
@@ -158,15 +131,7 @@ ucs_status_t ucp_entity::wait(ucs_status_ptr_t request, double timeout)
 
 bool ucp_entity::wait_for(const std::function<bool()> &cond, double timeout)
 {
-    double deadline = now_sec() + timeout;
-
-    while (!cond()) {
-        if (now_sec() > deadline) {
-            return false;
-        }
-        progress();
-    }
-    return true;
+    return poll_until(cond, [this] { progress(); }, timeout);
 }
 
 std::string ucp_entity::ep_info(ucp_ep_h ep)
@@ -222,35 +187,6 @@ ucp_region::~ucp_region()
     if (m_memh != nullptr) {
         EXPECT_EQ(UCS_OK, ucp_mem_unmap(m_context, m_memh));
     }
-}
-
-std::vector<char> u64_msg(uint64_t value)
-{
-    return std::vector<char>((char*)&value, (char*)&value + sizeof(value));
-}
-
-uint64_t msg_u64(const std::vector<char> &msg)
-{
-    uint64_t value = 0;
-    memcpy(&value, msg.data(), std::min(msg.size(), sizeof(value)));
-    return value;
-}
-
-void fill_data(void *buf, size_t length, uint64_t seq)
-{
-    for (size_t i = 0; i < length; ++i) {
-        ((char*)buf)[i] = data_byte(seq, i);
-    }
-}
-
-long check_data(const void *buf, size_t length, uint64_t seq)
-{
-    for (size_t i = 0; i < length; ++i) {
-        if (((const char*)buf)[i] != data_byte(seq, i)) {
-            return (long)i;
-        }
-    }
-    return -1;
 }
 
 } // namespace dcx_test

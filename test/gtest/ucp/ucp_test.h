@@ -3,8 +3,8 @@
  *
  * UCP-level harness for dcx on the software DC device: a UCP context and
  * worker over UCX_TLS=dcx, endpoints from a peer's worker address, bounded
- * waits, and scoped environment settings (children inherit them). Peers in
- * other processes use the UCT harness's children and pipes (uct_test.h).
+ * waits. Peers in other processes, pipes, environment settings and the test
+ * data pattern are the common harness's (../common/test_common.h).
  */
 #ifndef DCX_UCP_TEST_H_
 #define DCX_UCP_TEST_H_
@@ -14,23 +14,9 @@
 #include <ucp/api/ucp.h>
 
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace dcx_test {
-
-/* Sets environment variables for its lifetime (UCP reads UCX_* when a
- * context is created; children started meanwhile inherit them). */
-typedef std::vector<std::pair<std::string, std::string>> env_vars;
-
-class scoped_env {
-public:
-    explicit scoped_env(const std::vector<std::pair<std::string, std::string>> &vars);
-    ~scoped_env();
-
-private:
-    std::vector<std::pair<std::string, std::pair<bool, std::string>>> m_saved;
-};
 
 /* A UCP context and worker over dcx. */
 class ucp_entity {
@@ -91,21 +77,6 @@ private:
     size_t            m_length;
     std::vector<char> m_rkey;
 };
-
-double now_sec();
-
-/* Pipe helpers for plain values. */
-std::vector<char> u64_msg(uint64_t value);
-uint64_t msg_u64(const std::vector<char> &msg);
-
-/* The byte at offset i of test message 'seq' (never constant). */
-static inline char data_byte(uint64_t seq, size_t i)
-{
-    return (char)(seq * 251 + i * 7 + (i >> 9) + 1);
-}
-void fill_data(void *buf, size_t length, uint64_t seq);
-/* First wrong offset, or -1. */
-long check_data(const void *buf, size_t length, uint64_t seq);
 
 } // namespace dcx_test
 

@@ -10,7 +10,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 extern "C" {
 
@@ -35,10 +34,7 @@ const char *dcx_fuzz_emu_lib(void)
 
 double dcx_fuzz_now(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
+    return dcx_test::now_sec();
 }
 
 } // extern "C"

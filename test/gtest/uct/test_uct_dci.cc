@@ -128,9 +128,7 @@ TEST(uct_dci, dcs_endpoint_holds_while_busy)
     EXPECT_EQ(dcx_ep(b), iface->tx.dcis[1].ep);
     EXPECT_EQ(0u, iface->tx.num_free);
 
-    ASSERT_TRUE(wait_for(both, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(both, sender));
     EXPECT_EQ(UCT_DCX_EP_NO_DCI, dcx_ep(a)->dci);
     EXPECT_EQ(UCT_DCX_EP_NO_DCI, dcx_ep(b)->dci);
     EXPECT_EQ(2u, iface->tx.num_free);
@@ -198,9 +196,7 @@ TEST(uct_dci, dcs_quota_yields_at_quota)
         ASSERT_EQ(UCS_OK, uct_ep_put_short(busy, &value, 8, target.addr(),
                                            rk.get()));
     }
-    ASSERT_TRUE(wait_for(both, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(both, sender));
 
     ASSERT_EQ(UCS_OK, uct_ep_put_short(busy, &value, 8, target.addr(),
                                        rk.get()));
@@ -228,9 +224,7 @@ TEST(uct_dci, dcs_quota_yields_at_quota)
     ASSERT_TRUE(wait_for(both, [&] { return ctx.done; }));
     EXPECT_EQ(0, ctx.dci) << "the waiter got the yielded DCI";
     EXPECT_FALSE(dcx_ep(busy)->flags & UCT_DCX_EP_FLAG_TX_WAIT);
-    ASSERT_TRUE(wait_for(both, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(both, sender));
     uct_ep_destroy(waiter);
     uct_ep_destroy(busy);
 }
@@ -268,9 +262,7 @@ TEST(uct_dci, rand_endpoints_share)
     EXPECT_EQ((uint64_t)users[0], iface->tx.dcis[0].posted);
     EXPECT_EQ((uint64_t)users[1], iface->tx.dcis[1].posted);
     EXPECT_FALSE(iface->tx.dci_policy->is_idle(iface));
-    ASSERT_TRUE(wait_for(both, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(both, sender));
     EXPECT_TRUE(iface->tx.dci_policy->is_idle(iface));
     EXPECT_FALSE(iface->tx.dci_policy->dci_drained(iface, 0))
             << "a shared DCI does not go back to the pool";
@@ -292,9 +284,7 @@ TEST(uct_dci, rand_endpoints_share)
         }
     }
     EXPECT_EQ((size_t)users[shared], failures.eps.size());
-    ASSERT_TRUE(wait_for(both, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(both, sender));
     for (uct_ep_h ep : eps) {
         uct_ep_destroy(ep);
     }

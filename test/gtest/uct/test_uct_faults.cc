@@ -18,9 +18,7 @@ extern "C" {
 }
 
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <string.h>
-#include <time.h>
 
 using namespace dcx_test;
 
@@ -35,19 +33,9 @@ struct fault_api {
 
     fault_api()
     {
-        const char *lib = getenv("UCX_DCX_EMU_LIB");
-        void *handle    = dlopen(lib, RTLD_NOW); /* the one the plugin opens */
-        if (handle == nullptr) {
-            ADD_FAILURE() << "the device model is not loaded: " << dlerror();
-            return;
-        }
-        inject    = (decltype(inject))dlsym(handle, "dcxemu_fault_inject");
-        clear_all = (decltype(clear_all))dlsym(handle,
-                                               "dcxemu_fault_clear_all");
-        counters  = (decltype(counters))dlsym(handle, "dcxemu_counters_read");
-        EXPECT_NE(nullptr, inject);
-        EXPECT_NE(nullptr, clear_all);
-        EXPECT_NE(nullptr, counters);
+        inject    = emu_sym<decltype(inject)>("dcxemu_fault_inject");
+        clear_all = emu_sym<decltype(clear_all)>("dcxemu_fault_clear_all");
+        counters  = emu_sym<decltype(counters)>("dcxemu_counters_read");
     }
 
     ~fault_api()
@@ -64,13 +52,6 @@ uint32_t iface_dctn(const entity &e)
     const std::vector<char> &a = e.iface_addr();
     return (uint8_t)a[0] | ((uint32_t)(uint8_t)a[1] << 8) |
            ((uint32_t)(uint8_t)a[2] << 16);
-}
-
-double now_sec()
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 struct am_seq {
@@ -139,9 +120,7 @@ TEST(uct_faults, lost_grant_is_requested_again)
             << "the fault did not act: " << retries << " retries, "
             << errors << " error completions";
     EXPECT_GE(elapsed, 0.18) << retries << " retries, " << errors << " error completions";
-    ASSERT_TRUE(wait_for(both, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(both, sender));
     uct_ep_destroy(ep);
 }
 
@@ -171,9 +150,7 @@ TEST(uct_faults, unreachable_dct_fails_only_its_endpoint)
         }));
     }
     ASSERT_TRUE(wait_for(all, [&] { return !f.eps.empty(); }, 30));
-    ASSERT_TRUE(wait_for(all, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(all, sender));
 
     ASSERT_EQ(1u, f.eps.size());
     EXPECT_EQ(ep_gone, f.eps[0]);
@@ -224,9 +201,7 @@ TEST(uct_faults, keepalive_behind_unsignaled_tail_finds_dead_peer)
     ASSERT_EQ(1u, f.eps.size());
     EXPECT_EQ(ep, f.eps[0]);
     EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, f.statuses[0]);
-    ASSERT_TRUE(wait_for(all, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(all, sender));
     uct_ep_destroy(ep);
 }
 
@@ -253,9 +228,7 @@ TEST(uct_faults, destroyed_dct_fails_only_its_endpoint)
                                 rk_alive.get());
     }));
     ASSERT_TRUE(wait_for(all, [&] { return !f.eps.empty(); }, 30));
-    ASSERT_TRUE(wait_for(all, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(all, sender));
     ASSERT_EQ(1u, f.eps.size());
     EXPECT_EQ(ep_doomed, f.eps[0]);
     uint64_t got;
@@ -291,9 +264,7 @@ TEST(uct_faults, wrong_rkey_fails_only_its_endpoint)
                                 rk_other.get());
     }));
     ASSERT_TRUE(wait_for(all, [&] { return !f.eps.empty(); }, 30));
-    ASSERT_TRUE(wait_for(all, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(all, sender));
     ASSERT_EQ(1u, f.eps.size());
     EXPECT_EQ(ep_bad, f.eps[0]);
     EXPECT_EQ(UCS_ERR_CONNECTION_RESET, f.statuses[0]);
@@ -325,9 +296,7 @@ TEST(uct_faults, dropped_deliveries_are_retried)
     ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DROP_NEXT, iface_dctn(target), 3));
     uint64_t value = 0x1234;
     ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &value, 8, buf.addr(), rk.get()));
-    ASSERT_TRUE(wait_for(all, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(all, sender));
     ASSERT_EQ(0, api.counters(0, DCXEMU_SCOPE_PROCESS, &after));
 
     EXPECT_TRUE(f.eps.empty());
@@ -361,9 +330,7 @@ TEST(uct_faults, rand_error_fails_sharers_and_resets_dci)
     uint64_t value = 5;
     ASSERT_EQ(UCS_OK, uct_ep_put_short(ep_gone, &value, 8, buf_gone.addr(),
                                        rk_gone.get()));
-    ASSERT_TRUE(wait_for(all, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }, 30));
+    ASSERT_TRUE(iface_flushed(all, sender, 30));
 
     /* Every endpoint that shared the failed DCI learns it at its next
      * operation (no per-DCI endpoint list: endpoints stay small). */
@@ -387,9 +354,7 @@ TEST(uct_faults, rand_error_fails_sharers_and_resets_dci)
         return uct_ep_put_short(ep_new, &value, 8, buf_other.addr(),
                                 rk_other.get());
     }));
-    ASSERT_TRUE(wait_for(all, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }, 30));
+    ASSERT_TRUE(iface_flushed(all, sender, 30));
     uint64_t got;
     memcpy(&got, buf_other.ptr(), 8);
     EXPECT_EQ(77u, got);
@@ -462,9 +427,7 @@ TEST(uct_faults, error_completion_reports_vendor_error)
     EXPECT_NE(std::string::npos,
               logged_failures[0].find("(vendor error 0x14)"))
             << logged_failures[0];
-    ASSERT_TRUE(wait_for(all, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }, 30));
+    ASSERT_TRUE(iface_flushed(all, sender, 30));
     uct_ep_destroy(ep_bad);
 }
 
@@ -501,9 +464,7 @@ TEST(uct_faults, forced_status_fails_only_its_endpoint)
     }
     ASSERT_TRUE(wait_for(all, [&] { return comp.done != 0; }, 30));
     EXPECT_EQ(UCS_ERR_CONNECTION_RESET, comp.status);
-    ASSERT_TRUE(wait_for(all, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }, 30));
+    ASSERT_TRUE(iface_flushed(all, sender, 30));
     ASSERT_EQ(1u, f.eps.size());
     EXPECT_EQ(ep_bad, f.eps[0]);
     EXPECT_EQ(UCS_ERR_CONNECTION_RESET, f.statuses[0]);
@@ -521,10 +482,7 @@ TEST(uct_faults, forced_status_fails_only_its_endpoint)
         return uct_ep_put_zcopy(ep_again, &iov, 1, buf_bad.addr(),
                                 rk_bad.get(), &comp2.uct);
     });
-    if (status == UCS_INPROGRESS) {
-        ASSERT_TRUE(wait_for(all, [&] { return comp2.done != 0; }));
-        status = comp2.status;
-    }
+    status = wait_comp(all, status, comp2);
     EXPECT_EQ(UCS_OK, status);
     EXPECT_EQ(0x3c, buf_bad.ptr()[4095]);
     uct_ep_destroy(ep_bad);
@@ -640,9 +598,7 @@ TEST(uct_faults, ep_destroy_cancels_outstanding_ops)
     /* The work requests go on without the endpoint and drain. */
     ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE, iface_dctn(receiver),
                             0));
-    ASSERT_TRUE(wait_for(both, [&] {
-        return uct_iface_flush(sender->iface(), 0, NULL) == UCS_OK;
-    }, 30));
+    ASSERT_TRUE(iface_flushed(both, *sender, 30));
     ops.expect_cancelled("after the work requests drained");
     sender->close_iface();
     ops.expect_cancelled("after iface close");
@@ -744,9 +700,7 @@ TEST(uct_faults, flush_cancel_completes_outstanding_ops)
             return uct_ep_put_short(ep_other, &value, 8, dst_other.addr(),
                                     rk_other.get());
         }));
-        ASSERT_TRUE(wait_for(all, [&] {
-            return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-        }, 30));
+        ASSERT_TRUE(iface_flushed(all, sender, 30));
         uint64_t got;
         memcpy(&got, dst_other.ptr(), 8);
         EXPECT_EQ(0xc0ffeeu, got);
@@ -808,9 +762,7 @@ void check_registration_rights(const char *rcache)
         ASSERT_EQ(UCS_OK, retry(all, [&] {
             return uct_ep_put_short(ep, &value, 8, local.addr(), rk.get());
         }));
-        ASSERT_TRUE(wait_for(all, [&] {
-            return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-        }));
+        ASSERT_TRUE(iface_flushed(all, sender));
         EXPECT_EQ(before, f.eps.size());
         memcpy(&got, local.ptr(), 8);
         EXPECT_EQ(0x600du, got);
@@ -972,12 +924,11 @@ DCX_CHILD_ROLE(device_fatal)
 {
     typedef int (*fatal_fn_t)(int);
     const std::string policy = args.empty() ? "dcs" : args[0];
-    void *handle = dlopen(getenv("UCX_DCX_EMU_LIB"), RTLD_NOW);
     fault_api api;
     failure_record f;
 
-    FATAL_CHECK((handle != nullptr) && (api.inject != nullptr), 2);
-    fatal_fn_t device_fatal = (fatal_fn_t)dlsym(handle, "dcxemu_device_fatal");
+    FATAL_CHECK(api.inject != nullptr, 2);
+    auto device_fatal = emu_sym<fatal_fn_t>("dcxemu_device_fatal");
     FATAL_CHECK(device_fatal != nullptr, 3);
 
     entity sender(config_t{{"TX_POLICY", policy}}, record_failure, &f);
@@ -1048,9 +999,7 @@ DCX_CHILD_ROLE(device_fatal)
                 UCS_ERR_IO_ERROR, 22);
 
     /* The interface flushes: nothing of it is left outstanding. */
-    FATAL_CHECK(wait_for(both, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }, 10), 23);
+    FATAL_CHECK(iface_flushed(both, sender, 10), 23);
     for (int i = 0; i < num_zcopy; ++i) {
         FATAL_CHECK(zcopy[i].calls == 1, 24); /* and never again */
     }
@@ -1190,9 +1139,7 @@ TEST(uct_faults, dci_queue_beyond_wqebb_limit_is_shortened)
                                         rk.get());
             }));
         }
-        ASSERT_TRUE(wait_for(both, [&] {
-            return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-        }));
+        ASSERT_TRUE(iface_flushed(both, sender));
         for (uint64_t i = 0; i < 256; ++i) {
             uint64_t v;
             memcpy(&v, dst.ptr() + 8 * i, 8);

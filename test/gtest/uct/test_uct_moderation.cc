@@ -13,15 +13,9 @@
 
 using namespace dcx_test;
 
-namespace {
-
-/* The default of UCX_DCX_TX_CQ_MODERATION. */
-const unsigned default_moderation = 64;
-
-} // namespace
-
 /* Parameter: the DCI policy. */
-class uct_moderation : public testing::TestWithParam<std::string> {
+class uct_moderation : public testing::TestWithParam<std::string>,
+                       protected entity_pair {
 protected:
     config_t cfg(config_t extra = config_t()) const
     {
@@ -31,10 +25,7 @@ protected:
 
     void start(const config_t &sender_extra = config_t())
     {
-        m_receiver.reset(new entity(cfg()));
-        m_sender.reset(new entity(cfg(sender_extra)));
-        ASSERT_NE(nullptr, m_receiver->iface());
-        ASSERT_NE(nullptr, m_sender->iface());
+        ASSERT_NO_FATAL_FAILURE(open_pair(cfg(), cfg(sender_extra), false));
         m_target.reset(new buffer(*m_receiver, 64 * 1024));
         m_rkey.reset(new rkey(m_target->packed_rkey()));
     }
@@ -46,11 +37,8 @@ protected:
         }
         m_rkey.reset();
         m_target.reset();
-        m_sender.reset();
-        m_receiver.reset();
+        close_pair();
     }
-
-    std::vector<entity*> all() { return {m_sender.get(), m_receiver.get()}; }
 
     uct_ep_h connect()
     {
@@ -69,7 +57,6 @@ public:
     }
 
 protected:
-
     void put_range(uct_ep_h ep, uint64_t first, uint64_t count)
     {
         for (uint64_t i = first; i < first + count; ++i) {
@@ -80,36 +67,12 @@ protected:
     void check_range(uint64_t first, uint64_t count)
     {
         for (uint64_t i = first; i < first + count; ++i) {
-            uint64_t v;
-            memcpy(&v, m_target->ptr() + 8 * i, sizeof(v));
-            ASSERT_EQ(i, v) << "word " << i;
+            ASSERT_EQ(i, m_target->word(i)) << "word " << i;
         }
-    }
-
-    void flush(uct_ep_h ep)
-    {
-        test_comp comp;
-        ucs_status_t status = retry(all(), [&] {
-            return uct_ep_flush(ep, 0, &comp.uct);
-        });
-        if (status == UCS_INPROGRESS) {
-            ASSERT_TRUE(wait_for(all(), [&] { return comp.done != 0; }))
-                    << "the flush did not complete";
-            status = comp.status;
-        }
-        ASSERT_EQ(UCS_OK, status);
-    }
-
-    void iface_flush()
-    {
-        ASSERT_TRUE(wait_for(all(), [&] {
-            return uct_iface_flush(m_sender->iface(), 0, NULL) == UCS_OK;
-        })) << "the interface flush did not complete";
     }
 
     uct_dcx_tx_counters_t counters() { return tx_counters(m_sender->iface()); }
 
-    std::unique_ptr<entity> m_sender, m_receiver;
     std::unique_ptr<buffer> m_target;
     std::unique_ptr<rkey>   m_rkey;
     std::vector<uct_ep_h>   m_eps;
@@ -124,13 +87,16 @@ TEST_P(uct_moderation, puts_signal_once_per_window)
     ASSERT_NO_FATAL_FAILURE(start());
     uct_ep_h ep = connect();
     ASSERT_NO_FATAL_FAILURE(put_range(ep, 0, count));
-    ASSERT_NO_FATAL_FAILURE(flush(ep));
+    ASSERT_EQ(UCS_OK, flush_ep(all(), ep));
     ASSERT_NO_FATAL_FAILURE(check_range(0, count));
 
-    uct_dcx_tx_counters_t c = counters();
+    /* The default window (UCX_DCX_TX_CQ_MODERATION). */
+    const unsigned long window = iface_config_ulong("TX_CQ_MODERATION");
+    uct_dcx_tx_counters_t c    = counters();
+    ASSERT_GT(window, 1u);
     EXPECT_EQ(count + c.completion_requests, c.work_requests);
-    EXPECT_GE(c.signaled, count / default_moderation);
-    EXPECT_LE(c.signaled, count / default_moderation + c.completion_requests);
+    EXPECT_GE(c.signaled, count / window);
+    EXPECT_LE(c.signaled, count / window + c.completion_requests);
     EXPECT_LE(c.completion_requests, 1u);
     EXPECT_EQ(c.signaled, c.cqes);
 }
@@ -143,7 +109,7 @@ TEST_P(uct_moderation, off_signals_every_request)
     ASSERT_NO_FATAL_FAILURE(start({{"TX_CQ_MODERATION", "1"}}));
     uct_ep_h ep = connect();
     ASSERT_NO_FATAL_FAILURE(put_range(ep, 0, count));
-    ASSERT_NO_FATAL_FAILURE(flush(ep));
+    ASSERT_EQ(UCS_OK, flush_ep(all(), ep));
     ASSERT_NO_FATAL_FAILURE(check_range(0, count));
 
     uct_dcx_tx_counters_t c = counters();
@@ -163,7 +129,7 @@ TEST_P(uct_moderation, window_capped_by_queue)
                                    {"TX_QUEUE_LEN", "32"}}));
     uct_ep_h ep = connect();
     ASSERT_NO_FATAL_FAILURE(put_range(ep, 0, count));
-    ASSERT_NO_FATAL_FAILURE(flush(ep));
+    ASSERT_EQ(UCS_OK, flush_ep(all(), ep));
     ASSERT_NO_FATAL_FAILURE(check_range(0, count));
 
     /* The device may round the queue up, so the window is not exact; an
@@ -201,7 +167,7 @@ TEST_P(uct_moderation, send_cq_holds_every_dci_full)
     EXPECT_LE(posted, (uint64_t)num_dci * queue_len);
 
     for (uct_ep_h ep : eps) {
-        ASSERT_NO_FATAL_FAILURE(flush(ep));
+        ASSERT_EQ(UCS_OK, flush_ep(all(), ep));
     }
     ASSERT_NO_FATAL_FAILURE(check_range(0, posted));
     uct_dcx_tx_counters_t c = counters();
@@ -216,7 +182,7 @@ TEST_P(uct_moderation, flush_retires_unsignaled_tail)
     ASSERT_NO_FATAL_FAILURE(put_range(ep, 0, 5));
     EXPECT_EQ(0u, counters().signaled);
 
-    ASSERT_NO_FATAL_FAILURE(flush(ep));
+    ASSERT_EQ(UCS_OK, flush_ep(all(), ep));
     ASSERT_NO_FATAL_FAILURE(check_range(0, 5));
     uct_dcx_tx_counters_t c = counters();
     EXPECT_EQ(1u, c.completion_requests);
@@ -243,18 +209,14 @@ TEST_P(uct_moderation, flush_cancel_after_unsignaled_tail_ran)
     ucs_status_t status = retry(all(), [&] {
         return uct_ep_flush(ep1, UCT_FLUSH_FLAG_CANCEL, &comp.uct);
     });
-    if (status == UCS_INPROGRESS) {
-        ASSERT_TRUE(wait_for(all(), [&] { return comp.done != 0; }))
-                << "the cancelling flush did not complete";
-        status = comp.status;
-    }
+    status = wait_comp(all(), status, comp);
     EXPECT_TRUE((status == UCS_OK) || (status == UCS_ERR_CANCELED))
             << ucs_status_string(status);
-    ASSERT_NO_FATAL_FAILURE(iface_flush());
+    ASSERT_TRUE(iface_flushed(all(), *m_sender));
 
     /* The DCI is back (recovered under dcs): another endpoint uses it. */
     ASSERT_NO_FATAL_FAILURE(put_range(ep2, 3, 3));
-    ASSERT_NO_FATAL_FAILURE(flush(ep2));
+    ASSERT_EQ(UCS_OK, flush_ep(all(), ep2));
     ASSERT_NO_FATAL_FAILURE(check_range(0, 6));
 }
 
@@ -264,7 +226,7 @@ TEST_P(uct_moderation, iface_flush_retires_unsignaled_tail)
     ASSERT_NO_FATAL_FAILURE(start());
     uct_ep_h ep = connect();
     ASSERT_NO_FATAL_FAILURE(put_range(ep, 0, 5));
-    ASSERT_NO_FATAL_FAILURE(iface_flush());
+    ASSERT_TRUE(iface_flushed(all(), *m_sender));
     ASSERT_NO_FATAL_FAILURE(check_range(0, 5));
     EXPECT_EQ(1u, counters().completion_requests);
 }
@@ -277,7 +239,7 @@ TEST_P(uct_moderation, dci_returns_for_retrying_endpoint)
     uct_ep_h ep1 = connect(), ep2 = connect();
     ASSERT_NO_FATAL_FAILURE(put_range(ep1, 0, 3));
     ASSERT_NO_FATAL_FAILURE(put_range(ep2, 3, 3));
-    ASSERT_NO_FATAL_FAILURE(iface_flush());
+    ASSERT_TRUE(iface_flushed(all(), *m_sender));
     ASSERT_NO_FATAL_FAILURE(check_range(0, 6));
 }
 
@@ -313,7 +275,7 @@ TEST_P(uct_moderation, pending_request_gets_the_dci)
     } else {
         ASSERT_EQ(UCS_OK, status); /* rand: the DCI is shared */
     }
-    ASSERT_NO_FATAL_FAILURE(iface_flush());
+    ASSERT_TRUE(iface_flushed(all(), *m_sender));
     ASSERT_NO_FATAL_FAILURE(check_range(0, 4));
 }
 
@@ -327,10 +289,10 @@ TEST_P(uct_moderation, destroyed_endpoint_returns_its_dci)
     ASSERT_NO_FATAL_FAILURE(put_range(ep1, 0, 3));
     uct_ep_destroy(ep1);
 
-    ASSERT_NO_FATAL_FAILURE(iface_flush());
+    ASSERT_TRUE(iface_flushed(all(), *m_sender));
     uct_ep_h ep2 = connect();
     ASSERT_NO_FATAL_FAILURE(put_range(ep2, 3, 3));
-    ASSERT_NO_FATAL_FAILURE(flush(ep2));
+    ASSERT_EQ(UCS_OK, flush_ep(all(), ep2));
     ASSERT_NO_FATAL_FAILURE(check_range(0, 6));
 }
 
@@ -351,7 +313,7 @@ TEST_P(uct_moderation, send_wakeup_with_unsignaled_tail)
         struct pollfd pfd = {fd, POLLIN, 0};
         EXPECT_EQ(1, poll(&pfd, 1, 10000)) << "no send-completion wakeup";
     }
-    ASSERT_NO_FATAL_FAILURE(flush(ep));
+    ASSERT_EQ(UCS_OK, flush_ep(all(), ep));
     ASSERT_NO_FATAL_FAILURE(check_range(0, 3));
 }
 
@@ -365,7 +327,7 @@ TEST_P(uct_moderation, ep_check_signals)
         return uct_ep_check(ep, 0, NULL);
     }));
     EXPECT_EQ(1u, counters().signaled);
-    ASSERT_NO_FATAL_FAILURE(iface_flush());
+    ASSERT_TRUE(iface_flushed(all(), *m_sender));
     EXPECT_EQ(0u, counters().completion_requests);
     EXPECT_EQ(1u, counters().cqes);
 }
@@ -485,7 +447,7 @@ TEST_P(uct_moderation_zcopy, destroyed_endpoint_cancels_once)
         EXPECT_EQ(1, m_comps[i]->calls) << "put " << i;
         EXPECT_EQ(UCS_ERR_CANCELED, m_comps[i]->status) << "put " << i;
     }
-    ASSERT_NO_FATAL_FAILURE(iface_flush());
+    ASSERT_TRUE(iface_flushed(all(), *m_sender));
     settle();
     EXPECT_EQ((size_t)num_ops, m_log.size());
 }
@@ -501,7 +463,7 @@ TEST_P(uct_moderation_zcopy, flush_cancel_calls_each_once)
         ASSERT_TRUE(wait_for(all(), [&] { return m_flush_comp->calls > 0; }))
                 << "the cancelling flush did not complete";
     }
-    ASSERT_NO_FATAL_FAILURE(iface_flush());
+    ASSERT_TRUE(iface_flushed(all(), *m_sender));
     settle();
     for (int i = 0; i < num_ops; ++i) {
         EXPECT_EQ(1, m_comps[i]->calls) << "put " << i;
@@ -568,7 +530,7 @@ TEST_P(uct_moderation_zcopy, flush_not_held_by_work_from_a_callback)
             << "the flush waited for work posted after it";
     EXPECT_EQ(1, pc.calls);
     EXPECT_EQ(UCS_OK, pc.posted);
-    ASSERT_NO_FATAL_FAILURE(flush(ep));
+    ASSERT_EQ(UCS_OK, flush_ep(all(), ep));
     uint64_t v;
     memcpy(&v, m_target->ptr() + num_ops * length, sizeof(v));
     EXPECT_EQ(0x77u, v);

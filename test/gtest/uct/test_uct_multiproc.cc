@@ -40,18 +40,6 @@ ucs_status_t count_am(void *arg, void *data, size_t length, unsigned flags)
     return UCS_OK;
 }
 
-std::vector<char> u64_msg(uint64_t value)
-{
-    return std::vector<char>((char*)&value, (char*)&value + sizeof(value));
-}
-
-uint64_t msg_u64(const std::vector<char> &msg)
-{
-    uint64_t value = 0;
-    memcpy(&value, msg.data(), std::min(msg.size(), sizeof(value)));
-    return value;
-}
-
 } // namespace
 
 /* A passive peer: exposes a buffer, counts active messages, then reports
@@ -124,10 +112,7 @@ TEST(uct_multiproc, put_get_am_between_processes)
         return uct_ep_put_zcopy(ep, &iov, 1, remote_addr, rk.get(),
                                 &put_comp.uct);
     });
-    if (status == UCS_INPROGRESS) {
-        ASSERT_TRUE(wait_for(me, [&] { return put_comp.done != 0; }));
-        status = put_comp.status;
-    }
+    status = wait_comp(me, status, put_comp);
     ASSERT_EQ(UCS_OK, status);
 
     buffer back(e, length);
@@ -137,10 +122,7 @@ TEST(uct_multiproc, put_get_am_between_processes)
         return uct_ep_get_zcopy(ep, &back_iov, 1, remote_addr, rk.get(),
                                 &get_comp.uct);
     });
-    if (status == UCS_INPROGRESS) {
-        ASSERT_TRUE(wait_for(me, [&] { return get_comp.done != 0; }));
-        status = get_comp.status;
-    }
+    status = wait_comp(me, status, get_comp);
     ASSERT_EQ(UCS_OK, status);
     ASSERT_EQ(0, memcmp(local.ptr(), back.ptr(), length));
 
@@ -165,9 +147,7 @@ TEST(uct_multiproc, put_get_am_between_processes)
     EXPECT_EQ(sum, msg_u64(recv_msg(peer.from_fd())));
     EXPECT_EQ(0u, msg_u64(recv_msg(peer.from_fd()))) << "bad messages";
 
-    ASSERT_TRUE(wait_for(me, [&] {
-        return uct_iface_flush(e.iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(me, e));
     uct_ep_destroy(ep);
     send_msg(peer.to_fd(), u64_msg(0));
     EXPECT_EQ(0, peer.wait());
@@ -207,9 +187,7 @@ DCX_CHILD_ROLE(adder)
         }
     }
 
-    if (!wait_for(me, [&] {
-            return uct_iface_flush(e.iface(), 0, NULL) == UCS_OK;
-        })) {
+    if (!iface_flushed(me, e)) {
         return 5;
     }
     uct_ep_destroy(ep);
@@ -300,10 +278,7 @@ TEST(uct_multiproc, dead_peer_fails_only_its_endpoint)
         return uct_ep_atomic64_fetch(ep_alive, UCT_ATOMIC_OP_ADD, 1, &result,
                                      addr_alive, rk_alive.get(), &comp.uct);
     });
-    if (status == UCS_INPROGRESS) {
-        ASSERT_TRUE(wait_for(me, [&] { return comp.done != 0; }));
-        status = comp.status;
-    }
+    status = wait_comp(me, status, comp);
     EXPECT_EQ(UCS_OK, status);
     EXPECT_EQ(1u, failures.eps.size());
 
@@ -334,9 +309,7 @@ TEST(uct_multiproc, ep_check_detects_dead_idle_peer)
     /* Both peers answer while alive. */
     ASSERT_EQ(UCS_OK, retry(me, [&] { return uct_ep_check(ep_dead, 0, NULL); }));
     ASSERT_EQ(UCS_OK, retry(me, [&] { return uct_ep_check(ep_alive, 0, NULL); }));
-    ASSERT_TRUE(wait_for(me, [&] {
-        return uct_iface_flush(e.iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(me, e));
     EXPECT_TRUE(failures.eps.empty());
 
     victim.kill();
@@ -344,9 +317,7 @@ TEST(uct_multiproc, ep_check_detects_dead_idle_peer)
     ASSERT_EQ(UCS_OK, retry(me, [&] { return uct_ep_check(ep_alive, 0, NULL); }));
     ASSERT_TRUE(wait_for(me, [&] { return !failures.eps.empty(); }, 60))
             << "keepalive did not notice the dead peer";
-    ASSERT_TRUE(wait_for(me, [&] {
-        return uct_iface_flush(e.iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(me, e));
     ASSERT_EQ(1u, failures.eps.size());
     EXPECT_EQ(ep_dead, failures.eps[0]);
     EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, failures.statuses[0]);
@@ -382,10 +353,7 @@ TEST(uct_multiproc, strided_put_get_between_processes)
                          uct_ep_put_zcopy(ep, iov, cnt, addr, rk.get(),
                                           &comp.uct);
         });
-        if (status == UCS_INPROGRESS) {
-            EXPECT_TRUE(wait_for(me, [&] { return comp.done != 0; }));
-            status = comp.status;
-        }
+        status = wait_comp(me, status, comp);
         return status;
     };
 

@@ -55,30 +55,17 @@ void unpack_cb(void *arg, const void *data, size_t length)
     memcpy(arg, data, length);
 }
 
-std::vector<char> pattern(size_t length, unsigned seed)
-{
-    std::vector<char> v(length);
-    for (size_t i = 0; i < length; ++i) {
-        v[i] = (char)(i * 7 + seed * 13 + 1);
-    }
-    return v;
-}
-
 } // namespace
 
 /* Every operation under every DCI policy. */
-class uct_ops : public testing::TestWithParam<std::string> {
+class uct_ops : public testing::TestWithParam<std::string>,
+                protected entity_pair {
 protected:
     virtual config_t sender_config() { return {{"TX_POLICY", GetParam()}}; }
 
     void SetUp() override
     {
-        m_receiver.reset(new entity({{"TX_POLICY", GetParam()}}));
-        m_sender.reset(new entity(sender_config()));
-        ASSERT_NE(nullptr, m_receiver->iface());
-        ASSERT_NE(nullptr, m_sender->iface());
-        m_ep = m_sender->connect(*m_receiver);
-        ASSERT_NE(nullptr, m_ep);
+        open_pair({{"TX_POLICY", GetParam()}}, sender_config());
         ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_receiver->iface(), 5,
                                                    am_handler, &m_am, 0));
     }
@@ -86,44 +73,18 @@ protected:
     void TearDown() override
     {
         if (m_ep != nullptr) {
-            flush();
-            uct_ep_destroy(m_ep);
+            EXPECT_EQ(UCS_OK, flush_ep(all(), m_ep));
         }
         for (void *desc : m_am.kept) {
             uct_iface_release_desc(UCS_PTR_BYTE_OFFSET(desc, -16));
         }
-        m_sender.reset();
-        m_receiver.reset();
+        close_pair();
     }
-
-    std::vector<entity*> all() { return {m_sender.get(), m_receiver.get()}; }
 
     /* Whether the port is RoCE (the device address flags: a GID follows).
      * dcx offers no masked atomics there: the raw WQE's address vector would
      * need the peer's Ethernet address. */
     bool roce() { return m_receiver->address()[3] & 1; }
-
-    void flush()
-    {
-        test_comp comp;
-        ucs_status_t status = retry(all(), [&] {
-            return uct_ep_flush(m_ep, 0, &comp.uct);
-        });
-        if (status == UCS_INPROGRESS) {
-            ASSERT_TRUE(wait_for(all(), [&] { return comp.done != 0; }));
-            status = comp.status;
-        }
-        ASSERT_EQ(UCS_OK, status);
-    }
-
-    void wait_comp(ucs_status_t status, test_comp &comp)
-    {
-        if (status == UCS_INPROGRESS) {
-            ASSERT_TRUE(wait_for(all(), [&] { return comp.done != 0; }));
-            status = comp.status;
-        }
-        ASSERT_EQ(UCS_OK, status);
-    }
 
     void wait_am(size_t count)
     {
@@ -132,9 +93,7 @@ protected:
         })) << "received " << m_am.messages.size() << " of " << count;
     }
 
-    std::unique_ptr<entity> m_sender, m_receiver;
-    uct_ep_h                m_ep = nullptr;
-    am_record               m_am;
+    am_record m_am;
 };
 
 TEST_P(uct_ops, capabilities)
@@ -181,13 +140,13 @@ TEST_P(uct_ops, put_short)
 
     for (size_t length : {size_t(0), size_t(1), size_t(8), size_t(100),
                           m_sender->attr().cap.put.max_short}) {
-        std::vector<char> data = pattern(length, length);
+        std::vector<char> data = data_vector(length, length);
         memset(target.ptr(), 0, target.length());
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
             return uct_ep_put_short(m_ep, data.data(), length, target.addr(),
                                     rk.get());
         }));
-        flush();
+        ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
         EXPECT_EQ(data, std::vector<char>(target.ptr(), target.ptr() + length))
                 << length;
         EXPECT_EQ(0, target.ptr()[length]) << "wrote past the end";
@@ -212,7 +171,7 @@ TEST_P(uct_ops, put_bcopy)
 
     for (size_t length : {size_t(1), size_t(1000),
                           m_sender->attr().cap.put.max_bcopy}) {
-        std::vector<char> data = pattern(length, 3);
+        std::vector<char> data = data_vector(length, 3);
         pack_arg arg = {data.data(), length};
         ssize_t packed;
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
@@ -221,7 +180,7 @@ TEST_P(uct_ops, put_bcopy)
             return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
         }));
         EXPECT_EQ((ssize_t)length, packed);
-        flush();
+        ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
         EXPECT_EQ(0, memcmp(data.data(), target.ptr(), length)) << length;
     }
 }
@@ -232,7 +191,7 @@ TEST_P(uct_ops, put_zcopy_iov)
     buffer source(*m_sender, length);
     buffer target(*m_receiver, length);
     rkey rk(target.packed_rkey());
-    std::vector<char> data = pattern(length, 9);
+    std::vector<char> data = data_vector(length, 9);
     uct_iov_t iov[4];
     test_comp comp;
 
@@ -251,7 +210,7 @@ TEST_P(uct_ops, put_zcopy_iov)
         return uct_ep_put_zcopy(m_ep, iov, 4, target.addr(), rk.get(),
                                 &comp.uct);
     });
-    wait_comp(status, comp);
+    ASSERT_EQ(UCS_OK, wait_comp(all(), status, comp));
     EXPECT_EQ(0, memcmp(data.data(), target.ptr(), length));
 }
 
@@ -261,14 +220,14 @@ TEST_P(uct_ops, get_bcopy)
     rkey rk(source.packed_rkey());
 
     for (size_t length : {size_t(1), size_t(64), size_t(8192)}) {
-        std::vector<char> data = pattern(length, 5), got(length);
+        std::vector<char> data = data_vector(length, 5), got(length);
         test_comp comp;
         memcpy(source.ptr(), data.data(), length);
         ucs_status_t status = retry(all(), [&] {
             return uct_ep_get_bcopy(m_ep, unpack_cb, got.data(), length,
                                     source.addr(), rk.get(), &comp.uct);
         });
-        wait_comp(status, comp);
+        ASSERT_EQ(UCS_OK, wait_comp(all(), status, comp));
         EXPECT_EQ(data, got) << length;
     }
 }
@@ -279,7 +238,7 @@ TEST_P(uct_ops, get_zcopy)
     buffer source(*m_receiver, length);
     buffer dest(*m_sender, length);
     rkey rk(source.packed_rkey());
-    std::vector<char> data = pattern(length, 11);
+    std::vector<char> data = data_vector(length, 11);
     uct_iov_t iov = {dest.ptr(), length, dest.memh(), 0, 1};
     test_comp comp;
 
@@ -288,13 +247,13 @@ TEST_P(uct_ops, get_zcopy)
         return uct_ep_get_zcopy(m_ep, &iov, 1, source.addr(), rk.get(),
                                 &comp.uct);
     });
-    wait_comp(status, comp);
+    ASSERT_EQ(UCS_OK, wait_comp(all(), status, comp));
     EXPECT_EQ(0, memcmp(data.data(), dest.ptr(), length));
 }
 
 TEST_P(uct_ops, am_short_and_iov)
 {
-    std::vector<char> payload = pattern(40, 1);
+    std::vector<char> payload = data_vector(40, 1);
     uint64_t header           = 0x1122334455667788ull;
 
     ASSERT_EQ(UCS_OK, retry(all(), [&] {
@@ -323,7 +282,7 @@ TEST_P(uct_ops, am_short_and_iov)
 TEST_P(uct_ops, am_bcopy_keep_descriptor)
 {
     const size_t length = m_sender->attr().cap.am.max_bcopy;
-    std::vector<char> data = pattern(length, 2);
+    std::vector<char> data = data_vector(length, 2);
     pack_arg arg = {data.data(), length};
 
     m_am.keep = true;
@@ -347,7 +306,7 @@ TEST_P(uct_ops, am_zcopy)
 {
     const size_t length = 5000;
     buffer source(*m_sender, length);
-    std::vector<char> data = pattern(length, 4);
+    std::vector<char> data = data_vector(length, 4);
     char header[20];
     uct_iov_t iov[2] = {
         {source.ptr(), 1000, source.memh(), 0, 1},
@@ -361,7 +320,7 @@ TEST_P(uct_ops, am_zcopy)
         return uct_ep_am_zcopy(m_ep, 5, header, sizeof(header), iov, 2, 0,
                                &comp.uct);
     });
-    wait_comp(status, comp);
+    ASSERT_EQ(UCS_OK, wait_comp(all(), status, comp));
     ASSERT_NO_FATAL_FAILURE(wait_am(1));
     ASSERT_EQ(sizeof(header) + length, m_am.messages[0].size());
     EXPECT_EQ(0, memcmp(header, m_am.messages[0].data(), sizeof(header)));
@@ -399,7 +358,7 @@ TEST_P(uct_ops, atomics)
             return uct_ep_atomic64_fetch(m_ep, op, value, &result,
                                          target.addr(), rk.get(), &comp.uct);
         });
-        wait_comp(status, comp);
+        EXPECT_EQ(UCS_OK, wait_comp(all(), status, comp));
         return result;
     };
     auto post = [&](uct_atomic_op_t op, uint64_t value) {
@@ -407,13 +366,13 @@ TEST_P(uct_ops, atomics)
             return uct_ep_atomic64_post(m_ep, op, value, target.addr(),
                                         rk.get());
         }));
-        flush();
+        ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
     };
 
     *word = 10;
     EXPECT_EQ(10u, fetch(UCT_ATOMIC_OP_ADD, 5));
     EXPECT_EQ(15u, *word);
-    post(UCT_ATOMIC_OP_ADD, 5);
+    ASSERT_NO_FATAL_FAILURE(post(UCT_ATOMIC_OP_ADD, 5));
     EXPECT_EQ(20u, *word);
     EXPECT_EQ(20u, fetch(UCT_ATOMIC_OP_SWAP, 0xff00));
     EXPECT_EQ(0xff00u, *word);
@@ -423,11 +382,11 @@ TEST_P(uct_ops, atomics)
     EXPECT_EQ(0x0f0fu, *word);
     EXPECT_EQ(0x0f0fu, fetch(UCT_ATOMIC_OP_XOR, 0x0101));
     EXPECT_EQ(0x0e0eu, *word);
-    post(UCT_ATOMIC_OP_AND, 0x0f00);
+    ASSERT_NO_FATAL_FAILURE(post(UCT_ATOMIC_OP_AND, 0x0f00));
     EXPECT_EQ(0x0e00u, *word);
-    post(UCT_ATOMIC_OP_OR, 0x1);
+    ASSERT_NO_FATAL_FAILURE(post(UCT_ATOMIC_OP_OR, 0x1));
     EXPECT_EQ(0x0e01u, *word);
-    post(UCT_ATOMIC_OP_XOR, 0x0e00);
+    ASSERT_NO_FATAL_FAILURE(post(UCT_ATOMIC_OP_XOR, 0x0e00));
     EXPECT_EQ(0x1u, *word);
     *word = 0; /* the first compare-swap guess of the loop */
     EXPECT_EQ(0u, fetch(UCT_ATOMIC_OP_SWAP, 7));
@@ -438,7 +397,7 @@ TEST_P(uct_ops, atomics)
         return uct_ep_atomic_cswap64(m_ep, 7, 99, target.addr(), rk.get(),
                                      &result, &comp.uct);
     });
-    wait_comp(status, comp);
+    ASSERT_EQ(UCS_OK, wait_comp(all(), status, comp));
     EXPECT_EQ(7u, result);
     EXPECT_EQ(99u, *word);
 
@@ -447,7 +406,7 @@ TEST_P(uct_ops, atomics)
         return uct_ep_atomic_cswap64(m_ep, 7, 1, target.addr(), rk.get(),
                                      &result, &comp2.uct);
     });
-    wait_comp(status, comp2);
+    ASSERT_EQ(UCS_OK, wait_comp(all(), status, comp2));
     EXPECT_EQ(99u, result); /* no swap: the compare failed */
     EXPECT_EQ(99u, *word);
 }
@@ -472,7 +431,7 @@ TEST_P(uct_ops, atomics64_masked_one_request)
             return uct_ep_atomic64_fetch(m_ep, op, value, &result,
                                          target.addr(), rk.get(), &comp.uct);
         });
-        wait_comp(status, comp);
+        EXPECT_EQ(UCS_OK, wait_comp(all(), status, comp));
         EXPECT_EQ(1u, tx_counters(m_sender->iface()).work_requests - before)
             << "op " << op;
         return result;
@@ -509,7 +468,7 @@ TEST_P(uct_ops, atomics32)
                                          target.addr() + 4, rk.get(),
                                          &comp.uct);
         });
-        wait_comp(status, comp);
+        EXPECT_EQ(UCS_OK, wait_comp(all(), status, comp));
         return result;
     };
     auto post = [&](uct_atomic_op_t op, uint32_t value) {
@@ -517,14 +476,14 @@ TEST_P(uct_ops, atomics32)
             return uct_ep_atomic32_post(m_ep, op, value, target.addr() + 4,
                                         rk.get());
         }));
-        flush();
+        ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
     };
 
     *other = 0x5a5a5a5a;
     *word  = 10;
     EXPECT_EQ(10u, fetch(UCT_ATOMIC_OP_ADD, 5));
     EXPECT_EQ(15u, *word);
-    post(UCT_ATOMIC_OP_ADD, UINT32_MAX); /* wraps at 32 bits */
+    ASSERT_NO_FATAL_FAILURE(post(UCT_ATOMIC_OP_ADD, UINT32_MAX)); /* wraps at 32 bits */
     EXPECT_EQ(14u, *word);
     EXPECT_EQ(14u, fetch(UCT_ATOMIC_OP_SWAP, 0xff00ff00u));
     EXPECT_EQ(0xff00ff00u, *word);
@@ -534,11 +493,11 @@ TEST_P(uct_ops, atomics32)
     EXPECT_EQ(0x8f000f0fu, *word);
     EXPECT_EQ(0x8f000f0fu, fetch(UCT_ATOMIC_OP_XOR, 0x81010101u));
     EXPECT_EQ(0x0e010e0eu, *word);
-    post(UCT_ATOMIC_OP_AND, 0x0f00ffffu);
+    ASSERT_NO_FATAL_FAILURE(post(UCT_ATOMIC_OP_AND, 0x0f00ffffu));
     EXPECT_EQ(0x0e000e0eu, *word);
-    post(UCT_ATOMIC_OP_OR, 0x1);
+    ASSERT_NO_FATAL_FAILURE(post(UCT_ATOMIC_OP_OR, 0x1));
     EXPECT_EQ(0x0e000e0fu, *word);
-    post(UCT_ATOMIC_OP_XOR, 0x0e000e00u);
+    ASSERT_NO_FATAL_FAILURE(post(UCT_ATOMIC_OP_XOR, 0x0e000e00u));
     EXPECT_EQ(0xfu, *word);
 
     test_comp comp;
@@ -546,7 +505,7 @@ TEST_P(uct_ops, atomics32)
         return uct_ep_atomic_cswap32(m_ep, 0xf, 0x80000000u, target.addr() + 4,
                                      rk.get(), &result, &comp.uct);
     });
-    wait_comp(status, comp);
+    ASSERT_EQ(UCS_OK, wait_comp(all(), status, comp));
     EXPECT_EQ(0xfu, result);
     EXPECT_EQ(0x80000000u, *word);
 
@@ -555,7 +514,7 @@ TEST_P(uct_ops, atomics32)
         return uct_ep_atomic_cswap32(m_ep, 0xf, 1, target.addr() + 4,
                                      rk.get(), &result, &comp2.uct);
     });
-    wait_comp(status, comp2);
+    ASSERT_EQ(UCS_OK, wait_comp(all(), status, comp2));
     EXPECT_EQ(0x80000000u, result); /* no swap: the compare failed */
     EXPECT_EQ(0x80000000u, *word);
     EXPECT_EQ(0x5a5a5a5au, *other);
@@ -678,7 +637,7 @@ TEST_P(uct_ops, iface_flush)
 {
     buffer target(*m_receiver, 65536);
     rkey rk(target.packed_rkey());
-    std::vector<char> data = pattern(256, 8);
+    std::vector<char> data = data_vector(256, 8);
 
     for (int i = 0; i < 100; ++i) {
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
@@ -687,9 +646,7 @@ TEST_P(uct_ops, iface_flush)
                                     rk.get());
         }));
     }
-    ASSERT_TRUE(wait_for(all(), [&] {
-        return uct_iface_flush(m_sender->iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(all(), *m_sender));
     EXPECT_EQ(0, memcmp(data.data(), target.ptr() + 256 * 99, 256));
 }
 
@@ -812,7 +769,8 @@ TEST_P(uct_ops_one_dci, pending_purge)
         ++*(int*)arg;
     }, &purged);
     EXPECT_EQ(1, purged);
-    flush(); /* the puts land in target before it goes away */
+    /* the puts land in target before it goes away */
+    ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
 }
 
 struct pending_flush_ctx {
@@ -946,10 +904,10 @@ TEST_P(uct_ops_one_dci, completion_send_after_pending)
     ASSERT_TRUE(wait_for(all(), [&] { return comp.done && pend.done; }));
     EXPECT_TRUE((comp.sent == UCS_OK) || (comp.sent == UCS_ERR_NO_RESOURCE))
             << ucs_status_string(comp.sent);
-    flush();
+    ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
 
     expected += 1 + (comp.sent == UCS_OK);
-    wait_am(expected);
+    ASSERT_NO_FATAL_FAILURE(wait_am(expected));
     int pending_at = -1, comp_at = -1;
     for (size_t i = 0; i < m_am.messages.size(); ++i) {
         uint64_t hdr = *(const uint64_t*)m_am.messages[i].data();
@@ -1018,7 +976,7 @@ TEST_P(uct_ops, wakeup_on_send_completion)
     if (status == UCS_OK) {
         EXPECT_TRUE(fd_readable(fd, 5000)) << "no send-completion wakeup";
     }
-    flush();
+    ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
     EXPECT_EQ(7u, *(uint64_t*)target.ptr());
 }
 
@@ -1086,7 +1044,7 @@ TEST_P(uct_ops_fc, all_am_kinds_counted)
 {
     const int rounds = 100;
     buffer src(*m_sender, 64, 'z');
-    std::vector<char> data = pattern(64, 3);
+    std::vector<char> data = data_vector(64, 3);
     pack_arg parg          = {data.data(), data.size()};
     uct_iov_t iov          = {};
 
@@ -1106,10 +1064,10 @@ TEST_P(uct_ops_fc, all_am_kinds_counted)
         ucs_status_t status = retry(all(), [&] {
             return uct_ep_am_zcopy(m_ep, 5, NULL, 0, &iov, 1, 0, &comp.uct);
         });
-        ASSERT_NO_FATAL_FAILURE(wait_comp(status, comp));
+        ASSERT_EQ(UCS_OK, wait_comp(all(), status, comp));
     }
     ASSERT_NO_FATAL_FAILURE(wait_am(3 * rounds));
-    flush();
+    ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
     for (int i = 0; i < 100; ++i) {
         m_sender->progress();
         m_receiver->progress();
@@ -1244,9 +1202,7 @@ TEST(uct_policy, dcs_quota_no_starvation)
 
     EXPECT_EQ(num_waiters, waiters_done)
             << "waiters starved while the busy endpoint sent " << busy_sent;
-    ASSERT_TRUE(wait_for(both, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(both, sender));
     for (int i = 0; i < num_waiters; ++i) {
         uint64_t got;
         memcpy(&got, target.ptr() + 8 * (i + 1), 8);
@@ -1412,7 +1368,7 @@ DCX_CHILD_ROLE(no_atomics_device)
     uct_ep_h ep              = sender.connect(receiver);
     buffer target(receiver, 8192), src(sender, 8192);
     rkey rk(target.packed_rkey());
-    std::vector<char> small = pattern(64, 3), big = pattern(8192, 4);
+    std::vector<char> small = data_vector(64, 3), big = data_vector(8192, 4);
     memcpy(src.ptr(), big.data(), big.size());
 
     if (retry(all, [&] {
@@ -1576,7 +1532,7 @@ DCX_CHILD_ROLE(small_wqe_device)
     uct_ep_h ep              = sender.connect(receiver);
     buffer target(receiver, 4096);
     rkey rk(target.packed_rkey());
-    std::vector<char> data = pattern(max_short, 5);
+    std::vector<char> data = data_vector(max_short, 5);
     for (int i = 0; i < 300; ++i) {
         if (retry(all, [&] {
                 return uct_ep_put_short(ep, data.data(), data.size(),

@@ -8,7 +8,6 @@
 
 #include "dcxemu.h"
 
-#include <dlfcn.h>
 #include <malloc.h>
 #include <string.h>
 #include <unistd.h>
@@ -84,22 +83,13 @@ ucs_status_t stream_check(void *arg, void *data, size_t length,
 dcxemu_objects device_objects()
 {
     typedef int (*read_fn_t)(struct dcxemu_objects*);
-    static read_fn_t read_fn = []() -> read_fn_t {
-        void *h = dlopen(getenv("UCX_DCX_EMU_LIB"), RTLD_NOW);
-        return (h == nullptr) ? nullptr :
-               (read_fn_t)dlsym(h, "dcxemu_objects_read");
-    }();
-    dcxemu_objects o = {};
-    EXPECT_NE(nullptr, read_fn);
+    static read_fn_t read_fn = emu_sym<read_fn_t>("dcxemu_objects_read");
+    dcxemu_objects o         = {};
+
     if (read_fn != nullptr) {
         EXPECT_EQ(0, read_fn(&o));
     }
     return o;
-}
-
-std::vector<char> u64_msg(uint64_t value)
-{
-    return std::vector<char>((char*)&value, (char*)&value + sizeof(value));
 }
 
 } // namespace
@@ -130,9 +120,7 @@ DCX_CHILD_ROLE(am_streamer)
             return 3;
         }
     }
-    if (!wait_for(me, [&] {
-            return uct_iface_flush(e.iface(), 0, NULL) == UCS_OK;
-        }, 120)) {
+    if (!iface_flushed(me, e, 120)) {
         return 4;
     }
     send_msg(out_fd, u64_msg(count));
@@ -245,9 +233,7 @@ TEST(uct_scale, ten_thousand_endpoints)
                                     rkeys[i % num_peers]->get());
         })) << "endpoint " << i;
     }
-    ASSERT_TRUE(wait_for(everybody, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }, 120));
+    ASSERT_TRUE(iface_flushed(everybody, sender, 120));
 
     for (int i = 0; i < num_eps; ++i) {
         uint64_t value;
@@ -323,9 +309,7 @@ TEST(uct_scale, dcis_created_on_demand)
                                     rkeys[p]->get());
         })) << "peer " << p;
     }
-    ASSERT_TRUE(wait_for(everybody, [&] {
-        return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-    }, 60));
+    ASSERT_TRUE(iface_flushed(everybody, sender, 60));
     for (int p = 0; p < num_peers; ++p) {
         uint64_t v;
         memcpy(&v, targets[p]->ptr(), 8);

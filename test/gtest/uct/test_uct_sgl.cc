@@ -103,11 +103,7 @@ protected:
         ucs_status_t status = retry(all(), [&] {
             return put_sgl(&comp.uct, with_counts);
         });
-        if (status == UCS_INPROGRESS) {
-            ASSERT_TRUE(wait_for(all(), [&] { return comp.done != 0; }))
-                    << "the scatter-gather put did not complete";
-            status = comp.status;
-        }
+        status = wait_comp(all(), status, comp);
         ASSERT_EQ(UCS_OK, status);
     }
 
@@ -513,15 +509,10 @@ TEST(uct_sgl_multiproc, pieces_land_in_another_process)
                                         (k == 2) ? c.strides.data() : NULL,
                                         c.buffers.size(), &comp.uct);
         });
-        if (status == UCS_INPROGRESS) {
-            ASSERT_TRUE(wait_for(me, [&] { return comp.done != 0; }));
-            status = comp.status;
-        }
+        status = wait_comp(me, status, comp);
         ASSERT_EQ(UCS_OK, status) << "call " << k;
     }
-    ASSERT_TRUE(wait_for(me, [&] {
-        return uct_iface_flush(e.iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(me, e));
 
     send_msg(peer.to_fd(), std::vector<char>(1, 0));
     std::vector<char> got = recv_msg(peer.from_fd());
@@ -608,9 +599,7 @@ TEST_P(uct_sgl, pending_until_the_batch_fits)
             << "pending_add refused while the batch does not fit";
     ASSERT_TRUE(wait_for(all(), [&] { return p.done != 0; }))
             << "the pending batch was never sent";
-    ASSERT_TRUE(wait_for(all(), [&] {
-        return uct_iface_flush(m_sender->iface(), 0, NULL) == UCS_OK;
-    }));
+    ASSERT_TRUE(iface_flushed(all(), *m_sender));
     for (size_t i = 0; i < max; ++i) {
         ASSERT_NO_FATAL_FAILURE(check(0, i * 16, i * 8, 8));
     }

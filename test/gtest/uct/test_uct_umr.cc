@@ -11,7 +11,6 @@
 
 #include "dcxemu.h"
 
-#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,10 +77,7 @@ protected:
 
     ucs_status_t wait(ucs_status_t status, test_comp &comp)
     {
-        if (status == UCS_INPROGRESS) {
-            EXPECT_TRUE(wait_for(all(), [&] { return comp.done != 0; }));
-            status = comp.status;
-        }
+        status = wait_comp(all(), status, comp);
         return status;
     }
 
@@ -352,10 +348,7 @@ TEST_P(uct_umr, dereg_under_cached_layout)
             return uct_ep_put_zcopy(ep, &iov, 1, remote.addr(), rk.get(),
                                     &comp.uct);
         });
-        if (status == UCS_INPROGRESS) {
-            ASSERT_TRUE(wait_for(both, [&] { return comp.done != 0; }));
-            status = comp.status;
-        }
+        status = wait_comp(both, status, comp);
         ASSERT_EQ(UCS_OK, status) << "round " << round;
         for (size_t b = 0; b < s.count; ++b) {
             ASSERT_EQ((char)(round * 31 + b * s.stride),
@@ -417,10 +410,7 @@ TEST_P(uct_umr_pool, remote_strided_view)
                          uct_ep_put_zcopy(ep, &iov, 1, offset,
                                           view_rkey.get(), &comp.uct);
         });
-        if (status == UCS_INPROGRESS) {
-            EXPECT_TRUE(wait_for(both, [&] { return comp.done != 0; }));
-            status = comp.status;
-        }
+        status = wait_comp(both, status, comp);
         return status;
     };
 
@@ -461,10 +451,7 @@ TEST_P(uct_umr_pool, remote_strided_view)
             return uct_ep_put_zcopy(ep, &iov, 1, 0, view_rkey.get(),
                                     &comp.uct);
         });
-        if (st == UCS_INPROGRESS) {
-            ASSERT_TRUE(wait_for(both, [&] { return comp.done != 0; }));
-            st = comp.status;
-        }
+        st = wait_comp(both, st, comp);
         ASSERT_EQ(UCS_OK, st);
         for (size_t o = 0; o < total; ++o) {
             char want = (char)(((o / 8) * 24 + o % 8) * 5 + 2);
@@ -616,9 +603,7 @@ TEST_P(uct_umr_pool, stale_view_key_fails_on_next_view)
         ASSERT_EQ(UCS_OK, retry(both, [&] {
             return uct_ep_put_short(ep, &value, 8, 0, fresh.get());
         }));
-        ASSERT_TRUE(wait_for(both, [&] {
-            return uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK;
-        }));
+        ASSERT_TRUE(iface_flushed(both, sender));
         EXPECT_EQ(1u, failures.eps.size());
         uint64_t got;
         memcpy(&got, target.ptr(), 8);
@@ -692,10 +677,7 @@ TEST_P(uct_umr_pool, pack_threshold)
             return uct_ep_put_zcopy(ep, &iov, 1, remote.addr(), rk.get(),
                                     &comp.uct);
         });
-        if (status == UCS_INPROGRESS) {
-            EXPECT_TRUE(wait_for(both, [&] { return comp.done != 0; }));
-            status = comp.status;
-        }
+        status = wait_comp(both, status, comp);
         EXPECT_EQ(UCS_OK, status);
     };
 
@@ -868,10 +850,8 @@ TEST_P(uct_umr_pool, umr_qp_recovers_after_error)
 {
     typedef int (*inject_fn_t)(enum dcxemu_fault_kind, uint32_t, uint64_t);
     typedef int (*rc_qps_fn_t)(uint32_t*, unsigned, unsigned*);
-    void *emu = dlopen(getenv("UCX_DCX_EMU_LIB"), RTLD_NOW);
-    ASSERT_NE(nullptr, emu) << dlerror();
-    auto inject = (inject_fn_t)dlsym(emu, "dcxemu_fault_inject");
-    auto rc_qps = (rc_qps_fn_t)dlsym(emu, "dcxemu_rc_qp_numbers");
+    auto inject = emu_sym<inject_fn_t>("dcxemu_fault_inject");
+    auto rc_qps = emu_sym<rc_qps_fn_t>("dcxemu_rc_qp_numbers");
     ASSERT_TRUE((inject != nullptr) && (rc_qps != nullptr));
 
     /* A layout cached before the error (its buffers stay registered). */
@@ -908,7 +888,6 @@ TEST_P(uct_umr_pool, umr_qp_recovers_after_error)
     EXPECT_EQ(1u, c2.recoveries);
     EXPECT_EQ(3u, c2.umrs - c1.umrs);
     EXPECT_EQ(c0.zcopy_ops + 6, c2.zcopy_ops);
-    dlclose(emu);
 }
 
 INSTANTIATE_TEST_SUITE_P(umr, uct_umr, testing::Values("try", "no"));

@@ -5,26 +5,13 @@
 
 #include <algorithm>
 #include <dlfcn.h>
-#include <errno.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 namespace dcx_test {
 
 const char *emu_md_name  = "dcxemu0";
 const char *emu_dev_name = "dcxemu0:1";
-
-static double now()
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 uct_component_h dcx_component()
 {
@@ -53,22 +40,77 @@ uct_component_h dcx_component()
     return dcx;
 }
 
-entity::entity(const config_t &config, uct_error_handler_t err_handler,
-               void *err_arg)
+/* A configuration call on a dcx interface variable: UCX 1.13 matches a name
+ * without the table's prefix, 1.16 and later only with it (DCX_...). */
+static ucs_status_t
+config_by_name(const std::string &name,
+               const std::function<ucs_status_t(const char*)> &op)
+{
+    ucs_status_t status = op(name.c_str());
+
+    return (status == UCS_ERR_NO_ELEM) ? op(("DCX_" + name).c_str()) : status;
+}
+
+/* The model device's memory domain, or nullptr with a failure. */
+static uct_md_h open_md()
 {
     uct_component_h dcx = dcx_component();
     uct_md_config_t *md_config;
+    uct_md_h md = nullptr;
+
+    if ((dcx == nullptr) ||
+        (uct_md_config_read(dcx, NULL, NULL, &md_config) != UCS_OK)) {
+        ADD_FAILURE() << "no dcx component";
+        return nullptr;
+    }
+    EXPECT_EQ(UCS_OK, uct_md_open(dcx, emu_md_name, md_config, &md));
+    uct_config_release(md_config);
+    return md;
+}
+
+std::string iface_config(const std::string &name)
+{
+    uct_md_h md = open_md();
+    uct_iface_config_t *config;
+    char value[256] = "";
+
+    if (md == nullptr) {
+        return value;
+    }
+    if (uct_md_iface_config_read(md, "dcx", NULL, NULL, &config) == UCS_OK) {
+        EXPECT_EQ(UCS_OK, config_by_name(name, [&](const char *n) {
+            return uct_config_get(config, n, value, sizeof(value));
+        })) << "no dcx configuration variable " << name;
+        uct_config_release(config);
+    } else {
+        ADD_FAILURE() << "cannot read the dcx interface configuration";
+    }
+    uct_md_close(md);
+    return value;
+}
+
+unsigned long iface_config_ulong(const std::string &name)
+{
+    std::string value = iface_config(name);
+    char *end         = nullptr;
+    unsigned long n   = strtoul(value.c_str(), &end, 10);
+
+    EXPECT_TRUE(!value.empty() && (*end == '\0'))
+            << name << "=" << value << " is not a number";
+    return n;
+}
+
+entity::entity(const config_t &config, uct_error_handler_t err_handler,
+               void *err_arg)
+{
     uct_iface_config_t *iface_config;
     uct_iface_params_t params = {};
 
-    EXPECT_NE(nullptr, dcx);
     EXPECT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
                                                &m_async));
     EXPECT_EQ(UCS_OK, uct_worker_create(m_async, UCS_THREAD_MODE_SINGLE,
                                         &m_worker));
-    EXPECT_EQ(UCS_OK, uct_md_config_read(dcx, NULL, NULL, &md_config));
-    EXPECT_EQ(UCS_OK, uct_md_open(dcx, emu_md_name, md_config, &m_md));
-    uct_config_release(md_config);
+    m_md = open_md();
     if (m_md == nullptr) {
         return;
     }
@@ -76,16 +118,9 @@ entity::entity(const config_t &config, uct_error_handler_t err_handler,
     EXPECT_EQ(UCS_OK, uct_md_iface_config_read(m_md, "dcx", NULL, NULL,
                                                &iface_config));
     for (const auto &kv : config) {
-        /* UCX 1.13 matches a name without the table's prefix, 1.16 and
-         * later only with it (DCX_...). */
-        ucs_status_t status = uct_config_modify(iface_config, kv.first.c_str(),
-                                                kv.second.c_str());
-        if (status == UCS_ERR_NO_ELEM) {
-            status = uct_config_modify(iface_config,
-                                       ("DCX_" + kv.first).c_str(),
-                                       kv.second.c_str());
-        }
-        EXPECT_EQ(UCS_OK, status) << kv.first << "=" << kv.second;
+        EXPECT_EQ(UCS_OK, config_by_name(kv.first, [&](const char *name) {
+            return uct_config_modify(iface_config, name, kv.second.c_str());
+        })) << kv.first << "=" << kv.second;
     }
 
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
@@ -194,6 +229,18 @@ buffer::buffer(const entity &e, size_t length, char fill, unsigned flags) :
     EXPECT_EQ(UCS_OK, uct_md_mkey_pack(m_md, m_memh, m_packed.data()));
 }
 
+uint64_t buffer::word(size_t i) const
+{
+    uint64_t value;
+
+    if ((i + 1) * sizeof(value) > m_length) {
+        ADD_FAILURE() << "word " << i << " is past the buffer's end";
+        return 0;
+    }
+    memcpy(&value, m_ptr + i * sizeof(value), sizeof(value));
+    return value;
+}
+
 buffer::~buffer()
 {
     if (m_memh != UCT_MEM_HANDLE_NULL) {
@@ -213,20 +260,17 @@ rkey::~rkey()
     uct_rkey_release(dcx_component(), &m_bundle);
 }
 
+static void progress_all(const std::vector<entity*> &entities)
+{
+    for (entity *e : entities) {
+        e->progress();
+    }
+}
+
 bool wait_for(const std::vector<entity*> &entities,
               const std::function<bool()> &cond, double timeout)
 {
-    double deadline = now() + timeout;
-
-    while (!cond()) {
-        if (now() > deadline) {
-            return false;
-        }
-        for (entity *e : entities) {
-            e->progress();
-        }
-    }
-    return true;
+    return poll_until(cond, [&] { progress_all(entities); }, timeout);
 }
 
 static void test_comp_cb(uct_completion_t *self)
@@ -243,154 +287,68 @@ test_comp::test_comp() : status(UCS_INPROGRESS), done(0)
     uct.status = UCS_OK;
 }
 
+ucs_status_t wait_comp(const std::vector<entity*> &entities,
+                       ucs_status_t status, test_comp &comp, double timeout)
+{
+    if (status != UCS_INPROGRESS) {
+        return status;
+    }
+    if (!wait_for(entities, [&] { return comp.done != 0; }, timeout)) {
+        return UCS_ERR_TIMED_OUT;
+    }
+    return comp.status;
+}
+
+ucs_status_t flush_ep(const std::vector<entity*> &entities, uct_ep_h ep,
+                      unsigned flags, double timeout)
+{
+    test_comp comp;
+    ucs_status_t status = retry(entities, [&] {
+        return uct_ep_flush(ep, flags, &comp.uct);
+    });
+
+    return wait_comp(entities, status, comp, timeout);
+}
+
+bool iface_flushed(const std::vector<entity*> &entities, const entity &e,
+                   double timeout)
+{
+    return wait_for(entities, [&] {
+        return uct_iface_flush(e.iface(), 0, NULL) == UCS_OK;
+    }, timeout);
+}
+
 ucs_status_t retry(const std::vector<entity*> &entities,
                    const std::function<ucs_status_t()> &op)
 {
-    double deadline = now() + 20.0;
-    ucs_status_t status;
+    ucs_status_t status = UCS_ERR_NO_RESOURCE;
 
-    while ((status = op()) == UCS_ERR_NO_RESOURCE) {
-        if (now() > deadline) {
-            break;
-        }
-        for (entity *e : entities) {
-            e->progress();
-        }
-    }
+    poll_until([&] { return (status = op()) != UCS_ERR_NO_RESOURCE; },
+               [&] { progress_all(entities); }, 20.0);
     return status;
 }
 
-std::map<std::string, child_role_t> &child_roles()
+void entity_pair::open_pair(const config_t &receiver_config,
+                            const config_t &sender_config, bool connect)
 {
-    static std::map<std::string, child_role_t> roles;
-    return roles;
-}
-
-int run_child_role(int argc, char **argv)
-{
-    if ((argc < 5) || (std::string(argv[1]) != "--dcx-child")) {
-        return -1;
-    }
-
-    auto it = child_roles().find(argv[2]);
-    if (it == child_roles().end()) {
-        fprintf(stderr, "unknown child role %s\n", argv[2]);
-        return 127;
-    }
-
-    std::vector<std::string> args(argv + 5, argv + argc);
-    return it->second(atoi(argv[3]), atoi(argv[4]), args);
-}
-
-/* The test binary's own path: resolved before fork, because tools that run
- * the test (valgrind) answer readlink for it but cannot exec the link. */
-static std::string self_exe()
-{
-    char path[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", path, sizeof(path) - 1);
-
-    if (len <= 0) {
-        return "/proc/self/exe";
-    }
-    path[len] = '\0';
-    return path;
-}
-
-child::child(const std::string &role, const std::vector<std::string> &args)
-{
-    std::string exe = self_exe();
-
-    EXPECT_EQ(0, pipe(m_to));
-    EXPECT_EQ(0, pipe(m_from));
-    m_pid = fork();
-    if (m_pid == 0) {
-        std::vector<std::string> argv_s = {
-            exe, "--dcx-child", role, std::to_string(m_to[0]),
-            std::to_string(m_from[1])
-        };
-        argv_s.insert(argv_s.end(), args.begin(), args.end());
-        std::vector<char*> argv;
-        for (auto &s : argv_s) {
-            argv.push_back(&s[0]);
-        }
-        argv.push_back(nullptr);
-        close(m_to[1]);
-        close(m_from[0]);
-        execv(exe.c_str(), argv.data());
-        _exit(126);
-    }
-    close(m_to[0]);
-    close(m_from[1]);
-}
-
-child::~child()
-{
-    if (m_pid > 0) {
-        kill();
-    }
-    close(m_to[1]);
-    close(m_from[0]);
-}
-
-int child::wait(double timeout)
-{
-    double deadline = now() + timeout;
-    int status;
-
-    while (m_pid > 0) {
-        pid_t ret = waitpid(m_pid, &status, WNOHANG);
-        if (ret == m_pid) {
-            m_pid = -1;
-            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        }
-        if (now() > deadline) {
-            kill();
-            return -1;
-        }
-        usleep(1000);
-    }
-    return -1;
-}
-
-bool child::exited(int *status_p)
-{
-    int status;
-
-    if ((m_pid > 0) && (waitpid(m_pid, &status, WNOHANG) == m_pid)) {
-        m_pid     = -1;
-        *status_p = WIFEXITED(status) ? WEXITSTATUS(status) :
-                    128 + WTERMSIG(status); /* as the shell reports it */
-        return true;
-    }
-    return false;
-}
-
-void child::kill()
-{
-    if (m_pid > 0) {
-        ::kill(m_pid, SIGKILL);
-        waitpid(m_pid, NULL, 0);
-        m_pid = -1;
+    m_receiver.reset(new entity(receiver_config));
+    m_sender.reset(new entity(sender_config));
+    ASSERT_NE(nullptr, m_receiver->iface());
+    ASSERT_NE(nullptr, m_sender->iface());
+    if (connect) {
+        m_ep = m_sender->connect(*m_receiver);
+        ASSERT_NE(nullptr, m_ep);
     }
 }
 
-static bool read_full(int fd, void *buf, size_t len, double deadline)
+void entity_pair::close_pair()
 {
-    char *p = (char*)buf;
-    while (len > 0) {
-        struct pollfd pfd = {fd, POLLIN, 0};
-        int timeout_ms    = (int)((deadline - now()) * 1000);
-        if ((timeout_ms <= 0) || (poll(&pfd, 1, timeout_ms) <= 0)) {
-            return false;
-        }
-        ssize_t n = read(fd, p, len);
-        if (n <= 0) {
-            return false;
-        }
-        p   += n;
-        len -= n;
+    if (m_ep != nullptr) {
+        uct_ep_destroy(m_ep);
+        m_ep = nullptr;
     }
-    return true;
+    m_sender.reset();
+    m_receiver.reset();
 }
 
 ucs_status_t record_failure(void *arg, uct_ep_h ep, ucs_status_t status)
@@ -399,34 +357,6 @@ ucs_status_t record_failure(void *arg, uct_ep_h ep, ucs_status_t status)
     rec->eps.push_back(ep);
     rec->statuses.push_back(status);
     return UCS_OK;
-}
-
-void send_msg(int fd, const std::vector<char> &msg)
-{
-    uint32_t len = msg.size();
-    EXPECT_EQ((ssize_t)sizeof(len), write(fd, &len, sizeof(len)))
-            << "the peer process is gone: " << strerror(errno);
-    if (len > 0) {
-        EXPECT_EQ((ssize_t)len, write(fd, msg.data(), len));
-    }
-}
-
-std::vector<char> recv_msg(int fd, double timeout)
-{
-    double deadline = now() + timeout;
-    uint32_t len    = 0;
-    std::vector<char> msg;
-
-    if (!read_full(fd, &len, sizeof(len), deadline)) {
-        ADD_FAILURE() << "no message from the peer";
-        return msg;
-    }
-    msg.resize(len);
-    if ((len > 0) && !read_full(fd, msg.data(), len, deadline)) {
-        ADD_FAILURE() << "truncated message from the peer";
-        msg.clear();
-    }
-    return msg;
 }
 
 } // namespace dcx_test

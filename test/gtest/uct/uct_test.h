@@ -2,10 +2,14 @@
  * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
  *
  * UCT-level test harness for dcx on the software DC device: interfaces,
- * endpoints, registered buffers, progress, and peers in forked processes.
+ * endpoints, registered buffers, progress, bounded waits for completions and
+ * flushes, and the plugin's public API. Peers in child processes, pipes and
+ * the test data pattern come from ../common/test_common.h.
  */
 #ifndef DCX_UCT_TEST_H_
 #define DCX_UCT_TEST_H_
+
+#include "../common/test_common.h"
 
 #include <gtest/gtest.h>
 #include <uct/api/uct.h>
@@ -76,6 +80,8 @@ public:
     size_t length() const { return m_length; }
     uct_mem_h memh() const { return m_memh; }
     uint64_t addr() const { return (uintptr_t)m_ptr; }
+    /* The 64-bit word at word index i (reads any alignment). */
+    uint64_t word(size_t i) const;
     const std::vector<char> &packed_rkey() const { return m_packed; }
 
 private:
@@ -109,6 +115,22 @@ struct test_comp {
     test_comp();
 };
 
+/* The status of an operation that returned 'status' with 'comp' as its
+ * completion: waits (progressing the entities) if it is in progress;
+ * UCS_ERR_TIMED_OUT if it did not complete in time. */
+ucs_status_t wait_comp(const std::vector<entity*> &entities,
+                       ucs_status_t status, test_comp &comp,
+                       double timeout = 20.0);
+
+/* uct_ep_flush (retried while out of resources), waited for: its status. */
+ucs_status_t flush_ep(const std::vector<entity*> &entities, uct_ep_h ep,
+                      unsigned flags = 0, double timeout = 20.0);
+
+/* Whether the entity's interface flushed (uct_iface_flush returned UCS_OK)
+ * within the timeout, progressing the entities meanwhile. */
+bool iface_flushed(const std::vector<entity*> &entities, const entity &e,
+                   double timeout = 20.0);
+
 /* Endpoint failures reported to an entity's error handler. */
 struct failure_record {
     std::vector<uct_ep_h>     eps;
@@ -117,6 +139,28 @@ struct failure_record {
 
 /* An error handler (arg: failure_record*) that records and accepts. */
 ucs_status_t record_failure(void *arg, uct_ep_h ep, ucs_status_t status);
+
+/* A receiving and a sending interface, and the sender's endpoint to the
+ * receiver (unless asked not to connect): how most fixtures start. Members
+ * of a derived fixture go before these (C++ destroys them first). */
+class entity_pair {
+protected:
+    ~entity_pair() { close_pair(); }
+
+    /* Asserts: call it in ASSERT_NO_FATAL_FAILURE outside SetUp(). */
+    void open_pair(const config_t &receiver_config,
+                   const config_t &sender_config, bool connect = true);
+    /* Destroys the endpoint, then the interfaces. */
+    void close_pair();
+
+    std::vector<entity*> all() const
+    {
+        return {m_sender.get(), m_receiver.get()};
+    }
+
+    std::unique_ptr<entity> m_sender, m_receiver;
+    uct_ep_h                m_ep = nullptr;
+};
 
 /* A function of the plugin's public API (include/uct/ib/dcx/dcx.h), looked
  * up in the plugin the suite loaded, as a program that preloads it would
@@ -154,53 +198,16 @@ static inline uct_dcx_tx_counters_t tx_counters(uct_iface_h iface)
                                                iface);
 }
 
+/* The value of a dcx interface configuration variable (name without the
+ * UCX_DCX_ prefix) as an interface opened now would read it: its default
+ * unless the environment sets it. Tests derive their expectations from it
+ * instead of repeating the configuration table's defaults. */
+std::string iface_config(const std::string &name);
+unsigned long iface_config_ulong(const std::string &name);
+
 /* Retry an operation while it returns UCS_ERR_NO_RESOURCE. */
 ucs_status_t retry(const std::vector<entity*> &entities,
                    const std::function<ucs_status_t()> &op);
-
-/* A role a child process can play: fn(read_fd, write_fd, args) returns
- * the exit code. Children are fresh processes (fork + exec of the test
- * binary): a process may not use a device it inherited through fork. */
-typedef std::function<int(int, int, const std::vector<std::string>&)>
-        child_role_t;
-std::map<std::string, child_role_t> &child_roles();
-
-struct child_role_registrar {
-    child_role_registrar(const char *name, child_role_t fn)
-    {
-        child_roles()[name] = fn;
-    }
-};
-
-#define DCX_CHILD_ROLE(_name) \
-    static int _name(int, int, const std::vector<std::string>&); \
-    static dcx_test::child_role_registrar _name##_registrar(#_name, _name); \
-    static int _name(int in_fd, int out_fd, \
-                     const std::vector<std::string> &args)
-
-/* Run a child role if argv asks for one; returns -1 otherwise. */
-int run_child_role(int argc, char **argv);
-
-class child {
-public:
-    child(const std::string &role,
-          const std::vector<std::string> &args = std::vector<std::string>());
-    ~child();
-    int to_fd() const { return m_to[1]; }
-    int from_fd() const { return m_from[0]; }
-    int wait(double timeout = 60.0); /* exit status, -1 on signal/timeout */
-    bool exited(int *status_p);      /* without waiting or killing */
-    void kill();
-    pid_t pid() const { return m_pid; }
-
-private:
-    pid_t m_pid;
-    int   m_to[2], m_from[2];
-};
-
-/* Length-prefixed messages over a pipe. */
-void send_msg(int fd, const std::vector<char> &msg);
-std::vector<char> recv_msg(int fd, double timeout = 30.0);
 
 } // namespace dcx_test
 

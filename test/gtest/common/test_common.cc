@@ -138,7 +138,8 @@ static std::string self_exe()
     return path;
 }
 
-child::child(const std::string &role, const std::vector<std::string> &args)
+child::child(const std::string &role, const std::vector<std::string> &args,
+             const env_vars &env)
 {
     std::string exe = self_exe();
 
@@ -156,6 +157,9 @@ child::child(const std::string &role, const std::vector<std::string> &args)
             argv.push_back(&s[0]);
         }
         argv.push_back(nullptr);
+        for (const auto &kv : env) {
+            setenv(kv.first.c_str(), kv.second.c_str(), 1);
+        }
         close(m_to[1]);
         close(m_from[0]);
         execv(exe.c_str(), argv.data());

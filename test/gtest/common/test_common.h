@@ -85,11 +85,13 @@ struct child_role_registrar {
     static int _name(int in_fd, int out_fd, \
                      const std::vector<std::string> &args)
 
-/* A child process playing a role, with a pipe each way. */
+/* A child process playing a role, with a pipe each way; 'env' is set in the
+ * child only. */
 class child {
 public:
     child(const std::string &role,
-          const std::vector<std::string> &args = std::vector<std::string>());
+          const std::vector<std::string> &args = std::vector<std::string>(),
+          const env_vars &env = env_vars());
     ~child();
     int to_fd() const { return m_to[1]; }
     int from_fd() const { return m_from[0]; }

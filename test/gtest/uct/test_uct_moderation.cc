@@ -200,16 +200,11 @@ TEST_P(uct_moderation, flush_cancel_after_unsignaled_tail_ran)
     uct_ep_h ep1 = connect(), ep2 = connect();
     ASSERT_NO_FATAL_FAILURE(put_range(ep1, 0, 3));
     ASSERT_TRUE(wait_for(all(), [&] {
-        uint64_t v;
-        memcpy(&v, m_target->ptr() + 16, sizeof(v));
+        uint64_t v = m_target->word(2);
         return v == 2;
     })) << "the puts did not arrive";
 
-    test_comp comp;
-    ucs_status_t status = retry(all(), [&] {
-        return uct_ep_flush(ep1, UCT_FLUSH_FLAG_CANCEL, &comp.uct);
-    });
-    status = wait_comp(all(), status, comp);
+    ucs_status_t status = flush_ep(all(), ep1, UCT_FLUSH_FLAG_CANCEL);
     EXPECT_TRUE((status == UCS_OK) || (status == UCS_ERR_CANCELED))
             << ucs_status_string(status);
     ASSERT_TRUE(iface_flushed(all(), *m_sender));

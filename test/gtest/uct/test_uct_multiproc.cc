@@ -178,11 +178,7 @@ DCX_CHILD_ROLE(adder)
                                          &results[i % 64], addr, rk.get(),
                                          &comp.uct);
         });
-        if ((status != UCS_OK) && (status != UCS_INPROGRESS)) {
-            return 3;
-        }
-        if ((status == UCS_INPROGRESS) &&
-            !wait_for(me, [&] { return comp.done != 0; })) {
+        if (wait_comp(me, status, comp) != UCS_OK) {
             return 4;
         }
     }
@@ -217,8 +213,7 @@ TEST(uct_multiproc, atomics_under_contention)
         EXPECT_TRUE(wait_for(me, [&] { return c->exited(&status); }, 60));
         EXPECT_EQ(0, status);
     }
-    uint64_t value;
-    memcpy(&value, word.ptr(), 8);
+    uint64_t value = word.word(0);
     EXPECT_EQ((uint64_t)num_children * count, value);
 }
 

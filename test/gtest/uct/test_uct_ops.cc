@@ -741,8 +741,7 @@ TEST_P(uct_ops_one_dci, pending_with_dci_exhaustion)
 
     for (int i = 0; i < num_eps; ++i) {
         for (int j = 0; j < per_ep; ++j) {
-            uint64_t value;
-            memcpy(&value, targets[i]->ptr() + 8 * j, 8);
+            uint64_t value = targets[i]->word(j);
             ASSERT_EQ((uint64_t)(1000 * i + j), value) << i << "," << j;
         }
         uct_ep_destroy(eps[i]);
@@ -983,10 +982,12 @@ TEST_P(uct_ops, wakeup_on_send_completion)
 /* Active-message flow control with a small window. */
 class uct_ops_fc : public uct_ops {
 protected:
+    const int window = 16;
+
     config_t sender_config() override
     {
-        return {{"FC_WND_SIZE", "16"}, {"FC_REQ_THRESH", "0"},
-                {"TX_POLICY", GetParam()}};
+        return {{"FC_WND_SIZE", std::to_string(window)},
+                {"FC_REQ_THRESH", "0"}, {"TX_POLICY", GetParam()}};
     }
 };
 
@@ -1008,7 +1009,7 @@ TEST_P(uct_ops_fc, window_enforced_then_granted)
             m_sender->progress();
         }
     }
-    EXPECT_EQ(16, sent) << "the window was not enforced";
+    EXPECT_EQ(window, sent) << "the window was not enforced";
 
     /* The pending request is dispatched by the grant. */
     pending_ctx pctx = {};
@@ -1204,8 +1205,7 @@ TEST(uct_policy, dcs_quota_no_starvation)
             << "waiters starved while the busy endpoint sent " << busy_sent;
     ASSERT_TRUE(iface_flushed(both, sender));
     for (int i = 0; i < num_waiters; ++i) {
-        uint64_t got;
-        memcpy(&got, target.ptr() + 8 * (i + 1), 8);
+        uint64_t got = target.word(i + 1);
         EXPECT_EQ((uint64_t)(100 + i), got);
         uct_ep_destroy(eps[i]);
     }
@@ -1383,12 +1383,7 @@ DCX_CHILD_ROLE(no_atomics_device)
         return uct_ep_put_zcopy(ep, &iov, 1, target.addr() + 64, rk.get(),
                                 &comp.uct);
     });
-    if ((status != UCS_INPROGRESS) && (status != UCS_OK)) {
-        return 15;
-    }
-    if ((status == UCS_INPROGRESS) &&
-        (!wait_for(all, [&] { return comp.done != 0; }) ||
-         (comp.status != UCS_OK))) {
+    if (wait_comp(all, status, comp) != UCS_OK) {
         return 16;
     }
     if ((memcmp(target.ptr(), small.data(), small.size()) != 0) ||
@@ -1417,10 +1412,7 @@ DCX_CHILD_ROLE(no_atomics_device)
         return 19;
     }
 
-    test_comp fcomp;
-    status = retry(all, [&] { return uct_ep_flush(ep, 0, &fcomp.uct); });
-    if ((status == UCS_INPROGRESS) &&
-        !wait_for(all, [&] { return fcomp.done != 0; })) {
+    if (flush_ep(all, ep) != UCS_OK) {
         return 20;
     }
     uct_ep_destroy(ep);
@@ -1467,12 +1459,8 @@ DCX_CHILD_ROLE(no_ext_atomics_device)
         return uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 3, &result64,
                                      target.addr(), rk.get(), &comp.uct);
     });
-    if ((status == UCS_INPROGRESS) &&
-        !wait_for(all, [&] { return comp.done != 0; })) {
+    if (wait_comp(all, status, comp) != UCS_OK) {
         return 13;
-    }
-    if ((status != UCS_OK) && (status != UCS_INPROGRESS)) {
-        return 14;
     }
     if ((result64 != 0) || (*(uint64_t*)target.ptr() != 3)) {
         return 15;
@@ -1484,8 +1472,7 @@ DCX_CHILD_ROLE(no_ext_atomics_device)
         return uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_OR, 0x10, &result64,
                                      target.addr(), rk.get(), &ocomp.uct);
     });
-    if ((status == UCS_INPROGRESS) &&
-        !wait_for(all, [&] { return ocomp.done != 0; })) {
+    if (wait_comp(all, status, ocomp) != UCS_OK) {
         return 16;
     }
     if ((result64 != 3) || (*(uint64_t*)target.ptr() != 0x13)) {
@@ -1497,17 +1484,13 @@ DCX_CHILD_ROLE(no_ext_atomics_device)
 
 TEST(uct_no_atomics, no_masked_atomics_no_atomic32)
 {
-    setenv("DCXEMU_EXT_ATOMICS", "0", 1);
-    child c("no_ext_atomics_device");
-    unsetenv("DCXEMU_EXT_ATOMICS");
+    child c("no_ext_atomics_device", {}, {{"DCXEMU_EXT_ATOMICS", "0"}});
     EXPECT_EQ(0, c.wait());
 }
 
 TEST(uct_no_atomics, iface_opens_without_device_atomics)
 {
-    setenv("DCXEMU_ATOMIC_CAP", "none", 1);
-    child c("no_atomics_device");
-    unsetenv("DCXEMU_ATOMIC_CAP");
+    child c("no_atomics_device", {}, {{"DCXEMU_ATOMIC_CAP", "none"}});
     EXPECT_EQ(0, c.wait());
 }
 
@@ -1541,12 +1524,7 @@ DCX_CHILD_ROLE(small_wqe_device)
             return 12;
         }
     }
-    test_comp fcomp;
-    ucs_status_t status = retry(all, [&] {
-        return uct_ep_flush(ep, 0, &fcomp.uct);
-    });
-    if ((status == UCS_INPROGRESS) &&
-        !wait_for(all, [&] { return fcomp.done != 0; })) {
+    if (flush_ep(all, ep) != UCS_OK) {
         return 13;
     }
     if (memcmp(target.ptr(), data.data(), data.size()) != 0) {
@@ -1558,9 +1536,7 @@ DCX_CHILD_ROLE(small_wqe_device)
 
 TEST(uct_small_wqe, dci_asks_for_less_inline_until_the_device_agrees)
 {
-    setenv("DCXEMU_MAX_WQE_SIZE", "256", 1);
-    child c("small_wqe_device");
-    unsetenv("DCXEMU_MAX_WQE_SIZE");
+    child c("small_wqe_device", {}, {{"DCXEMU_MAX_WQE_SIZE", "256"}});
     EXPECT_EQ(0, c.wait());
 }
 

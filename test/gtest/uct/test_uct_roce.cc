@@ -30,25 +30,8 @@ const uint8_t  flag_ipv4             = 4;
 int run_roce(const std::string &role,
              const std::vector<std::string> &args = {})
 {
-    static const char *const vars[2][2] = {{"DCXEMU_LINK_LAYER", "ethernet"},
-                                           {"DCXEMU_ROCE_ROUTERS", "2"}};
-    std::string saved[2];
-    bool had[2];
-
-    for (int i = 0; i < 2; ++i) {
-        const char *v = getenv(vars[i][0]);
-        had[i]        = (v != nullptr);
-        saved[i]      = had[i] ? v : "";
-        setenv(vars[i][0], vars[i][1], 1);
-    }
-    child c(role, args);
-    for (int i = 0; i < 2; ++i) {
-        if (had[i]) {
-            setenv(vars[i][0], saved[i].c_str(), 1);
-        } else {
-            unsetenv(vars[i][0]);
-        }
-    }
+    child c(role, args, {{"DCXEMU_LINK_LAYER", "ethernet"},
+                         {"DCXEMU_ROCE_ROUTERS", "2"}});
     return c.wait(90);
 }
 
@@ -93,16 +76,8 @@ int exchange(entity &a, entity &b)
         }) != UCS_OK) {
         return 3;
     }
-    test_comp fcomp;
-    ucs_status_t status = retry(all, [&] {
-        return uct_ep_flush(ep, 0, &fcomp.uct);
-    });
-    if ((status == UCS_INPROGRESS) &&
-        !wait_for(all, [&] { return fcomp.done != 0; }, 30)) {
+    if (flush_ep(all, ep, 0, 30) != UCS_OK) {
         return 4;
-    }
-    if ((status != UCS_OK) && (fcomp.status != UCS_OK)) {
-        return 5;
     }
     if (memcmp(target.ptr(), &value, sizeof(value)) != 0) {
         return 6;
@@ -110,12 +85,11 @@ int exchange(entity &a, entity &b)
 
     test_comp gcomp;
     uct_iov_t iov = {local.ptr(), 64, local.memh(), 0, 1};
-    status = retry(all, [&] {
+    ucs_status_t status = retry(all, [&] {
         return uct_ep_get_zcopy(ep, &iov, 1, target.addr(), rk.get(),
                                 &gcomp.uct);
     });
-    if ((status == UCS_INPROGRESS) &&
-        !wait_for(all, [&] { return gcomp.done != 0; }, 30)) {
+    if (wait_comp(all, status, gcomp, 30) != UCS_OK) {
         return 7;
     }
     if (memcmp(local.ptr(), &value, sizeof(value)) != 0) {

@@ -25,15 +25,14 @@ char local_byte(size_t i)  { return (char)(i * 7 + 3); }
 
 } // namespace
 
-class uct_sgl : public testing::TestWithParam<std::string> {
+class uct_sgl : public testing::TestWithParam<std::string>,
+                protected entity_pair {
 protected:
     void start(config_t sender_extra = config_t())
     {
         sender_extra["TX_POLICY"] = GetParam();
-        m_receiver.reset(new entity({{"TX_POLICY", GetParam()}}));
-        m_sender.reset(new entity(sender_extra));
-        ASSERT_NE(nullptr, m_receiver->iface());
-        ASSERT_NE(nullptr, m_sender->iface());
+        ASSERT_NO_FATAL_FAILURE(open_pair({{"TX_POLICY", GetParam()}},
+                                          sender_extra));
         m_local.reset(new buffer(*m_sender, 64 * 1024));
         for (size_t i = 0; i < m_local->length(); ++i) {
             m_local->ptr()[i] = local_byte(i);
@@ -42,25 +41,7 @@ protected:
         m_remote[1].reset(new buffer(*m_receiver, 64 * 1024));
         m_rkey[0].reset(new rkey(m_remote[0]->packed_rkey()));
         m_rkey[1].reset(new rkey(m_remote[1]->packed_rkey()));
-        m_ep = m_sender->connect(*m_receiver);
-        ASSERT_NE(nullptr, m_ep);
     }
-
-    void TearDown() override
-    {
-        if (m_ep != nullptr) {
-            uct_ep_destroy(m_ep);
-        }
-        m_rkey[0].reset();
-        m_rkey[1].reset();
-        m_remote[0].reset();
-        m_remote[1].reset();
-        m_local.reset();
-        m_sender.reset();
-        m_receiver.reset();
-    }
-
-    std::vector<entity*> all() { return {m_sender.get(), m_receiver.get()}; }
 
     uct_iface_attr_v2_t query_v2()
     {
@@ -97,14 +78,14 @@ public:
     }
 
 protected:
-    void put_sgl_wait(bool with_counts = false)
+    ucs_status_t put_sgl_wait(bool with_counts = false)
     {
         test_comp comp;
         ucs_status_t status = retry(all(), [&] {
             return put_sgl(&comp.uct, with_counts);
         });
-        status = wait_comp(all(), status, comp);
-        ASSERT_EQ(UCS_OK, status);
+
+        return wait_comp(all(), status, comp);
     }
 
     /* Remote buffer @a which at @a roff holds local bytes from @a loff. */
@@ -128,10 +109,8 @@ protected:
         return true;
     }
 
-    std::unique_ptr<entity> m_sender, m_receiver;
     std::unique_ptr<buffer> m_local, m_remote[2];
     std::unique_ptr<rkey>   m_rkey[2];
-    uct_ep_h                m_ep = nullptr;
     std::vector<void*>      m_buffers;
     std::vector<size_t>     m_lengths, m_counts, m_strides;
     std::vector<uct_mem_h>  m_memhs;
@@ -160,7 +139,7 @@ TEST_P(uct_sgl, scattered_elements_one_completion)
         add((n - 1 - i) * 512, 8 + 13 * i, (int)(i % 2), i * 1024 + 5);
     }
     uct_dcx_tx_counters_t c0 = tx_counters(m_sender->iface());
-    ASSERT_NO_FATAL_FAILURE(put_sgl_wait());
+    ASSERT_EQ(UCS_OK, put_sgl_wait());
     for (size_t i = 0; i < n; ++i) {
         ASSERT_NO_FATAL_FAILURE(check((int)(i % 2), i * 1024 + 5,
                                       (n - 1 - i) * 512, 8 + 13 * i));
@@ -178,7 +157,7 @@ TEST_P(uct_sgl, counts_and_strides)
     add(0, 8, 0, 0, 16, 64);       /* 16 blocks of 8 B, 64 apart */
     add(4096, 100, 1, 512, 3, 300);
     add(8192, 32, 0, 8192, 1, 0);
-    ASSERT_NO_FATAL_FAILURE(put_sgl_wait(true));
+    ASSERT_EQ(UCS_OK, put_sgl_wait(true));
     for (size_t b = 0; b < 16; ++b) {
         ASSERT_NO_FATAL_FAILURE(check(0, b * 64, b * 64, 8));
         EXPECT_EQ(0, m_remote[0]->ptr()[b * 64 + 8]) << "past block " << b;
@@ -197,7 +176,7 @@ TEST_P(uct_sgl, adjacent_blocks_one_write)
     add(0, 16, 0, 1024, 32, 16);   /* 32 adjacent blocks: one write */
     add(2048, 8, 1, 0, 4, 24);     /* 4 separate blocks */
     uint64_t before = tx_counters(m_sender->iface()).work_requests;
-    ASSERT_NO_FATAL_FAILURE(put_sgl_wait(true));
+    ASSERT_EQ(UCS_OK, put_sgl_wait(true));
     EXPECT_EQ(5u, tx_counters(m_sender->iface()).work_requests - before);
     ASSERT_NO_FATAL_FAILURE(check(0, 1024, 0, 32 * 16));
     EXPECT_EQ(0, m_remote[0]->ptr()[1024 + 32 * 16]);
@@ -214,7 +193,7 @@ TEST_P(uct_sgl, empty_elements)
     add(0, 0, 0, 0);
     add(64, 16, 1, 64);
     add(128, 0, 0, 128);
-    ASSERT_NO_FATAL_FAILURE(put_sgl_wait());
+    ASSERT_EQ(UCS_OK, put_sgl_wait());
     ASSERT_NO_FATAL_FAILURE(check(1, 64, 64, 16));
     EXPECT_EQ(1u, tx_counters(m_sender->iface()).work_requests);
 
@@ -268,7 +247,7 @@ TEST_P(uct_sgl, bad_input)
     m_buffers.clear(); m_lengths.clear(); m_memhs.clear(); m_raddrs.clear();
     m_rkeys.clear(); m_counts.clear(); m_strides.clear();
     add(256, 64, 1, 4096);
-    ASSERT_NO_FATAL_FAILURE(put_sgl_wait());
+    ASSERT_EQ(UCS_OK, put_sgl_wait());
     ASSERT_NO_FATAL_FAILURE(check(1, 4096, 256, 64));
 }
 
@@ -278,16 +257,12 @@ TEST_P(uct_sgl, bad_input)
  * runs. */
 class uct_sgl_merge : public uct_sgl {
 protected:
-    uct_dcx_umr_counters_t umr()
-    {
-        return plugin_query<uct_dcx_umr_counters_t>("uct_dcx_iface_query_umr",
-                                                    m_sender->iface());
-    }
+    uct_dcx_umr_counters_t umr() { return umr_counters(m_sender->iface()); }
 
     uint64_t wrs_of_put()
     {
         uint64_t before = tx_counters(m_sender->iface()).work_requests;
-        put_sgl_wait();
+        EXPECT_EQ(UCS_OK, put_sgl_wait());
         return tx_counters(m_sender->iface()).work_requests - before;
     }
 };
@@ -341,7 +316,7 @@ TEST_P(uct_sgl_merge, more_elements_than_one_list)
     ASSERT_NO_FATAL_FAILURE(start());
     add(0, 8, 0, 0); /* a run of two creates the UMR engine: its list */
     add(64, 8, 0, 8);
-    put_sgl_wait();
+    ASSERT_EQ(UCS_OK, put_sgl_wait());
     size_t list = umr().max_pieces;
     ASSERT_GT(list, 1u);
     size_t n = std::min<size_t>(2 * list + 3,
@@ -370,7 +345,7 @@ TEST_P(uct_sgl_merge, evenly_spaced_one_interleaved_write)
     ASSERT_NO_FATAL_FAILURE(start());
     add(0, 8, 0, 0); /* a run of two creates the UMR engine */
     add(64, 8, 0, 8);
-    put_sgl_wait();
+    ASSERT_EQ(UCS_OK, put_sgl_wait());
     size_t list = umr().max_pieces;
     size_t n    = std::min<size_t>(3 * list + 1,
                                    query_v2().max_put_sgl_zcopy_count);
@@ -556,7 +531,7 @@ TEST_P(uct_sgl, waits_for_room)
         add(i * 8, 8, 0, i * 8);
     }
     EXPECT_EQ(UCS_ERR_NO_RESOURCE, put_sgl(NULL));
-    ASSERT_NO_FATAL_FAILURE(put_sgl_wait());
+    ASSERT_EQ(UCS_OK, put_sgl_wait());
     ASSERT_NO_FATAL_FAILURE(check(0, 0, 0, 8 * max));
 }
 

@@ -198,6 +198,13 @@ static inline uct_dcx_tx_counters_t tx_counters(uct_iface_h iface)
                                                iface);
 }
 
+/* The UMR counters of a dcx interface. */
+static inline uct_dcx_umr_counters_t umr_counters(uct_iface_h iface)
+{
+    return plugin_query<uct_dcx_umr_counters_t>("uct_dcx_iface_query_umr",
+                                                iface);
+}
+
 /* The value of a dcx interface configuration variable (name without the
  * UCX_DCX_ prefix) as an interface opened now would read it: its default
  * unless the environment sets it. Tests derive their expectations from it

@@ -362,6 +362,60 @@ DCX_CHILD_ROLE(ucp_peer)
     return 0;
 }
 
+/* One 64-bit atomic through UCP: 'value' as the operand (the compare value
+ * for CSWAP), 'result' the fetched value (for CSWAP, the swap value going
+ * in), waited for. */
+ucs_status_t atomic64(ucp_entity &e, ucp_ep_h ep, ucp_atomic_op_t op,
+                      uint64_t value, uint64_t *result, uint64_t raddr,
+                      ucp_rkey_h rkey)
+{
+    ucp_request_param_t p = {};
+
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE |
+                     UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+    p.datatype     = ucp_dt_make_contig(8);
+    p.reply_buffer = result;
+    return e.wait(ucp_atomic_op_nbx(ep, op, &value, 1, raddr, rkey, &p));
+}
+
+/* The contention both the amo clients and the test run: 'count' fetch-adds
+ * of 1 at raddr (their fetched values appended to 'fetched'), then 'count'
+ * compare-swap increments at raddr + 8. */
+ucs_status_t contend(ucp_entity &e, ucp_ep_h ep, uint64_t raddr,
+                     ucp_rkey_h rkey, uint64_t count,
+                     std::vector<uint64_t> &fetched)
+{
+    ucs_status_t status;
+
+    for (uint64_t i = 0; i < count; ++i) {
+        uint64_t result = ~0ull;
+        status = atomic64(e, ep, UCP_ATOMIC_OP_ADD, 1, &result, raddr, rkey);
+        if (status != UCS_OK) {
+            return status;
+        }
+        fetched.push_back(result);
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+        uint64_t cur = 0;
+        for (int tries = 0;; ++tries) {
+            uint64_t result = cur + 1;
+            status = atomic64(e, ep, UCP_ATOMIC_OP_CSWAP, cur, &result,
+                              raddr + 8, rkey);
+            if (status != UCS_OK) {
+                return status;
+            }
+            if (result == cur) {
+                break;
+            }
+            cur = result;
+            if (tries > 1000000) {
+                return UCS_ERR_TIMED_OUT;
+            }
+        }
+    }
+    return UCS_OK;
+}
+
 /* An atomics client: connects to a target (address, rkey, remote address
  * on the pipe), waits for "go", then does count fetch-adds of 1 on word 0
  * and count compare-swap increments on word 1; reports the fetched values. */
@@ -385,40 +439,8 @@ DCX_CHILD_ROLE(amo_client)
                              std::string::npos));
     uint64_t count = msg_u64(recv_msg(in_fd));
     std::vector<uint64_t> fetched;
-    for (uint64_t i = 0; i < count; ++i) {
-        uint64_t one = 1, result = 0;
-        ucp_request_param_t p = {};
-        p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
-        p.datatype     = ucp_dt_make_contig(8);
-        p.reply_buffer = &result;
-        if (e.wait(ucp_atomic_op_nbx(ep, UCP_ATOMIC_OP_ADD, &one, 1, raddr,
-                                     rkey, &p)) != UCS_OK) {
-            return 5;
-        }
-        fetched.push_back(result);
-    }
-    for (uint64_t i = 0; i < count; ++i) {
-        uint64_t cur = 0;
-        for (int tries = 0;; ++tries) {
-            /* X (buffer) = compare, Z (reply_buffer) = new value */
-            uint64_t compare = cur, result = cur + 1;
-            ucp_request_param_t p = {};
-            p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE |
-                             UCP_OP_ATTR_FIELD_REPLY_BUFFER;
-            p.datatype     = ucp_dt_make_contig(8);
-            p.reply_buffer = &result;
-            if (e.wait(ucp_atomic_op_nbx(ep, UCP_ATOMIC_OP_CSWAP, &compare, 1,
-                                         raddr + 8, rkey, &p)) != UCS_OK) {
-                return 6;
-            }
-            if (result == cur) {
-                break;
-            }
-            cur = result;
-            if (tries > 1000000) {
-                return 7;
-            }
-        }
+    if (contend(e, ep, raddr, rkey, count, fetched) != UCS_OK) {
+        return 5;
     }
     send_msg(out_fd, u64s_msg(fetched));
     recv_msg(in_fd, 30);
@@ -434,12 +456,10 @@ protected:
     void start(bool wakeup = false, const env_vars &peer_env = env_vars())
     {
         m_wakeup = wakeup;
-        {
-            scoped_env env(peer_env);
-            m_peer.reset(new child("ucp_peer",
-                                   wakeup ? std::vector<std::string>{"wakeup"}
-                                          : std::vector<std::string>{}));
-        }
+        m_peer.reset(new child("ucp_peer",
+                               wakeup ? std::vector<std::string>{"wakeup"}
+                                      : std::vector<std::string>{},
+                               peer_env));
         m_e.reset(new ucp_entity(all_features, wakeup));
         ASSERT_TRUE(m_e->ok());
         m_peer_addr = recv_msg(m_peer->from_fd());
@@ -555,7 +575,7 @@ protected:
 
 TEST_F(ucp_pair, transport_is_dcx)
 {
-    start();
+    ASSERT_NO_FATAL_FAILURE(start());
     std::string info = ucp_entity::ep_info(m_ep);
     EXPECT_NE(std::string::npos, info.find("dcx/dcxemu0:1")) << info;
     /* No lane of another transport (UCX_TLS=dcx). */
@@ -566,31 +586,32 @@ TEST_F(ucp_pair, transport_is_dcx)
 TEST_F(ucp_pair, tag_eager_and_rndv_get_zcopy)
 {
     scoped_env env(env_vars{{"UCX_RNDV_SCHEME", "get_zcopy"}, {"UCX_RNDV_THRESH", "8k"}});
-    start();
-    tag_echo(tag_sizes);
-    tag_echo(tag_sizes); /* again, with registrations cached */
+    ASSERT_NO_FATAL_FAILURE(start());
+    ASSERT_NO_FATAL_FAILURE(tag_echo(tag_sizes));
+    /* again, with registrations cached */
+    ASSERT_NO_FATAL_FAILURE(tag_echo(tag_sizes));
 }
 
 TEST_F(ucp_pair, tag_eager_and_rndv_put_zcopy)
 {
     scoped_env env(env_vars{{"UCX_RNDV_SCHEME", "put_zcopy"}, {"UCX_RNDV_THRESH", "8k"}});
-    start();
-    tag_echo(tag_sizes);
+    ASSERT_NO_FATAL_FAILURE(start());
+    ASSERT_NO_FATAL_FAILURE(tag_echo(tag_sizes));
 }
 
 TEST_F(ucp_pair, tag_many_small_unexpected)
 {
-    start();
+    ASSERT_NO_FATAL_FAILURE(start());
     std::vector<size_t> sizes(300);
     for (size_t i = 0; i < sizes.size(); ++i) {
         sizes[i] = 1 + (i * 37) % 3000;
     }
-    tag_echo(sizes);
+    ASSERT_NO_FATAL_FAILURE(tag_echo(sizes));
 }
 
 TEST_F(ucp_pair, stream)
 {
-    start();
+    ASSERT_NO_FATAL_FAILURE(start());
     const size_t total = (1 << 20) + 123;
     std::vector<char> out(total), in(total, 0);
     fill_data(out.data(), total, 77);
@@ -643,7 +664,7 @@ static void am_send_all(ucp_ep_h ep, req_set &rs,
 TEST_F(ucp_pair, am_eager_and_rndv)
 {
     scoped_env env(env_vars{{"UCX_RNDV_THRESH", "16k"}});
-    start();
+    ASSERT_NO_FATAL_FAILURE(start());
     std::vector<size_t> sizes = {0, 1, 64, 3000, 8000, 16000, 40000, 1 << 20,
                                  3 << 20, 17};
     std::vector<std::vector<char>> bufs;
@@ -657,7 +678,7 @@ TEST_F(ucp_pair, am_eager_and_rndv)
 
 TEST_F(ucp_pair, rma_put_get)
 {
-    start();
+    ASSERT_NO_FATAL_FAILURE(start());
     const size_t len = region_size;
     std::vector<char> buf(len);
     req_set rs;
@@ -712,7 +733,7 @@ TEST_F(ucp_pair, rma_put_get)
 TEST_F(ucp_pair, atomics_device_mode_under_contention)
 {
     scoped_env env(env_vars{{"UCX_ATOMIC_MODE", "device"}});
-    start();
+    ASSERT_NO_FATAL_FAILURE(start());
     const uint64_t count = 1000;
     const int nclients   = 2;
 
@@ -734,38 +755,9 @@ TEST_F(ucp_pair, atomics_device_mode_under_contention)
     }
 
     /* This process contends too: fetch-add, then compare-swap increments. */
-    std::multiset<uint64_t> fetched;
-    for (uint64_t i = 0; i < count; ++i) {
-        uint64_t one = 1, result = ~0ull;
-        ucp_request_param_t p = {};
-        p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
-        p.datatype     = ucp_dt_make_contig(8);
-        p.reply_buffer = &result;
-        ASSERT_EQ(UCS_OK, m_e->wait(ucp_atomic_op_nbx(m_ep, UCP_ATOMIC_OP_ADD,
-                                                      &one, 1, m_raddr, m_rkey,
-                                                      &p)));
-        fetched.insert(result);
-    }
-    for (uint64_t i = 0; i < count; ++i) {
-        uint64_t cur = 0;
-        for (int tries = 0;; ++tries) {
-            /* X (buffer) = compare, Z (reply_buffer) = new value */
-            uint64_t compare = cur, result = cur + 1;
-            ucp_request_param_t p = {};
-            p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE |
-                             UCP_OP_ATTR_FIELD_REPLY_BUFFER;
-            p.datatype     = ucp_dt_make_contig(8);
-            p.reply_buffer = &result;
-            ASSERT_EQ(UCS_OK, m_e->wait(ucp_atomic_op_nbx(
-                                      m_ep, UCP_ATOMIC_OP_CSWAP, &compare, 1,
-                                      m_raddr + 8, m_rkey, &p)));
-            if (result == cur) {
-                break;
-            }
-            cur = result;
-            ASSERT_LT(tries, 1000000);
-        }
-    }
+    std::vector<uint64_t> mine;
+    ASSERT_EQ(UCS_OK, contend(*m_e, m_ep, m_raddr, m_rkey, count, mine));
+    std::multiset<uint64_t> fetched(mine.begin(), mine.end());
 
     for (auto &c : clients) {
         struct pollfd pfd = {c->from_fd(), POLLIN, 0};
@@ -787,23 +779,17 @@ TEST_F(ucp_pair, atomics_device_mode_under_contention)
     EXPECT_EQ(total, command({CMD_READ_U64, 8}));
 
     /* Swap, and the other 64-bit operations UCP offers, checked by value. */
-    uint64_t v = 0x1234567890abcdefull, result = 0;
-    ucp_request_param_t p = {};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
-    p.datatype     = ucp_dt_make_contig(8);
-    p.reply_buffer = &result;
-    ASSERT_EQ(UCS_OK, m_e->wait(ucp_atomic_op_nbx(m_ep, UCP_ATOMIC_OP_SWAP, &v,
-                                                  1, m_raddr, m_rkey, &p)));
+    const uint64_t mask = 0xff00ff00ff00ff00ull;
+    uint64_t result     = 0;
+    ASSERT_EQ(UCS_OK, atomic64(*m_e, m_ep, UCP_ATOMIC_OP_SWAP,
+                               0x1234567890abcdefull, &result, m_raddr,
+                               m_rkey));
     EXPECT_EQ(total, result);
-    uint64_t mask = 0xff00ff00ff00ff00ull;
-    ASSERT_EQ(UCS_OK, m_e->wait(ucp_atomic_op_nbx(m_ep, UCP_ATOMIC_OP_AND,
-                                                  &mask, 1, m_raddr, m_rkey,
-                                                  &p)));
+    ASSERT_EQ(UCS_OK, atomic64(*m_e, m_ep, UCP_ATOMIC_OP_AND, mask, &result,
+                               m_raddr, m_rkey));
     EXPECT_EQ(0x1234567890abcdefull, result);
-    uint64_t bits = 0x11;
-    ASSERT_EQ(UCS_OK, m_e->wait(ucp_atomic_op_nbx(m_ep, UCP_ATOMIC_OP_XOR,
-                                                  &bits, 1, m_raddr, m_rkey,
-                                                  &p)));
+    ASSERT_EQ(UCS_OK, atomic64(*m_e, m_ep, UCP_ATOMIC_OP_XOR, 0x11, &result,
+                               m_raddr, m_rkey));
     EXPECT_EQ(0x1234567890abcdefull & mask, result);
     ucp_request_param_t np = {};
     np.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
@@ -824,7 +810,8 @@ TEST_F(ucp_pair, atomics_device_mode_under_contention)
  * atomic lane from the target's capabilities only, so both sides are.) */
 TEST_F(ucp_pair, atomics_emulated_on_device_without_atomics)
 {
-    start(false, env_vars{{"DCXEMU_ATOMIC_CAP", "none"}});
+    ASSERT_NO_FATAL_FAILURE(
+            start(false, env_vars{{"DCXEMU_ATOMIC_CAP", "none"}}));
     const uint64_t count = 200;
     std::unique_ptr<child> client;
     {
@@ -860,8 +847,8 @@ TEST_F(ucp_pair, atomics_emulated_on_device_without_atomics)
 TEST_F(ucp_pair, wakeup_mode)
 {
     scoped_env env(env_vars{{"UCX_RNDV_THRESH", "8k"}});
-    start(true);
-    tag_echo({1, 100, 5000, 100000, 1 << 20});
+    ASSERT_NO_FATAL_FAILURE(start(true));
+    ASSERT_NO_FATAL_FAILURE(tag_echo({1, 100, 5000, 100000, 1 << 20}));
 
     /* Deterministic sleep: arm the idle worker with a receive posted, only
      * then ask the peer to send; the event fd must signal. */
@@ -1035,7 +1022,7 @@ TEST_F(ucp_peer_failure, survivor_unaffected)
  * byte must have arrived. */
 TEST_F(ucp_pair, rma_worker_flush_with_pending_ops)
 {
-    start();
+    ASSERT_NO_FATAL_FAILURE(start());
     const size_t chunk = 16384, nops = region_size / chunk;
     std::vector<char> buf(region_size);
     req_set rs;

@@ -91,7 +91,7 @@ protected:
         buffer remote(*m_receiver, total + 64);
         rkey rk(remote.packed_rkey());
 
-        check_shape_on(s, local, remote, rk);
+        ASSERT_NO_FATAL_FAILURE(check_shape_on(s, local, remote, rk));
     }
 
     /* The same on given buffers (large enough), e.g. a layout kept cached. */

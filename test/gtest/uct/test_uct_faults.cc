@@ -81,7 +81,7 @@ TEST(uct_faults, lost_grant_is_requested_again)
     ASSERT_NE(nullptr, api.inject);
     const int count         = 64;
     const unsigned grant_ms = 200; /* FC_GRANT_TIMEOUT */
-    entity receiver(config_t{{"TIMEOUT", "100us"}, {"RETRY_COUNT", "1"}});
+    entity receiver(quick_timeout(1));
     entity sender(config_t{{"FC_WND_SIZE", "8"}, {"FC_REQ_THRESH", "0"},
                            {"FC_GRANT_TIMEOUT",
                             std::to_string(grant_ms) + "ms"}});
@@ -134,8 +134,7 @@ TEST(uct_faults, unreachable_dct_fails_only_its_endpoint)
     fault_api api;
     ASSERT_NE(nullptr, api.inject);
     failure_record f;
-    entity sender(config_t{{"TIMEOUT", "100us"}, {"RETRY_COUNT", "2"}},
-                  record_failure, &f);
+    entity sender(quick_timeout(2), record_failure, &f);
     entity gone, alive;
     buffer buf_gone(gone, 4096), buf_alive(alive, 4096);
     rkey rk_gone(buf_gone.packed_rkey()), rk_alive(buf_alive.packed_rkey());
@@ -176,8 +175,7 @@ TEST(uct_faults, keepalive_behind_unsignaled_tail_finds_dead_peer)
     fault_api api;
     ASSERT_NE(nullptr, api.inject);
     failure_record f;
-    entity sender(config_t{{"TIMEOUT", "100us"}, {"RETRY_COUNT", "2"}},
-                  record_failure, &f);
+    entity sender(quick_timeout(2), record_failure, &f);
     entity peer;
     buffer buf(peer, 4096);
     rkey rk(buf.packed_rkey());
@@ -210,8 +208,7 @@ TEST(uct_faults, keepalive_behind_unsignaled_tail_finds_dead_peer)
 TEST(uct_faults, destroyed_dct_fails_only_its_endpoint)
 {
     failure_record f;
-    entity sender(config_t{{"TIMEOUT", "100us"}, {"RETRY_COUNT", "2"}},
-                  record_failure, &f);
+    entity sender(quick_timeout(2), record_failure, &f);
     std::unique_ptr<entity> doomed(new entity());
     entity alive;
     buffer buf_alive(alive, 4096);
@@ -281,8 +278,7 @@ TEST(uct_faults, dropped_deliveries_are_retried)
     fault_api api;
     ASSERT_NE(nullptr, api.inject);
     failure_record f;
-    entity sender(config_t{{"TIMEOUT", "100us"}, {"RETRY_COUNT", "7"}},
-                  record_failure, &f);
+    entity sender(quick_timeout(7), record_failure, &f);
     entity target;
     buffer buf(target, 4096);
     rkey rk(buf.packed_rkey());
@@ -312,8 +308,7 @@ TEST(uct_faults, rand_error_fails_sharers_and_resets_dci)
     fault_api api;
     ASSERT_NE(nullptr, api.inject);
     failure_record f;
-    entity sender(config_t{{"TX_POLICY", "rand"}, {"NUM_DCI", "1"},
-                           {"TIMEOUT", "100us"}, {"RETRY_COUNT", "1"}},
+    entity sender(quick_timeout(1, {{"TX_POLICY", "rand"}, {"NUM_DCI", "1"}}),
                   record_failure, &f);
     entity gone, other;
     buffer buf_gone(gone, 4096), buf_other(other, 4096);

@@ -240,8 +240,7 @@ DCX_CHILD_ROLE(sleeper)
 TEST(uct_multiproc, dead_peer_fails_only_its_endpoint)
 {
     failure_record failures;
-    entity e({{"TIMEOUT", "100us"}, {"RETRY_COUNT", "2"}}, record_failure,
-             &failures);
+    entity e(quick_timeout(2), record_failure, &failures);
     child victim("sleeper");
     child survivor("sleeper");
     uct_ep_h ep_dead, ep_alive;
@@ -286,8 +285,7 @@ TEST(uct_multiproc, dead_peer_fails_only_its_endpoint)
 TEST(uct_multiproc, ep_check_detects_dead_idle_peer)
 {
     failure_record failures;
-    entity e({{"TIMEOUT", "100us"}, {"RETRY_COUNT", "2"}}, record_failure,
-             &failures);
+    entity e(quick_timeout(2), record_failure, &failures);
     child victim("sleeper");
     child survivor("sleeper");
     uct_ep_h ep_dead, ep_alive;

@@ -244,7 +244,7 @@ TEST(uct_roce, other_roce_version_unreachable)
  * GRH); 3 crosses them both ways. */
 DCX_CHILD_ROLE(roce_hop_limit)
 {
-    const config_t short_retry = {{"TIMEOUT", "100us"}, {"RETRY_COUNT", "1"}};
+    const config_t short_retry = quick_timeout(1);
     {
         failure_record f;
         config_t c = short_retry;

@@ -40,6 +40,13 @@ uct_component_h dcx_component()
     return dcx;
 }
 
+config_t quick_timeout(unsigned retry_count, config_t extra)
+{
+    extra["TIMEOUT"]     = "100us";
+    extra["RETRY_COUNT"] = std::to_string(retry_count);
+    return extra;
+}
+
 /* A configuration call on a dcx interface variable: UCX 1.13 matches a name
  * without the table's prefix, 1.16 and later only with it (DCX_...). */
 static ucs_status_t

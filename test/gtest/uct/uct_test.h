@@ -34,6 +34,11 @@ extern const char *emu_dev_name;
 
 typedef std::map<std::string, std::string> config_t;
 
+/* A short transport timeout (100 us) with 'retry_count' retries, added to
+ * 'extra': a dead or unreachable peer fails its endpoint within
+ * milliseconds. */
+config_t quick_timeout(unsigned retry_count, config_t extra = config_t());
+
 /* One UCT worker + interface on the model device. */
 class entity {
 public:

@@ -40,29 +40,24 @@ unsigned dci_outstanding(const uct_dcx_iface_t *iface, uint16_t index)
     return iface->tx.queue_len - iface->tx.dcis[index].available;
 }
 
-struct pending_put {
-    uct_pending_req_t req;
-    uct_ep_h          ep;
-    uint64_t          addr;
-    uct_rkey_t        rkey;
-    uint64_t          value;
-    uint16_t          dci;   /* the endpoint's DCI when the request went */
-    bool              done;
-};
+/* A pending put that records the DCI its endpoint held when it went. */
+struct dci_put : pending_put {
+    uint16_t dci = 0;
 
-ucs_status_t pending_put_cb(uct_pending_req_t *req)
-{
-    pending_put *ctx    = ucs_container_of(req, pending_put, req);
-    ucs_status_t status = uct_ep_put_short(ctx->ep, &ctx->value,
-                                           sizeof(ctx->value), ctx->addr,
-                                           ctx->rkey);
+    dci_put(uct_ep_h ep, uint64_t addr, uct_rkey_t rkey, uint64_t value) :
+        pending_put(ep, addr, rkey, value)
+    {
+        req.func = [](uct_pending_req_t *self) {
+            dci_put *put        = ucs_container_of(self, dci_put, req);
+            ucs_status_t status = put->run();
 
-    if (status == UCS_OK) {
-        ctx->dci  = dcx_ep(ctx->ep)->dci;
-        ctx->done = true;
+            if (status == UCS_OK) {
+                put->dci = dcx_ep(put->ep)->dci;
+            }
+            return status;
+        };
     }
-    return status;
-}
+};
 
 } // namespace
 
@@ -200,12 +195,7 @@ TEST(uct_dci, dcs_quota_yields_at_quota)
 
     ASSERT_EQ(UCS_OK, uct_ep_put_short(busy, &value, 8, target.addr(),
                                        rk.get()));
-    pending_put ctx = {};
-    ctx.req.func = pending_put_cb;
-    ctx.ep       = waiter;
-    ctx.addr     = target.addr() + 8;
-    ctx.rkey     = rk.get();
-    ctx.value    = 2;
+    dci_put ctx(waiter, target.addr() + 8, rk.get(), 2);
     ASSERT_EQ(UCS_ERR_NO_RESOURCE,
               uct_ep_put_short(waiter, &value, 8, ctx.addr, ctx.rkey));
     ASSERT_EQ(UCS_OK, uct_ep_pending_add(waiter, &ctx.req, 0));

@@ -48,15 +48,13 @@ protected:
         return ep;
     }
 
-public:
-    /* Value i at word i of the target (also from pending callbacks). */
+    /* Value i at word i of the target. */
     ucs_status_t put(uct_ep_h ep, uint64_t i)
     {
         return uct_ep_put_short(ep, &i, sizeof(i), m_target->addr() + 8 * i,
                                 m_rkey->get());
     }
 
-protected:
     void put_range(uct_ep_h ep, uint64_t first, uint64_t count)
     {
         for (uint64_t i = first; i < first + count; ++i) {
@@ -241,27 +239,12 @@ TEST_P(uct_moderation, dci_returns_for_retrying_endpoint)
 /* A pending request waiting for the DCI held by an unsignaled tail runs. */
 TEST_P(uct_moderation, pending_request_gets_the_dci)
 {
-    struct pending_put {
-        uct_pending_req_t   req;
-        uct_moderation      *test;
-        uct_ep_h            ep;
-        int                 done;
-    } p;
-
     ASSERT_NO_FATAL_FAILURE(start({{"NUM_DCI", "1"}}));
     uct_ep_h ep1 = connect(), ep2 = connect();
     ASSERT_NO_FATAL_FAILURE(put_range(ep1, 0, 3));
 
-    p.test     = this;
-    p.ep       = ep2;
-    p.done     = 0;
-    p.req.func = [](uct_pending_req_t *req) -> ucs_status_t {
-        pending_put *pp     = ucs_container_of(req, pending_put, req);
-        ucs_status_t status = pp->test->put(pp->ep, 3);
-        pp->done           += (status == UCS_OK);
-        return status;
-    };
-
+    /* Value 3 at word 3, as put(ep2, 3) writes it. */
+    pending_put p(ep2, m_target->addr() + 8 * 3, m_rkey->get(), 3);
     ucs_status_t status = put(ep2, 3);
     if (status == UCS_ERR_NO_RESOURCE) { /* dcs policies: ep1 holds it */
         ASSERT_EQ(UCS_OK, uct_ep_pending_add(ep2, &p.req, 0));

@@ -76,7 +76,8 @@ protected:
             EXPECT_EQ(UCS_OK, flush_ep(all(), m_ep));
         }
         for (void *desc : m_am.kept) {
-            uct_iface_release_desc(UCS_PTR_BYTE_OFFSET(desc, -16));
+            uct_iface_release_desc(
+                    UCS_PTR_BYTE_OFFSET(desc, -(ptrdiff_t)rx_headroom));
         }
         close_pair();
     }
@@ -660,27 +661,6 @@ protected:
     }
 };
 
-struct pending_ctx {
-    uct_pending_req_t req;
-    uct_ep_h          ep;
-    uint64_t          addr;
-    uct_rkey_t        rkey;
-    uint64_t          value;
-    int               done;
-};
-
-static ucs_status_t pending_put(uct_pending_req_t *req)
-{
-    pending_ctx *ctx = ucs_container_of(req, pending_ctx, req);
-    ucs_status_t status = uct_ep_put_short(ctx->ep, &ctx->value,
-                                           sizeof(ctx->value), ctx->addr,
-                                           ctx->rkey);
-    if (status == UCS_OK) {
-        ctx->done = 1;
-    }
-    return status;
-}
-
 TEST_P(uct_ops_one_dci, pending_with_dci_exhaustion)
 {
     const int num_eps = 6, per_ep = 40;
@@ -688,7 +668,7 @@ TEST_P(uct_ops_one_dci, pending_with_dci_exhaustion)
     std::vector<std::unique_ptr<buffer>> targets;
     std::vector<std::unique_ptr<rkey>> rkeys;
     std::vector<uct_ep_h> eps;
-    std::vector<pending_ctx> ctxs(num_eps * per_ep);
+    std::vector<pending_put> ctxs(num_eps * per_ep);
     std::vector<entity*> everybody = all();
 
     for (int i = 0; i < num_eps; ++i) {
@@ -702,17 +682,11 @@ TEST_P(uct_ops_one_dci, pending_with_dci_exhaustion)
     int queued = 0;
     for (int j = 0; j < per_ep; ++j) {
         for (int i = 0; i < num_eps; ++i) {
-            pending_ctx &ctx = ctxs[j * num_eps + i];
-            ctx.req.func = pending_put;
-            ctx.ep       = eps[i];
-            ctx.addr     = targets[i]->addr() + 8 * j;
-            ctx.rkey     = rkeys[i]->get();
-            ctx.value    = 1000 * i + j;
-            ctx.done     = 0;
-            ucs_status_t status = uct_ep_put_short(eps[i], &ctx.value, 8,
-                                                   ctx.addr, ctx.rkey);
+            pending_put &ctx = ctxs[j * num_eps + i];
+            ctx = pending_put(eps[i], targets[i]->addr() + 8 * j,
+                              rkeys[i]->get(), 1000 * i + j);
+            ucs_status_t status = ctx.run();
             if (status == UCS_OK) {
-                ctx.done = 1;
                 continue;
             }
             ASSERT_EQ(UCS_ERR_NO_RESOURCE, status);
@@ -720,7 +694,7 @@ TEST_P(uct_ops_one_dci, pending_with_dci_exhaustion)
             if (status == UCS_ERR_BUSY) {
                 /* Resources came back meanwhile: send it now. */
                 ASSERT_EQ(UCS_OK, retry(everybody, [&] {
-                    return pending_put(&ctx.req);
+                    return ctx.run();
                 }));
             } else {
                 ASSERT_EQ(UCS_OK, status);
@@ -750,13 +724,12 @@ TEST_P(uct_ops_one_dci, pending_with_dci_exhaustion)
 
 TEST_P(uct_ops_one_dci, pending_purge)
 {
-    pending_ctx ctx = {};
-    int purged      = 0;
+    pending_put ctx;
+    int purged = 0;
     buffer target(*m_receiver, 64);
     rkey rk(target.packed_rkey());
     ucs_status_t status;
 
-    ctx.req.func = pending_put;
     /* Fill the single DCI's queue. */
     do {
         status = uct_ep_put_short(m_ep, &ctx.value, 8, target.addr(),
@@ -798,17 +771,12 @@ static ucs_status_t pending_flush(uct_pending_req_t *req)
  * meanwhile, never "no resource" (which UCP treats as an error). */
 TEST_P(uct_ops_one_dci, flush_queued_behind_pending)
 {
-    pending_ctx put = {};
     pending_flush_ctx flush = {};
     buffer target(*m_receiver, 64);
     rkey rk(target.packed_rkey());
+    pending_put put(m_ep, target.addr(), rk.get(), 0x1234567890abcdefull);
     ucs_status_t status;
 
-    put.req.func = pending_put;
-    put.ep       = m_ep;
-    put.addr     = target.addr();
-    put.rkey     = rk.get();
-    put.value    = 0x1234567890abcdefull;
     do {
         uint64_t zero = 0;
         status = uct_ep_put_short(m_ep, &zero, 8, target.addr(), rk.get());
@@ -1012,15 +980,13 @@ TEST_P(uct_ops_fc, window_enforced_then_granted)
     EXPECT_EQ(window, sent) << "the window was not enforced";
 
     /* The pending request is dispatched by the grant. */
-    pending_ctx pctx = {};
-    pctx.req.func    = [](uct_pending_req_t *req) {
-        pending_ctx *ctx = ucs_container_of(req, pending_ctx, req);
+    pending_put pctx(m_ep, 0, 0, sent);
+    pctx.req.func = [](uct_pending_req_t *req) { /* an AM, not a put */
+        pending_put *ctx = ucs_container_of(req, pending_put, req);
         ucs_status_t st  = uct_ep_am_short(ctx->ep, 5, ctx->value, NULL, 0);
         ctx->done       |= (st == UCS_OK);
         return st;
     };
-    pctx.ep    = m_ep;
-    pctx.value = sent;
     ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &pctx.req, 0));
     ASSERT_TRUE(wait_for(all(), [&] { return pctx.done != 0; }));
     ++sent;
@@ -1157,7 +1123,7 @@ TEST(uct_policy, dcs_quota_no_starvation)
     entity receiver;
     buffer target(receiver, 8 * (num_waiters + 1));
     rkey rk(target.packed_rkey());
-    std::vector<pending_ctx> ctxs(num_waiters);
+    std::vector<pending_put> ctxs(num_waiters);
     std::vector<uct_ep_h> eps;
     std::vector<entity*> both = {&sender, &receiver};
     uint64_t value = 1;
@@ -1174,15 +1140,10 @@ TEST(uct_policy, dcs_quota_no_starvation)
         ++busy_sent;
     }
     for (int i = 0; i < num_waiters; ++i) {
-        pending_ctx &ctx = ctxs[i];
-        ctx.req.func = pending_put;
-        ctx.ep       = eps[i];
-        ctx.addr     = target.addr() + 8 * (i + 1);
-        ctx.rkey     = rk.get();
-        ctx.value    = 100 + i;
-        ctx.done     = 0;
-        ASSERT_EQ(UCS_ERR_NO_RESOURCE,
-                  uct_ep_put_short(eps[i], &ctx.value, 8, ctx.addr, ctx.rkey));
+        pending_put &ctx = ctxs[i];
+        ctx = pending_put(eps[i], target.addr() + 8 * (i + 1), rk.get(),
+                          100 + i);
+        ASSERT_EQ(UCS_ERR_NO_RESOURCE, ctx.run());
         ASSERT_EQ(UCS_OK, uct_ep_pending_add(eps[i], &ctx.req, 0));
     }
 

@@ -136,7 +136,7 @@ entity::entity(const config_t &config, uct_error_handler_t err_handler,
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
     params.mode.device.tl_name  = "dcx";
     params.mode.device.dev_name = emu_dev_name;
-    params.rx_headroom          = 16;
+    params.rx_headroom          = rx_headroom;
     if (err_handler != nullptr) {
         params.field_mask       |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
                                    UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
@@ -292,6 +292,24 @@ test_comp::test_comp() : status(UCS_INPROGRESS), done(0)
     uct.func   = test_comp_cb;
     uct.count  = 1;
     uct.status = UCS_OK;
+}
+
+pending_put::pending_put(uct_ep_h ep, uint64_t addr, uct_rkey_t rkey,
+                         uint64_t value) :
+    ep(ep), addr(addr), rkey(rkey), value(value), done(0)
+{
+    req.func = [](uct_pending_req_t *self) {
+        return ucs_container_of(self, pending_put, req)->run();
+    };
+}
+
+ucs_status_t pending_put::run()
+{
+    ucs_status_t status = uct_ep_put_short(ep, &value, sizeof(value), addr,
+                                           rkey);
+
+    done |= (status == UCS_OK);
+    return status;
 }
 
 ucs_status_t wait_comp(const std::vector<entity*> &entities,

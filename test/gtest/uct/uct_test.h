@@ -34,6 +34,10 @@ extern const char *emu_dev_name;
 
 typedef std::map<std::string, std::string> config_t;
 
+/* The receive headroom every entity asks for: a kept active-message
+ * descriptor starts this far before its data. */
+const size_t rx_headroom = 16;
+
 /* A short transport timeout (100 us) with 'retry_count' retries, added to
  * 'extra': a dead or unreachable peer fails its endpoint within
  * milliseconds. */
@@ -135,6 +139,22 @@ ucs_status_t flush_ep(const std::vector<entity*> &entities, uct_ep_h ep,
  * within the timeout, progressing the entities meanwhile. */
 bool iface_flushed(const std::vector<entity*> &entities, const entity &e,
                    double timeout = 20.0);
+
+/* A pending request that puts the 8-byte 'value' at 'addr' when it runs;
+ * 'done' once the put went. */
+struct pending_put {
+    uct_pending_req_t req;
+    uct_ep_h          ep;
+    uint64_t          addr;
+    uct_rkey_t        rkey;
+    uint64_t          value;
+    int               done;
+
+    pending_put(uct_ep_h ep = nullptr, uint64_t addr = 0, uct_rkey_t rkey = 0,
+                uint64_t value = 0);
+    /* The put now, as the pending dispatch does: uct_ep_put_short's status. */
+    ucs_status_t run();
+};
 
 /* Endpoint failures reported to an entity's error handler. */
 struct failure_record {

@@ -87,6 +87,55 @@ protected:
      * need the peer's Ethernet address. */
     bool roce() { return m_receiver->address()[3] & 1; }
 
+    /* A fetching atomic (32 or 64 bits, by T) on the fixture's endpoint,
+     * waited for: the old value. */
+    template <typename T>
+    T atomic_fetch(uct_atomic_op_t op, T value, uint64_t addr, uct_rkey_t rk)
+    {
+        T result = (T)0xdeadbeefdeadbeefull;
+        test_comp comp;
+        ucs_status_t status = retry(all(), [&] {
+            return (sizeof(T) == 4) ?
+                   uct_ep_atomic32_fetch(m_ep, op, value, (uint32_t*)&result,
+                                         addr, rk, &comp.uct) :
+                   uct_ep_atomic64_fetch(m_ep, op, value, (uint64_t*)&result,
+                                         addr, rk, &comp.uct);
+        });
+
+        EXPECT_EQ(UCS_OK, wait_comp(all(), status, comp)) << "op " << op;
+        return result;
+    }
+
+    /* A compare-swap, waited for: the old value. */
+    template <typename T>
+    T atomic_cswap(T compare, T swap, uint64_t addr, uct_rkey_t rk)
+    {
+        T result = 0;
+        test_comp comp;
+        ucs_status_t status = retry(all(), [&] {
+            return (sizeof(T) == 4) ?
+                   uct_ep_atomic_cswap32(m_ep, compare, swap, addr, rk,
+                                         (uint32_t*)&result, &comp.uct) :
+                   uct_ep_atomic_cswap64(m_ep, compare, swap, addr, rk,
+                                         (uint64_t*)&result, &comp.uct);
+        });
+
+        EXPECT_EQ(UCS_OK, wait_comp(all(), status, comp)) << "compare-swap";
+        return result;
+    }
+
+    /* A posted atomic, flushed (asserts). */
+    template <typename T>
+    void atomic_post(uct_atomic_op_t op, T value, uint64_t addr, uct_rkey_t rk)
+    {
+        ASSERT_EQ(UCS_OK, retry(all(), [&] {
+            return (sizeof(T) == 4) ?
+                   uct_ep_atomic32_post(m_ep, op, value, addr, rk) :
+                   uct_ep_atomic64_post(m_ep, op, value, addr, rk);
+        }));
+        ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
+    }
+
     void wait_am(size_t count)
     {
         ASSERT_TRUE(wait_for(all(), [&] {
@@ -351,23 +400,11 @@ TEST_P(uct_ops, atomics)
     buffer target(*m_receiver, 64);
     rkey rk(target.packed_rkey());
     uint64_t *word = (uint64_t*)target.ptr();
-    uint64_t result;
-
     auto fetch = [&](uct_atomic_op_t op, uint64_t value) {
-        test_comp comp;
-        ucs_status_t status = retry(all(), [&] {
-            return uct_ep_atomic64_fetch(m_ep, op, value, &result,
-                                         target.addr(), rk.get(), &comp.uct);
-        });
-        EXPECT_EQ(UCS_OK, wait_comp(all(), status, comp));
-        return result;
+        return atomic_fetch<uint64_t>(op, value, target.addr(), rk.get());
     };
     auto post = [&](uct_atomic_op_t op, uint64_t value) {
-        ASSERT_EQ(UCS_OK, retry(all(), [&] {
-            return uct_ep_atomic64_post(m_ep, op, value, target.addr(),
-                                        rk.get());
-        }));
-        ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
+        atomic_post<uint64_t>(op, value, target.addr(), rk.get());
     };
 
     *word = 10;
@@ -393,22 +430,10 @@ TEST_P(uct_ops, atomics)
     EXPECT_EQ(0u, fetch(UCT_ATOMIC_OP_SWAP, 7));
     EXPECT_EQ(7u, *word);
 
-    test_comp comp;
-    ucs_status_t status = retry(all(), [&] {
-        return uct_ep_atomic_cswap64(m_ep, 7, 99, target.addr(), rk.get(),
-                                     &result, &comp.uct);
-    });
-    ASSERT_EQ(UCS_OK, wait_comp(all(), status, comp));
-    EXPECT_EQ(7u, result);
+    EXPECT_EQ(7u, atomic_cswap<uint64_t>(7, 99, target.addr(), rk.get()));
     EXPECT_EQ(99u, *word);
-
-    test_comp comp2;
-    status = retry(all(), [&] {
-        return uct_ep_atomic_cswap64(m_ep, 7, 1, target.addr(), rk.get(),
-                                     &result, &comp2.uct);
-    });
-    ASSERT_EQ(UCS_OK, wait_comp(all(), status, comp2));
-    EXPECT_EQ(99u, result); /* no swap: the compare failed */
+    /* no swap: the compare failed */
+    EXPECT_EQ(99u, atomic_cswap<uint64_t>(7, 1, target.addr(), rk.get()));
     EXPECT_EQ(99u, *word);
 }
 
@@ -423,18 +448,12 @@ TEST_P(uct_ops, atomics64_masked_one_request)
     buffer target(*m_receiver, 64);
     rkey rk(target.packed_rkey());
     uint64_t *word = (uint64_t*)target.ptr();
-    uint64_t result;
-
     auto fetch = [&](uct_atomic_op_t op, uint64_t value) {
-        test_comp comp;
         uint64_t before = tx_counters(m_sender->iface()).work_requests;
-        ucs_status_t status = retry(all(), [&] {
-            return uct_ep_atomic64_fetch(m_ep, op, value, &result,
-                                         target.addr(), rk.get(), &comp.uct);
-        });
-        EXPECT_EQ(UCS_OK, wait_comp(all(), status, comp));
+        uint64_t result = atomic_fetch<uint64_t>(op, value, target.addr(),
+                                                 rk.get());
         EXPECT_EQ(1u, tx_counters(m_sender->iface()).work_requests - before)
-            << "op " << op;
+                << "op " << op;
         return result;
     };
 
@@ -459,32 +478,19 @@ TEST_P(uct_ops, atomics32)
     rkey rk(target.packed_rkey());
     uint32_t *word  = (uint32_t*)target.ptr() + 1; /* second half of a word */
     uint32_t *other = (uint32_t*)target.ptr();
-    uint32_t result;
-
     auto fetch = [&](uct_atomic_op_t op, uint32_t value) {
-        test_comp comp;
-        result = 0xdeadbeef;
-        ucs_status_t status = retry(all(), [&] {
-            return uct_ep_atomic32_fetch(m_ep, op, value, &result,
-                                         target.addr() + 4, rk.get(),
-                                         &comp.uct);
-        });
-        EXPECT_EQ(UCS_OK, wait_comp(all(), status, comp));
-        return result;
+        return atomic_fetch<uint32_t>(op, value, target.addr() + 4, rk.get());
     };
     auto post = [&](uct_atomic_op_t op, uint32_t value) {
-        ASSERT_EQ(UCS_OK, retry(all(), [&] {
-            return uct_ep_atomic32_post(m_ep, op, value, target.addr() + 4,
-                                        rk.get());
-        }));
-        ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
+        atomic_post<uint32_t>(op, value, target.addr() + 4, rk.get());
     };
 
     *other = 0x5a5a5a5a;
     *word  = 10;
     EXPECT_EQ(10u, fetch(UCT_ATOMIC_OP_ADD, 5));
     EXPECT_EQ(15u, *word);
-    ASSERT_NO_FATAL_FAILURE(post(UCT_ATOMIC_OP_ADD, UINT32_MAX)); /* wraps at 32 bits */
+    /* wraps at 32 bits */
+    ASSERT_NO_FATAL_FAILURE(post(UCT_ATOMIC_OP_ADD, UINT32_MAX));
     EXPECT_EQ(14u, *word);
     EXPECT_EQ(14u, fetch(UCT_ATOMIC_OP_SWAP, 0xff00ff00u));
     EXPECT_EQ(0xff00ff00u, *word);
@@ -501,22 +507,12 @@ TEST_P(uct_ops, atomics32)
     ASSERT_NO_FATAL_FAILURE(post(UCT_ATOMIC_OP_XOR, 0x0e000e00u));
     EXPECT_EQ(0xfu, *word);
 
-    test_comp comp;
-    ucs_status_t status = retry(all(), [&] {
-        return uct_ep_atomic_cswap32(m_ep, 0xf, 0x80000000u, target.addr() + 4,
-                                     rk.get(), &result, &comp.uct);
-    });
-    ASSERT_EQ(UCS_OK, wait_comp(all(), status, comp));
-    EXPECT_EQ(0xfu, result);
+    EXPECT_EQ(0xfu, atomic_cswap<uint32_t>(0xf, 0x80000000u,
+                                           target.addr() + 4, rk.get()));
     EXPECT_EQ(0x80000000u, *word);
-
-    test_comp comp2;
-    status = retry(all(), [&] {
-        return uct_ep_atomic_cswap32(m_ep, 0xf, 1, target.addr() + 4,
-                                     rk.get(), &result, &comp2.uct);
-    });
-    ASSERT_EQ(UCS_OK, wait_comp(all(), status, comp2));
-    EXPECT_EQ(0x80000000u, result); /* no swap: the compare failed */
+    /* no swap: the compare failed */
+    EXPECT_EQ(0x80000000u,
+              atomic_cswap<uint32_t>(0xf, 1, target.addr() + 4, rk.get()));
     EXPECT_EQ(0x80000000u, *word);
     EXPECT_EQ(0x5a5a5a5au, *other);
 

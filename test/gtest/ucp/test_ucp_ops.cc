@@ -449,6 +449,36 @@ DCX_CHILD_ROLE(amo_client)
     return 0;
 }
 
+/* What a ucp_peer child says when it starts: its worker address, the packed
+ * rkey and the address of its region. */
+struct peer_hello {
+    std::vector<char> address;
+    std::vector<char> packed_rkey;
+    uint64_t          raddr = 0;
+};
+
+/* Connects to a ucp_peer child and sends it this worker's address (it then
+ * connects back): the endpoint's status; what the peer said in *hello. */
+ucs_status_t connect_peer(ucp_entity &e, child &peer, ucp_ep_h *ep_p,
+                          peer_hello *hello = nullptr,
+                          ucp_err_handling_mode_t err_mode =
+                                  UCP_ERR_HANDLING_MODE_NONE)
+{
+    peer_hello h;
+
+    h.address           = recv_msg(peer.from_fd());
+    h.packed_rkey       = recv_msg(peer.from_fd());
+    h.raddr             = msg_u64(recv_msg(peer.from_fd()));
+    ucs_status_t status = e.connect(h.address, ep_p, err_mode);
+    if (status == UCS_OK) {
+        send_msg(peer.to_fd(), e.address());
+    }
+    if (hello != nullptr) {
+        *hello = h;
+    }
+    return status;
+}
+
 /* Fixture: this process and a ucp_peer child, connected both ways. */
 class ucp_pair : public testing::Test {
 protected:
@@ -462,13 +492,13 @@ protected:
                                peer_env));
         m_e.reset(new ucp_entity(all_features, wakeup));
         ASSERT_TRUE(m_e->ok());
-        m_peer_addr = recv_msg(m_peer->from_fd());
-        ASSERT_EQ(UCS_OK, m_e->connect(m_peer_addr, &m_ep));
-        m_packed_rkey = recv_msg(m_peer->from_fd());
-        const std::vector<char> &packed = m_packed_rkey;
-        m_raddr = msg_u64(recv_msg(m_peer->from_fd()));
-        ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(m_ep, packed.data(), &m_rkey));
-        send_msg(m_peer->to_fd(), m_e->address());
+        peer_hello hello;
+        ASSERT_EQ(UCS_OK, connect_peer(*m_e, *m_peer, &m_ep, &hello));
+        m_peer_addr   = hello.address;
+        m_packed_rkey = hello.packed_rkey;
+        m_raddr       = hello.raddr;
+        ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(m_ep, m_packed_rkey.data(),
+                                             &m_rkey));
     }
 
     void TearDown() override
@@ -901,13 +931,9 @@ TEST_F(ucp_peer_failure, killed_peer_reported)
     child victim("ucp_peer");
     ucp_entity e(all_features);
     ASSERT_TRUE(e.ok());
-    std::vector<char> vaddr = recv_msg(victim.from_fd());
-    recv_msg(victim.from_fd());
-    recv_msg(victim.from_fd());
-
     ucp_ep_h ep = nullptr;
-    ASSERT_EQ(UCS_OK, e.connect(vaddr, &ep, UCP_ERR_HANDLING_MODE_PEER));
-    send_msg(victim.to_fd(), e.address());
+    ASSERT_EQ(UCS_OK, connect_peer(e, victim, &ep, nullptr,
+                                   UCP_ERR_HANDLING_MODE_PEER));
 
     victim.kill();
     std::vector<char> buf(100000, 1);
@@ -931,13 +957,9 @@ TEST_F(ucp_peer_failure, idle_peer_found_by_keepalive)
     child victim("ucp_peer");
     ucp_entity e(all_features);
     ASSERT_TRUE(e.ok());
-    std::vector<char> vaddr = recv_msg(victim.from_fd());
-    recv_msg(victim.from_fd());
-    recv_msg(victim.from_fd());
-
     ucp_ep_h ep = nullptr;
-    ASSERT_EQ(UCS_OK, e.connect(vaddr, &ep, UCP_ERR_HANDLING_MODE_PEER));
-    send_msg(victim.to_fd(), e.address());
+    ASSERT_EQ(UCS_OK, connect_peer(e, victim, &ep, nullptr,
+                                   UCP_ERR_HANDLING_MODE_PEER));
 
     /* One exchange so the endpoint is fully wired up, then silence. */
     std::vector<char> buf(64, 1);
@@ -963,16 +985,13 @@ TEST_F(ucp_peer_failure, survivor_unaffected)
     ASSERT_TRUE(e.ok());
 
     ucp_ep_h vep, sep;
-    ASSERT_EQ(UCS_OK, e.connect(recv_msg(victim->from_fd()), &vep));
-    std::vector<char> vrkey = recv_msg(victim->from_fd());
-    uint64_t vaddr = msg_u64(recv_msg(victim->from_fd()));
-    send_msg(victim->to_fd(), e.address());
+    peer_hello vhello;
+    ASSERT_EQ(UCS_OK, connect_peer(e, *victim, &vep, &vhello));
+    uint64_t vaddr = vhello.raddr;
     ucp_rkey_h rkey;
-    ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(vep, vrkey.data(), &rkey));
-    ASSERT_EQ(UCS_OK, e.connect(recv_msg(survivor.from_fd()), &sep));
-    recv_msg(survivor.from_fd());
-    recv_msg(survivor.from_fd());
-    send_msg(survivor.to_fd(), e.address());
+    ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(vep, vhello.packed_rkey.data(),
+                                         &rkey));
+    ASSERT_EQ(UCS_OK, connect_peer(e, survivor, &sep));
 
     auto echo = [&](child &c, ucp_ep_h ep, size_t len) {
         std::vector<char> out(len), in(len, 0);

@@ -158,8 +158,8 @@ uct_dcx_md_async_event(int fd, ucs_event_set_types_t events, void *arg)
     while (md->ops->get_async_event(md->ctx, &event) == 0) {
         switch (event.event_type) {
         case IBV_EVENT_PORT_ERR:
-            ucs_warn("dcx: %s: port %d is down; peers will see transport "
-                     "errors",
+            ucs_warn("dcx: %s: port %d is down; "
+                     "peers will see transport errors",
                      name, event.element.port_num);
             break;
         case IBV_EVENT_PORT_ACTIVE:
@@ -167,15 +167,15 @@ uct_dcx_md_async_event(int fd, ucs_event_set_types_t events, void *arg)
                      event.element.port_num);
             break;
         case IBV_EVENT_DEVICE_FATAL:
-            ucs_error("dcx: %s: fatal device error: its endpoints fail and "
-                      "what they had outstanding completes with an error",
+            ucs_error("dcx: %s: fatal device error: its endpoints fail "
+                      "and what they had outstanding completes with an error",
                       name);
             uct_dcx_md_fatal_dispatch(md);
             break;
         case IBV_EVENT_SRQ_LIMIT_REACHED:
-            ucs_diag("dcx: %s: a receive queue ran below its limit: the "
-                     "receiver does not progress fast enough, senders will "
-                     "see receiver-not-ready retries",
+            ucs_diag("dcx: %s: a receive queue ran below its limit: "
+                     "the receiver does not progress fast enough, "
+                     "senders will see receiver-not-ready retries",
                      name);
             break;
         case IBV_EVENT_CQ_ERR:

@@ -77,8 +77,9 @@ static ucs_status_t uct_dcx_md_reg_mr(uct_dcx_md_t *md, void *address,
         (getrlimit(RLIMIT_MEMLOCK, &limit) == 0) &&
         (limit.rlim_cur != RLIM_INFINITY)) {
         ucs_log(uct_md_reg_log_lvl(flags),
-                "dcx: %s: failed to register %p length %zu: %s; the locked "
-                "memory limit is %llu KiB: raise it (ulimit -l unlimited)",
+                "dcx: %s: failed to register %p length %zu: %s; "
+                "the locked memory limit is %llu KiB: "
+                "raise it (ulimit -l unlimited)",
                 md->device->name, address, length, strerror(err),
                 (unsigned long long)limit.rlim_cur / UCS_KBYTE);
     } else {
@@ -300,8 +301,8 @@ uct_dcx_md_mem_dereg(uct_md_h uct_md, const uct_md_mem_dereg_params_t *params)
 
     memh = params->memh;
     if (memh->flags & UCT_DCX_MEM_FLAG_VIEW) {
-        ucs_error("dcx: memory handle %p is a strided view: destroy it with "
-                  "uct_dcx_mem_view_destroy()",
+        ucs_error("dcx: memory handle %p is a strided view: "
+                  "destroy it with uct_dcx_mem_view_destroy()",
                   memh);
         return UCS_ERR_INVALID_PARAM;
     }
@@ -337,8 +338,8 @@ ucs_status_t uct_dcx_rkey_unpack_buffer(const void *rkey_buffer,
 
     if ((packed->magic != UCT_DCX_RKEY_MAGIC) ||
         (packed->version != UCT_DCX_RKEY_VERSION) || (packed->reserved != 0)) {
-        ucs_error("dcx: malformed remote key (magic 0x%x version %u): not "
-                  "packed by a dcx memory domain of this version",
+        ucs_error("dcx: malformed remote key (magic 0x%x version %u): "
+                  "not packed by a dcx memory domain of this version",
                   packed->magic, packed->version);
         return UCS_ERR_INVALID_PARAM;
     }

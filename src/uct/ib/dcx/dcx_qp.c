@@ -142,8 +142,8 @@ void uct_dcx_iface_ext_atomics(uct_dcx_iface_t *iface, const char *dev_name)
         iface->config.ext_atomics64_be =
                 uct_dcx_prm_field(page, UCT_DCX_PRM_ATOMIC_8B_MODE_BIT, 2) != 1;
     }
-    ucs_debug("dcx: %s: atomic operations 0x%x, sizes 0x%x: masked atomics "
-              "32-bit %s, 64-bit %s",
+    ucs_debug("dcx: %s: atomic operations 0x%x, sizes 0x%x: "
+              "masked atomics 32-bit %s, 64-bit %s",
               dev_name, ops, sizes, iface->config.ext_atomics32 ? "yes" : "no",
               iface->config.ext_atomics64 ? "yes" : "no");
 }
@@ -200,8 +200,7 @@ uct_dcx_iface_dci_qp_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
         if ((errno != EINVAL) || (iface->tx.num_created > 0) ||
             ((iface->tx.req_max_inline == 0) &&
              (iface->tx.req_queue_len <= 1))) {
-            ucs_error("dcx: %s: cannot create a dci (queue %u, inline %zu): "
-                      "%m",
+            ucs_error("dcx: %s: cannot create a dci (queue %u, inline %zu): %m",
                       iface->md->device->name, iface->tx.req_queue_len,
                       iface->tx.req_max_inline);
             return UCS_ERR_IO_ERROR;
@@ -211,8 +210,8 @@ uct_dcx_iface_dci_qp_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
         } else {
             iface->tx.req_queue_len /= 2;
         }
-        ucs_diag("dcx: %s: the device refused a dci of that size, asking for "
-                 "queue %u, inline %zu",
+        ucs_diag("dcx: %s: the device refused a dci of that size, "
+                 "asking for queue %u, inline %zu",
                  iface->md->device->name, iface->tx.req_queue_len,
                  iface->tx.req_max_inline);
     }
@@ -258,9 +257,9 @@ uct_dcx_iface_dci_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
     } else if ((attr.cap.max_send_wr < iface->tx.queue_len) ||
                (attr.cap.max_inline_data < iface->tx.max_inline) ||
                (attr.cap.max_send_sge < iface->tx.max_sge)) {
-        ucs_error("dcx: %s: dci 0x%x got a smaller send queue than the "
-                  "first one",
-                  iface->md->device->name, dci->qp->qp_num);
+        ucs_error(
+                "dcx: %s: dci 0x%x got a smaller send queue than the first one",
+                iface->md->device->name, dci->qp->qp_num);
         status = UCS_ERR_IO_ERROR;
         goto err_destroy;
     }

@@ -50,8 +50,8 @@ uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface, uct_dcx_umr_t **umr_p)
                               iface->umr.num_mkeys, iface->umr.max_inline);
     if (status != UCS_OK) {
         ucs_free(umr);
-        ucs_debug("dcx: %s: UMR unavailable (%s): strided operations are "
-                  "packed",
+        ucs_debug("dcx: %s: UMR unavailable (%s): "
+                  "strided operations are packed",
                   iface->md->device->name, ucs_status_string(status));
         iface->umr.unavailable = 1;
         return UCS_ERR_UNSUPPORTED;
@@ -176,8 +176,9 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
 
     access = uct_dcx_mem_view_access(mem);
     if (!(access & UCT_DCX_MR_REMOTE_ACCESS)) {
-        ucs_error("dcx: a view needs a registration with remote put or get "
-                  "rights (UCT_MD_MEM_ACCESS_REMOTE_PUT/GET)");
+        ucs_error("dcx: a view needs a registration "
+                  "with remote put or get rights "
+                  "(UCT_MD_MEM_ACCESS_REMOTE_PUT/GET)");
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -186,10 +187,10 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
     if ((length == 0) || (count == 0) || (stride < length) ||
         (first < (uintptr_t)mem->mr->addr) ||
         (end > (uintptr_t)mem->mr->addr + mem->mr->length)) {
-        ucs_error("dcx: view %zu x %zu @ %zu at %p is empty, overlapping or "
-                  "outside its registration [%p, +%zu)",
-                  count, length, stride, address, mem->mr->addr,
-                  mem->mr->length);
+        ucs_error(
+                "dcx: view %zu x %zu @ %zu at %p "
+                "is empty, overlapping or outside its registration [%p, +%zu)",
+                count, length, stride, address, mem->mr->addr, mem->mr->length);
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -222,8 +223,7 @@ uct_dcx_mem_view_add_blocks(const uct_dcx_umr_t *umr, const uct_iov_t *iov,
 
     if ((mem == NULL) || (mem->flags & UCT_DCX_MEM_FLAG_VIEW) ||
         ((iov->count > 1) && (iov->stride < iov->length))) {
-        ucs_error("dcx: view entry %zu: no registration, or overlapping "
-                  "blocks",
+        ucs_error("dcx: view entry %zu: no registration, or overlapping blocks",
                   entry);
         return UCS_ERR_INVALID_PARAM;
     }
@@ -240,9 +240,9 @@ uct_dcx_mem_view_add_blocks(const uct_dcx_umr_t *umr, const uct_iov_t *iov,
         end              = pieces[n].addr + pieces[n].length;
         if ((pieces[n].addr < (uintptr_t)mem->mr->addr) ||
             (end > (uintptr_t)mem->mr->addr + mem->mr->length)) {
-            ucs_error("dcx: view entry %zu block %zu is outside its "
-                      "registration",
-                      entry, j);
+            ucs_error(
+                    "dcx: view entry %zu block %zu is outside its registration",
+                    entry, j);
             return UCS_ERR_INVALID_PARAM;
         }
         ++n;

@@ -15,7 +15,6 @@
 #include <ucs/sys/string.h>
 #include <ucs/sys/sys.h>
 
-#include <fcntl.h>
 #include <string.h>
 
 
@@ -488,73 +487,6 @@ uct_dcx_iface_init_caps(uct_dcx_iface_t *iface,
     iface->rx.payload_offset  = iface->rx.headroom_offset + rx_headroom;
     iface->rx.release_desc.cb = uct_dcx_iface_release_desc;
     return UCS_OK;
-}
-
-/* One completion channel for the events of both CQs. */
-static ucs_status_t
-uct_dcx_iface_channel_create(uct_dcx_iface_t *iface, const char *dev_name)
-{
-    ucs_status_t status;
-
-    iface->channel = iface->ops->create_comp_channel(iface->md->ctx);
-    if (iface->channel == NULL) {
-        ucs_error("dcx: %s: cannot create a completion channel: %m", dev_name);
-        return UCS_ERR_IO_ERROR;
-    }
-
-    status = ucs_sys_fcntl_modfl(iface->channel->fd, O_NONBLOCK, 0);
-    if (status != UCS_OK) {
-        iface->ops->destroy_comp_channel(iface->channel);
-    }
-    return status;
-}
-
-/* The queues on the device: the completion channel, the CQs, the SRQ and
- * the DCT. */
-static ucs_status_t
-uct_dcx_iface_queues_create(uct_dcx_iface_t *iface,
-                            const uct_dcx_iface_config_t *config,
-                            const char *dev_name)
-{
-    ucs_status_t status;
-
-    status = uct_dcx_iface_channel_create(iface, dev_name);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = uct_dcx_iface_cqs_create(iface, config);
-    if (status != UCS_OK) {
-        goto err_destroy_channel;
-    }
-
-    status = uct_dcx_iface_srq_create(iface, dev_name);
-    if (status != UCS_OK) {
-        goto err_destroy_cqs;
-    }
-
-    status = uct_dcx_iface_dct_create(iface);
-    if (status != UCS_OK) {
-        goto err_destroy_srq;
-    }
-
-    return UCS_OK;
-
-err_destroy_srq:
-    iface->ops->destroy_srq(iface->rx.srq);
-err_destroy_cqs:
-    uct_dcx_iface_cqs_destroy(iface);
-err_destroy_channel:
-    iface->ops->destroy_comp_channel(iface->channel);
-    return status;
-}
-
-static void uct_dcx_iface_queues_destroy(uct_dcx_iface_t *iface)
-{
-    iface->ops->destroy_qp(iface->rx.dct);
-    iface->ops->destroy_srq(iface->rx.srq);
-    uct_dcx_iface_cqs_destroy(iface);
-    iface->ops->destroy_comp_channel(iface->channel);
 }
 
 /* Operations with their send buffers, flush operations, pending grants,

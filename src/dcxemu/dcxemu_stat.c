@@ -24,22 +24,21 @@ static const char *const op_names[DCXEMU_CNT_OP_MAX] = {
     "atomic_fa", "atomic_cs", "umr",  "local_inv",
 };
 
+/* One source line per line printed. */
+static const char usage_text[] =
+        "usage: dcxemu-stat [-c] [-f FABRIC]\n"
+        "       dcxemu-stat -r [-f FABRIC] [-- COMMAND [ARGS...]]\n"
+        "  Print the fabric-wide counters of every device of a dcxemu fabric\n"
+        "  (default: $DCXEMU_FABRIC, else dcxemu-<uid> or its fallback name).\n"
+        "  -c  one line per device: dcxemuN key=value ...\n"
+        "  -r  remove the fabric if no process is attached to it; exit 0 when\n"
+        "      removed or absent, 3 when in use (left in place), 1 on error.\n"
+        "      With COMMAND: run it, then remove the fabric if idle, and exit\n"
+        "      with COMMAND's status (128+N if signal N ended it).\n";
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: dcxemu-stat [-c] [-f FABRIC]\n"
-               "       dcxemu-stat -r [-f FABRIC] [-- COMMAND [ARGS...]]\n"
-               "  Print the fabric-wide counters of every device of a dcxemu "
-               "fabric\n"
-               "  (default: $DCXEMU_FABRIC, else dcxemu-<uid> or its fallback "
-               "name).\n"
-               "  -c  one line per device: dcxemuN key=value ...\n"
-               "  -r  remove the fabric if no process is attached to it; exit "
-               "0 when\n"
-               "      removed or absent, 3 when in use (left in place), 1 on "
-               "error.\n"
-               "      With COMMAND: run it, then remove the fabric if idle, "
-               "and exit\n"
-               "      with COMMAND's status (128+N if signal N ended it).\n");
+    fputs(usage_text, f);
 }
 
 static volatile pid_t child_pid;
@@ -149,9 +148,8 @@ static const struct dcxemu_shm *map_fabric(const char *path)
         f->layout_version != DCXEMU_LAYOUT_VERSION ||
         f->struct_size != sizeof(*f)) {
         fprintf(stderr,
-                "dcxemu-stat: fabric %s has magic 0x%llx layout %u; this tool "
-                "reads "
-                "layout %u\n",
+                "dcxemu-stat: fabric %s has magic 0x%llx layout %u; "
+                "this tool reads layout %u\n",
                 path + 1, (unsigned long long)f->magic, f->layout_version,
                 DCXEMU_LAYOUT_VERSION);
         return NULL;

@@ -316,8 +316,8 @@ fabric_file_check(int fd, const struct stat *st, char *why, size_t wlen)
     if (!S_ISREG(st->st_mode) || st->st_uid != getuid() ||
         (st->st_mode & 077) != 0) {
         snprintf(why, wlen,
-                 "is owned by uid %u with mode 0%03o (needs uid %u and mode "
-                 "0600)",
+                 "is owned by uid %u with mode 0%03o "
+                 "(needs uid %u and mode 0600)",
                  (unsigned)st->st_uid, (unsigned)(st->st_mode & 0777),
                  (unsigned)getuid());
         return EACCES;
@@ -338,8 +338,8 @@ fabric_file_check(int fd, const struct stat *st, char *why, size_t wlen)
          h->layout_version != DCXEMU_LAYOUT_VERSION ||
          h->struct_size != sizeof(*h))) {
         snprintf(why, wlen,
-                 "has magic 0x%llx layout %u, this library needs magic 0x%llx "
-                 "layout %u",
+                 "has magic 0x%llx layout %u, "
+                 "this library needs magic 0x%llx layout %u",
                  (unsigned long long)h->magic,
                  (size_t)st->st_size >= sizeof(*h) ? h->layout_version : 0,
                  (unsigned long long)DCXEMU_MAGIC, DCXEMU_LAYOUT_VERSION);
@@ -431,8 +431,8 @@ static int check_file(int fd, const struct stat *st, const char *name,
         fprintf(stderr, "dcxemu: fabric %s %s; refusing it\n", name, why);
     } else {
         fprintf(stderr,
-                "dcxemu: fabric %s %s; use another DCXEMU_FABRIC or remove "
-                "/dev/shm%s\n",
+                "dcxemu: fabric %s %s; "
+                "use another DCXEMU_FABRIC or remove /dev/shm%s\n",
                 name, why, name);
     }
     return err;
@@ -564,9 +564,8 @@ static int attach_name(int is_explicit, char *why, size_t wlen)
     }
     if (dcxemu_me < 0) {
         fprintf(stderr,
-                "dcxemu: fabric %s has no free member slot (%u; "
-                "DCXEMU_MAX_MEMBERS when "
-                "it was created)\n",
+                "dcxemu: fabric %s has no free member slot "
+                "(%u; DCXEMU_MAX_MEMBERS when it was created)\n",
                 name, max_members);
         err = EAGAIN;
         goto out_unmap;
@@ -599,9 +598,9 @@ static int do_attach(void)
             dcxemu_fabric_candidate(cand, dcxemu_cfg.fabric,
                                     sizeof(dcxemu_cfg.fabric));
             fprintf(stderr,
-                    "dcxemu: default fabric %s %s (another user may have taken "
-                    "the "
-                    "name); using %s instead (DCXEMU_FABRIC sets a name)\n",
+                    "dcxemu: default fabric %s %s "
+                    "(another user may have taken the name); "
+                    "using %s instead (DCXEMU_FABRIC sets a name)\n",
                     prev + 1, why, dcxemu_cfg.fabric + 1);
         }
         err = attach_name(dcxemu_cfg.fabric_explicit, why, sizeof(why));
@@ -610,9 +609,9 @@ static int do_attach(void)
         }
     }
     fprintf(stderr,
-            "dcxemu: default fabric %s %s, and so does every other default "
-            "name; set "
-            "DCXEMU_FABRIC to a name of your own\n",
+            "dcxemu: default fabric %s %s, "
+            "and so does every other default name; "
+            "set DCXEMU_FABRIC to a name of your own\n",
             dcxemu_cfg.fabric + 1, why);
     return EACCES;
 }

@@ -67,15 +67,17 @@ void dcxemu_ptracer_allow(void)
                   0) != 0 &&
             dcxemu_cfg.yama_scope < 0) {
             fprintf(stderr,
-                    "dcxemu: prctl(PR_SET_PTRACER) failed: %s; other processes "
-                    "may not reach this process's memory\n",
+                    "dcxemu: prctl(PR_SET_PTRACER) failed: %s; "
+                    "other processes may not reach this process's memory\n",
                     strerror(errno));
         }
     } else if (scope >= 2) {
         fprintf(stderr,
-                "dcxemu: Yama ptrace_scope is %d: other processes cannot reach "
-                "this process's memory without CAP_SYS_PTRACE; their "
-                "operations on its DCTs will fail with remote access errors\n",
+                "dcxemu: Yama ptrace_scope is %d: "
+                "other processes cannot reach this process's memory "
+                "without CAP_SYS_PTRACE; "
+                "their operations on its DCTs will fail "
+                "with remote access errors\n",
                 scope);
     }
     ptracer_scope    = scope;

@@ -208,8 +208,8 @@ static void read_ptracer(const char *s)
         dcxemu_cfg.ptracer = pid;
     } else {
         fprintf(stderr,
-                "dcxemu: ignoring DCXEMU_PTRACER=%s (any, none or a process "
-                "ID)\n",
+                "dcxemu: ignoring DCXEMU_PTRACER=%s "
+                "(any, none or a process ID)\n",
                 s);
     }
 }
@@ -253,8 +253,8 @@ void dcxemu_read_settings(void)
         dcxemu_cfg.roce = 1;
     } else if (ll != NULL && *ll != '\0' && strcmp(ll, "infiniband") != 0) {
         fprintf(stderr,
-                "dcxemu: ignoring DCXEMU_LINK_LAYER=%s (infiniband or "
-                "ethernet)\n",
+                "dcxemu: ignoring DCXEMU_LINK_LAYER=%s "
+                "(infiniband or ethernet)\n",
                 ll);
     }
     dcxemu_cfg.roce_routers = (uint32_t)env_long("DCXEMU_ROCE_ROUTERS", 0, 0,

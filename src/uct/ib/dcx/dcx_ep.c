@@ -81,8 +81,8 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
 
     if (!(params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) ||
         !(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
-        ucs_error("dcx: endpoints connect to an interface: device and "
-                  "interface addresses are required");
+        ucs_error("dcx: endpoints connect to an interface: "
+                  "device and interface addresses are required");
         return UCS_ERR_INVALID_PARAM;
     }
 

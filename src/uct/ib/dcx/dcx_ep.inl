@@ -284,8 +284,8 @@ uct_dcx_ep_wr_submit(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
 
     dci->fence = 0;
     uct_dcx_iface_dci_posted(iface, dci, signaled);
-    ucs_trace_data("dcx: ep %p: posted work request %" PRIu64 " on dci 0x%x "
-                   "to dct 0x%x",
+    ucs_trace_data("dcx: ep %p: posted work request %" PRIu64
+                   " on dci 0x%x to dct 0x%x",
                    ep, (uint64_t)dci->posted, dci->qp->qp_num, peer->dctn);
     if (op != NULL) {
         op->sn = dci->posted;
@@ -424,8 +424,8 @@ static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_check_rkey(uct_rkey_t rkey,
                                                               size_t length)
 {
     if (ucs_unlikely(!uct_dcx_rkey_is_valid(rkey) && (length != 0))) {
-        ucs_error("dcx: invalid remote key 0x%" PRIx64 ": not unpacked by "
-                  "the dcx component",
+        ucs_error("dcx: invalid remote key 0x%" PRIx64
+                  ": not unpacked by the dcx component",
                   rkey);
         return UCS_ERR_INVALID_PARAM;
     }

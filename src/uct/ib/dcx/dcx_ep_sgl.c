@@ -539,8 +539,7 @@ uct_dcx_ep_put_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers,
                         num_wrs, num_ops > 0, run_sn);
     ret = ibv_wr_complete(tx.dci->qpx);
     if (ucs_unlikely(ret != 0)) {
-        ucs_error("dcx: dci 0x%x: posting %zu scatter-gather writes failed: "
-                  "%s",
+        ucs_error("dcx: dci 0x%x: posting %zu scatter-gather writes failed: %s",
                   tx.dci->qp->qp_num, num_wrs, strerror(ret));
         uct_dcx_ep_tx_abort(iface, ep);
         status = UCS_ERR_IO_ERROR;
@@ -548,8 +547,9 @@ uct_dcx_ep_put_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers,
     }
 
     uct_dcx_ep_sgl_posted(iface, tx.dci, ops, num_ops, num_wrs, run_sn);
-    ucs_trace_data("dcx: ep %p: posted %zu writes for %zu scatter-gather "
-                   "elements up to %" PRIu64 " on dci 0x%x to dct 0x%x",
+    ucs_trace_data("dcx: ep %p: posted %zu writes "
+                   "for %zu scatter-gather elements up to %" PRIu64
+                   " on dci 0x%x to dct 0x%x",
                    ep, num_wrs, count, (uint64_t)tx.dci->posted,
                    tx.dci->qp->qp_num, peer->dctn);
     return UCS_INPROGRESS;

@@ -52,8 +52,8 @@ uct_dcx_ep_am_strided_mkey(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         }
         ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_UMR;
     } else if (iface->umr.enable == UCS_YES) {
-        ucs_error("dcx: strided am_zcopy needs UMR (UCX_DCX_UMR=yes), which "
-                  "this device or layout does not allow");
+        ucs_error("dcx: strided am_zcopy needs UMR (UCX_DCX_UMR=yes), "
+                  "which this device or layout does not allow");
         return UCS_ERR_UNSUPPORTED;
     }
     return UCS_OK;
@@ -111,8 +111,8 @@ uct_dcx_ep_am_zcopy_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     size_t num_sge;
 
     if ((iov->stride < iov->length) || (iov->memh == UCT_MEM_HANDLE_NULL)) {
-        ucs_error("dcx: am_zcopy: strided entry with overlapping blocks or "
-                  "no memory handle");
+        ucs_error("dcx: am_zcopy: strided entry with overlapping blocks "
+                  "or no memory handle");
         return UCS_ERR_INVALID_PARAM;
     }
     UCT_CHECK_LENGTH(header_length + total, 0, iface->tx.seg_size, "am_zcopy");
@@ -199,8 +199,8 @@ uct_dcx_ep_rma_strided_copy(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     size_t i;
 
     if (total > iface->tx.seg_size) {
-        ucs_error("dcx: strided %s of %zu bytes without UMR: at most "
-                  "UCX_DCX_SEG_SIZE (%zu) bytes are packed",
+        ucs_error("dcx: strided %s of %zu bytes without UMR: "
+                  "at most UCX_DCX_SEG_SIZE (%zu) bytes are packed",
                   is_read ? "get_zcopy" : "put_zcopy", total,
                   iface->tx.seg_size);
         return UCS_ERR_UNSUPPORTED;
@@ -262,8 +262,8 @@ static ucs_status_t uct_dcx_ep_iov_pieces(const uct_iov_t *iov, size_t iovcnt,
         }
         if ((iov[i].count > 1) && (iov[i].stride != iov[i].length)) {
             if (iov[i].stride < iov[i].length) {
-                ucs_error("dcx: iov entry %zu: stride %zu is below the block "
-                          "length %zu",
+                ucs_error("dcx: iov entry %zu: "
+                          "stride %zu is below the block length %zu",
                           i, iov[i].stride, iov[i].length);
                 return UCS_ERR_INVALID_PARAM;
             }
@@ -360,8 +360,8 @@ ucs_status_t uct_dcx_ep_rma_pieces(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         }
     }
     if (status != UCS_OK) {
-        ucs_error("dcx: %s: %zu iov entries need a list UMR, which holds "
-                  "%u pieces, or UMR is unavailable",
+        ucs_error("dcx: %s: %zu iov entries need a list UMR, "
+                  "which holds %u pieces, or UMR is unavailable",
                   is_read ? "get_zcopy" : "put_zcopy", iovcnt,
                   (umr == NULL) ? 0 : umr->list_max);
         return UCS_ERR_UNSUPPORTED;
@@ -392,8 +392,7 @@ ucs_status_t uct_dcx_ep_rma_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     ucs_status_t status;
 
     if (iov->stride < iov->length) {
-        ucs_error("dcx: strided iov: stride %zu is below the block length "
-                  "%zu",
+        ucs_error("dcx: strided iov: stride %zu is below the block length %zu",
                   iov->stride, iov->length);
         return UCS_ERR_INVALID_PARAM;
     }
@@ -423,15 +422,14 @@ ucs_status_t uct_dcx_ep_rma_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
             return uct_dcx_ep_rma_pieces(iface, ep, iov, 1, remote_addr, rkey,
                                          comp, is_read);
         }
-        ucs_debug("dcx: strided layout %zu x %zu @ %zu does not fit one "
-                  "UMR",
+        ucs_debug("dcx: strided layout %zu x %zu @ %zu does not fit one UMR",
                   iov->length, (size_t)iov->count, iov->stride);
         status = UCS_ERR_UNSUPPORTED;
     }
     if (status != UCS_OK) {
         if (iface->umr.enable == UCS_YES) {
-            ucs_error("dcx: strided %s needs UMR (UCX_DCX_UMR=yes), which "
-                      "this device or layout does not allow",
+            ucs_error("dcx: strided %s needs UMR (UCX_DCX_UMR=yes), "
+                      "which this device or layout does not allow",
                       is_read ? "get_zcopy" : "put_zcopy");
             return UCS_ERR_UNSUPPORTED;
         }

@@ -15,7 +15,6 @@
 #include <ucs/sys/string.h>
 #include <ucs/sys/sys.h>
 
-#include <fcntl.h>
 #include <string.h>
 
 
@@ -490,25 +489,6 @@ uct_dcx_iface_init_caps(uct_dcx_iface_t *iface,
     return UCS_OK;
 }
 
-/* One completion channel for the events of both CQs. */
-static ucs_status_t
-uct_dcx_iface_channel_create(uct_dcx_iface_t *iface, const char *dev_name)
-{
-    ucs_status_t status;
-
-    iface->channel = iface->ops->create_comp_channel(iface->md->ctx);
-    if (iface->channel == NULL) {
-        ucs_error("dcx: %s: cannot create a completion channel: %m", dev_name);
-        return UCS_ERR_IO_ERROR;
-    }
-
-    status = ucs_sys_fcntl_modfl(iface->channel->fd, O_NONBLOCK, 0);
-    if (status != UCS_OK) {
-        iface->ops->destroy_comp_channel(iface->channel);
-    }
-    return status;
-}
-
 /* Operations with their send buffers, flush operations, pending grants,
  * endpoints and receive buffers. */
 static ucs_status_t
@@ -646,29 +626,14 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md, uct_worker_h worker,
         return status;
     }
 
-    status = uct_dcx_iface_channel_create(self, dev_name);
+    status = uct_dcx_iface_queues_create(self, config, dev_name);
     if (status != UCS_OK) {
         return status;
     }
 
-    status = uct_dcx_iface_cqs_create(self, config);
-    if (status != UCS_OK) {
-        goto err_destroy_channel;
-    }
-
-    status = uct_dcx_iface_srq_create(self, dev_name);
-    if (status != UCS_OK) {
-        goto err_destroy_cqs;
-    }
-
-    status = uct_dcx_iface_dct_create(self);
-    if (status != UCS_OK) {
-        goto err_destroy_srq;
-    }
-
     status = uct_dcx_iface_dci_pool_init(self, config);
     if (status != UCS_OK) {
-        goto err_destroy_dct;
+        goto err_queues_destroy;
     }
 
     status = uct_dcx_iface_mpools_init(self, params, config);
@@ -696,14 +661,8 @@ err_cleanup_tables:
     uct_dcx_iface_mpools_cleanup(self, 0);
 err_dci_pool_cleanup:
     uct_dcx_iface_dci_pool_cleanup(self);
-err_destroy_dct:
-    self->ops->destroy_qp(self->rx.dct);
-err_destroy_srq:
-    self->ops->destroy_srq(self->rx.srq);
-err_destroy_cqs:
-    uct_dcx_iface_cqs_destroy(self);
-err_destroy_channel:
-    self->ops->destroy_comp_channel(self->channel);
+err_queues_destroy:
+    uct_dcx_iface_queues_destroy(self);
     return status;
 }
 
@@ -717,11 +676,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_iface_t)
      * uct_dcx_iface_dci_pool_cleanup), then the UMR engine goes away. */
     uct_dcx_iface_dci_pool_cleanup(self);
     uct_dcx_iface_umr_cleanup(self);
-
-    self->ops->destroy_qp(self->rx.dct);
-    self->ops->destroy_srq(self->rx.srq);
-    uct_dcx_iface_cqs_destroy(self);
-    self->ops->destroy_comp_channel(self->channel);
+    uct_dcx_iface_queues_destroy(self);
     uct_dcx_iface_tables_cleanup(self);
     uct_dcx_iface_mpools_cleanup(self, 1);
 }

@@ -42,10 +42,10 @@ void uct_dcx_iface_peers_init(uct_dcx_iface_t *iface);
 void uct_dcx_iface_peers_cleanup(uct_dcx_iface_t *iface);
 
 /* dcx_qp.c */
-ucs_status_t uct_dcx_iface_cqs_create(uct_dcx_iface_t *iface,
-                                      const uct_dcx_iface_config_t *config);
-void uct_dcx_iface_cqs_destroy(uct_dcx_iface_t *iface);
-ucs_status_t uct_dcx_iface_dct_create(uct_dcx_iface_t *iface);
+ucs_status_t uct_dcx_iface_queues_create(uct_dcx_iface_t *iface,
+                                         const uct_dcx_iface_config_t *config,
+                                         const char *dev_name);
+void uct_dcx_iface_queues_destroy(uct_dcx_iface_t *iface);
 ucs_status_t
 uct_dcx_iface_dci_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci);
 ucs_status_t

@@ -106,8 +106,8 @@ static void __attribute__((constructor)) uct_dcx_loader_init(void)
 
     other = uct_dcx_loader_registered();
     if (other != NULL) {
-        uct_dcx_loader_warn("dcx: already registered by %s; this second copy "
-                            "(%s) registers nothing",
+        uct_dcx_loader_warn("dcx: already registered by %s; "
+                            "this second copy (%s) registers nothing",
                             uct_dcx_loader_object_path(other),
                             uct_dcx_loader_object_path(
                                     (const void *)uct_dcx_loader_init));
@@ -116,8 +116,8 @@ static void __attribute__((constructor)) uct_dcx_loader_init(void)
 
     handle = uct_dcx_loader_open_transport(path, sizeof(path));
     if (handle == NULL) {
-        uct_dcx_loader_warn("dcx: %s cannot load its transport: %s; dcx is "
-                            "not registered",
+        uct_dcx_loader_warn("dcx: %s cannot load its transport: %s; "
+                            "dcx is not registered",
                             uct_dcx_loader_object_path(
                                     (const void *)uct_dcx_loader_init),
                             dlerror());
@@ -127,8 +127,8 @@ static void __attribute__((constructor)) uct_dcx_loader_init(void)
     register_func = (uct_dcx_transport_register_func_t)
             dlsym(handle, UCT_DCX_TRANSPORT_REGISTER_SYMBOL);
     if (register_func == NULL) {
-        uct_dcx_loader_warn("dcx: %s has no %s: not a dcx transport; dcx is "
-                            "not registered",
+        uct_dcx_loader_warn("dcx: %s has no %s: not a dcx transport; "
+                            "dcx is not registered",
                             path, UCT_DCX_TRANSPORT_REGISTER_SYMBOL);
         return;
     }

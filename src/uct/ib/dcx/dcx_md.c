@@ -2,24 +2,20 @@
  * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
  *
  * The dcx component and its memory domains: one per DC-capable device, named
- * after it, or a single device-less one when the host has none.
+ * after it, or a single device-less one when the host has none. Opening and
+ * closing a domain, the device's events; registration is in dcx_md_mem.c.
  */
-#include "dcx_md.h"
+#include "dcx_md_int.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
-#include <ucs/sys/sys.h>
-#include <ucm/api/ucm.h>
-
 #include <ucs/async/async.h>
 
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
 
 
 static const char *uct_dcx_reg_access_names[] = {
@@ -80,11 +76,6 @@ ucs_config_field_t uct_dcx_md_config_table[] = {
     {NULL}
 };
 /* clang-format on */
-
-
-/* Direct registration cost of mlx5 (pinning and translation tables). */
-static const ucs_linear_func_t uct_dcx_md_reg_cost = { .c = 16.0e-6,
-                                                       .m = 0.06e-9 };
 
 
 ucs_status_t uct_dcx_query_md_resources(uct_component_t *component,
@@ -167,8 +158,8 @@ uct_dcx_md_async_event(int fd, ucs_event_set_types_t events, void *arg)
     while (md->ops->get_async_event(md->ctx, &event) == 0) {
         switch (event.event_type) {
         case IBV_EVENT_PORT_ERR:
-            ucs_warn("dcx: %s: port %d is down; peers will see transport "
-                     "errors",
+            ucs_warn("dcx: %s: port %d is down; "
+                     "peers will see transport errors",
                      name, event.element.port_num);
             break;
         case IBV_EVENT_PORT_ACTIVE:
@@ -176,15 +167,15 @@ uct_dcx_md_async_event(int fd, ucs_event_set_types_t events, void *arg)
                      event.element.port_num);
             break;
         case IBV_EVENT_DEVICE_FATAL:
-            ucs_error("dcx: %s: fatal device error: its endpoints fail and "
-                      "what they had outstanding completes with an error",
+            ucs_error("dcx: %s: fatal device error: its endpoints fail "
+                      "and what they had outstanding completes with an error",
                       name);
             uct_dcx_md_fatal_dispatch(md);
             break;
         case IBV_EVENT_SRQ_LIMIT_REACHED:
-            ucs_diag("dcx: %s: a receive queue ran below its limit: the "
-                     "receiver does not progress fast enough, senders will "
-                     "see receiver-not-ready retries",
+            ucs_diag("dcx: %s: a receive queue ran below its limit: "
+                     "the receiver does not progress fast enough, "
+                     "senders will see receiver-not-ready retries",
                      name);
             break;
         case IBV_EVENT_CQ_ERR:
@@ -232,9 +223,7 @@ void uct_dcx_md_close(uct_md_h uct_md)
 
     if (md->device != NULL) {
         ucs_async_remove_handler(md->ctx->async_fd, 1);
-        if (md->rcache != NULL) {
-            ucs_rcache_destroy(md->rcache);
-        }
+        uct_dcx_md_mem_cleanup(md);
         ops = md->ops;
         ret = ops->dealloc_pd(md->pd);
         if (ret != 0) {
@@ -271,296 +260,6 @@ void uct_dcx_md_caps_get(uct_md_h uct_md, uct_dcx_md_caps_t *caps)
     caps->max_reg          = md->max_mr_size;
     caps->rkey_packed_size = sizeof(uct_dcx_packed_rkey_t);
     caps->reg_cost         = md->reg_cost;
-}
-
-/* Whether registrations ask for relaxed ordering: 'auto' where UCX's IB
- * memory domains do, on the CPUs UCS prefers it for. */
-static int uct_dcx_md_relaxed_order(ucs_ternary_auto_value_t config)
-{
-    if (config == UCS_AUTO) {
-        return uct_dcx_compat_cpu_prefers_relaxed_order();
-    }
-    return config != UCS_NO;
-}
-
-/* The verbs rights for UCT registration flags: the remote rights asked for
- * (none without a UCT_MD_MEM_ACCESS_REMOTE_* flag), or all of them when the
- * domain grants all. Local write always, as UCX's IB domains: UCP writes
- * into memory it registered for reading, and IB needs it with remote write
- * or atomic access anyway (ibv_reg_mr(3)). */
-static unsigned uct_dcx_md_access(const uct_dcx_md_t *md, unsigned flags)
-{
-    unsigned access = IBV_ACCESS_LOCAL_WRITE;
-
-    if (md->reg_access_all) {
-        return access | UCT_DCX_MR_REMOTE_ACCESS;
-    }
-
-    if (flags & UCT_MD_MEM_ACCESS_REMOTE_PUT) {
-        access |= IBV_ACCESS_REMOTE_WRITE;
-    }
-    if (flags & UCT_MD_MEM_ACCESS_REMOTE_GET) {
-        access |= IBV_ACCESS_REMOTE_READ;
-    }
-    if (flags & UCT_MD_MEM_ACCESS_REMOTE_ATOMIC) {
-        access |= IBV_ACCESS_REMOTE_ATOMIC;
-    }
-    return access;
-}
-
-static ucs_status_t uct_dcx_md_reg_mr(uct_dcx_md_t *md, void *address,
-                                      size_t length, unsigned flags,
-                                      unsigned access, uct_dcx_mem_t *memh)
-{
-    struct rlimit limit;
-    int err;
-
-    memh->flags  = 0;
-    memh->access = access;
-    memh->mr     = md->ops->reg_mr_iova2(md->pd, address, length,
-                                         (uintptr_t)address,
-                                         access | md->mr_access_extra);
-    if (ucs_likely(memh->mr != NULL)) {
-        return UCS_OK;
-    }
-
-    err = errno;
-    if (((err == ENOMEM) || (err == EAGAIN) || (err == EPERM)) &&
-        (getrlimit(RLIMIT_MEMLOCK, &limit) == 0) &&
-        (limit.rlim_cur != RLIM_INFINITY)) {
-        ucs_log(uct_md_reg_log_lvl(flags),
-                "dcx: %s: failed to register %p length %zu: %s; the locked "
-                "memory limit is %llu KiB: raise it (ulimit -l unlimited)",
-                md->device->name, address, length, strerror(err),
-                (unsigned long long)limit.rlim_cur / UCS_KBYTE);
-    } else {
-        ucs_log(uct_md_reg_log_lvl(flags),
-                "dcx: %s: failed to register %p length %zu: %s",
-                md->device->name, address, length, strerror(err));
-    }
-    return UCS_ERR_IO_ERROR;
-}
-
-static void uct_dcx_md_dereg_mr(uct_dcx_md_t *md, uct_dcx_mem_t *memh)
-{
-    uct_dcx_md_mr_listener_t *listener;
-    int ret;
-
-    ucs_list_for_each(listener, &md->mr_listeners, list) {
-        listener->cb(listener->arg, memh->mr->lkey);
-    }
-
-    ret = md->ops->dereg_mr(memh->mr);
-
-    if (ret != 0) {
-        ucs_warn("dcx: %s: dereg_mr(%p) failed: %s", md->device->name, memh->mr,
-                 strerror(ret));
-    }
-}
-
-static void uct_dcx_md_rcache_invalidated(void *arg)
-{
-}
-
-/* A cached registration covering the range, with at least the rights asked
- * for. One with fewer rights leaves the cache (its holders keep it) and the
- * range is registered again with the rights of both, so a registration never
- * has fewer rights than asked for; it may have more (those of another
- * registration of overlapping memory that is still cached). */
-static ucs_status_t uct_dcx_md_rcache_reg(uct_dcx_md_t *md, void *address,
-                                          size_t length, unsigned flags,
-                                          uct_mem_h *memh_p)
-{
-    uct_dcx_rcache_reg_arg_t arg = { flags, uct_dcx_md_access(md, flags) };
-    ucs_rcache_region_t *region;
-    uct_dcx_mem_t *memh;
-    ucs_status_t status;
-
-    for (;;) {
-        status = uct_dcx_compat_rcache_get(md->rcache, address, length, &arg,
-                                           &region);
-        if (status != UCS_OK) {
-            return status;
-        }
-
-        memh = &ucs_derived_of(region, uct_dcx_rcache_region_t)->memh;
-        if (ucs_test_all_flags(memh->access, arg.access)) {
-            *memh_p = memh;
-            return UCS_OK;
-        }
-
-        ucs_debug("dcx: %s: cached registration 0x%lx..0x%lx has access 0x%x, "
-                  "0x%x asked: registering again",
-                  md->device->name, region->super.start, region->super.end,
-                  memh->access, arg.access);
-        arg.access |= memh->access;
-        ucs_rcache_region_invalidate(md->rcache, region,
-                                     uct_dcx_md_rcache_invalidated, NULL);
-        ucs_rcache_region_put(md->rcache, region);
-    }
-}
-
-ucs_status_t uct_dcx_md_mem_reg_flags(uct_md_h uct_md, void *address,
-                                      size_t length, unsigned flags,
-                                      uct_mem_h *memh_p)
-{
-    uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
-    uct_dcx_mem_t *memh;
-    ucs_status_t status;
-
-    if (md->device == NULL) {
-        return UCS_ERR_UNSUPPORTED;
-    }
-
-    if (md->rcache != NULL) {
-        return uct_dcx_md_rcache_reg(md, address, length, flags, memh_p);
-    }
-
-    memh = ucs_malloc(sizeof(*memh), "uct_dcx_mem_t");
-    if (memh == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-
-    status = uct_dcx_md_reg_mr(md, address, length, flags,
-                               uct_dcx_md_access(md, flags), memh);
-    if (status != UCS_OK) {
-        ucs_free(memh);
-        return status;
-    }
-
-    *memh_p = memh;
-    return UCS_OK;
-}
-
-ucs_status_t
-uct_dcx_md_mem_dereg(uct_md_h uct_md, const uct_md_mem_dereg_params_t *params)
-{
-    uct_dcx_md_t *md = ucs_derived_of(uct_md, uct_dcx_md_t);
-    uct_dcx_mem_t *memh;
-
-    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
-
-    memh = params->memh;
-    if (memh->flags & UCT_DCX_MEM_FLAG_VIEW) {
-        ucs_error("dcx: memory handle %p is a strided view: destroy it with "
-                  "uct_dcx_mem_view_destroy()",
-                  memh);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    if (md->rcache != NULL) {
-        ucs_rcache_region_put(
-                md->rcache,
-                &ucs_container_of(memh, uct_dcx_rcache_region_t, memh)->super);
-        return UCS_OK;
-    }
-
-    uct_dcx_md_dereg_mr(md, memh);
-    ucs_free(memh);
-    return UCS_OK;
-}
-
-ucs_status_t
-uct_dcx_md_mkey_pack_memh(uct_md_h uct_md, uct_mem_h memh, void *rkey_buffer)
-{
-    uct_dcx_packed_rkey_t *packed = rkey_buffer;
-
-    packed->rkey     = ((uct_dcx_mem_t *)memh)->mr->rkey;
-    packed->magic    = UCT_DCX_RKEY_MAGIC;
-    packed->version  = UCT_DCX_RKEY_VERSION;
-    packed->reserved = 0;
-    return UCS_OK;
-}
-
-static ucs_status_t
-uct_dcx_rcache_mem_reg_cb(void *context, ucs_rcache_t *rcache, void *arg,
-                          ucs_rcache_region_t *rregion, uint16_t rcache_flags)
-{
-    uct_dcx_rcache_region_t *region     = ucs_derived_of(rregion,
-                                                         uct_dcx_rcache_region_t);
-    const uct_dcx_rcache_reg_arg_t *reg = arg;
-    unsigned flags                      = reg->flags;
-
-    if (rcache_flags & UCS_RCACHE_MEM_REG_HIDE_ERRORS) {
-        flags |= UCT_MD_MEM_FLAG_HIDE_ERRORS;
-    }
-
-    return uct_dcx_md_reg_mr(context, (void *)region->super.super.start,
-                             region->super.super.end -
-                                     region->super.super.start,
-                             flags, reg->access, &region->memh);
-}
-
-static void uct_dcx_rcache_mem_dereg_cb(void *context, ucs_rcache_t *rcache,
-                                        ucs_rcache_region_t *rregion)
-{
-    uct_dcx_md_dereg_mr(
-            context, &ucs_derived_of(rregion, uct_dcx_rcache_region_t)->memh);
-}
-
-/* A new region absorbs a cached one: it keeps the absorbed one's rights. */
-static UCS_F_MAYBE_UNUSED void
-uct_dcx_rcache_merge_cb(void *context, ucs_rcache_t *rcache, void *arg,
-                        ucs_rcache_region_t *rregion)
-{
-    uct_dcx_rcache_reg_arg_t *reg   = arg;
-    uct_dcx_rcache_region_t *region = ucs_derived_of(rregion,
-                                                     uct_dcx_rcache_region_t);
-
-    reg->access |= region->memh.access;
-}
-
-static void uct_dcx_rcache_dump_region_cb(void *context, ucs_rcache_t *rcache,
-                                          ucs_rcache_region_t *rregion,
-                                          char *buf, size_t max)
-{
-    uct_dcx_rcache_region_t *region = ucs_derived_of(rregion,
-                                                     uct_dcx_rcache_region_t);
-
-    snprintf(buf, max, "lkey 0x%x rkey 0x%x access 0x%x", region->memh.mr->lkey,
-             region->memh.mr->rkey, region->memh.access);
-}
-
-static ucs_rcache_ops_t uct_dcx_rcache_ops = UCT_DCX_RCACHE_OPS(
-        uct_dcx_rcache_mem_reg_cb, uct_dcx_rcache_mem_dereg_cb,
-        uct_dcx_rcache_merge_cb, uct_dcx_rcache_dump_region_cb);
-
-static ucs_status_t
-uct_dcx_md_rcache_init(uct_dcx_md_t *md, const uct_dcx_md_config_t *config)
-{
-    ucs_rcache_params_t params;
-    ucs_status_t status;
-
-    if (config->rcache == UCS_NO) {
-        md->reg_cost = uct_dcx_md_reg_cost;
-        return UCS_OK;
-    }
-
-    uct_dcx_compat_rcache_params(&params, &config->rcache_config);
-    params.region_struct_size = sizeof(uct_dcx_rcache_region_t);
-    params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
-    params.context            = md;
-    params.ops                = &uct_dcx_rcache_ops;
-    params.flags              = UCS_RCACHE_FLAG_PURGE_ON_FORK;
-
-    status = ucs_rcache_create(&params, md->device->name, NULL, &md->rcache);
-    if (status == UCS_OK) {
-        md->reg_cost = ucs_linear_func_make(uct_dcx_compat_rcache_overhead(
-                                                    &config->rcache_config),
-                                            0);
-        return UCS_OK;
-    }
-
-    if (config->rcache == UCS_YES) {
-        ucs_error("dcx: %s: cannot create a registration cache: %s",
-                  md->device->name, ucs_status_string(status));
-        return status;
-    }
-
-    ucs_debug("dcx: %s: no registration cache (%s), registering directly",
-              md->device->name, ucs_status_string(status));
-    md->reg_cost = uct_dcx_md_reg_cost;
-    return UCS_OK;
 }
 
 /* Open the device, with DEVX as configured. */
@@ -711,6 +410,38 @@ uct_dcx_md_find_device(const char *md_name, unsigned *num_devices_p)
     return found;
 }
 
+/* The device's context, its limits and a protection domain. */
+static ucs_status_t
+uct_dcx_md_device_init(uct_dcx_md_t *md, const uct_dcx_md_config_t *config)
+{
+    ucs_status_t status;
+
+    md->ops = &md->device->binding->ops;
+    status  = uct_dcx_md_open_device(md, config->devx);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_dcx_md_query_device(md);
+    if (status != UCS_OK) {
+        goto err_close_device;
+    }
+    uct_dcx_md_query_dc_rd_atomic(md);
+
+    md->pd = md->ops->alloc_pd(md->ctx);
+    if (md->pd == NULL) {
+        ucs_error("dcx: %s: alloc_pd failed: %m", md->device->name);
+        status = UCS_ERR_IO_ERROR;
+        goto err_close_device;
+    }
+
+    return UCS_OK;
+
+err_close_device:
+    md->ops->close_device(md->ctx);
+    return status;
+}
+
 ucs_status_t uct_dcx_md_open(uct_component_t *component, const char *md_name,
                              const uct_md_config_t *uct_config, uct_md_h *md_p)
 {
@@ -730,11 +461,6 @@ ucs_status_t uct_dcx_md_open(uct_component_t *component, const char *md_name,
     ucs_list_head_init(&md->mr_listeners);
     ucs_list_head_init(&md->fatal_listeners);
     ucs_spinlock_init(&md->fatal_lock, 0);
-    /* An optional flag (IBV_ACCESS_OPTIONAL_RANGE): ignored where the
-     * device or kernel lacks relaxed ordering (ibv_reg_mr(3)). */
-    md->mr_access_extra = uct_dcx_md_relaxed_order(config->relaxed_order) ?
-                                  IBV_ACCESS_RELAXED_ORDERING :
-                                  0;
 
     md->device = uct_dcx_md_find_device(md_name, &num_devices);
     if (md->device == NULL) {
@@ -746,71 +472,34 @@ ucs_status_t uct_dcx_md_open(uct_component_t *component, const char *md_name,
         goto err_free;
     }
 
-    md->reg_access_all = (config->reg_access == UCT_DCX_REG_ACCESS_ALL);
-
-    md->ops = &md->device->binding->ops;
-    status  = uct_dcx_md_open_device(md, config->devx);
+    status = uct_dcx_md_device_init(md, config);
     if (status != UCS_OK) {
         goto err_free;
     }
 
-    status = uct_dcx_md_query_device(md);
+    status = uct_dcx_md_mem_init(md, config);
     if (status != UCS_OK) {
-        goto err_close_device;
-    }
-    uct_dcx_md_query_dc_rd_atomic(md);
-
-    md->pd = md->ops->alloc_pd(md->ctx);
-    if (md->pd == NULL) {
-        ucs_error("dcx: %s: alloc_pd failed: %m", md->device->name);
-        status = UCS_ERR_IO_ERROR;
-        goto err_close_device;
-    }
-
-    status = uct_dcx_md_rcache_init(md, config);
-    if (status != UCS_OK) {
-        goto err_dealloc_pd;
+        goto err_device_close;
     }
 
     status = uct_dcx_md_async_init(md);
     if (status != UCS_OK) {
-        goto err_destroy_rcache;
+        goto err_mem_cleanup;
     }
 
 out:
     *md_p = &md->super;
     return UCS_OK;
 
-err_destroy_rcache:
-    if (md->rcache != NULL) {
-        ucs_rcache_destroy(md->rcache);
-    }
-err_dealloc_pd:
+err_mem_cleanup:
+    uct_dcx_md_mem_cleanup(md);
+err_device_close:
     md->ops->dealloc_pd(md->pd);
-err_close_device:
-    md->device->binding->ops.close_device(md->ctx);
+    md->ops->close_device(md->ctx);
 err_free:
     ucs_spinlock_destroy(&md->fatal_lock);
     ucs_free(md);
     return status;
-}
-
-ucs_status_t uct_dcx_rkey_unpack_buffer(const void *rkey_buffer,
-                                        uct_rkey_t *rkey_p, void **handle_p)
-{
-    const uct_dcx_packed_rkey_t *packed = rkey_buffer;
-
-    if ((packed->magic != UCT_DCX_RKEY_MAGIC) ||
-        (packed->version != UCT_DCX_RKEY_VERSION) || (packed->reserved != 0)) {
-        ucs_error("dcx: malformed remote key (magic 0x%x version %u): not "
-                  "packed by a dcx memory domain of this version",
-                  packed->magic, packed->version);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    *rkey_p   = UCT_DCX_RKEY_TAG | packed->rkey;
-    *handle_p = NULL;
-    return UCS_OK;
 }
 
 uct_component_t uct_dcx_component = {

@@ -343,8 +343,8 @@ ucs_status_t uct_dcx_iface_init_roce(uct_dcx_iface_t *iface,
         iface->config.traffic_class = config->traffic_class;
     }
 
-    ucs_debug("dcx: %s: RoCE %s GID index %u %s, hop limit %u, traffic "
-              "class %u",
+    ucs_debug("dcx: %s: RoCE %s GID index %u %s, "
+              "hop limit %u, traffic class %u",
               dev_name, (best.gid_type == IBV_GID_TYPE_ROCE_V2) ? "v2" : "v1",
               iface->gid_index,
               inet_ntop(AF_INET6, best.gid.raw, buf, sizeof(buf)),
@@ -365,8 +365,8 @@ void uct_dcx_iface_peers_cleanup(uct_dcx_iface_t *iface)
     struct ibv_ah *ah;
 
     if (kh_size(&iface->peers) > 0) {
-        ucs_warn("dcx: iface %p destroyed with %u peers in use: endpoints "
-                 "were not destroyed first",
+        ucs_warn("dcx: iface %p destroyed with %u peers in use: "
+                 "endpoints were not destroyed first",
                  iface, kh_size(&iface->peers));
     }
     /* The endpoints still holding them go with their pool. */

@@ -3,13 +3,16 @@
  *
  * The interface's queues on the device: the CQs, the DCT with its DC key,
  * the DCIs (created, connected through INIT/RTR/RTS, destroyed), and the
- * masked atomics a DCI may post as raw WQEs.
+ * masked atomics a DCI may post as raw WQEs. The constructor creates the
+ * completion channel, the CQs, the SRQ and the DCT in one step.
  */
 #include "dcx_iface_int.h"
 
 #include <ucs/debug/log.h>
+#include <ucs/sys/sys.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -142,8 +145,8 @@ void uct_dcx_iface_ext_atomics(uct_dcx_iface_t *iface, const char *dev_name)
         iface->config.ext_atomics64_be =
                 uct_dcx_prm_field(page, UCT_DCX_PRM_ATOMIC_8B_MODE_BIT, 2) != 1;
     }
-    ucs_debug("dcx: %s: atomic operations 0x%x, sizes 0x%x: masked atomics "
-              "32-bit %s, 64-bit %s",
+    ucs_debug("dcx: %s: atomic operations 0x%x, sizes 0x%x: "
+              "masked atomics 32-bit %s, 64-bit %s",
               dev_name, ops, sizes, iface->config.ext_atomics32 ? "yes" : "no",
               iface->config.ext_atomics64 ? "yes" : "no");
 }
@@ -200,8 +203,7 @@ uct_dcx_iface_dci_qp_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
         if ((errno != EINVAL) || (iface->tx.num_created > 0) ||
             ((iface->tx.req_max_inline == 0) &&
              (iface->tx.req_queue_len <= 1))) {
-            ucs_error("dcx: %s: cannot create a dci (queue %u, inline %zu): "
-                      "%m",
+            ucs_error("dcx: %s: cannot create a dci (queue %u, inline %zu): %m",
                       iface->md->device->name, iface->tx.req_queue_len,
                       iface->tx.req_max_inline);
             return UCS_ERR_IO_ERROR;
@@ -211,8 +213,8 @@ uct_dcx_iface_dci_qp_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
         } else {
             iface->tx.req_queue_len /= 2;
         }
-        ucs_diag("dcx: %s: the device refused a dci of that size, asking for "
-                 "queue %u, inline %zu",
+        ucs_diag("dcx: %s: the device refused a dci of that size, "
+                 "asking for queue %u, inline %zu",
                  iface->md->device->name, iface->tx.req_queue_len,
                  iface->tx.req_max_inline);
     }
@@ -258,9 +260,9 @@ uct_dcx_iface_dci_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
     } else if ((attr.cap.max_send_wr < iface->tx.queue_len) ||
                (attr.cap.max_inline_data < iface->tx.max_inline) ||
                (attr.cap.max_send_sge < iface->tx.max_sge)) {
-        ucs_error("dcx: %s: dci 0x%x got a smaller send queue than the "
-                  "first one",
-                  iface->md->device->name, dci->qp->qp_num);
+        ucs_error(
+                "dcx: %s: dci 0x%x got a smaller send queue than the first one",
+                iface->md->device->name, dci->qp->qp_num);
         status = UCS_ERR_IO_ERROR;
         goto err_destroy;
     }
@@ -281,7 +283,7 @@ err_destroy:
     return status;
 }
 
-ucs_status_t uct_dcx_iface_dct_create(uct_dcx_iface_t *iface)
+static ucs_status_t uct_dcx_iface_dct_create(uct_dcx_iface_t *iface)
 {
     struct mlx5dv_qp_init_attr dv_attr = {};
     struct ibv_qp_init_attr_ex attr    = {};
@@ -381,11 +383,14 @@ void uct_dcx_iface_dcis_destroy(uct_dcx_iface_t *iface, unsigned count)
     }
 }
 
+/* --- the CQs, and the constructor's queues step ----------------------- */
+
 /* CQs sized so that they cannot overrun: every send work request of every
  * DCI (each takes at most TX_QUEUE_LEN, see uct_dcx_iface_dci_create), and
  * every posted receive. */
-ucs_status_t uct_dcx_iface_cqs_create(uct_dcx_iface_t *iface,
-                                      const uct_dcx_iface_config_t *config)
+static ucs_status_t
+uct_dcx_iface_cqs_create(uct_dcx_iface_t *iface,
+                         const uct_dcx_iface_config_t *config)
 {
     iface->tx.cq = uct_dcx_iface_cq_create(
             iface, config->num_dci * config->tx_queue_len, 0);
@@ -403,8 +408,74 @@ ucs_status_t uct_dcx_iface_cqs_create(uct_dcx_iface_t *iface,
     return UCS_OK;
 }
 
-void uct_dcx_iface_cqs_destroy(uct_dcx_iface_t *iface)
+static void uct_dcx_iface_cqs_destroy(uct_dcx_iface_t *iface)
 {
     iface->ops->destroy_cq(ibv_cq_ex_to_cq(iface->rx.cq));
     iface->ops->destroy_cq(ibv_cq_ex_to_cq(iface->tx.cq));
+}
+
+/* One completion channel for the events of both CQs. */
+static ucs_status_t
+uct_dcx_iface_channel_create(uct_dcx_iface_t *iface, const char *dev_name)
+{
+    ucs_status_t status;
+
+    iface->channel = iface->ops->create_comp_channel(iface->md->ctx);
+    if (iface->channel == NULL) {
+        ucs_error("dcx: %s: cannot create a completion channel: %m", dev_name);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    status = ucs_sys_fcntl_modfl(iface->channel->fd, O_NONBLOCK, 0);
+    if (status != UCS_OK) {
+        iface->ops->destroy_comp_channel(iface->channel);
+    }
+    return status;
+}
+
+/* The queues on the device: the completion channel, the CQs, the SRQ and
+ * the DCT. */
+ucs_status_t uct_dcx_iface_queues_create(uct_dcx_iface_t *iface,
+                                         const uct_dcx_iface_config_t *config,
+                                         const char *dev_name)
+{
+    ucs_status_t status;
+
+    status = uct_dcx_iface_channel_create(iface, dev_name);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_dcx_iface_cqs_create(iface, config);
+    if (status != UCS_OK) {
+        goto err_destroy_channel;
+    }
+
+    status = uct_dcx_iface_srq_create(iface, dev_name);
+    if (status != UCS_OK) {
+        goto err_destroy_cqs;
+    }
+
+    status = uct_dcx_iface_dct_create(iface);
+    if (status != UCS_OK) {
+        goto err_destroy_srq;
+    }
+
+    return UCS_OK;
+
+err_destroy_srq:
+    iface->ops->destroy_srq(iface->rx.srq);
+err_destroy_cqs:
+    uct_dcx_iface_cqs_destroy(iface);
+err_destroy_channel:
+    iface->ops->destroy_comp_channel(iface->channel);
+    return status;
+}
+
+void uct_dcx_iface_queues_destroy(uct_dcx_iface_t *iface)
+{
+    iface->ops->destroy_qp(iface->rx.dct);
+    iface->ops->destroy_srq(iface->rx.srq);
+    uct_dcx_iface_cqs_destroy(iface);
+    iface->ops->destroy_comp_channel(iface->channel);
 }

@@ -184,8 +184,8 @@ ucs_status_t uct_dcx_hw_binding_open(const char *verbs_lib,
     binding->mlx5_handle = dlopen(mlx5_lib,
                                   RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (binding->mlx5_handle == NULL) {
-        ucs_debug("dcx: cannot load %s (%s): DC needs mlx5, no hardware DC "
-                  "devices",
+        ucs_debug("dcx: cannot load %s (%s): "
+                  "DC needs mlx5, no hardware DC devices",
                   mlx5_lib, dlerror());
         uct_dcx_hw_set_no_mlx5(&binding->ops);
     } else if (!uct_dcx_hw_resolve(binding->mlx5_handle, UCT_DCX_SEAM_LIB_MLX5,

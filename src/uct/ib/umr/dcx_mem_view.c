@@ -50,8 +50,8 @@ uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface, uct_dcx_umr_t **umr_p)
                               iface->umr.num_mkeys, iface->umr.max_inline);
     if (status != UCS_OK) {
         ucs_free(umr);
-        ucs_debug("dcx: %s: UMR unavailable (%s): strided operations are "
-                  "packed",
+        ucs_debug("dcx: %s: UMR unavailable (%s): "
+                  "strided operations are packed",
                   iface->md->device->name, ucs_status_string(status));
         iface->umr.unavailable = 1;
         return UCS_ERR_UNSUPPORTED;
@@ -124,6 +124,35 @@ static void uct_dcx_mem_view_init(uct_dcx_iface_t *iface,
     view->memh.access = access;
 }
 
+/* A view of @a length bytes: its mkey programmed over @a layout, or over
+ * @a pieces when @a num_pieces is not 0, and its memory handle. */
+static ucs_status_t
+uct_dcx_mem_view_new(uct_dcx_iface_t *iface, uct_dcx_umr_t *umr,
+                     const uct_dcx_umr_layout_t *layout,
+                     const struct ibv_sge *pieces, unsigned num_pieces,
+                     size_t length, uint32_t access, uct_mem_h *view_p)
+{
+    uct_dcx_mem_view_t *view;
+    ucs_status_t status;
+
+    view = ucs_calloc(1, sizeof(*view), "dcx view");
+    if (view == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = uct_dcx_umr_view_create(umr, iface->md->pd, layout, pieces,
+                                     num_pieces, access, &view->umr);
+    ++iface->umr.gen; /* its wait may have taken completions for others */
+    if (status != UCS_OK) {
+        ucs_free(view);
+        return status;
+    }
+
+    uct_dcx_mem_view_init(iface, view, length, access);
+    *view_p = &view->memh;
+    return UCS_OK;
+}
+
 /* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */
 ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
                                      void *address, size_t length,
@@ -132,7 +161,6 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
 {
     uct_dcx_mem_t *mem = memh;
     uct_dcx_umr_layout_t layout;
-    uct_dcx_mem_view_t *view;
     uct_dcx_iface_t *iface;
     uct_dcx_umr_t *umr;
     ucs_status_t status;
@@ -148,8 +176,9 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
 
     access = uct_dcx_mem_view_access(mem);
     if (!(access & UCT_DCX_MR_REMOTE_ACCESS)) {
-        ucs_error("dcx: a view needs a registration with remote put or get "
-                  "rights (UCT_MD_MEM_ACCESS_REMOTE_PUT/GET)");
+        ucs_error("dcx: a view needs a registration "
+                  "with remote put or get rights "
+                  "(UCT_MD_MEM_ACCESS_REMOTE_PUT/GET)");
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -158,10 +187,10 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
     if ((length == 0) || (count == 0) || (stride < length) ||
         (first < (uintptr_t)mem->mr->addr) ||
         (end > (uintptr_t)mem->mr->addr + mem->mr->length)) {
-        ucs_error("dcx: view %zu x %zu @ %zu at %p is empty, overlapping or "
-                  "outside its registration [%p, +%zu)",
-                  count, length, stride, address, mem->mr->addr,
-                  mem->mr->length);
+        ucs_error(
+                "dcx: view %zu x %zu @ %zu at %p "
+                "is empty, overlapping or outside its registration [%p, +%zu)",
+                count, length, stride, address, mem->mr->addr, mem->mr->length);
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -171,26 +200,55 @@ ucs_status_t uct_dcx_mem_view_create(uct_iface_h tl_iface, uct_mem_h memh,
         return status;
     }
 
-    view = ucs_calloc(1, sizeof(*view), "dcx view");
-    if (view == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-
     layout.addr   = first;
     layout.lkey   = mem->mr->lkey;
     layout.length = length;
     layout.stride = stride;
     layout.count  = count;
-    status = uct_dcx_umr_view_create(umr, iface->md->pd, &layout, NULL, 0,
-                                     access, &view->umr);
-    ++iface->umr.gen; /* its wait may have taken completions for others */
-    if (status != UCS_OK) {
-        ucs_free(view);
-        return status;
+    return uct_dcx_mem_view_new(iface, umr, &layout, NULL, 0, length * count,
+                                access, view_p);
+}
+
+/* The pieces of view entry @a entry: one per block, each inside the
+ * entry's registration, appended at @a pieces[*num_pieces_p]. */
+static ucs_status_t
+uct_dcx_mem_view_add_blocks(const uct_dcx_umr_t *umr, const uct_iov_t *iov,
+                            size_t entry, struct ibv_sge *pieces,
+                            unsigned *num_pieces_p)
+{
+    const uct_dcx_mem_t *mem = iov->memh;
+    unsigned n               = *num_pieces_p;
+    uintptr_t end;
+    size_t j;
+
+    if ((mem == NULL) || (mem->flags & UCT_DCX_MEM_FLAG_VIEW) ||
+        ((iov->count > 1) && (iov->stride < iov->length))) {
+        ucs_error("dcx: view entry %zu: no registration, or overlapping blocks",
+                  entry);
+        return UCS_ERR_INVALID_PARAM;
     }
 
-    uct_dcx_mem_view_init(iface, view, length * count, access);
-    *view_p = &view->memh;
+    for (j = 0; j < iov->count; ++j) {
+        if (n == umr->list_max) {
+            ucs_error("dcx: a view maps at most %u pieces", umr->list_max);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        pieces[n].addr = (uintptr_t)iov->buffer +
+                         j * ((iov->count > 1) ? iov->stride : 0);
+        pieces[n].length = iov->length;
+        pieces[n].lkey   = mem->mr->lkey;
+        end              = pieces[n].addr + pieces[n].length;
+        if ((pieces[n].addr < (uintptr_t)mem->mr->addr) ||
+            (end > (uintptr_t)mem->mr->addr + mem->mr->length)) {
+            ucs_error(
+                    "dcx: view entry %zu block %zu is outside its registration",
+                    entry, j);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        ++n;
+    }
+
+    *num_pieces_p = n;
     return UCS_OK;
 }
 
@@ -201,15 +259,12 @@ ucs_status_t uct_dcx_mem_view_create_iov(uct_iface_h tl_iface,
 {
     struct ibv_sge pieces[UCT_DCX_UMR_LIST_MAX];
     uct_dcx_umr_layout_t layout = {};
-    uct_dcx_mem_view_t *view;
+    uint32_t access             = UCT_DCX_VIEW_ACCESS;
+    size_t i, total = 0;
     uct_dcx_iface_t *iface;
-    uct_dcx_mem_t *mem;
-    size_t i, j, total = 0;
-    uint32_t access = UCT_DCX_VIEW_ACCESS;
     uct_dcx_umr_t *umr;
     ucs_status_t status;
     unsigned n = 0;
-    uintptr_t end;
 
     if (!uct_dcx_iface_is_dcx(tl_iface) || (view_p == NULL)) {
         ucs_error("dcx: a view needs a dcx interface");
@@ -223,40 +278,16 @@ ucs_status_t uct_dcx_mem_view_create_iov(uct_iface_h tl_iface,
         return status;
     }
 
-    /* One piece per block of every entry, each inside its registration. */
     for (i = 0; i < iovcnt; ++i) {
-        mem = iov[i].memh;
         if (uct_iov_get_length(&iov[i]) == 0) {
             continue;
         }
-        if ((mem == NULL) || (mem->flags & UCT_DCX_MEM_FLAG_VIEW) ||
-            ((iov[i].count > 1) && (iov[i].stride < iov[i].length))) {
-            ucs_error("dcx: view entry %zu: no registration, or overlapping "
-                      "blocks",
-                      i);
-            return UCS_ERR_INVALID_PARAM;
+        status = uct_dcx_mem_view_add_blocks(umr, &iov[i], i, pieces, &n);
+        if (status != UCS_OK) {
+            return status;
         }
-        access &= uct_dcx_mem_view_access(mem);
-        for (j = 0; j < iov[i].count; ++j) {
-            if (n == umr->list_max) {
-                ucs_error("dcx: a view maps at most %u pieces", umr->list_max);
-                return UCS_ERR_INVALID_PARAM;
-            }
-            pieces[n].addr = (uintptr_t)iov[i].buffer +
-                             j * ((iov[i].count > 1) ? iov[i].stride : 0);
-            pieces[n].length = iov[i].length;
-            pieces[n].lkey   = mem->mr->lkey;
-            end              = pieces[n].addr + pieces[n].length;
-            if ((pieces[n].addr < (uintptr_t)mem->mr->addr) ||
-                (end > (uintptr_t)mem->mr->addr + mem->mr->length)) {
-                ucs_error("dcx: view entry %zu block %zu is outside its "
-                          "registration",
-                          i, j);
-                return UCS_ERR_INVALID_PARAM;
-            }
-            total += iov[i].length;
-            ++n;
-        }
+        access &= uct_dcx_mem_view_access(iov[i].memh);
+        total += uct_iov_get_length(&iov[i]);
     }
 
     if (!(access & UCT_DCX_MR_REMOTE_ACCESS)) {
@@ -265,22 +296,8 @@ ucs_status_t uct_dcx_mem_view_create_iov(uct_iface_h tl_iface,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    view = ucs_calloc(1, sizeof(*view), "dcx view");
-    if (view == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-
-    status = uct_dcx_umr_view_create(umr, iface->md->pd, &layout, pieces, n,
-                                     access, &view->umr);
-    ++iface->umr.gen; /* its wait may have taken completions for others */
-    if (status != UCS_OK) {
-        ucs_free(view);
-        return status;
-    }
-
-    uct_dcx_mem_view_init(iface, view, total, access);
-    *view_p = &view->memh;
-    return UCS_OK;
+    return uct_dcx_mem_view_new(iface, umr, &layout, pieces, n, total, access,
+                                view_p);
 }
 
 /* Public (include/uct/ib/dcx/dcx.h) through the plugin: dcx_loader.c. */

@@ -623,8 +623,8 @@ static void uct_dcx_umr_recover(uct_dcx_umr_t *umr)
                   strerror(ret));
     }
     if ((ret != 0) || (uct_dcx_umr_qp_connect(umr) != UCS_OK)) {
-        ucs_error("dcx: umr qp 0x%x not recovered: strided zero-copy fails "
-                  "from now on",
+        ucs_error("dcx: umr qp 0x%x not recovered: "
+                  "strided zero-copy fails from now on",
                   umr->qp->qp_num);
         umr->qp_dead = 1;
         return;

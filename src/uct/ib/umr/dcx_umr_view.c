@@ -111,8 +111,8 @@ uct_dcx_umr_view_mkey_get(uct_dcx_umr_t *umr, struct ibv_pd *pd,
         mkey_attr.create_flags |= MLX5DV_MKEY_INIT_ATTR_FLAGS_UPDATE_TAG;
         view->mkey = umr->ops->mlx5dv_create_mkey(&mkey_attr);
         if ((view->mkey == NULL) && (errno == EOPNOTSUPP)) {
-            ucs_diag("dcx: the device cannot change mkey tags: a destroyed "
-                     "view's key may come back with a later view");
+            ucs_diag("dcx: the device cannot change mkey tags: "
+                     "a destroyed view's key may come back with a later view");
             umr->view_tags         = 0;
             mkey_attr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
             mkey_attr.max_entries  = entries;

@@ -65,7 +65,8 @@ protected:
 
     void SetUp() override
     {
-        open_pair({{"TX_POLICY", GetParam()}}, sender_config());
+        ASSERT_NO_FATAL_FAILURE(
+                open_pair({{"TX_POLICY", GetParam()}}, sender_config()));
         ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_receiver->iface(), 5,
                                                    am_handler, &m_am, 0));
     }

@@ -52,9 +52,10 @@ protected:
 
         /* Every strided size through UMR here; the threshold has its own
          * test. */
-        open_pair(config_t(), {{"UMR", GetParam()},
-                               {"UMR_MKEYS", std::to_string(num_mkeys)},
-                               {"UMR_PACK_THRESH", "0"}});
+        ASSERT_NO_FATAL_FAILURE(open_pair(
+                config_t(), {{"UMR", GetParam()},
+                             {"UMR_MKEYS", std::to_string(num_mkeys)},
+                             {"UMR_PACK_THRESH", "0"}}));
     }
 
     ucs_status_t wait(ucs_status_t status, test_comp &comp)

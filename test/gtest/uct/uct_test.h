@@ -172,7 +172,7 @@ class entity_pair {
 protected:
     ~entity_pair() { close_pair(); }
 
-    /* Asserts: call it in ASSERT_NO_FATAL_FAILURE outside SetUp(). */
+    /* Asserts: call it in ASSERT_NO_FATAL_FAILURE (SetUp() too). */
     void open_pair(const config_t &receiver_config,
                    const config_t &sender_config, bool connect = true);
     /* Destroys the endpoint, then the interfaces. */

@@ -20,8 +20,8 @@ static inline struct dcxemu_shm_cqe *cq_ring(struct dcxemu_shm_cq *s)
     return (struct dcxemu_shm_cqe *)dcxemu_ptr(s->ring_off);
 }
 
-/* Producer side, fabric lock held.  Returns 1 if the owner must be woken (event
- * or overrun). */
+/* Producer side, fabric lock held.  Returns 1 if the owner must be woken (event,
+ * overrun, or an owner that hears of every CQE). */
 int dcxemu_cq_push(struct dcxemu_shm_cq *s, const struct dcxemu_shm_cqe *cqe)
 {
     int wake = 0;
@@ -53,6 +53,7 @@ int dcxemu_cq_push(struct dcxemu_shm_cq *s, const struct dcxemu_shm_cqe *cqe)
         atomic_fetch_add(&s->events_raised, 1);
         wake = 1;
     }
+    wake |= s->wake_owner != 0;
     pthread_mutex_unlock(&s->lock);
     return wake;
 }
@@ -388,6 +389,7 @@ static int take_cq_slot(uint32_t cap, int ignore_overrun)
     s->overrun        = 0;
     s->overrun_event  = 0;
     s->ignore_overrun = (uint16_t)ignore_overrun;
+    s->wake_owner     = 0;
     atomic_store(&s->events_raised, 0);
     return idx;
 }
@@ -562,5 +564,20 @@ DCXEMU_API int dcxemu_ibv_destroy_cq(struct ibv_cq *ibcq)
         pthread_mutex_unlock(&ibcq->context->mutex);
     }
     free(cq);
+    return 0;
+}
+
+DCXEMU_API int dcxemu_cq_wake_owner(struct ibv_cq *ibcq)
+{
+    struct dcxemu_cq *cq = (struct dcxemu_cq *)ibcq;
+    int err;
+    if (ibcq == NULL) {
+        return EINVAL;
+    }
+    if ((err = dcxemu_usable()) != 0 || (err = dcxemu_shm_lock(&cq->s->lock))) {
+        return err;
+    }
+    cq->s->wake_owner = 1;
+    pthread_mutex_unlock(&cq->s->lock);
     return 0;
 }

@@ -321,6 +321,42 @@ DCXEMU_API const char *dcxemu_fabric_name(void);
    library), or another errno value. */
 DCXEMU_API int dcxemu_fabric_remove(const char *name);
 
+/* ---- for the device's mlx5 face (src/dcxemu/mlx5/), which serves the kernel's
+ * uverbs interface over this model ---- */
+
+/* What device dev's port looks like, from the settings alone (no fabric is
+ * attached): its sysfs description.  0, or EINVAL for a device that does not
+ * exist. */
+#define DCXEMU_DESC_GIDS 4
+struct dcxemu_port_desc {
+    int num_devices;
+    uint64_t node_guid; /* host order */
+    uint16_t lid; /* 0 on a RoCE port */
+    uint8_t link_layer; /* IBV_LINK_LAYER_* */
+    uint32_t num_gids; /* entries 0..num_gids-1 below; the rest are empty */
+    union ibv_gid gid[DCXEMU_DESC_GIDS];
+    uint32_t gid_type[DCXEMU_DESC_GIDS]; /* IBV_GID_TYPE_* */
+    uint32_t gid_tbl_len;
+    uint32_t pkey_tbl_len;
+    uint16_t pkey0; /* the only valid P_Key, at index 0 */
+    uint32_t max_wqe_size; /* DCXEMU_MAX_WQE_SIZE */
+};
+DCXEMU_API int dcxemu_port_describe(int dev, struct dcxemu_port_desc *d);
+
+/* A CQ or SRQ whose owner must hear of every change: every CQE pushed into the
+ * CQ, and every receive that finds the SRQ empty, rings the owner's engine
+ * (which runs the hook below), as a device's writes into host memory are seen
+ * by a polling host.  0 or an errno value. */
+DCXEMU_API int dcxemu_cq_wake_owner(struct ibv_cq *cq);
+DCXEMU_API int dcxemu_srq_wake_owner(struct ibv_srq *srq);
+
+/* A function this process's engine thread runs every time it wakes, and at
+ * least every interval_ns (0: only when woken).  One hook per process; NULL
+ * removes it.  0 or an errno value. */
+typedef void (*dcxemu_engine_hook_fn)(void);
+DCXEMU_API int dcxemu_engine_hook(dcxemu_engine_hook_fn fn,
+                                  uint64_t interval_ns);
+
 /* ---- test-only queries for tests that wait on the model instead of sleeping
  * (testapi.c) ---- */
 

@@ -12,7 +12,7 @@
 
 #define DCXEMU_MAGIC 0x4443584546414252ULL /* "DCXEFABR" */
 #define DCXEMU_LAYOUT_VERSION                                                 \
-    9u /* 9: copy epochs; 8: DCT RoCE address; 7: mkey tags; 6: send_cqes     \
+    10u /* 10: owner wake-ups; 9: copy epochs; 8: DCT RoCE address; 7: mkey tags; 6: send_cqes     \
                                          counter; 5: 1024 members, 32768 QPs, \
           lazy tables */
 
@@ -161,7 +161,7 @@ struct dcxemu_shm_cq {
     uint16_t ignore_overrun;
     uint32_t lock_ready; /* lock initialised when the slot is first used (keeps
                             pages untouched) */
-    uint32_t pad0;
+    uint32_t wake_owner; /* ring the owner on every CQE (dcxemu_cq_wake_owner) */
     uint64_t owner_token;
     pthread_mutex_t lock; /* robust, process-shared; producers take it under the
                              fabric lock */
@@ -185,7 +185,7 @@ struct dcxemu_shm_srq_wqe {
 struct dcxemu_shm_srq {
     uint32_t in_use;
     uint16_t owner;
-    uint16_t pad;
+    uint16_t wake_owner; /* ring the owner when found empty */
     uint32_t lock_ready; /* as for CQs */
     uint32_t pad0;
     uint64_t owner_token;
@@ -437,7 +437,7 @@ struct dcxemu_settings {
 
 /* settings.c */
 extern struct dcxemu_settings dcxemu_cfg;
-void dcxemu_read_settings(void);
+void dcxemu_read_settings(void); /* once per process */
 #define FABRIC_NAME_TRIES \
     16 /* the default name, then "<default>.1" .. "<default>.15" */
 /* "/name" of fabric candidate cand into buf; 1 if the name is explicit

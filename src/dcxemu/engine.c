@@ -18,6 +18,9 @@
 
 static pthread_t engine_thread;
 static volatile int engine_stopping;
+/* dcxemu_engine_hook: run on every wake-up, and at least every interval */
+static _Atomic(dcxemu_engine_hook_fn) engine_hook;
+static _Atomic uint64_t engine_hook_ns;
 
 /* Run the QPs whose deadline has passed; lower *next to the earliest deadline
  * still pending. */
@@ -64,6 +67,19 @@ static void reap_if_due(uint64_t now, uint64_t *next_reap)
     *next_reap = now + ENGINE_REAP_NS;
 }
 
+static void run_hook(uint64_t now, uint64_t *next)
+{
+    dcxemu_engine_hook_fn fn = atomic_load(&engine_hook);
+    uint64_t interval        = atomic_load(&engine_hook_ns);
+    if (fn == NULL) {
+        return;
+    }
+    fn();
+    if (interval != 0 && now + interval < *next) {
+        *next = now + interval;
+    }
+}
+
 static void *engine_main(void *arg)
 {
     uint32_t *db       = &dcxemu_fab->members[dcxemu_me].doorbell;
@@ -75,6 +91,7 @@ static void *engine_main(void *arg)
         struct timespec to;
 
         dcxemu_deliver_events();
+        run_hook(now, &next);
         now = run_due_qps(now, &next);
         reap_if_due(now, &next_reap);
         now = dcxemu_now_ns();
@@ -105,4 +122,16 @@ static void engine_stop(void)
 int dcxemu_attach(void)
 {
     return dcxemu_fabric_attach(engine_start, engine_stop);
+}
+
+DCXEMU_API int dcxemu_engine_hook(dcxemu_engine_hook_fn fn, uint64_t interval_ns)
+{
+    int err = dcxemu_attach();
+    if (err != 0) {
+        return err;
+    }
+    atomic_store(&engine_hook_ns, interval_ns);
+    atomic_store(&engine_hook, fn);
+    dcxemu_engine_kick();
+    return 0;
 }

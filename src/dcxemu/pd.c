@@ -121,12 +121,14 @@ check_mr_args(struct ibv_pd *pd, void *addr, size_t length, unsigned int access)
     return 0;
 }
 
-/* Fabric lock held: a free MR slot (never 0: key 0 is no key), or 0. */
+/* Fabric lock held: a free MR slot, or 0.  Never slot 0 (key 0 is no key) nor
+ * 1: its first key would be 0x100, mlx5's invalid lkey (MLX5_INVALID_LKEY),
+ * which ends a receive WQE's scatter list on hardware. */
 static uint32_t find_mr_slot(void)
 {
     for (uint32_t n = 0; n < DCXEMU_MAX_MRS; n++) {
         uint32_t i = (dcxemu_fab->next_mr_idx + n) % DCXEMU_MAX_MRS;
-        if (i != 0 && !dcxemu_fab->mrs[i].in_use) {
+        if (i > 1 && !dcxemu_fab->mrs[i].in_use) {
             return i;
         }
     }

@@ -170,3 +170,28 @@ DCXEMU_API int dcxemu_ibv_query_pkey(struct ibv_context *context,
     *pkey = htobe16(index == 0 ? DCXEMU_PKEY_DEFAULT : 0);
     return 0;
 }
+
+DCXEMU_API int dcxemu_port_describe(int dev, struct dcxemu_port_desc *d)
+{
+    uint32_t i;
+    dcxemu_read_settings();
+    if (d == NULL || dev < 0 || dev >= dcxemu_cfg.num_devices) {
+        return EINVAL;
+    }
+    memset(d, 0, sizeof(*d));
+    d->num_devices  = dcxemu_cfg.num_devices;
+    d->node_guid    = dcxemu_guid(dev);
+    d->link_layer   = dcxemu_cfg.roce ? IBV_LINK_LAYER_ETHERNET :
+                                        IBV_LINK_LAYER_INFINIBAND;
+    d->lid          = dcxemu_cfg.roce ? 0 : (uint16_t)(dev + 1);
+    d->gid_tbl_len  = DCXEMU_GID_TBL_LEN;
+    d->pkey_tbl_len = DCXEMU_MAX_PKEYS;
+    d->pkey0        = DCXEMU_PKEY_DEFAULT;
+    d->max_wqe_size = dcxemu_cfg.max_wqe;
+    for (i = 0; i < DCXEMU_DESC_GIDS &&
+                dcxemu_gid_entry(dev, i, &d->gid[i], &d->gid_type[i]) == 0;
+         i++) {
+    }
+    d->num_gids = i;
+    return 0;
+}

@@ -103,6 +103,16 @@ static uint64_t srq_take(struct dcxemu_shm_srq *srq, uint16_t owner, int *wake)
     return wr_id;
 }
 
+/* An SRQ found empty wakes an owner that posts receives without calling the
+ * model (the mlx5 face takes them from the application's SRQ buffer). */
+static void srq_found_empty(struct dcxemu_shm_srq *srq, uint16_t owner,
+                            int *wake)
+{
+    if (srq->wake_owner) {
+        *wake = owner;
+    }
+}
+
 /* Push the receive CQE into the target's CQ, charged to the target's member and
  * device (fabric lock held, so the owner is not reaped meanwhile). */
 static void recv_cqe_push(struct exec_plan *p, int *wake)
@@ -226,6 +236,7 @@ dcxemu_resp_recv(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
     recv_cqe_init(qp, w, t, p);
     if (srq->head == srq->tail) {
         r = EXEC_RNR; /* nothing happens at the target until a WQE is posted */
+        srq_found_empty(srq, p->towner, wake);
     } else if (imm_data) {
         p->kind = COPY_WRITE_IMM;
     } else {
@@ -269,6 +280,7 @@ enum exec_result dcxemu_resp_recv_finish(struct exec_plan *p, int cerr,
         return EXEC_DONE;
     }
     if (srq->head == srq->tail) {
+        srq_found_empty(srq, p->towner, wake);
         pthread_mutex_unlock(&srq->lock);
         return EXEC_RNR;
     }

@@ -214,7 +214,7 @@ static void read_ptracer(const char *s)
     }
 }
 
-void dcxemu_read_settings(void)
+static void read_settings(void)
 {
     const char *ex             = getenv("DCXEMU_EXEC");
     const char *fs             = getenv("DCXEMU_FAULTS");
@@ -313,4 +313,10 @@ uint32_t dcxemu_qp_next_gen(uint32_t idx)
         g = (idx * 7) % DCXEMU_QP_GEN_MAX;
     }
     return g % DCXEMU_QP_GEN_MAX + 1;
+}
+
+void dcxemu_read_settings(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_settings);
 }

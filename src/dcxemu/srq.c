@@ -74,6 +74,7 @@ static int take_srq_slot(uint32_t max, uint32_t max_sge, uint64_t pd_id)
     s->pd_id   = pd_id;
     s->max_sge = max_sge;
     s->limit   = 0;
+    s->wake_owner = 0;
     s->head = s->tail = 0;
     atomic_store(&s->limit_event, 0);
     return idx;
@@ -291,4 +292,20 @@ int dcxemu_post_srq_recv_op(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
         *bad_wr = wr;
     }
     return err;
+}
+
+DCXEMU_API int dcxemu_srq_wake_owner(struct ibv_srq *ibsrq)
+{
+    struct dcxemu_srq *srq = (struct dcxemu_srq *)ibsrq;
+    int err;
+    if (ibsrq == NULL) {
+        return EINVAL;
+    }
+    if ((err = dcxemu_usable()) != 0 ||
+        (err = dcxemu_shm_lock(&srq->s->lock))) {
+        return err;
+    }
+    srq->s->wake_owner = 1;
+    pthread_mutex_unlock(&srq->s->lock);
+    return 0;
 }

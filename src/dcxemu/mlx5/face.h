@@ -1,0 +1,257 @@
+/* The device's mlx5 face: what its files share.
+ *
+ * The face makes the device model look, to unmodified rdma-core, like the
+ * Linux kernel's uverbs interface over an mlx5 device: a generated sysfs tree
+ * (sysfs.c), a character device whose write() commands it serves (uverbs.c,
+ * uverbs_queue.c), UAR pages whose doorbell stores it traps (uar.c), send
+ * WQEs it translates into the model's work requests (sq.c) and completions it
+ * writes back as CQE64s (pump.c).  Every object it creates is a model object
+ * made through the model's own API, so the rules of the device live once, in
+ * the model: this face only translates formats.
+ */
+#ifndef DCXEMU_MLX5_FACE_H
+#define DCXEMU_MLX5_FACE_H
+
+#include "dcxemu.h"
+
+struct dcxemu_mlx5_wqe;
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FACE_UVERBS_MAJOR 231
+#define FACE_UVERBS_MINOR 192 /* uverbs0; uverbsN is 192 + N */
+#define FACE_UAR_PAGES    8 /* 16 static bfregs, 2 per UAR, one UAR a page */
+#define FACE_TOT_BFREGS   16
+#define FACE_MAX_FILES    64
+#define FACE_MAX_WQE      1024 /* a ctrl segment's ds counts 63 16-byte units */
+
+/* What one object of the uverbs interface is. */
+enum face_obj_type {
+    FACE_OBJ_PD = 1,
+    FACE_OBJ_MR,
+    FACE_OBJ_CQ,
+    FACE_OBJ_SRQ,
+    FACE_OBJ_QP,
+    FACE_OBJ_AH
+};
+
+struct face_file;
+
+/* Common head of every object: its handle is its index in the file's table. */
+struct face_obj {
+    enum face_obj_type type;
+    uint32_t handle;
+    uint64_t user_handle; /* the rdma-core object, echoed in events */
+    struct face_file *file;
+};
+
+struct face_ah_entry {
+    struct ibv_ah_attr attr;
+    struct ibv_ah *ah;
+};
+
+struct face_pd {
+    struct face_obj obj;
+    struct ibv_pd *pd;
+    /* address handles for the DC address vectors seen so far */
+    pthread_mutex_t ah_lock;
+    struct face_ah_entry *ahs;
+    uint32_t num_ahs, ah_cap;
+};
+
+struct face_mr {
+    struct face_obj obj;
+    struct ibv_mr *mr;
+};
+
+struct face_cq {
+    struct face_obj obj;
+    struct ibv_cq *cq; /* the model's CQ the completions arrive on */
+    int channel_wfd; /* write end of the completion channel, -1: none */
+    /* the CQ as libmlx5 allocated it */
+    void *buf;
+    uint32_t *dbrec; /* [0] consumer index, [1] arm: sn << 28 | cmd | ci */
+    uint32_t ncqe;
+    uint32_t cqe_size;
+    uint32_t pi; /* CQEs written so far */
+    uint32_t last_arm_sn; /* sn + 1 of the arm that last fired, 0: none */
+    uint32_t comp_events; /* events written to the channel */
+    int armed; /* an arm doorbell came and has not fired yet */
+    pthread_mutex_t lock; /* one writer of the CQ buffer at a time */
+};
+
+struct face_srq {
+    struct face_obj obj;
+    struct ibv_srq *srq;
+    void *buf;
+    uint32_t *dbrec;
+    uint32_t stride;
+    uint32_t nwqe;
+    uint32_t max_sge;
+    uint16_t head; /* next WQE the device takes */
+    uint16_t taken; /* WQEs taken, as the 16-bit doorbell counter */
+    pthread_mutex_t lock;
+};
+
+enum {
+    FACE_QP_RC,
+    FACE_QP_DCI
+};
+
+/* What the face remembers of a posted WQE until its completion. */
+struct face_wqe_info {
+    uint8_t opcode; /* MLX5_OPCODE_* */
+};
+
+struct face_qp {
+    struct face_obj obj;
+    struct ibv_qp *qp;
+    struct ibv_qp_ex *qpx;
+    struct mlx5dv_qp_ex *dv;
+    int kind; /* FACE_QP_* */
+    int is_dct;
+    uint32_t qpn;
+    uint32_t uidx;
+    struct face_pd *pd;
+    struct face_cq *send_cq, *recv_cq;
+    struct face_srq *srq;
+    /* send queue as libmlx5 allocated it */
+    void *sq_buf;
+    uint32_t sq_wqebb_cnt;
+    uint32_t *dbrec; /* [0] receive, [1] send producer counters */
+    uint16_t sq_pi; /* WQE basic blocks taken so far (16-bit, as the dbrec) */
+    /* receive queue (RC without an SRQ) */
+    void *rq_buf;
+    uint32_t rq_wqe_cnt;
+    uint32_t rq_stride;
+    uint16_t rq_taken; /* receive WQEs handed to the model */
+    struct face_wqe_info *wqe; /* per WQE basic block index */
+    struct dcxemu_mlx5_wqe *dec; /* the WQE being decoded (large: not on a
+                                    signal stack) */
+    void *raw; /* a raw WQE, unwrapped */
+    uint32_t max_wqe_bytes;
+    pthread_mutex_t sq_lock;
+};
+
+struct face_ah {
+    struct face_obj obj;
+};
+
+/* One open of /dev/infiniband/uverbsN. */
+struct face_file {
+    int fd; /* the memfd the application holds */
+    int dev_index;
+    ino_t ino; /* the memfd's inode: finds its mappings in /proc/self/maps */
+    struct ibv_context *ctx; /* the model's context, after GET_CONTEXT */
+    int async_wfd; /* write end of the async event fd, -1: none */
+    pthread_mutex_t lock; /* the object table and commands */
+    struct {
+        void *addr;
+        size_t len;
+    } uar[FACE_UAR_PAGES]; /* where the application mapped the UAR pages */
+    struct face_obj **objs;
+    uint32_t nobjs;
+    uint32_t cap;
+};
+
+/* ---- sysfs.c */
+int face_sysfs_create(void);
+void face_sysfs_remove(void);
+int face_num_devices(void);
+const char *face_ibdev_name(int dev, char *buf, size_t len);
+
+/* ---- preload.c: the files the application holds */
+struct face_file *face_file_get(int fd);
+int face_real_close(int fd);
+ssize_t face_real_write(int fd, const void *buf, size_t len);
+
+/* ---- uverbs.c: the write() command ABI */
+ssize_t face_uverbs_write(struct face_file *f, const void *buf, size_t len);
+void face_file_release(struct face_file *f);
+int face_obj_add(struct face_file *f, struct face_obj *o,
+                 enum face_obj_type type, uint64_t user_handle);
+void *face_obj_get(struct face_file *f, uint32_t handle,
+                   enum face_obj_type type);
+void face_obj_del(struct face_file *f, struct face_obj *o);
+/* Copy a command's driver part in, zero-filled or truncated to the struct. */
+void face_udata_in(void *dst, size_t dst_len, const void *src, size_t src_len);
+/* Write a response: its core part then its driver part, each truncated to
+ * what the caller made room for. */
+void face_resp_out(uint64_t addr, size_t room, const void *src, size_t len);
+
+/* A command handler: in/in_len the core request after its header (the
+ * response address first), udata the driver part; out_len the room of the
+ * response (core and driver).  0 or a positive errno. */
+struct face_cmd {
+    const void *in;
+    size_t in_len; /* the core request as sent */
+    const void *udata;
+    size_t udata_len;
+    uint64_t resp; /* address of the response */
+    size_t resp_len; /* room for the core response */
+    uint64_t uresp; /* address of the driver's response */
+    size_t uresp_len;
+};
+
+/* ---- uverbs_queue.c: CQs, SRQs, QPs */
+int face_cmd_create_cq(struct face_file *f, const struct face_cmd *c, int ex);
+int face_cmd_destroy_cq(struct face_file *f, const struct face_cmd *c);
+int face_cmd_create_srq(struct face_file *f, const struct face_cmd *c);
+int face_cmd_modify_srq(struct face_file *f, const struct face_cmd *c);
+int face_cmd_query_srq(struct face_file *f, const struct face_cmd *c);
+int face_cmd_destroy_srq(struct face_file *f, const struct face_cmd *c);
+int face_cmd_create_qp(struct face_file *f, const struct face_cmd *c, int ex);
+int face_cmd_modify_qp(struct face_file *f, const struct face_cmd *c, int ex);
+int face_cmd_query_qp(struct face_file *f, const struct face_cmd *c);
+int face_cmd_destroy_qp(struct face_file *f, const struct face_cmd *c);
+void face_queue_release(struct face_obj *o);
+int face_cq_busy(struct face_file *f, struct face_cq *cq);
+
+/* ---- uar.c: UAR pages and their doorbells */
+void face_uar_scan(void);
+void face_uar_forget(struct face_file *f);
+
+/* ---- sq.c: send WQEs into the model */
+unsigned face_sq_doorbell(struct face_qp *qp); /* WQEs taken */
+void face_sq_reset(struct face_qp *qp);
+
+void face_pd_release_ahs(struct face_pd *pd);
+
+/* ---- pump.c: completions out, receive WQEs in, completion channels */
+void face_pump_register(struct face_obj *o);
+void face_pump_unregister(struct face_obj *o);
+void face_pump_all(void); /* every queue of the process */
+struct dcxemu_mlx5_cqe_info;
+void face_cq_write_now(struct face_cq *cq,
+                       const struct dcxemu_mlx5_cqe_info *ci);
+void face_cq_arm(struct face_file *f, uint32_t cqn); /* an arm doorbell */
+void face_sq_ring(struct face_file *f, uint32_t qpn); /* a send doorbell */
+int face_channel_new(void); /* a completion channel: its read end */
+int face_channel_wfd(int rfd); /* its write end, -1: not a channel */
+void face_channel_closed(int fd);
+
+/* every open file (preload.c) */
+extern struct face_file *face_files[FACE_MAX_FILES];
+extern pthread_mutex_t face_files_lock;
+
+/* What the face did (DCXEMU_MLX5_STATS=1 prints them at exit). */
+struct face_stats {
+    _Atomic uint64_t sq_doorbells; /* send doorbells trapped */
+    _Atomic uint64_t arm_doorbells; /* CQ arm doorbells trapped */
+    _Atomic uint64_t backstop_wqes; /* WQEs found by the backstop scan */
+    _Atomic uint64_t wqes; /* WQEs posted to the model */
+    _Atomic uint64_t bad_wqes; /* WQEs completed in error by the face */
+    _Atomic uint64_t cqes; /* CQEs written */
+    _Atomic uint64_t events; /* completion events written */
+    _Atomic uint64_t recv_wqes; /* receive WQEs taken */
+};
+extern struct face_stats face_stats;
+#define FACE_STAT(_f, _n) \
+    atomic_fetch_add_explicit(&face_stats._f, _n, memory_order_relaxed)
+
+void face_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

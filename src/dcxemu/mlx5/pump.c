@@ -1,0 +1,412 @@
+/* The mlx5 face's completion side: model completions out as CQE64s into the
+ * application's CQ buffers, receive WQEs in from its SRQ and RQ buffers, and
+ * completion events on its channels.
+ *
+ * A device writes CQEs into host memory while the host polls it; here the
+ * process's own engine thread does that work (the model rings it for every
+ * CQE pushed into a face CQ and for every SRQ a sender found empty), as does
+ * every doorbell in the posting thread, so that a requester sees its own
+ * completion when its doorbell store returns.  The engine also runs this
+ * every millisecond: the backstop for doorbell stores nobody trapped (the
+ * read-write UAR mode) and for receive WQEs posted with no doorbell at all.
+ */
+#define _GNU_SOURCE
+#include "face.h"
+#include "mlx5_cqe.h"
+#include "mlx5_wqe.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <rdma/ib_user_verbs.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PUMP_BACKSTOP_NS 1000000ull
+#define PUMP_BATCH       16
+#define CQ_DB_REQ_NOT_SOL (1u << 24) /* MLX5_CQ_DB_REQ_NOT_SOL */
+
+/* Every queue the face serves in this process; the lock also keeps a queue
+ * alive while a pump or a doorbell works on it. */
+static pthread_mutex_t pump_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct face_obj **pump_objs;
+static uint32_t pump_n, pump_cap;
+static int pump_hooked;
+
+void face_pump_register(struct face_obj *o)
+{
+    pthread_mutex_lock(&pump_lock);
+    if (pump_n == pump_cap) {
+        uint32_t cap = pump_cap ? 2 * pump_cap : 64;
+        struct face_obj **objs = realloc(pump_objs, cap * sizeof(*objs));
+        if (objs == NULL) {
+            pthread_mutex_unlock(&pump_lock);
+            face_log("out of memory: a queue is not served");
+            return;
+        }
+        pump_objs = objs;
+        pump_cap  = cap;
+    }
+    pump_objs[pump_n++] = o;
+    if (!pump_hooked) {
+        pump_hooked = dcxemu_engine_hook(face_pump_all, PUMP_BACKSTOP_NS) == 0;
+    }
+    pthread_mutex_unlock(&pump_lock);
+}
+
+void face_pump_unregister(struct face_obj *o)
+{
+    pthread_mutex_lock(&pump_lock);
+    for (uint32_t i = 0; i < pump_n; i++) {
+        if (pump_objs[i] == o) {
+            pump_objs[i] = pump_objs[--pump_n];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&pump_lock);
+}
+
+/* The face QP of a model QP number (pump_lock held). */
+static struct face_qp *qp_by_num(struct face_file *f, uint32_t qpn)
+{
+    for (uint32_t i = 0; i < pump_n; i++) {
+        struct face_qp *qp = (struct face_qp *)pump_objs[i];
+        if (qp->obj.type == FACE_OBJ_QP && qp->obj.file == f &&
+            qp->qpn == qpn) {
+            return qp;
+        }
+    }
+    return NULL;
+}
+
+/* ---- completion channels: a pipe per channel; the application reads
+ * struct ib_uverbs_comp_event_desc from its read end */
+
+#define FACE_MAX_CHANNELS 256
+static struct {
+    int rfd, wfd;
+} channels[FACE_MAX_CHANNELS];
+static int num_channels;
+static pthread_mutex_t channel_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int face_channel_new(void)
+{
+    int pfd[2], slot = -1;
+    if (pipe2(pfd, O_CLOEXEC) != 0) {
+        return -1;
+    }
+    (void)fcntl(pfd[1], F_SETFL, O_NONBLOCK);
+    pthread_mutex_lock(&channel_lock);
+    for (int i = 0; i < FACE_MAX_CHANNELS && slot < 0; i++) {
+        if (channels[i].wfd == 0) {
+            channels[i].rfd = pfd[0];
+            channels[i].wfd = pfd[1];
+            slot            = i;
+            num_channels++;
+        }
+    }
+    pthread_mutex_unlock(&channel_lock);
+    if (slot < 0) {
+        face_real_close(pfd[0]);
+        face_real_close(pfd[1]);
+        errno = EMFILE;
+        return -1;
+    }
+    return pfd[0];
+}
+
+int face_channel_wfd(int rfd)
+{
+    int wfd = -1;
+    pthread_mutex_lock(&channel_lock);
+    for (int i = 0; i < FACE_MAX_CHANNELS; i++) {
+        if (channels[i].wfd != 0 && channels[i].rfd == rfd) {
+            wfd = channels[i].wfd;
+        }
+    }
+    pthread_mutex_unlock(&channel_lock);
+    return wfd;
+}
+
+/* The application closed a descriptor: if it was a channel, its write end
+ * goes too. */
+void face_channel_closed(int fd)
+{
+    if (__atomic_load_n(&num_channels, __ATOMIC_RELAXED) == 0) {
+        return;
+    }
+    pthread_mutex_lock(&channel_lock);
+    for (int i = 0; i < FACE_MAX_CHANNELS; i++) {
+        if (channels[i].wfd != 0 && channels[i].rfd == fd) {
+            face_real_close(channels[i].wfd);
+            channels[i].wfd = 0;
+            num_channels--;
+        }
+    }
+    pthread_mutex_unlock(&channel_lock);
+}
+
+/* ---- CQs */
+
+static void cq_event(struct face_cq *cq)
+{
+    struct ib_uverbs_comp_event_desc ev = {.cq_handle = cq->obj.user_handle};
+    if (cq->channel_wfd >= 0 &&
+        face_real_write(cq->channel_wfd, &ev, sizeof(ev)) == sizeof(ev)) {
+        cq->comp_events++;
+        FACE_STAT(events, 1);
+    }
+}
+
+/* The CQE a model completion becomes (pump_lock held). */
+static int cqe_of(struct face_cq *cq, const struct ibv_wc *wc,
+                  struct dcxemu_mlx5_cqe_info *ci)
+{
+    int recv = (wc->opcode & IBV_WC_RECV) != 0;
+    struct face_qp *qp = qp_by_num(cq->obj.file, wc->qp_num);
+    if (qp == NULL) {
+        return 0; /* its QP is gone: so is the CQE, as on hardware */
+    }
+    memset(ci, 0, sizeof(*ci));
+    ci->qpn             = qp->qpn;
+    ci->srqn_uidx       = qp->uidx;
+    ci->wqe_counter     = (uint16_t)wc->wr_id;
+    ci->byte_cnt        = wc->byte_len;
+    ci->vendor_err_synd = (uint8_t)wc->vendor_err;
+    if (wc->status != IBV_WC_SUCCESS) {
+        ci->opcode   = recv || qp->is_dct ? MLX5_CQE_RESP_ERR : MLX5_CQE_REQ_ERR;
+        ci->syndrome = dcxemu_mlx5_syndrome(wc->status);
+        if (!recv && !qp->is_dct) {
+            ci->wqe_opcode =
+                    qp->wqe[wc->wr_id & (qp->sq_wqebb_cnt - 1)].opcode;
+        }
+        return 1;
+    }
+    if (!recv) {
+        ci->opcode     = MLX5_CQE_REQ;
+        ci->wqe_opcode = qp->wqe[wc->wr_id & (qp->sq_wqebb_cnt - 1)].opcode;
+        return 1;
+    }
+    if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        ci->opcode = MLX5_CQE_RESP_WR_IMM;
+    } else {
+        ci->opcode = (wc->wc_flags & IBV_WC_WITH_IMM) ? MLX5_CQE_RESP_SEND_IMM :
+                                                        MLX5_CQE_RESP_SEND;
+    }
+    ci->imm       = wc->imm_data;
+    ci->src_qpn   = wc->src_qp;
+    ci->slid      = wc->slid;
+    ci->sl        = wc->sl;
+    ci->grh       = (wc->wc_flags & IBV_WC_GRH) != 0;
+    ci->solicited = 0;
+    return 1;
+}
+
+/* An arm whose sequence number has not fired yet, and whether a CQE fires
+ * it. */
+static void cq_arm_check(struct face_cq *cq, const struct ibv_wc *wc)
+{
+    uint32_t arm = be32toh(__atomic_load_n(&cq->dbrec[1], __ATOMIC_ACQUIRE));
+    uint32_t sn  = arm >> 28;
+    if (!cq->armed || cq->last_arm_sn == sn + 1) {
+        return;
+    }
+    if ((arm & CQ_DB_REQ_NOT_SOL) && wc != NULL &&
+        wc->status == IBV_WC_SUCCESS && !(wc->wc_flags & IBV_WC_WITH_IMM)) {
+        return; /* solicited only: the model marks no SE, so only errors */
+    }
+    cq->armed       = 0;
+    cq->last_arm_sn = sn + 1;
+    cq_event(cq);
+}
+
+/* Move the model's completions into the application's CQ while it has room
+ * (pump_lock held). */
+static void cq_pump(struct face_cq *cq)
+{
+    struct ibv_wc wc[PUMP_BATCH];
+    struct dcxemu_mlx5_cqe_info ci;
+    pthread_mutex_lock(&cq->lock);
+    for (;;) {
+        uint32_t ci_idx = be32toh(__atomic_load_n(&cq->dbrec[0],
+                                                  __ATOMIC_ACQUIRE)) &
+                          0xffffff;
+        uint32_t used = (cq->pi - ci_idx) & 0xffffff;
+        int room      = used >= cq->ncqe ? 0 : (int)(cq->ncqe - used);
+        int n;
+        if (room == 0) {
+            break; /* the rest waits in the model's CQ */
+        }
+        n = ibv_poll_cq(cq->cq, room < PUMP_BATCH ? room : PUMP_BATCH, wc);
+        if (n <= 0) {
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            if (cqe_of(cq, &wc[i], &ci)) {
+                dcxemu_mlx5_cqe_write(cq->buf, cq->cqe_size, cq->ncqe, cq->pi++,
+                                      &ci);
+                FACE_STAT(cqes, 1);
+                cq_arm_check(cq, &wc[i]);
+            }
+        }
+    }
+    pthread_mutex_unlock(&cq->lock);
+}
+
+/* A CQE the face makes itself (a WQE the model never saw), after what the
+ * model completed before it (pump_lock held). */
+void face_cq_write_now(struct face_cq *cq,
+                       const struct dcxemu_mlx5_cqe_info *ci)
+{
+    cq_pump(cq);
+    pthread_mutex_lock(&cq->lock);
+    dcxemu_mlx5_cqe_write(cq->buf, cq->cqe_size, cq->ncqe, cq->pi++, ci);
+    cq_arm_check(cq, NULL);
+    pthread_mutex_unlock(&cq->lock);
+}
+
+/* A CQ arm doorbell: the next CQE (or one already there) raises an event. */
+void face_cq_arm(struct face_file *f, uint32_t cqn)
+{
+    struct face_cq *cq;
+    uint32_t ci_idx;
+    pthread_mutex_lock(&pump_lock);
+    cq = NULL;
+    for (uint32_t i = 0; i < pump_n; i++) {
+        if (pump_objs[i]->type == FACE_OBJ_CQ && pump_objs[i]->file == f &&
+            pump_objs[i]->handle == cqn) {
+            cq = (struct face_cq *)pump_objs[i];
+        }
+    }
+    if (cq != NULL) {
+        pthread_mutex_lock(&cq->lock);
+        cq->armed = 1;
+        ci_idx    = be32toh(cq->dbrec[1]) & 0xffffff;
+        if (((cq->pi - ci_idx) & 0xffffff) != 0) {
+            cq_arm_check(cq, NULL);
+        }
+        pthread_mutex_unlock(&cq->lock);
+    }
+    pthread_mutex_unlock(&pump_lock);
+}
+
+/* ---- receive WQEs */
+
+/* The WQEs the application linked into its SRQ since the last pull go to
+ * the model's SRQ, in the order the device takes them (pump_lock held). */
+static void srq_pull(struct face_srq *srq)
+{
+    struct dcxemu_mlx5_sge sge[32];
+    struct ibv_sge isge[32];
+    pthread_mutex_lock(&srq->lock);
+    for (;;) {
+        uint16_t posted = (uint16_t)be32toh(
+                __atomic_load_n(srq->dbrec, __ATOMIC_ACQUIRE));
+        struct ibv_recv_wr wr, *bad;
+        uint32_t n;
+        uint16_t next;
+        if (posted == srq->taken ||
+            dcxemu_mlx5_srq_wqe_read(srq->buf, srq->stride,
+                                     srq->head % srq->nwqe, srq->max_sge, sge,
+                                     &n, &next) != 0) {
+            break;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            isge[i].addr   = sge[i].addr;
+            isge[i].length = sge[i].length;
+            isge[i].lkey   = sge[i].lkey;
+        }
+        memset(&wr, 0, sizeof(wr));
+        wr.wr_id   = srq->head;
+        wr.sg_list = isge;
+        wr.num_sge = (int)n;
+        if (ibv_post_srq_recv(srq->srq, &wr, &bad) != 0) {
+            break; /* the model's SRQ is full: the rest comes later */
+        }
+        srq->head = next;
+        srq->taken++;
+        FACE_STAT(recv_wqes, 1);
+    }
+    pthread_mutex_unlock(&srq->lock);
+}
+
+/* An RC QP's own receive queue: a ring, consumed in order. */
+static void rq_pull(struct face_qp *qp)
+{
+    struct dcxemu_mlx5_sge sge[32];
+    struct ibv_sge isge[32];
+    if (qp->rq_wqe_cnt == 0 || qp->srq != NULL || qp->is_dct) {
+        return;
+    }
+    for (;;) {
+        uint16_t posted = (uint16_t)be32toh(
+                __atomic_load_n(&qp->dbrec[0], __ATOMIC_ACQUIRE));
+        struct ibv_recv_wr wr, *bad;
+        uint32_t n, idx = qp->rq_taken & (qp->rq_wqe_cnt - 1);
+        if (posted == qp->rq_taken ||
+            dcxemu_mlx5_rq_wqe_read(qp->rq_buf, qp->rq_stride, idx,
+                                    qp->rq_stride / 16, sge, &n) != 0) {
+            break;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            isge[i].addr   = sge[i].addr;
+            isge[i].length = sge[i].length;
+            isge[i].lkey   = sge[i].lkey;
+        }
+        memset(&wr, 0, sizeof(wr));
+        wr.wr_id   = idx;
+        wr.sg_list = isge;
+        wr.num_sge = (int)n;
+        if (ibv_post_recv(qp->qp, &wr, &bad) != 0) {
+            break;
+        }
+        qp->rq_taken++;
+        FACE_STAT(recv_wqes, 1);
+    }
+}
+
+/* ---- everything at once */
+
+static void pump_locked(void)
+{
+    for (uint32_t i = 0; i < pump_n; i++) {
+        struct face_obj *o = pump_objs[i];
+        if (o->type == FACE_OBJ_SRQ) {
+            srq_pull((struct face_srq *)o);
+        } else if (o->type == FACE_OBJ_QP) {
+            struct face_qp *qp = (struct face_qp *)o;
+            rq_pull(qp);
+            if (!qp->is_dct) {
+                /* a store nobody trapped */
+                FACE_STAT(backstop_wqes, face_sq_doorbell(qp));
+            }
+        }
+    }
+    for (uint32_t i = 0; i < pump_n; i++) {
+        if (pump_objs[i]->type == FACE_OBJ_CQ) {
+            cq_pump((struct face_cq *)pump_objs[i]);
+        }
+    }
+}
+
+void face_pump_all(void)
+{
+    pthread_mutex_lock(&pump_lock);
+    pump_locked();
+    pthread_mutex_unlock(&pump_lock);
+}
+
+/* A send doorbell: the QP whose number the stored control segment names,
+ * then every queue, so the poster sees its own completions. */
+void face_sq_ring(struct face_file *f, uint32_t qpn)
+{
+    struct face_qp *qp;
+    pthread_mutex_lock(&pump_lock);
+    qp = qp_by_num(f, qpn);
+    if (qp != NULL && !qp->is_dct) {
+        face_sq_doorbell(qp);
+    }
+    pump_locked();
+    pthread_mutex_unlock(&pump_lock);
+}

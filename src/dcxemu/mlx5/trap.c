@@ -445,7 +445,10 @@ static void trap_call(const ucontext_t *uc, trap_call_t *c)
     uintptr_t rsp  = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
 
-    if ((uc->uc_stack.ss_flags & SS_DISABLE) ||
+    /* in place: no alternate stack, the handler is not on it, the store ran
+     * on it, or valgrind (memcheck reports the switched-to stack as below the
+     * stack pointer) */
+    if ((uc->uc_stack.ss_flags & SS_DISABLE) || RUNNING_ON_VALGRIND ||
         (here - ss >= uc->uc_stack.ss_size) ||
         (rsp - ss < uc->uc_stack.ss_size)) {
         c->fn(c->arg, c->addr, c->value);
@@ -481,6 +484,13 @@ static void trap_handler(int sig, siginfo_t *si, void *ctx)
         /* e.g. RIP not at the faulting instruction (valgrind), or a store
          * that straddles into the region: never guess */
         trap_refuse(si, uc, code, avail, "a store, but to", st.addr);
+        trap_chain(sig, si, ctx, 1);
+        goto out;
+    }
+    if (st.fpregs && RUNNING_ON_VALGRIND) {
+        /* valgrind's signal frames carry no xmm/mm values (zeros) */
+        trap_refuse(si, uc, code, avail,
+                    "an SSE/MMX store, whose value valgrind does not pass", 0);
         trap_chain(sig, si, ctx, 1);
         goto out;
     }

@@ -391,6 +391,7 @@ dcxemu_x86_status_t dcxemu_x86_store_decode(const uint8_t *code, size_t avail,
     st->value  = (size < 8) ? value & ((1ull << (8 * size)) - 1) : value;
     st->size   = size;
     st->length = (unsigned)in.pos;
+    st->fpregs = (src == X86_SRC_XMM) || (src == X86_SRC_MM);
     return DCXEMU_X86_OK;
 }
 

@@ -32,6 +32,7 @@ typedef struct dcxemu_x86_store {
     uint64_t value; /* the stored value's low 64 bits, zero-extended */
     unsigned size; /* bytes it writes: 1, 2, 4, 8, 16 or 32 */
     unsigned length; /* bytes of the instruction */
+    int fpregs; /* the value came from an xmm/ymm or mm register */
 } dcxemu_x86_store_t;
 
 /* Decode code[0..avail) (the instruction at the context's RIP) as a store,

@@ -5,6 +5,7 @@
 #include "dcxemu_int.h"
 #include "wr.h"
 #include "opcode.h"
+#include "mlx5_wqe.h"
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -399,116 +400,54 @@ static void s_dc_addr_stream(struct mlx5dv_qp_ex *d, struct ibv_ah *ah,
 /* mlx5dv_wr_raw_wqe (rdma-core v44 providers/mlx5/qp.c:mlx5_wr_raw_wqe): the
  * caller's WQE is copied as it is, ds = qpn_ds[5:0] 16-byte units; only the WQE
  * index is replaced. Signaling is the control segment's CQ_UPDATE bit
- * (sq_sig_all is applied by rdma-core's own builders only). The model decodes
- * the atomic layouts of mlx5dv.h / the mlx5 PRM: control, datagram (DC AV, base
- * 16 B or extended 48 B), remote address, atomic (standard 16 B; masked: 32-bit
- * CS/FA and 64-bit FA 16 B, 64-bit CS 32 B), one data segment for the response.
- * Anything else is a malformed WQE for the model: it completes with
- * LOC_QP_OP_ERR when it executes, as the HCA reports a WQE it cannot parse; it
- * is never executed partly. */
-#define RAW_MAX_BYTES 128 /* the largest WQE the decoder accepts: 8 units */
-
-static uint32_t raw_be32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return be32toh(v);
-}
-
-static uint64_t raw_be64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return be64toh(v);
-}
+ * (sq_sig_all is applied by rdma-core's own builders only). The device's WQE
+ * decoder (mlx5_wqe.c) reads it as a DCI's; the model executes its atomics:
+ * standard, or masked with 4- or 8-byte operands (unless ext atomics are off),
+ * with one data segment for the response.  Anything else is a malformed WQE for
+ * the model: it completes with LOC_QP_OP_ERR when it executes, as the HCA
+ * reports a WQE it cannot parse; it is never executed partly. */
+#define RAW_MAX_BYTES 128 /* the largest WQE the model accepts: 8 units */
 
 static int
 raw_decode(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const uint8_t *b)
 {
-    uint32_t opmod_idx_opcode = raw_be32(b), qpn_ds = raw_be32(b + 4);
-    uint32_t ds = qpn_ds & 0x3f, opcode = opmod_idx_opcode & 0xff;
-    uint32_t opmod = opmod_idx_opcode >> 24, dqp_dct, off, aseg, need;
-    const uint8_t *a;
+    struct dcxemu_mlx5_wqe m;
+    int ret;
 
-    if (ds == 0 || ds * 16 > RAW_MAX_BYTES ||
-        (qpn_ds >> 8) != qp->qpx.qp_base.qp_num) {
-        return -1; /* not an atomic WQE, or one of another QP */
+    /* the caller's buffer is ds * 16 bytes: a queue that never wraps it */
+    ret = dcxemu_mlx5_wqe_decode(b, RAW_MAX_BYTES / MLX5_SEND_WQE_BB, 0,
+                                 DCXEMU_MLX5_QP_DCI, RAW_MAX_BYTES, &m);
+    if (m.ds == 0 || m.ds * 16u > RAW_MAX_BYTES ||
+        m.qpn != qp->qpx.qp_base.qp_num) {
+        return -1; /* no WQE, or one of another QP */
     }
-    if (b[11] & MLX5_WQE_CTRL_CQ_UPDATE) {
+    if (m.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) {
         w->flags |= IBV_SEND_SIGNALED;
     }
-    switch (opcode) {
-    case MLX5_OPCODE_ATOMIC_CS:
-    case MLX5_OPCODE_ATOMIC_FA:
-        if (opmod != 0) {
-            return -1;
-        }
-        w->raw_size = 8;
-        aseg        = 16;
-        break;
-    case MLX5_OPCODE_ATOMIC_MASKED_CS:
-    case MLX5_OPCODE_ATOMIC_MASKED_FA:
-        /* opmod 0x08 | (log2(size) - 2): the model's HCA atomic caps are 4 and
-         * 8 bytes */
-        if (dcxemu_cfg.no_ext_atomics || (opmod != 0x08 && opmod != 0x09)) {
-            return -1;
-        }
-        w->raw_masked = 1;
-        w->raw_size   = opmod == 0x08 ? 4 : 8;
-        aseg = (opcode == MLX5_OPCODE_ATOMIC_MASKED_CS && w->raw_size == 8) ?
-                       32 :
-                       16;
-        break;
-    default:
-        return -1; /* the model decodes atomics only */
+    if (ret != 0 || !m.has_atomic || m.num_sge != 1 ||
+        (m.masked && dcxemu_cfg.no_ext_atomics) || qp->cap.max_send_sge < 1) {
+        return -1; /* the model executes atomics only */
     }
-    /* datagram segment: the DC AV, as mlx5dv_wr_set_dc_addr lays it out */
-    dqp_dct = raw_be32(b + 16 + 8);
-    off     = 16 +
-          ((dqp_dct & MLX5_EXTENDED_UD_AV) ? sizeof(struct mlx5_wqe_av) : 16);
-    need = off + sizeof(struct mlx5_wqe_raddr_seg) + aseg +
-           sizeof(struct mlx5_wqe_data_seg);
-    if (ds * 16 != need) {
-        return -1;
-    }
-    w->dc_key = raw_be64(b + 16);
-    w->dctn   = dqp_dct & 0xffffff;
-    w->dlid   = (uint32_t)b[16 + 14] << 8 | b[16 + 15]; /* rlid, big-endian */
+    w->dc_key       = m.av.dc_key;
+    w->dctn         = m.av.dctn;
+    w->dlid         = m.av.rlid;
     w->addr_setters = 1;
-    /* remote address segment */
-    w->raddr = raw_be64(b + off);
-    w->rkey  = raw_be32(b + off + 8);
-    a        = b + off + 16;
-    if (w->raw_size == 4) {
-        w->swap_add  = raw_be32(a);
-        w->cmp       = raw_be32(a + 4);
-        w->swap_mask = raw_be32(a + 8);
-        w->cmp_mask  = raw_be32(a + 12);
-    } else if (aseg == 32) {
-        w->swap_add  = raw_be64(a);
-        w->cmp       = raw_be64(a + 8);
-        w->swap_mask = raw_be64(a + 16);
-        w->cmp_mask  = raw_be64(a + 24);
-    } else {
-        w->swap_add = raw_be64(a);
-        w->cmp      = raw_be64(a + 8);
-    }
-    w->opcode = (opcode == MLX5_OPCODE_ATOMIC_CS ||
-                 opcode == MLX5_OPCODE_ATOMIC_MASKED_CS) ?
-                        DCXEMU_OP_CMP_SWP :
-                        DCXEMU_OP_FETCH_ADD;
-    if (!w->raw_masked && w->opcode == DCXEMU_OP_CMP_SWP) {
-        w->cmp_mask = w->swap_mask =
-                UINT64_MAX; /* standard CS = masked CS, all bits */
-    }
+    w->raddr        = m.raddr;
+    w->rkey         = m.rkey;
+    w->raw_masked   = m.masked;
+    w->raw_size     = (uint8_t)m.atomic_size;
+    w->swap_add     = m.swap_add;
+    w->cmp          = m.compare;
+    w->swap_mask    = m.swap_mask;
+    w->cmp_mask     = m.compare_mask;
+    w->opcode       = (m.opcode == MLX5_OPCODE_ATOMIC_CS ||
+                 m.opcode == MLX5_OPCODE_ATOMIC_MASKED_CS) ?
+                              DCXEMU_OP_CMP_SWP :
+                              DCXEMU_OP_FETCH_ADD;
     /* data segment: where the response goes */
-    a += aseg;
-    if (qp->cap.max_send_sge < 1) {
-        return -1;
-    }
-    wqe_sges(w)[0].length = raw_be32(a);
-    wqe_sges(w)[0].lkey   = raw_be32(a + 4);
-    wqe_sges(w)[0].addr   = raw_be64(a + 8);
+    wqe_sges(w)[0].length = m.sge[0].length;
+    wqe_sges(w)[0].lkey   = m.sge[0].lkey;
+    wqe_sges(w)[0].addr   = m.sge[0].addr;
     w->num_sge            = 1;
     w->data_setters       = 1;
     return 0;

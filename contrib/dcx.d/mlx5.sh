@@ -1,0 +1,126 @@
+# contrib/dcx.d/mlx5.sh: sourced by contrib/dcx. See LICENSE for terms.
+#
+# suite mlx5: the device's mlx5 face (docs/mlx5-face.md), under programs
+# nobody here wrote. The system's unmodified libibverbs and libmlx5 drive
+# the device: ibv_devices and ibv_devinfo see it, perftest runs its DC tests
+# between two processes, UCX's own dc_mlx5 runs ucx_perftest, and dcx runs
+# its hardware binding through rdma-core. Every pair proves from the
+# device's fabric counters (dcxemu-stat) that the device carried the
+# traffic: the run fails if the counter it names stayed below what the run
+# must have done.
+
+SUITES_ALL+=(mlx5)
+
+# mlx5_face_env: sets MLX5_ENV, the environment of one run on a fresh
+# fabric (MLX5_FABRIC) that outlives its processes: its counters are read
+# after them.
+mlx5_face_env() {
+    mlx5_runs=$((mlx5_runs + 1))
+    MLX5_FABRIC="dcx-mlx5-$$-$mlx5_runs"
+    MLX5_ENV=("DCXEMU_FABRIC=$MLX5_FABRIC" DCXEMU_KEEP_FABRIC=1
+              "LD_PRELOAD=$DCX_PREFIX/lib/libdcxemu_mlx5.so.0")
+}
+mlx5_runs=0
+MLX5_FABRIC=
+MLX5_ENV=()
+
+# mlx5_counter NAME MIN: the fabric's counter NAME (summed over devices) is
+# at least MIN; the fabric is removed either way.
+mlx5_counter() {
+    local name=$1 min=$2 line value
+    line=$("$DCX_PREFIX/bin/dcxemu-stat" -c -f "$MLX5_FABRIC")
+    "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$MLX5_FABRIC" >/dev/null || true
+    value=$(echo "$line" | tr ' ' '\n' | sed -n "s/^$name=//p" | awk '{s += $1} END {print s + 0}')
+    echo "device counters: $line"
+    if [ "$value" -lt "$min" ]; then
+        echo "the device's $name counter is $value, expected at least $min: it did not carry the traffic"
+        return 1
+    fi
+}
+
+# mlx5_pair COUNTER MIN -- SERVER... : a server and its client (the same
+# command with "localhost" appended) on the face; both must exit 0, then
+# the counter check.
+mlx5_pair() {
+    local counter=$1 min=$2 log="$DCX_LOGS/mlx5-pair-$$-$RANDOM" spid rc=0 src=0
+    shift 3
+    mlx5_face_env
+    env "${MLX5_ENV[@]}" timeout -k 5 120 "$@" > "$log.server" 2>&1 &
+    spid=$!
+    sleep 0.5
+    env "${MLX5_ENV[@]}" timeout -k 5 100 "$@" localhost > "$log.client" 2>&1 || rc=$?
+    wait $spid || src=$?
+    cat "$log.client"
+    if [ $rc -ne 0 ] || [ $src -ne 0 ]; then
+        echo "client exit $rc, server exit $src; server said:"
+        cat "$log.server"
+        "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$MLX5_FABRIC" >/dev/null || true
+        return 1
+    fi
+    mlx5_counter "$counter" "$min"
+}
+
+mlx5_devices() {
+    local out
+    mlx5_face_env
+    out=$(env "${MLX5_ENV[@]}" ibv_devices) || { echo "$out"; return 1; }
+    echo "$out"
+    echo "$out" | grep -q 'dcxemu_mlx5_0' || {
+        echo "ibv_devices does not list dcxemu_mlx5_0"; return 1; }
+}
+
+mlx5_devinfo() {
+    local out want
+    mlx5_face_env
+    out=$(env "${MLX5_ENV[@]}" ibv_devinfo -v) || { echo "$out"; return 1; }
+    echo "$out"
+    "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$MLX5_FABRIC" >/dev/null || true
+    for want in 'hca_id:[[:space:]]*dcxemu_mlx5_0' 'fw_ver:[[:space:]]*20\.31\.1014' \
+                'vendor_id:[[:space:]]*0x02c9' 'board_id:[[:space:]]*DCXEMU' \
+                'state:[[:space:]]*PORT_ACTIVE' 'link_layer:[[:space:]]*InfiniBand' \
+                'port_lid:[[:space:]]*1$' 'GID\[  0\]:[[:space:]]*fe80:0000:0000:0000:0002:c903:00dc:0001'; do
+        echo "$out" | grep -Eq "$want" || { echo "ibv_devinfo -v: no line matching '$want'"; return 1; }
+    done
+}
+
+# perftest: -c DC, its own TCP exchange on a port of its own.
+mlx5_perftest() {
+    local counter=$1 min=$2 test=$3
+    shift 3
+    mlx5_pair "$counter" "$min" -- "$test" -d dcxemu_mlx5_0 -p $((20000 + RANDOM % 20000)) "$@"
+}
+
+# ucx_perftest over a UCX transport on the face. UCX's own mlx5 transports
+# run without DEVX objects (UCX_IB_MLX5_DEVX=n): the face creates QPs
+# through the verbs commands libmlx5 sends.
+mlx5_ucx_perftest() {
+    local counter=$1 min=$2 tl=$3
+    shift 3
+    local -a pre=()
+    local -x UCX_IB_MLX5_DEVX=n
+    if [ "$tl" = dcx ]; then
+        pre=(env "LD_PRELOAD=$DCX_PREFIX/lib/ucx/libuct_dcx.so:$DCX_PREFIX/lib/libdcxemu_mlx5.so.0")
+    fi
+    mlx5_pair "$counter" "$min" -- "${pre[@]}" \
+        ucx_perftest "${PERFTEST_OPTS[@]}" -x "$tl" -d dcxemu_mlx5_0:1 \
+        -p $((20000 + RANDOM % 20000)) "$@"
+}
+
+suite_mlx5() {
+    make -C "$DCX_BUILD" -s -j"$DCX_JOBS" check >/dev/null || die "building the tests failed"
+    run_gtest mlx5 "$DCX_BUILD/test/gtest/mlx5/dcxemu_mlx5_gtest"
+    check mlx5-ibv_devices mlx5_devices
+    check mlx5-ibv_devinfo mlx5_devinfo
+    local n=2000
+    check mlx5-perftest-dc-write_lat  mlx5_perftest write $((2 * n)) ib_write_lat -c DC -n $n
+    check mlx5-perftest-dc-write_bw   mlx5_perftest write 1000 ib_write_bw -c DC -n 1000 -s 1048576
+    check mlx5-perftest-dc-read_lat   mlx5_perftest read $n ib_read_lat -c DC -n $n
+    check mlx5-perftest-dc-send_lat   mlx5_perftest recv_cqes $((2 * 1000)) ib_send_lat -c DC -n 1000
+    check mlx5-perftest-dc-atomic_lat mlx5_perftest atomic_fa $n ib_atomic_lat -c DC -n $n
+    check mlx5-ucx-dc_mlx5-put_lat mlx5_ucx_perftest write $n dc_mlx5 -t put_lat -n $n -w 100
+    check mlx5-ucx-dc_mlx5-am_lat  mlx5_ucx_perftest recv_cqes 1000 dc_mlx5 -t am_lat -n 500 -w 50
+    check mlx5-ucx-dc_mlx5-put_bw  mlx5_ucx_perftest write 500 dc_mlx5 -t put_bw -D zcopy -s 65536 -n 500 -w 10
+    check mlx5-ucx-dcx-put_lat     mlx5_ucx_perftest write $n dcx -t put_lat -n $n -w 100
+    check mlx5-ucx-dcx-am_lat      mlx5_ucx_perftest recv_cqes 1000 dcx -t am_lat -n 500 -w 50
+    check mlx5-ucx-dcx-put_bw      mlx5_ucx_perftest write 500 dcx -t put_bw -D zcopy -s 65536 -n 500 -w 10
+}

@@ -78,7 +78,7 @@ static atomic_int trap_installed;
 static _Atomic uint64_t trap_stores;
 
 static trap_region_t trap_regions[TRAP_MAX_REGIONS];
-static atomic_uint trap_nregions; /* slots ever used: the handler scans these */
+static atomic_uint trap_nregions; /* the handler scans up to the last in use */
 static pthread_mutex_t trap_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The application's SIGSEGV action once ours is installed: trap_app points to
@@ -246,7 +246,7 @@ trap_segv_sigaction(const struct sigaction *act, struct sigaction *old)
 
     if (act != NULL) {
         copy = *act; /* outside the lock: a bad pointer faults here */
-        if ((act->sa_handler == SIG_ERR)) {
+        if (act->sa_handler == SIG_ERR) {
             errno = EINVAL;
             return -1;
         }
@@ -688,8 +688,6 @@ sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 }
 
 TRAP_EXPORT int
-__sigaction(int sig, const struct sigaction *act, struct sigaction *old);
-TRAP_EXPORT int
 __sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
     return sigaction(sig, act, old);
@@ -733,7 +731,6 @@ TRAP_EXPORT sighandler_t signal(int sig, sighandler_t handler)
     return trap_libc_signal(&trap_real_signal, "signal", sig, handler);
 }
 
-TRAP_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler);
 TRAP_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler)
 {
     return signal(sig, handler);

@@ -618,6 +618,33 @@ TEST_F(X86Decode, AddressAndLength)
     EXPECT_EQ(11u, st.length);
 }
 
+/* mmN is at ST((N - TOP) mod 8) of the FXSAVE image. */
+TEST_F(X86Decode, Registers)
+{
+    uc.uc_mcontext.gregs[REG_RAX] = 0x1000;
+    uc.uc_mcontext.gregs[REG_RCX] = 0x4433;
+    fp.swd                        = 3 << 11; /* TOP = 3 */
+    fp._st[0].significand[0]      = 0x1111;
+    fp._st[0].significand[3]      = 0x4444;
+    ASSERT_EQ(DCXEMU_X86_OK, decode({ 0x0f, 0xe7, 0x18 })); /* movntq %mm3 */
+    EXPECT_EQ(0x4444000000001111ull, st.value);
+    EXPECT_TRUE(st.fpregs);
+
+    fp._xmm[9].element[0] = 0x89abcdef;
+    fp._xmm[9].element[1] = 0x01234567;
+    fp._xmm[9].element[2] = 0xffffffff;
+    ASSERT_EQ(DCXEMU_X86_OK, decode({ 0xf3, 0x44, 0x0f, 0x7f, 0x08 }));
+    EXPECT_EQ(0x0123456789abcdefull, st.value); /* movdqu %xmm9 */
+    EXPECT_EQ(16u, st.size);
+
+    ASSERT_EQ(DCXEMU_X86_OK, decode({ 0x88, 0x28 })); /* mov %ch */
+    EXPECT_EQ(0x44u, st.value);
+    EXPECT_FALSE(st.fpregs);
+    uc.uc_mcontext.gregs[REG_RBP] = 0x1277;
+    ASSERT_EQ(DCXEMU_X86_OK, decode({ 0x40, 0x88, 0x28 })); /* mov %bpl */
+    EXPECT_EQ(0x77u, st.value);
+}
+
 TEST_F(X86Decode, Refusals)
 {
     EXPECT_EQ(DCXEMU_X86_REGISTER, decode({ 0x48, 0x89, 0xc8 })); /* mod=3 */

@@ -41,6 +41,8 @@
 
 #define TRAP_MAX_REGIONS 256
 #define TRAP_APP_SLOTS   16
+/* Code is read directly up to the next 4 KiB boundary: the smallest page. */
+#define TRAP_CODE_CHUNK 4096
 
 typedef int (*trap_sigaction_fn_t)(int, const struct sigaction *,
                                    struct sigaction *);
@@ -74,10 +76,9 @@ typedef struct {
 static atomic_int trap_mode = -1; /* -1: not read yet, 0: trap, 1: rw */
 static atomic_int trap_installed;
 static _Atomic uint64_t trap_stores;
-static size_t trap_page_size = 4096;
 
 static trap_region_t trap_regions[TRAP_MAX_REGIONS];
-static atomic_uint trap_nregions; /* slots ever used: the handler scans these */
+static atomic_uint trap_nregions; /* the handler scans up to the last in use */
 static pthread_mutex_t trap_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The application's SIGSEGV action once ours is installed: trap_app points to
@@ -245,7 +246,7 @@ trap_segv_sigaction(const struct sigaction *act, struct sigaction *old)
 
     if (act != NULL) {
         copy = *act; /* outside the lock: a bad pointer faults here */
-        if ((act->sa_handler == SIG_ERR)) {
+        if (act->sa_handler == SIG_ERR) {
             errno = EINVAL;
             return -1;
         }
@@ -315,6 +316,48 @@ static void trap_chain(int sig, siginfo_t *si, void *ctx, int refused)
 }
 
 
+/* ---- the faulting instruction */
+
+/* The rest of the 15 bytes at rip from the next page, which need not be
+ * mapped: read with a syscall, which fails instead of faulting. */
+static void trap_fetch_rest(uintptr_t rip, uint8_t *code, size_t *avail)
+{
+    struct iovec local, remote;
+    ssize_t n;
+
+    if (*avail == DCXEMU_X86_INSN_MAX) {
+        return;
+    }
+    local.iov_base  = code + *avail;
+    local.iov_len   = DCXEMU_X86_INSN_MAX - *avail;
+    remote.iov_base = (void *)(rip + *avail);
+    remote.iov_len  = local.iov_len;
+    n               = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (n > 0) {
+        *avail += (size_t)n;
+    }
+}
+
+/* Decode the instruction at rip from the bytes of its own page, and from the
+ * next page only when the decoder asks for more. */
+static dcxemu_x86_status_t trap_decode(uintptr_t rip, const ucontext_t *uc,
+                                       uint8_t *code, size_t *avail,
+                                       dcxemu_x86_store_t *st)
+{
+    size_t in_page = TRAP_CODE_CHUNK - (rip & (TRAP_CODE_CHUNK - 1));
+    dcxemu_x86_status_t status;
+
+    *avail = (in_page < DCXEMU_X86_INSN_MAX) ? in_page : DCXEMU_X86_INSN_MAX;
+    memcpy(code, (const void *)rip, *avail);
+    status = dcxemu_x86_store_decode(code, *avail, uc, st);
+    if ((status != DCXEMU_X86_TRUNCATED) || (*avail == DCXEMU_X86_INSN_MAX)) {
+        return status;
+    }
+    trap_fetch_rest(rip, code, avail);
+    return dcxemu_x86_store_decode(code, *avail, uc, st);
+}
+
+
 /* ---- diagnostics */
 
 static void trap_puts(trap_line_t *l, const char *s)
@@ -341,7 +384,7 @@ static void trap_puthex(trap_line_t *l, uint64_t v, int digits)
 
 /* One line on stderr: where, what and why the trap did not emulate. */
 static void trap_refuse(const siginfo_t *si, const ucontext_t *uc,
-                        const uint8_t *code, size_t avail, const char *why,
+                        uint8_t *code, size_t avail, const char *why,
                         uint64_t ea)
 {
     uint64_t rip  = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
@@ -391,36 +434,6 @@ static void trap_refuse(const siginfo_t *si, const ucontext_t *uc,
 
 /* ---- the handler */
 
-/* The instruction bytes at rip: those of rip's page, and the rest of the 15
- * from the next page only when the decoder asks for them, read with a syscall
- * because that page may not be mapped. */
-static dcxemu_x86_status_t trap_decode(const ucontext_t *uc, uint8_t *code,
-                                       size_t *avail, dcxemu_x86_store_t *st)
-{
-    uintptr_t rip  = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-    size_t in_page = trap_page_size - (rip & (trap_page_size - 1));
-    dcxemu_x86_status_t status;
-    struct iovec local, remote;
-    ssize_t n;
-
-    *avail = (in_page < DCXEMU_X86_INSN_MAX) ? in_page : DCXEMU_X86_INSN_MAX;
-    memcpy(code, (const void *)rip, *avail);
-    status = dcxemu_x86_store_decode(code, *avail, uc, st);
-    if ((status != DCXEMU_X86_TRUNCATED) || (*avail == DCXEMU_X86_INSN_MAX)) {
-        return status;
-    }
-    local.iov_base  = code + *avail;
-    local.iov_len   = DCXEMU_X86_INSN_MAX - *avail;
-    remote.iov_base = (void *)(rip + *avail);
-    remote.iov_len  = local.iov_len;
-    n               = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-    if (n <= 0) {
-        return status;
-    }
-    *avail += (size_t)n;
-    return dcxemu_x86_store_decode(code, *avail, uc, st);
-}
-
 /* Runs the callback on the interrupted stack with the alternate stack
  * disabled: a signal that arrives meanwhile must not be delivered on top of
  * the frame of ours that is still on the alternate stack. */
@@ -466,6 +479,8 @@ static void trap_handler(int sig, siginfo_t *si, void *ctx)
     uint8_t code[DCXEMU_X86_INSN_MAX];
     dcxemu_x86_status_t status;
     dcxemu_x86_store_t st;
+    const char *why = NULL;
+    uint64_t ea     = 0;
     trap_call_t call;
     size_t avail;
 
@@ -474,23 +489,20 @@ static void trap_handler(int sig, siginfo_t *si, void *ctx)
         trap_chain(sig, si, ctx, 0);
         goto out;
     }
-    status = trap_decode(uc, code, &avail, &st);
+    status = trap_decode((uintptr_t)uc->uc_mcontext.gregs[REG_RIP], uc, code,
+                         &avail, &st);
     if (status != DCXEMU_X86_OK) {
-        trap_refuse(si, uc, code, avail, dcxemu_x86_status_str(status), 0);
-        trap_chain(sig, si, ctx, 1);
-        goto out;
-    }
-    if (st.addr != (uintptr_t)si->si_addr) {
+        why = dcxemu_x86_status_str(status);
+    } else if (st.addr != (uintptr_t)si->si_addr) {
         /* e.g. RIP not at the faulting instruction (valgrind), or a store
          * that straddles into the region: never guess */
-        trap_refuse(si, uc, code, avail, "a store, but to", st.addr);
-        trap_chain(sig, si, ctx, 1);
-        goto out;
+        why = "a store, but to";
+        ea  = st.addr;
+    } else if (st.fpregs && RUNNING_ON_VALGRIND) {
+        why = "an SSE/MMX store, and valgrind passes no xmm/mm values";
     }
-    if (st.fpregs && RUNNING_ON_VALGRIND) {
-        /* valgrind's signal frames carry no xmm/mm values (zeros) */
-        trap_refuse(si, uc, code, avail,
-                    "an SSE/MMX store, whose value valgrind does not pass", 0);
+    if (why != NULL) {
+        trap_refuse(si, uc, code, avail, why, ea);
         trap_chain(sig, si, ctx, 1);
         goto out;
     }
@@ -539,7 +551,6 @@ int dcxemu_trap_init(void)
     if (atomic_load(&trap_installed) || dcxemu_trap_rw_mode()) {
         return 0;
     }
-    trap_page_size = (size_t)sysconf(_SC_PAGESIZE);
     if (trap_real(&trap_real_sigaction, "sigaction") == NULL) {
         return ENOSYS;
     }
@@ -573,6 +584,7 @@ int dcxemu_trap_init(void)
 int dcxemu_trap_add(void *addr, size_t len, dcxemu_trap_fn fn, void *arg)
 {
     uintptr_t start = (uintptr_t)addr, end = start + len;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
     unsigned i, n, slot = TRAP_MAX_REGIONS;
     uintptr_t s, e;
     int rc;
@@ -582,7 +594,7 @@ int dcxemu_trap_add(void *addr, size_t len, dcxemu_trap_fn fn, void *arg)
         return rc;
     }
     if ((start == 0) || (len == 0) || (end < start) || (fn == NULL) ||
-        ((start | len) & (trap_page_size - 1))) {
+        ((start | len) & (page - 1))) {
         return EINVAL;
     }
 
@@ -676,8 +688,6 @@ sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 }
 
 TRAP_EXPORT int
-__sigaction(int sig, const struct sigaction *act, struct sigaction *old);
-TRAP_EXPORT int
 __sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
     return sigaction(sig, act, old);
@@ -721,7 +731,6 @@ TRAP_EXPORT sighandler_t signal(int sig, sighandler_t handler)
     return trap_libc_signal(&trap_real_signal, "signal", sig, handler);
 }
 
-TRAP_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler);
 TRAP_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler)
 {
     return signal(sig, handler);

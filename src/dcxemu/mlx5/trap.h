@@ -3,10 +3,12 @@
  * store faults, the SIGSEGV handler decodes it (x86_store.h), skips it and
  * hands its address and value to the region's callback, in the storing thread.
  *
- * The library interposes sigaction, signal, sysv_signal, bsd_signal, ssignal
- * and __sigaction (the application's SIGSEGV handler is recorded and chained
- * to, never installed), and sigprocmask and pthread_sigmask (SIGSEGV is never
- * blocked): link it into the executable or the LD_PRELOAD library.
+ * The library interposes sigaction, signal and their variants (__sigaction,
+ * bsd_signal, ssignal, sysv_signal, __sysv_signal): the application's SIGSEGV
+ * action is recorded and chained to, never installed.  It interposes
+ * sigprocmask and pthread_sigmask too: SIGSEGV is never blocked.  Link it into
+ * the executable or the LD_PRELOAD library.  Not covered: raw rt_sigaction and
+ * rt_sigprocmask system calls, and sigset, sighold, sigblock, sigsetmask.
  *
  * DCXEMU_UAR=rw (the default under valgrind) leaves the pages read-write and
  * traps nothing; DCXEMU_UAR=trap forces trapping. */
@@ -22,7 +24,10 @@ extern "C" {
 
 /* Called for each trapped store, synchronously in the thread that stored:
  * addr is the store's address, value its value (zero-extended when narrower
- * than 8 bytes, the low 8 bytes when wider). */
+ * than 8 bytes, the low 8 bytes when wider).  It runs inside the SIGSEGV
+ * handler, interrupting the code that stored (so it must not take a lock that
+ * code may hold), on that code's stack even when the handler runs on an
+ * alternate signal stack. */
 typedef void (*dcxemu_trap_fn)(void *arg, void *addr, uint64_t value);
 
 /* Install the SIGSEGV handler (once; the handler installed before becomes the

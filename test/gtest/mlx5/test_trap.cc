@@ -167,6 +167,11 @@ int run_child(void (*f)(void *), void *arg, std::string *err)
     return status;
 }
 
+bool died_of_segv(int status)
+{
+    return WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV);
+}
+
 bool cpu_has(unsigned leaf, unsigned reg, unsigned bit)
 {
     unsigned r[4] = { 0, 0, 0, 0 };
@@ -613,6 +618,33 @@ TEST_F(X86Decode, AddressAndLength)
     EXPECT_EQ(11u, st.length);
 }
 
+/* mmN is at ST((N - TOP) mod 8) of the FXSAVE image. */
+TEST_F(X86Decode, Registers)
+{
+    uc.uc_mcontext.gregs[REG_RAX] = 0x1000;
+    uc.uc_mcontext.gregs[REG_RCX] = 0x4433;
+    fp.swd                        = 3 << 11; /* TOP = 3 */
+    fp._st[0].significand[0]      = 0x1111;
+    fp._st[0].significand[3]      = 0x4444;
+    ASSERT_EQ(DCXEMU_X86_OK, decode({ 0x0f, 0xe7, 0x18 })); /* movntq %mm3 */
+    EXPECT_EQ(0x4444000000001111ull, st.value);
+    EXPECT_TRUE(st.fpregs);
+
+    fp._xmm[9].element[0] = 0x89abcdef;
+    fp._xmm[9].element[1] = 0x01234567;
+    fp._xmm[9].element[2] = 0xffffffff;
+    ASSERT_EQ(DCXEMU_X86_OK, decode({ 0xf3, 0x44, 0x0f, 0x7f, 0x08 }));
+    EXPECT_EQ(0x0123456789abcdefull, st.value); /* movdqu %xmm9 */
+    EXPECT_EQ(16u, st.size);
+
+    ASSERT_EQ(DCXEMU_X86_OK, decode({ 0x88, 0x28 })); /* mov %ch */
+    EXPECT_EQ(0x44u, st.value);
+    EXPECT_FALSE(st.fpregs);
+    uc.uc_mcontext.gregs[REG_RBP] = 0x1277;
+    ASSERT_EQ(DCXEMU_X86_OK, decode({ 0x40, 0x88, 0x28 })); /* mov %bpl */
+    EXPECT_EQ(0x77u, st.value);
+}
+
 TEST_F(X86Decode, Refusals)
 {
     EXPECT_EQ(DCXEMU_X86_REGISTER, decode({ 0x48, 0x89, 0xc8 })); /* mod=3 */
@@ -742,6 +774,73 @@ TEST(Trap, Nested)
     EXPECT_EQ(1u, ctx.seen.count.load());
     EXPECT_EQ(1u, inner.seen.count.load());
     EXPECT_EQ(6u, inner.seen.value.load());
+}
+
+/* ---- code at the end of a page: the trap reads the next page only when it
+ * must, and survives its absence */
+
+/* Code in an executable mapping: `before` of its bytes at the end of the first
+ * page, the rest on the next one (unmapped unless next). */
+char *
+code_at_boundary(const std::vector<uint8_t> &bytes, size_t before, bool next)
+{
+    char *m = (char *)mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *code;
+
+    EXPECT_NE(MAP_FAILED, (void *)m);
+    code = m + PAGE - before;
+    memcpy(code, bytes.data(), bytes.size());
+    EXPECT_EQ(0, mprotect(m, 2 * PAGE, PROT_READ | PROT_EXEC));
+    if (!next) {
+        munmap(m + PAGE, PAGE);
+    }
+    return code;
+}
+
+/* Calls code with rdi = p, rdx = p, rax = a, rcx = c (below the red zone) */
+void call_code(const char *code, char *p, uint64_t a, uint64_t c)
+{
+    __asm__ volatile("sub $128, %%rsp\n call *%[f]\n add $128, %%rsp"
+                     : "+a"(a), "+c"(c), "+D"(p)
+                     : [f] "r"(code), "d"(p)
+                     : "memory", "cc");
+}
+
+TEST(TrapDecode, StoreAcrossCodePages)
+{
+    SKIP_IF_RW();
+
+    region_t r;
+    /* mov %rcx,(%rdx,%rax); ret: two bytes on the first page */
+    char *code = code_at_boundary({ 0x48, 0x89, 0x0c, 0x02, 0xc3 }, 2, true);
+
+    call_code(code, r.base, 8, V);
+    EXPECT_EQ(1u, r.seen.count.load());
+    EXPECT_EQ((uintptr_t)r.base + 8, r.seen.addr.load());
+    EXPECT_EQ(V, r.seen.value.load());
+    munmap(code - (PAGE - 2), 2 * PAGE);
+}
+
+void child_refused_at_code_end(void *)
+{
+    region_t r;
+    /* rep stosb, the last instruction before an unmapped page */
+    char *code = code_at_boundary({ 0xf3, 0xaa }, 2, false);
+    call_code(code, r.base, 1, 8);
+}
+
+TEST(TrapDecode, RefusedAtCodeEnd)
+{
+    std::string out;
+    int status;
+
+    SKIP_IF_RW();
+    ASSERT_EQ(0, dcxemu_trap_init());
+    status = run_child(child_refused_at_code_end, NULL, &out);
+    EXPECT_TRUE(died_of_segv(status)) << std::hex << status << " " << out;
+    EXPECT_NE(std::string::npos, out.find("code: f3 aa\n")) << out;
+    printf("%s", out.c_str());
 }
 
 /* ---- threads */
@@ -987,11 +1086,6 @@ TEST(TrapChain, SignalVariants)
 }
 
 /* ---- what must kill: children */
-
-bool died_of_segv(int status)
-{
-    return WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV);
-}
 
 void child_fault_with_default(void *)
 {

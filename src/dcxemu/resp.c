@@ -319,17 +319,33 @@ static int atomic_compute(const struct dcxemu_wqe *w, uint64_t old,
     return 1;
 }
 
+/* Does slot t take this WQE?  A DCT in RTR with the WQE's DC key; an RC QP in
+ * RTR or RTS connected back to the sender (a packet of another connection is
+ * dropped, as a QP in any other state drops it). */
+static int target_accepts(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
+                          const struct dcxemu_shm_qp *t)
+{
+    if (!t->in_use || t->qpn != w->dctn || !roce_route_ok(qp, w, t)) {
+        return 0;
+    }
+    if (qp->is_rc) {
+        return t->is_rc &&
+               (t->rc_state == IBV_QPS_RTR || t->rc_state == IBV_QPS_RTS) &&
+               t->rc_dest_qpn == qp->qpx.qp_base.qp_num;
+    }
+    return t->is_dct && t->dct_ready && t->dc_key == w->dc_key;
+}
+
 /* Reach the target (fabric lock held): wrong LID/GID, unknown/destroyed/dead
- * DCT and wrong key all look alike.  *tp = the DCT's slot, or NULL when the WQE
- * ends here with the result. */
+ * DCT or RC peer, a peer not connected back and a wrong key all look alike.
+ * *tp = the target's slot, or NULL when the WQE ends here with the result. */
 enum exec_result
 dcxemu_resp_reach(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
                   struct exec_out *o, struct dcxemu_shm_qp **tp)
 {
     struct dcxemu_shm_qp *t = &dcxemu_fab->qps[w->dctn & (DCXEMU_MAX_QPS - 1)];
     *tp                     = NULL;
-    if (!t->in_use || !t->is_dct || !t->dct_ready || t->qpn != w->dctn ||
-        !roce_route_ok(qp, w, t) || t->dc_key != w->dc_key ||
+    if (!target_accepts(qp, w, t) ||
         !dcxemu_member_alive(t->owner, t->owner_token) ||
         t->fault_unreachable) {
         return EXEC_UNREACHABLE;
@@ -354,6 +370,27 @@ dcxemu_resp_reach(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
     o->rnr_ms = rnr_timer_ms[t->min_rnr_timer & 31];
     *tp       = t;
     return EXEC_DONE;
+}
+
+/* A responder error (REM_ACCESS, REM_INV_REQ, REM_OP) at an RC target moves
+ * it to ERR too, as hardware does (fabric lock held): peers no longer reach
+ * it, and its owner (*wake) flushes its queues. */
+void dcxemu_resp_rc_error(const struct exec_plan *p, const struct exec_out *o,
+                          int *wake)
+{
+    struct dcxemu_shm_qp *t = &dcxemu_fab->qps[p->tidx];
+    if (!p->trc || (o->status != IBV_WC_REM_ACCESS_ERR &&
+                    o->status != IBV_WC_REM_INV_REQ_ERR &&
+                    o->status != IBV_WC_REM_OP_ERR)) {
+        return;
+    }
+    if (!t->in_use || !t->is_rc || t->qpn != p->tqpn ||
+        (t->rc_state != IBV_QPS_RTR && t->rc_state != IBV_QPS_RTS)) {
+        return;
+    }
+    t->rc_state = IBV_QPS_ERR;
+    atomic_store(&t->rc_remote_err, 1);
+    *wake = t->owner;
 }
 
 /* WRITE and READ at the target (fabric lock held): the rkey; the copy follows

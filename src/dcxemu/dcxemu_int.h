@@ -599,7 +599,7 @@ void dcxemu_rq_destroy(struct dcxemu_qp *qp);
 int dcxemu_rq_flush(struct dcxemu_qp *qp, int discard);
 int dcxemu_rq_post(struct dcxemu_qp *qp, struct ibv_recv_wr *wr,
                    struct ibv_recv_wr **bad_wr);
-/* qp_state.c: an RC QP the device moved to ERR (a local error, or a responder
+/* resp.c: an RC QP the device moved to ERR (a local error, or a responder
  * error a peer recorded): publish, absorb and flush (exec_lock held) */
 void dcxemu_rc_set_err(struct dcxemu_qp *qp);
 int dcxemu_rc_absorb_remote_err(struct dcxemu_qp *qp);

@@ -305,36 +305,6 @@ static int publish_rc(struct dcxemu_qp *qp, int state)
     return 0;
 }
 
-/* The device moved an RC QP to ERR (exec_lock held): peers no longer reach it. */
-void dcxemu_rc_set_err(struct dcxemu_qp *qp)
-{
-    if (qp->is_rc && dcxemu_lock() == 0) {
-        dcxemu_fab->qps[qp->idx].rc_state = IBV_QPS_ERR;
-        dcxemu_unlock();
-    }
-}
-
-/* A peer's WQE failed at this RC QP as responder and recorded it in the fabric
- * (which already shows ERR): the QP enters ERR here too and its own receive
- * queue is flushed; its send queue flushes as the requester runs it.  exec_lock
- * held; 1 if a channel event was raised. */
-int dcxemu_rc_absorb_remote_err(struct dcxemu_qp *qp)
-{
-    struct dcxemu_shm_qp *s = &dcxemu_fab->qps[qp->idx];
-    int st;
-    if (!qp->is_rc || !atomic_load(&s->rc_remote_err) ||
-        !atomic_exchange(&s->rc_remote_err, 0)) {
-        return 0;
-    }
-    st = atomic_load(&qp->hw_state);
-    if (st == IBV_QPS_RESET || st == IBV_QPS_ERR) {
-        return 0;
-    }
-    atomic_store(&qp->hw_state, IBV_QPS_ERR);
-    DCXEMU_TRACE("error qp=0x%x responder error: ERR", qp->qpx.qp_base.qp_num);
-    return dcxemu_rq_flush(qp, 0);
-}
-
 /* A DCT reaching RTR: its number and attributes go to the fabric, where
  * initiators find it. The only step of a modify that can fail once checked (the
  * fabric lock). */

@@ -1,6 +1,7 @@
 /* dcxemu responder stage: what happens at the target of a WQE -- reaching the
- * DCT, rkey and access checks, the SRQ and receive CQE of a SEND / WRITE_IMM,
- * atomics. */
+ * DCT or RC peer, rkey and access checks, the SRQ (or an RC QP's own receive
+ * queue) and receive CQE of a SEND / WRITE_IMM, atomics, and an RC responder
+ * moved to ERR by an error. */
 #define _GNU_SOURCE
 #include "resp.h"
 #include "opcode.h"
@@ -350,9 +351,9 @@ dcxemu_resp_reach(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
         t->fault_unreachable) {
         return EXEC_UNREACHABLE;
     }
-    if (t->fault_force_status != 0) {
+    if (t->is_dct && t->fault_force_status != 0) {
         /* injected on the target: this WR completes with the status, nothing
-         * executes */
+         * executes (on an RC QP the fault is for its own next WR) */
         uint32_t st           = t->fault_force_status - 1;
         t->fault_force_status = 0;
         fail(o, st, dcxemu_forced_syndrome(st));
@@ -391,6 +392,36 @@ void dcxemu_resp_rc_error(const struct exec_plan *p, const struct exec_out *o,
     t->rc_state = IBV_QPS_ERR;
     atomic_store(&t->rc_remote_err, 1);
     *wake = t->owner;
+}
+
+/* The device moved an RC QP to ERR (exec_lock held): peers no longer reach it. */
+void dcxemu_rc_set_err(struct dcxemu_qp *qp)
+{
+    if (qp->is_rc && dcxemu_lock() == 0) {
+        dcxemu_fab->qps[qp->idx].rc_state = IBV_QPS_ERR;
+        dcxemu_unlock();
+    }
+}
+
+/* A peer's WQE failed at this RC QP as responder and recorded it in the fabric
+ * (which already shows ERR): the QP enters ERR here too and its own receive
+ * queue is flushed; its send queue flushes as the requester runs it.  exec_lock
+ * held; 1 if a channel event was raised. */
+int dcxemu_rc_absorb_remote_err(struct dcxemu_qp *qp)
+{
+    struct dcxemu_shm_qp *s = &dcxemu_fab->qps[qp->idx];
+    int st;
+    if (!qp->is_rc || !atomic_load(&s->rc_remote_err) ||
+        !atomic_exchange(&s->rc_remote_err, 0)) {
+        return 0;
+    }
+    st = atomic_load(&qp->hw_state);
+    if (st == IBV_QPS_RESET || st == IBV_QPS_ERR) {
+        return 0;
+    }
+    atomic_store(&qp->hw_state, IBV_QPS_ERR);
+    DCXEMU_TRACE("error qp=0x%x responder error: ERR", qp->qpx.qp_base.qp_num);
+    return dcxemu_rq_flush(qp, 0);
 }
 
 /* WRITE and READ at the target (fabric lock held): the rkey; the copy follows

@@ -484,9 +484,13 @@ DCXEMU_API int dcxemu_ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
     if (dcxemu_is_fatal(qp->ctx->dev_index)) {
         return EIO; /* QUERY_QP / QUERY_DCT */
     }
-    pthread_mutex_lock(&qp->exec_lock);
-    raised = dcxemu_rc_absorb_remote_err(qp);
-    pthread_mutex_unlock(&qp->exec_lock);
+    raised = 0;
+    if (qp->is_rc && atomic_load(&dcxemu_fab->qps[qp->idx].rc_remote_err)) {
+        /* a responder error not taken in yet: the state it reports is ERR */
+        pthread_mutex_lock(&qp->exec_lock);
+        raised = dcxemu_rc_absorb_remote_err(qp);
+        pthread_mutex_unlock(&qp->exec_lock);
+    }
     if (raised) {
         dcxemu_deliver_events(); /* takes the registry: never under exec_lock */
     }

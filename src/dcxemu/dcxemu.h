@@ -162,6 +162,8 @@ DCXEMU_API struct ibv_qp *
 dcxemu_mlx5dv_create_qp(struct ibv_context *context,
                         struct ibv_qp_init_attr_ex *qp_attr,
                         struct mlx5dv_qp_init_attr *mlx5_qp_attr);
+DCXEMU_API struct ibv_qp *
+dcxemu_ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
 DCXEMU_API int dcxemu_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
                                     int attr_mask);
 DCXEMU_API int dcxemu_ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,

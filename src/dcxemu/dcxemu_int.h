@@ -11,10 +11,10 @@
 #include <sys/types.h>
 
 #define DCXEMU_MAGIC 0x4443584546414252ULL /* "DCXEFABR" */
-#define DCXEMU_LAYOUT_VERSION                                                 \
-    10u /* 10: owner wake-ups; 9: copy epochs; 8: DCT RoCE address; 7: mkey tags; 6: send_cqes     \
-                                         counter; 5: 1024 members, 32768 QPs, \
-          lazy tables */
+/* 11: owner wake-ups; 10: RC QPs on the fabric; 9: copy epochs; 8: DCT RoCE
+ * address; 7: mkey tags; 6: send_cqes counter; 5: 1024 members, 32768 QPs,
+ * lazy tables */
+#define DCXEMU_LAYOUT_VERSION 11u
 
 /* Member slots: the table is sized for the most, but only slots ever taken are
  * touched (the fabric file is sparse), so memory grows with the number of
@@ -41,6 +41,7 @@
 #define DCXEMU_MAX_CQE      4194303
 #define DCXEMU_MAX_SRQ_WR   32767
 #define DCXEMU_MAX_SRQ_SGE  31
+#define DCXEMU_MAX_RQ_DESC  512 /* max_rq_desc_sz: 32 scatter entries */
 #define DCXEMU_MAX_RD_ATOM  16
 #define DCXEMU_MAX_PKEYS    128
 #define DCXEMU_MAX_MSG_SZ   (1u << 30)
@@ -133,6 +134,14 @@ struct dcxemu_shm_qp {
      * member token (a dead copier blocks nobody) */
     _Atomic uint64_t copy_epoch;
     uint64_t copy_token;
+    /* RC QP (the responder side reads these; pd_id, access, lid, srq_idx,
+     * cq_idx, min_rnr_timer and the RoCE fields as for a DCT) */
+    uint8_t is_rc;
+    uint8_t rc_state; /* ibv_qp_state: reachable in RTR and RTS */
+    _Atomic uint8_t rc_remote_err; /* a responder error moved it to ERR: the
+                                      owner flushes its queues */
+    uint8_t pad_rc;
+    uint32_t rc_dest_qpn; /* the peer it is connected to */
 };
 
 struct dcxemu_shm_cqe {
@@ -185,7 +194,8 @@ struct dcxemu_shm_srq_wqe {
 struct dcxemu_shm_srq {
     uint32_t in_use;
     uint16_t owner;
-    uint16_t wake_owner; /* ring the owner when found empty */
+    uint8_t rq; /* 1: the receive queue of an RC QP, not an ibv_srq */
+    uint8_t wake_owner; /* ring the owner when found empty */
     uint32_t lock_ready; /* as for CQs */
     uint32_t pad0;
     uint64_t owner_token;
@@ -363,7 +373,7 @@ struct dcxemu_qp {
     struct dcxemu_context *ctx;
     int idx;
     int is_dct;
-    int is_rc; /* loopback RC QP hosting UMR / LOCAL_INV */
+    int is_rc; /* RC QP (also the loopback one hosting UMR / LOCAL_INV) */
     int has_qpx; /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
     int sq_sig_all;
     int been_rts; /* wr_complete accepted only after RTS since last RESET */
@@ -377,6 +387,12 @@ struct dcxemu_qp {
     struct dcxemu_pd *pd;
     struct dcxemu_cq *send_cq, *recv_cq;
     struct dcxemu_srq *srq;
+    /* RC: the peer (INIT->RTR) and the QP's own receive queue, a ring of the
+     * SRQ table used by this QP alone (-1: none, or an SRQ) */
+    uint32_t dest_qpn, rq_psn, max_dest_rd_atomic;
+    struct ibv_ah_attr av;
+    int rq_idx;
+    struct dcxemu_shm_srq *rq;
     /* send queue */
     pthread_mutex_t post_lock; /* wr_start .. wr_complete/abort */
     pthread_mutex_t exec_lock; /* one executor at a time, FIFO */
@@ -578,6 +594,17 @@ void dcxemu_deliver_events(void); /* owner side: channels and async events */
 void dcxemu_async_post(struct dcxemu_context *ctx, enum ibv_event_type type,
                        void *obj);
 void dcxemu_qp_progress(struct dcxemu_qp *qp);
+/* srq.c: an RC QP's own receive queue (caps sized and written back) */
+int dcxemu_rq_create(struct dcxemu_qp *qp, struct ibv_qp_cap *cap);
+void dcxemu_rq_destroy(struct dcxemu_qp *qp);
+/* flush (or drop: discard) its WQEs; 1 if a channel event was raised */
+int dcxemu_rq_flush(struct dcxemu_qp *qp, int discard);
+int dcxemu_rq_post(struct dcxemu_qp *qp, struct ibv_recv_wr *wr,
+                   struct ibv_recv_wr **bad_wr);
+/* resp.c: an RC QP the device moved to ERR (a local error, or a responder
+ * error a peer recorded): publish, absorb and flush (exec_lock held) */
+void dcxemu_rc_set_err(struct dcxemu_qp *qp);
+int dcxemu_rc_absorb_remote_err(struct dcxemu_qp *qp);
 struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context,
                                       struct ibv_qp_init_attr_ex *attr);
 void dcxemu_ops_init(struct ibv_context_ops *ops);

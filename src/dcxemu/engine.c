@@ -34,8 +34,9 @@ static uint64_t run_due_qps(uint64_t now, uint64_t *next)
             continue;
         }
         d = atomic_load(&qp->deadline_ns);
-        if (d == 0) {
-            continue;
+        if (d == 0 && !(qp->is_rc &&
+                        atomic_load(&dcxemu_fab->qps[qp->idx].rc_remote_err))) {
+            continue; /* no timer, and no responder error to take in */
         }
         if (d <= now) {
             dcxemu_qp_progress(qp);

@@ -66,6 +66,9 @@ struct exec_plan {
     uint64_t ttoken;
     int32_t cq_idx, srq_idx;
     uint32_t tlid;
+    /* an RC target: its slot and number, for a responder error */
+    int trc;
+    uint32_t tidx, tqpn;
 };
 
 static inline uint32_t atomic_size(const struct dcxemu_wqe *w)

@@ -9,34 +9,34 @@ static const struct dcxemu_opcode opcodes[] = {
         .name = "none", .wc_opcode = IBV_WC_SEND, .cnt = -1,
     },
     [DCXEMU_OP_SEND] = {
-        .name = "send", .qp_types = DCXEMU_QPT_DCI, .resp = dcxemu_resp_recv,
+        .name = "send", .qp_types = DCXEMU_QPT_ANY, .resp = dcxemu_resp_recv,
         .wc_opcode = IBV_WC_SEND, .cnt = DCXEMU_CNT_OP_SEND,
     },
     [DCXEMU_OP_SEND_IMM] = {
-        .name = "send_imm", .qp_types = DCXEMU_QPT_DCI, .imm = 1, .resp = dcxemu_resp_recv,
+        .name = "send_imm", .qp_types = DCXEMU_QPT_ANY, .imm = 1, .resp = dcxemu_resp_recv,
         .wc_opcode = IBV_WC_SEND, .cnt = DCXEMU_CNT_OP_SEND_IMM,
     },
     [DCXEMU_OP_WRITE] = {
-        .name = "write", .qp_types = DCXEMU_QPT_DCI, .remote_right = IBV_ACCESS_REMOTE_WRITE,
+        .name = "write", .qp_types = DCXEMU_QPT_ANY, .remote_right = IBV_ACCESS_REMOTE_WRITE,
         .resp = dcxemu_resp_rdma, .wc_opcode = IBV_WC_RDMA_WRITE, .cnt = DCXEMU_CNT_OP_WRITE,
     },
     [DCXEMU_OP_WRITE_IMM] = {
-        .name = "write_imm", .qp_types = DCXEMU_QPT_DCI, .imm = 1,
+        .name = "write_imm", .qp_types = DCXEMU_QPT_ANY, .imm = 1,
         .remote_right = IBV_ACCESS_REMOTE_WRITE, .resp = dcxemu_resp_recv,
         .wc_opcode = IBV_WC_RDMA_WRITE, .cnt = DCXEMU_CNT_OP_WRITE_IMM,
     },
     [DCXEMU_OP_READ] = {
-        .name = "read", .qp_types = DCXEMU_QPT_DCI, .writes_local = 1,
+        .name = "read", .qp_types = DCXEMU_QPT_ANY, .writes_local = 1,
         .remote_right = IBV_ACCESS_REMOTE_READ, .resp = dcxemu_resp_rdma,
         .wc_opcode = IBV_WC_RDMA_READ, .cnt = DCXEMU_CNT_OP_READ,
     },
     [DCXEMU_OP_CMP_SWP] = {
-        .name = "atomic_cs", .qp_types = DCXEMU_QPT_DCI, .writes_local = 1, .atomic = 1,
+        .name = "atomic_cs", .qp_types = DCXEMU_QPT_ANY, .writes_local = 1, .atomic = 1,
         .remote_right = IBV_ACCESS_REMOTE_ATOMIC, .resp = dcxemu_resp_atomic,
         .wc_opcode = IBV_WC_COMP_SWAP, .cnt = DCXEMU_CNT_OP_ATOMIC_CS,
     },
     [DCXEMU_OP_FETCH_ADD] = {
-        .name = "atomic_fa", .qp_types = DCXEMU_QPT_DCI, .writes_local = 1, .atomic = 1,
+        .name = "atomic_fa", .qp_types = DCXEMU_QPT_ANY, .writes_local = 1, .atomic = 1,
         .remote_right = IBV_ACCESS_REMOTE_ATOMIC, .resp = dcxemu_resp_atomic,
         .wc_opcode = IBV_WC_FETCH_ADD, .cnt = DCXEMU_CNT_OP_ATOMIC_FA,
     },

@@ -8,7 +8,8 @@
 /* QPs that execute an opcode */
 enum {
     DCXEMU_QPT_DCI = 1 << 0,
-    DCXEMU_QPT_RC  = 1 << 1
+    DCXEMU_QPT_RC  = 1 << 1,
+    DCXEMU_QPT_ANY = DCXEMU_QPT_DCI | DCXEMU_QPT_RC
 };
 
 /* Requester handler of a local operation (no target, no data copy), fabric lock

@@ -1,6 +1,6 @@
-/* dcxemu QP creation: send-queue sizing, the shared QP slot, the loopback RC QP
- * that hosts UMR, DC initiators (DCI) and targets (DCT), and the ibv_qp_ex /
- * mlx5dv_qp_ex views. */
+/* dcxemu QP creation: send-queue sizing, the shared QP slot, RC QPs (also the
+ * loopback one that hosts UMR), DC initiators (DCI) and targets (DCT), and the
+ * ibv_qp_ex / mlx5dv_qp_ex views. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 #include "wr.h"
@@ -17,8 +17,7 @@
      IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV)
 #define ATOMIC_SEND_OPS \
     (IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
-/* Operations the model executes; the others are refused at create time (part
- * 2). */
+/* Operations the model executes; the others are refused at create time. */
 #define MODEL_SEND_OPS                                                \
     (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
      IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |             \
@@ -99,7 +98,7 @@ static int size_sq(struct ibv_qp_cap *cap, uint64_t ops, uint64_t dv_ops,
     return 0;
 }
 
-static int alloc_qp_slot(struct dcxemu_qp *qp, int is_dct)
+static int alloc_qp_slot(struct dcxemu_qp *qp, int is_dct, int is_rc)
 {
     int err = dcxemu_lock();
     if (err) {
@@ -114,6 +113,8 @@ static int alloc_qp_slot(struct dcxemu_qp *qp, int is_dct)
         memset(&s->pd_id, 0,
                sizeof(*s) - offsetof(struct dcxemu_shm_qp, pd_id));
         s->is_dct      = (uint8_t)is_dct;
+        s->is_rc       = (uint8_t)is_rc;
+        s->rc_state    = IBV_QPS_RESET; /* unreachable until RTR */
         s->dct_ready   = 0;
         s->owner       = (uint16_t)dcxemu_me;
         s->owner_token = dcxemu_my_token;
@@ -152,6 +153,7 @@ static struct dcxemu_qp *new_qp(struct ibv_context *context,
     qp->sq_sig_all = attr->sq_sig_all;
     qp->send_ops   = ops;
     qp->port       = 1;
+    qp->rq_idx     = -1;
     return qp;
 }
 
@@ -182,6 +184,7 @@ alloc_sq_ring(struct dcxemu_qp *qp, const struct ibv_qp_cap *cap, int with_umr)
 
 static void free_qp(struct dcxemu_qp *qp)
 {
+    dcxemu_rq_destroy(qp);
     free(qp->ring);
     free(qp->umr_ring);
     free(qp);
@@ -210,6 +213,9 @@ static void init_qp_common(struct dcxemu_qp *qp, struct ibv_context *context,
     atomic_fetch_add(&qp->pd->refcnt, 1);
     atomic_fetch_add(&qp->send_cq->refcnt, 1);
     atomic_fetch_add(&qp->recv_cq->refcnt, 1);
+    if (qp->srq != NULL) {
+        atomic_fetch_add(&qp->srq->refcnt, 1);
+    }
 }
 
 /* Last step of every create: the engine and the CQ consumers find the QP from
@@ -222,8 +228,7 @@ static void publish_qp(struct dcxemu_qp *qp)
     pthread_mutex_unlock(&dcxemu_reg_lock);
 }
 
-/* ---------------------------------------------------------------- RC (UMR
- * host) ---- */
+/* ---------------------------------------------------------------- RC ---- */
 
 static int check_rc_dv(const struct mlx5dv_qp_init_attr *dv, uint64_t *dv_ops)
 {
@@ -256,7 +261,7 @@ static int check_rc_attr(struct ibv_context *context,
                          const struct mlx5dv_qp_init_attr *dv, uint64_t *ops,
                          uint64_t *dv_ops)
 {
-    const uint64_t rc_ops = IBV_QP_EX_WITH_LOCAL_INV;
+    const uint64_t rc_ops = MODEL_SEND_OPS | IBV_QP_EX_WITH_LOCAL_INV;
     int err;
     if ((attr->comp_mask &
          ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) ||
@@ -275,12 +280,11 @@ static int check_rc_attr(struct ibv_context *context,
             return EOPNOTSUPP; /* checked before the QP type, as mlx5 does */
         }
         if (*ops & ~rc_ops) {
-            return EOPNOTSUPP; /* RC data operations: not modelled */
+            return EOPNOTSUPP; /* SEND_WITH_INV, BIND_MW: not modelled */
         }
     }
-    if (attr->srq == NULL &&
-        (attr->cap.max_recv_wr > 0 || attr->cap.max_recv_sge > 0)) {
-        return EOPNOTSUPP; /* an RC receive queue: not modelled */
+    if (attr->srq != NULL && attr->srq->context != context) {
+        return EINVAL;
     }
     return 0;
 }
@@ -293,7 +297,8 @@ create_send_qp(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
                uint64_t ops, const struct ibv_qp_cap *cap,
                enum ibv_qp_type type, uint64_t dv_ops, int raw_wqe)
 {
-    int is_rc = type == IBV_QPT_RC;
+    int is_rc             = type == IBV_QPT_RC;
+    struct ibv_qp_cap all = *cap;
     struct dcxemu_qp *qp;
     int err;
 
@@ -303,9 +308,13 @@ create_send_qp(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
         goto err;
     }
     qp->is_rc = is_rc;
+    qp->srq   = is_rc ? (struct dcxemu_srq *)attr->srq : NULL;
     err       = alloc_sq_ring(qp, cap, is_rc);
+    if (err == 0 && is_rc && qp->srq == NULL) {
+        err = dcxemu_rq_create(qp, &all);
+    }
     if (err == 0) {
-        err = alloc_qp_slot(qp, 0);
+        err = alloc_qp_slot(qp, 0, is_rc);
     }
     if (err != 0) {
         goto err_free;
@@ -317,7 +326,8 @@ create_send_qp(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
     } else {
         dcxemu_wr_install_dci(qp, raw_wqe);
     }
-    attr->cap = *cap;
+    qp->cap   = all;
+    attr->cap = all;
     publish_qp(qp);
     return &qp->qpx.qp_base;
 
@@ -328,9 +338,9 @@ err:
     return NULL;
 }
 
-/* The loopback RC QP that hosts UMR and LOCAL_INV (spec §2.5). Its qp_num is
- * valid at once. Data operations and a receive queue are not modelled: asking
- * for them fails with EOPNOTSUPP. */
+/* An RC QP: its qp_num is valid at once; its receive queue is its own
+ * (max_recv_wr) or the SRQ given.  Connected to itself it hosts UMR and
+ * LOCAL_INV (spec §2.5). */
 static struct ibv_qp *create_rc(struct ibv_context *context,
                                 struct ibv_qp_init_attr_ex *attr,
                                 struct mlx5dv_qp_init_attr *dv)
@@ -351,6 +361,10 @@ static struct ibv_qp *create_rc(struct ibv_context *context,
     }
     cap.max_recv_wr  = 0;
     cap.max_recv_sge = 0;
+    if (attr->srq == NULL) {
+        cap.max_recv_wr  = attr->cap.max_recv_wr;
+        cap.max_recv_sge = attr->cap.max_recv_sge;
+    }
     return create_send_qp(context, attr, ops, &cap, IBV_QPT_RC, dv_ops, 0);
 
 err:
@@ -358,8 +372,7 @@ err:
     return NULL;
 }
 
-/* verbs_context.create_qp_ex: RC (the UMR host) only; DC QPs need
- * mlx5dv_create_qp. */
+/* verbs_context.create_qp_ex: RC only; DC QPs need mlx5dv_create_qp. */
 struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context,
                                       struct ibv_qp_init_attr_ex *attr)
 {
@@ -378,6 +391,33 @@ struct ibv_qp *dcxemu_create_qp_ex_op(struct ibv_context *context,
         return NULL;
     }
     return create_rc(context, attr, NULL);
+}
+
+/* ibv_create_qp: the plain request is ibv_create_qp_ex with a PD. */
+DCXEMU_API struct ibv_qp *
+dcxemu_ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
+{
+    struct ibv_qp_init_attr_ex ex;
+    struct ibv_qp *qp;
+    if (pd == NULL || init == NULL) {
+        errno = EINVAL;
+        return NULL;
+    }
+    memset(&ex, 0, sizeof(ex));
+    ex.qp_context = init->qp_context;
+    ex.send_cq    = init->send_cq;
+    ex.recv_cq    = init->recv_cq;
+    ex.srq        = init->srq;
+    ex.cap        = init->cap;
+    ex.qp_type    = init->qp_type;
+    ex.sq_sig_all = init->sq_sig_all;
+    ex.comp_mask  = IBV_QP_INIT_ATTR_PD;
+    ex.pd         = pd;
+    qp            = dcxemu_create_qp_ex_op(pd->context, &ex);
+    if (qp != NULL) {
+        init->cap = ex.cap;
+    }
+    return qp;
 }
 
 /* ---------------------------------------------------------------- DC ---- */
@@ -445,12 +485,11 @@ static struct ibv_qp *create_dct(struct ibv_context *context,
     dcxemu_ptracer_allow(); /* peers will reach this process's memory */
     qp->srq    = (struct dcxemu_srq *)attr->srq;
     qp->dc_key = dv->dc_init_attr.dct_access_key;
-    err        = alloc_qp_slot(qp, 1);
+    err        = alloc_qp_slot(qp, 1, 0);
     if (err != 0) {
         goto err_free;
     }
     init_qp_common(qp, context, attr, IBV_QPT_DRIVER);
-    atomic_fetch_add(&qp->srq->refcnt, 1);
     publish_qp(qp);
     return &qp->qpx.qp_base;
 

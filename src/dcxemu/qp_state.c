@@ -23,6 +23,7 @@ static void purge_qp(struct dcxemu_qp *qp)
     qp->rnr_count = qp->retry_count = 0;
     qp->head_gate_ns                = 0;
     atomic_store(&qp->deadline_ns, 0);
+    dcxemu_rq_flush(qp, 1);
     if (qpn != 0) {
         dcxemu_cq_purge_qpn(qp->send_cq->s, qpn);
         if (qp->recv_cq != qp->send_cq) {
@@ -274,6 +275,36 @@ static int check_modify(struct dcxemu_qp *qp, const struct ibv_qp_attr *a,
     return check_access(k, a, mask);
 }
 
+/* An RC QP's connection and state go to the fabric on every modify: a peer's
+ * WQE reaches it only in RTR or RTS, connected back to the sender.  Its receive
+ * queue is its SRQ or its own ring. */
+static int publish_rc(struct dcxemu_qp *qp, int state)
+{
+    struct dcxemu_shm_qp *s;
+    int err = dcxemu_lock();
+    if (err != 0) {
+        return err;
+    }
+    s                = &dcxemu_fab->qps[qp->idx];
+    s->pd_id         = qp->pd->pd_id;
+    s->access        = qp->access;
+    s->lid           = (uint32_t)qp->ctx->dev_index + 1;
+    s->roce          = (uint8_t)dcxemu_cfg.roce;
+    s->sgid_index    = qp->av.grh.sgid_index;
+    s->hop_limit     = qp->av.grh.hop_limit;
+    s->traffic_class = qp->av.grh.traffic_class;
+    s->srq_idx       = qp->srq != NULL ? qp->srq->idx : qp->rq_idx;
+    s->cq_idx        = qp->recv_cq->idx;
+    s->min_rnr_timer = qp->min_rnr_timer;
+    s->rc_dest_qpn   = qp->dest_qpn;
+    s->rc_state      = (uint8_t)state;
+    if (state == IBV_QPS_RESET) {
+        atomic_store(&s->rc_remote_err, 0);
+    }
+    dcxemu_unlock();
+    return 0;
+}
+
 /* A DCT reaching RTR: its number and attributes go to the fabric, where
  * initiators find it. The only step of a modify that can fail once checked (the
  * fabric lock). */
@@ -327,6 +358,14 @@ apply_attrs(struct dcxemu_qp *qp, const struct ibv_qp_attr *a, int mask)
         qp->sq_psn = a->sq_psn;
     if (mask & IBV_QP_ACCESS_FLAGS)
         qp->access = a->qp_access_flags;
+    if (mask & IBV_QP_DEST_QPN)
+        qp->dest_qpn = a->dest_qp_num;
+    if (mask & IBV_QP_AV)
+        qp->av = a->ah_attr;
+    if (mask & IBV_QP_RQ_PSN)
+        qp->rq_psn = a->rq_psn;
+    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+        qp->max_dest_rd_atomic = a->max_dest_rd_atomic;
 }
 
 /* A checked request: publish (DCT to RTR), the attributes, then the state. */
@@ -341,6 +380,12 @@ static int apply_modify(struct dcxemu_qp *qp, const struct ibv_qp_attr *a,
         }
     }
     apply_attrs(qp, a, mask);
+    if (qp->is_rc) {
+        err = publish_rc(qp, next);
+        if (err != 0) {
+            return err;
+        }
+    }
     atomic_store(&qp->hw_state, next);
     if (next == IBV_QPS_RESET) {
         qp->been_rts = 0;
@@ -355,7 +400,8 @@ static int apply_modify(struct dcxemu_qp *qp, const struct ibv_qp_attr *a,
 }
 
 /* Check and apply under exec_lock (and post_lock for RESET, which drops the
- * queue): nothing changes the state in between.  *next_out: the state reached. */
+ * queue): nothing changes the state in between; a responder error a peer
+ * recorded is taken in first.  *next_out: the state reached. */
 static int modify_locked(struct dcxemu_qp *qp, const struct ibv_qp_attr *a,
                          int mask, int *next_out)
 {
@@ -363,11 +409,12 @@ static int modify_locked(struct dcxemu_qp *qp, const struct ibv_qp_attr *a,
         int cur   = atomic_load(&qp->hw_state);
         int next  = (mask & IBV_QP_STATE) ? (int)a->qp_state : cur;
         int reset = next == IBV_QPS_RESET;
-        int err;
+        int err, raised;
         if (reset) {
             pthread_mutex_lock(&qp->post_lock);
         }
         pthread_mutex_lock(&qp->exec_lock);
+        raised = dcxemu_rc_absorb_remote_err(qp);
         if (atomic_load(&qp->hw_state) == cur) {
             err = check_modify(qp, a, mask, cur, next);
             if (err == 0) {
@@ -381,6 +428,9 @@ static int modify_locked(struct dcxemu_qp *qp, const struct ibv_qp_attr *a,
         pthread_mutex_unlock(&qp->exec_lock);
         if (reset) {
             pthread_mutex_unlock(&qp->post_lock);
+        }
+        if (raised) {
+            dcxemu_deliver_events(); /* a responder error's receive flush */
         }
         if (err >= 0) {
             return err;
@@ -409,6 +459,9 @@ dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
     }
     if (next == IBV_QPS_ERR && !qp->is_dct) {
         dcxemu_qp_progress(qp); /* outstanding WRs complete with WR_FLUSH_ERR */
+        if (dcxemu_rq_flush(qp, 0)) { /* and the receive queue's */
+            dcxemu_deliver_events();
+        }
     }
     if (mask & IBV_QP_STATE) {
         ibqp->state = (enum ibv_qp_state)next;
@@ -420,7 +473,7 @@ DCXEMU_API int dcxemu_ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
                                    int mask, struct ibv_qp_init_attr *init)
 {
     struct dcxemu_qp *qp = (struct dcxemu_qp *)ibqp;
-    int err;
+    int err, raised;
     (void)mask; /* like the provider, report everything */
     if (ibqp == NULL || a == NULL || init == NULL) {
         return EINVAL;
@@ -431,28 +484,42 @@ DCXEMU_API int dcxemu_ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
     if (dcxemu_is_fatal(qp->ctx->dev_index)) {
         return EIO; /* QUERY_QP / QUERY_DCT */
     }
+    raised = 0;
+    if (qp->is_rc && atomic_load(&dcxemu_fab->qps[qp->idx].rc_remote_err)) {
+        /* a responder error not taken in yet: the state it reports is ERR */
+        pthread_mutex_lock(&qp->exec_lock);
+        raised = dcxemu_rc_absorb_remote_err(qp);
+        pthread_mutex_unlock(&qp->exec_lock);
+    }
+    if (raised) {
+        dcxemu_deliver_events(); /* takes the registry: never under exec_lock */
+    }
     memset(a, 0, sizeof(*a));
     memset(init, 0, sizeof(*init));
-    a->qp_state        = (enum ibv_qp_state)atomic_load(&qp->hw_state);
-    a->cur_qp_state    = a->qp_state;
-    a->path_mtu        = (enum ibv_mtu)qp->path_mtu;
-    a->qp_access_flags = qp->access;
-    a->pkey_index      = (uint16_t)qp->pkey_index;
-    a->port_num        = (uint8_t)qp->port;
-    a->timeout         = (uint8_t)qp->timeout;
-    a->retry_cnt       = (uint8_t)qp->retry_cnt;
-    a->rnr_retry       = (uint8_t)qp->rnr_retry;
-    a->min_rnr_timer   = (uint8_t)qp->min_rnr_timer;
-    a->max_rd_atomic   = (uint8_t)qp->max_rd_atomic;
-    a->sq_psn          = qp->sq_psn;
-    a->cap             = qp->cap;
-    init->qp_context   = ibqp->qp_context;
-    init->send_cq      = ibqp->send_cq;
-    init->recv_cq      = ibqp->recv_cq;
-    init->srq          = ibqp->srq;
-    init->cap          = qp->cap;
-    init->qp_type      = ibqp->qp_type;
-    init->sq_sig_all   = qp->sq_sig_all;
+    a->qp_state           = (enum ibv_qp_state)atomic_load(&qp->hw_state);
+    a->cur_qp_state       = a->qp_state;
+    a->path_mtu           = (enum ibv_mtu)qp->path_mtu;
+    a->qp_access_flags    = qp->access;
+    a->pkey_index         = (uint16_t)qp->pkey_index;
+    a->port_num           = (uint8_t)qp->port;
+    a->timeout            = (uint8_t)qp->timeout;
+    a->retry_cnt          = (uint8_t)qp->retry_cnt;
+    a->rnr_retry          = (uint8_t)qp->rnr_retry;
+    a->min_rnr_timer      = (uint8_t)qp->min_rnr_timer;
+    a->max_rd_atomic      = (uint8_t)qp->max_rd_atomic;
+    a->sq_psn             = qp->sq_psn;
+    a->rq_psn             = qp->rq_psn;
+    a->dest_qp_num        = qp->dest_qpn;
+    a->ah_attr            = qp->av;
+    a->max_dest_rd_atomic = (uint8_t)qp->max_dest_rd_atomic;
+    a->cap                = qp->cap;
+    init->qp_context      = ibqp->qp_context;
+    init->send_cq         = ibqp->send_cq;
+    init->recv_cq         = ibqp->recv_cq;
+    init->srq             = ibqp->srq;
+    init->cap             = qp->cap;
+    init->qp_type         = ibqp->qp_type;
+    init->sq_sig_all      = qp->sq_sig_all;
     ibqp->state =
             a->qp_state; /* the only other writer of qp->state besides modify */
     return 0;
@@ -479,6 +546,7 @@ DCXEMU_API int dcxemu_ibv_destroy_qp(struct ibv_qp *ibqp)
         if (s->in_use && dcxemu_owner_is_me(s->owner, s->owner_token)) {
             s->in_use    = 0;
             s->dct_ready = 0; /* later packets to this dctn find no target */
+            s->rc_state  = IBV_QPS_RESET;
             s->qpn       = 0;
             s->fault_unreachable = s->fault_drop_next = s->fault_force_status =
                     0;
@@ -493,9 +561,10 @@ DCXEMU_API int dcxemu_ibv_destroy_qp(struct ibv_qp *ibqp)
     atomic_fetch_sub(&qp->pd->refcnt, 1);
     atomic_fetch_sub(&qp->send_cq->refcnt, 1);
     atomic_fetch_sub(&qp->recv_cq->refcnt, 1);
-    if (qp->srq != NULL && qp->is_dct) {
+    if (qp->srq != NULL) {
         atomic_fetch_sub(&qp->srq->refcnt, 1);
     }
+    dcxemu_rq_destroy(qp);
     pthread_mutex_destroy(&qp->post_lock);
     pthread_mutex_destroy(&qp->exec_lock);
     free(qp->ring);

@@ -104,6 +104,7 @@ static void plan_init(struct exec_plan *p, const struct dcxemu_wqe *w)
     p->total     = 0;
     p->gk        = NULL;
     p->ngk       = 0;
+    p->trc       = 0;
     dcxemu_iovbuf_init(&p->liov);
     dcxemu_iovbuf_init(&p->riov);
 }
@@ -125,6 +126,9 @@ static void plan_target(struct exec_plan *p, const struct dcxemu_shm_qp *t)
     p->cq_idx  = t->cq_idx;
     p->srq_idx = t->srq_idx;
     p->tlid    = t->lid;
+    p->trc     = t->is_rc;
+    p->tidx    = (uint32_t)(t - dcxemu_fab->qps);
+    p->tqpn    = t->qpn;
 }
 
 /* Checks and resolution of one WQE, fabric lock held: everything but a data
@@ -229,6 +233,13 @@ execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
         cerr = plan_copy(&p, w);
         wake = -1;
         r    = exec_finish(qp, &p, cerr, o, &wake);
+        wake_target(wake);
+    }
+    if (p.trc && r == EXEC_DONE && o->status != IBV_WC_SUCCESS &&
+        dcxemu_lock() == 0) {
+        wake = -1;
+        dcxemu_resp_rc_error(&p, o, &wake);
+        dcxemu_unlock();
         wake_target(wake);
     }
     plan_fini(&p);
@@ -338,8 +349,9 @@ static int head_flush(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
  * timer.  The clock is read only where a timer is involved. */
 void dcxemu_qp_progress(struct dcxemu_qp *qp)
 {
-    int raised = 0;
+    int raised;
     pthread_mutex_lock(&qp->exec_lock);
+    raised = dcxemu_rc_absorb_remote_err(qp);
     for (;;) {
         uint64_t posted = __atomic_load_n(&qp->sq_posted, __ATOMIC_ACQUIRE);
         uint64_t now    = 0, deadline;
@@ -380,6 +392,11 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
         }
         dcxemu_comp_count(qp, w, &o);
         raised |= head_retire(qp, w, &o);
+        if (o.status != IBV_WC_SUCCESS) {
+            /* an RC QP in ERR: peers no longer reach it, its receives flush */
+            dcxemu_rc_set_err(qp);
+            raised |= dcxemu_rq_flush(qp, 0);
+        }
     }
     pthread_mutex_unlock(&qp->exec_lock);
     if (atomic_load(&qp->deadline_ns) != 0) {

@@ -1,6 +1,7 @@
 /* dcxemu responder stage: what happens at the target of a WQE -- reaching the
- * DCT, rkey and access checks, the SRQ and receive CQE of a SEND / WRITE_IMM,
- * atomics. */
+ * DCT or RC peer, rkey and access checks, the SRQ (or an RC QP's own receive
+ * queue) and receive CQE of a SEND / WRITE_IMM, atomics, and an RC responder
+ * moved to ERR by an error. */
 #define _GNU_SOURCE
 #include "resp.h"
 #include "opcode.h"
@@ -331,24 +332,40 @@ static int atomic_compute(const struct dcxemu_wqe *w, uint64_t old,
     return 1;
 }
 
+/* Does slot t take this WQE?  A DCT in RTR with the WQE's DC key; an RC QP in
+ * RTR or RTS connected back to the sender (a packet of another connection is
+ * dropped, as a QP in any other state drops it). */
+static int target_accepts(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
+                          const struct dcxemu_shm_qp *t)
+{
+    if (!t->in_use || t->qpn != w->dctn || !roce_route_ok(qp, w, t)) {
+        return 0;
+    }
+    if (qp->is_rc) {
+        return t->is_rc &&
+               (t->rc_state == IBV_QPS_RTR || t->rc_state == IBV_QPS_RTS) &&
+               t->rc_dest_qpn == qp->qpx.qp_base.qp_num;
+    }
+    return t->is_dct && t->dct_ready && t->dc_key == w->dc_key;
+}
+
 /* Reach the target (fabric lock held): wrong LID/GID, unknown/destroyed/dead
- * DCT and wrong key all look alike.  *tp = the DCT's slot, or NULL when the WQE
- * ends here with the result. */
+ * DCT or RC peer, a peer not connected back and a wrong key all look alike.
+ * *tp = the target's slot, or NULL when the WQE ends here with the result. */
 enum exec_result
 dcxemu_resp_reach(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
                   struct exec_out *o, struct dcxemu_shm_qp **tp)
 {
     struct dcxemu_shm_qp *t = &dcxemu_fab->qps[w->dctn & (DCXEMU_MAX_QPS - 1)];
     *tp                     = NULL;
-    if (!t->in_use || !t->is_dct || !t->dct_ready || t->qpn != w->dctn ||
-        !roce_route_ok(qp, w, t) || t->dc_key != w->dc_key ||
+    if (!target_accepts(qp, w, t) ||
         !dcxemu_member_alive(t->owner, t->owner_token) ||
         t->fault_unreachable) {
         return EXEC_UNREACHABLE;
     }
-    if (t->fault_force_status != 0) {
+    if (t->is_dct && t->fault_force_status != 0) {
         /* injected on the target: this WR completes with the status, nothing
-         * executes */
+         * executes (on an RC QP the fault is for its own next WR) */
         uint32_t st           = t->fault_force_status - 1;
         t->fault_force_status = 0;
         fail(o, st, dcxemu_forced_syndrome(st));
@@ -366,6 +383,57 @@ dcxemu_resp_reach(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
     o->rnr_ms = rnr_timer_ms[t->min_rnr_timer & 31];
     *tp       = t;
     return EXEC_DONE;
+}
+
+/* A responder error (REM_ACCESS, REM_INV_REQ, REM_OP) at an RC target moves
+ * it to ERR too, as hardware does (fabric lock held): peers no longer reach
+ * it, and its owner (*wake) flushes its queues. */
+void dcxemu_resp_rc_error(const struct exec_plan *p, const struct exec_out *o,
+                          int *wake)
+{
+    struct dcxemu_shm_qp *t = &dcxemu_fab->qps[p->tidx];
+    if (!p->trc || (o->status != IBV_WC_REM_ACCESS_ERR &&
+                    o->status != IBV_WC_REM_INV_REQ_ERR &&
+                    o->status != IBV_WC_REM_OP_ERR)) {
+        return;
+    }
+    if (!t->in_use || !t->is_rc || t->qpn != p->tqpn ||
+        (t->rc_state != IBV_QPS_RTR && t->rc_state != IBV_QPS_RTS)) {
+        return;
+    }
+    t->rc_state = IBV_QPS_ERR;
+    atomic_store(&t->rc_remote_err, 1);
+    *wake = t->owner;
+}
+
+/* The device moved an RC QP to ERR (exec_lock held): peers no longer reach it. */
+void dcxemu_rc_set_err(struct dcxemu_qp *qp)
+{
+    if (qp->is_rc && dcxemu_lock() == 0) {
+        dcxemu_fab->qps[qp->idx].rc_state = IBV_QPS_ERR;
+        dcxemu_unlock();
+    }
+}
+
+/* A peer's WQE failed at this RC QP as responder and recorded it in the fabric
+ * (which already shows ERR): the QP enters ERR here too and its own receive
+ * queue is flushed; its send queue flushes as the requester runs it.  exec_lock
+ * held; 1 if a channel event was raised. */
+int dcxemu_rc_absorb_remote_err(struct dcxemu_qp *qp)
+{
+    struct dcxemu_shm_qp *s = &dcxemu_fab->qps[qp->idx];
+    int st;
+    if (!qp->is_rc || !atomic_load(&s->rc_remote_err) ||
+        !atomic_exchange(&s->rc_remote_err, 0)) {
+        return 0;
+    }
+    st = atomic_load(&qp->hw_state);
+    if (st == IBV_QPS_RESET || st == IBV_QPS_ERR) {
+        return 0;
+    }
+    atomic_store(&qp->hw_state, IBV_QPS_ERR);
+    DCXEMU_TRACE("error qp=0x%x responder error: ERR", qp->qpx.qp_base.qp_num);
+    return dcxemu_rq_flush(qp, 0);
 }
 
 /* WRITE and READ at the target (fabric lock held): the rkey; the copy follows

@@ -32,6 +32,12 @@ enum exec_result
 dcxemu_resp_reach(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
                   struct exec_out *o, struct dcxemu_shm_qp **tp);
 
+/* A responder error (REM_ACCESS, REM_INV_REQ, REM_OP) at an RC target moves
+ * it to ERR too, as hardware does (fabric lock held): peers no longer reach
+ * it, and its owner (*wake) flushes its queues. */
+void dcxemu_resp_rc_error(const struct exec_plan *p, const struct exec_out *o,
+                          int *wake);
+
 /* WRITE and READ at the target (fabric lock held): the rkey; the copy follows
  * without the lock. */
 enum exec_result

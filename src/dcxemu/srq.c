@@ -1,5 +1,6 @@
-/* dcxemu shared receive queues: create, modify, query, destroy and posting
- * receives. */
+/* dcxemu receive queues: shared receive queues (create, modify, query,
+ * destroy, posting) and an RC QP's own receive queue, which is a ring of the
+ * same table used by that QP alone. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 
@@ -39,9 +40,9 @@ check_srq_attr(struct ibv_pd *pd, const struct ibv_srq_init_attr *init)
     return 0;
 }
 
-/* Fabric lock held: a free SRQ slot with a ring of max - 1 descriptors for
+/* Fabric lock held: a free SRQ slot with a ring of max_wr descriptors for
  * max_sge SGEs each, made live; or -1. */
-static int take_srq_slot(uint32_t max, uint32_t max_sge, uint64_t pd_id)
+static int take_srq_slot(uint32_t max_wr, uint32_t max_sge, uint64_t pd_id)
 {
     struct dcxemu_shm_srq *s;
     int idx = -1;
@@ -62,13 +63,14 @@ static int take_srq_slot(uint32_t max, uint32_t max_sge, uint64_t pd_id)
     }
     s->wqe_size = (uint32_t)(sizeof(struct dcxemu_shm_srq_wqe) +
                              max_sge * sizeof(struct ibv_sge));
-    s->max_wr   = max - 1;
+    s->max_wr   = max_wr;
     s->ring_off = dcxemu_heap_alloc((uint64_t)s->max_wr * s->wqe_size);
     if (s->ring_off == 0) {
         return -1;
     }
     s->owner       = (uint16_t)dcxemu_me;
     s->owner_token = dcxemu_my_token;
+    s->rq          = 0;
     s->in_use      = 1; /* last: a half-made slot is never live */
     dcxemu_hwm_bump(&dcxemu_fab->srq_hwm, (uint32_t)idx);
     s->pd_id   = pd_id;
@@ -113,7 +115,7 @@ dcxemu_ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *init)
     if (err != 0) {
         goto err_free;
     }
-    idx = take_srq_slot(max, max_sge, ((struct dcxemu_pd *)pd)->pd_id);
+    idx = take_srq_slot(max - 1, max_sge, ((struct dcxemu_pd *)pd)->pd_id);
     dcxemu_unlock();
     if (idx < 0) {
         err = ENOMEM;
@@ -251,18 +253,13 @@ DCXEMU_API int dcxemu_ibv_destroy_srq(struct ibv_srq *ibsrq)
     return 0;
 }
 
-int dcxemu_post_srq_recv_op(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
-                            struct ibv_recv_wr **bad_wr)
+/* Post a list of receive WRs into ring s (its lock taken here): 0, or errno
+ * with *bad_wr = the first WR not posted. */
+static int ring_post(struct dcxemu_shm_srq *s, struct ibv_recv_wr *wr,
+                     struct ibv_recv_wr **bad_wr)
 {
-    struct dcxemu_srq *srq   = (struct dcxemu_srq *)ibsrq;
-    struct dcxemu_shm_srq *s = srq->s;
-    int err                  = dcxemu_usable();
-    if (err) {
-        if (bad_wr)
-            *bad_wr = wr;
-        return err;
-    }
-    if ((err = dcxemu_shm_lock(&s->lock)) != 0) {
+    int err = dcxemu_shm_lock(&s->lock);
+    if (err != 0) {
         if (bad_wr)
             *bad_wr = wr;
         return err;
@@ -308,4 +305,135 @@ DCXEMU_API int dcxemu_srq_wake_owner(struct ibv_srq *ibsrq)
     srq->s->wake_owner = 1;
     pthread_mutex_unlock(&srq->s->lock);
     return 0;
+}
+
+int dcxemu_post_srq_recv_op(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+                            struct ibv_recv_wr **bad_wr)
+{
+    struct dcxemu_srq *srq = (struct dcxemu_srq *)ibsrq;
+    int err                = dcxemu_usable();
+    if (err) {
+        if (bad_wr)
+            *bad_wr = wr;
+        return err;
+    }
+    return ring_post(srq->s, wr, bad_wr);
+}
+
+/* ---------------------------------------------------------------- RC receive
+ * queue ---- */
+
+/* mlx5 sizing (providers/mlx5 mlx5_calc_rq_size): a descriptor of
+ * roundup_pow2(16 * max(max_recv_sge, 1)) bytes, at most 512; the queue holds
+ * roundup_pow2(max_recv_wr) of them and at least one 64-byte block.  The caps
+ * are written back; no queue for max_recv_wr 0.  0 or errno. */
+int dcxemu_rq_create(struct dcxemu_qp *qp, struct ibv_qp_cap *cap)
+{
+    uint32_t desc = 16, cnt = 1;
+    int idx, err;
+    qp->rq_idx = -1;
+    if (cap->max_recv_wr == 0) {
+        cap->max_recv_sge = 0;
+        return 0;
+    }
+    if (cap->max_recv_wr > DCXEMU_MAX_QP_WR ||
+        cap->max_recv_sge > DCXEMU_MAX_RQ_DESC / 16) {
+        return EINVAL;
+    }
+    while (desc < 16 * (cap->max_recv_sge ? cap->max_recv_sge : 1)) {
+        desc <<= 1;
+    }
+    while (cnt < cap->max_recv_wr) {
+        cnt <<= 1;
+    }
+    if (cnt * desc < DCXEMU_SEND_WQE_BB) {
+        cnt = DCXEMU_SEND_WQE_BB / desc;
+    }
+    if ((err = dcxemu_lock()) != 0) {
+        return err;
+    }
+    idx = take_srq_slot(cnt, desc / 16, qp->pd->pd_id);
+    if (idx >= 0) {
+        dcxemu_fab->srqs[idx].rq = 1;
+    }
+    dcxemu_unlock();
+    if (idx < 0) {
+        return ENOMEM;
+    }
+    qp->rq_idx        = idx;
+    qp->rq            = &dcxemu_fab->srqs[idx];
+    cap->max_recv_wr  = cnt;
+    cap->max_recv_sge = desc / 16;
+    return 0;
+}
+
+void dcxemu_rq_destroy(struct dcxemu_qp *qp)
+{
+    if (qp->rq == NULL || dcxemu_lock() != 0) {
+        return;
+    }
+    if (qp->rq->in_use &&
+        dcxemu_owner_is_me(qp->rq->owner, qp->rq->owner_token)) {
+        dcxemu_heap_free(qp->rq->ring_off);
+        qp->rq->in_use = 0;
+    }
+    dcxemu_unlock();
+    qp->rq = NULL;
+}
+
+/* A QP in ERR completes every receive WQE of its own queue with WR_FLUSH_ERR,
+ * in order, as hardware flushes its RQ (an SRQ's WQEs stay: they belong to the
+ * SRQ); a QP going to RESET drops them (discard).  Called by the owner; 1 if a
+ * channel event was raised. */
+int dcxemu_rq_flush(struct dcxemu_qp *qp, int discard)
+{
+    struct dcxemu_shm_srq *s = qp->rq;
+    struct dcxemu_shm_cqe cqe;
+    int raised = 0;
+    if (s == NULL || dcxemu_lock() != 0) {
+        return 0;
+    }
+    if (dcxemu_shm_lock(&s->lock) == 0) {
+        memset(&cqe, 0, sizeof(cqe));
+        cqe.status     = IBV_WC_WR_FLUSH_ERR;
+        cqe.vendor_err = 0x05; /* the model's WR_FLUSH syndrome */
+        cqe.opcode     = IBV_WC_RECV;
+        cqe.qp_num     = qp->qpx.qp_base.qp_num;
+        if (discard) {
+            s->head = s->tail;
+        }
+        for (; s->head != s->tail; s->head++) {
+            cqe.wr_id = srq_wqe(s, s->head)->wr_id;
+            cqe.ts_ns = dcxemu_now_ns();
+            raised |= dcxemu_cq_push(qp->recv_cq->s, &cqe);
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    dcxemu_unlock();
+    return raised;
+}
+
+/* ibv_post_recv on an RC QP's own queue.  As mlx5: a QP in RESET takes no
+ * receive (EINVAL, its scatter limit is -1 there), a QP with an SRQ or without
+ * a queue has no room (ENOMEM); a QP in ERR flushes what it gets. */
+int dcxemu_rq_post(struct dcxemu_qp *qp, struct ibv_recv_wr *wr,
+                   struct ibv_recv_wr **bad_wr)
+{
+    int err = dcxemu_usable();
+    if (err == 0 && qp->rq == NULL) {
+        err = ENOMEM;
+    }
+    if (err == 0 && atomic_load(&qp->hw_state) == IBV_QPS_RESET) {
+        err = EINVAL;
+    }
+    if (err != 0) {
+        if (bad_wr)
+            *bad_wr = wr;
+        return err;
+    }
+    err = ring_post(qp->rq, wr, bad_wr);
+    if (atomic_load(&qp->hw_state) == IBV_QPS_ERR && dcxemu_rq_flush(qp, 0)) {
+        dcxemu_deliver_events();
+    }
+    return err;
 }

@@ -1,6 +1,6 @@
 /* dcxemu work-request building: the ibv_wr_* / mlx5dv_wr_* builders and
- * setters, raw WQE decode, wr_start / wr_complete / wr_abort, and the refused
- * legacy post calls. */
+ * setters, raw WQE decode, wr_start / wr_complete / wr_abort, and the batch
+ * calls the legacy post path (post.c) shares. */
 #define _GNU_SOURCE
 #include "dcxemu_int.h"
 #include "wr.h"
@@ -29,9 +29,11 @@ static int wqe_finished(const struct dcxemu_wqe *w)
     return w->data_setters == 1 && w->addr_setters == 1;
 }
 
-static void wr_new(struct ibv_qp_ex *q, uint32_t op)
+/* A new slot of the batch: an RC QP's WQE goes to the peer it is connected to,
+ * so its address is complete at once. */
+void dcxemu_wqe_new(struct dcxemu_qp *qp, uint32_t op, uint64_t wr_id,
+                    uint32_t flags)
 {
-    struct dcxemu_qp *qp = QP(q);
     struct dcxemu_wqe *w;
     if (qp->batch_err) {
         return;
@@ -47,11 +49,25 @@ static void wr_new(struct ibv_qp_ex *q, uint32_t op)
     }
     w = slot(qp, qp->sq_posted + qp->batch_n);
     memset(w, 0, sizeof(*w));
-    w->wr_id  = q->wr_id;
-    w->flags  = q->wr_flags;
+    w->wr_id  = wr_id;
+    w->flags  = flags;
     w->opcode = op;
+    if (qp->is_rc) {
+        w->addr_setters = 1;
+        w->dctn         = qp->dest_qpn;
+        w->dlid         = qp->av.dlid;
+        w->is_global    = qp->av.is_global;
+        w->sgid_index   = qp->av.grh.sgid_index;
+        w->hop_limit    = qp->av.grh.hop_limit;
+        w->dgid         = qp->av.grh.dgid;
+    }
     qp->batch_n++;
     qp->cur = w;
+}
+
+static void wr_new(struct ibv_qp_ex *q, uint32_t op)
+{
+    dcxemu_wqe_new(QP(q), op, q->wr_id, q->wr_flags);
 }
 
 static struct dcxemu_wqe *setter_target(struct dcxemu_qp *qp, int data)
@@ -146,25 +162,6 @@ static void b_local_inv(struct ibv_qp_ex *q, uint32_t rkey)
         qp->cur->data_setters = qp->cur->addr_setters =
                 1; /* no setters: complete as is */
     }
-}
-
-/* Data operations are not modelled on an RC QP (it only hosts UMR / LOCAL_INV).
- */
-static void b_rc_unmodelled(struct ibv_qp_ex *q)
-{
-    latch(QP(q), EOPNOTSUPP);
-}
-static void b_rc_unmodelled_imm(struct ibv_qp_ex *q, __be32 imm)
-{
-    (void)imm;
-    latch(QP(q), EOPNOTSUPP);
-}
-static void
-b_rc_unmodelled_rdma(struct ibv_qp_ex *q, uint32_t rkey, uint64_t raddr)
-{
-    (void)rkey;
-    (void)raddr;
-    latch(QP(q), EOPNOTSUPP);
 }
 
 static struct dcxemu_wqe *umr_new(struct mlx5dv_qp_ex *d, uint32_t op,
@@ -493,11 +490,52 @@ static void wr_start(struct ibv_qp_ex *q)
     qp->cur       = NULL;
 }
 
-static void batch_reset(struct dcxemu_qp *qp)
+void dcxemu_batch_reset(struct dcxemu_qp *qp)
 {
     qp->batch_err = 0;
     qp->batch_n   = 0;
     qp->cur       = NULL;
+}
+
+/* Publish the batch's WQEs (post_lock held): the time they may run from, 0 in
+ * immediate mode. */
+uint64_t dcxemu_batch_publish(struct dcxemu_qp *qp)
+{
+    /* deferred: the whole batch becomes executable after one delay in (0,
+     * DEFER_US] */
+    uint64_t nb = dcxemu_cfg.deferred ?
+                          dcxemu_now_ns() +
+                                  1000 * (1 + dcxemu_random() %
+                                                      dcxemu_cfg.defer_us) :
+                          0;
+    for (uint32_t i = 0; i < qp->batch_n; i++) {
+        struct dcxemu_wqe *w = slot(qp, qp->sq_posted + i);
+        w->not_before_ns     = nb;
+        DCXEMU_TRACE("post qp=0x%x op=%s len=%llu wr_id=0x%llx flags=0x%x",
+                     qp->qpx.qp_base.qp_num, dcxemu_opcode(w->opcode)->name,
+                     (unsigned long long)wqe_len(w),
+                     (unsigned long long)w->wr_id, w->flags);
+    }
+    __atomic_store_n(&qp->sq_posted, qp->sq_posted + qp->batch_n,
+                     __ATOMIC_RELEASE);
+    return nb;
+}
+
+/* After a publication (post_lock released): run the queue now, or let the
+ * engine run it from nb on. */
+void dcxemu_batch_run(struct dcxemu_qp *qp, uint64_t nb)
+{
+    if (!dcxemu_cfg.deferred) {
+        dcxemu_qp_progress(qp);
+    } else if (nb != 0) {
+        /* only publish: the engine executes from nb on (an existing deadline
+         * already covers earlier WQEs, and the queue is FIFO) */
+        uint64_t zero = 0;
+        pthread_mutex_lock(&qp->exec_lock);
+        atomic_compare_exchange_strong(&qp->deadline_ns, &zero, nb);
+        pthread_mutex_unlock(&qp->exec_lock);
+        dcxemu_engine_kick();
+    }
 }
 
 static int wr_complete(struct ibv_qp_ex *q)
@@ -515,36 +553,12 @@ static int wr_complete(struct ibv_qp_ex *q)
         err = dcxemu_usable();
     }
     if (err == 0 && qp->batch_n > 0) {
-        /* deferred: the whole batch becomes executable after one delay in (0,
-         * DEFER_US] */
-        nb = dcxemu_cfg.deferred ?
-                     dcxemu_now_ns() +
-                             1000 * (1 +
-                                     dcxemu_random() % dcxemu_cfg.defer_us) :
-                     0;
-        for (uint32_t i = 0; i < qp->batch_n; i++) {
-            struct dcxemu_wqe *w = slot(qp, qp->sq_posted + i);
-            w->not_before_ns     = nb;
-            DCXEMU_TRACE("post qp=0x%x op=%s len=%llu wr_id=0x%llx flags=0x%x",
-                         q->qp_base.qp_num, dcxemu_opcode(w->opcode)->name,
-                         (unsigned long long)wqe_len(w),
-                         (unsigned long long)w->wr_id, w->flags);
-        }
-        __atomic_store_n(&qp->sq_posted, qp->sq_posted + qp->batch_n,
-                         __ATOMIC_RELEASE);
+        nb = dcxemu_batch_publish(qp);
     }
-    batch_reset(qp);
+    dcxemu_batch_reset(qp);
     pthread_mutex_unlock(&qp->post_lock);
-    if (err == 0 && !dcxemu_cfg.deferred) {
-        dcxemu_qp_progress(qp);
-    } else if (err == 0 && nb != 0) {
-        /* only publish: the engine executes from nb on (an existing deadline
-         * already covers earlier WQEs, and the queue is FIFO) */
-        uint64_t zero = 0;
-        pthread_mutex_lock(&qp->exec_lock);
-        atomic_compare_exchange_strong(&qp->deadline_ns, &zero, nb);
-        pthread_mutex_unlock(&qp->exec_lock);
-        dcxemu_engine_kick();
+    if (err == 0) {
+        dcxemu_batch_run(qp, nb);
     }
     return err;
 }
@@ -552,7 +566,7 @@ static int wr_complete(struct ibv_qp_ex *q)
 static void wr_abort(struct ibv_qp_ex *q)
 {
     struct dcxemu_qp *qp = QP(q);
-    batch_reset(qp);
+    dcxemu_batch_reset(qp);
     pthread_mutex_unlock(&qp->post_lock);
 }
 
@@ -573,14 +587,23 @@ static void install_common(struct dcxemu_qp *qp)
     qp->qpx.wr_bind_mw              = b_bind_mw;
 }
 
+/* The data builders an RC QP and a DCI share. */
+static void install_data(struct dcxemu_qp *qp)
+{
+    qp->qpx.wr_send             = b_send;
+    qp->qpx.wr_send_imm         = b_send_imm;
+    qp->qpx.wr_send_inv         = b_send_inv;
+    qp->qpx.wr_rdma_write       = b_write;
+    qp->qpx.wr_rdma_write_imm   = b_write_imm;
+    qp->qpx.wr_rdma_read        = b_read;
+    qp->qpx.wr_atomic_cmp_swp   = b_cmp_swp;
+    qp->qpx.wr_atomic_fetch_add = b_fetch_add;
+}
+
 void dcxemu_wr_install_rc(struct dcxemu_qp *qp, uint64_t dv_ops)
 {
     install_common(qp);
-    qp->qpx.wr_send       = b_rc_unmodelled;
-    qp->qpx.wr_send_imm   = b_rc_unmodelled_imm;
-    qp->qpx.wr_send_inv   = b_send_inv;
-    qp->qpx.wr_rdma_write = b_rc_unmodelled_rdma;
-    qp->qpx.wr_rdma_read  = b_rc_unmodelled_rdma;
+    install_data(qp);
     if (dv_ops & MLX5DV_QP_EX_WITH_MR_INTERLEAVED) {
         qp->dv.wr_mr_interleaved = b_mr_interleaved;
     }
@@ -593,39 +616,9 @@ void dcxemu_wr_install_dci(struct dcxemu_qp *qp, int raw_wqe)
 {
     qp->qpx.comp_mask = 0;
     install_common(qp);
-    qp->qpx.wr_send              = b_send;
-    qp->qpx.wr_send_imm          = b_send_imm;
-    qp->qpx.wr_send_inv          = b_send_inv;
-    qp->qpx.wr_rdma_write        = b_write;
-    qp->qpx.wr_rdma_write_imm    = b_write_imm;
-    qp->qpx.wr_rdma_read         = b_read;
-    qp->qpx.wr_atomic_cmp_swp    = b_cmp_swp;
-    qp->qpx.wr_atomic_fetch_add  = b_fetch_add;
+    install_data(qp);
     qp->dv.wr_set_dc_addr        = s_dc_addr;
     qp->dv.wr_set_dc_addr_stream = s_dc_addr_stream;
     qp->dv.wr_raw_wqe            = raw_wqe ? b_raw_wqe : b_raw_wqe_unrequested;
     /* UMR builders stay NULL: rdma-core installs them only on RC QPs */
-}
-
-
-int dcxemu_post_send_op(struct ibv_qp *qp, struct ibv_send_wr *wr,
-                        struct ibv_send_wr **bad)
-{
-    /* mlx5 has no legacy post path for DC QPs: refuse instead of building a bad
-     * WQE */
-    (void)qp;
-    if (bad != NULL) {
-        *bad = wr;
-    }
-    return EINVAL;
-}
-
-int dcxemu_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr,
-                        struct ibv_recv_wr **bad)
-{
-    (void)qp; /* DCIs have no receive queue; DCTs receive through their SRQ */
-    if (bad != NULL) {
-        *bad = wr;
-    }
-    return EINVAL;
 }

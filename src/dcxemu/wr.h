@@ -55,7 +55,18 @@ umr_entries(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
 void dcxemu_wr_install_rc(struct dcxemu_qp *qp, uint64_t dv_ops);
 void dcxemu_wr_install_dci(struct dcxemu_qp *qp, int raw_wqe);
 
-/* ibv_post_send / ibv_post_recv: DC QPs have no legacy post path. */
+/* The batch a post builds (post_lock held): a new slot of the batch (an error
+ * is latched in batch_err), publication (returns the time the batch may run
+ * from, 0 in immediate mode), reset; and running it once post_lock is given
+ * back. */
+void dcxemu_wqe_new(struct dcxemu_qp *qp, uint32_t op, uint64_t wr_id,
+                    uint32_t flags);
+uint64_t dcxemu_batch_publish(struct dcxemu_qp *qp);
+void dcxemu_batch_reset(struct dcxemu_qp *qp);
+void dcxemu_batch_run(struct dcxemu_qp *qp, uint64_t nb);
+
+/* ibv_post_send / ibv_post_recv (post.c): RC QPs only; DC QPs have no legacy
+ * post path. */
 int dcxemu_post_send_op(struct ibv_qp *qp, struct ibv_send_wr *wr,
                         struct ibv_send_wr **bad);
 int dcxemu_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr,

@@ -200,15 +200,15 @@ TEST_F(emu_umr, rc_qp_caps_masks_and_ops)
     EXPECT_EQ(rcdv->wr_set_dc_addr, nullptr);
     EXPECT_NE(rcdv->wr_mr_list, nullptr);
     errno = 0;
-    EXPECT_EQ(create_rc(16, 1, 0, IBV_QP_EX_WITH_SEND), nullptr);
-    EXPECT_EQ(errno, EOPNOTSUPP);   /* RC data operations are not modelled */
+    EXPECT_EQ(create_rc(16, 1, 0, IBV_QP_EX_WITH_SEND_WITH_INV), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);   /* SEND_WITH_INV is not modelled */
     errno = 0;
     EXPECT_EQ(create_rc(16, 1, 0, IBV_QP_EX_WITH_LOCAL_INV, MLX5DV_QP_EX_WITH_RAW_WQE), nullptr);
     EXPECT_EQ(errno, EOPNOTSUPP);
-    errno = 0;
-    EXPECT_EQ(create_rc(16, 1, 0, IBV_QP_EX_WITH_LOCAL_INV, 0, 4), nullptr);
-    EXPECT_EQ(errno, EOPNOTSUPP);   /* no RC receive queue */
-    ibv_qp *q = create_rc(16, 1, 0);
+    ibv_qp *q = create_rc(16, 1, 0, IBV_QP_EX_WITH_LOCAL_INV, 0, 4);
+    ASSERT_NE(q, nullptr);   /* with a receive queue */
+    EXPECT_EQ(dcxemu_ibv_destroy_qp(q), 0);
+    q = create_rc(16, 1, 0);
     ASSERT_NE(q, nullptr);
     EXPECT_EQ(rc_mod(q, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT), EINVAL);
     ASSERT_EQ(rc_mod(q, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
@@ -237,9 +237,9 @@ TEST_F(emu_umr, rc_qp_caps_masks_and_ops)
     q = verbs_get_ctx_op(d.ctx, create_qp_ex)->create_qp_ex(d.ctx, &at);
     ASSERT_NE(q, nullptr);
     EXPECT_EQ(dcxemu_ibv_destroy_qp(q), 0);
-    /* data builders on the RC QP are refused, never dropped */
+    /* an unmodelled builder on the RC QP is refused, never dropped */
     ibv_wr_start(rcx);
-    ibv_wr_send(rcx);
+    ibv_wr_send_inv(rcx, 1);
     EXPECT_EQ(ibv_wr_complete(rcx), EOPNOTSUPP);
 }
 

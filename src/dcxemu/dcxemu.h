@@ -345,12 +345,14 @@ struct dcxemu_port_desc {
 };
 DCXEMU_API int dcxemu_port_describe(int dev, struct dcxemu_port_desc *d);
 
-/* A CQ or SRQ whose owner must hear of every change: every CQE pushed into the
- * CQ, and every receive that finds the SRQ empty, rings the owner's engine
+/* A CQ or receive queue whose owner must hear of every change: every CQE
+ * pushed into the CQ, and every receive that finds the SRQ (or an RC QP's own
+ * receive queue) empty, rings the owner's engine
  * (which runs the hook below), as a device's writes into host memory are seen
  * by a polling host.  0 or an errno value. */
 DCXEMU_API int dcxemu_cq_wake_owner(struct ibv_cq *cq);
 DCXEMU_API int dcxemu_srq_wake_owner(struct ibv_srq *srq);
+DCXEMU_API int dcxemu_qp_wake_owner(struct ibv_qp *qp); /* its own RQ */
 
 /* A function this process's engine thread runs every time it wakes, and at
  * least every interval_ns (0: only when woken).  One hook per process; NULL

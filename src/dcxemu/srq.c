@@ -437,3 +437,24 @@ int dcxemu_rq_post(struct dcxemu_qp *qp, struct ibv_recv_wr *wr,
     }
     return err;
 }
+
+DCXEMU_API int dcxemu_qp_wake_owner(struct ibv_qp *ibqp)
+{
+    struct dcxemu_qp *qp = (struct dcxemu_qp *)ibqp;
+    int err;
+    if (ibqp == NULL) {
+        return EINVAL;
+    }
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
+    if (qp->rq == NULL) {
+        return 0; /* no receive queue of its own */
+    }
+    if ((err = dcxemu_shm_lock(&qp->rq->lock)) != 0) {
+        return err;
+    }
+    qp->rq->wake_owner = 1;
+    pthread_mutex_unlock(&qp->rq->lock);
+    return 0;
+}

@@ -442,6 +442,11 @@ int face_cmd_create_qp(struct face_file *f, const struct face_cmd *c, int ex)
         qp->qpx = dcxemu_ibv_qp_to_qp_ex(qp->qp);
         qp->dv  = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(qp->qpx);
     }
+    /* receives come from the application's queue, without a doorbell */
+    if (qp->rq_wqe_cnt != 0 && qp->srq == NULL &&
+        (err = dcxemu_qp_wake_owner(qp->qp)) != 0) {
+        goto err_destroy;
+    }
     if ((err = face_obj_add(f, &qp->obj, FACE_OBJ_QP, r.user_handle)) != 0) {
         goto err_destroy;
     }

@@ -769,6 +769,48 @@ TEST_F(wqe_test, umr_repeat_block)
     }
 }
 
+/* ibv_wr_bind_mw (type 2), as _build_umr_wqe / set_bind_wr write it: one KLM in a 64-byte block */
+TEST_F(wqe_test, umr_bind_mw)
+{
+    const uint32_t mw_rkey = 0x00333344, new_rkey = 0x00333345, mr_lkey = 0x777;
+    sq s(4);
+    s.start(3); /* the mkey context and the KLM wrap to the queue start */
+    auto *uc = s.seg<mlx5_wqe_umr_ctrl_seg>();
+    uc->flags = MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET | MLX5_WQE_UMR_CTRL_FLAG_INLINE |
+                MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE;
+    uc->mkey_mask = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY |
+                            MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN | MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN |
+                            MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR |
+                            MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE |
+                            MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ |
+                            MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE |
+                            MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC);
+    uc->klm_octowords = htobe16(4);
+    auto *mk = s.seg<mlx5_wqe_mkey_context_seg>();
+    mk->qpn_mkey = htobe32((new_rkey & 0xff) | QPN << 8);
+    mk->access_flags = MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE;
+    mk->start_addr = htobe64(0x5000);
+    mk->len = htobe64(0x800);
+    auto *k = (mlx5_wqe_umr_klm_seg *)s.next(64);
+    k->byte_count = htobe32(0x800);
+    k->mkey = htobe32(mr_lkey);
+    k->address = htobe64(0x5000);
+    s.finish(3, MLX5_OPCODE_UMR, 0, MLX5_WQE_CTRL_CQ_UPDATE, htobe32(mw_rkey));
+    ASSERT_EQ(s.ds(), 12);
+    ASSERT_EQ(decode(s, 3, DCXEMU_MLX5_QP_RC), 0);
+    EXPECT_EQ(w->umr.mkey, mw_rkey);
+    EXPECT_EQ(w->umr.tag, new_rkey & 0xff);
+    EXPECT_EQ(w->umr.qpn, QPN);
+    EXPECT_EQ(w->umr.free, 0);
+    EXPECT_EQ(w->umr.start_addr, 0x5000u);
+    EXPECT_EQ(w->umr.len, 0x800u);
+    EXPECT_EQ(w->umr.access_flags, (uint32_t)IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_EQ(w->umr.num_entries, 1u);
+    EXPECT_EQ(w->umr.ent[0].key, mr_lkey);
+    EXPECT_EQ(w->umr.ent[0].va, 0x5000u);
+    EXPECT_EQ(w->umr.ent[0].byte_count, 0x800u);
+}
+
 /* The PRM's LOCAL_INVAL opcode: the key in the control segment's imm */
 TEST_F(wqe_test, local_inval_opcode)
 {

@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <vector>
 
 extern "C" {
@@ -823,6 +825,33 @@ TEST_F(wqe_test, local_inval_opcode)
         EXPECT_EQ(w->umr.mkey, 0x4242u);
         EXPECT_FALSE(w->has_av);
     }
+}
+
+/* mlx5dv_wr_raw_wqe hands over exactly ds * 16 bytes: nothing past them is read (a WQE at the end
+ * of a page whose next page is inaccessible) */
+TEST_F(wqe_test, never_reads_past_ds)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    auto *m = (uint8_t *)mmap(nullptr, 2 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                              -1, 0);
+    ASSERT_NE(m, MAP_FAILED);
+    ASSERT_EQ(mprotect(m + pg, pg, PROT_NONE), 0);
+    sq s(2);
+    s.start(0);
+    set_compact_av(s, 1, 0);
+    set_raddr(s, RADDR, RKEY);
+    uint32_t *v = (uint32_t *)s.next(16);
+    v[0] = htobe32(1);
+    v[1] = htobe32(0x80808080);
+    s.data(4, 3, 0x1000);
+    s.finish(0, MLX5_OPCODE_ATOMIC_MASKED_FA, 8, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+    uint8_t *b = m + pg - s.size;
+    memcpy(b, s.ctrl, s.size);
+    memset(w.get(), 0, sizeof(*w));
+    EXPECT_EQ(dcxemu_mlx5_wqe_decode(b, 2, 0, DCXEMU_MLX5_QP_DCI, 128, w.get()), 0);
+    EXPECT_EQ(w->num_sge, 1u);
+    EXPECT_EQ(w->compare, 0x80808080u);
+    munmap(m, 2 * pg);
 }
 
 /* ---- malformed WQEs: the requester's syndrome, LOCAL_QP_OP_ERR */

@@ -625,6 +625,77 @@ TEST_F(wqe_test, masked_atomics_4_and_8_bytes)
     }
 }
 
+/* UCX's uct_rc_mlx5_iface_common_atomic_data: how each UCT atomic is encoded, 32- and 64-bit
+ * (a 64-bit ADD and CSWAP use the standard opcodes, everything else the masked ones) */
+TEST_F(wqe_test, ucx_atomic_encodings)
+{
+    const uint64_t V = 0x0123456789abcdefull, C = 0xfedcba9876543210ull;
+    const struct {
+        const char *name;
+        unsigned size;
+        uint8_t opcode;
+        uint64_t swap, compare, swap_mask, compare_mask; /* host order, as UCX computes them */
+    } ops[] = {
+        {"add64", 8, MLX5_OPCODE_ATOMIC_FA, V, 0, 0, 0},
+        {"add32", 4, MLX5_OPCODE_ATOMIC_MASKED_FA, V, 0, 0, 0},
+        {"xor64", 8, MLX5_OPCODE_ATOMIC_MASKED_FA, V, UINT64_MAX, 0, 0},
+        {"xor32", 4, MLX5_OPCODE_ATOMIC_MASKED_FA, V, UINT64_MAX, 0, 0},
+        {"and64", 8, MLX5_OPCODE_ATOMIC_MASKED_CS, V, 0, ~V, 0},
+        {"or32", 4, MLX5_OPCODE_ATOMIC_MASKED_CS, V, 0, V, 0},
+        {"swap64", 8, MLX5_OPCODE_ATOMIC_MASKED_CS, V, 0, UINT64_MAX, 0},
+        {"swap32", 4, MLX5_OPCODE_ATOMIC_MASKED_CS, V, 0, UINT64_MAX, 0},
+        {"cswap64", 8, MLX5_OPCODE_ATOMIC_CS, V, C, 0, 0},
+        {"cswap32", 4, MLX5_OPCODE_ATOMIC_MASKED_CS, V, C, UINT64_MAX, UINT64_MAX},
+    };
+    for (const auto &o : ops) {
+        SCOPED_TRACE(o.name);
+        bool masked = o.opcode == MLX5_OPCODE_ATOMIC_MASKED_CS ||
+                      o.opcode == MLX5_OPCODE_ATOMIC_MASKED_FA;
+        bool cs = o.opcode == MLX5_OPCODE_ATOMIC_MASKED_CS || o.opcode == MLX5_OPCODE_ATOMIC_CS;
+        uint64_t m = o.size == 4 ? UINT32_MAX : UINT64_MAX;
+        sq s(4);
+        s.start(2);
+        set_compact_av(s, 1, 0);
+        set_raddr(s, RADDR, RKEY);
+        if (o.size == 4) {
+            uint32_t *v = (uint32_t *)s.next(16);
+            v[0] = htobe32((uint32_t)o.swap);
+            v[1] = htobe32((uint32_t)o.compare);
+            v[2] = htobe32((uint32_t)o.swap_mask);
+            v[3] = htobe32((uint32_t)o.compare_mask);
+        } else {
+            uint64_t *v = (uint64_t *)s.next(16);
+            v[0] = htobe64(o.swap);
+            v[1] = htobe64(o.compare);
+            if (masked && cs) {
+                v = (uint64_t *)s.next(16);
+                v[0] = htobe64(o.swap_mask);
+                v[1] = htobe64(o.compare_mask);
+            }
+        }
+        s.data(o.size, 1, 0x2000);
+        uint8_t opmod = masked ? (uint8_t)(8 | (o.size == 4 ? 0 : 1)) : 0;
+        s.finish(2, o.opcode, opmod, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+        ASSERT_EQ(decode(s, 2, DCXEMU_MLX5_QP_DCI), 0);
+        EXPECT_EQ(w->masked, masked ? 1 : 0);
+        EXPECT_EQ(w->atomic_size, o.size);
+        EXPECT_EQ(w->swap_add, o.swap & m);
+        if (cs && !masked) {
+            EXPECT_EQ(w->compare, o.compare);
+            EXPECT_EQ(w->swap_mask, UINT64_MAX); /* a standard CS compares and swaps all bits */
+            EXPECT_EQ(w->compare_mask, UINT64_MAX);
+        } else if (cs) {
+            EXPECT_EQ(w->compare, o.compare & m);
+            EXPECT_EQ(w->swap_mask, o.swap_mask & m);
+            EXPECT_EQ(w->compare_mask, o.compare_mask & m);
+        } else {
+            EXPECT_EQ(w->compare, masked ? o.compare & m : 0); /* the field boundary */
+            EXPECT_EQ(w->swap_mask, 0u);
+            EXPECT_EQ(w->compare_mask, 0u);
+        }
+    }
+}
+
 /* ---- UMR, as mlx5dv_wr_mr_list and mlx5dv_wr_mr_interleaved write it (mkey_configure with two
  * setters: access flags, then the layout) */
 

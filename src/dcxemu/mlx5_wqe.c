@@ -364,6 +364,7 @@ int dcxemu_mlx5_wqe_decode(const void *sq_buf, uint32_t wqebb_cnt,
     w->ds            = qpn_ds & 0x3f;
     w->fm_ce_se      = ctrl.fm_ce_se;
     w->imm           = ctrl.imm;
+    w->stream_id     = be16toh(ctrl.dci_stream_channel_id);
     w->num_wqebb     = (w->ds * 16u + MLX5_SEND_WQE_BB - 1) / MLX5_SEND_WQE_BB;
     if (w->ds == 0 || w->ds * 16u > max_wqe_bytes || w->num_wqebb > wqebb_cnt) {
         return BAD;

@@ -79,6 +79,7 @@ struct dcxemu_mlx5_wqe {
     uint8_t opcode, opmod, ds, fm_ce_se; /* raw fields */
     uint32_t qpn;
     uint32_t imm; /* ctrl imm, as stored (big-endian value, not swapped) */
+    uint16_t stream_id; /* DCI stream (mlx5dv_wr_set_dc_addr_stream) */
     uint32_t num_wqebb; /* DIV_ROUND_UP(ds*16, 64) */
     uint8_t has_av, has_raddr, has_atomic, is_inline;
     struct dcxemu_mlx5_av av;

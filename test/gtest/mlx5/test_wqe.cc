@@ -402,8 +402,10 @@ TEST_F(wqe_test, extended_av_with_grh)
     set_raddr(s, RADDR, RKEY);
     s.data(4096, 5, 0x8000);
     s.finish(1, MLX5_OPCODE_RDMA_WRITE, 0, 0, 0);
+    ((mlx5_wqe_ctrl_seg *)s.ctrl)->dci_stream_channel_id = htobe16(0x105); /* set_dc_addr_stream */
     ASSERT_EQ(decode(s, 1, DCXEMU_MLX5_QP_DCI), 0);
     expect_av(a);
+    EXPECT_EQ(w->stream_id, 0x105);
     EXPECT_EQ(w->av.sgid_index, 3);
     EXPECT_EQ(w->av.hop_limit, 64);
     EXPECT_EQ(w->av.tclass, 0x28);

@@ -24,7 +24,11 @@ enum {
 };
 
 #define KIND(_k)  (1 << DCXEMU_MLX5_QP_##_k)
-#define ALL_KINDS (KIND(RC) | KIND(DCI) | KIND(UD))
+#define RC_DCI    (KIND(RC) | KIND(DCI))
+#define ALL_KINDS (RC_DCI | KIND(UD))
+#define SEND      (SEG_AV | SEG_GATHER)
+#define RDMA      (SEG_AV | SEG_RADDR)
+#define ATOMIC    (SEG_AV | SEG_RADDR | SEG_ATOMIC | SEG_SCATTER)
 
 /* Per opcode: the QP kinds that take it (0: unknown opcode) and its segments.
  * UMR and LOCAL_INVAL are local: no datagram segment even on a DCI. */
@@ -32,28 +36,19 @@ static const struct {
     uint8_t kinds;
     uint8_t segs;
 } wqe_fmts[MLX5_OPCODE_UMR + 1] = {
-    [MLX5_OPCODE_NOP]        = { ALL_KINDS, 0 },
-    [MLX5_OPCODE_SEND_INVAL] = { KIND(RC) | KIND(DCI), SEG_AV | SEG_GATHER },
-    [MLX5_OPCODE_RDMA_WRITE] = { KIND(RC) | KIND(DCI),
-                                 SEG_AV | SEG_RADDR | SEG_GATHER },
-    [MLX5_OPCODE_RDMA_WRITE_IMM]   = { KIND(RC) | KIND(DCI),
-                                       SEG_AV | SEG_RADDR | SEG_GATHER },
-    [MLX5_OPCODE_SEND]             = { ALL_KINDS, SEG_AV | SEG_GATHER },
-    [MLX5_OPCODE_SEND_IMM]         = { ALL_KINDS, SEG_AV | SEG_GATHER },
-    [MLX5_OPCODE_RDMA_READ]        = { KIND(RC) | KIND(DCI),
-                                       SEG_AV | SEG_RADDR | SEG_SCATTER },
-    [MLX5_OPCODE_ATOMIC_CS]        = { KIND(RC) | KIND(DCI),
-                                       SEG_AV | SEG_RADDR | SEG_ATOMIC | SEG_SCATTER },
-    [MLX5_OPCODE_ATOMIC_FA]        = { KIND(RC) | KIND(DCI),
-                                       SEG_AV | SEG_RADDR | SEG_ATOMIC | SEG_SCATTER },
-    [MLX5_OPCODE_ATOMIC_MASKED_CS] = { KIND(RC) | KIND(DCI),
-                                       SEG_AV | SEG_RADDR | SEG_ATOMIC |
-                                               SEG_SCATTER },
-    [MLX5_OPCODE_ATOMIC_MASKED_FA] = { KIND(RC) | KIND(DCI),
-                                       SEG_AV | SEG_RADDR | SEG_ATOMIC |
-                                               SEG_SCATTER },
-    [MLX5_OPCODE_LOCAL_INVAL]      = { KIND(RC) | KIND(DCI), 0 },
-    [MLX5_OPCODE_UMR]              = { KIND(RC) | KIND(DCI), SEG_UMR },
+    [MLX5_OPCODE_NOP]              = { ALL_KINDS, 0 },
+    [MLX5_OPCODE_SEND_INVAL]       = { RC_DCI, SEND },
+    [MLX5_OPCODE_RDMA_WRITE]       = { RC_DCI, RDMA | SEG_GATHER },
+    [MLX5_OPCODE_RDMA_WRITE_IMM]   = { RC_DCI, RDMA | SEG_GATHER },
+    [MLX5_OPCODE_SEND]             = { ALL_KINDS, SEND },
+    [MLX5_OPCODE_SEND_IMM]         = { ALL_KINDS, SEND },
+    [MLX5_OPCODE_RDMA_READ]        = { RC_DCI, RDMA | SEG_SCATTER },
+    [MLX5_OPCODE_ATOMIC_CS]        = { RC_DCI, ATOMIC },
+    [MLX5_OPCODE_ATOMIC_FA]        = { RC_DCI, ATOMIC },
+    [MLX5_OPCODE_ATOMIC_MASKED_CS] = { RC_DCI, ATOMIC },
+    [MLX5_OPCODE_ATOMIC_MASKED_FA] = { RC_DCI, ATOMIC },
+    [MLX5_OPCODE_LOCAL_INVAL]      = { RC_DCI, 0 },
+    [MLX5_OPCODE_UMR]              = { RC_DCI, SEG_UMR },
 };
 
 /* Masked atomic opmod: 8 | (log2(operand size) - 2), as UCX writes it */
@@ -73,7 +68,6 @@ static const struct {
 
 /* A UMR translation whose first entry has this op is a repeat block */
 #define UMR_REPEAT_BLOCK_OP 0x400
-
 
 /* One WQE in its queue: offsets count from the control segment and wrap at
  * the queue end; end = ds * 16, the bytes that belong to the WQE. */
@@ -165,6 +159,7 @@ static int decode_atomic(struct wqe_view *v, struct dcxemu_mlx5_wqe *w)
     int cs = w->opcode == MLX5_OPCODE_ATOMIC_CS ||
              w->opcode == MLX5_OPCODE_ATOMIC_MASKED_CS;
     uint8_t a[32];
+    uint32_t len;
 
     w->masked = w->opcode == MLX5_OPCODE_ATOMIC_MASKED_CS ||
                 w->opcode == MLX5_OPCODE_ATOMIC_MASKED_FA;
@@ -179,8 +174,8 @@ static int decode_atomic(struct wqe_view *v, struct dcxemu_mlx5_wqe *w)
     } else {
         return -1; /* no other operand size is modelled */
     }
-    if (view_take(v, a, (w->masked && cs && w->atomic_size == 8) ? 32 : 16) !=
-        0) {
+    len = (w->masked && cs && w->atomic_size == 8) ? 32 : 16;
+    if (view_take(v, a, len) != 0) {
         return -1;
     }
     w->has_atomic = 1;
@@ -211,6 +206,7 @@ decode_data(struct wqe_view *v, struct dcxemu_mlx5_wqe *w, int inline_ok)
 {
     struct mlx5_wqe_data_seg d;
     uint32_t bc, len;
+    uint64_t seg;
     uint8_t hdr[4];
     int run = 0; /* inline run: 0 none yet, 1 in it, 2 over */
 
@@ -219,8 +215,8 @@ decode_data(struct wqe_view *v, struct dcxemu_mlx5_wqe *w, int inline_ok)
         bc = get_be32(hdr);
         if (bc & MLX5_INLINE_SEG) {
             len = bc & ~(uint32_t)MLX5_INLINE_SEG;
-            if (!inline_ok || run == 2 ||
-                ((uint64_t)len + 4 + 15) / 16 * 16 > v->end - v->off ||
+            seg = ((uint64_t)len + 4 + 15) / 16 * 16; /* padded to 16 B */
+            if (!inline_ok || run == 2 || seg > v->end - v->off ||
                 len > DCXEMU_MLX5_MAX_INLINE - w->inline_len) {
                 return -1;
             }
@@ -230,7 +226,7 @@ decode_data(struct wqe_view *v, struct dcxemu_mlx5_wqe *w, int inline_ok)
             }
             view_copy(v, v->off + 4, w->inline_data + w->inline_len, len);
             w->inline_len += len;
-            v->off += (len + 4 + 15) / 16 * 16;
+            v->off += (uint32_t)seg;
             continue;
         }
         if (run == 1) {
@@ -265,14 +261,16 @@ static int decode_umr_xlat(struct wqe_view *v, struct dcxemu_mlx5_umr *u)
     uint32_t n = u->klm_octowords, i;
     uint8_t e[16];
 
+    if (n > DCXEMU_MLX5_MAX_UMR_ENT) {
+        return -1;
+    }
     view_take(v, e, 16); /* the caller checked that n entries fit ds */
     if (get_be32(e + 4) == UMR_REPEAT_BLOCK_OP) {
         u->interleaved  = 1;
         u->byte_count   = get_be32(e);
         u->repeat_count = get_be32(e + 8);
         u->num_entries  = (uint32_t)e[14] << 8 | e[15];
-        if (u->num_entries + 1 > n ||
-            u->num_entries > DCXEMU_MLX5_MAX_UMR_ENT) {
+        if (u->num_entries + 1 > n) {
             return -1;
         }
         for (i = 0; i < u->num_entries; i++) {
@@ -287,9 +285,6 @@ static int decode_umr_xlat(struct wqe_view *v, struct dcxemu_mlx5_umr *u)
     for (i = 0; i < n; i++) {
         if (i > 0) {
             view_take(v, e, 16);
-        }
-        if (i == DCXEMU_MLX5_MAX_UMR_ENT) {
-            return -1;
         }
         u->ent[i].byte_count = get_be32(e);
         u->ent[i].key        = get_be32(e + 4);
@@ -369,6 +364,7 @@ int dcxemu_mlx5_wqe_decode(const void *sq_buf, uint32_t wqebb_cnt,
     w->ds            = qpn_ds & 0x3f;
     w->fm_ce_se      = ctrl.fm_ce_se;
     w->imm           = ctrl.imm;
+    w->stream_id     = be16toh(ctrl.dci_stream_channel_id);
     w->num_wqebb     = (w->ds * 16u + MLX5_SEND_WQE_BB - 1) / MLX5_SEND_WQE_BB;
     if (w->ds == 0 || w->ds * 16u > max_wqe_bytes || w->num_wqebb > wqebb_cnt) {
         return BAD;
@@ -381,8 +377,8 @@ int dcxemu_mlx5_wqe_decode(const void *sq_buf, uint32_t wqebb_cnt,
         return BAD; /* unknown, or not one this QP kind takes */
     }
     segs = wqe_fmts[w->opcode].segs;
-    if (w->opcode == MLX5_OPCODE_LOCAL_INVAL) {
-        w->umr.mkey = be32toh(w->imm);
+    if (w->opcode == MLX5_OPCODE_LOCAL_INVAL || (segs & SEG_UMR)) {
+        w->umr.mkey = be32toh(w->imm); /* the key a local operation acts on */
     }
     if ((segs & SEG_AV) && kind != DCXEMU_MLX5_QP_RC) {
         if (decode_av(&v, &w->av) != 0) {
@@ -402,11 +398,8 @@ int dcxemu_mlx5_wqe_decode(const void *sq_buf, uint32_t wqebb_cnt,
     if ((segs & SEG_ATOMIC) && decode_atomic(&v, w) != 0) {
         return BAD;
     }
-    if (segs & SEG_UMR) {
-        w->umr.mkey = be32toh(w->imm);
-        if (decode_umr(&v, w) != 0) {
-            return BAD;
-        }
+    if ((segs & SEG_UMR) && decode_umr(&v, w) != 0) {
+        return BAD;
     }
     if ((segs & (SEG_GATHER | SEG_SCATTER)) &&
         decode_data(&v, w, segs & SEG_GATHER) != 0) {

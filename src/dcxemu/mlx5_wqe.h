@@ -79,6 +79,7 @@ struct dcxemu_mlx5_wqe {
     uint8_t opcode, opmod, ds, fm_ce_se; /* raw fields */
     uint32_t qpn;
     uint32_t imm; /* ctrl imm, as stored (big-endian value, not swapped) */
+    uint16_t stream_id; /* DCI stream (mlx5dv_wr_set_dc_addr_stream) */
     uint32_t num_wqebb; /* DIV_ROUND_UP(ds*16, 64) */
     uint8_t has_av, has_raddr, has_atomic, is_inline;
     struct dcxemu_mlx5_av av;
@@ -106,18 +107,22 @@ struct dcxemu_mlx5_wqe {
  * start at the end, as libmlx5 writes it).  0, or the mlx5 error syndrome the
  * requester completes it with (MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR for an
  * unknown opcode / a ds of 0 / a ds past max_wqe_bytes or the queue /
- * segments that do not fit ds / an opcode the QP kind does not take); *w is
- * filled as far as it got.  Bytes past ds*16 are never read. */
+ * segments that do not fit ds / an opcode the QP kind does not take / inline
+ * data where the local buffer is written (READ, atomics) / what the device
+ * does not model: masked operands other than 4 and 8 bytes, a UMR with a BSF
+ * or an indirect translation); *w is filled as far as it got.  Bytes past
+ * ds*16 are never read; byte counts are taken as written (0 stays 0). */
 int dcxemu_mlx5_wqe_decode(const void *sq_buf, uint32_t wqebb_cnt,
                            uint32_t wqebb, enum dcxemu_mlx5_qp_kind kind,
                            uint32_t max_wqe_bytes, struct dcxemu_mlx5_wqe *w);
 
-/* Receive WQEs: the RQ ring (stride bytes each: data segments; an lkey of
- * MLX5_INVALID_LKEY ends a list shorter than the stride) and the SRQ (a next
- * segment, then data segments): the scatter list and, for the SRQ,
- * next_wqe_index.  Zero-length entries are kept (libmlx5's SRQ writes them).
- * 0, or MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR when the list does not end within
- * max_sge entries or the stride holds no data segment. */
+/* Receive WQEs at `index` (already wrapped to the ring / SRQ size): the RQ
+ * ring (stride bytes each: data segments; an lkey of MLX5_INVALID_LKEY ends a
+ * list shorter than the stride) and the SRQ (a next segment, then data
+ * segments): the scatter list and, for the SRQ, next_wqe_index.  Zero-length
+ * entries are kept (libmlx5's SRQ writes them).  0, or
+ * MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR when the list does not end within max_sge
+ * entries or the stride holds no data segment. */
 int dcxemu_mlx5_rq_wqe_read(const void *buf, uint32_t stride, uint32_t index,
                             uint32_t max_sge, struct dcxemu_mlx5_sge *sge,
                             uint32_t *num_sge);

@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <vector>
 
 extern "C" {
@@ -400,8 +402,10 @@ TEST_F(wqe_test, extended_av_with_grh)
     set_raddr(s, RADDR, RKEY);
     s.data(4096, 5, 0x8000);
     s.finish(1, MLX5_OPCODE_RDMA_WRITE, 0, 0, 0);
+    ((mlx5_wqe_ctrl_seg *)s.ctrl)->dci_stream_channel_id = htobe16(0x105); /* set_dc_addr_stream */
     ASSERT_EQ(decode(s, 1, DCXEMU_MLX5_QP_DCI), 0);
     expect_av(a);
+    EXPECT_EQ(w->stream_id, 0x105);
     EXPECT_EQ(w->av.sgid_index, 3);
     EXPECT_EQ(w->av.hop_limit, 64);
     EXPECT_EQ(w->av.tclass, 0x28);
@@ -623,6 +627,77 @@ TEST_F(wqe_test, masked_atomics_4_and_8_bytes)
     }
 }
 
+/* UCX's uct_rc_mlx5_iface_common_atomic_data: how each UCT atomic is encoded, 32- and 64-bit
+ * (a 64-bit ADD and CSWAP use the standard opcodes, everything else the masked ones) */
+TEST_F(wqe_test, ucx_atomic_encodings)
+{
+    const uint64_t V = 0x0123456789abcdefull, C = 0xfedcba9876543210ull;
+    const struct {
+        const char *name;
+        unsigned size;
+        uint8_t opcode;
+        uint64_t swap, compare, swap_mask, compare_mask; /* host order, as UCX computes them */
+    } ops[] = {
+        {"add64", 8, MLX5_OPCODE_ATOMIC_FA, V, 0, 0, 0},
+        {"add32", 4, MLX5_OPCODE_ATOMIC_MASKED_FA, V, 0, 0, 0},
+        {"xor64", 8, MLX5_OPCODE_ATOMIC_MASKED_FA, V, UINT64_MAX, 0, 0},
+        {"xor32", 4, MLX5_OPCODE_ATOMIC_MASKED_FA, V, UINT64_MAX, 0, 0},
+        {"and64", 8, MLX5_OPCODE_ATOMIC_MASKED_CS, V, 0, ~V, 0},
+        {"or32", 4, MLX5_OPCODE_ATOMIC_MASKED_CS, V, 0, V, 0},
+        {"swap64", 8, MLX5_OPCODE_ATOMIC_MASKED_CS, V, 0, UINT64_MAX, 0},
+        {"swap32", 4, MLX5_OPCODE_ATOMIC_MASKED_CS, V, 0, UINT64_MAX, 0},
+        {"cswap64", 8, MLX5_OPCODE_ATOMIC_CS, V, C, 0, 0},
+        {"cswap32", 4, MLX5_OPCODE_ATOMIC_MASKED_CS, V, C, UINT64_MAX, UINT64_MAX},
+    };
+    for (const auto &o : ops) {
+        SCOPED_TRACE(o.name);
+        bool masked = o.opcode == MLX5_OPCODE_ATOMIC_MASKED_CS ||
+                      o.opcode == MLX5_OPCODE_ATOMIC_MASKED_FA;
+        bool cs = o.opcode == MLX5_OPCODE_ATOMIC_MASKED_CS || o.opcode == MLX5_OPCODE_ATOMIC_CS;
+        uint64_t m = o.size == 4 ? UINT32_MAX : UINT64_MAX;
+        sq s(4);
+        s.start(2);
+        set_compact_av(s, 1, 0);
+        set_raddr(s, RADDR, RKEY);
+        if (o.size == 4) {
+            uint32_t *v = (uint32_t *)s.next(16);
+            v[0] = htobe32((uint32_t)o.swap);
+            v[1] = htobe32((uint32_t)o.compare);
+            v[2] = htobe32((uint32_t)o.swap_mask);
+            v[3] = htobe32((uint32_t)o.compare_mask);
+        } else {
+            uint64_t *v = (uint64_t *)s.next(16);
+            v[0] = htobe64(o.swap);
+            v[1] = htobe64(o.compare);
+            if (masked && cs) {
+                v = (uint64_t *)s.next(16);
+                v[0] = htobe64(o.swap_mask);
+                v[1] = htobe64(o.compare_mask);
+            }
+        }
+        s.data(o.size, 1, 0x2000);
+        uint8_t opmod = masked ? (uint8_t)(8 | (o.size == 4 ? 0 : 1)) : 0;
+        s.finish(2, o.opcode, opmod, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+        ASSERT_EQ(decode(s, 2, DCXEMU_MLX5_QP_DCI), 0);
+        EXPECT_EQ(w->masked, masked ? 1 : 0);
+        EXPECT_EQ(w->atomic_size, o.size);
+        EXPECT_EQ(w->swap_add, o.swap & m);
+        if (cs && !masked) {
+            EXPECT_EQ(w->compare, o.compare);
+            EXPECT_EQ(w->swap_mask, UINT64_MAX); /* a standard CS compares and swaps all bits */
+            EXPECT_EQ(w->compare_mask, UINT64_MAX);
+        } else if (cs) {
+            EXPECT_EQ(w->compare, o.compare & m);
+            EXPECT_EQ(w->swap_mask, o.swap_mask & m);
+            EXPECT_EQ(w->compare_mask, o.compare_mask & m);
+        } else {
+            EXPECT_EQ(w->compare, masked ? o.compare & m : 0); /* the field boundary */
+            EXPECT_EQ(w->swap_mask, 0u);
+            EXPECT_EQ(w->compare_mask, 0u);
+        }
+    }
+}
+
 /* ---- UMR, as mlx5dv_wr_mr_list and mlx5dv_wr_mr_interleaved write it (mkey_configure with two
  * setters: access flags, then the layout) */
 
@@ -769,6 +844,48 @@ TEST_F(wqe_test, umr_repeat_block)
     }
 }
 
+/* ibv_wr_bind_mw (type 2), as _build_umr_wqe / set_bind_wr write it: one KLM in a 64-byte block */
+TEST_F(wqe_test, umr_bind_mw)
+{
+    const uint32_t mw_rkey = 0x00333344, new_rkey = 0x00333345, mr_lkey = 0x777;
+    sq s(4);
+    s.start(3); /* the mkey context and the KLM wrap to the queue start */
+    auto *uc = s.seg<mlx5_wqe_umr_ctrl_seg>();
+    uc->flags = MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET | MLX5_WQE_UMR_CTRL_FLAG_INLINE |
+                MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE;
+    uc->mkey_mask = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY |
+                            MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN | MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN |
+                            MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR |
+                            MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE |
+                            MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ |
+                            MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE |
+                            MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC);
+    uc->klm_octowords = htobe16(4);
+    auto *mk = s.seg<mlx5_wqe_mkey_context_seg>();
+    mk->qpn_mkey = htobe32((new_rkey & 0xff) | QPN << 8);
+    mk->access_flags = MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE;
+    mk->start_addr = htobe64(0x5000);
+    mk->len = htobe64(0x800);
+    auto *k = (mlx5_wqe_umr_klm_seg *)s.next(64);
+    k->byte_count = htobe32(0x800);
+    k->mkey = htobe32(mr_lkey);
+    k->address = htobe64(0x5000);
+    s.finish(3, MLX5_OPCODE_UMR, 0, MLX5_WQE_CTRL_CQ_UPDATE, htobe32(mw_rkey));
+    ASSERT_EQ(s.ds(), 12);
+    ASSERT_EQ(decode(s, 3, DCXEMU_MLX5_QP_RC), 0);
+    EXPECT_EQ(w->umr.mkey, mw_rkey);
+    EXPECT_EQ(w->umr.tag, new_rkey & 0xff);
+    EXPECT_EQ(w->umr.qpn, QPN);
+    EXPECT_EQ(w->umr.free, 0);
+    EXPECT_EQ(w->umr.start_addr, 0x5000u);
+    EXPECT_EQ(w->umr.len, 0x800u);
+    EXPECT_EQ(w->umr.access_flags, (uint32_t)IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_EQ(w->umr.num_entries, 1u);
+    EXPECT_EQ(w->umr.ent[0].key, mr_lkey);
+    EXPECT_EQ(w->umr.ent[0].va, 0x5000u);
+    EXPECT_EQ(w->umr.ent[0].byte_count, 0x800u);
+}
+
 /* The PRM's LOCAL_INVAL opcode: the key in the control segment's imm */
 TEST_F(wqe_test, local_inval_opcode)
 {
@@ -781,6 +898,33 @@ TEST_F(wqe_test, local_inval_opcode)
         EXPECT_EQ(w->umr.mkey, 0x4242u);
         EXPECT_FALSE(w->has_av);
     }
+}
+
+/* mlx5dv_wr_raw_wqe hands over exactly ds * 16 bytes: nothing past them is read (a WQE at the end
+ * of a page whose next page is inaccessible) */
+TEST_F(wqe_test, never_reads_past_ds)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    auto *m = (uint8_t *)mmap(nullptr, 2 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                              -1, 0);
+    ASSERT_NE(m, MAP_FAILED);
+    ASSERT_EQ(mprotect(m + pg, pg, PROT_NONE), 0);
+    sq s(2);
+    s.start(0);
+    set_compact_av(s, 1, 0);
+    set_raddr(s, RADDR, RKEY);
+    uint32_t *v = (uint32_t *)s.next(16);
+    v[0] = htobe32(1);
+    v[1] = htobe32(0x80808080);
+    s.data(4, 3, 0x1000);
+    s.finish(0, MLX5_OPCODE_ATOMIC_MASKED_FA, 8, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+    uint8_t *b = m + pg - s.size;
+    memcpy(b, s.ctrl, s.size);
+    memset(w.get(), 0, sizeof(*w));
+    EXPECT_EQ(dcxemu_mlx5_wqe_decode(b, 2, 0, DCXEMU_MLX5_QP_DCI, 128, w.get()), 0);
+    EXPECT_EQ(w->num_sge, 1u);
+    EXPECT_EQ(w->compare, 0x80808080u);
+    munmap(m, 2 * pg);
 }
 
 /* ---- malformed WQEs: the requester's syndrome, LOCAL_QP_OP_ERR */

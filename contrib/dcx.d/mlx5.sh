@@ -2,8 +2,9 @@
 #
 # suite mlx5: the device's mlx5 face (docs/mlx5-face.md), under programs
 # nobody here wrote. The system's unmodified libibverbs and libmlx5 drive
-# the device: ibv_devices and ibv_devinfo see it, perftest runs its DC tests
-# between two processes, UCX's own dc_mlx5 runs ucx_perftest, and dcx runs
+# the device: ibv_devices and ibv_devinfo see it, ibv_rc_pingpong (with and
+# without completion events) and perftest run RC and DC tests between two
+# processes, UCX's own rc_mlx5 and dc_mlx5 run ucx_perftest, and dcx runs
 # its hardware binding through rdma-core. Every pair proves from the
 # device's fabric counters (dcxemu-stat) that the device carried the
 # traffic: the run fails if the counter it names stayed below what the run
@@ -112,6 +113,13 @@ suite_mlx5() {
     check mlx5-ibv_devices mlx5_devices
     check mlx5-ibv_devinfo mlx5_devinfo
     local n=2000
+    check mlx5-rc_pingpong          mlx5_pair recv_cqes 1000 -- ibv_rc_pingpong -d dcxemu_mlx5_0 -g 0 -n 500 -p $((20000 + RANDOM % 20000))
+    check mlx5-rc_pingpong-events   mlx5_pair recv_cqes 1000 -- ibv_rc_pingpong -d dcxemu_mlx5_0 -g 0 -n 500 -e -p $((20000 + RANDOM % 20000))
+    check mlx5-perftest-rc-send_lat   mlx5_perftest recv_cqes $((2 * 1000)) ib_send_lat -c RC -n 1000
+    check mlx5-perftest-rc-write_lat  mlx5_perftest write $((2 * n)) ib_write_lat -c RC -n $n
+    check mlx5-perftest-rc-read_lat   mlx5_perftest read $n ib_read_lat -c RC -n $n
+    check mlx5-perftest-rc-atomic_lat mlx5_perftest atomic_fa $n ib_atomic_lat -c RC -n $n
+    check mlx5-perftest-rc-write_bw   mlx5_perftest write 1000 ib_write_bw -c RC -n 1000 -s 1048576
     check mlx5-perftest-dc-write_lat  mlx5_perftest write $((2 * n)) ib_write_lat -c DC -n $n
     check mlx5-perftest-dc-write_bw   mlx5_perftest write 1000 ib_write_bw -c DC -n 1000 -s 1048576
     check mlx5-perftest-dc-read_lat   mlx5_perftest read $n ib_read_lat -c DC -n $n
@@ -120,6 +128,9 @@ suite_mlx5() {
     check mlx5-ucx-dc_mlx5-put_lat mlx5_ucx_perftest write $n dc_mlx5 -t put_lat -n $n -w 100
     check mlx5-ucx-dc_mlx5-am_lat  mlx5_ucx_perftest recv_cqes 1000 dc_mlx5 -t am_lat -n 500 -w 50
     check mlx5-ucx-dc_mlx5-put_bw  mlx5_ucx_perftest write 500 dc_mlx5 -t put_bw -D zcopy -s 65536 -n 500 -w 10
+    check mlx5-ucx-rc_mlx5-put_lat mlx5_ucx_perftest write $n rc_mlx5 -t put_lat -n $n -w 100
+    check mlx5-ucx-rc_mlx5-am_lat  mlx5_ucx_perftest recv_cqes 1000 rc_mlx5 -t am_lat -n 500 -w 50
+    check mlx5-ucx-rc_mlx5-put_bw  mlx5_ucx_perftest write 500 rc_mlx5 -t put_bw -D zcopy -s 65536 -n 500 -w 10
     check mlx5-ucx-dcx-put_lat     mlx5_ucx_perftest write $n dcx -t put_lat -n $n -w 100
     check mlx5-ucx-dcx-am_lat      mlx5_ucx_perftest recv_cqes 1000 dcx -t am_lat -n 500 -w 50
     check mlx5-ucx-dcx-put_bw      mlx5_ucx_perftest write 500 dcx -t put_bw -D zcopy -s 65536 -n 500 -w 10

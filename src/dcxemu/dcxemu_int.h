@@ -324,6 +324,7 @@ enum dcxemu_op {
     DCXEMU_OP_UMR_LIST,
     DCXEMU_OP_UMR_INTERLEAVED,
     DCXEMU_OP_LOCAL_INV,
+    DCXEMU_OP_NOP,
 };
 
 struct dcxemu_wqe {

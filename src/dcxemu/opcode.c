@@ -4,6 +4,14 @@
 #include "opcode.h"
 #include "resp.h"
 
+/* A local operation that does nothing: a NOP only completes, in its turn. */
+static void nop(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
+{
+    (void)qp;
+    (void)w;
+    (void)o;
+}
+
 static const struct dcxemu_opcode opcodes[] = {
     [DCXEMU_OP_NONE] = {
         .name = "none", .wc_opcode = IBV_WC_SEND, .cnt = -1,
@@ -51,6 +59,11 @@ static const struct dcxemu_opcode opcodes[] = {
     [DCXEMU_OP_LOCAL_INV] = {
         .name = "local_inv", .qp_types = DCXEMU_QPT_RC, .req = dcxemu_mem_local_op,
         .wc_opcode = IBV_WC_LOCAL_INV, .cnt = DCXEMU_CNT_OP_LOCAL_INV,
+    },
+    /* only as a raw WQE (MLX5_OPCODE_NOP): UCX posts them to have a CQE */
+    [DCXEMU_OP_NOP] = {
+        .name = "nop", .qp_types = DCXEMU_QPT_ANY, .req = nop,
+        .wc_opcode = IBV_WC_SEND, .cnt = -1,
     },
 };
 

@@ -233,7 +233,8 @@ static void publish_qp(struct dcxemu_qp *qp)
 static int check_rc_dv(const struct mlx5dv_qp_init_attr *dv, uint64_t *dv_ops)
 {
     const uint64_t rc_dv_ops = MLX5DV_QP_EX_WITH_MR_INTERLEAVED |
-                               MLX5DV_QP_EX_WITH_MR_LIST;
+                               MLX5DV_QP_EX_WITH_MR_LIST |
+                               MLX5DV_QP_EX_WITH_RAW_WQE;
     if (dv == NULL) {
         return 0;
     }

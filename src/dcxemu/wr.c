@@ -398,9 +398,9 @@ static void s_dc_addr_stream(struct mlx5dv_qp_ex *d, struct ibv_ah *ah,
  * caller's WQE is copied as it is, ds = qpn_ds[5:0] 16-byte units; only the WQE
  * index is replaced. Signaling is the control segment's CQ_UPDATE bit
  * (sq_sig_all is applied by rdma-core's own builders only). The device's WQE
- * decoder (mlx5_wqe.c) reads it as a DCI's; the model executes its atomics:
- * standard, or masked with 4- or 8-byte operands (unless ext atomics are off),
- * with one data segment for the response.  Anything else is a malformed WQE for
+ * decoder (mlx5_wqe.c) reads it as the QP's kind; the model executes NOPs and
+ * atomics: standard, or masked with 4- or 8-byte operands (unless ext atomics
+ * are off), with one data segment for the response.  Anything else is a malformed WQE for
  * the model: it completes with LOC_QP_OP_ERR when it executes, as the HCA
  * reports a WQE it cannot parse; it is never executed partly. */
 #define RAW_MAX_BYTES 128 /* the largest WQE the model accepts: 8 units */
@@ -413,13 +413,20 @@ raw_decode(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const uint8_t *b)
 
     /* the caller's buffer is ds * 16 bytes: a queue that never wraps it */
     ret = dcxemu_mlx5_wqe_decode(b, RAW_MAX_BYTES / MLX5_SEND_WQE_BB, 0,
-                                 DCXEMU_MLX5_QP_DCI, RAW_MAX_BYTES, &m);
+                                 qp->is_rc ? DCXEMU_MLX5_QP_RC :
+                                             DCXEMU_MLX5_QP_DCI,
+                                 RAW_MAX_BYTES, &m);
     if (m.ds == 0 || m.ds * 16u > RAW_MAX_BYTES ||
         m.qpn != qp->qpx.qp_base.qp_num) {
         return -1; /* no WQE, or one of another QP */
     }
     if (m.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) {
         w->flags |= IBV_SEND_SIGNALED;
+    }
+    if (ret == 0 && m.opcode == MLX5_OPCODE_NOP) {
+        w->opcode  = DCXEMU_OP_NOP;
+        w->num_sge = 0;
+        return 0;
     }
     if (ret != 0 || !m.has_atomic || m.num_sge != 1 ||
         (m.masked && dcxemu_cfg.no_ext_atomics) || qp->cap.max_send_sge < 1) {
@@ -610,6 +617,9 @@ void dcxemu_wr_install_rc(struct dcxemu_qp *qp, uint64_t dv_ops)
     if (dv_ops & MLX5DV_QP_EX_WITH_MR_LIST) {
         qp->dv.wr_mr_list = b_mr_list;
     }
+    qp->dv.wr_raw_wqe = (dv_ops & MLX5DV_QP_EX_WITH_RAW_WQE) ?
+                                b_raw_wqe :
+                                b_raw_wqe_unrequested;
 }
 
 void dcxemu_wr_install_dci(struct dcxemu_qp *qp, int raw_wqe)

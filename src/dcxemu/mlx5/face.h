@@ -128,6 +128,8 @@ struct face_qp {
     uint32_t rq_wqe_cnt;
     uint32_t rq_stride;
     uint16_t rq_taken; /* receive WQEs handed to the model */
+    pthread_mutex_t rq_lock;
+    uint16_t backstop_pi; /* the send record when the engine last looked */
     struct face_wqe_info *wqe; /* per WQE basic block index */
     struct dcxemu_mlx5_wqe *dec; /* the WQE being decoded (large: not on a
                                     signal stack) */
@@ -216,6 +218,7 @@ void face_uar_forget(struct face_file *f);
 
 /* ---- sq.c: send WQEs into the model */
 unsigned face_sq_doorbell(struct face_qp *qp); /* WQEs taken */
+unsigned face_sq_backstop(struct face_qp *qp);
 void face_sq_reset(struct face_qp *qp);
 
 void face_pd_release_ahs(struct face_pd *pd);
@@ -229,6 +232,7 @@ void face_cq_write_now(struct face_cq *cq,
                        const struct dcxemu_mlx5_cqe_info *ci);
 void face_cq_arm(struct face_file *f, uint32_t cqn); /* an arm doorbell */
 void face_sq_ring(struct face_file *f, uint32_t qpn); /* a send doorbell */
+uint32_t face_cq_events_read(struct face_cq *cq);
 int face_channel_new(void); /* a completion channel: its read end */
 int face_channel_wfd(int rfd); /* its write end, -1: not a channel */
 void face_channel_closed(int fd);

@@ -21,27 +21,32 @@
 #include <rdma/ib_user_verbs.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #define PUMP_BACKSTOP_NS 1000000ull
 #define PUMP_BATCH       16
 #define CQ_DB_REQ_NOT_SOL (1u << 24) /* MLX5_CQ_DB_REQ_NOT_SOL */
 
-/* Every queue the face serves in this process; the lock also keeps a queue
- * alive while a pump or a doorbell works on it. */
-static pthread_mutex_t pump_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Every queue the face serves in this process.  Doorbells and the engine read
+ * the table (a queue stays alive while they work on it); creating and
+ * destroying a queue writes it.  The engine never waits for a lock: on these
+ * two cores a thread preempted while holding one would stall the poster for a
+ * scheduler tick, so the engine skips what is busy (its holder does the work,
+ * and a CQE that arrives meanwhile rings the engine again). */
+static pthread_rwlock_t pump_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct face_obj **pump_objs;
 static uint32_t pump_n, pump_cap;
 static int pump_hooked;
 
 void face_pump_register(struct face_obj *o)
 {
-    pthread_mutex_lock(&pump_lock);
+    pthread_rwlock_wrlock(&pump_lock);
     if (pump_n == pump_cap) {
         uint32_t cap = pump_cap ? 2 * pump_cap : 64;
         struct face_obj **objs = realloc(pump_objs, cap * sizeof(*objs));
         if (objs == NULL) {
-            pthread_mutex_unlock(&pump_lock);
+            pthread_rwlock_unlock(&pump_lock);
             face_log("out of memory: a queue is not served");
             return;
         }
@@ -52,19 +57,19 @@ void face_pump_register(struct face_obj *o)
     if (!pump_hooked) {
         pump_hooked = dcxemu_engine_hook(face_pump_all, PUMP_BACKSTOP_NS) == 0;
     }
-    pthread_mutex_unlock(&pump_lock);
+    pthread_rwlock_unlock(&pump_lock);
 }
 
 void face_pump_unregister(struct face_obj *o)
 {
-    pthread_mutex_lock(&pump_lock);
+    pthread_rwlock_wrlock(&pump_lock);
     for (uint32_t i = 0; i < pump_n; i++) {
         if (pump_objs[i] == o) {
             pump_objs[i] = pump_objs[--pump_n];
             break;
         }
     }
-    pthread_mutex_unlock(&pump_lock);
+    pthread_rwlock_unlock(&pump_lock);
 }
 
 /* The face QP of a model QP number (pump_lock held). */
@@ -147,7 +152,54 @@ void face_channel_closed(int fd)
     pthread_mutex_unlock(&channel_lock);
 }
 
+/* The events of one CQ not read yet leave its channel, as the kernel drops
+ * them at destroy; returns how many (the others go back, in order). */
+static uint32_t channel_drop(int wfd, uint64_t user_handle)
+{
+    struct ib_uverbs_comp_event_desc ev[64];
+    uint32_t dropped = 0;
+    int rfd = -1, pending = 0;
+    ssize_t n;
+    pthread_mutex_lock(&channel_lock);
+    for (int i = 0; i < FACE_MAX_CHANNELS; i++) {
+        if (channels[i].wfd == wfd) {
+            rfd = channels[i].rfd;
+        }
+    }
+    if (rfd < 0 || ioctl(rfd, FIONREAD, &pending) != 0 || pending <= 0) {
+        pthread_mutex_unlock(&channel_lock);
+        return 0;
+    }
+    if ((size_t)pending > sizeof(ev)) {
+        pending = (int)sizeof(ev);
+    }
+    n = read(rfd, ev, (size_t)pending - (size_t)pending % sizeof(ev[0]));
+    for (ssize_t i = 0; n > 0 && i < n / (ssize_t)sizeof(ev[0]); i++) {
+        if (ev[i].cq_handle == user_handle) {
+            dropped++;
+        } else {
+            (void)!face_real_write(wfd, &ev[i], sizeof(ev[i]));
+        }
+    }
+    pthread_mutex_unlock(&channel_lock);
+    return dropped;
+}
+
 /* ---- CQs */
+
+/* Completion events of the CQ the application has read (what destroy
+ * reports, so that libibverbs waits for exactly those acks). */
+uint32_t face_cq_events_read(struct face_cq *cq)
+{
+    uint32_t n;
+    pthread_mutex_lock(&cq->lock);
+    if (cq->channel_wfd >= 0) {
+        cq->comp_events -= channel_drop(cq->channel_wfd, cq->obj.user_handle);
+    }
+    n = cq->comp_events;
+    pthread_mutex_unlock(&cq->lock);
+    return n;
+}
 
 static void cq_event(struct face_cq *cq)
 {
@@ -221,13 +273,25 @@ static void cq_arm_check(struct face_cq *cq, const struct ibv_wc *wc)
     cq_event(cq);
 }
 
+/* Take an object's lock: try only, from the engine (see pump_lock). */
+static int obj_lock(pthread_mutex_t *lock, int try)
+{
+    if (try) {
+        return pthread_mutex_trylock(lock) == 0;
+    }
+    pthread_mutex_lock(lock);
+    return 1;
+}
+
 /* Move the model's completions into the application's CQ while it has room
  * (pump_lock held). */
-static void cq_pump(struct face_cq *cq)
+static void cq_pump(struct face_cq *cq, int try)
 {
     struct ibv_wc wc[PUMP_BATCH];
     struct dcxemu_mlx5_cqe_info ci;
-    pthread_mutex_lock(&cq->lock);
+    if (!obj_lock(&cq->lock, try)) {
+        return;
+    }
     for (;;) {
         uint32_t ci_idx = be32toh(__atomic_load_n(&cq->dbrec[0],
                                                   __ATOMIC_ACQUIRE)) &
@@ -259,7 +323,7 @@ static void cq_pump(struct face_cq *cq)
 void face_cq_write_now(struct face_cq *cq,
                        const struct dcxemu_mlx5_cqe_info *ci)
 {
-    cq_pump(cq);
+    cq_pump(cq, 0);
     pthread_mutex_lock(&cq->lock);
     dcxemu_mlx5_cqe_write(cq->buf, cq->cqe_size, cq->ncqe, cq->pi++, ci);
     cq_arm_check(cq, NULL);
@@ -271,7 +335,7 @@ void face_cq_arm(struct face_file *f, uint32_t cqn)
 {
     struct face_cq *cq;
     uint32_t ci_idx;
-    pthread_mutex_lock(&pump_lock);
+    pthread_rwlock_rdlock(&pump_lock);
     cq = NULL;
     for (uint32_t i = 0; i < pump_n; i++) {
         if (pump_objs[i]->type == FACE_OBJ_CQ && pump_objs[i]->file == f &&
@@ -288,18 +352,20 @@ void face_cq_arm(struct face_file *f, uint32_t cqn)
         }
         pthread_mutex_unlock(&cq->lock);
     }
-    pthread_mutex_unlock(&pump_lock);
+    pthread_rwlock_unlock(&pump_lock);
 }
 
 /* ---- receive WQEs */
 
 /* The WQEs the application linked into its SRQ since the last pull go to
  * the model's SRQ, in the order the device takes them (pump_lock held). */
-static void srq_pull(struct face_srq *srq)
+static void srq_pull(struct face_srq *srq, int try)
 {
     struct dcxemu_mlx5_sge sge[32];
     struct ibv_sge isge[32];
-    pthread_mutex_lock(&srq->lock);
+    if (!obj_lock(&srq->lock, try)) {
+        return;
+    }
     for (;;) {
         uint16_t posted = (uint16_t)be32toh(
                 __atomic_load_n(srq->dbrec, __ATOMIC_ACQUIRE));
@@ -332,11 +398,12 @@ static void srq_pull(struct face_srq *srq)
 }
 
 /* An RC QP's own receive queue: a ring, consumed in order. */
-static void rq_pull(struct face_qp *qp)
+static void rq_pull(struct face_qp *qp, int try)
 {
     struct dcxemu_mlx5_sge sge[32];
     struct ibv_sge isge[32];
-    if (qp->rq_wqe_cnt == 0 || qp->srq != NULL || qp->is_dct) {
+    if (qp->rq_wqe_cnt == 0 || qp->srq != NULL || qp->is_dct ||
+        !obj_lock(&qp->rq_lock, try)) {
         return;
     }
     for (;;) {
@@ -364,37 +431,44 @@ static void rq_pull(struct face_qp *qp)
         qp->rq_taken++;
         FACE_STAT(recv_wqes, 1);
     }
+    pthread_mutex_unlock(&qp->rq_lock);
 }
 
 /* ---- everything at once */
 
-static void pump_locked(void)
+/* Every queue: receive WQEs in, doorbells nobody trapped (from the engine
+ * only), completions out; what another thread holds is skipped (pump_lock
+ * held). */
+static void pump_locked(int engine)
 {
+    const int try = 1;
     for (uint32_t i = 0; i < pump_n; i++) {
         struct face_obj *o = pump_objs[i];
         if (o->type == FACE_OBJ_SRQ) {
-            srq_pull((struct face_srq *)o);
+            srq_pull((struct face_srq *)o, try);
         } else if (o->type == FACE_OBJ_QP) {
             struct face_qp *qp = (struct face_qp *)o;
-            rq_pull(qp);
-            if (!qp->is_dct) {
-                /* a store nobody trapped */
-                FACE_STAT(backstop_wqes, face_sq_doorbell(qp));
+            rq_pull(qp, try);
+            if (engine && !qp->is_dct) {
+                FACE_STAT(backstop_wqes, face_sq_backstop(qp));
             }
         }
     }
     for (uint32_t i = 0; i < pump_n; i++) {
         if (pump_objs[i]->type == FACE_OBJ_CQ) {
-            cq_pump((struct face_cq *)pump_objs[i]);
+            cq_pump((struct face_cq *)pump_objs[i], try);
         }
     }
 }
 
+/* The engine's turn (its hook): what it can do without waiting. */
 void face_pump_all(void)
 {
-    pthread_mutex_lock(&pump_lock);
-    pump_locked();
-    pthread_mutex_unlock(&pump_lock);
+    if (pthread_rwlock_tryrdlock(&pump_lock) != 0) {
+        return;
+    }
+    pump_locked(1);
+    pthread_rwlock_unlock(&pump_lock);
 }
 
 /* A send doorbell: the QP whose number the stored control segment names,
@@ -402,11 +476,11 @@ void face_pump_all(void)
 void face_sq_ring(struct face_file *f, uint32_t qpn)
 {
     struct face_qp *qp;
-    pthread_mutex_lock(&pump_lock);
+    pthread_rwlock_rdlock(&pump_lock);
     qp = qp_by_num(f, qpn);
     if (qp != NULL && !qp->is_dct) {
         face_sq_doorbell(qp);
     }
-    pump_locked();
-    pthread_mutex_unlock(&pump_lock);
+    pump_locked(0);
+    pthread_rwlock_unlock(&pump_lock);
 }

@@ -146,10 +146,7 @@ static int wqe_op(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w,
     default:
         break;
     }
-    /* masked atomics and whatever else the device takes as written */
-    if (qp->kind != FACE_QP_DCI) {
-        return EOPNOTSUPP;
-    }
+    /* NOPs, masked atomics and whatever else the device takes as written */
     mlx5dv_wr_raw_wqe(qp->dv, wqe_bytes(qp, wqebb, w->num_wqebb));
     return -1; /* complete: a raw WQE carries its address and data */
 }
@@ -217,13 +214,10 @@ static void wqe_fail(struct face_qp *qp, uint16_t index, uint8_t opcode,
     face_cq_write_now(qp->send_cq, &ci);
 }
 
-unsigned face_sq_doorbell(struct face_qp *qp)
+/* Take every WQE the doorbell record shows (sq_lock held); how many. */
+static unsigned sq_take(struct face_qp *qp, uint16_t pi)
 {
     unsigned count = 0;
-    uint16_t pi;
-    pthread_mutex_lock(&qp->sq_lock);
-    pi = (uint16_t)be32toh(
-            __atomic_load_n(&qp->dbrec[MLX5_SND_DBR], __ATOMIC_ACQUIRE));
     while (qp->sq_pi != pi) {
         uint32_t wqebb = qp->sq_pi & (qp->sq_wqebb_cnt - 1);
         struct dcxemu_mlx5_wqe *w = qp->dec;
@@ -243,8 +237,42 @@ unsigned face_sq_doorbell(struct face_qp *qp)
         qp->sq_pi = (uint16_t)(qp->sq_pi + n);
         count++;
     }
-    pthread_mutex_unlock(&qp->sq_lock);
     FACE_STAT(wqes, count);
+    return count;
+}
+
+static uint16_t sq_dbrec(struct face_qp *qp)
+{
+    return (uint16_t)be32toh(
+            __atomic_load_n(&qp->dbrec[MLX5_SND_DBR], __ATOMIC_ACQUIRE));
+}
+
+/* A doorbell: the WQEs written before it. */
+unsigned face_sq_doorbell(struct face_qp *qp)
+{
+    unsigned count;
+    pthread_mutex_lock(&qp->sq_lock);
+    count = sq_take(qp, sq_dbrec(qp));
+    pthread_mutex_unlock(&qp->sq_lock);
+    return count;
+}
+
+/* The engine's look for a doorbell nobody trapped (read-write UARs): WQEs
+ * that stood in the record since its last look, so that it never races a
+ * doorbell being served. */
+unsigned face_sq_backstop(struct face_qp *qp)
+{
+    unsigned count = 0;
+    uint16_t pi;
+    if (pthread_mutex_trylock(&qp->sq_lock) != 0) {
+        return 0;
+    }
+    pi = sq_dbrec(qp);
+    if (pi != qp->sq_pi && pi == qp->backstop_pi) {
+        count = sq_take(qp, pi);
+    }
+    qp->backstop_pi = pi;
+    pthread_mutex_unlock(&qp->sq_lock);
     return count;
 }
 
@@ -252,7 +280,10 @@ unsigned face_sq_doorbell(struct face_qp *qp)
 void face_sq_reset(struct face_qp *qp)
 {
     pthread_mutex_lock(&qp->sq_lock);
-    qp->sq_pi    = 0;
-    qp->rq_taken = 0;
+    qp->sq_pi       = 0;
+    qp->backstop_pi = 0;
     pthread_mutex_unlock(&qp->sq_lock);
+    pthread_mutex_lock(&qp->rq_lock);
+    qp->rq_taken = 0;
+    pthread_mutex_unlock(&qp->rq_lock);
 }

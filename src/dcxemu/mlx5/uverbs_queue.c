@@ -115,7 +115,8 @@ int face_cmd_destroy_cq(struct face_file *f, const struct face_cmd *c)
     if (face_cq_busy(f, cq)) {
         return EBUSY;
     }
-    resp.comp_events_reported  = cq->comp_events;
+    face_pump_unregister(&cq->obj); /* no more events from here on */
+    resp.comp_events_reported  = face_cq_events_read(cq);
     resp.async_events_reported = 0;
     face_obj_del(f, &cq->obj);
     cq_free(cq);
@@ -366,7 +367,7 @@ static struct ibv_qp *qp_model_create(struct face_file *f, struct face_qp *qp,
     a.send_ops_flags |= IBV_QP_EX_WITH_LOCAL_INV;
     dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
     dv.send_ops_flags = MLX5DV_QP_EX_WITH_MR_INTERLEAVED |
-                        MLX5DV_QP_EX_WITH_MR_LIST;
+                        MLX5DV_QP_EX_WITH_MR_LIST | MLX5DV_QP_EX_WITH_RAW_WQE;
     return dcxemu_mlx5dv_create_qp(f->ctx, &a, &dv);
 }
 
@@ -452,6 +453,7 @@ int face_cmd_create_qp(struct face_file *f, const struct face_cmd *c, int ex)
     }
     qp->qpn = qp->qp->qp_num;
     pthread_mutex_init(&qp->sq_lock, NULL);
+    pthread_mutex_init(&qp->rq_lock, NULL);
     memset(&resp, 0, sizeof(resp));
     resp.base.qp_handle       = qp->obj.handle;
     resp.base.qpn             = qp->qpn;
@@ -631,6 +633,7 @@ static int qp_free(struct face_qp *qp)
     }
     face_pump_unregister(&qp->obj);
     pthread_mutex_destroy(&qp->sq_lock);
+    pthread_mutex_destroy(&qp->rq_lock);
     free(qp->wqe);
     free(qp->dec);
     free(qp->raw);

@@ -138,6 +138,80 @@ bench_emu() {
     printf '  %-4s %-44s %10s %10s %7s\n' id measure model cma ratio
     bench_goal F1 "8 B WRITE latency (us): model / cma put_lat" le 2.0 "$w_lat" "$cma_lat"
     bench_goal F2 "1 MiB WRITE bandwidth (MB/s): model / cma put_bw" ge 0.9 "$w_bw" "$cma_bw"
+    bench_emu_faces "$w_lat" "$w_bw" "$cma_lat" "$cma_bw"
+}
+
+# One perftest pair on the device's mlx5 face (the system's rdma-core);
+# prints lat: the typical latency (us), bw: the average bandwidth (MB/s).
+bench_face_perftest() {
+    local field=$1 test=$2 port=$((20000 + (RANDOM % 20000))) spid line
+    shift 2
+    local -a env=("DCXEMU_FABRIC=$BENCH_FABRIC-face"
+                  "LD_PRELOAD=$DCX_PREFIX/lib/libdcxemu_mlx5.so.0")
+    env "${env[@]}" timeout 300 "$test" -d dcxemu_mlx5_0 -p $port "$@" >/dev/null 2>&1 &
+    spid=$!
+    sleep 0.5
+    line=$(env "${env[@]}" timeout 300 "$test" -d dcxemu_mlx5_0 -p $port "$@" localhost 2>/dev/null |
+           awk '$1 ~ /^[0-9]+$/ && NF >= 4 { l = $0 } END { print l }')
+    wait $spid 2>/dev/null
+    [ -n "$line" ] || { echo nan; return 1; }
+    # latency: bytes iters min max typical ...; bandwidth: bytes iters peak average ...
+    echo "$line" | awk -v f="$field" '{ print (f == "lat") ? $5 : $4 }'
+}
+
+# ucx_perftest's put_lat (us) for TL on the mlx5 face.
+bench_face_ucx() {
+    local tl=$1 port=$((20000 + (RANDOM % 20000))) spid line
+    local pre="$DCX_PREFIX/lib/libdcxemu_mlx5.so.0"
+    [ "$tl" = dcx ] && pre="$DCX_PREFIX/lib/ucx/libuct_dcx.so:$pre"
+    local -a env=("DCXEMU_FABRIC=$BENCH_FABRIC-face" "LD_PRELOAD=$pre" UCX_IB_MLX5_DEVX=n)
+    env "${env[@]}" ucx_perftest $BENCH_PERFTEST_OPTS -x "$tl" -d dcxemu_mlx5_0:1 -p $port \
+        >/dev/null 2>&1 &
+    spid=$!
+    sleep 0.5
+    line=$(env "${env[@]}" timeout 300 ucx_perftest $BENCH_PERFTEST_OPTS -x "$tl" \
+           -d dcxemu_mlx5_0:1 -p $port -t put_lat -s 8 -n 20000 -w 2000 localhost 2>/dev/null |
+           grep '^Final:')
+    wait $spid 2>/dev/null
+    [ -n "$line" ] || { echo nan; return 1; }
+    echo "$line" | awk '{ print $3 }'
+}
+
+# The mlx5 face next to the API face and cma: the doorbell's cost (a trapped
+# store, docs/mlx5-face.md), 8 B writes and 1 MiB writes through the
+# system's libibverbs/libmlx5, and put_lat of dcx on both faces and of
+# UCX's dc_mlx5 on the mlx5 face.
+bench_emu_faces() {
+    local api_lat=$1 api_bw=$2 cma_lat=$3 cma_bw=$4 db face_lat face_bw
+    local dcx_api dcx_face dc_mlx5
+    BENCH_PERFTEST_OPTS=""
+    if ucx_perftest -h 2>&1 | grep -q -- '-P <'; then
+        BENCH_PERFTEST_OPTS="-P 0"
+    fi
+    note "the mlx5 face (the system's libibverbs/libmlx5; a doorbell is a trapped store), same run:"
+    db=$("$DCX_BUILD/test/gtest/mlx5/dcxemu_mlx5_gtest" --gtest_filter=Trap.Cost 2>/dev/null |
+         sed -n 's/^cost per trapped store: \([0-9.]*\) us.*/\1/p')
+    face_lat=$(bench_face_perftest lat ib_write_lat -c DC -s 8 -n 5000) || face_lat=nan
+    face_bw=$(bench_face_perftest bw ib_write_bw -c DC -s 1048576 -n 1000) || face_bw=nan
+    dcx_api=$(bench_perftest lat dcx dcxemu0:1 -t put_lat -s 8 -n 20000 -w 2000) || dcx_api=nan
+    dcx_face=$(bench_face_ucx dcx) || dcx_face=nan
+    dc_mlx5=$(bench_face_ucx dc_mlx5) || dc_mlx5=nan
+    printf '  %-52s %10s %10s %10s\n' measure "API face" "mlx5 face" cma
+    printf '  %-52s %10s %10s %10s\n' "doorbell (us)" "call" "${db:-nan}" -
+    printf '  %-52s %10s %10s %10s\n' "8 B WRITE latency (us; floor / ib_write_lat -c DC)" \
+        "$api_lat" "$face_lat" "$cma_lat"
+    printf '  %-52s %10s %10s %10s\n' "1 MiB WRITE bandwidth (MB/s; floor / ib_write_bw -c DC)" \
+        "$api_bw" "$face_bw" "$cma_bw"
+    printf '  %-52s %10s %10s %10s\n' "dcx put_lat 8 B (us, ucx_perftest)" "$dcx_api" "$dcx_face" -
+    printf '  %-52s %10s %10s %10s\n' "dc_mlx5 put_lat 8 B (us, ucx_perftest)" - "$dc_mlx5" -
+    {
+        echo "face,doorbell,8,${db:-nan},us"
+        echo "face,write_lat,8,$face_lat,us"
+        echo "face,write_bw,1048576,$face_bw,MB/s"
+        echo "face,dcx_put_lat_api,8,$dcx_api,us"
+        echo "face,dcx_put_lat_mlx5,8,$dcx_face,us"
+        echo "face,dc_mlx5_put_lat,8,$dc_mlx5,us"
+    } >> "$BENCH_CSV"
 }
 
 # A goal line from two numbers measured above.

@@ -46,6 +46,7 @@ struct face_obj {
     uint32_t handle;
     uint64_t user_handle; /* the rdma-core object, echoed in events */
     struct face_file *file;
+    uint32_t async_events; /* asynchronous events written for it */
 };
 
 struct face_ah_entry {
@@ -149,6 +150,7 @@ struct face_file {
     ino_t ino; /* the memfd's inode: finds its mappings in /proc/self/maps */
     struct ibv_context *ctx; /* the model's context, after GET_CONTEXT */
     int async_wfd; /* write end of the async event fd, -1: none */
+    int async_rfd; /* its read end, the application's; -1: closed */
     pthread_mutex_t lock; /* the object table and commands */
     struct {
         void *addr;
@@ -168,6 +170,7 @@ const char *face_ibdev_name(int dev, char *buf, size_t len);
 /* ---- preload.c: the files the application holds */
 struct face_file *face_file_get(int fd);
 int face_real_close(int fd);
+void face_async_closed(int fd);
 ssize_t face_real_write(int fd, const void *buf, size_t len);
 
 /* ---- uverbs.c: the write() command ABI */
@@ -223,10 +226,16 @@ void face_sq_reset(struct face_qp *qp);
 
 void face_pd_release_ahs(struct face_pd *pd);
 
+/* ---- async.c: asynchronous events */
+void face_async_pump(struct face_file *f);
+uint32_t face_async_events_read(struct face_obj *o);
+
 /* ---- pump.c: completions out, receive WQEs in, completion channels */
 void face_pump_register(struct face_obj *o);
 void face_pump_unregister(struct face_obj *o);
 void face_pump_all(void); /* every queue of the process */
+/* the face object of a model QP, CQ or SRQ (pump_lock held) */
+struct face_obj *face_pump_find(struct face_file *f, const void *model);
 struct dcxemu_mlx5_cqe_info;
 void face_cq_write_now(struct face_cq *cq,
                        const struct dcxemu_mlx5_cqe_info *ci);

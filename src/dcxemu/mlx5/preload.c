@@ -133,6 +133,22 @@ struct face_file *face_file_get(int fd)
     return f;
 }
 
+/* The application closed a descriptor: if it was a file's async event fd,
+ * the face stops reading from it. */
+void face_async_closed(int fd)
+{
+    if (atomic_load(&face_open_files) == 0) {
+        return;
+    }
+    pthread_mutex_lock(&face_files_lock);
+    for (int i = 0; i < FACE_MAX_FILES; i++) {
+        if (face_files[i] != NULL && face_files[i]->async_rfd == fd) {
+            face_files[i]->async_rfd = -1;
+        }
+    }
+    pthread_mutex_unlock(&face_files_lock);
+}
+
 static void cdev_stat(int dev, struct stat *st)
 {
     memset(st, 0, sizeof(*st));
@@ -168,6 +184,7 @@ static int cdev_open(int dev, int flags)
     f->dev_index = dev;
     f->ino       = st.st_ino;
     f->async_wfd = -1;
+    f->async_rfd = -1;
     pthread_mutex_init(&f->lock, NULL);
     pthread_mutex_lock(&face_files_lock);
     for (int i = 0; i < FACE_MAX_FILES && slot < 0; i++) {
@@ -375,6 +392,7 @@ FACE_API int close(int fd)
         cdev_close(f);
     }
     face_channel_closed(fd);
+    face_async_closed(fd);
     return get_close()(fd);
 }
 

@@ -85,6 +85,28 @@ static struct face_qp *qp_by_num(struct face_file *f, uint32_t qpn)
     return NULL;
 }
 
+struct face_obj *face_pump_find(struct face_file *f, const void *model)
+{
+    for (uint32_t i = 0; i < pump_n; i++) {
+        struct face_obj *o = pump_objs[i];
+        const void *m      = NULL;
+        if (o->file != f) {
+            continue;
+        }
+        if (o->type == FACE_OBJ_QP) {
+            m = ((struct face_qp *)o)->qp;
+        } else if (o->type == FACE_OBJ_CQ) {
+            m = ((struct face_cq *)o)->cq;
+        } else if (o->type == FACE_OBJ_SRQ) {
+            m = ((struct face_srq *)o)->srq;
+        }
+        if (m == model) {
+            return o;
+        }
+    }
+    return NULL;
+}
+
 /* ---- completion channels: a pipe per channel; the application reads
  * struct ib_uverbs_comp_event_desc from its read end */
 
@@ -468,6 +490,14 @@ void face_pump_all(void)
         return;
     }
     pump_locked(1);
+    if (pthread_mutex_trylock(&face_files_lock) == 0) {
+        for (int i = 0; i < FACE_MAX_FILES; i++) {
+            if (face_files[i] != NULL) {
+                face_async_pump(face_files[i]);
+            }
+        }
+        pthread_mutex_unlock(&face_files_lock);
+    }
     pthread_rwlock_unlock(&pump_lock);
 }
 

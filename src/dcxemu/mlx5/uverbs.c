@@ -119,6 +119,10 @@ static int cmd_get_context(struct face_file *f, const struct face_cmd *c)
     /* the reader blocks in ibv_get_async_event unless it asked otherwise */
     fcntl(pfd[0], F_SETFL, fcntl(pfd[0], F_GETFL) & ~O_NONBLOCK);
     f->async_wfd = pfd[1];
+    f->async_rfd = pfd[0];
+    /* the engine drains the model's events without waiting */
+    fcntl(f->ctx->async_fd, F_SETFL,
+          fcntl(f->ctx->async_fd, F_GETFL) | O_NONBLOCK);
 
     memset(&resp, 0, sizeof(resp));
     resp.async_fd         = (uint32_t)pfd[0];

@@ -117,7 +117,7 @@ int face_cmd_destroy_cq(struct face_file *f, const struct face_cmd *c)
     }
     face_pump_unregister(&cq->obj); /* no more events from here on */
     resp.comp_events_reported  = face_cq_events_read(cq);
-    resp.async_events_reported = 0;
+    resp.async_events_reported = face_async_events_read(&cq->obj);
     face_obj_del(f, &cq->obj);
     cq_free(cq);
     face_resp_out(c->resp, c->resp_len, &resp, sizeof(resp));
@@ -227,13 +227,15 @@ int face_cmd_query_srq(struct face_file *f, const struct face_cmd *c)
     return 0;
 }
 
-static int srq_free(struct face_srq *srq)
+/* Destroy; *events: the asynchronous events the application read. */
+static int srq_free(struct face_srq *srq, uint32_t *events)
 {
     int err = dcxemu_ibv_destroy_srq(srq->srq);
     if (err != 0) {
         return err;
     }
     face_pump_unregister(&srq->obj);
+    *events = face_async_events_read(&srq->obj);
     pthread_mutex_destroy(&srq->lock);
     free(srq);
     return 0;
@@ -251,7 +253,7 @@ int face_cmd_destroy_srq(struct face_file *f, const struct face_cmd *c)
         return EINVAL;
     }
     face_obj_del(f, &srq->obj);
-    if ((err = srq_free(srq)) != 0) {
+    if ((err = srq_free(srq, &resp.events_reported)) != 0) {
         f->objs[srq->obj.handle] = &srq->obj; /* still in use */
         return err;
     }
@@ -625,13 +627,15 @@ int face_cmd_query_qp(struct face_file *f, const struct face_cmd *c)
     return 0;
 }
 
-static int qp_free(struct face_qp *qp)
+/* Destroy; *events: the asynchronous events the application read. */
+static int qp_free(struct face_qp *qp, uint32_t *events)
 {
     int err = dcxemu_ibv_destroy_qp(qp->qp);
     if (err != 0) {
         return err;
     }
     face_pump_unregister(&qp->obj);
+    *events = face_async_events_read(&qp->obj);
     pthread_mutex_destroy(&qp->sq_lock);
     pthread_mutex_destroy(&qp->rq_lock);
     free(qp->wqe);
@@ -653,7 +657,7 @@ int face_cmd_destroy_qp(struct face_file *f, const struct face_cmd *c)
         return EINVAL;
     }
     face_obj_del(f, &qp->obj);
-    if ((err = qp_free(qp)) != 0) {
+    if ((err = qp_free(qp, &resp.events_reported)) != 0) {
         f->objs[qp->obj.handle] = &qp->obj;
         return err;
     }
@@ -676,12 +680,13 @@ int face_cq_busy(struct face_file *f, struct face_cq *cq)
 
 void face_queue_release(struct face_obj *o)
 {
+    uint32_t events;
     switch (o->type) {
     case FACE_OBJ_QP:
-        (void)qp_free((struct face_qp *)o);
+        (void)qp_free((struct face_qp *)o, &events);
         break;
     case FACE_OBJ_SRQ:
-        (void)srq_free((struct face_srq *)o);
+        (void)srq_free((struct face_srq *)o, &events);
         break;
     case FACE_OBJ_CQ:
         cq_free((struct face_cq *)o);

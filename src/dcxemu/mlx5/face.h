@@ -173,8 +173,8 @@ ssize_t face_uverbs_write(struct face_file *f, const void *buf, size_t len);
 void face_file_release(struct face_file *f);
 int face_obj_add(struct face_file *f, struct face_obj *o,
                  enum face_obj_type type, uint64_t user_handle);
-void *face_obj_get(struct face_file *f, uint32_t handle,
-                   enum face_obj_type type);
+void *
+face_obj_get(struct face_file *f, uint32_t handle, enum face_obj_type type);
 void face_obj_del(struct face_file *f, struct face_obj *o);
 /* Copy a command's driver part in, zero-filled or truncated to the struct. */
 void face_udata_in(void *dst, size_t dst_len, const void *src, size_t src_len);

@@ -45,15 +45,14 @@ struct face_file *face_files[FACE_MAX_FILES];
 pthread_mutex_t face_files_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int face_open_files; /* write() looks no further when 0 */
 
-#define REAL(_ret, _name, ...)                                  \
-    static _ret (*real_##_name)(__VA_ARGS__);                   \
-    static _ret (*get_##_name(void))(__VA_ARGS__)               \
-    {                                                           \
-        if (real_##_name == NULL) {                             \
-            real_##_name = (_ret(*)(__VA_ARGS__))dlsym(RTLD_NEXT, \
-                                                      #_name);  \
-        }                                                       \
-        return real_##_name;                                    \
+#define REAL(_ret, _name, ...)                                             \
+    static _ret (*real_##_name)(__VA_ARGS__);                              \
+    static _ret (*get_##_name(void))(__VA_ARGS__)                          \
+    {                                                                      \
+        if (real_##_name == NULL) {                                        \
+            real_##_name = (_ret(*)(__VA_ARGS__))dlsym(RTLD_NEXT, #_name); \
+        }                                                                  \
+        return real_##_name;                                               \
     }
 
 REAL(int, open, const char *, int, ...)
@@ -207,16 +206,16 @@ static int open_mode(int flags, va_list ap)
     return (flags & (O_CREAT | O_TMPFILE)) ? va_arg(ap, int) : 0;
 }
 
-#define OPEN_BODY(_call)                   \
-    int dev = cdev_index(path);            \
-    int mode;                              \
-    va_list ap;                            \
-    if (dev >= 0) {                        \
-        return cdev_open(dev, flags);      \
-    }                                      \
-    va_start(ap, flags);                   \
-    mode = open_mode(flags, ap);           \
-    va_end(ap);                            \
+#define OPEN_BODY(_call)              \
+    int dev = cdev_index(path);       \
+    int mode;                         \
+    va_list ap;                       \
+    if (dev >= 0) {                   \
+        return cdev_open(dev, flags); \
+    }                                 \
+    va_start(ap, flags);              \
+    mode = open_mode(flags, ap);      \
+    va_end(ap);                       \
     return _call
 
 FACE_API int open(const char *path, int flags, ...)
@@ -301,8 +300,7 @@ FACE_API int fstat(int fd, struct stat *st)
 
 FACE_API int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 {
-    if ((flags & AT_EMPTY_PATH) && path[0] == '\0' &&
-        stat_fd(dirfd, st) == 0) {
+    if ((flags & AT_EMPTY_PATH) && path[0] == '\0' && stat_fd(dirfd, st) == 0) {
         return 0;
     }
     return stat_path(path, st) == 0 ? 0 : get_fstatat()(dirfd, path, st, flags);
@@ -323,8 +321,8 @@ FACE_API int __fxstat(int ver, int fd, struct stat *st)
     return stat_fd(fd, st) == 0 ? 0 : get___fxstat()(ver, fd, st);
 }
 
-FACE_API int __fxstatat(int ver, int dirfd, const char *path, struct stat *st,
-                        int flags)
+FACE_API int
+__fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags)
 {
     return stat_path(path, st) == 0 ?
                    0 :
@@ -339,7 +337,8 @@ FACE_API int access(const char *path, int mode)
 
 FACE_API int faccessat(int dirfd, const char *path, int mode, int flags)
 {
-    return cdev_index(path) >= 0 ? 0 : get_faccessat()(dirfd, path, mode, flags);
+    return cdev_index(path) >= 0 ? 0 :
+                                   get_faccessat()(dirfd, path, mode, flags);
 }
 
 /* ---- the descriptor's own calls */

@@ -6,8 +6,9 @@
  *   stat()/fstat() describe it as the character device sysfs names, which
  *   libibverbs checks before it uses the descriptor (access() grants it, as
  *   UCX asks);
- * - write() on it is a uverbs command (uverbs.c); ioctl() answers ENOTTY, so
- *   libibverbs uses the write() command ABI for every verb that has one;
+ * - write() on it is a uverbs command (uverbs.c); ioctl() serves mlx5's DEVX
+ *   methods and answers ENOTTY to the rest (ioctl.c), so libibverbs uses the
+ *   write() command ABI for every verb that has one;
  * - socket(AF_NETLINK, NETLINK_RDMA) fails, so libibverbs reads sysfs;
  * - close() releases the file's objects as the kernel does.
  *
@@ -168,6 +169,7 @@ static int cdev_open(int dev, int flags)
     f->ino       = st.st_ino;
     f->async_wfd = -1;
     pthread_mutex_init(&f->lock, NULL);
+    pthread_mutex_init(&f->mkey_lock, NULL);
     pthread_mutex_lock(&face_files_lock);
     for (int i = 0; i < FACE_MAX_FILES && slot < 0; i++) {
         if (face_files[i] == NULL) {
@@ -356,13 +358,12 @@ FACE_API int ioctl(int fd, unsigned long request, ...)
 {
     va_list ap;
     void *arg;
+    struct face_file *f = face_file_get(fd);
     va_start(ap, request);
     arg = va_arg(ap, void *);
     va_end(ap);
-    if (face_file_get(fd) != NULL) {
-        /* no ioctl() command ABI: libibverbs falls back to write() */
-        errno = ENOTTY;
-        return -1;
+    if (f != NULL) {
+        return face_uverbs_ioctl(f, request, arg);
     }
     return get_ioctl()(fd, request, arg);
 }

@@ -88,7 +88,7 @@ static int cmd_get_context(struct face_file *f, const struct face_cmd *c)
     struct mlx5_ib_alloc_ucontext_req_v2 req;
     struct mlx5_ib_alloc_ucontext_resp uresp;
     struct ib_uverbs_get_context_resp resp;
-    struct mlx5dv_context_attr attr = { .flags = MLX5DV_CONTEXT_FLAGS_DEVX };
+    struct mlx5dv_context_attr attr = { 0 };
     struct dcxemu_port_desc desc;
     struct ibv_device **list;
     int n, pfd[2];
@@ -96,6 +96,9 @@ static int cmd_get_context(struct face_file *f, const struct face_cmd *c)
         return EINVAL; /* one context per open, as the kernel */
     }
     face_udata_in(&req, sizeof(req), c->udata, c->udata_len);
+    /* a DEVX context (ioctl.c) only when asked, as the kernel's uid */
+    f->devx    = !!(req.flags & MLX5_IB_ALLOC_UCTX_DEVX);
+    attr.flags = f->devx ? MLX5DV_CONTEXT_FLAGS_DEVX : 0;
     if (dcxemu_port_describe(f->dev_index, &desc) != 0) {
         return ENODEV;
     }
@@ -570,10 +573,10 @@ void face_file_release(struct face_file *f)
 {
     pthread_mutex_lock(&f->lock);
     face_uar_forget(f);
-    /* QPs before the SRQs and CQs they use, MRs before their PDs */
+    /* QPs before the SRQs and CQs they use, MRs and mkeys before their PDs */
     static const enum face_obj_type order[] = { FACE_OBJ_QP, FACE_OBJ_SRQ,
-                                                FACE_OBJ_CQ, FACE_OBJ_MR,
-                                                FACE_OBJ_PD };
+                                                FACE_OBJ_CQ, FACE_OBJ_MKEY,
+                                                FACE_OBJ_MR, FACE_OBJ_PD };
     for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
         for (uint32_t h = 0; h < f->nobjs; h++) {
             struct face_obj *o = f->objs[h];
@@ -588,6 +591,8 @@ void face_file_release(struct face_file *f)
                 face_pd_release_ahs((struct face_pd *)o);
                 dcxemu_ibv_dealloc_pd(((struct face_pd *)o)->pd);
                 free(o);
+            } else if (o->type == FACE_OBJ_MKEY) {
+                face_devx_release(o);
             } else {
                 face_queue_release(o);
             }

@@ -143,6 +143,8 @@ wqe_op(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w, uint32_t wqebb)
     case MLX5_OPCODE_LOCAL_INVAL:
         ibv_wr_local_inv(x, be32toh(w->imm));
         return 0;
+    case MLX5_OPCODE_UMR:
+        return face_umr_wr(qp, w);
     default:
         break;
     }

@@ -11,7 +11,7 @@
  * without.  Of DEVX the face serves general commands (the model's firmware:
  * QUERY_HCA_CAP) and CREATE_MKEY objects, the indirect mkeys that
  * mlx5dv_create_mkey makes and UMR WQEs (umr.c) configure; every other DEVX
- * method answers EOPNOTSUPP, with a log line.
+ * method answers EOPNOTSUPP, with a log line (the first time).
  */
 #define _GNU_SOURCE
 #include "face.h"
@@ -140,6 +140,8 @@ static const struct face_method face_methods[] = {
 
 #define FACE_NUM_METHODS (sizeof(face_methods) / sizeof(face_methods[0]))
 
+static _Atomic int face_method_logged[FACE_NUM_METHODS];
+
 static int is_devx_object(uint16_t object)
 {
     for (size_t i = 0; i < FACE_NUM_METHODS; i++) {
@@ -245,7 +247,10 @@ int face_uverbs_ioctl(struct face_file *f, unsigned long req, void *arg)
     if (m == NULL) {
         err = EPROTONOSUPPORT; /* no such method */
     } else if (m->fn == NULL) {
-        face_log("uverbs%d: %s is not supported", f->dev_index, m->name);
+        /* once a method: UCX asks for an event channel at every open */
+        if (!atomic_exchange(&face_method_logged[m - face_methods], 1)) {
+            face_log("uverbs%d: %s is not supported", f->dev_index, m->name);
+        }
         err = EOPNOTSUPP;
     } else if ((err = ioctl_parse(h, m, &io)) == 0) {
         pthread_mutex_lock(&f->lock);

@@ -13,6 +13,7 @@
  * first failure.
  */
 #define _GNU_SOURCE
+#include <endian.h>
 #include <errno.h>
 #include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
@@ -306,7 +307,9 @@ static void dci_create(struct res *r)
     a.cap.max_send_sge    = 1;
     a.comp_mask      = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     a.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ;
-    dv.comp_mask     = MLX5DV_QP_INIT_ATTR_MASK_DC;
+    dv.comp_mask     = MLX5DV_QP_INIT_ATTR_MASK_DC |
+                   MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+    dv.send_ops_flags       = MLX5DV_QP_EX_WITH_RAW_WQE; /* test_dci_umr */
     dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
     r->dci                  = mlx5dv_create_qp(r->ctx, &a, &dv);
     CHECK(r->dci != NULL, "DCI: %s", strerror(errno));
@@ -487,6 +490,40 @@ static void local_inv(struct res *r, struct mlx5dv_mkey *mkey)
     umr_end(r, IBV_WC_LOCAL_INV, "local_inv");
 }
 
+/* A UMR WQE on a DCI (as a raw WQE: libmlx5 has no UMR builder there)
+ * completes in error, and the process lives. */
+static void test_dci_umr(struct res *r, struct mlx5dv_mkey *mkey)
+{
+    struct {
+        struct mlx5_wqe_ctrl_seg ctrl;
+        struct mlx5_wqe_umr_ctrl_seg umr;
+        struct mlx5_wqe_mkey_context_seg mk;
+        struct mlx5_wqe_umr_klm_seg klm[4];
+    } w;
+    struct ibv_qp_ex *x = ibv_qp_to_qp_ex(r->dci);
+    struct ibv_wc wc;
+    memset(&w, 0, sizeof(w));
+    w.ctrl.opmod_idx_opcode = htobe32(MLX5_OPCODE_UMR);
+    w.ctrl.qpn_ds           = htobe32(r->dci->qp_num << 8 | sizeof(w) / 16);
+    w.ctrl.fm_ce_se         = MLX5_WQE_CTRL_CQ_UPDATE;
+    w.ctrl.imm              = htobe32(mkey->lkey);
+    w.umr.flags             = MLX5_WQE_UMR_CTRL_FLAG_INLINE;
+    w.umr.klm_octowords     = htobe16(4);
+    w.umr.mkey_mask         = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN);
+    w.mk.len                = htobe64(16);
+    w.klm[0].byte_count     = htobe32(16);
+    w.klm[0].mkey           = htobe32(r->remote_mr->lkey);
+    w.klm[0].address        = htobe64((uintptr_t)r->remote);
+    ibv_wr_start(x);
+    x->wr_id = 11;
+    mlx5dv_wr_raw_wqe(mlx5dv_qp_ex_from_ibv_qp_ex(x), &w);
+    CHECK(ibv_wr_complete(x) == 0, "raw UMR post");
+    wc = poll_one(r);
+    CHECK(wc.wr_id == 11 && wc.status == IBV_WC_LOC_QP_OP_ERR,
+          "UMR on a DCI: %s", ibv_wc_status_str(wc.status));
+    printf("face_devx: a UMR WQE on a DCI: %s\n", ibv_wc_status_str(wc.status));
+}
+
 static void test_umr(struct res *r)
 {
     struct mlx5dv_mkey_init_attr ma = {
@@ -508,9 +545,11 @@ static void test_umr(struct res *r)
     test_mr_interleaved(r, mkey);
     local_inv(r, mkey);
     CHECK(mlx5dv_destroy_mkey(mkey) == 0, "destroy_mkey");
-    /* one left for the close of the device to release */
-    CHECK(mlx5dv_create_mkey(&ma) != NULL, "create_mkey: %s", strerror(errno));
     printf("face_devx: LOCAL_INV and destroy of the mkey\n");
+    /* one left for the close of the device to release */
+    mkey = mlx5dv_create_mkey(&ma);
+    CHECK(mkey != NULL, "create_mkey: %s", strerror(errno));
+    test_dci_umr(r, mkey);
 }
 
 static void res_close(struct res *r)

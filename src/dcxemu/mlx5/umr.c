@@ -48,6 +48,9 @@ int face_umr_wr(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w)
     const struct dcxemu_mlx5_umr *u = &w->umr;
     struct face_file *f             = qp->obj.file;
     struct mlx5dv_mkey *mkey;
+    if (qp->kind != FACE_QP_RC) {
+        return EOPNOTSUPP; /* the model's DCI has no UMR builders */
+    }
     if (u->free) {
         ibv_wr_local_inv(qp->qpx, u->mkey);
         return -1;

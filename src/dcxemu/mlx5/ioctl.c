@@ -207,18 +207,21 @@ static int attr_take(const struct face_method *m, struct ib_uverbs_attr *a,
     return 0;
 }
 
-/* The header and the attributes: 0, or the kernel's errno. */
-static int ioctl_parse(struct ib_uverbs_ioctl_hdr *h,
-                       const struct face_method *m, struct face_ioctl *io)
+/* The header, before the method is looked up: 0, or the kernel's errno. */
+static int hdr_check(const struct ib_uverbs_ioctl_hdr *h)
 {
-    int err;
     if (h->length > FACE_IOCTL_MAX ||
         h->length != sizeof(*h) + (size_t)h->num_attrs * sizeof(h->attrs[0])) {
         return EINVAL;
     }
-    if (h->reserved1 != 0 || h->reserved2 != 0) {
-        return EPROTONOSUPPORT;
-    }
+    return (h->reserved1 != 0 || h->reserved2 != 0) ? EPROTONOSUPPORT : 0;
+}
+
+/* The attributes of the method: 0, or the kernel's errno. */
+static int ioctl_parse(struct ib_uverbs_ioctl_hdr *h,
+                       const struct face_method *m, struct face_ioctl *io)
+{
+    int err;
     memset(io, 0, sizeof(*io));
     for (unsigned i = 0; i < h->num_attrs; i++) {
         if ((err = attr_take(m, &h->attrs[i], io)) != 0) {
@@ -233,31 +236,44 @@ static int ioctl_parse(struct ib_uverbs_ioctl_hdr *h,
     return 0;
 }
 
+/* One DEVX command: 0, or the kernel's errno. */
+static int ioctl_run(struct face_file *f, struct ib_uverbs_ioctl_hdr *h)
+{
+    const struct face_method *m;
+    struct face_ioctl io;
+    int err;
+    if ((err = hdr_check(h)) != 0) {
+        return err; /* as the kernel: a malformed header fails first */
+    }
+    m = method_find(h->object_id, h->method_id);
+    if (m == NULL) {
+        return EPROTONOSUPPORT; /* no such method */
+    }
+    if (m->fn == NULL) {
+        /* once a method: UCX asks for an event channel at every open */
+        if (!atomic_exchange(&face_method_logged[m - face_methods], 1)) {
+            face_log("uverbs%d: %s is not supported", f->dev_index, m->name);
+        }
+        return EOPNOTSUPP;
+    }
+    if ((err = ioctl_parse(h, m, &io)) != 0) {
+        return err;
+    }
+    pthread_mutex_lock(&f->lock);
+    err = m->fn(f, &io);
+    pthread_mutex_unlock(&f->lock);
+    return err;
+}
+
 int face_uverbs_ioctl(struct face_file *f, unsigned long req, void *arg)
 {
     struct ib_uverbs_ioctl_hdr *h = arg;
-    const struct face_method *m;
-    struct face_ioctl io;
     int err;
     if (req != RDMA_VERBS_IOCTL || h == NULL || !is_devx_object(h->object_id)) {
         errno = ENOTTY; /* libibverbs uses the write() ABI */
         return -1;
     }
-    m = method_find(h->object_id, h->method_id);
-    if (m == NULL) {
-        err = EPROTONOSUPPORT; /* no such method */
-    } else if (m->fn == NULL) {
-        /* once a method: UCX asks for an event channel at every open */
-        if (!atomic_exchange(&face_method_logged[m - face_methods], 1)) {
-            face_log("uverbs%d: %s is not supported", f->dev_index, m->name);
-        }
-        err = EOPNOTSUPP;
-    } else if ((err = ioctl_parse(h, m, &io)) == 0) {
-        pthread_mutex_lock(&f->lock);
-        err = m->fn(f, &io);
-        pthread_mutex_unlock(&f->lock);
-    }
-    if (err != 0) {
+    if ((err = ioctl_run(f, h)) != 0) {
         errno = err;
         return -1;
     }

@@ -25,7 +25,8 @@ void demo_uct_open(demo_uct_t *d, const char *const *iface_settings)
     uct_iface_config_t *iface_config;
     uct_iface_params_t params;
     unsigned i, num;
-    char name[64], prefixed[80];
+    char name[64], prefixed[80], dev_port[64];
+    const char *dev;
     ucs_status_t status;
     void *plugin;
     const char *eq;
@@ -51,7 +52,14 @@ void demo_uct_open(demo_uct_t *d, const char *const *iface_settings)
 
     demo_check(uct_md_config_read(d->component, NULL, NULL, &md_config),
                "md config");
-    demo_check(uct_md_open(d->component, "dcxemu0", md_config, &d->md),
+    /* the model's API face by default; DCX_DEMO_DEVICE names another
+     * (dcxemu_mlx5_0: the device's mlx5 face, preloaded) */
+    dev = getenv("DCX_DEMO_DEVICE");
+    if (dev == NULL) {
+        dev = "dcxemu0";
+    }
+    snprintf(dev_port, sizeof(dev_port), "%s:1", dev);
+    demo_check(uct_md_open(d->component, dev, md_config, &d->md),
                "md open");
     uct_config_release(md_config);
     demo_check(uct_md_query(d->md, &d->md_attr), "md query");
@@ -79,7 +87,7 @@ void demo_uct_open(demo_uct_t *d, const char *const *iface_settings)
                                   UCT_IFACE_PARAM_FIELD_DEVICE;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
     params.mode.device.tl_name  = "dcx";
-    params.mode.device.dev_name = "dcxemu0:1";
+    params.mode.device.dev_name = dev_port;
     demo_check(uct_iface_open(d->md, d->worker, &params, iface_config,
                               &d->iface), "iface open");
     uct_config_release(iface_config);

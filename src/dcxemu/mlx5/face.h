@@ -35,7 +35,8 @@ enum face_obj_type {
     FACE_OBJ_CQ,
     FACE_OBJ_SRQ,
     FACE_OBJ_QP,
-    FACE_OBJ_AH
+    FACE_OBJ_AH,
+    FACE_OBJ_MKEY /* a DEVX object: an indirect mkey (ioctl.c) */
 };
 
 struct face_file;
@@ -143,6 +144,15 @@ struct face_ah {
     struct face_obj obj;
 };
 
+/* A DEVX CREATE_MKEY object: the model's indirect mkey.  Also on its file's
+ * mkey list, which UMR WQEs read under mkey_lock (never under the file's
+ * lock: a doorbell may come while another thread runs a command). */
+struct face_mkey {
+    struct face_obj obj;
+    struct mlx5dv_mkey *mkey;
+    struct face_mkey *next;
+};
+
 /* One open of /dev/infiniband/uverbsN. */
 struct face_file {
     int fd; /* the memfd the application holds */
@@ -159,6 +169,9 @@ struct face_file {
     struct face_obj **objs;
     uint32_t nobjs;
     uint32_t cap;
+    int devx; /* the context was asked with DEVX (MLX5_IB_ALLOC_UCTX_DEVX) */
+    pthread_mutex_t mkey_lock; /* the mkey list; taken after lock */
+    struct face_mkey *mkeys;
 };
 
 /* ---- sysfs.c */
@@ -178,8 +191,8 @@ ssize_t face_uverbs_write(struct face_file *f, const void *buf, size_t len);
 void face_file_release(struct face_file *f);
 int face_obj_add(struct face_file *f, struct face_obj *o,
                  enum face_obj_type type, uint64_t user_handle);
-void *face_obj_get(struct face_file *f, uint32_t handle,
-                   enum face_obj_type type);
+void *
+face_obj_get(struct face_file *f, uint32_t handle, enum face_obj_type type);
 void face_obj_del(struct face_file *f, struct face_obj *o);
 /* Copy a command's driver part in, zero-filled or truncated to the struct. */
 void face_udata_in(void *dst, size_t dst_len, const void *src, size_t src_len);
@@ -200,6 +213,17 @@ struct face_cmd {
     uint64_t uresp; /* address of the driver's response */
     size_t uresp_len;
 };
+
+/* ---- ioctl.c: the ioctl() command ABI, for DEVX (0, or -1 and errno) */
+int face_uverbs_ioctl(struct face_file *f, unsigned long req, void *arg);
+void face_devx_release(struct face_obj *o);
+/* The model's mkey of a key, with the file's mkey_lock held; NULL (and the
+ * lock not held) when the file has none.  face_mkey_put drops the lock. */
+struct mlx5dv_mkey *face_mkey_get(struct face_file *f, uint32_t key);
+void face_mkey_put(struct face_file *f);
+
+/* ---- umr.c: a UMR WQE as the model's builder: -1 (built), or an errno */
+int face_umr_wr(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w);
 
 /* ---- uverbs_queue.c: CQs, SRQs, QPs */
 int face_cmd_create_cq(struct face_file *f, const struct face_cmd *c, int ex);

@@ -6,8 +6,9 @@
  *   stat()/fstat() describe it as the character device sysfs names, which
  *   libibverbs checks before it uses the descriptor (access() grants it, as
  *   UCX asks);
- * - write() on it is a uverbs command (uverbs.c); ioctl() answers ENOTTY, so
- *   libibverbs uses the write() command ABI for every verb that has one;
+ * - write() on it is a uverbs command (uverbs.c); ioctl() serves mlx5's DEVX
+ *   methods and answers ENOTTY to the rest (ioctl.c), so libibverbs uses the
+ *   write() command ABI for every verb that has one;
  * - socket(AF_NETLINK, NETLINK_RDMA) fails, so libibverbs reads sysfs;
  * - close() releases the file's objects as the kernel does.
  *
@@ -45,15 +46,14 @@ struct face_file *face_files[FACE_MAX_FILES];
 pthread_mutex_t face_files_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int face_open_files; /* write() looks no further when 0 */
 
-#define REAL(_ret, _name, ...)                                  \
-    static _ret (*real_##_name)(__VA_ARGS__);                   \
-    static _ret (*get_##_name(void))(__VA_ARGS__)               \
-    {                                                           \
-        if (real_##_name == NULL) {                             \
-            real_##_name = (_ret(*)(__VA_ARGS__))dlsym(RTLD_NEXT, \
-                                                      #_name);  \
-        }                                                       \
-        return real_##_name;                                    \
+#define REAL(_ret, _name, ...)                                             \
+    static _ret (*real_##_name)(__VA_ARGS__);                              \
+    static _ret (*get_##_name(void))(__VA_ARGS__)                          \
+    {                                                                      \
+        if (real_##_name == NULL) {                                        \
+            real_##_name = (_ret(*)(__VA_ARGS__))dlsym(RTLD_NEXT, #_name); \
+        }                                                                  \
+        return real_##_name;                                               \
     }
 
 REAL(int, open, const char *, int, ...)
@@ -186,6 +186,7 @@ static int cdev_open(int dev, int flags)
     f->async_wfd = -1;
     f->async_rfd = -1;
     pthread_mutex_init(&f->lock, NULL);
+    pthread_mutex_init(&f->mkey_lock, NULL);
     pthread_mutex_lock(&face_files_lock);
     for (int i = 0; i < FACE_MAX_FILES && slot < 0; i++) {
         if (face_files[i] == NULL) {
@@ -224,16 +225,16 @@ static int open_mode(int flags, va_list ap)
     return (flags & (O_CREAT | O_TMPFILE)) ? va_arg(ap, int) : 0;
 }
 
-#define OPEN_BODY(_call)                   \
-    int dev = cdev_index(path);            \
-    int mode;                              \
-    va_list ap;                            \
-    if (dev >= 0) {                        \
-        return cdev_open(dev, flags);      \
-    }                                      \
-    va_start(ap, flags);                   \
-    mode = open_mode(flags, ap);           \
-    va_end(ap);                            \
+#define OPEN_BODY(_call)              \
+    int dev = cdev_index(path);       \
+    int mode;                         \
+    va_list ap;                       \
+    if (dev >= 0) {                   \
+        return cdev_open(dev, flags); \
+    }                                 \
+    va_start(ap, flags);              \
+    mode = open_mode(flags, ap);      \
+    va_end(ap);                       \
     return _call
 
 FACE_API int open(const char *path, int flags, ...)
@@ -318,8 +319,7 @@ FACE_API int fstat(int fd, struct stat *st)
 
 FACE_API int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 {
-    if ((flags & AT_EMPTY_PATH) && path[0] == '\0' &&
-        stat_fd(dirfd, st) == 0) {
+    if ((flags & AT_EMPTY_PATH) && path[0] == '\0' && stat_fd(dirfd, st) == 0) {
         return 0;
     }
     return stat_path(path, st) == 0 ? 0 : get_fstatat()(dirfd, path, st, flags);
@@ -340,8 +340,8 @@ FACE_API int __fxstat(int ver, int fd, struct stat *st)
     return stat_fd(fd, st) == 0 ? 0 : get___fxstat()(ver, fd, st);
 }
 
-FACE_API int __fxstatat(int ver, int dirfd, const char *path, struct stat *st,
-                        int flags)
+FACE_API int
+__fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags)
 {
     return stat_path(path, st) == 0 ?
                    0 :
@@ -356,7 +356,8 @@ FACE_API int access(const char *path, int mode)
 
 FACE_API int faccessat(int dirfd, const char *path, int mode, int flags)
 {
-    return cdev_index(path) >= 0 ? 0 : get_faccessat()(dirfd, path, mode, flags);
+    return cdev_index(path) >= 0 ? 0 :
+                                   get_faccessat()(dirfd, path, mode, flags);
 }
 
 /* ---- the descriptor's own calls */
@@ -374,13 +375,12 @@ FACE_API int ioctl(int fd, unsigned long request, ...)
 {
     va_list ap;
     void *arg;
+    struct face_file *f = face_file_get(fd);
     va_start(ap, request);
     arg = va_arg(ap, void *);
     va_end(ap);
-    if (face_file_get(fd) != NULL) {
-        /* no ioctl() command ABI: libibverbs falls back to write() */
-        errno = ENOTTY;
-        return -1;
+    if (f != NULL) {
+        return face_uverbs_ioctl(f, request, arg);
     }
     return get_ioctl()(fd, request, arg);
 }

@@ -47,7 +47,7 @@ static struct ibv_ah *av_ah(struct face_pd *pd, const struct dcxemu_mlx5_av *av)
         }
     }
     if (pd->num_ahs == pd->ah_cap) {
-        uint32_t cap = pd->ah_cap ? 2 * pd->ah_cap : 16;
+        uint32_t cap            = pd->ah_cap ? 2 * pd->ah_cap : 16;
         struct face_ah_entry *e = realloc(pd->ahs, cap * sizeof(*e));
         if (e == NULL) {
             goto out;
@@ -108,8 +108,8 @@ static const void *wqe_bytes(struct face_qp *qp, uint32_t wqebb, uint32_t n)
 }
 
 /* The operation itself, through the model's builders; 0 or an errno. */
-static int wqe_op(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w,
-                  uint32_t wqebb)
+static int
+wqe_op(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w, uint32_t wqebb)
 {
     struct ibv_qp_ex *x = qp->qpx;
     switch (w->opcode) {
@@ -143,6 +143,8 @@ static int wqe_op(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w,
     case MLX5_OPCODE_LOCAL_INVAL:
         ibv_wr_local_inv(x, be32toh(w->imm));
         return 0;
+    case MLX5_OPCODE_UMR:
+        return face_umr_wr(qp, w);
     default:
         break;
     }
@@ -151,8 +153,8 @@ static int wqe_op(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w,
     return -1; /* complete: a raw WQE carries its address and data */
 }
 
-static int wqe_post(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w,
-                    uint32_t wqebb)
+static int
+wqe_post(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w, uint32_t wqebb)
 {
     struct ibv_qp_ex *x = qp->qpx;
     struct ibv_sge sge[DCXEMU_MLX5_MAX_SGE];
@@ -191,11 +193,11 @@ static int wqe_post(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w,
 }
 
 /* A WQE the model never executes: its error CQE, then the QP in error. */
-static void wqe_fail(struct face_qp *qp, uint16_t index, uint8_t opcode,
-                     uint8_t syndrome)
+static void
+wqe_fail(struct face_qp *qp, uint16_t index, uint8_t opcode, uint8_t syndrome)
 {
     struct dcxemu_mlx5_cqe_info ci;
-    struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+    struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
     FACE_STAT(bad_wqes, 1);
     face_log("QP 0x%x: WQE %u (opcode 0x%x) completes in error, syndrome "
              "0x%x",
@@ -219,13 +221,13 @@ static unsigned sq_take(struct face_qp *qp, uint16_t pi)
 {
     unsigned count = 0;
     while (qp->sq_pi != pi) {
-        uint32_t wqebb = qp->sq_pi & (qp->sq_wqebb_cnt - 1);
+        uint32_t wqebb            = qp->sq_pi & (qp->sq_wqebb_cnt - 1);
         struct dcxemu_mlx5_wqe *w = qp->dec;
-        int synd = dcxemu_mlx5_wqe_decode(qp->sq_buf, qp->sq_wqebb_cnt, wqebb,
+        int synd   = dcxemu_mlx5_wqe_decode(qp->sq_buf, qp->sq_wqebb_cnt, wqebb,
                                           qp->kind == FACE_QP_DCI ?
-                                                  DCXEMU_MLX5_QP_DCI :
-                                                  DCXEMU_MLX5_QP_RC,
-                                          qp->max_wqe_bytes, w);
+                                                    DCXEMU_MLX5_QP_DCI :
+                                                    DCXEMU_MLX5_QP_RC,
+                                            qp->max_wqe_bytes, w);
         uint32_t n = synd == 0 && w->num_wqebb != 0 ? w->num_wqebb : 1;
         qp->wqe[wqebb].opcode = w->opcode;
         if (synd != 0) {

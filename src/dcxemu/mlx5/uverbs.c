@@ -33,7 +33,7 @@ int face_obj_add(struct face_file *f, struct face_obj *o,
     for (h = 0; h < f->nobjs && f->objs[h] != NULL; h++) {
     }
     if (h == f->cap) {
-        uint32_t cap = f->cap ? 2 * f->cap : 64;
+        uint32_t cap           = f->cap ? 2 * f->cap : 64;
         struct face_obj **objs = realloc(f->objs, cap * sizeof(*objs));
         if (objs == NULL) {
             return ENOMEM;
@@ -53,8 +53,8 @@ int face_obj_add(struct face_file *f, struct face_obj *o,
     return 0;
 }
 
-void *face_obj_get(struct face_file *f, uint32_t handle,
-                   enum face_obj_type type)
+void *
+face_obj_get(struct face_file *f, uint32_t handle, enum face_obj_type type)
 {
     if (handle >= f->nobjs || f->objs[handle] == NULL ||
         f->objs[handle]->type != type) {
@@ -88,7 +88,7 @@ static int cmd_get_context(struct face_file *f, const struct face_cmd *c)
     struct mlx5_ib_alloc_ucontext_req_v2 req;
     struct mlx5_ib_alloc_ucontext_resp uresp;
     struct ib_uverbs_get_context_resp resp;
-    struct mlx5dv_context_attr attr = {.flags = MLX5DV_CONTEXT_FLAGS_DEVX};
+    struct mlx5dv_context_attr attr = { 0 };
     struct dcxemu_port_desc desc;
     struct ibv_device **list;
     int n, pfd[2];
@@ -96,6 +96,9 @@ static int cmd_get_context(struct face_file *f, const struct face_cmd *c)
         return EINVAL; /* one context per open, as the kernel */
     }
     face_udata_in(&req, sizeof(req), c->udata, c->udata_len);
+    /* a DEVX context (ioctl.c) only when asked, as the kernel's uid */
+    f->devx    = !!(req.flags & MLX5_IB_ALLOC_UCTX_DEVX);
+    attr.flags = f->devx ? MLX5DV_CONTEXT_FLAGS_DEVX : 0;
     if (dcxemu_port_describe(f->dev_index, &desc) != 0) {
         return ENODEV;
     }
@@ -150,7 +153,7 @@ static void device_resp(struct face_file *f, const struct ibv_device_attr *a,
                         struct ib_uverbs_query_device_resp *r)
 {
     memset(r, 0, sizeof(*r));
-    r->fw_ver = (20ull << 32) | (31ull << 16) | 1014;
+    r->fw_ver                    = (20ull << 32) | (31ull << 16) | 1014;
     r->node_guid                 = a->node_guid;
     r->sys_image_guid            = a->sys_image_guid;
     r->max_mr_size               = a->max_mr_size;
@@ -380,8 +383,8 @@ static int cmd_dereg_mr(struct face_file *f, const struct face_cmd *c)
     return 0;
 }
 
-static int cmd_create_comp_channel(struct face_file *f,
-                                   const struct face_cmd *c)
+static int
+cmd_create_comp_channel(struct face_file *f, const struct face_cmd *c)
 {
     struct ib_uverbs_create_comp_channel_resp resp;
     int fd;
@@ -438,12 +441,12 @@ struct face_cmd_desc {
 };
 
 #define EX IB_USER_VERBS_CMD_FLAG_EXTENDED
-#define CMD(_cmd, _req, _resp, _fn)                                   \
-    {                                                                 \
-        IB_USER_VERBS_CMD_##_cmd, #_cmd, _req, _resp, _fn             \
+#define CMD(_cmd, _req, _resp, _fn)                       \
+    {                                                     \
+        IB_USER_VERBS_CMD_##_cmd, #_cmd, _req, _resp, _fn \
     }
-#define EXCMD(_cmd, _req, _resp, _fn)                                 \
-    {                                                                 \
+#define EXCMD(_cmd, _req, _resp, _fn)                                   \
+    {                                                                   \
         EX | IB_USER_VERBS_EX_CMD_##_cmd, "EX_" #_cmd, _req, _resp, _fn \
     }
 #define SZ(_s) sizeof(struct ib_uverbs_##_s)
@@ -488,8 +491,8 @@ static const struct face_cmd_desc *cmd_find(uint32_t command)
 }
 
 /* Split a write() into its parts: 0, or EINVAL for a malformed command. */
-static int cmd_parse(const void *buf, size_t len, struct face_cmd *c,
-                     uint32_t *command)
+static int
+cmd_parse(const void *buf, size_t len, struct face_cmd *c, uint32_t *command)
 {
     const struct ib_uverbs_cmd_hdr *h = buf;
     const struct face_cmd_desc *d;
@@ -501,8 +504,8 @@ static int cmd_parse(const void *buf, size_t len, struct face_cmd *c,
     d        = cmd_find(h->command);
     if (h->command & EX) {
         const struct ib_uverbs_ex_cmd_hdr *x = (const void *)(h + 1);
-        size_t in   = (size_t)h->in_words * 8;
-        size_t uin  = (size_t)x->provider_in_words * 8;
+        size_t in                            = (size_t)h->in_words * 8;
+        size_t uin                           = (size_t)x->provider_in_words * 8;
         if (len < sizeof(*h) + sizeof(*x) ||
             len != sizeof(*h) + sizeof(*x) + in + uin) {
             return EINVAL;
@@ -552,8 +555,8 @@ ssize_t face_uverbs_write(struct face_file *f, const void *buf, size_t len)
     }
     d = cmd_find(command);
     if (d == NULL) {
-        face_log("uverbs%d: command %s%u is not supported",
-                 f->dev_index, (command & EX) ? "EX_" : "", command & ~EX);
+        face_log("uverbs%d: command %s%u is not supported", f->dev_index,
+                 (command & EX) ? "EX_" : "", command & ~EX);
         errno = EOPNOTSUPP;
         return -1;
     }
@@ -574,10 +577,10 @@ void face_file_release(struct face_file *f)
 {
     pthread_mutex_lock(&f->lock);
     face_uar_forget(f);
-    /* QPs before the SRQs and CQs they use, MRs before their PDs */
-    static const enum face_obj_type order[] = {FACE_OBJ_QP, FACE_OBJ_SRQ,
-                                               FACE_OBJ_CQ, FACE_OBJ_MR,
-                                               FACE_OBJ_PD};
+    /* QPs before the SRQs and CQs they use, MRs and mkeys before their PDs */
+    static const enum face_obj_type order[] = { FACE_OBJ_QP, FACE_OBJ_SRQ,
+                                                FACE_OBJ_CQ, FACE_OBJ_MKEY,
+                                                FACE_OBJ_MR, FACE_OBJ_PD };
     for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
         for (uint32_t h = 0; h < f->nobjs; h++) {
             struct face_obj *o = f->objs[h];
@@ -592,6 +595,8 @@ void face_file_release(struct face_file *f)
                 face_pd_release_ahs((struct face_pd *)o);
                 dcxemu_ibv_dealloc_pd(((struct face_pd *)o)->pd);
                 free(o);
+            } else if (o->type == FACE_OBJ_MKEY) {
+                face_devx_release(o);
             } else {
                 face_queue_release(o);
             }

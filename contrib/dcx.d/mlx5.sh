@@ -107,11 +107,34 @@ mlx5_ucx_perftest() {
         -p $((20000 + RANDOM % 20000)) "$@"
 }
 
+# DEVX through the ioctl framing (QUERY_HCA_CAP, mkeys) and UMR, through
+# real libmlx5 (test/mlx5/face_devx.c).
+mlx5_devx() {
+    mlx5_face_env
+    env "${MLX5_ENV[@]}" "$DCX_BUILD/test/mlx5/face_devx" || return 1
+    mlx5_counter umr 2
+}
+
+# The halo exchange: strided columns into remote strided views through
+# UMR, dcx on its hardware binding (4 processes).
+mlx5_halo() {
+    local log="$DCX_LOGS/mlx5-halo.log"
+    mlx5_face_env
+    DCX_DEMO_DEVICE=dcxemu_mlx5_0 timeout -k 10 120 env "${MLX5_ENV[@]}" \
+        "LD_PRELOAD=$DCX_PREFIX/lib/ucx/libuct_dcx.so:$DCX_PREFIX/lib/libdcxemu_mlx5.so.0" \
+        "$DCX_BUILD/test/demo/dcx_halo" 4 10 > "$log" 2>&1 || { cat "$log"; return 1; }
+    cat "$log"
+    grep -q '^dcx_halo: PASS (4 ranks' "$log" || return 1
+    mlx5_counter umr 4
+}
+
 suite_mlx5() {
     make -C "$DCX_BUILD" -s -j"$DCX_JOBS" check >/dev/null || die "building the tests failed"
     run_gtest mlx5 "$DCX_BUILD/test/gtest/mlx5/dcxemu_mlx5_gtest"
     check mlx5-ibv_devices mlx5_devices
     check mlx5-ibv_devinfo mlx5_devinfo
+    check mlx5-devx-umr mlx5_devx
+    check mlx5-dcx-halo mlx5_halo
     local n=2000
     check mlx5-rc_pingpong          mlx5_pair recv_cqes 1000 -- ibv_rc_pingpong -d dcxemu_mlx5_0 -g 0 -n 500 -p $((20000 + RANDOM % 20000))
     check mlx5-rc_pingpong-events   mlx5_pair recv_cqes 1000 -- ibv_rc_pingpong -d dcxemu_mlx5_0 -g 0 -n 500 -e -p $((20000 + RANDOM % 20000))

@@ -366,8 +366,8 @@ static struct ibv_qp *qp_model_create(struct face_file *f, struct face_qp *qp,
         }
         return mq;
     }
-    /* the model's RC QP hosts UMR and LOCAL_INV only */
-    a.send_ops_flags = IBV_QP_EX_WITH_LOCAL_INV;
+    /* an RC QP: data, and UMR and LOCAL_INV as dcx's UMR host */
+    a.send_ops_flags |= IBV_QP_EX_WITH_LOCAL_INV;
     dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
     dv.send_ops_flags = MLX5DV_QP_EX_WITH_MR_INTERLEAVED |
                         MLX5DV_QP_EX_WITH_MR_LIST | MLX5DV_QP_EX_WITH_RAW_WQE;

@@ -20,8 +20,8 @@ static inline struct dcxemu_shm_cqe *cq_ring(struct dcxemu_shm_cq *s)
     return (struct dcxemu_shm_cqe *)dcxemu_ptr(s->ring_off);
 }
 
-/* Producer side, fabric lock held.  Returns 1 if the owner must be woken (event,
- * overrun, or an owner that hears of every CQE). */
+/* Producer side, fabric lock held.  Returns 1 if the owner must be woken
+ * (event, overrun, or an owner that hears of every CQE). */
 int dcxemu_cq_push(struct dcxemu_shm_cq *s, const struct dcxemu_shm_cqe *cqe)
 {
     int wake = 0;

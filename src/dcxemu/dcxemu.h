@@ -358,8 +358,8 @@ DCXEMU_API int dcxemu_qp_wake_owner(struct ibv_qp *qp); /* its own RQ */
  * least every interval_ns (0: only when woken).  One hook per process; NULL
  * removes it.  0 or an errno value. */
 typedef void (*dcxemu_engine_hook_fn)(void);
-DCXEMU_API int dcxemu_engine_hook(dcxemu_engine_hook_fn fn,
-                                  uint64_t interval_ns);
+DCXEMU_API int
+dcxemu_engine_hook(dcxemu_engine_hook_fn fn, uint64_t interval_ns);
 
 /* ---- test-only queries for tests that wait on the model instead of sleeping
  * (testapi.c) ---- */

@@ -125,7 +125,8 @@ int dcxemu_attach(void)
     return dcxemu_fabric_attach(engine_start, engine_stop);
 }
 
-DCXEMU_API int dcxemu_engine_hook(dcxemu_engine_hook_fn fn, uint64_t interval_ns)
+DCXEMU_API int
+dcxemu_engine_hook(dcxemu_engine_hook_fn fn, uint64_t interval_ns)
 {
     int err = dcxemu_attach();
     if (err != 0) {

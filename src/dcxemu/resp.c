@@ -106,8 +106,8 @@ static uint64_t srq_take(struct dcxemu_shm_srq *srq, uint16_t owner, int *wake)
 
 /* An SRQ found empty wakes an owner that posts receives without calling the
  * model (the mlx5 face takes them from the application's SRQ buffer). */
-static void srq_found_empty(struct dcxemu_shm_srq *srq, uint16_t owner,
-                            int *wake)
+static void
+srq_found_empty(struct dcxemu_shm_srq *srq, uint16_t owner, int *wake)
 {
     if (srq->wake_owner) {
         *wake = owner;

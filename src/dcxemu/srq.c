@@ -73,9 +73,9 @@ static int take_srq_slot(uint32_t max_wr, uint32_t max_sge, uint64_t pd_id)
     s->rq          = 0;
     s->in_use      = 1; /* last: a half-made slot is never live */
     dcxemu_hwm_bump(&dcxemu_fab->srq_hwm, (uint32_t)idx);
-    s->pd_id   = pd_id;
-    s->max_sge = max_sge;
-    s->limit   = 0;
+    s->pd_id      = pd_id;
+    s->max_sge    = max_sge;
+    s->limit      = 0;
     s->wake_owner = 0;
     s->head = s->tail = 0;
     atomic_store(&s->limit_event, 0);

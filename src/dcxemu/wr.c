@@ -400,9 +400,10 @@ static void s_dc_addr_stream(struct mlx5dv_qp_ex *d, struct ibv_ah *ah,
  * (sq_sig_all is applied by rdma-core's own builders only). The device's WQE
  * decoder (mlx5_wqe.c) reads it as the QP's kind; the model executes NOPs and
  * atomics: standard, or masked with 4- or 8-byte operands (unless ext atomics
- * are off), with one data segment for the response.  Anything else is a malformed WQE for
- * the model: it completes with LOC_QP_OP_ERR when it executes, as the HCA
- * reports a WQE it cannot parse; it is never executed partly. */
+ * are off), with one data segment for the response.  Anything else is a
+ * malformed WQE for the model: it completes with LOC_QP_OP_ERR when it
+ * executes, as the HCA reports a WQE it cannot parse; it is never executed
+ * partly. */
 #define RAW_MAX_BYTES 128 /* the largest WQE the model accepts: 8 units */
 
 static int

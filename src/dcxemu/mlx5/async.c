@@ -96,7 +96,8 @@ static uint32_t async_drop(struct face_file *f, uint64_t element, int rfd)
     }
     n = read(rfd, ev, (size_t)pending - (size_t)pending % sizeof(ev[0]));
     for (ssize_t i = 0; n > 0 && i < n / (ssize_t)sizeof(ev[0]); i++) {
-        if (ev[i].element == element && ev[i].event_type != IBV_EVENT_PORT_ACTIVE &&
+        if (ev[i].element == element &&
+            ev[i].event_type != IBV_EVENT_PORT_ACTIVE &&
             ev[i].event_type != IBV_EVENT_PORT_ERR &&
             ev[i].event_type != IBV_EVENT_DEVICE_FATAL) {
             dropped++;

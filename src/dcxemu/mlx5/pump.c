@@ -24,8 +24,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#define PUMP_BACKSTOP_NS 1000000ull
-#define PUMP_BATCH       16
+#define PUMP_BACKSTOP_NS  1000000ull
+#define PUMP_BATCH        16
 #define CQ_DB_REQ_NOT_SOL (1u << 24) /* MLX5_CQ_DB_REQ_NOT_SOL */
 
 /* Every queue the face serves in this process.  Doorbells and the engine read
@@ -43,7 +43,7 @@ void face_pump_register(struct face_obj *o)
 {
     pthread_rwlock_wrlock(&pump_lock);
     if (pump_n == pump_cap) {
-        uint32_t cap = pump_cap ? 2 * pump_cap : 64;
+        uint32_t cap           = pump_cap ? 2 * pump_cap : 64;
         struct face_obj **objs = realloc(pump_objs, cap * sizeof(*objs));
         if (objs == NULL) {
             pthread_rwlock_unlock(&pump_lock);
@@ -225,7 +225,7 @@ uint32_t face_cq_events_read(struct face_cq *cq)
 
 static void cq_event(struct face_cq *cq)
 {
-    struct ib_uverbs_comp_event_desc ev = {.cq_handle = cq->obj.user_handle};
+    struct ib_uverbs_comp_event_desc ev = { .cq_handle = cq->obj.user_handle };
     if (cq->channel_wfd >= 0 &&
         face_real_write(cq->channel_wfd, &ev, sizeof(ev)) == sizeof(ev)) {
         cq->comp_events++;
@@ -251,11 +251,10 @@ static int cqe_of(struct face_cq *cq, const struct ibv_wc *wc,
     ci->byte_cnt        = wc->byte_len;
     ci->vendor_err_synd = (uint8_t)wc->vendor_err;
     if (wc->status != IBV_WC_SUCCESS) {
-        ci->opcode   = recv || qp->is_dct ? MLX5_CQE_RESP_ERR : MLX5_CQE_REQ_ERR;
+        ci->opcode = recv || qp->is_dct ? MLX5_CQE_RESP_ERR : MLX5_CQE_REQ_ERR;
         ci->syndrome = dcxemu_mlx5_syndrome(wc->status);
         if (!recv && !qp->is_dct) {
-            ci->wqe_opcode =
-                    qp->wqe[wc->wr_id & (qp->sq_wqebb_cnt - 1)].opcode;
+            ci->wqe_opcode = qp->wqe[wc->wr_id & (qp->sq_wqebb_cnt - 1)].opcode;
         }
         return 1;
     }

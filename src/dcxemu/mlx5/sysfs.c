@@ -44,7 +44,7 @@ const char *face_ibdev_name(int dev, char *buf, size_t len)
 
 /* Write one file under the root; the directories on its way are made. */
 static int put(const char *value, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+        __attribute__((format(printf, 2, 3)));
 static int put(const char *value, const char *fmt, ...)
 {
     char path[512];
@@ -109,8 +109,8 @@ static void pci_dir(int dev, char *buf, size_t len)
     snprintf(buf, len, "devices/pci0000:00/0000:00:%02x.0", dev + 2);
 }
 
-static int port_files(const char *ib, const char *pci,
-                      const struct dcxemu_port_desc *d)
+static int
+port_files(const char *ib, const char *pci, const struct dcxemu_port_desc *d)
 {
     char v[64], p[256];
     int err = 0;
@@ -128,13 +128,13 @@ static int port_files(const char *ib, const char *pci,
     err |= put("0", "%s/sm_sl", p);
     err |= put("0x00010000", "%s/cap_mask", p);
     for (uint32_t i = 0; i < d->gid_tbl_len; i++) {
-        union ibv_gid zero = {};
+        union ibv_gid zero     = {};
         const union ibv_gid *g = i < d->num_gids ? &d->gid[i] : &zero;
         gid_str(g, v, sizeof(v));
         err |= put(v, "%s/gids/%u", p, i);
         if (i < d->num_gids) {
-            err |= put(gid_type_str(d->gid_type[i]), "%s/gid_attrs/types/%u",
-                       p, i);
+            err |= put(gid_type_str(d->gid_type[i]), "%s/gid_attrs/types/%u", p,
+                       i);
             err |= put("", "%s/gid_attrs/ndevs/%u", p, i);
         }
     }
@@ -199,8 +199,8 @@ static int device_files(int dev)
     return err ? -1 : 0;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag,
-                    struct FTW *ftw)
+static int
+rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
     (void)flag;

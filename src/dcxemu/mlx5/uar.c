@@ -56,8 +56,7 @@ static void uar_add(struct face_file *f, void *addr, size_t len)
         return;
     }
     if (dcxemu_trap_add(addr, len, uar_store, f) != 0) {
-        face_log("uverbs%d: cannot trap the UAR at %p: %m", f->dev_index,
-                 addr);
+        face_log("uverbs%d: cannot trap the UAR at %p: %m", f->dev_index, addr);
         return;
     }
     f->uar[slot].addr = addr;

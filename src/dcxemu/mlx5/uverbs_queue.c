@@ -76,9 +76,9 @@ int face_cmd_create_cq(struct face_file *f, const struct face_cmd *c, int ex)
     cq->cqe_size = ureq.cqe_size;
     pthread_mutex_init(&cq->lock, NULL);
     memset(&resp, 0, sizeof(resp));
-    resp.base.cq_handle   = cq->obj.handle;
-    resp.base.cqe         = cqe;
-    resp.response_length  = sizeof(resp);
+    resp.base.cq_handle  = cq->obj.handle;
+    resp.base.cqe        = cqe;
+    resp.response_length = sizeof(resp);
     memset(&uresp, 0, sizeof(uresp));
     uresp.cqn = (uint32_t)cq->obj.handle;
     face_resp_out(c->resp, c->resp_len, &resp,
@@ -272,21 +272,21 @@ struct qp_req {
     uint8_t sq_sig_all, qp_type, is_srq;
 };
 
-#define QP_REQ_COPY(_r, _q)                    \
-    do {                                       \
-        (_r)->user_handle     = (_q).user_handle; \
-        (_r)->pd_handle       = (_q).pd_handle;   \
-        (_r)->send_cq_handle  = (_q).send_cq_handle; \
-        (_r)->recv_cq_handle  = (_q).recv_cq_handle; \
-        (_r)->srq_handle      = (_q).srq_handle;  \
-        (_r)->max_send_wr     = (_q).max_send_wr; \
-        (_r)->max_recv_wr     = (_q).max_recv_wr; \
-        (_r)->max_send_sge    = (_q).max_send_sge; \
-        (_r)->max_recv_sge    = (_q).max_recv_sge; \
+#define QP_REQ_COPY(_r, _q)                           \
+    do {                                              \
+        (_r)->user_handle     = (_q).user_handle;     \
+        (_r)->pd_handle       = (_q).pd_handle;       \
+        (_r)->send_cq_handle  = (_q).send_cq_handle;  \
+        (_r)->recv_cq_handle  = (_q).recv_cq_handle;  \
+        (_r)->srq_handle      = (_q).srq_handle;      \
+        (_r)->max_send_wr     = (_q).max_send_wr;     \
+        (_r)->max_recv_wr     = (_q).max_recv_wr;     \
+        (_r)->max_send_sge    = (_q).max_send_sge;    \
+        (_r)->max_recv_sge    = (_q).max_recv_sge;    \
         (_r)->max_inline_data = (_q).max_inline_data; \
-        (_r)->sq_sig_all      = (_q).sq_sig_all;  \
-        (_r)->qp_type         = (_q).qp_type;     \
-        (_r)->is_srq          = (_q).is_srq;      \
+        (_r)->sq_sig_all      = (_q).sq_sig_all;      \
+        (_r)->qp_type         = (_q).qp_type;         \
+        (_r)->is_srq          = (_q).is_srq;          \
     } while (0)
 
 static void qp_req_read(const struct face_cmd *c, int ex, struct qp_req *r)
@@ -332,7 +332,7 @@ static struct ibv_qp *qp_model_create(struct face_file *f, struct face_qp *qp,
     a.cap.max_recv_wr     = r->max_recv_wr;
     a.cap.max_recv_sge    = r->max_recv_sge;
     /* as many WQEs as the application's queue holds at the least */
-    a.cap.max_send_wr     = pow2_at_least(r->max_send_wr);
+    a.cap.max_send_wr = pow2_at_least(r->max_send_wr);
     if (u->flags & (QP_FLAG_TYPE_DCT | QP_FLAG_TYPE_DCI)) {
         a.qp_type    = IBV_QPT_DRIVER;
         dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC;
@@ -358,24 +358,24 @@ static struct ibv_qp *qp_model_create(struct face_file *f, struct face_qp *qp,
         /* masked atomics arrive as raw WQEs where the device has them */
         dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
         dv.send_ops_flags = MLX5DV_QP_EX_WITH_RAW_WQE;
-        mq = dcxemu_mlx5dv_create_qp(f->ctx, &a, &dv);
+        mq                = dcxemu_mlx5dv_create_qp(f->ctx, &a, &dv);
         if (mq == NULL && errno == EOPNOTSUPP) {
             dv.comp_mask &= ~MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
             dv.send_ops_flags = 0;
-            mq = dcxemu_mlx5dv_create_qp(f->ctx, &a, &dv);
+            mq                = dcxemu_mlx5dv_create_qp(f->ctx, &a, &dv);
         }
         return mq;
     }
     /* an RC QP: data, and UMR and LOCAL_INV as dcx's UMR host */
     a.send_ops_flags |= IBV_QP_EX_WITH_LOCAL_INV;
-    dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+    dv.comp_mask      = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
     dv.send_ops_flags = MLX5DV_QP_EX_WITH_MR_INTERLEAVED |
                         MLX5DV_QP_EX_WITH_MR_LIST | MLX5DV_QP_EX_WITH_RAW_WQE;
     return dcxemu_mlx5dv_create_qp(f->ctx, &a, &dv);
 }
 
-static int qp_queues(struct face_file *f, struct face_qp *qp,
-                     const struct qp_req *r)
+static int
+qp_queues(struct face_file *f, struct face_qp *qp, const struct qp_req *r)
 {
     qp->pd = face_obj_get(f, r->pd_handle, FACE_OBJ_PD);
     if (qp->pd == NULL) {
@@ -422,14 +422,14 @@ int face_cmd_create_qp(struct face_file *f, const struct face_cmd *c, int ex)
         }
         qp->sq_buf = (char *)(uintptr_t)ureq.buf_addr +
                      ((size_t)ureq.rq_wqe_count << ureq.rq_wqe_shift);
-        qp->sq_wqebb_cnt = ureq.sq_wqe_count;
-        qp->dbrec        = (uint32_t *)(uintptr_t)ureq.db_addr;
-        qp->rq_buf       = (void *)(uintptr_t)ureq.buf_addr;
-        qp->rq_wqe_cnt   = ureq.rq_wqe_count;
-        qp->rq_stride    = ureq.rq_wqe_count ? 1u << ureq.rq_wqe_shift : 0;
-        qp->wqe = calloc(qp->sq_wqebb_cnt, sizeof(*qp->wqe));
-        qp->dec = malloc(sizeof(*qp->dec));
-        qp->raw = malloc(FACE_MAX_WQE);
+        qp->sq_wqebb_cnt  = ureq.sq_wqe_count;
+        qp->dbrec         = (uint32_t *)(uintptr_t)ureq.db_addr;
+        qp->rq_buf        = (void *)(uintptr_t)ureq.buf_addr;
+        qp->rq_wqe_cnt    = ureq.rq_wqe_count;
+        qp->rq_stride     = ureq.rq_wqe_count ? 1u << ureq.rq_wqe_shift : 0;
+        qp->wqe           = calloc(qp->sq_wqebb_cnt, sizeof(*qp->wqe));
+        qp->dec           = malloc(sizeof(*qp->dec));
+        qp->raw           = malloc(FACE_MAX_WQE);
         qp->max_wqe_bytes = FACE_MAX_WQE;
         if (qp->wqe == NULL || qp->dec == NULL || qp->raw == NULL) {
             err = ENOMEM;

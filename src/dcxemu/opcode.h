@@ -12,18 +12,16 @@ enum {
     DCXEMU_QPT_ANY = DCXEMU_QPT_DCI | DCXEMU_QPT_RC
 };
 
-/* Requester handler of a local operation (no target, no data copy), fabric lock
- * held. */
-typedef void (*dcxemu_req_fn)(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
-                              struct exec_out *o);
-
-/* Responder handler: the target side, fabric lock held; a data copy it leaves
- * in p follows without the lock. */
-typedef enum exec_result (*dcxemu_resp_fn)(struct dcxemu_qp *qp,
-                                           const struct dcxemu_wqe *w,
-                                           const struct dcxemu_shm_qp *t,
-                                           struct exec_plan *p,
-                                           struct exec_out *o, int *wake);
+/* How the stages execute an opcode: the requester dispatches on it (req.c),
+ * so the table holds data only and no stage reaches another through it. */
+enum dcxemu_exec {
+    DCXEMU_EXEC_NONE, /* nothing executes it (an unknown opcode) */
+    DCXEMU_EXEC_NOP, /* completes in its turn, does nothing */
+    DCXEMU_EXEC_LOCAL_MEM, /* a local key update (UMR, LOCAL_INV), mem.c */
+    DCXEMU_EXEC_RECV, /* consumes a receive WQE at the target, resp.c */
+    DCXEMU_EXEC_RDMA, /* reads or writes target memory, resp.c */
+    DCXEMU_EXEC_ATOMIC /* read-modify-write of target memory, resp.c */
+};
 
 struct dcxemu_opcode {
     const char *name; /* trace */
@@ -34,8 +32,7 @@ struct dcxemu_opcode {
     uint8_t imm; /* carries immediate data to the receive CQE */
     uint32_t remote_right; /* IBV_ACCESS_REMOTE_* the MR and the DCT must grant,
                               0: none */
-    dcxemu_req_fn req; /* local operation, or NULL */
-    dcxemu_resp_fn resp; /* operation at a target, or NULL */
+    uint8_t exec; /* enum dcxemu_exec */
     uint32_t wc_opcode; /* send CQE opcode (a raw WQE's is MLX5DV_WC_RAW_WQE) */
     int cnt; /* DCXEMU_CNT_OP_*, -1: not counted */
 };

@@ -24,9 +24,14 @@ static int exec_local_only(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
         fail(o, st, dcxemu_forced_syndrome(st));
         return 1;
     }
-    if (p->op->req != NULL) {
-        p->op->req(qp, w, o);
+    switch (p->op->exec) {
+    case DCXEMU_EXEC_LOCAL_MEM:
+        dcxemu_mem_local_op(qp, w, o);
         return 1;
+    case DCXEMU_EXEC_NOP:
+        return 1;
+    default:
+        break;
     }
     if (__builtin_expect(dcxemu_cfg.faults, 0) &&
         dcxemu_chance(dcxemu_cfg.status_p)) {
@@ -148,11 +153,17 @@ static enum exec_result exec_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
         return r;
     }
     plan_target(p, t);
-    if (p->op->resp == NULL) {
+    switch (p->op->exec) {
+    case DCXEMU_EXEC_RECV:
+        return dcxemu_resp_recv(qp, w, t, p, o, wake);
+    case DCXEMU_EXEC_RDMA:
+        return dcxemu_resp_rdma(qp, w, t, p, o, wake);
+    case DCXEMU_EXEC_ATOMIC:
+        return dcxemu_resp_atomic(qp, w, t, p, o, wake);
+    default:
         fail(o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);
         return EXEC_DONE;
     }
-    return p->op->resp(qp, w, t, p, o, wake);
 }
 
 /* The data copy of a plan (no lock held).  0 or errno as dcxemu_vm_copy. */
@@ -251,9 +262,11 @@ execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
  * one delay), and DCXEMU_FAULTS. */
 static uint64_t head_delay_us(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
 {
-    uint64_t us = __atomic_load_n(&dcxemu_fab->qps[qp->idx].fault_delay_us,
-                                  __ATOMIC_RELAXED);
-    if (dcxemu_opcode(w->opcode)->req == NULL) { /* it goes to a target */
+    uint64_t us  = __atomic_load_n(&dcxemu_fab->qps[qp->idx].fault_delay_us,
+                                   __ATOMIC_RELAXED);
+    uint8_t exec = dcxemu_opcode(w->opcode)->exec;
+    if (exec != DCXEMU_EXEC_LOCAL_MEM && exec != DCXEMU_EXEC_NOP) {
+        /* it goes to a target */
         struct dcxemu_shm_qp *t =
                 &dcxemu_fab->qps[w->dctn & (DCXEMU_MAX_QPS - 1)];
         if (w->dctn != 0 &&

@@ -202,10 +202,12 @@ TEST_F(emu_umr, rc_qp_caps_masks_and_ops)
     errno = 0;
     EXPECT_EQ(create_rc(16, 1, 0, IBV_QP_EX_WITH_SEND_WITH_INV), nullptr);
     EXPECT_EQ(errno, EOPNOTSUPP);   /* SEND_WITH_INV is not modelled */
-    errno = 0;
-    EXPECT_EQ(create_rc(16, 1, 0, IBV_QP_EX_WITH_LOCAL_INV, MLX5DV_QP_EX_WITH_RAW_WQE), nullptr);
-    EXPECT_EQ(errno, EOPNOTSUPP);
-    ibv_qp *q = create_rc(16, 1, 0, IBV_QP_EX_WITH_LOCAL_INV, 0, 4);
+    /* rdma-core v44 takes raw WQEs on RC QPs too (mlx5_qp_fill_wr_pfns) */
+    ibv_qp *q = create_rc(16, 1, 0, IBV_QP_EX_WITH_LOCAL_INV, MLX5DV_QP_EX_WITH_RAW_WQE);
+    ASSERT_NE(q, nullptr);
+    EXPECT_NE(dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(dcxemu_ibv_qp_to_qp_ex(q))->wr_raw_wqe, nullptr);
+    EXPECT_EQ(dcxemu_ibv_destroy_qp(q), 0);
+    q = create_rc(16, 1, 0, IBV_QP_EX_WITH_LOCAL_INV, 0, 4);
     ASSERT_NE(q, nullptr);   /* with a receive queue */
     EXPECT_EQ(dcxemu_ibv_destroy_qp(q), 0);
     q = create_rc(16, 1, 0);

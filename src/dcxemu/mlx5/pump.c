@@ -163,7 +163,10 @@ static void cq_event(struct face_cq *cq)
 static int cqe_of(struct face_cq *cq, const struct ibv_wc *wc,
                   struct dcxemu_mlx5_cqe_info *ci)
 {
-    int recv = (wc->opcode & IBV_WC_RECV) != 0;
+    /* not (opcode & IBV_WC_RECV): the driver opcodes of raw WQEs and UMRs
+     * (IBV_WC_DRIVER1..3) have that bit too, and are send completions */
+    int recv = wc->opcode == IBV_WC_RECV ||
+               wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM;
     struct face_qp *qp = qp_by_num(cq->obj.file, wc->qp_num);
     if (qp == NULL) {
         return 0; /* its QP is gone: so is the CQE, as on hardware */

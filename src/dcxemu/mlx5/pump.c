@@ -401,11 +401,21 @@ void face_pump_all(void)
 }
 
 /* A send doorbell: the QP whose number the stored control segment names,
- * then every queue, so the poster sees its own completions. */
+ * then every queue, so the poster sees its own completions.  The receive
+ * WQEs posted so far are taken first: a device reads them from host memory
+ * when a message arrives, so a send to a DCT of this process must find
+ * them (no RNR where hardware has none). */
 void face_sq_ring(struct face_file *f, uint32_t qpn)
 {
     struct face_qp *qp;
     pthread_mutex_lock(&pump_lock);
+    for (uint32_t i = 0; i < pump_n; i++) {
+        if (pump_objs[i]->type == FACE_OBJ_SRQ) {
+            srq_pull((struct face_srq *)pump_objs[i]);
+        } else if (pump_objs[i]->type == FACE_OBJ_QP) {
+            rq_pull((struct face_qp *)pump_objs[i]);
+        }
+    }
     qp = qp_by_num(f, qpn);
     if (qp != NULL && !qp->is_dct) {
         face_sq_doorbell(qp);

@@ -1,13 +1,17 @@
 /* Test main of the mlx5 face's suite through real rdma-core: the binary
  * re-executes itself with the built face preloaded (the face must be in
  * place before libibverbs looks for devices), on a fresh fabric per run;
- * then the common suite main (child roles, tests). */
+ * that run is the common suite main (child roles, tests). */
 #include "mlx5face_test.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <link.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define FACE_LIB DCX_TEST_BUILDDIR "/src/dcxemu/mlx5/.libs/libdcxemu_mlx5.so.0"
@@ -519,27 +523,60 @@ bool poll_legacy(ibv_cq *cq, completion *c, double timeout)
     return true;
 }
 
+/* The completion an ibv_cq_ex poll sequence is at. */
+static completion read_ex(ibv_cq_ex *cq)
+{
+    completion c;
+
+    c.wr_id      = cq->wr_id;
+    c.status     = cq->status;
+    c.opcode     = ibv_wc_read_opcode(cq);
+    c.byte_len   = ibv_wc_read_byte_len(cq);
+    c.imm        = be32toh(ibv_wc_read_imm_data(cq));
+    c.src_qp     = ibv_wc_read_src_qp(cq);
+    c.vendor_err = ibv_wc_read_vendor_err(cq);
+    c.qp_num     = ibv_wc_read_qp_num(cq);
+    c.wc_flags   = ibv_wc_read_wc_flags(cq);
+    return c;
+}
+
+bool poll_ex_n(ibv_cq_ex *cq, unsigned n, std::vector<completion> *out,
+               double timeout)
+{
+    double deadline = dcx_test::now_sec() + timeout;
+    ibv_poll_cq_attr attr = {};
+    int ret;
+
+    while (out->size() < n) {
+        /* a sequence: ibv_start_poll, then ibv_next_poll while CQEs are
+         * there */
+        while ((ret = ibv_start_poll(cq, &attr)) == ENOENT) {
+            if (dcx_test::now_sec() > deadline) {
+                return false;
+            }
+        }
+        if (ret != 0) {
+            return false;
+        }
+        do {
+            out->push_back(read_ex(cq));
+        } while ((out->size() < n) && ((ret = ibv_next_poll(cq)) == 0));
+        ibv_end_poll(cq);
+        if ((ret != 0) && (ret != ENOENT)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 bool poll_ex(ibv_cq_ex *cq, completion *c, double timeout)
 {
-    ibv_poll_cq_attr attr = {};
-    int ret = ENOENT;
+    std::vector<completion> v;
 
-    if (!dcx_test::poll_until([&] { return ret != ENOENT; },
-                              [&] { ret = ibv_start_poll(cq, &attr); },
-                              timeout) ||
-        (ret != 0)) {
+    if (!poll_ex_n(cq, 1, &v, timeout)) {
         return false;
     }
-    c->wr_id      = cq->wr_id;
-    c->status     = cq->status;
-    c->opcode     = ibv_wc_read_opcode(cq);
-    c->byte_len   = ibv_wc_read_byte_len(cq);
-    c->imm        = be32toh(ibv_wc_read_imm_data(cq));
-    c->src_qp     = ibv_wc_read_src_qp(cq);
-    c->vendor_err = ibv_wc_read_vendor_err(cq);
-    c->qp_num     = ibv_wc_read_qp_num(cq);
-    c->wc_flags   = ibv_wc_read_wc_flags(cq);
-    ibv_end_poll(cq);
+    *c = v[0];
     return true;
 }
 
@@ -618,16 +655,32 @@ int main(int argc, char **argv)
         const char *old = getenv("LD_PRELOAD");
         std::string preload = FACE_LIB;
         std::string fabric  = "dcx-mlx5face-test-" + std::to_string(getpid());
+        int status;
 
         if ((old != nullptr) && (*old != '\0')) {
             preload += std::string(":") + old;
         }
         setenv("LD_PRELOAD", preload.c_str(), 1);
         setenv("DCXEMU_FABRIC", fabric.c_str(), 1);
-        execv("/proc/self/exe", argv);
-        fprintf(stderr, "cannot re-execute with %s preloaded: %s\n", FACE_LIB,
-                strerror(errno));
-        return 127;
+        /* the run in a child, so that a run that crashed leaves no fabric
+         * behind (this process never attaches to it) */
+        char exe[PATH_MAX];
+        ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        exe[(len > 0) ? len : 0] = '\0';
+        pid_t pid = fork();
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* killed with its parent */
+            execv((len > 0) ? exe : "/proc/self/exe", argv);
+            fprintf(stderr, "cannot re-execute with %s preloaded: %s\n",
+                    FACE_LIB, strerror(errno));
+            _exit(127);
+        }
+        if ((pid < 0) || (waitpid(pid, &status, 0) != pid)) {
+            return 127;
+        }
+        (void)dcxemu_fabric_remove(fabric.c_str());
+        return WIFEXITED(status) ? WEXITSTATUS(status) :
+                                   128 + WTERMSIG(status);
     }
     return dcx_test::run_suite(argc, argv, "mlx5face", dcx_test::env_vars());
 }

@@ -164,6 +164,9 @@ completion msg_completion(const std::vector<uint64_t> &v, size_t at = 0);
  * poll sequence). */
 bool poll_legacy(ibv_cq *cq, completion *c, double timeout = 10.0);
 bool poll_ex(ibv_cq_ex *cq, completion *c, double timeout = 10.0);
+/* n completions, as many per poll sequence as are there (ibv_next_poll). */
+bool poll_ex_n(ibv_cq_ex *cq, unsigned n, std::vector<completion> *out,
+               double timeout = 10.0);
 /* Nothing more on the CQ now. */
 bool cq_empty(ibv_cq *cq);
 

@@ -133,6 +133,8 @@ TEST_F(mlx5face_control, objects_and_states)
     EXPECT_EQ(IBV_QPS_RTS, qa.qp_state);
     EXPECT_EQ(12, qa.timeout);
     EXPECT_EQ(5, qa.retry_cnt);
+    ASSERT_EQ(0, ibv_query_qp(dct, &qa, IBV_QP_STATE, &qi));
+    EXPECT_EQ(IBV_QPS_RTR, qa.qp_state);
 
     sq_view v;
     ASSERT_TRUE(v.init(dci));
@@ -222,7 +224,7 @@ TEST_F(mlx5face_control, invalid_arguments)
     EXPECT_EQ(EINVAL, errno);
     errno = 0;
     EXPECT_EQ(nullptr, create_dct(d, cq, nullptr, DC_KEY)); /* no SRQ */
-    EXPECT_NE(0, errno);
+    EXPECT_EQ(EINVAL, errno);
     EXPECT_EQ(0, ibv_destroy_cq(cq));
 
     /* and the device still works */

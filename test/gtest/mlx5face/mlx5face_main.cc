@@ -280,12 +280,13 @@ int dct_to_rtr(device &d, ibv_qp *qp)
                                           IBV_QP_AV | IBV_QP_PATH_MTU);
 }
 
-bool target::create(device &dev, size_t len, uint64_t key)
+bool target::create(device &dev, size_t len, uint64_t key,
+                    ibv_comp_channel *ch)
 {
     ibv_srq_init_attr sa;
 
     d   = &dev;
-    cqx = create_cq_ex(dev, 256, nullptr);
+    cqx = create_cq_ex(dev, 256, ch);
     if (cqx == nullptr) {
         return false;
     }

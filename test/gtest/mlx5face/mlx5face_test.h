@@ -99,7 +99,8 @@ struct target {
     ibv_srq *srq = nullptr;
     ibv_qp *dct = nullptr;
     memory mem;
-    bool create(device &dev, size_t len = 65536, uint64_t key = DC_KEY);
+    bool create(device &dev, size_t len = 65536, uint64_t key = DC_KEY,
+                ibv_comp_channel *ch = nullptr);
     void destroy();
     uint32_t dctn() const { return dct->qp_num; }
     int post_recv(uint64_t wr_id, size_t off, uint32_t len);

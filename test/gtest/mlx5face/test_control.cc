@@ -116,6 +116,14 @@ TEST_F(mlx5face_control, objects_and_states)
     ibv_srq_attr sq;
     ASSERT_EQ(0, ibv_query_srq(srq, &sq));
     EXPECT_GE(sq.max_wr, 32u);
+    ibv_srq_attr sm;
+    memset(&sm, 0, sizeof(sm));
+    sm.srq_limit = 4;
+    EXPECT_EQ(0, ibv_modify_srq(srq, &sm, IBV_SRQ_LIMIT));
+    ASSERT_EQ(0, ibv_query_srq(srq, &sq));
+    EXPECT_EQ(4u, sq.srq_limit);
+    sm.max_wr = 64; /* mlx5 SRQs do not resize */
+    EXPECT_EQ(EINVAL, ibv_modify_srq(srq, &sm, IBV_SRQ_MAX_WR));
 
     ibv_qp *dci = create_dci(d, cq, 32, true);
     ASSERT_NE(nullptr, dci);

@@ -259,3 +259,47 @@ TEST_F(mlx5face_control, close_releases_objects)
     EXPECT_EQ(qps0, live_qps());
     /* rdma-core's objects of the closed context leak, as they do on Linux */
 }
+
+/* Orders the kernel allows with work in flight: a PD that cannot go yet
+ * keeps serving its QPs; a QP destroyed with CQEs unpolled takes them with
+ * it (libmlx5 cleans its CQ); a DCT destroyed with receives posted, then its
+ * SRQ. */
+TEST_F(mlx5face_control, teardown_with_work_in_flight)
+{
+    target t;
+    ASSERT_TRUE(t.create(d));
+    initiator i;
+    ASSERT_TRUE(i.create(d, d.lid));
+    i.dctn = t.dctn();
+    completion c;
+
+    ASSERT_EQ(0, i.write(1, 0, 64, t.mem.mr->rkey, t.mem.addr()));
+    ASSERT_TRUE(poll_legacy(i.cq, &c));
+    EXPECT_EQ(EBUSY, ibv_dealloc_pd(d.pd));
+    ASSERT_EQ(0, i.write(2, 0, 64, t.mem.mr->rkey, t.mem.addr()));
+    ASSERT_TRUE(poll_legacy(i.cq, &c));
+    EXPECT_EQ(IBV_WC_SUCCESS, c.status);
+    EXPECT_EQ(2u, c.wr_id);
+
+    counters c0;
+    for (uint64_t id = 3; id < 7; id++) {
+        ASSERT_EQ(0, i.write(id, 0, 64, t.mem.mr->rkey, t.mem.addr()));
+    }
+    EXPECT_TRUE(dcx_test::poll_until(
+            [&] { return (counters() - c0).c.send_cqes == 4; }, [] {}, 10.0));
+    EXPECT_EQ(0, ibv_destroy_ah(i.ah));
+    EXPECT_EQ(0, ibv_destroy_qp(i.qp));
+    i.ah = nullptr;
+    i.qp = nullptr;
+    EXPECT_TRUE(cq_empty(i.cq));
+    i.destroy();
+
+    for (int k = 0; k < 4; k++) {
+        ASSERT_EQ(0, t.post_recv(k, 1024 * k, 1024));
+    }
+    EXPECT_EQ(0, ibv_destroy_qp(t.dct));
+    t.dct = nullptr;
+    EXPECT_EQ(0, ibv_destroy_srq(t.srq));
+    t.srq = nullptr;
+    t.destroy();
+}

@@ -435,6 +435,7 @@ TEST_F(mlx5face_data, completion_events)
     initiator i;
     ASSERT_TRUE(i.create(d, r.lid, 16, 10, 3, false, ch));
     i.dctn = r.dctn;
+    counters c0;
 
     for (uint64_t id = 1; id <= 2; id++) {
         ASSERT_EQ(0, ibv_req_notify_cq(i.cq, 0));
@@ -455,6 +456,7 @@ TEST_F(mlx5face_data, completion_events)
     EXPECT_EQ(3u, next(i, false).wr_id);
     struct pollfd pfd = {ch->fd, POLLIN, 0};
     EXPECT_EQ(0, poll(&pfd, 1, 100));
+    EXPECT_EQ(3u, (counters() - c0).wr(DCXEMU_CNT_OP_WRITE));
 
     i.destroy();
     EXPECT_EQ(0, ibv_destroy_comp_channel(ch));

@@ -366,6 +366,7 @@ TEST_F(mlx5face_wqe, wraps_the_end_of_the_queue)
         id++;
     }
     std::vector<char> data = dcx_test::data_vector(100, 7);
+    counters c0;
     auto *w = posted([&] {
         return i.write_inline(id, data.data(), 100, t.mem.mr->rkey,
                               t.mem.addr(2048));
@@ -377,6 +378,9 @@ TEST_F(mlx5face_wqe, wraps_the_end_of_the_queue)
     expect_inline(w, data);
     EXPECT_EQ(id, done().wr_id);
     EXPECT_EQ(-1, dcx_test::check_data(t.mem.ptr(2048), 100, 7));
+    counters c = counters() - c0;
+    EXPECT_EQ(1u, c.wr(DCXEMU_CNT_OP_WRITE));
+    EXPECT_EQ(100u, c.c.bytes);
 }
 
 /* Unsignaled WQEs then a signaled one: one CQE, and libmlx5 retires all of

@@ -27,14 +27,11 @@ namespace {
  * as it is rung (not DCXEMU_EXEC=deferred). */
 bool doorbell_synchronous()
 {
-    const char *uar  = getenv("DCXEMU_UAR");
-    const char *exec = getenv("DCXEMU_EXEC");
+    const char *u = getenv("DCXEMU_UAR"), *e = getenv("DCXEMU_EXEC");
+    std::string uar = (u != nullptr) ? u : "", exec = (e != nullptr) ? e : "";
+    bool trapped = (uar == "trap") || ((uar != "rw") && !RUNNING_ON_VALGRIND);
 
-    if ((uar != nullptr) && (std::string(uar) == "trap")) {
-        return (exec == nullptr) || (std::string(exec) != "deferred");
-    }
-    return !RUNNING_ON_VALGRIND && ((uar == nullptr) || (std::string(uar) != "rw")) &&
-           ((exec == nullptr) || (std::string(exec) != "deferred"));
+    return trapped && (exec != "deferred");
 }
 
 /* The permissions /proc/self/maps shows for the page at addr. */

@@ -237,7 +237,8 @@ static void cq_event(struct face_cq *cq)
 static int cqe_of(struct face_cq *cq, const struct ibv_wc *wc,
                   struct dcxemu_mlx5_cqe_info *ci)
 {
-    /* not opcode & IBV_WC_RECV: the driver opcodes (UMR) carry that bit */
+    /* not (opcode & IBV_WC_RECV): the driver opcodes of raw WQEs and UMRs
+     * (IBV_WC_DRIVER1..3) have that bit too, and are send completions */
     int recv = wc->opcode == IBV_WC_RECV ||
                wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM;
     struct face_qp *qp = qp_by_num(cq->obj.file, wc->qp_num);
@@ -503,11 +504,23 @@ void face_pump_all(void)
 }
 
 /* A send doorbell: the QP whose number the stored control segment names,
- * then every queue, so the poster sees its own completions. */
+ * then every queue, so the poster sees its own completions.  The receive
+ * WQEs posted so far are taken first: a device reads them from host memory
+ * when a message arrives, so a send to a DCT of this process must find
+ * them (no RNR where hardware has none). */
 void face_sq_ring(struct face_file *f, uint32_t qpn)
 {
     struct face_qp *qp;
     pthread_rwlock_rdlock(&pump_lock);
+    /* receives posted before this doorbell are there before its sends, as
+     * on hardware (a send to a DCT of this process must find them) */
+    for (uint32_t i = 0; i < pump_n; i++) {
+        if (pump_objs[i]->type == FACE_OBJ_SRQ) {
+            srq_pull((struct face_srq *)pump_objs[i], 0);
+        } else if (pump_objs[i]->type == FACE_OBJ_QP) {
+            rq_pull((struct face_qp *)pump_objs[i], 0);
+        }
+    }
     qp = qp_by_num(f, qpn);
     if (qp != NULL && !qp->is_dct) {
         face_sq_doorbell(qp);

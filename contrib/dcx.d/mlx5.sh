@@ -131,6 +131,9 @@ mlx5_halo() {
 suite_mlx5() {
     make -C "$DCX_BUILD" -s -j"$DCX_JOBS" check >/dev/null || die "building the tests failed"
     run_gtest mlx5 "$DCX_BUILD/test/gtest/mlx5/dcxemu_mlx5_gtest"
+    # through real rdma-core: control path, golden WQEs, data and errors,
+    # events, and the same scenario through both faces
+    run_gtest mlx5face "$DCX_BUILD/test/gtest/mlx5face/dcxemu_mlx5face_gtest"
     check mlx5-ibv_devices mlx5_devices
     check mlx5-ibv_devinfo mlx5_devinfo
     check mlx5-devx-umr mlx5_devx

@@ -127,7 +127,9 @@ static void apply_frees(struct sq_free *f, int n)
     }
 }
 
-int dcxemu_poll_cq_op(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
+/* solicited: NULL, or where each CQE's solicited event bit goes */
+static int poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc,
+                   uint8_t *solicited)
 {
     struct dcxemu_cq *cq    = (struct dcxemu_cq *)ibcq;
     struct dcxemu_shm_cq *s = cq->s;
@@ -157,12 +159,26 @@ int dcxemu_poll_cq_op(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
         w->slid           = e->slid;
         w->sl             = e->sl;
         w->dlid_path_bits = e->dlid_path_bits;
+        if (solicited != NULL) {
+            solicited[n - 1] = e->solicited;
+        }
         note_free(frees, &nf, e);
         s->head++;
     }
     pthread_mutex_unlock(&s->lock);
     apply_frees(frees, nf);
     return n;
+}
+
+int dcxemu_poll_cq_op(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
+{
+    return poll_cq(ibcq, num_entries, wc, NULL);
+}
+
+DCXEMU_API int dcxemu_poll_cq_solicited(struct ibv_cq *cq, int num_entries,
+                                        struct ibv_wc *wc, uint8_t *solicited)
+{
+    return poll_cq(cq, num_entries, wc, solicited);
 }
 
 int dcxemu_req_notify_cq_op(struct ibv_cq *ibcq, int solicited_only)

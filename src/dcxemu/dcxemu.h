@@ -354,6 +354,11 @@ DCXEMU_API int dcxemu_cq_wake_owner(struct ibv_cq *cq);
 DCXEMU_API int dcxemu_srq_wake_owner(struct ibv_srq *srq);
 DCXEMU_API int dcxemu_qp_wake_owner(struct ibv_qp *qp); /* its own RQ */
 
+/* ibv_poll_cq, and each completion's solicited event bit (struct ibv_wc has
+ * none; a CQ armed for solicited events fires on it). */
+DCXEMU_API int dcxemu_poll_cq_solicited(struct ibv_cq *cq, int num_entries,
+                                        struct ibv_wc *wc, uint8_t *solicited);
+
 /* A function this process's engine thread runs every time it wakes, and at
  * least every interval_ns (0: only when woken).  One hook per process; NULL
  * removes it.  0 or an errno value. */

@@ -275,13 +275,13 @@ static int cqe_of(struct face_cq *cq, const struct ibv_wc *wc,
     ci->slid      = wc->slid;
     ci->sl        = wc->sl;
     ci->grh       = (wc->wc_flags & IBV_WC_GRH) != 0;
-    ci->solicited = 0;
     return 1;
 }
 
 /* An arm whose sequence number has not fired yet, and whether a CQE fires
  * it. */
-static void cq_arm_check(struct face_cq *cq, const struct ibv_wc *wc)
+static void cq_arm_check(struct face_cq *cq, const struct ibv_wc *wc,
+                         int solicited)
 {
     uint32_t arm = be32toh(__atomic_load_n(&cq->dbrec[1], __ATOMIC_ACQUIRE));
     uint32_t sn  = arm >> 28;
@@ -289,8 +289,8 @@ static void cq_arm_check(struct face_cq *cq, const struct ibv_wc *wc)
         return;
     }
     if ((arm & CQ_DB_REQ_NOT_SOL) && wc != NULL &&
-        wc->status == IBV_WC_SUCCESS && !(wc->wc_flags & IBV_WC_WITH_IMM)) {
-        return; /* solicited only: the model marks no SE, so only errors */
+        wc->status == IBV_WC_SUCCESS && !solicited) {
+        return; /* solicited only: a solicited CQE or an error fires it */
     }
     cq->armed       = 0;
     cq->last_arm_sn = sn + 1;
@@ -312,6 +312,7 @@ static int obj_lock(pthread_mutex_t *lock, int try)
 static void cq_pump(struct face_cq *cq, int try)
 {
     struct ibv_wc wc[PUMP_BATCH];
+    uint8_t solicited[PUMP_BATCH];
     struct dcxemu_mlx5_cqe_info ci;
     if (!obj_lock(&cq->lock, try)) {
         return;
@@ -326,16 +327,19 @@ static void cq_pump(struct face_cq *cq, int try)
         if (room == 0) {
             break; /* the rest waits in the model's CQ */
         }
-        n = ibv_poll_cq(cq->cq, room < PUMP_BATCH ? room : PUMP_BATCH, wc);
+        n = dcxemu_poll_cq_solicited(cq->cq,
+                                     room < PUMP_BATCH ? room : PUMP_BATCH, wc,
+                                     solicited);
         if (n <= 0) {
             break;
         }
         for (int i = 0; i < n; i++) {
             if (cqe_of(cq, &wc[i], &ci)) {
+                ci.solicited = solicited[i];
                 dcxemu_mlx5_cqe_write(cq->buf, cq->cqe_size, cq->ncqe, cq->pi++,
                                       &ci);
                 FACE_STAT(cqes, 1);
-                cq_arm_check(cq, &wc[i]);
+                cq_arm_check(cq, &wc[i], solicited[i]);
             }
         }
     }
@@ -350,7 +354,7 @@ void face_cq_write_now(struct face_cq *cq,
     cq_pump(cq, 0);
     pthread_mutex_lock(&cq->lock);
     dcxemu_mlx5_cqe_write(cq->buf, cq->cqe_size, cq->ncqe, cq->pi++, ci);
-    cq_arm_check(cq, NULL);
+    cq_arm_check(cq, NULL, 0);
     pthread_mutex_unlock(&cq->lock);
 }
 
@@ -372,7 +376,7 @@ void face_cq_arm(struct face_file *f, uint32_t cqn)
         cq->armed = 1;
         ci_idx    = be32toh(cq->dbrec[1]) & 0xffffff;
         if (((cq->pi - ci_idx) & 0xffffff) != 0) {
-            cq_arm_check(cq, NULL);
+            cq_arm_check(cq, NULL, 0);
         }
         pthread_mutex_unlock(&cq->lock);
     }

@@ -39,6 +39,12 @@ static void async_write(struct face_file *f, uint64_t element, uint32_t type,
     }
 }
 
+/* An event the face raises itself (a CQ overrun). */
+void face_async_event(struct face_file *f, struct face_obj *o, uint32_t type)
+{
+    async_write(f, o->user_handle, type, o);
+}
+
 /* Every event the model has for the file now (pump_lock held). */
 void face_async_pump(struct face_file *f)
 {

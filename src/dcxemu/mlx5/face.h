@@ -82,6 +82,7 @@ struct face_cq {
     uint32_t last_arm_sn; /* sn + 1 of the arm that last fired, 0: none */
     uint32_t comp_events; /* events written to the channel */
     int armed; /* an arm doorbell came and has not fired yet */
+    int overrun; /* a CQE found no room (CQ error reported) */
     pthread_mutex_t lock; /* one writer of the CQ buffer at a time */
 };
 
@@ -132,6 +133,7 @@ struct face_qp {
     uint16_t rq_taken; /* receive WQEs handed to the model */
     pthread_mutex_t rq_lock;
     uint16_t backstop_pi; /* the send record when the engine last looked */
+    int in_error; /* the face failed a WQE: what follows is flushed */
     struct face_wqe_info *wqe; /* per WQE basic block index */
     struct dcxemu_mlx5_wqe *dec; /* the WQE being decoded (large: not on a
                                     signal stack) */
@@ -252,6 +254,7 @@ void face_pd_release_ahs(struct face_pd *pd);
 
 /* ---- async.c: asynchronous events */
 void face_async_pump(struct face_file *f);
+void face_async_event(struct face_file *f, struct face_obj *o, uint32_t type);
 uint32_t face_async_events_read(struct face_obj *o);
 
 /* ---- pump.c: completions out, receive WQEs in, completion channels */

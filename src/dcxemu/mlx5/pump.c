@@ -270,18 +270,18 @@ static int cqe_of(struct face_cq *cq, const struct ibv_wc *wc,
         ci->opcode = (wc->wc_flags & IBV_WC_WITH_IMM) ? MLX5_CQE_RESP_SEND_IMM :
                                                         MLX5_CQE_RESP_SEND;
     }
-    ci->imm       = wc->imm_data;
-    ci->src_qpn   = wc->src_qp;
-    ci->slid      = wc->slid;
-    ci->sl        = wc->sl;
-    ci->grh       = (wc->wc_flags & IBV_WC_GRH) != 0;
+    ci->imm     = wc->imm_data;
+    ci->src_qpn = wc->src_qp;
+    ci->slid    = wc->slid;
+    ci->sl      = wc->sl;
+    ci->grh     = (wc->wc_flags & IBV_WC_GRH) != 0;
     return 1;
 }
 
 /* An arm whose sequence number has not fired yet, and whether a CQE fires
  * it. */
-static void cq_arm_check(struct face_cq *cq, const struct ibv_wc *wc,
-                         int solicited)
+static void
+cq_arm_check(struct face_cq *cq, const struct ibv_wc *wc, int solicited)
 {
     uint32_t arm = be32toh(__atomic_load_n(&cq->dbrec[1], __ATOMIC_ACQUIRE));
     uint32_t sn  = arm >> 28;
@@ -351,10 +351,22 @@ static void cq_pump(struct face_cq *cq, int try)
 void face_cq_write_now(struct face_cq *cq,
                        const struct dcxemu_mlx5_cqe_info *ci)
 {
+    uint32_t ci_idx;
     cq_pump(cq, 0);
     pthread_mutex_lock(&cq->lock);
-    dcxemu_mlx5_cqe_write(cq->buf, cq->cqe_size, cq->ncqe, cq->pi++, ci);
-    cq_arm_check(cq, NULL, 0);
+    ci_idx = be32toh(__atomic_load_n(&cq->dbrec[0], __ATOMIC_ACQUIRE)) &
+             0xffffff;
+    if (((cq->pi - ci_idx) & 0xffffff) >= cq->ncqe) {
+        /* no room: an overrun, as the HCA reports it (once) */
+        if (!cq->overrun) {
+            cq->overrun = 1;
+            face_log("CQ %u overrun: a CQE is lost", cq->obj.handle);
+            face_async_event(cq->obj.file, &cq->obj, IBV_EVENT_CQ_ERR);
+        }
+    } else {
+        dcxemu_mlx5_cqe_write(cq->buf, cq->cqe_size, cq->ncqe, cq->pi++, ci);
+        cq_arm_check(cq, NULL, 0);
+    }
     pthread_mutex_unlock(&cq->lock);
 }
 

@@ -192,17 +192,24 @@ wqe_post(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w, uint32_t wqebb)
     return ibv_wr_complete(x);
 }
 
-/* A WQE the model never executes: its error CQE, then the QP in error. */
+/* A WQE the model never executes: its error CQE, then the QP in error.  Once
+ * the QP is in error, what follows is flushed (a bad WQE then is only logged
+ * once: garbage in a queue must not flood the log). */
 static void
 wqe_fail(struct face_qp *qp, uint16_t index, uint8_t opcode, uint8_t syndrome)
 {
     struct dcxemu_mlx5_cqe_info ci;
     struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
     FACE_STAT(bad_wqes, 1);
-    face_log("QP 0x%x: WQE %u (opcode 0x%x) completes in error, syndrome "
-             "0x%x",
-             qp->qpn, index, opcode, syndrome);
-    (void)dcxemu_ibv_modify_qp(qp->qp, &a, IBV_QP_STATE);
+    if (qp->in_error) {
+        syndrome = MLX5_CQE_SYNDROME_WR_FLUSH_ERR;
+    } else {
+        face_log("QP 0x%x: WQE %u (opcode 0x%x) completes in error, "
+                 "syndrome 0x%x",
+                 qp->qpn, index, opcode, syndrome);
+        (void)dcxemu_ibv_modify_qp(qp->qp, &a, IBV_QP_STATE);
+        qp->in_error = 1;
+    }
     if (qp->send_cq == NULL) {
         return;
     }
@@ -284,6 +291,7 @@ void face_sq_reset(struct face_qp *qp)
     pthread_mutex_lock(&qp->sq_lock);
     qp->sq_pi       = 0;
     qp->backstop_pi = 0;
+    qp->in_error    = 0;
     pthread_mutex_unlock(&qp->sq_lock);
     pthread_mutex_lock(&qp->rq_lock);
     qp->rq_taken = 0;

@@ -455,6 +455,47 @@ TEST_F(mlx5face_wqe, malformed_wqes_complete_in_error)
     }
 }
 
+/* Garbage harms nobody: stores anywhere in the UAR page, a doorbell that
+ * names no QP, and a doorbell record far ahead of what was written complete
+ * the QP's WQEs in error or flush them (at most a CQ overrun), and another
+ * QP keeps working. */
+TEST_F(mlx5face_wqe, garbage_harms_nobody)
+{
+    volatile uint64_t *page =
+            (volatile uint64_t *)((uintptr_t)v.dv.bf.reg & ~(uintptr_t)4095);
+    page[0]                           = 0xdeadbeefdeadbeefull;
+    page[0x100 / 8]                   = 0x0123456789abcdefull;
+    *(volatile uint64_t *)v.dv.bf.reg = htobe64(0xffffff00ull); /* QP 0xffffff */
+
+    counters c0;
+    uint16_t pi = v.pi();
+    memset(v.dv.sq.buf, 0xa5, (size_t)v.dv.sq.wqe_cnt * v.dv.sq.stride);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    v.dv.dbrec[MLX5_SND_DBR] = htobe32((uint16_t)(pi + 1000));
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    *(volatile uint64_t *)v.dv.bf.reg = htobe64((uint64_t)i.qp->qp_num << 8);
+
+    completion c;
+    ASSERT_TRUE(poll_legacy(i.cq, &c));
+    EXPECT_EQ(IBV_WC_LOC_QP_OP_ERR, c.status);
+    ibv_qp_attr qa;
+    ibv_qp_init_attr qi;
+    ASSERT_EQ(0, ibv_query_qp(i.qp, &qa, IBV_QP_STATE, &qi));
+    EXPECT_EQ(IBV_QPS_ERR, qa.qp_state);
+    EXPECT_EQ(0u, (counters() - c0).wr(DCXEMU_CNT_OP_WRITE));
+
+    initiator other;
+    ASSERT_TRUE(other.create(d, d.lid));
+    other.dctn = t.dctn();
+    dcx_test::fill_data(other.mem.ptr(), 64, 9);
+    ASSERT_EQ(0, other.write(7, 0, 64, t.mem.mr->rkey, t.mem.addr(512)));
+    completion oc;
+    ASSERT_TRUE(poll_legacy(other.cq, &oc));
+    EXPECT_EQ(IBV_WC_SUCCESS, oc.status);
+    EXPECT_EQ(-1, dcx_test::check_data(t.mem.ptr(512), 64, 9));
+    other.destroy();
+}
+
 /* The doorbell is the store that runs the device: the UAR page is trapped
  * (no access), and a WQE to a DCT of this process has its CQE when the
  * store returns, long before the face's millisecond scan. */

@@ -156,8 +156,11 @@ struct face_mkey {
 };
 
 /* One open of /dev/infiniband/uverbsN. */
+#define FACE_FILE_FDS 8
+
 struct face_file {
-    int fd; /* the memfd the application holds */
+    int fd[FACE_FILE_FDS]; /* the memfd the application holds, and its
+                              duplicates; -1: free */
     int dev_index;
     ino_t ino; /* the memfd's inode: finds its mappings in /proc/self/maps */
     struct ibv_context *ctx; /* the model's context, after GET_CONTEXT */

@@ -64,6 +64,11 @@ REAL(int, close, int)
 REAL(ssize_t, write, int, const void *, size_t)
 REAL(int, ioctl, int, unsigned long, ...)
 REAL(int, socket, int, int, int)
+REAL(int, dup, int)
+REAL(int, dup2, int, int)
+REAL(int, dup3, int, int, int)
+REAL(int, fcntl, int, int, ...)
+REAL(int, fcntl64, int, int, ...)
 REAL(int, stat, const char *, struct stat *)
 REAL(int, lstat, const char *, struct stat *)
 REAL(int, fstat, int, struct stat *)
@@ -124,9 +129,10 @@ struct face_file *face_file_get(int fd)
     }
     pthread_mutex_lock(&face_files_lock);
     for (int i = 0; i < FACE_MAX_FILES; i++) {
-        if (face_files[i] != NULL && face_files[i]->fd == fd) {
-            f = face_files[i];
-            break;
+        for (int k = 0; face_files[i] != NULL && k < FACE_FILE_FDS; k++) {
+            if (face_files[i]->fd[k] == fd) {
+                f = face_files[i];
+            }
         }
     }
     pthread_mutex_unlock(&face_files_lock);
@@ -180,7 +186,10 @@ static int cdev_open(int dev, int flags)
         errno = err;
         return -1;
     }
-    f->fd        = fd;
+    for (int k = 0; k < FACE_FILE_FDS; k++) {
+        f->fd[k] = -1;
+    }
+    f->fd[0]     = fd;
     f->dev_index = dev;
     f->ino       = st.st_ino;
     f->async_wfd = -1;
@@ -205,17 +214,53 @@ static int cdev_open(int dev, int flags)
     return fd;
 }
 
-static void cdev_close(struct face_file *f)
+/* One of the file's descriptors closes; the last one releases the file, as
+ * the kernel releases it when its last reference goes. */
+static void cdev_close(struct face_file *f, int fd)
 {
+    int left = 0;
     pthread_mutex_lock(&face_files_lock);
-    for (int i = 0; i < FACE_MAX_FILES; i++) {
-        if (face_files[i] == f) {
-            face_files[i] = NULL;
+    for (int k = 0; k < FACE_FILE_FDS; k++) {
+        if (f->fd[k] == fd) {
+            f->fd[k] = -1;
+        }
+        left += f->fd[k] >= 0;
+    }
+    if (left == 0) {
+        for (int i = 0; i < FACE_MAX_FILES; i++) {
+            if (face_files[i] == f) {
+                face_files[i] = NULL;
+            }
         }
     }
     pthread_mutex_unlock(&face_files_lock);
-    atomic_fetch_sub(&face_open_files, 1);
-    face_file_release(f);
+    if (left == 0) {
+        atomic_fetch_sub(&face_open_files, 1);
+        face_file_release(f);
+    }
+}
+
+/* dup() of a file's descriptor: the new one is the same file. */
+static int cdev_dup(struct face_file *f, int nfd)
+{
+    int done = 0;
+    if (nfd < 0) {
+        return nfd;
+    }
+    pthread_mutex_lock(&face_files_lock);
+    for (int k = 0; k < FACE_FILE_FDS && !done; k++) {
+        if (f->fd[k] < 0) {
+            f->fd[k] = nfd;
+            done     = 1;
+        }
+    }
+    pthread_mutex_unlock(&face_files_lock);
+    if (!done) {
+        face_log("uverbs%d: more than %d descriptors of one open; %d is "
+                 "not the device",
+                 f->dev_index, FACE_FILE_FDS, nfd);
+    }
+    return nfd;
 }
 
 /* ---- open */
@@ -389,11 +434,77 @@ FACE_API int close(int fd)
 {
     struct face_file *f = face_file_get(fd);
     if (f != NULL) {
-        cdev_close(f);
+        cdev_close(f, fd);
     }
     face_channel_closed(fd);
     face_async_closed(fd);
     return get_close()(fd);
+}
+
+FACE_API int dup(int fd)
+{
+    struct face_file *f = face_file_get(fd);
+    int nfd             = get_dup()(fd);
+    return f != NULL ? cdev_dup(f, nfd) : nfd;
+}
+
+/* dup2/dup3 onto one of the file's descriptors closes that one first. */
+static void dup_target_closes(int fd, int nfd)
+{
+    struct face_file *g = face_file_get(nfd);
+    if (g != NULL && nfd != fd) {
+        cdev_close(g, nfd);
+    }
+}
+
+FACE_API int dup2(int fd, int nfd)
+{
+    struct face_file *f = face_file_get(fd);
+    int r;
+    dup_target_closes(fd, nfd);
+    r = get_dup2()(fd, nfd);
+    return f != NULL && r >= 0 && nfd != fd ? cdev_dup(f, r) : r;
+}
+
+FACE_API int dup3(int fd, int nfd, int flags)
+{
+    struct face_file *f = face_file_get(fd);
+    int r;
+    dup_target_closes(fd, nfd);
+    r = get_dup3()(fd, nfd, flags);
+    return f != NULL && r >= 0 ? cdev_dup(f, r) : r;
+}
+
+static int fcntl_body(int (*real)(int, int, ...), int fd, int cmd, void *arg)
+{
+    struct face_file *f;
+    int r = real(fd, cmd, arg);
+    if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && r >= 0 &&
+        (f = face_file_get(fd)) != NULL) {
+        cdev_dup(f, r);
+    }
+    return r;
+}
+
+FACE_API int fcntl(int fd, int cmd, ...)
+{
+    va_list ap;
+    void *arg;
+    va_start(ap, cmd);
+    arg = va_arg(ap, void *);
+    va_end(ap);
+    return fcntl_body(get_fcntl(), fd, cmd, arg);
+}
+
+FACE_API int fcntl64(int fd, int cmd, ...)
+{
+    va_list ap;
+    void *arg;
+    va_start(ap, cmd);
+    arg = va_arg(ap, void *);
+    va_end(ap);
+    return fcntl_body(get_fcntl64() != NULL ? get_fcntl64() : get_fcntl(), fd,
+                      cmd, arg);
 }
 
 FACE_API int socket(int domain, int type, int protocol)

@@ -3,6 +3,9 @@
  * and the errno of every refusal (the kernel's or libmlx5's own). */
 #include "mlx5face_test.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <errno.h>
 
 using namespace mlx5face;
@@ -258,6 +261,31 @@ TEST_F(mlx5face_control, close_releases_objects)
     EXPECT_EQ(0, ibv_close_device(d2.ctx));
     EXPECT_EQ(qps0, live_qps());
     /* rdma-core's objects of the closed context leak, as they do on Linux */
+}
+
+/* A duplicate of the device's descriptor is the same open file: commands
+ * work through it after the original is closed, and the file lives until
+ * its last descriptor goes. */
+TEST_F(mlx5face_control, descriptor_duplicates)
+{
+    uint32_t qps0 = live_qps();
+    device d2;
+    ASSERT_TRUE(d2.open(face_verbs()));
+    int dup_fd = dup(d2.ctx->cmd_fd);
+    int hi_fd  = fcntl(d2.ctx->cmd_fd, F_DUPFD_CLOEXEC, 100);
+    ASSERT_GE(dup_fd, 0);
+    ASSERT_GE(hi_fd, 100);
+    ASSERT_EQ(0, close(d2.ctx->cmd_fd));
+    d2.ctx->cmd_fd = dup_fd;
+    ibv_cq *cq = ibv_create_cq(d2.ctx, 8, nullptr, nullptr, 0);
+    ASSERT_NE(nullptr, cq);
+    ibv_qp *dci = create_dci(d2, cq, 16, false);
+    ASSERT_NE(nullptr, dci);
+    EXPECT_EQ(qps0 + 1, live_qps());
+    EXPECT_EQ(0, close(hi_fd));
+    EXPECT_EQ(qps0 + 1, live_qps()); /* still open through dup_fd */
+    EXPECT_EQ(0, ibv_close_device(d2.ctx));
+    EXPECT_EQ(qps0, live_qps());
 }
 
 /* Orders the kernel allows with work in flight: a PD that cannot go yet

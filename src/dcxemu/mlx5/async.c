@@ -48,11 +48,12 @@ void face_async_event(struct face_file *f, struct face_obj *o, uint32_t type)
 /* Every event the model has for the file now (pump_lock held). */
 void face_async_pump(struct face_file *f)
 {
+    struct ibv_context *ctx = __atomic_load_n(&f->ctx, __ATOMIC_ACQUIRE);
     struct ibv_async_event e;
-    if (f->ctx == NULL) {
+    if (ctx == NULL) {
         return;
     }
-    while (dcxemu_ibv_get_async_event(f->ctx, &e) == 0) {
+    while (dcxemu_ibv_get_async_event(ctx, &e) == 0) {
         struct face_obj *o = NULL;
         uint64_t element;
         switch (e.event_type) {

@@ -91,6 +91,7 @@ static int cmd_get_context(struct face_file *f, const struct face_cmd *c)
     struct mlx5dv_context_attr attr = { 0 };
     struct dcxemu_port_desc desc;
     struct ibv_device **list;
+    struct ibv_context *ctx;
     int n, pfd[2];
     if (f->ctx != NULL) {
         return EINVAL; /* one context per open, as the kernel */
@@ -106,26 +107,26 @@ static int cmd_get_context(struct face_file *f, const struct face_cmd *c)
     if (list == NULL) {
         return errno ? errno : ENODEV;
     }
-    f->ctx = f->dev_index < n ?
-                     dcxemu_mlx5dv_open_device(list[f->dev_index], &attr) :
-                     NULL;
+    ctx = f->dev_index < n ?
+                  dcxemu_mlx5dv_open_device(list[f->dev_index], &attr) :
+                  NULL;
     dcxemu_ibv_free_device_list(list);
-    if (f->ctx == NULL) {
+    if (ctx == NULL) {
         return errno ? errno : ENODEV;
     }
     if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) != 0) {
         int err = errno;
-        dcxemu_ibv_close_device(f->ctx);
-        f->ctx = NULL;
+        dcxemu_ibv_close_device(ctx);
         return err;
     }
     /* the reader blocks in ibv_get_async_event unless it asked otherwise */
     fcntl(pfd[0], F_SETFL, fcntl(pfd[0], F_GETFL) & ~O_NONBLOCK);
     f->async_wfd = pfd[1];
     f->async_rfd = pfd[0];
-    /* the engine drains the model's events without waiting */
-    fcntl(f->ctx->async_fd, F_SETFL,
-          fcntl(f->ctx->async_fd, F_GETFL) | O_NONBLOCK);
+    /* the engine drains the model's events without waiting: the context is
+     * published (the engine may look at once) only once it cannot block */
+    fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);
+    __atomic_store_n(&f->ctx, ctx, __ATOMIC_RELEASE);
 
     memset(&resp, 0, sizeof(resp));
     resp.async_fd         = (uint32_t)pfd[0];

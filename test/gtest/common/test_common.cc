@@ -294,6 +294,12 @@ std::vector<uint64_t> msg_u64s(const std::vector<char> &msg)
     return values;
 }
 
+bool test_face_mlx5()
+{
+    const char *face = getenv("DCX_TEST_FACE");
+    return face != NULL && strcmp(face, "mlx5") == 0;
+}
+
 int run_suite(int argc, char **argv, const char *suite, const env_vars &env)
 {
     std::string fabric  = std::string("dcx-") + suite + "-test-" +
@@ -304,7 +310,7 @@ int run_suite(int argc, char **argv, const char *suite, const env_vars &env)
      * process); children inherit all of it. */
     setenv("DCXEMU_FABRIC", fabric.c_str(), 0);
     setenv("DCXEMU_TIME_SCALE", "0.01", 0);
-    setenv("UCX_DCX_EMU", "y", 1);
+    setenv("UCX_DCX_EMU", test_face_mlx5() ? "n" : "y", 1);
     setenv("UCX_DCX_EMU_LIB", (emu_lib != NULL) ? emu_lib : DCX_TEST_EMU_LIB,
            1);
     for (const auto &kv : env) {

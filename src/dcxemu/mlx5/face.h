@@ -25,7 +25,7 @@ struct dcxemu_mlx5_wqe;
 #define FACE_UVERBS_MINOR 192 /* uverbs0; uverbsN is 192 + N */
 #define FACE_UAR_PAGES    8 /* 16 static bfregs, 2 per UAR, one UAR a page */
 #define FACE_TOT_BFREGS   16
-#define FACE_MAX_FILES    64
+#define FACE_MAX_FILES    1024 /* opens of the device per process */
 #define FACE_MAX_WQE      1024 /* a ctrl segment's ds counts 63 16-byte units */
 
 /* What one object of the uverbs interface is. */
@@ -170,6 +170,7 @@ struct face_file {
     struct {
         void *addr;
         size_t len;
+        int seen; /* still mapped at the last scan */
     } uar[FACE_UAR_PAGES]; /* where the application mapped the UAR pages */
     struct face_obj **objs;
     uint32_t nobjs;
@@ -278,6 +279,7 @@ void face_channel_closed(int fd);
 
 /* every open file (preload.c) */
 extern struct face_file *face_files[FACE_MAX_FILES];
+extern int face_files_hwm; /* 1 + the highest slot ever used: scans stop there */
 extern pthread_mutex_t face_files_lock;
 
 /* What the face did (DCXEMU_MLX5_STATS=1 prints them at exit). */

@@ -43,6 +43,7 @@
 #define CDEV_DIR "/dev/infiniband/uverbs"
 
 struct face_file *face_files[FACE_MAX_FILES];
+int face_files_hwm;
 pthread_mutex_t face_files_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int face_open_files; /* write() looks no further when 0 */
 
@@ -128,7 +129,7 @@ struct face_file *face_file_get(int fd)
         return NULL;
     }
     pthread_mutex_lock(&face_files_lock);
-    for (int i = 0; i < FACE_MAX_FILES; i++) {
+    for (int i = 0; i < face_files_hwm; i++) {
         for (int k = 0; face_files[i] != NULL && k < FACE_FILE_FDS; k++) {
             if (face_files[i]->fd[k] == fd) {
                 f = face_files[i];
@@ -147,7 +148,7 @@ void face_async_closed(int fd)
         return;
     }
     pthread_mutex_lock(&face_files_lock);
-    for (int i = 0; i < FACE_MAX_FILES; i++) {
+    for (int i = 0; i < face_files_hwm; i++) {
         if (face_files[i] != NULL && face_files[i]->async_rfd == fd) {
             face_files[i]->async_rfd = -1;
         }
@@ -201,6 +202,9 @@ static int cdev_open(int dev, int flags)
         if (face_files[i] == NULL) {
             face_files[i] = f;
             slot          = i;
+            if (i + 1 > face_files_hwm) {
+                face_files_hwm = i + 1;
+            }
         }
     }
     pthread_mutex_unlock(&face_files_lock);
@@ -227,7 +231,7 @@ static void cdev_close(struct face_file *f, int fd)
         left += f->fd[k] >= 0;
     }
     if (left == 0) {
-        for (int i = 0; i < FACE_MAX_FILES; i++) {
+        for (int i = 0; i < face_files_hwm; i++) {
             if (face_files[i] == f) {
                 face_files[i] = NULL;
             }

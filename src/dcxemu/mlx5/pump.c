@@ -509,7 +509,7 @@ void face_pump_all(void)
     }
     pump_locked(1);
     if (pthread_mutex_trylock(&face_files_lock) == 0) {
-        for (int i = 0; i < FACE_MAX_FILES; i++) {
+        for (int i = 0; i < face_files_hwm; i++) {
             if (face_files[i] != NULL) {
                 face_async_pump(face_files[i]);
             }

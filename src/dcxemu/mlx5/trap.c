@@ -39,7 +39,7 @@
  * is built with -fvisibility=hidden. */
 #define TRAP_EXPORT __attribute__((visibility("default")))
 
-#define TRAP_MAX_REGIONS 256
+#define TRAP_MAX_REGIONS 1024
 #define TRAP_APP_SLOTS   16
 /* Code is read directly up to the next 4 KiB boundary: the smallest page. */
 #define TRAP_CODE_CHUNK 4096
@@ -636,7 +636,7 @@ out:
     return rc;
 }
 
-void dcxemu_trap_remove(void *addr, size_t len)
+static void trap_unregister(void *addr, size_t len, int restore)
 {
     unsigned n, i;
 
@@ -648,7 +648,7 @@ void dcxemu_trap_remove(void *addr, size_t len)
         }
         /* read-write before the region goes: a store that faulted before
          * still finds it */
-        if (!dcxemu_trap_rw_mode()) {
+        if (restore && !dcxemu_trap_rw_mode()) {
             mprotect(addr, len, PROT_READ | PROT_WRITE);
             (void)VALGRIND_MAKE_MEM_DEFINED(addr, len);
         }
@@ -662,6 +662,17 @@ void dcxemu_trap_remove(void *addr, size_t len)
     atomic_store(&trap_nregions, n);
     pthread_mutex_unlock(&trap_lock);
 }
+
+void dcxemu_trap_remove(void *addr, size_t len)
+{
+    trap_unregister(addr, len, 1);
+}
+
+void dcxemu_trap_forget(void *addr)
+{
+    trap_unregister(addr, 0, 0);
+}
+
 
 int dcxemu_trap_covers(const void *addr)
 {

@@ -44,6 +44,10 @@ int dcxemu_trap_add(void *addr, size_t len, dcxemu_trap_fn fn, void *arg);
  * thread may store to it meanwhile. */
 void dcxemu_trap_remove(void *addr, size_t len);
 
+/* Stop trapping the region added at addr, which is no longer mapped (its
+ * pages are not touched: the addresses may hold another mapping now). */
+void dcxemu_trap_forget(void *addr);
+
 /* 1 if addr is in a region added (in rw mode too), else 0. */
 int dcxemu_trap_covers(const void *addr);
 

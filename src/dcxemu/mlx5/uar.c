@@ -37,13 +37,13 @@ static void uar_store(void *arg, void *addr, uint64_t value)
     }
 }
 
-/* Register one mapping of file f's pages (f->lock not needed: the table of
- * files is locked). */
+/* Register one mapping of file f's pages (the table of files is locked). */
 static void uar_add(struct face_file *f, void *addr, size_t len)
 {
-    int slot = -1;
+    int slot = -1, err;
     for (int i = 0; i < FACE_UAR_PAGES; i++) {
-        if (f->uar[i].addr == addr) {
+        if (f->uar[i].addr == addr && f->uar[i].len == len) {
+            f->uar[i].seen = 1;
             return;
         }
         if (f->uar[i].addr == NULL && slot < 0) {
@@ -55,14 +55,19 @@ static void uar_add(struct face_file *f, void *addr, size_t len)
                  f->dev_index, FACE_UAR_PAGES, addr);
         return;
     }
-    if (dcxemu_trap_add(addr, len, uar_store, f) != 0) {
-        face_log("uverbs%d: cannot trap the UAR at %p: %m", f->dev_index, addr);
+    if ((err = dcxemu_trap_add(addr, len, uar_store, f)) != 0) {
+        face_log("uverbs%d: cannot trap the UAR at %p: %s", f->dev_index, addr,
+                 strerror(err));
         return;
     }
     f->uar[slot].addr = addr;
     f->uar[slot].len  = len;
+    f->uar[slot].seen = 1;
 }
 
+/* The mappings of the files' pages now, against what is trapped: new ones
+ * are trapped, those the application unmapped are forgotten (their addresses
+ * may hold another mapping by now, which is left alone). */
 void face_uar_scan(void)
 {
     char line[512], path[256];
@@ -71,18 +76,44 @@ void face_uar_scan(void)
         return;
     }
     pthread_mutex_lock(&face_files_lock);
-    while (fgets(line, sizeof(line), maps) != NULL) {
-        unsigned long start, end, ino;
+    for (int i = 0; i < face_files_hwm; i++) {
+        for (int k = 0; face_files[i] != NULL && k < FACE_UAR_PAGES; k++) {
+            face_files[i]->uar[k].seen = 0;
+        }
+    }
+    /* libmlx5 maps the pages one by one: adjacent lines of one file are one
+     * region */
+    unsigned long rstart = 0, rend = 0, rino = 0;
+    int more;
+    do {
+        unsigned long start = 0, end = 0, ino = 0;
+        more    = fgets(line, sizeof(line), maps) != NULL;
         path[0] = '\0';
-        if (sscanf(line, "%lx-%lx %*s %*s %*s %lu %255s", &start, &end, &ino,
-                   path) < 3 ||
-            strstr(path, "dcxemu-uverbs") == NULL) {
+        if (more && (sscanf(line, "%lx-%lx %*s %*s %*s %lu %255s", &start, &end,
+                            &ino, path) < 3 ||
+                     strstr(path, "dcxemu-uverbs") == NULL)) {
             continue;
         }
-        for (int i = 0; i < FACE_MAX_FILES; i++) {
+        if (more && ino == rino && start == rend) {
+            rend = end;
+            continue;
+        }
+        for (int i = 0; rend != 0 && i < face_files_hwm; i++) {
             struct face_file *f = face_files[i];
-            if (f != NULL && f->ino == (ino_t)ino) {
-                uar_add(f, (void *)start, end - start);
+            if (f != NULL && f->ino == (ino_t)rino) {
+                uar_add(f, (void *)rstart, rend - rstart);
+            }
+        }
+        rstart = start;
+        rend   = end;
+        rino   = ino;
+    } while (more);
+    for (int i = 0; i < face_files_hwm; i++) {
+        for (int k = 0; face_files[i] != NULL && k < FACE_UAR_PAGES; k++) {
+            struct face_file *f = face_files[i];
+            if (f->uar[k].addr != NULL && !f->uar[k].seen) {
+                dcxemu_trap_forget(f->uar[k].addr);
+                f->uar[k].addr = NULL;
             }
         }
     }
@@ -90,11 +121,13 @@ void face_uar_scan(void)
     fclose(maps);
 }
 
+/* The file is released: libmlx5 unmapped its pages before it closed the
+ * descriptor, so they are only forgotten. */
 void face_uar_forget(struct face_file *f)
 {
     for (int i = 0; i < FACE_UAR_PAGES; i++) {
         if (f->uar[i].addr != NULL) {
-            dcxemu_trap_remove(f->uar[i].addr, f->uar[i].len);
+            dcxemu_trap_forget(f->uar[i].addr);
             f->uar[i].addr = NULL;
         }
     }

@@ -355,23 +355,31 @@ static struct ibv_qp *qp_model_create(struct face_file *f, struct face_qp *qp,
                        IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
     if (u->flags & QP_FLAG_TYPE_DCI) {
         dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
-        /* masked atomics arrive as raw WQEs where the device has them */
+        /* masked atomics and NOPs arrive as raw WQEs */
         dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
         dv.send_ops_flags = MLX5DV_QP_EX_WITH_RAW_WQE;
-        mq                = dcxemu_mlx5dv_create_qp(f->ctx, &a, &dv);
-        if (mq == NULL && errno == EOPNOTSUPP) {
-            dv.comp_mask &= ~MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
-            dv.send_ops_flags = 0;
-            mq                = dcxemu_mlx5dv_create_qp(f->ctx, &a, &dv);
-        }
-        return mq;
+    } else {
+        /* an RC QP: data, and UMR and LOCAL_INV as dcx's UMR host */
+        a.send_ops_flags |= IBV_QP_EX_WITH_LOCAL_INV;
+        dv.comp_mask      = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+        dv.send_ops_flags = MLX5DV_QP_EX_WITH_MR_INTERLEAVED |
+                            MLX5DV_QP_EX_WITH_MR_LIST |
+                            MLX5DV_QP_EX_WITH_RAW_WQE;
     }
-    /* an RC QP: data, and UMR and LOCAL_INV as dcx's UMR host */
-    a.send_ops_flags |= IBV_QP_EX_WITH_LOCAL_INV;
-    dv.comp_mask      = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
-    dv.send_ops_flags = MLX5DV_QP_EX_WITH_MR_INTERLEAVED |
-                        MLX5DV_QP_EX_WITH_MR_LIST | MLX5DV_QP_EX_WITH_RAW_WQE;
-    return dcxemu_mlx5dv_create_qp(f->ctx, &a, &dv);
+    mq = dcxemu_mlx5dv_create_qp(f->ctx, &a, &dv);
+    if (mq == NULL && errno == EOPNOTSUPP) {
+        /* a device without atomics: an atomic WQE then completes in error,
+         * as the HCA's would, instead of the QP not being made at all */
+        a.send_ops_flags &= ~(uint64_t)(IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                                        IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD);
+        mq = dcxemu_mlx5dv_create_qp(f->ctx, &a, &dv);
+    }
+    if (mq == NULL && errno == EOPNOTSUPP && (u->flags & QP_FLAG_TYPE_DCI)) {
+        dv.comp_mask &= ~MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+        dv.send_ops_flags = 0;
+        mq                = dcxemu_mlx5dv_create_qp(f->ctx, &a, &dv);
+    }
+    return mq;
 }
 
 static int

@@ -311,7 +311,12 @@ int run_suite(int argc, char **argv, const char *suite, const env_vars &env)
     setenv("DCXEMU_FABRIC", fabric.c_str(), 0);
     setenv("DCXEMU_TIME_SCALE", "0.01", 0);
     setenv("UCX_DCX_EMU", test_face_mlx5() ? "n" : "y", 1);
-    setenv("UCX_DCX_EMU_LIB", (emu_lib != NULL) ? emu_lib : DCX_TEST_EMU_LIB,
+    /* on the mlx5 face the model is the one the face loaded (by its soname:
+     * a second copy from another path would be a second fabric member) */
+    setenv("UCX_DCX_EMU_LIB",
+           test_face_mlx5()  ? "libdcxemu.so.0" :
+           (emu_lib != NULL) ? emu_lib :
+                               DCX_TEST_EMU_LIB,
            1);
     for (const auto &kv : env) {
         setenv(kv.first.c_str(), kv.second.c_str(), 1);

@@ -21,6 +21,20 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Where the fabric is mapped: far below the area from which the kernel hands
+ * out mmap(NULL, ...) ranges (just under the stack).  The fabric is a mapping
+ * of over 1 GiB (mostly never touched); in that area it would enlarge every
+ * process's footprint where other programs expect the same free range in
+ * every process: Open MPI 5's OpenSHMEM maps its symmetric heap in each PE at
+ * the address PE 0's kernel chose and fails when any PE has that range
+ * taken.  A hint only: a range that is taken leaves the choice to the kernel,
+ * as before. */
+#if UINTPTR_MAX > 0xffffffffu
+#define FABRIC_MAP_HINT ((void *)0x200000000000ull)
+#else
+#define FABRIC_MAP_HINT NULL
+#endif
+
 
 struct dcxemu_shm *dcxemu_fab;
 int dcxemu_me = -1;
@@ -544,7 +558,7 @@ static int attach_name(int is_explicit, char *why, size_t wlen)
     if (err != 0) {
         goto out_close;
     }
-    f = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    f = mmap(FABRIC_MAP_HINT, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (f == MAP_FAILED) {
         err = errno;
         goto out_close;

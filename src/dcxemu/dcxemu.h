@@ -39,6 +39,9 @@
  *                                          and REMOTE_ATOMIC at DCT/RC modify fail EOPNOTSUPP.
  *   DCXEMU_EXT_ATOMICS    1                0: the HCA atomic caps (DEVX QUERY_HCA_CAP) list no
  *                                          masked atomics; masked raw WQEs fail LOC_QP_OP_ERR.
+ *   DCXEMU_RAW_WQE        1                0: a provider without the raw-WQE builder (rdma-core
+ *                                          before v36): a QP created with the dv send op
+ *                                          MLX5DV_QP_EX_WITH_RAW_WQE fails EOPNOTSUPP.
  *   DCXEMU_LINK_LAYER     infiniband       ethernet: RoCE ports (link layer Ethernet, LID 0; GID
  *                                          table 0 fe80:: RoCE v1, 1 the same RoCE v2, 2
  *                                          ::ffff:198.51.100.<dev+1> RoCE v1, 3 the same RoCE v2);

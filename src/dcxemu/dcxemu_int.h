@@ -437,6 +437,8 @@ struct dcxemu_settings {
     int log_max_ra_dc; /* DCXEMU_LOG_MAX_RA_DC: HCA cap log_max_ra_{req,res}_dc */
     int no_ext_atomics; /* DCXEMU_EXT_ATOMICS=0: no masked atomics (HCA atomic
                            caps) */
+    int no_raw_wqe; /* DCXEMU_RAW_WQE=0: a provider without the raw-WQE
+                       builder (rdma-core before v36) */
     int roce; /* DCXEMU_LINK_LAYER=ethernet: RoCE port, GID routing */
     uint32_t roce_routers; /* DCXEMU_ROCE_ROUTERS: routers every RoCE packet
                               crosses */

@@ -241,6 +241,7 @@ static void read_settings(void)
     dcxemu_cfg.yama_scope      = (int)env_long("DCXEMU_YAMA_SCOPE", -1, -1, 3);
     read_ptracer(getenv("DCXEMU_PTRACER"));
     dcxemu_cfg.no_ext_atomics = !env_long("DCXEMU_EXT_ATOMICS", 1, 0, 1);
+    dcxemu_cfg.no_raw_wqe     = !env_long("DCXEMU_RAW_WQE", 1, 0, 1);
     dcxemu_cfg.no_atomics     = 0;
     if (ac != NULL && strcmp(ac, "none") == 0) {
         dcxemu_cfg.no_atomics = 1;

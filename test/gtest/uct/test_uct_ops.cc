@@ -1446,6 +1446,16 @@ TEST(uct_no_atomics, no_masked_atomics_no_atomic32)
     EXPECT_EQ(0, c.wait());
 }
 
+/* A provider without the raw-WQE builder (rdma-core before v36, the model's
+ * DCXEMU_RAW_WQE=0) refuses a DCI that asks for it with EOPNOTSUPP although
+ * the device lists masked atomics: the interface opens all the same and
+ * offers what it can post without raw WQEs, as on a device without them. */
+TEST(uct_no_atomics, provider_without_raw_wqe_builder)
+{
+    child c("no_ext_atomics_device", {}, {{"DCXEMU_RAW_WQE", "0"}});
+    EXPECT_EQ(0, c.wait());
+}
+
 TEST(uct_no_atomics, iface_opens_without_device_atomics)
 {
     child c("no_atomics_device", {}, {{"DCXEMU_ATOMIC_CAP", "none"}});

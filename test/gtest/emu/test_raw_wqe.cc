@@ -470,6 +470,11 @@ TEST(emu_devx, query_atomic_caps)
     in[1] = 0x01;
     EXPECT_EQ(dcxemu_mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)), EREMOTEIO);
     EXPECT_EQ(out[0], 0x02);
+    /* QUERY_HCA_CAP into less than the whole output: BAD_OUTPUT_LEN */
+    in[1] = 0x00;
+    in[7] = (3 << 1) | 1;
+    EXPECT_EQ(dcxemu_mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)), EREMOTEIO);
+    EXPECT_EQ(out[0], 0x51);
     EXPECT_EQ(dcxemu_ibv_close_device(ctx), 0);
 }
 

@@ -46,6 +46,11 @@
  *                                          table 0 fe80:: RoCE v1, 1 the same RoCE v2, 2
  *                                          ::ffff:198.51.100.<dev+1> RoCE v1, 3 the same RoCE v2);
  *                                          AHs and QP AVs need a GRH, delivery by GID and type.
+ *   DCXEMU_PKEY_TABLE     0xffff           The port's P_Key table from index 0, comma-separated
+ *                                          16-bit values (up to 128; the rest are empty, 0).
+ *                                          A request is dropped (the sender's retries run out)
+ *                                          unless its QP's P_Key and the target's are of one
+ *                                          partition and at least one is a full member.
  *   DCXEMU_ROCE_ROUTERS   0                RoCE: routers every packet crosses (0..254); a packet
  *                                          whose hop limit is not above it is lost (the request
  *                                          by its AH's, the response by the DCT's hop limit).

@@ -14,7 +14,7 @@
 /* 11: owner wake-ups; 10: RC QPs on the fabric; 9: copy epochs; 8: DCT RoCE
  * address; 7: mkey tags; 6: send_cqes counter; 5: 1024 members, 32768 QPs,
  * lazy tables */
-#define DCXEMU_LAYOUT_VERSION 11u
+#define DCXEMU_LAYOUT_VERSION 12u
 
 /* Member slots: the table is sized for the most, but only slots ever taken are
  * touched (the fabric file is sparse), so memory grows with the number of
@@ -142,6 +142,11 @@ struct dcxemu_shm_qp {
                                       owner flushes its queues */
     uint8_t pad_rc;
     uint32_t rc_dest_qpn; /* the peer it is connected to */
+    /* the P_Key of a DCT or RC QP (its pkey_index in its owner's table): a
+     * request whose own P_Key does not match it is dropped */
+    uint16_t pkey;
+    uint16_t pad_pkey;
+    uint32_t pad_pkey2;
 };
 
 struct dcxemu_shm_cqe {
@@ -440,6 +445,8 @@ struct dcxemu_settings {
     int no_raw_wqe; /* DCXEMU_RAW_WQE=0: a provider without the raw-WQE
                        builder (rdma-core before v36) */
     int roce; /* DCXEMU_LINK_LAYER=ethernet: RoCE port, GID routing */
+    uint16_t pkeys[DCXEMU_MAX_PKEYS]; /* DCXEMU_PKEY_TABLE: the port's P_Key
+                                         table, 0 = an empty entry */
     uint32_t roce_routers; /* DCXEMU_ROCE_ROUTERS: routers every RoCE packet
                               crosses */
     int deferred; /* DCXEMU_EXEC=deferred */
@@ -456,6 +463,13 @@ struct dcxemu_settings {
 
 /* settings.c */
 extern struct dcxemu_settings dcxemu_cfg;
+/* Do two P_Keys let their ports talk?  The same partition (low 15 bits, not
+ * 0) and at least one full member (bit 15): two limited members cannot. */
+static inline int dcxemu_pkey_match(uint16_t a, uint16_t b)
+{
+    return ((a & 0x7fff) != 0) && ((a & 0x7fff) == (b & 0x7fff)) &&
+           ((a | b) & 0x8000);
+}
 void dcxemu_read_settings(void); /* once per process */
 #define FABRIC_NAME_TRIES \
     16 /* the default name, then "<default>.1" .. "<default>.15" */

@@ -167,7 +167,7 @@ DCXEMU_API int dcxemu_ibv_query_pkey(struct ibv_context *context,
         errno = EINVAL;
         return -1;
     }
-    *pkey = htobe16(index == 0 ? DCXEMU_PKEY_DEFAULT : 0);
+    *pkey = htobe16(dcxemu_cfg.pkeys[index]);
     return 0;
 }
 
@@ -186,7 +186,7 @@ DCXEMU_API int dcxemu_port_describe(int dev, struct dcxemu_port_desc *d)
     d->lid          = dcxemu_cfg.roce ? 0 : (uint16_t)(dev + 1);
     d->gid_tbl_len  = DCXEMU_GID_TBL_LEN;
     d->pkey_tbl_len = DCXEMU_MAX_PKEYS;
-    d->pkey0        = DCXEMU_PKEY_DEFAULT;
+    d->pkey0        = dcxemu_cfg.pkeys[0];
     d->max_wqe_size = dcxemu_cfg.max_wqe;
     for (i = 0; i < DCXEMU_DESC_GIDS &&
                 dcxemu_gid_entry(dev, i, &d->gid[i], &d->gid_type[i]) == 0;

@@ -334,11 +334,15 @@ static int atomic_compute(const struct dcxemu_wqe *w, uint64_t old,
 
 /* Does slot t take this WQE?  A DCT in RTR with the WQE's DC key; an RC QP in
  * RTR or RTS connected back to the sender (a packet of another connection is
- * dropped, as a QP in any other state drops it). */
+ * dropped, as a QP in any other state drops it). The packet carries the
+ * P_Key at the sender's pkey_index; the target's port drops one that does
+ * not match the target's (a P_Key violation: the sender only sees its
+ * retries run out). */
 static int target_accepts(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
                           const struct dcxemu_shm_qp *t)
 {
-    if (!t->in_use || t->qpn != w->dctn || !roce_route_ok(qp, w, t)) {
+    if (!t->in_use || t->qpn != w->dctn || !roce_route_ok(qp, w, t) ||
+        !dcxemu_pkey_match(dcxemu_cfg.pkeys[qp->pkey_index], t->pkey)) {
         return 0;
     }
     if (qp->is_rc) {

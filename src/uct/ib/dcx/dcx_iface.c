@@ -357,6 +357,64 @@ static ucs_mpool_ops_t uct_dcx_malloc_mpool_ops = {
 
 static uct_iface_ops_t uct_dcx_iface_tl_ops;
 
+/* The partition of every QP (UCX_DCX_PKEY), as UCX's InfiniBand transports
+ * choose it: the port's first P_Key table entry of the partition (any, for
+ * "auto") with full membership, else the first with limited membership.
+ * Entry 0 need not be a full member (partitioned fabrics, SR-IOV virtual
+ * functions), and two limited members cannot talk. */
+static ucs_status_t
+uct_dcx_iface_init_pkey(uct_dcx_iface_t *iface,
+                        const uct_dcx_iface_config_t *config,
+                        const char *dev_name)
+{
+    int lim_index = -1;
+    uint16_t pkey, lim_pkey = 0;
+    __be16 be_pkey;
+    int index;
+
+    for (index = 0; index < iface->port_attr.pkey_tbl_len; ++index) {
+        if (iface->ops->query_pkey(iface->md->ctx, iface->port, index,
+                                   &be_pkey) != 0) {
+            ucs_debug("dcx: %s: query_pkey(%d) failed: %m", dev_name, index);
+            continue;
+        }
+        pkey = be16toh(be_pkey);
+        if (((pkey & UCT_DCX_PKEY_PARTITION_MASK) == 0) ||
+            ((config->pkey != UCS_HEXUNITS_AUTO) &&
+             ((pkey & UCT_DCX_PKEY_PARTITION_MASK) != config->pkey))) {
+            continue; /* an empty entry, or another partition */
+        }
+        if (pkey & UCT_DCX_PKEY_MEMBERSHIP_MASK) {
+            lim_index = index;
+            lim_pkey  = pkey;
+            break;
+        }
+        if (lim_index < 0) {
+            lim_index = index;
+            lim_pkey  = pkey;
+        }
+    }
+
+    if (lim_index < 0) {
+        if (config->pkey == UCS_HEXUNITS_AUTO) {
+            ucs_error("dcx: %s: the port has no valid P_Key", dev_name);
+        } else {
+            ucs_error("dcx: %s: the port has no P_Key of partition 0x%zx "
+                      "(UCX_DCX_PKEY)",
+                      dev_name, config->pkey);
+        }
+        return UCS_ERR_NO_ELEM;
+    }
+
+    iface->pkey_index = lim_index;
+    iface->pkey       = lim_pkey;
+    ucs_debug("dcx: %s: P_Key 0x%x at index %d%s", dev_name, lim_pkey,
+              lim_index,
+              (lim_pkey & UCT_DCX_PKEY_MEMBERSHIP_MASK) ? "" :
+                                                          " (limited member)");
+    return UCS_OK;
+}
+
 /* "<device>:<port>" of the memory domain's device, active; on RoCE the
  * source GID too. */
 static ucs_status_t
@@ -416,9 +474,11 @@ uct_dcx_iface_init_port(uct_dcx_iface_t *iface, uct_dcx_md_t *md,
     iface->config.sl      = config->sl;
     memset(&iface->gid, 0, sizeof(iface->gid));
     if (iface->is_global) {
+        iface->pkey_index = 0; /* RoCE: the default P_Key */
+        iface->pkey       = UINT16_MAX;
         return uct_dcx_iface_init_roce(iface, config, dev_name);
     }
-    return UCS_OK;
+    return uct_dcx_iface_init_pkey(iface, config, dev_name);
 }
 
 /* What the device allows and the configuration asks: QP timers and

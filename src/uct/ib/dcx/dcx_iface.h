@@ -58,6 +58,8 @@
 
 /* Gather entries per DCI work request (written back by the device). */
 #define UCT_DCX_MAX_SGE      8
+#define UCT_DCX_PKEY_PARTITION_MASK  0x7fff /* a P_Key's partition */
+#define UCT_DCX_PKEY_MEMBERSHIP_MASK 0x8000 /* a P_Key's full membership */
 #define UCT_DCX_TRACE_AM_MAX 512 /* bytes of an inline AM traced */
 
 /* Elements of one scatter-gather put at most (also bounded by half the
@@ -256,6 +258,7 @@ typedef struct uct_dcx_iface_config {
     double rnr_timeout; /* seconds: the DCT's RNR NAK timer */
     unsigned rnr_retry_count;
     unsigned sl;
+    size_t pkey; /* UCS_HEXUNITS_AUTO: the first full member */
     unsigned long gid_index; /* UCS_ULUNITS_AUTO: UCX's choice */
     unsigned hop_limit;
     unsigned long traffic_class; /* UCS_ULUNITS_AUTO: by RoCE version */
@@ -405,6 +408,8 @@ struct uct_dcx_iface {
     union ibv_gid gid; /* RoCE: the source GID */
     uint8_t gid_index;
     uint8_t dev_addr_flags; /* UCT_DCX_DEV_ADDR_FLAG_* */
+    uint16_t pkey_index; /* of every QP: the port's P_Key table */
+    uint16_t pkey; /* the P_Key at pkey_index */
     struct ibv_comp_channel *channel; /* events of both CQs */
 
     struct {

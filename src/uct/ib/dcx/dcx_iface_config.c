@@ -114,6 +114,15 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
      "InfiniBand service level of DCIs and of the DCT.",
      ucs_offsetof(uct_dcx_iface_config_t, sl), UCS_CONFIG_TYPE_UINT},
 
+    {"PKEY", "auto",
+     "InfiniBand partition (P_Key, 0x0..0x7fff) of the DCIs, the DCT and the\n"
+     "UMR queue pair: the port's P_Key table entry of that partition with\n"
+     "full membership, else one with limited membership (which reaches only\n"
+     "full members). \"auto\" takes the table's first full-membership P_Key,\n"
+     "else its first limited one, as UCX's UCX_IB_PKEY. RoCE ports use entry\n"
+     "0.",
+     ucs_offsetof(uct_dcx_iface_config_t, pkey), UCS_CONFIG_TYPE_HEX},
+
     {"GID_INDEX", "auto",
      "RoCE: index of the port's GID table entry that is the source address of\n"
      "every packet (address handles, the DCIs, the DCT). \"auto\" takes the\n"
@@ -301,6 +310,12 @@ ucs_status_t uct_dcx_iface_check_config(const uct_dcx_iface_config_t *config)
     }
     if (config->sl > 15) {
         ucs_error("dcx: UCX_DCX_SL=%u is out of range 0..15", config->sl);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((config->pkey != UCS_HEXUNITS_AUTO) &&
+        (config->pkey > UCT_DCX_PKEY_PARTITION_MASK)) {
+        ucs_error("dcx: UCX_DCX_PKEY=0x%zx is out of range 0..0x%x",
+                  config->pkey, UCT_DCX_PKEY_PARTITION_MASK);
         return UCS_ERR_INVALID_PARAM;
     }
     if ((config->gid_index != UCS_ULUNITS_AUTO) && (config->gid_index > 255)) {

@@ -43,7 +43,7 @@ uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
 
     memset(&attr, 0, sizeof(attr));
     attr.qp_state   = IBV_QPS_INIT;
-    attr.pkey_index = 0;
+    attr.pkey_index = iface->pkey_index;
     attr.port_num   = iface->port;
     ret             = iface->ops->modify_qp(dci->qp, &attr,
                                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT);
@@ -341,7 +341,7 @@ static ucs_status_t uct_dcx_iface_dct_create(uct_dcx_iface_t *iface)
 
     memset(&qp_attr, 0, sizeof(qp_attr));
     qp_attr.qp_state        = IBV_QPS_INIT;
-    qp_attr.pkey_index      = 0;
+    qp_attr.pkey_index      = iface->pkey_index;
     qp_attr.port_num        = iface->port;
     qp_attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                               (iface->config.atomics ?

@@ -350,7 +350,8 @@ struct dcxemu_wqe {
                           limit */
     uint8_t sgid_index;
     uint8_t hop_limit;
-    uint8_t pad[2];
+    uint8_t traffic_class;
+    uint8_t pad;
     union ibv_gid dgid;
     uint32_t num_sge;
     uint32_t inline_len;
@@ -449,6 +450,10 @@ struct dcxemu_settings {
                                          table, 0 = an empty entry */
     uint32_t roce_routers; /* DCXEMU_ROCE_ROUTERS: routers every RoCE packet
                               crosses */
+    int grh_required; /* DCXEMU_GRH_REQUIRED: an InfiniBand port that
+                         requires a GRH (IBV_QPF_GRH_REQUIRED) */
+    int roce_tclass; /* DCXEMU_ROCE_TCLASS: the port's configured global
+                        traffic class, -1: none */
     int deferred; /* DCXEMU_EXEC=deferred */
     uint32_t defer_us;
     /* DCXEMU_FAULTS: probabilities scaled to 2^32 (0 = off) */
@@ -463,6 +468,15 @@ struct dcxemu_settings {
 
 /* settings.c */
 extern struct dcxemu_settings dcxemu_cfg;
+/* Must an address (AH, QP AV) carry a GRH?  RoCE, and InfiniBand ports that
+ * report IBV_QPF_GRH_REQUIRED. */
+static inline int dcxemu_grh_required(void)
+{
+    return dcxemu_cfg.roce || dcxemu_cfg.grh_required;
+}
+/* resp.c: the traffic classes of this process's last RoCE request that
+ * reached its target and of that target's responses; -1: none yet */
+extern _Atomic int dcxemu_last_req_tclass, dcxemu_last_resp_tclass;
 /* Do two P_Keys let their ports talk?  The same partition (low 15 bits, not
  * 0) and at least one full member (bit 15): two limited members cannot. */
 static inline int dcxemu_pkey_match(uint16_t a, uint16_t b)

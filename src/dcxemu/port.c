@@ -47,6 +47,9 @@ int dcxemu_query_port_op(struct ibv_context *context, uint8_t port_num,
         a.sm_lid     = 1;
         a.lmc        = 0;
         a.link_layer = IBV_LINK_LAYER_INFINIBAND;
+        if (dcxemu_cfg.grh_required) {
+            a.flags |= IBV_QPF_GRH_REQUIRED; /* e.g. an SR-IOV function */
+        }
     }
     memcpy(port_attr, &a,
            port_attr_len < sizeof(a) ? port_attr_len : sizeof(a));
@@ -157,6 +160,31 @@ DCXEMU_API int dcxemu__ibv_query_gid_ex(struct ibv_context *context,
     e.ndev_ifindex = 0; /* no net device behind a model port */
     memcpy(entry, &e, sizeof(e));
     return 0;
+}
+
+/* libibverbs' ibv_read_sysfs_file on the device's directory: the model's
+ * devices have only the file MLNX_OFED adds for a RoCE port's configured
+ * traffic class (DCXEMU_ROCE_TCLASS). */
+DCXEMU_API int dcxemu_ibv_read_sysfs_file(const char *dir, const char *file,
+                                          char *buf, size_t size)
+{
+    int len;
+    dcxemu_read_settings();
+    if (dir == NULL || file == NULL || buf == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (!dcxemu_cfg.roce || dcxemu_cfg.roce_tclass < 0 ||
+        strcmp(file, "tc/1/traffic_class") != 0) {
+        errno = ENOENT;
+        return -1;
+    }
+    len = snprintf(buf, size, "Global tclass=%d", dcxemu_cfg.roce_tclass);
+    if (len < 0 || (size_t)len >= size) {
+        errno = EOVERFLOW; /* libibverbs fails a file it would truncate */
+        return -1;
+    }
+    return len;
 }
 
 DCXEMU_API int dcxemu_ibv_query_pkey(struct ibv_context *context,

@@ -69,8 +69,8 @@ static int check_roce_av(struct dcxemu_qp *qp, const struct ibv_ah_attr *ah)
 {
     union ibv_gid gid;
     uint32_t type;
-    if (!dcxemu_cfg.roce) {
-        return 0;
+    if (!dcxemu_grh_required()) {
+        return 0; /* kernel rdma_check_ah_attr: RoCE or GRH required */
     }
     if (!ah->is_global ||
         dcxemu_gid_entry(qp->ctx->dev_index, ah->grh.sgid_index, &gid, &type) !=

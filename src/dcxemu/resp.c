@@ -32,8 +32,14 @@ static int roce_route_ok(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
     union ibv_gid sgid, tgid;
     uint32_t stype, ttype;
     if (!dcxemu_cfg.roce) {
+        /* a GRH on InfiniBand: the target port takes a packet only if its
+         * destination GID is one of the port's */
         return !t->roce && w->dlid >= 1 &&
-               w->dlid <= (uint32_t)dcxemu_cfg.num_devices && t->lid == w->dlid;
+               w->dlid <= (uint32_t)dcxemu_cfg.num_devices &&
+               t->lid == w->dlid &&
+               (!w->is_global ||
+                (dcxemu_gid_entry((int)t->lid - 1, 0, &tgid, &ttype) == 0 &&
+                 memcmp(&tgid, &w->dgid, sizeof(tgid)) == 0));
     }
     if (!t->roce || !w->is_global || t->lid < 1 ||
         t->lid > DCXEMU_MAX_DEVICES ||
@@ -46,6 +52,9 @@ static int roce_route_ok(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
            w->hop_limit > dcxemu_cfg.roce_routers &&
            t->hop_limit > dcxemu_cfg.roce_routers;
 }
+
+_Atomic int dcxemu_last_req_tclass  = -1;
+_Atomic int dcxemu_last_resp_tclass = -1;
 
 /* A target that vanished mid-operation is unreachable (retried, then
  * RETRY_EXC_ERR); any other failure to touch registered target memory is a
@@ -383,6 +392,10 @@ dcxemu_resp_reach(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
     if (__builtin_expect(dcxemu_cfg.faults, 0) &&
         dcxemu_chance(dcxemu_cfg.drop_p)) {
         return EXEC_UNREACHABLE;
+    }
+    if (dcxemu_cfg.roce) {
+        atomic_store(&dcxemu_last_req_tclass, w->traffic_class);
+        atomic_store(&dcxemu_last_resp_tclass, t->traffic_class);
     }
     o->rnr_ms = rnr_timer_ms[t->min_rnr_timer & 31];
     *tp       = t;

@@ -293,6 +293,8 @@ static void read_settings(void)
                 ll);
     }
     read_pkeys(getenv("DCXEMU_PKEY_TABLE"));
+    dcxemu_cfg.roce_tclass  = (int)env_long("DCXEMU_ROCE_TCLASS", -1, 0, 255);
+    dcxemu_cfg.grh_required = (int)env_long("DCXEMU_GRH_REQUIRED", 0, 0, 1);
     dcxemu_cfg.roce_routers = (uint32_t)env_long("DCXEMU_ROCE_ROUTERS", 0, 0,
                                                  254);
     dcxemu_cfg.time_scale   = 1.0;

@@ -178,6 +178,15 @@ uct_dcx_ep_amo_masked_wqe(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     wqe->dgram.av.dqp_dct      = htobe32(peer->dctn | MLX5_EXTENDED_UD_AV);
     wqe->dgram.av.stat_rate_sl = iface->config.sl & 0xf;
     wqe->dgram.av.rlid         = htobe16(peer->lid);
+    if (peer->is_global) {
+        /* the GRH as libmlx5 writes an InfiniBand AH's: the GRH bit, the
+         * source GID index, hop limit, class and the destination GID */
+        wqe->dgram.av.grh_gid_fl = htobe32(UCS_BIT(30) |
+                                           ((uint32_t)iface->gid_index << 20));
+        wqe->dgram.av.hop_limit  = iface->config.hop_limit;
+        wqe->dgram.av.tclass     = iface->config.traffic_class;
+        memcpy(wqe->dgram.av.rgid, peer->gid.raw, sizeof(peer->gid.raw));
+    }
     wqe->raddr.raddr           = htobe64(remote_addr);
     wqe->raddr.rkey            = htobe32(uct_dcx_rkey(rkey));
 

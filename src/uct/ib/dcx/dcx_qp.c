@@ -124,9 +124,9 @@ void uct_dcx_iface_ext_atomics(uct_dcx_iface_t *iface, const char *dev_name)
         return;
     }
 
-    if (!iface->md->devx || iface->is_global) {
+    if (!iface->md->devx || iface->is_roce) {
         ucs_debug("dcx: %s: no masked atomics (%s)", dev_name,
-                  iface->is_global ? "RoCE" : "device not opened with DEVX");
+                  iface->is_roce ? "RoCE" : "device not opened with DEVX");
         return;
     }
 

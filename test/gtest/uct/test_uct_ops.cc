@@ -1499,7 +1499,8 @@ TEST(uct_pkey, first_full_member_when_index_0_is_limited)
 {
     /* index 0: the default partition, limited membership */
     child c("pkey_device", {},
-            {{"DCXEMU_PKEY_TABLE", "0x7fff,0xffff"},
+            {{"DCXEMU_LINK_LAYER", "infiniband"},
+             {"DCXEMU_PKEY_TABLE", "0x7fff,0xffff"},
              {"DCXEMU_TIME_SCALE", "0.01"}});
     EXPECT_EQ(0, c.wait());
 }
@@ -1509,7 +1510,8 @@ TEST(uct_pkey, configured_partition_full_member_first)
     /* UCX_DCX_PKEY=0x5: the full member at index 2, not the limited one
      * before it (two limited members cannot talk) */
     child c("pkey_device", {},
-            {{"DCXEMU_PKEY_TABLE", "0x7fff,0x0005,0x8005"},
+            {{"DCXEMU_LINK_LAYER", "infiniband"},
+             {"DCXEMU_PKEY_TABLE", "0x7fff,0x0005,0x8005"},
              {"UCX_DCX_PKEY", "0x5"},
              {"DCXEMU_TIME_SCALE", "0.01"}});
     EXPECT_EQ(0, c.wait());
@@ -1518,10 +1520,13 @@ TEST(uct_pkey, configured_partition_full_member_first)
 TEST(uct_pkey, configured_partition_absent_or_invalid)
 {
     child absent("pkey_device", {},
-                 {{"DCXEMU_PKEY_TABLE", "0xffff,0x8005"},
+                 {{"DCXEMU_LINK_LAYER", "infiniband"},
+             {"DCXEMU_PKEY_TABLE", "0xffff,0x8005"},
                   {"UCX_DCX_PKEY", "0x6"}});
     EXPECT_EQ(10, absent.wait());
-    child invalid("pkey_device", {}, {{"UCX_DCX_PKEY", "0x8000"}});
+    child invalid("pkey_device", {},
+                  {{"DCXEMU_LINK_LAYER", "infiniband"},
+                   {"UCX_DCX_PKEY", "0x8000"}});
     EXPECT_EQ(10, invalid.wait());
 }
 

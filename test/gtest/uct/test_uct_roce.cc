@@ -401,12 +401,14 @@ DCX_CHILD_ROLE(ib_global)
 
 TEST(uct_ib_global, grh_required_port)
 {
-    child c("ib_global", {}, {{"DCXEMU_GRH_REQUIRED", "1"}});
+    child c("ib_global", {},
+            {{"DCXEMU_LINK_LAYER", "infiniband"}, {"DCXEMU_GRH_REQUIRED", "1"}});
     EXPECT_EQ(0, c.wait(90));
 }
 
 TEST(uct_ib_global, is_global_config)
 {
-    child c("ib_global", {}, {{"UCX_DCX_IS_GLOBAL", "y"}});
+    child c("ib_global", {},
+            {{"DCXEMU_LINK_LAYER", "infiniband"}, {"UCX_DCX_IS_GLOBAL", "y"}});
     EXPECT_EQ(0, c.wait(90));
 }

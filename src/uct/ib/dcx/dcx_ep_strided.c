@@ -21,9 +21,8 @@
  * operation on the DCI, its endpoint and, under the rand policy, every
  * endpoint sharing the DCI: it is refused here, before anything is posted. */
 ucs_status_t uct_dcx_memh_check_span(uct_mem_h memh, const void *buffer,
-                                     size_t length, size_t stride,
-                                     size_t count, const char *what,
-                                     size_t index)
+                                     size_t length, size_t stride, size_t count,
+                                     const char *what, size_t index)
 {
     const struct ibv_mr *mr = ((const uct_dcx_mem_t *)memh)->mr;
     uintptr_t start = (uintptr_t)buffer, mr_start = (uintptr_t)mr->addr;
@@ -44,8 +43,7 @@ ucs_status_t uct_dcx_memh_check_span(uct_mem_h memh, const void *buffer,
 err:
     ucs_error("dcx: %s: entry %zu (%p, %zu x %zu bytes, stride %zu) is "
               "outside its registration (%p, %zu bytes)",
-              what, index, buffer, count, length, stride, mr->addr,
-              mr->length);
+              what, index, buffer, count, length, stride, mr->addr, mr->length);
     return UCS_ERR_INVALID_PARAM;
 }
 

@@ -145,7 +145,8 @@ struct dcxemu_shm_qp {
     /* the P_Key of a DCT or RC QP (its pkey_index in its owner's table): a
      * request whose own P_Key does not match it is dropped */
     uint16_t pkey;
-    uint16_t pad_pkey;
+    uint8_t atomic_mode; /* DCT or RC responder: DCXEMU_ATOMIC_MODE_* */
+    uint8_t pad_pkey;
     uint32_t pad_pkey2;
 };
 
@@ -468,6 +469,24 @@ struct dcxemu_settings {
 
 /* settings.c */
 extern struct dcxemu_settings dcxemu_cfg;
+/* The QPC atomic mode the kernel gives a responder created with
+ * REMOTE_ATOMIC (mlx5_ib get_atomic_mode): with masked atomics in the HCA's
+ * caps, the mode of the largest atomic size (4 | 8 bytes: up to 8 bytes,
+ * which takes masked operations), else IB-compatible (standard 8-byte
+ * compare-swap and fetch-add only). A DCI gets none: the kernel takes no
+ * access flags on a DCI. */
+#define DCXEMU_ATOMIC_MODE_NONE    0
+#define DCXEMU_ATOMIC_MODE_IB_COMP 1
+#define DCXEMU_ATOMIC_MODE_8B      3
+static inline uint8_t dcxemu_atomic_mode(uint32_t access)
+{
+    if (!(access & IBV_ACCESS_REMOTE_ATOMIC) || dcxemu_cfg.no_atomics) {
+        return DCXEMU_ATOMIC_MODE_NONE;
+    }
+    return dcxemu_cfg.no_ext_atomics ? DCXEMU_ATOMIC_MODE_IB_COMP :
+                                       DCXEMU_ATOMIC_MODE_8B;
+}
+
 /* Must an address (AH, QP AV) carry a GRH?  RoCE, and InfiniBand ports that
  * report IBV_QPF_GRH_REQUIRED. */
 static inline int dcxemu_grh_required(void)

@@ -298,6 +298,7 @@ static int publish_rc(struct dcxemu_qp *qp, int state)
     s->min_rnr_timer = qp->min_rnr_timer;
     s->rc_dest_qpn   = qp->dest_qpn;
     s->pkey          = dcxemu_cfg.pkeys[qp->pkey_index];
+    s->atomic_mode   = dcxemu_atomic_mode(qp->access);
     s->rc_state      = (uint8_t)state;
     if (state == IBV_QPS_RESET) {
         atomic_store(&s->rc_remote_err, 0);
@@ -331,6 +332,7 @@ static int publish_dct(struct dcxemu_qp *qp, const struct ibv_qp_attr *a)
     s->cq_idx              = qp->recv_cq->idx;
     s->min_rnr_timer       = a->min_rnr_timer;
     s->pkey                = dcxemu_cfg.pkeys[qp->pkey_index];
+    s->atomic_mode         = dcxemu_atomic_mode(qp->access);
     s->dct_ready           = 1; /* the DCT number exists from here on */
     qp->qpx.qp_base.qp_num = s->qpn;
     dcxemu_unlock();

@@ -505,6 +505,13 @@ dcxemu_resp_atomic(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
         fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
         return EXEC_DONE;
     }
+    if (w->raw_masked && (t->access & p->op->remote_right) &&
+        t->atomic_mode < DCXEMU_ATOMIC_MODE_8B) {
+        /* a responder in IB-compatible atomic mode (its HCA lists no masked
+         * atomics) takes no masked operation */
+        fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
+        return EXEC_DONE;
+    }
     if (!(t->access & p->op->remote_right) ||
         dcxemu_resolve(w->rkey, t->owner, t->owner_token, t->pd_id, w->raddr,
                        asize, p->op->remote_right, &p->riov) != 0) {

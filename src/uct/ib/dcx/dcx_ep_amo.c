@@ -270,6 +270,13 @@ static ucs_status_t uct_dcx_ep_atomic32(uct_ep_h tl_ep, uct_atomic_op_t opcode,
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
+    if (ucs_unlikely(
+                !uct_dcx_ep_peer(iface, ucs_derived_of(tl_ep, uct_dcx_ep_t))
+                         ->ext_atomics)) {
+        /* The peer's responder would refuse a masked atomic (REM_INV_REQ),
+         * failing the DCI: there is no other way to a 32-bit atomic. */
+        return UCS_ERR_UNSUPPORTED;
+    }
 
     return uct_dcx_ep_amo_masked(tl_ep, sizeof(uint32_t), opcode, value,
                                  compare, result, remote_addr, rkey, comp);
@@ -415,7 +422,8 @@ static ucs_status_t uct_dcx_ep_atomic64(uct_ep_h tl_ep, uct_atomic_op_t opcode,
     case UCT_ATOMIC_OP_AND:
     case UCT_ATOMIC_OP_OR:
     case UCT_ATOMIC_OP_XOR:
-        if (iface->config.ext_atomics64) {
+        if (iface->config.ext_atomics64 &&
+            uct_dcx_ep_peer(iface, ep)->ext_atomics) {
             /* One masked atomic instead of a compare-swap loop. */
             return uct_dcx_ep_amo_masked(tl_ep, sizeof(uint64_t), opcode, value,
                                          0, result, remote_addr, rkey, comp);

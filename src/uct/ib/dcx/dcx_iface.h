@@ -128,7 +128,11 @@ enum {
 enum {
     UCT_DCX_IFACE_ADDR_VERSION_1    = 1, /* bits 0..3: address format version */
     UCT_DCX_IFACE_ADDR_VERSION_MASK = 0xf,
-    UCT_DCX_IFACE_ADDR_FLAG_ATOMIC64 = UCS_BIT(4)
+    UCT_DCX_IFACE_ADDR_FLAG_ATOMIC64 = UCS_BIT(4),
+    /* the DCT takes masked atomics: its device lists them, so the kernel
+     * gives it the extended atomic mode (a DCI gets none: the kernel takes no
+     * access flags on one, and the requester needs none) */
+    UCT_DCX_IFACE_ADDR_FLAG_EXT_ATOMICS = UCS_BIT(5)
 };
 
 
@@ -222,6 +226,7 @@ typedef struct uct_dcx_peer {
     unsigned index; /* in the interface's peer table */
     uint16_t lid; /* for raw WQEs, which carry their own AV */
     uint8_t is_global; /* raw WQEs: the AV has a GRH to gid */
+    uint8_t ext_atomics; /* its DCT takes masked atomics */
     union ibv_gid gid;
 } uct_dcx_peer_t;
 

@@ -38,9 +38,12 @@ uct_dcx_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *iface_addr)
     addr->dctn[0] = iface->rx.dctn & 0xff;
     addr->dctn[1] = (iface->rx.dctn >> 8) & 0xff;
     addr->dctn[2] = (iface->rx.dctn >> 16) & 0xff;
-    addr->flags   = UCT_DCX_IFACE_ADDR_VERSION_1 |
-                  (iface->config.atomics ? UCT_DCX_IFACE_ADDR_FLAG_ATOMIC64 :
-                                           0);
+    addr->flags =
+            UCT_DCX_IFACE_ADDR_VERSION_1 |
+            (iface->config.atomics ? UCT_DCX_IFACE_ADDR_FLAG_ATOMIC64 : 0) |
+            ((iface->config.ext_atomics32 || iface->config.ext_atomics64) ?
+                     UCT_DCX_IFACE_ADDR_FLAG_EXT_ATOMICS :
+                     0);
     addr->dc_key = iface->rx.dc_key;
     return UCS_OK;
 }

@@ -374,14 +374,14 @@ DCXEMU_API int dcxemu_mlx5dv_query_device(struct ibv_context *ctx_in,
  * any other command needs a DEVX context (kernel devx_get_uid: EINVAL) and is
  * not modelled there (EOPNOTSUPP). */
 enum {
-    DEVX_OP_QUERY_HCA_CAP = 0x100,
-    DEVX_HCA_CAP_GENERAL  = 0x0,
-    DEVX_HCA_CAP_ATOMIC   = 0x3,
-    DEVX_STATUS_BAD_OP    = 0x02,
-    DEVX_STATUS_BAD_PARAM = 0x03,
+    DEVX_OP_QUERY_HCA_CAP  = 0x100,
+    DEVX_HCA_CAP_GENERAL   = 0x0,
+    DEVX_HCA_CAP_ATOMIC    = 0x3,
+    DEVX_STATUS_BAD_OP     = 0x02,
+    DEVX_STATUS_BAD_PARAM  = 0x03,
     DEVX_STATUS_BAD_OUTLEN = 0x51, /* the output mailbox is too short */
-    DEVX_MBOX_HDR         = 16, /* status, syndrome, reserved */
-    DEVX_HCA_CAP_SIZE     = 4096 /* cmd_hca_cap: 0x8000 bits */
+    DEVX_MBOX_HDR          = 16, /* status, syndrome, reserved */
+    DEVX_HCA_CAP_SIZE      = 4096 /* cmd_hca_cap: 0x8000 bits */
 };
 
 static void

@@ -108,8 +108,8 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
     if (status != UCS_OK) {
         return status;
     }
-    self->peer_index = peer->index;
-    peer->lid        = dev_addr->lid;
+    self->peer_index  = peer->index;
+    peer->lid         = dev_addr->lid;
     peer->is_global   = (dgid != NULL);
     peer->ext_atomics = !!(iface_addr->flags &
                            UCT_DCX_IFACE_ADDR_FLAG_EXT_ATOMICS);

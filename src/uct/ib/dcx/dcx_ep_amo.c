@@ -187,8 +187,8 @@ uct_dcx_ep_amo_masked_wqe(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         wqe->dgram.av.tclass     = iface->config.traffic_class;
         memcpy(wqe->dgram.av.rgid, peer->gid.raw, sizeof(peer->gid.raw));
     }
-    wqe->raddr.raddr           = htobe64(remote_addr);
-    wqe->raddr.rkey            = htobe32(uct_dcx_rkey(rkey));
+    wqe->raddr.raddr = htobe64(remote_addr);
+    wqe->raddr.rkey  = htobe32(uct_dcx_rkey(rkey));
 
     seg = wqe->atomic_data;
     uct_dcx_amo_put_be(seg, size, value);

@@ -57,12 +57,12 @@
 #define UCT_DCX_POLL_BATCH 16
 
 /* Gather entries per DCI work request (written back by the device). */
-#define UCT_DCX_MAX_SGE      8
+#define UCT_DCX_MAX_SGE                8
 #define UCT_DCX_PKEY_PARTITION_MASK    0x7fff /* a P_Key's partition */
 #define UCT_DCX_IB_LINK_LOCAL_PREFIX   0xfe80000000000000ull /* IBTA 4.1.1 */
 #define UCT_DCX_ROCE_V2_TCLASS_DEFAULT 106 /* DSCP 26 (AF31), ECN capable */
 #define UCT_DCX_PKEY_MEMBERSHIP_MASK   0x8000 /* a P_Key's full membership */
-#define UCT_DCX_TRACE_AM_MAX 512 /* bytes of an inline AM traced */
+#define UCT_DCX_TRACE_AM_MAX           512 /* bytes of an inline AM traced */
 
 /* Elements of one scatter-gather put at most (also bounded by half the
  * send queue): runs and operations of one call live on the stack. */

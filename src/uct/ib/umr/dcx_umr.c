@@ -247,7 +247,7 @@ uct_dcx_umr_init(uct_dcx_umr_t *umr, const uct_dcx_verbs_ops_t *ops,
     umr->port       = port;
     umr->pkey_index = pkey_index;
     umr->port_attr  = *port_attr;
-    umr->is_global = (grh != NULL);
+    umr->is_global  = (grh != NULL);
     if (grh != NULL) {
         umr->grh = *grh;
     }

@@ -39,10 +39,31 @@
  *                                          and REMOTE_ATOMIC at DCT/RC modify fail EOPNOTSUPP.
  *   DCXEMU_EXT_ATOMICS    1                0: the HCA atomic caps (DEVX QUERY_HCA_CAP) list no
  *                                          masked atomics; masked raw WQEs fail LOC_QP_OP_ERR.
+ *   DCXEMU_RAW_WQE        1                0: a provider without the raw-WQE builder (rdma-core
+ *                                          before v36): a QP created with the dv send op
+ *                                          MLX5DV_QP_EX_WITH_RAW_WQE fails EOPNOTSUPP.
  *   DCXEMU_LINK_LAYER     infiniband       ethernet: RoCE ports (link layer Ethernet, LID 0; GID
  *                                          table 0 fe80:: RoCE v1, 1 the same RoCE v2, 2
  *                                          ::ffff:198.51.100.<dev+1> RoCE v1, 3 the same RoCE v2);
  *                                          AHs and QP AVs need a GRH, delivery by GID and type.
+ *   DCXEMU_PKEY_TABLE     0xffff           The port's P_Key table from index 0, comma-separated
+ *                                          16-bit values (up to 128; the rest are empty, 0).
+ *                                          A request is dropped (the sender's retries run out)
+ *                                          unless its QP's P_Key and the target's are of one
+ *                                          partition and at least one is a full member.
+ *   DCXEMU_ROCE_TCLASS    (none)           RoCE: the port's configured global traffic class
+ *                                          (0..255), read from the device's sysfs file
+ *                                          tc/1/traffic_class ("Global tclass=N", as MLNX_OFED
+ *                                          writes it; dcxemu_ibv_read_sysfs_file).  Unset: the
+ *                                          file does not exist, as on a kernel without it.
+ *                                          (dcxemu_tclass_read: the classes the last request
+ *                                          and its target's responses used.)
+ *   DCXEMU_GRH_REQUIRED   0                1: InfiniBand ports report IBV_QPF_GRH_REQUIRED in
+ *                                          ibv_query_port's flags, and an AH or a QP's AV
+ *                                          without a GRH is EINVAL (libmlx5 mlx5_create_ah, the
+ *                                          kernel's rdma_check_ah_attr), as on RoCE.  On
+ *                                          InfiniBand a packet with a GRH whose destination
+ *                                          GID is not the target port's is dropped (always).
  *   DCXEMU_ROCE_ROUTERS   0                RoCE: routers every packet crosses (0..254); a packet
  *                                          whose hop limit is not above it is lost (the request
  *                                          by its AH's, the response by the DCT's hop limit).
@@ -120,6 +141,11 @@ DCXEMU_API int dcxemu__ibv_query_gid_ex(struct ibv_context *context,
                                         uint32_t port_num, uint32_t gid_index,
                                         struct ibv_gid_entry *entry,
                                         uint32_t flags, size_t entry_size);
+/* The device's sysfs files, as libibverbs reads them (dir: the device's
+ * ibdev_path): only tc/1/traffic_class on a RoCE port with DCXEMU_ROCE_TCLASS
+ * ("Global tclass=N", MLNX_OFED's format); any other file -1/ENOENT. */
+DCXEMU_API int dcxemu_ibv_read_sysfs_file(const char *dir, const char *file,
+                                          char *buf, size_t size);
 DCXEMU_API int dcxemu_ibv_query_pkey(struct ibv_context *context,
                                      uint8_t port_num, int index, __be16 *pkey);
 
@@ -273,6 +299,11 @@ DCXEMU_API int dcxemu_objects_read(struct dcxemu_objects *out);
    process creates its first DCT: ENOENT before.  0, or EINVAL for NULL
    arguments. */
 DCXEMU_API int dcxemu_ptracer_read(int *scope, long *ptracer);
+
+/* RoCE (test-only): the traffic class of this process's last request that
+   reached its target (its AH's or RC QP's GRH) and of that target's
+   responses (the DCT's RTR AV); -1 before any.  0, or EINVAL for NULL. */
+DCXEMU_API int dcxemu_tclass_read(int *request, int *response);
 
 /* Numbers of this process's RC QPs (the UMR hosts), lowest slot first: a
    transport test aims DCXEMU_FAULT_FORCE_STATUS at the QP it cannot otherwise

@@ -14,7 +14,7 @@
 /* 11: owner wake-ups; 10: RC QPs on the fabric; 9: copy epochs; 8: DCT RoCE
  * address; 7: mkey tags; 6: send_cqes counter; 5: 1024 members, 32768 QPs,
  * lazy tables */
-#define DCXEMU_LAYOUT_VERSION 11u
+#define DCXEMU_LAYOUT_VERSION 12u
 
 /* Member slots: the table is sized for the most, but only slots ever taken are
  * touched (the fabric file is sparse), so memory grows with the number of
@@ -142,6 +142,12 @@ struct dcxemu_shm_qp {
                                       owner flushes its queues */
     uint8_t pad_rc;
     uint32_t rc_dest_qpn; /* the peer it is connected to */
+    /* the P_Key of a DCT or RC QP (its pkey_index in its owner's table): a
+     * request whose own P_Key does not match it is dropped */
+    uint16_t pkey;
+    uint8_t atomic_mode; /* DCT or RC responder: DCXEMU_ATOMIC_MODE_* */
+    uint8_t pad_pkey;
+    uint32_t pad_pkey2;
 };
 
 struct dcxemu_shm_cqe {
@@ -345,7 +351,8 @@ struct dcxemu_wqe {
                           limit */
     uint8_t sgid_index;
     uint8_t hop_limit;
-    uint8_t pad[2];
+    uint8_t traffic_class;
+    uint8_t pad;
     union ibv_gid dgid;
     uint32_t num_sge;
     uint32_t inline_len;
@@ -437,9 +444,17 @@ struct dcxemu_settings {
     int log_max_ra_dc; /* DCXEMU_LOG_MAX_RA_DC: HCA cap log_max_ra_{req,res}_dc */
     int no_ext_atomics; /* DCXEMU_EXT_ATOMICS=0: no masked atomics (HCA atomic
                            caps) */
+    int no_raw_wqe; /* DCXEMU_RAW_WQE=0: a provider without the raw-WQE
+                       builder (rdma-core before v36) */
     int roce; /* DCXEMU_LINK_LAYER=ethernet: RoCE port, GID routing */
+    uint16_t pkeys[DCXEMU_MAX_PKEYS]; /* DCXEMU_PKEY_TABLE: the port's P_Key
+                                         table, 0 = an empty entry */
     uint32_t roce_routers; /* DCXEMU_ROCE_ROUTERS: routers every RoCE packet
                               crosses */
+    int grh_required; /* DCXEMU_GRH_REQUIRED: an InfiniBand port that
+                         requires a GRH (IBV_QPF_GRH_REQUIRED) */
+    int roce_tclass; /* DCXEMU_ROCE_TCLASS: the port's configured global
+                        traffic class, -1: none */
     int deferred; /* DCXEMU_EXEC=deferred */
     uint32_t defer_us;
     /* DCXEMU_FAULTS: probabilities scaled to 2^32 (0 = off) */
@@ -454,6 +469,40 @@ struct dcxemu_settings {
 
 /* settings.c */
 extern struct dcxemu_settings dcxemu_cfg;
+/* The QPC atomic mode the kernel gives a responder created with
+ * REMOTE_ATOMIC (mlx5_ib get_atomic_mode): with masked atomics in the HCA's
+ * caps, the mode of the largest atomic size (4 | 8 bytes: up to 8 bytes,
+ * which takes masked operations), else IB-compatible (standard 8-byte
+ * compare-swap and fetch-add only). A DCI gets none: the kernel takes no
+ * access flags on a DCI. */
+#define DCXEMU_ATOMIC_MODE_NONE    0
+#define DCXEMU_ATOMIC_MODE_IB_COMP 1
+#define DCXEMU_ATOMIC_MODE_8B      3
+static inline uint8_t dcxemu_atomic_mode(uint32_t access)
+{
+    if (!(access & IBV_ACCESS_REMOTE_ATOMIC) || dcxemu_cfg.no_atomics) {
+        return DCXEMU_ATOMIC_MODE_NONE;
+    }
+    return dcxemu_cfg.no_ext_atomics ? DCXEMU_ATOMIC_MODE_IB_COMP :
+                                       DCXEMU_ATOMIC_MODE_8B;
+}
+
+/* Must an address (AH, QP AV) carry a GRH?  RoCE, and InfiniBand ports that
+ * report IBV_QPF_GRH_REQUIRED. */
+static inline int dcxemu_grh_required(void)
+{
+    return dcxemu_cfg.roce || dcxemu_cfg.grh_required;
+}
+/* resp.c: the traffic classes of this process's last RoCE request that
+ * reached its target and of that target's responses; -1: none yet */
+extern _Atomic int dcxemu_last_req_tclass, dcxemu_last_resp_tclass;
+/* Do two P_Keys let their ports talk?  The same partition (low 15 bits, not
+ * 0) and at least one full member (bit 15): two limited members cannot. */
+static inline int dcxemu_pkey_match(uint16_t a, uint16_t b)
+{
+    return ((a & 0x7fff) != 0) && ((a & 0x7fff) == (b & 0x7fff)) &&
+           ((a | b) & 0x8000);
+}
 void dcxemu_read_settings(void); /* once per process */
 #define FABRIC_NAME_TRIES \
     16 /* the default name, then "<default>.1" .. "<default>.15" */

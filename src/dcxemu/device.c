@@ -374,13 +374,14 @@ DCXEMU_API int dcxemu_mlx5dv_query_device(struct ibv_context *ctx_in,
  * any other command needs a DEVX context (kernel devx_get_uid: EINVAL) and is
  * not modelled there (EOPNOTSUPP). */
 enum {
-    DEVX_OP_QUERY_HCA_CAP = 0x100,
-    DEVX_HCA_CAP_GENERAL  = 0x0,
-    DEVX_HCA_CAP_ATOMIC   = 0x3,
-    DEVX_STATUS_BAD_OP    = 0x02,
-    DEVX_STATUS_BAD_PARAM = 0x03,
-    DEVX_MBOX_HDR         = 16, /* status, syndrome, reserved */
-    DEVX_HCA_CAP_SIZE     = 4096 /* cmd_hca_cap: 0x8000 bits */
+    DEVX_OP_QUERY_HCA_CAP  = 0x100,
+    DEVX_HCA_CAP_GENERAL   = 0x0,
+    DEVX_HCA_CAP_ATOMIC    = 0x3,
+    DEVX_STATUS_BAD_OP     = 0x02,
+    DEVX_STATUS_BAD_PARAM  = 0x03,
+    DEVX_STATUS_BAD_OUTLEN = 0x51, /* the output mailbox is too short */
+    DEVX_MBOX_HDR          = 16, /* status, syndrome, reserved */
+    DEVX_HCA_CAP_SIZE      = 4096 /* cmd_hca_cap: 0x8000 bits */
 };
 
 static void
@@ -478,6 +479,12 @@ DCXEMU_API int dcxemu_mlx5dv_devx_general_cmd(struct ibv_context *context,
     default:
         return devx_fw_error(
                 out, DEVX_STATUS_BAD_PARAM); /* a page the model lacks */
+    }
+    /* The command's output is the whole page: the firmware checks the
+     * output length against its layout (query_hca_cap_out, 0x1010 bytes),
+     * which rdma-core, UCX and the kernel all pass in full. */
+    if (outlen < DEVX_MBOX_HDR + sizeof(full)) {
+        return devx_fw_error(out, DEVX_STATUS_BAD_OUTLEN);
     }
     n = outlen - DEVX_MBOX_HDR;
     memcpy((uint8_t *)out + DEVX_MBOX_HDR, full,

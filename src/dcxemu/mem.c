@@ -635,21 +635,11 @@ void dcxemu_mem_local_op(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
              SYND_LOC_PROT); /* the repeat header needs one entry */
         return;
     }
+    /* The UMR only writes the translation: as on hardware, a leaf that is
+     * no MR of ours, lies outside its MR or is another mkey fails the data
+     * access that reaches it (resolve_mkey), not the UMR. */
     for (uint32_t i = 0; i < w->umr_n; i++) {
-        const struct dcxemu_mkey_entry *e = &src[i];
-        uint64_t span                     = e->bytes;
-        if (w->opcode == DCXEMU_OP_UMR_INTERLEAVED && w->umr_repeat > 0) {
-            span = (uint64_t)(w->umr_repeat - 1) * e->stride + e->bytes;
-        }
-        if (span > 0 &&
-            (is_mkey(e->lkey) ||
-             mr_lookup(e->lkey, (uint16_t)dcxemu_me, dcxemu_my_token,
-                       qp->pd->pd_id, e->addr, span, 0) == NULL)) {
-            fail(o, IBV_WC_LOC_PROT_ERR,
-                 SYND_LOC_PROT); /* bad, foreign or nested leaf */
-            return;
-        }
-        unit += e->bytes;
+        unit += src[i].bytes;
     }
     length = w->opcode == DCXEMU_OP_UMR_INTERLEAVED ? unit * w->umr_repeat :
                                                       unit;

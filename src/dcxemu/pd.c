@@ -382,11 +382,12 @@ dcxemu_ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
         errno = EINVAL;
         return NULL;
     }
-    if (dcxemu_cfg.roce) {
+    if (dcxemu_grh_required()) {
         union ibv_gid sgid;
         uint32_t type;
-        /* mlx5_create_ah: RoCE packets always carry a GRH, so an AH without one
-         * is EINVAL; the source GID must be an entry of the table */
+        /* mlx5_create_ah: RoCE packets always carry a GRH, and so must those
+         * of an IB port with IBV_QPF_GRH_REQUIRED: an AH without one is
+         * EINVAL; the source GID must be an entry of the table */
         if (!attr->is_global ||
             dcxemu_gid_entry(dcxemu_ctx(pd->context)->dev_index,
                              attr->grh.sgid_index, &sgid, &type) != 0) {

@@ -47,6 +47,9 @@ int dcxemu_query_port_op(struct ibv_context *context, uint8_t port_num,
         a.sm_lid     = 1;
         a.lmc        = 0;
         a.link_layer = IBV_LINK_LAYER_INFINIBAND;
+        if (dcxemu_cfg.grh_required) {
+            a.flags |= IBV_QPF_GRH_REQUIRED; /* e.g. an SR-IOV function */
+        }
     }
     memcpy(port_attr, &a,
            port_attr_len < sizeof(a) ? port_attr_len : sizeof(a));
@@ -159,6 +162,31 @@ DCXEMU_API int dcxemu__ibv_query_gid_ex(struct ibv_context *context,
     return 0;
 }
 
+/* libibverbs' ibv_read_sysfs_file on the device's directory: the model's
+ * devices have only the file MLNX_OFED adds for a RoCE port's configured
+ * traffic class (DCXEMU_ROCE_TCLASS). */
+DCXEMU_API int dcxemu_ibv_read_sysfs_file(const char *dir, const char *file,
+                                          char *buf, size_t size)
+{
+    int len;
+    dcxemu_read_settings();
+    if (dir == NULL || file == NULL || buf == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (!dcxemu_cfg.roce || dcxemu_cfg.roce_tclass < 0 ||
+        strcmp(file, "tc/1/traffic_class") != 0) {
+        errno = ENOENT;
+        return -1;
+    }
+    len = snprintf(buf, size, "Global tclass=%d", dcxemu_cfg.roce_tclass);
+    if (len < 0 || (size_t)len >= size) {
+        errno = EOVERFLOW; /* libibverbs fails a file it would truncate */
+        return -1;
+    }
+    return len;
+}
+
 DCXEMU_API int dcxemu_ibv_query_pkey(struct ibv_context *context,
                                      uint8_t port_num, int index, __be16 *pkey)
 {
@@ -167,7 +195,7 @@ DCXEMU_API int dcxemu_ibv_query_pkey(struct ibv_context *context,
         errno = EINVAL;
         return -1;
     }
-    *pkey = htobe16(index == 0 ? DCXEMU_PKEY_DEFAULT : 0);
+    *pkey = htobe16(dcxemu_cfg.pkeys[index]);
     return 0;
 }
 
@@ -186,7 +214,7 @@ DCXEMU_API int dcxemu_port_describe(int dev, struct dcxemu_port_desc *d)
     d->lid          = dcxemu_cfg.roce ? 0 : (uint16_t)(dev + 1);
     d->gid_tbl_len  = DCXEMU_GID_TBL_LEN;
     d->pkey_tbl_len = DCXEMU_MAX_PKEYS;
-    d->pkey0        = DCXEMU_PKEY_DEFAULT;
+    d->pkey0        = dcxemu_cfg.pkeys[0];
     d->max_wqe_size = dcxemu_cfg.max_wqe;
     for (i = 0; i < DCXEMU_DESC_GIDS &&
                 dcxemu_gid_entry(dev, i, &d->gid[i], &d->gid_type[i]) == 0;

@@ -253,6 +253,9 @@ static int check_rc_dv(const struct mlx5dv_qp_init_attr *dv, uint64_t *dv_ops)
         if (*dv_ops & ~rc_dv_ops) {
             return EOPNOTSUPP;
         }
+        if (dcxemu_cfg.no_raw_wqe && (*dv_ops & MLX5DV_QP_EX_WITH_RAW_WQE)) {
+            return EOPNOTSUPP; /* rdma-core before v36: RC takes MR_* only */
+        }
     }
     return 0;
 }
@@ -521,6 +524,11 @@ static int check_dci_ops(const struct ibv_qp_init_attr_ex *attr,
     if (dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) {
         if (dv->send_ops_flags & ~(uint64_t)MLX5DV_QP_EX_WITH_RAW_WQE) {
             return EOPNOTSUPP; /* MR_* are RC-only; MEMCPY not modelled */
+        }
+        /* rdma-core before v36 (no mlx5dv_wr_raw_wqe) takes no dv send
+         * ops on a DCI: "ops & ~DCI_OPS || mlx5_ops" is EOPNOTSUPP */
+        if (dcxemu_cfg.no_raw_wqe && (dv->send_ops_flags != 0)) {
+            return EOPNOTSUPP;
         }
         /* rdma-core v44 mlx5_qp_fill_wr_pfns: DCI takes RAW_WQE|MEMCPY */
         *raw_wqe = (dv->send_ops_flags & MLX5DV_QP_EX_WITH_RAW_WQE) != 0;

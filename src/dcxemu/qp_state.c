@@ -69,8 +69,8 @@ static int check_roce_av(struct dcxemu_qp *qp, const struct ibv_ah_attr *ah)
 {
     union ibv_gid gid;
     uint32_t type;
-    if (!dcxemu_cfg.roce) {
-        return 0;
+    if (!dcxemu_grh_required()) {
+        return 0; /* kernel rdma_check_ah_attr: RoCE or GRH required */
     }
     if (!ah->is_global ||
         dcxemu_gid_entry(qp->ctx->dev_index, ah->grh.sgid_index, &gid, &type) !=
@@ -297,6 +297,8 @@ static int publish_rc(struct dcxemu_qp *qp, int state)
     s->cq_idx        = qp->recv_cq->idx;
     s->min_rnr_timer = qp->min_rnr_timer;
     s->rc_dest_qpn   = qp->dest_qpn;
+    s->pkey          = dcxemu_cfg.pkeys[qp->pkey_index];
+    s->atomic_mode   = dcxemu_atomic_mode(qp->access);
     s->rc_state      = (uint8_t)state;
     if (state == IBV_QPS_RESET) {
         atomic_store(&s->rc_remote_err, 0);
@@ -329,6 +331,8 @@ static int publish_dct(struct dcxemu_qp *qp, const struct ibv_qp_attr *a)
     s->srq_idx             = qp->srq->idx;
     s->cq_idx              = qp->recv_cq->idx;
     s->min_rnr_timer       = a->min_rnr_timer;
+    s->pkey                = dcxemu_cfg.pkeys[qp->pkey_index];
+    s->atomic_mode         = dcxemu_atomic_mode(qp->access);
     s->dct_ready           = 1; /* the DCT number exists from here on */
     qp->qpx.qp_base.qp_num = s->qpn;
     dcxemu_unlock();

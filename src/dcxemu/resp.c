@@ -32,8 +32,14 @@ static int roce_route_ok(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
     union ibv_gid sgid, tgid;
     uint32_t stype, ttype;
     if (!dcxemu_cfg.roce) {
+        /* a GRH on InfiniBand: the target port takes a packet only if its
+         * destination GID is one of the port's */
         return !t->roce && w->dlid >= 1 &&
-               w->dlid <= (uint32_t)dcxemu_cfg.num_devices && t->lid == w->dlid;
+               w->dlid <= (uint32_t)dcxemu_cfg.num_devices &&
+               t->lid == w->dlid &&
+               (!w->is_global ||
+                (dcxemu_gid_entry((int)t->lid - 1, 0, &tgid, &ttype) == 0 &&
+                 memcmp(&tgid, &w->dgid, sizeof(tgid)) == 0));
     }
     if (!t->roce || !w->is_global || t->lid < 1 ||
         t->lid > DCXEMU_MAX_DEVICES ||
@@ -46,6 +52,9 @@ static int roce_route_ok(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
            w->hop_limit > dcxemu_cfg.roce_routers &&
            t->hop_limit > dcxemu_cfg.roce_routers;
 }
+
+_Atomic int dcxemu_last_req_tclass  = -1;
+_Atomic int dcxemu_last_resp_tclass = -1;
 
 /* A target that vanished mid-operation is unreachable (retried, then
  * RETRY_EXC_ERR); any other failure to touch registered target memory is a
@@ -334,11 +343,15 @@ static int atomic_compute(const struct dcxemu_wqe *w, uint64_t old,
 
 /* Does slot t take this WQE?  A DCT in RTR with the WQE's DC key; an RC QP in
  * RTR or RTS connected back to the sender (a packet of another connection is
- * dropped, as a QP in any other state drops it). */
+ * dropped, as a QP in any other state drops it). The packet carries the
+ * P_Key at the sender's pkey_index; the target's port drops one that does
+ * not match the target's (a P_Key violation: the sender only sees its
+ * retries run out). */
 static int target_accepts(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
                           const struct dcxemu_shm_qp *t)
 {
-    if (!t->in_use || t->qpn != w->dctn || !roce_route_ok(qp, w, t)) {
+    if (!t->in_use || t->qpn != w->dctn || !roce_route_ok(qp, w, t) ||
+        !dcxemu_pkey_match(dcxemu_cfg.pkeys[qp->pkey_index], t->pkey)) {
         return 0;
     }
     if (qp->is_rc) {
@@ -379,6 +392,10 @@ dcxemu_resp_reach(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
     if (__builtin_expect(dcxemu_cfg.faults, 0) &&
         dcxemu_chance(dcxemu_cfg.drop_p)) {
         return EXEC_UNREACHABLE;
+    }
+    if (dcxemu_cfg.roce) {
+        atomic_store(&dcxemu_last_req_tclass, w->traffic_class);
+        atomic_store(&dcxemu_last_resp_tclass, t->traffic_class);
     }
     o->rnr_ms = rnr_timer_ms[t->min_rnr_timer & 31];
     *tp       = t;
@@ -485,6 +502,13 @@ dcxemu_resp_atomic(struct dcxemu_qp *qp, const struct dcxemu_wqe *w,
     struct iovec viov = { .iov_base = &old, .iov_len = asize };
     int cerr;
     if (w->raddr % asize != 0) {
+        fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
+        return EXEC_DONE;
+    }
+    if (w->raw_masked && (t->access & p->op->remote_right) &&
+        t->atomic_mode < DCXEMU_ATOMIC_MODE_8B) {
+        /* a responder in IB-compatible atomic mode (its HCA lists no masked
+         * atomics) takes no masked operation */
         fail(o, IBV_WC_REM_INV_REQ_ERR, SYND_REM_INV_REQ);
         return EXEC_DONE;
     }

@@ -214,6 +214,40 @@ static void read_ptracer(const char *s)
     }
 }
 
+/* DCXEMU_PKEY_TABLE: comma-separated P_Keys from index 0 (empty entries are
+ * 0); a malformed list is ignored with a line (the default table). */
+static void read_pkeys(const char *s)
+{
+    uint16_t pkeys[DCXEMU_MAX_PKEYS] = { 0 };
+    const char *p                    = s;
+    unsigned n                       = 0;
+    unsigned long v;
+    char *end;
+
+    memset(dcxemu_cfg.pkeys, 0, sizeof(dcxemu_cfg.pkeys));
+    dcxemu_cfg.pkeys[0] = DCXEMU_PKEY_DEFAULT;
+    if (s == NULL || *s == '\0') {
+        return;
+    }
+    for (;;) {
+        v = strtoul(p, &end, 0);
+        if (end == p || v > 0xffff || n >= DCXEMU_MAX_PKEYS ||
+            (*end != ',' && *end != '\0')) {
+            fprintf(stderr,
+                    "dcxemu: ignoring DCXEMU_PKEY_TABLE=%s (up to %d "
+                    "comma-separated 16-bit P_Keys)\n",
+                    s, DCXEMU_MAX_PKEYS);
+            return;
+        }
+        pkeys[n++] = (uint16_t)v;
+        if (*end == '\0') {
+            break;
+        }
+        p = end + 1;
+    }
+    memcpy(dcxemu_cfg.pkeys, pkeys, sizeof(pkeys));
+}
+
 static void read_settings(void)
 {
     const char *ex             = getenv("DCXEMU_EXEC");
@@ -241,6 +275,7 @@ static void read_settings(void)
     dcxemu_cfg.yama_scope      = (int)env_long("DCXEMU_YAMA_SCOPE", -1, -1, 3);
     read_ptracer(getenv("DCXEMU_PTRACER"));
     dcxemu_cfg.no_ext_atomics = !env_long("DCXEMU_EXT_ATOMICS", 1, 0, 1);
+    dcxemu_cfg.no_raw_wqe     = !env_long("DCXEMU_RAW_WQE", 1, 0, 1);
     dcxemu_cfg.no_atomics     = 0;
     if (ac != NULL && strcmp(ac, "none") == 0) {
         dcxemu_cfg.no_atomics = 1;
@@ -257,6 +292,9 @@ static void read_settings(void)
                 "(infiniband or ethernet)\n",
                 ll);
     }
+    read_pkeys(getenv("DCXEMU_PKEY_TABLE"));
+    dcxemu_cfg.roce_tclass  = (int)env_long("DCXEMU_ROCE_TCLASS", -1, 0, 255);
+    dcxemu_cfg.grh_required = (int)env_long("DCXEMU_GRH_REQUIRED", 0, 0, 1);
     dcxemu_cfg.roce_routers = (uint32_t)env_long("DCXEMU_ROCE_ROUTERS", 0, 0,
                                                  254);
     dcxemu_cfg.time_scale   = 1.0;

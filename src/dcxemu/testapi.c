@@ -32,6 +32,16 @@ void dcxemu_test_cq_destroy_wait(int delta)
     atomic_fetch_add(&cq_destroy_waiters, delta);
 }
 
+DCXEMU_API int dcxemu_tclass_read(int *request, int *response)
+{
+    if (request == NULL || response == NULL) {
+        return EINVAL;
+    }
+    *request  = atomic_load(&dcxemu_last_req_tclass);
+    *response = atomic_load(&dcxemu_last_resp_tclass);
+    return 0;
+}
+
 DCXEMU_API int dcxemu_engine_state_read(struct dcxemu_engine_state *out)
 {
     int err;

@@ -53,13 +53,14 @@ void dcxemu_wqe_new(struct dcxemu_qp *qp, uint32_t op, uint64_t wr_id,
     w->flags  = flags;
     w->opcode = op;
     if (qp->is_rc) {
-        w->addr_setters = 1;
-        w->dctn         = qp->dest_qpn;
-        w->dlid         = qp->av.dlid;
-        w->is_global    = qp->av.is_global;
-        w->sgid_index   = qp->av.grh.sgid_index;
-        w->hop_limit    = qp->av.grh.hop_limit;
-        w->dgid         = qp->av.grh.dgid;
+        w->addr_setters  = 1;
+        w->dctn          = qp->dest_qpn;
+        w->dlid          = qp->av.dlid;
+        w->is_global     = qp->av.is_global;
+        w->sgid_index    = qp->av.grh.sgid_index;
+        w->hop_limit     = qp->av.grh.hop_limit;
+        w->traffic_class = qp->av.grh.traffic_class;
+        w->dgid          = qp->av.grh.dgid;
     }
     qp->batch_n++;
     qp->cur = w;
@@ -375,13 +376,14 @@ static void s_dc_addr(struct mlx5dv_qp_ex *d, struct ibv_ah *ah, uint32_t dctn,
     }
     /* the AV is copied now: the AH may be destroyed right after this call */
     w->addr_setters++;
-    w->dlid       = ((struct dcxemu_ah *)ah)->attr.dlid;
-    w->is_global  = ((struct dcxemu_ah *)ah)->attr.is_global;
-    w->sgid_index = ((struct dcxemu_ah *)ah)->attr.grh.sgid_index;
-    w->hop_limit  = ((struct dcxemu_ah *)ah)->attr.grh.hop_limit;
-    w->dgid       = ((struct dcxemu_ah *)ah)->attr.grh.dgid;
-    w->dctn       = dctn & 0xffffff;
-    w->dc_key     = key;
+    w->dlid          = ((struct dcxemu_ah *)ah)->attr.dlid;
+    w->is_global     = ((struct dcxemu_ah *)ah)->attr.is_global;
+    w->sgid_index    = ((struct dcxemu_ah *)ah)->attr.grh.sgid_index;
+    w->hop_limit     = ((struct dcxemu_ah *)ah)->attr.grh.hop_limit;
+    w->traffic_class = ((struct dcxemu_ah *)ah)->attr.grh.traffic_class;
+    w->dgid          = ((struct dcxemu_ah *)ah)->attr.grh.dgid;
+    w->dctn          = dctn & 0xffffff;
+    w->dc_key        = key;
 }
 
 static void s_dc_addr_stream(struct mlx5dv_qp_ex *d, struct ibv_ah *ah,

@@ -31,7 +31,9 @@ static void dcx_fuzz_emu_fill_av(const dcx_fuzz_emu_t *e,
     ah->port_num = 1;
     if (!e->roce) {
         ah->dlid = 1;
-        return;
+        if (!e->ib_grh) {
+            return;
+        }
     }
     ah->is_global      = 1;
     ah->grh.dgid       = e->gid;
@@ -210,6 +212,15 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
     }
     if (e->roce && (i == (uint32_t)port_attr.gid_tbl_len)) {
         dcx_fuzz_fatal("the raw device has no RoCE v2 IPv4 GID");
+    }
+    e->ib_grh = !e->roce && (port_attr.flags & IBV_QPF_GRH_REQUIRED);
+    if (e->ib_grh) {
+        if (query_gid_ex(e->ctx, 1, 0, &gid_entry, 0, sizeof(gid_entry)) !=
+            0) {
+            dcx_fuzz_fatal("the raw device has no GID 0");
+        }
+        e->sgid_index = 0;
+        e->gid        = gid_entry.gid;
     }
 
     e->buf_len = buf_len;

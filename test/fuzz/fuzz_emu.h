@@ -34,6 +34,8 @@ typedef struct {
     struct ibv_ah       *ah;          /* to LID 1 (RoCE: the GID below):
                                          every member's dcxemu0 */
     int                 roce;         /* the port is Ethernet: GRH addresses */
+    int                 ib_grh;       /* an InfiniBand port that requires a
+                                         GRH: its GID 0 in every address */
     uint8_t             sgid_index;   /* RoCE: dcx's default choice */
     union ibv_gid       gid;          /* RoCE: dcxemu0's GID at sgid_index */
     void                *buf;         /* registered, buf_len bytes */

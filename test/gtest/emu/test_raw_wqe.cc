@@ -470,6 +470,11 @@ TEST(emu_devx, query_atomic_caps)
     in[1] = 0x01;
     EXPECT_EQ(dcxemu_mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)), EREMOTEIO);
     EXPECT_EQ(out[0], 0x02);
+    /* QUERY_HCA_CAP into less than the whole output: BAD_OUTPUT_LEN */
+    in[1] = 0x00;
+    in[7] = (3 << 1) | 1;
+    EXPECT_EQ(dcxemu_mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)), EREMOTEIO);
+    EXPECT_EQ(out[0], 0x51);
     EXPECT_EQ(dcxemu_ibv_close_device(ctx), 0);
 }
 
@@ -496,6 +501,7 @@ EMU_CHILD(extatomics)
     if (dct == nullptr || dct_to_rtr(dct) != 0) return 5;
     dci c;
     c.qp = create_raw_dci(d, MLX5DV_QP_EX_WITH_RAW_WQE);
+    if (c.qp == nullptr && errno == EOPNOTSUPP) return 14; /* no builder */
     if (c.qp == nullptr || dci_to_rts(c.qp) != 0) return 6;
     c.qpx = dcxemu_ibv_qp_to_qp_ex(c.qp);
     c.dv = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(c.qpx);
@@ -549,6 +555,8 @@ TEST(emu_devx, ext_atomics_mode)
     EXPECT_EQ(run_child({}), 0);
     EXPECT_EQ(run_child({ "DCXEMU_EXT_ATOMICS=0" }), 10);
     EXPECT_EQ(run_child({ "DCXEMU_ATOMIC_CAP=none" }), 11);
+    /* rdma-core before v36: no raw-WQE builder, the DCI is refused */
+    EXPECT_EQ(run_child({ "DCXEMU_RAW_WQE=0" }), 14);
 }
 
 } // namespace

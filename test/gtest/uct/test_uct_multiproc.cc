@@ -280,6 +280,46 @@ TEST(uct_multiproc, dead_peer_fails_only_its_endpoint)
     uct_ep_destroy(ep_alive);
 }
 
+/* A peer whose device lists no masked atomics (the model's
+ * DCXEMU_EXT_ATOMICS=0 in its process): its DCT gets the IB-compatible
+ * atomic mode, whose responder refuses a masked atomic (REM_INV_REQ, the
+ * DCI to error). Its address says so: a 32-bit atomic to it is refused at
+ * once, and 64-bit OR is a compare-swap loop; nothing fails. */
+TEST(uct_multiproc, masked_atomics_only_to_a_peer_that_takes_them)
+{
+    failure_record failures;
+    entity e(quick_timeout(2), record_failure, &failures);
+    if (e.attr().cap.atomic32.fop_flags == 0) {
+        GTEST_SKIP() << "no masked atomics here (RoCE)";
+    }
+    child plain("sleeper", {}, {{"DCXEMU_EXT_ATOMICS", "0"}});
+    uct_ep_h ep;
+
+    ASSERT_EQ(UCS_OK, e.connect(recv_msg(plain.from_fd()), &ep));
+    rkey rk(recv_msg(plain.from_fd()));
+    uint64_t addr = msg_u64(recv_msg(plain.from_fd()));
+    std::vector<entity*> me = {&e};
+
+    uint32_t result32 = 0;
+    test_comp c32;
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED,
+              uct_ep_atomic32_fetch(ep, UCT_ATOMIC_OP_ADD, 1, &result32, addr,
+                                    rk.get(), &c32.uct));
+
+    uint64_t result64 = 1;
+    test_comp c64;
+    ucs_status_t status = retry(me, [&] {
+        return uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_OR, 0x10, &result64,
+                                     addr, rk.get(), &c64.uct);
+    });
+    EXPECT_EQ(UCS_OK, wait_comp(me, status, c64));
+    EXPECT_EQ(0u, result64);
+    EXPECT_EQ(UCS_OK, flush_ep(me, ep));
+    EXPECT_TRUE(failures.eps.empty()) << "the endpoint failed";
+
+    uct_ep_destroy(ep);
+}
+
 /* Keepalive: uct_ep_check finds a peer that died while the endpoint was
  * idle, and only that one; a live peer's check succeeds quietly. */
 TEST(uct_multiproc, ep_check_detects_dead_idle_peer)

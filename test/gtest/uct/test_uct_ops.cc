@@ -1446,10 +1446,88 @@ TEST(uct_no_atomics, no_masked_atomics_no_atomic32)
     EXPECT_EQ(0, c.wait());
 }
 
+/* A provider without the raw-WQE builder (rdma-core before v36, the model's
+ * DCXEMU_RAW_WQE=0) refuses a DCI that asks for it with EOPNOTSUPP although
+ * the device lists masked atomics: the interface opens all the same and
+ * offers what it can post without raw WQEs, as on a device without them. */
+TEST(uct_no_atomics, provider_without_raw_wqe_builder)
+{
+    child c("no_ext_atomics_device", {}, {{"DCXEMU_RAW_WQE", "0"}});
+    EXPECT_EQ(0, c.wait());
+}
+
 TEST(uct_no_atomics, iface_opens_without_device_atomics)
 {
     child c("no_atomics_device", {}, {{"DCXEMU_ATOMIC_CAP", "none"}});
     EXPECT_EQ(0, c.wait());
+}
+
+/* A port whose P_Key table (the model's DCXEMU_PKEY_TABLE) does not start
+ * with a full member: the model drops a packet whose P_Key does not match
+ * the target's, and two limited members never match, so data moves only if
+ * the interface chose a full-membership entry. Exit 0 when puts and a get
+ * arrive, 10 when the interface does not open, else the failed check. */
+DCX_CHILD_ROLE(pkey_device)
+{
+    entity receiver, sender;
+    if ((receiver.iface() == nullptr) || (sender.iface() == nullptr)) {
+        return 10;
+    }
+
+    std::vector<entity*> all = {&sender, &receiver};
+    uct_ep_h ep              = sender.connect(receiver);
+    buffer target(receiver, 4096), local(sender, 4096);
+    rkey rk(target.packed_rkey());
+    std::vector<char> data = data_vector(64, 7);
+    if (retry(all, [&] {
+            return uct_ep_put_short(ep, data.data(), data.size(),
+                                    target.addr(), rk.get());
+        }) != UCS_OK) {
+        return 11;
+    }
+    if (flush_ep(all, ep) != UCS_OK) {
+        return 12;
+    }
+    if (memcmp(target.ptr(), data.data(), data.size()) != 0) {
+        return 13;
+    }
+    uct_ep_destroy(ep);
+    return 0;
+}
+
+TEST(uct_pkey, first_full_member_when_index_0_is_limited)
+{
+    /* index 0: the default partition, limited membership */
+    child c("pkey_device", {},
+            {{"DCXEMU_LINK_LAYER", "infiniband"},
+             {"DCXEMU_PKEY_TABLE", "0x7fff,0xffff"},
+             {"DCXEMU_TIME_SCALE", "0.01"}});
+    EXPECT_EQ(0, c.wait());
+}
+
+TEST(uct_pkey, configured_partition_full_member_first)
+{
+    /* UCX_DCX_PKEY=0x5: the full member at index 2, not the limited one
+     * before it (two limited members cannot talk) */
+    child c("pkey_device", {},
+            {{"DCXEMU_LINK_LAYER", "infiniband"},
+             {"DCXEMU_PKEY_TABLE", "0x7fff,0x0005,0x8005"},
+             {"UCX_DCX_PKEY", "0x5"},
+             {"DCXEMU_TIME_SCALE", "0.01"}});
+    EXPECT_EQ(0, c.wait());
+}
+
+TEST(uct_pkey, configured_partition_absent_or_invalid)
+{
+    child absent("pkey_device", {},
+                 {{"DCXEMU_LINK_LAYER", "infiniband"},
+             {"DCXEMU_PKEY_TABLE", "0xffff,0x8005"},
+                  {"UCX_DCX_PKEY", "0x6"}});
+    EXPECT_EQ(10, absent.wait());
+    child invalid("pkey_device", {},
+                  {{"DCXEMU_LINK_LAYER", "infiniband"},
+                   {"UCX_DCX_PKEY", "0x8000"}});
+    EXPECT_EQ(10, invalid.wait());
 }
 
 /* A device whose WQEs hold 256 bytes (DCXEMU_MAX_WQE_SIZE, read once per

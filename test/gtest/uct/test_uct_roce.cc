@@ -284,3 +284,131 @@ TEST(uct_roce, hop_limit_for_requests_and_dct_responses)
 {
     EXPECT_EQ(0, run_roce("roce_hop_limit"));
 }
+
+namespace {
+
+/* The traffic class "auto" takes on RoCE v2 (UCX 1.22): the port's
+ * configured global class where the device's sysfs directory has
+ * tc/1/traffic_class (the model's DCXEMU_ROCE_TCLASS), else 106. A put
+ * crosses, and the model reports the class of the request and of the
+ * DCT's responses. args[0]: the class expected. */
+DCX_CHILD_ROLE(roce_port_tclass)
+{
+    typedef int (*tclass_read_fn)(int*, int*);
+    tclass_read_fn tclass_read = emu_sym<tclass_read_fn>("dcxemu_tclass_read");
+    int expected               = atoi(args.at(0).c_str());
+    int request = -1, response = -1;
+    if (tclass_read == nullptr) {
+        return 9;
+    }
+    entity sender, receiver;
+    int ret = exchange(sender, receiver);
+    if (ret != 0) {
+        return 10 + ret;
+    }
+    if (tclass_read(&request, &response) != 0) {
+        return 20;
+    }
+    if ((request != expected) || (response != expected)) {
+        fprintf(stderr, "traffic class: request %d, response %d, expected %d\n",
+                request, response, expected);
+        return 21;
+    }
+    return 0;
+}
+
+} // namespace
+
+TEST(uct_roce, traffic_class_from_the_port)
+{
+    child configured("roce_port_tclass", {"96"},
+                     {{"DCXEMU_LINK_LAYER", "ethernet"},
+                      {"DCXEMU_ROCE_TCLASS", "96"}});
+    EXPECT_EQ(0, configured.wait(90));
+    child unset("roce_port_tclass", {"106"},
+                {{"DCXEMU_LINK_LAYER", "ethernet"}});
+    EXPECT_EQ(0, unset.wait(90));
+    child forced("roce_port_tclass", {"8"},
+                 {{"DCXEMU_LINK_LAYER", "ethernet"},
+                  {"DCXEMU_ROCE_TCLASS", "96"},
+                  {"UCX_DCX_TRAFFIC_CLASS", "8"}});
+    EXPECT_EQ(0, forced.wait(90));
+}
+
+namespace {
+
+/* InfiniBand with a GRH on every packet: a port that requires one (the
+ * model's DCXEMU_GRH_REQUIRED=1: IBV_QPF_GRH_REQUIRED in the port's flags,
+ * and an address handle or QP address vector without a GRH is EINVAL, as
+ * libmlx5 and the kernel refuse it) or UCX_DCX_IS_GLOBAL=y. The device
+ * address carries the port's GID, and put, get, active messages and the
+ * masked atomics (raw WQEs with their own address vector) reach the peer,
+ * whose port drops a GRH not addressed to its GID. */
+DCX_CHILD_ROLE(ib_global)
+{
+    const uint8_t flag_ib_gid = 8;
+    entity sender, receiver;
+    if ((sender.iface() == nullptr) || (receiver.iface() == nullptr)) {
+        return 1;
+    }
+    const std::vector<char> &a = sender.dev_addr();
+    if ((a.size() != dev_addr_gid_offset + 16) ||
+        ((uint8_t)a[dev_addr_flags_offset] != flag_ib_gid) ||
+        ((uint8_t)a[dev_addr_gid_offset] != 0xfe) ||
+        ((uint8_t)a[dev_addr_gid_offset + 1] != 0x80)) {
+        return 2;
+    }
+    int ret = exchange(sender, receiver);
+    if (ret != 0) {
+        return 10 + ret;
+    }
+
+    std::vector<entity*> all = {&sender, &receiver};
+    uct_ep_h ep = sender.connect(receiver);
+    buffer target(receiver, 64, 0);
+    rkey rk(target.packed_rkey());
+    uint32_t *word32 = (uint32_t*)target.ptr();
+    uint64_t *word64 = (uint64_t*)target.ptr() + 1;
+    uint32_t result32 = 0;
+    uint64_t result64 = 0;
+    *word32 = 40;
+    *word64 = 7;
+    if (!(sender.attr().cap.atomic32.fop_flags & UCS_BIT(UCT_ATOMIC_OP_ADD))) {
+        return 20; /* masked atomics stay on with a GRH */
+    }
+    test_comp c32, c64;
+    ucs_status_t status = retry(all, [&] {
+        return uct_ep_atomic32_fetch(ep, UCT_ATOMIC_OP_ADD, 2, &result32,
+                                     target.addr(), rk.get(), &c32.uct);
+    });
+    if ((wait_comp(all, status, c32, 30) != UCS_OK) || (result32 != 40) ||
+        (*word32 != 42)) {
+        return 21;
+    }
+    status = retry(all, [&] {
+        return uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_SWAP, 9, &result64,
+                                     target.addr() + 8, rk.get(), &c64.uct);
+    });
+    if ((wait_comp(all, status, c64, 30) != UCS_OK) || (result64 != 7) ||
+        (*word64 != 9)) {
+        return 22;
+    }
+    uct_ep_destroy(ep);
+    return 0;
+}
+
+} // namespace
+
+TEST(uct_ib_global, grh_required_port)
+{
+    child c("ib_global", {},
+            {{"DCXEMU_LINK_LAYER", "infiniband"}, {"DCXEMU_GRH_REQUIRED", "1"}});
+    EXPECT_EQ(0, c.wait(90));
+}
+
+TEST(uct_ib_global, is_global_config)
+{
+    child c("ib_global", {},
+            {{"DCXEMU_LINK_LAYER", "infiniband"}, {"UCX_DCX_IS_GLOBAL", "y"}});
+    EXPECT_EQ(0, c.wait(90));
+}

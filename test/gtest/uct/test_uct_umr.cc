@@ -822,6 +822,63 @@ TEST_P(uct_umr, invalid_shapes)
     }
 }
 
+/* Local blocks outside their registration: the device would fail the data
+ * operation that reaches them (an mkey's entries are checked only then), and
+ * with it the DCI and, under the rand policy, every endpoint sharing it, so
+ * dcx refuses the call before posting anything. Another endpoint on the same
+ * DCI, and the same endpoint, still move data afterwards. */
+TEST_P(uct_umr, outside_registration_refused_before_posting)
+{
+    failure_record failures;
+    entity sender(config_t{{"TX_POLICY", "rand"}, {"NUM_DCI", "1"},
+                           {"UMR", GetParam()}, {"UMR_PACK_THRESH", "0"}},
+                  record_failure, &failures);
+    entity receiver, other;
+    std::vector<entity*> everyone = {&sender, &receiver, &other};
+    std::vector<char> big(65536); /* mapped, 4096 bytes registered */
+    buffer remote(receiver, 4096), remote2(other, 4096);
+    rkey rk(remote.packed_rkey()), rk2(remote2.packed_rkey());
+    uct_ep_h ep = sender.connect(receiver), ep2 = sender.connect(other);
+    uct_mem_h part;
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(sender.md(), big.data(), 4096,
+                                     UCT_MD_MEM_ACCESS_ALL, &part));
+
+    uct_iov_t iov = {};
+    iov.buffer = big.data();
+    iov.length = 64;
+    iov.stride = 1000;
+    iov.count  = 16; /* 15064 bytes, 4096 of them registered */
+    iov.memh   = part;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_ep_put_zcopy(ep, &iov, 1, remote.addr(), rk.get(), NULL));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_ep_get_zcopy(ep, &iov, 1, remote.addr(), rk.get(), NULL));
+    uct_iov_t two[2] = {iov, iov};
+    two[0].count = 1;
+    EXPECT_EQ((GetParam() == "no") ? UCS_ERR_UNSUPPORTED : /* no list UMR */
+                      UCS_ERR_INVALID_PARAM,
+              uct_ep_put_zcopy(ep, two, 2, remote.addr(), rk.get(), NULL));
+
+    /* inside the registration: 4 x 64 bytes, 1000 apart */
+    iov.count = 4;
+    for (auto e : {std::make_pair(ep, &rk), std::make_pair(ep2, &rk2)}) {
+        test_comp comp;
+        ucs_status_t status = retry(everyone, [&] {
+            return uct_ep_put_zcopy(e.first, &iov, 1,
+                                    (e.first == ep) ? remote.addr() :
+                                                      remote2.addr(),
+                                    e.second->get(), &comp.uct);
+        });
+        EXPECT_EQ(UCS_OK, wait_comp(everyone, status, comp));
+    }
+    EXPECT_EQ(UCS_OK, flush_ep(everyone, ep));
+    EXPECT_EQ(UCS_OK, flush_ep(everyone, ep2));
+    EXPECT_TRUE(failures.statuses.empty()) << "an endpoint failed";
+    uct_ep_destroy(ep);
+    uct_ep_destroy(ep2);
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(sender.md(), part));
+}
+
 /* An error completion on the UMR QP (forced by the device model): the
  * operation whose UMR failed fails (no hang), the QP is reset and
  * reconnected once it has drained, the layouts cached before are dropped,

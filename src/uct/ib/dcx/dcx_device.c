@@ -91,7 +91,9 @@ uct_dcx_device_probe_dct_connect(const uct_dcx_verbs_ops_t *ops,
     attr.path_mtu          = port_attr->active_mtu;
     attr.min_rnr_timer     = 1;
     attr.ah_attr.port_num  = port;
-    attr.ah_attr.is_global = (port_attr->link_layer == IBV_LINK_LAYER_ETHERNET);
+    attr.ah_attr.is_global = (port_attr->link_layer ==
+                              IBV_LINK_LAYER_ETHERNET) ||
+                             (port_attr->flags & IBV_QPF_GRH_REQUIRED);
     attr.ah_attr.grh.hop_limit = 1;
     ret                        = ops->modify_qp(dct, &attr,
                                                 IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_AV |

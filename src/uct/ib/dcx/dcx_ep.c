@@ -71,6 +71,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
     uct_dcx_iface_t *iface = ucs_derived_of(params->iface, uct_dcx_iface_t);
     const uct_dcx_iface_addr_t *iface_addr;
     const uct_dcx_dev_addr_t *dev_addr;
+    const union ibv_gid *dgid;
     uct_dcx_peer_t *peer;
     struct ibv_ah *ah;
     ucs_status_t status;
@@ -95,10 +96,8 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
         return UCS_ERR_UNREACHABLE;
     }
 
-    status = uct_dcx_iface_ah_get(
-            iface, dev_addr->lid,
-            iface->is_global ? (const union ibv_gid *)(dev_addr + 1) : NULL,
-            &ah);
+    dgid   = uct_dcx_iface_peer_dgid(iface, dev_addr->flags, dev_addr + 1);
+    status = uct_dcx_iface_ah_get(iface, dev_addr->lid, dgid, &ah);
     if (status != UCS_OK) {
         return status;
     }
@@ -109,8 +108,14 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
     if (status != UCS_OK) {
         return status;
     }
-    self->peer_index = peer->index;
-    peer->lid        = dev_addr->lid;
+    self->peer_index  = peer->index;
+    peer->lid         = dev_addr->lid;
+    peer->is_global   = (dgid != NULL);
+    peer->ext_atomics = !!(iface_addr->flags &
+                           UCT_DCX_IFACE_ADDR_FLAG_EXT_ATOMICS);
+    if (dgid != NULL) {
+        memcpy(&peer->gid, dgid, sizeof(peer->gid));
+    }
 
     self->dci    = UCT_DCX_EP_NO_DCI;
     self->flags  = 0;
@@ -148,9 +153,8 @@ int uct_dcx_ep_is_connected_to(uct_ep_h tl_ep,
     if (!uct_dcx_iface_addr_is_reachable(tl_ep->iface, dev_addr, iface_addr,
                                          NULL, 0) ||
         (uct_dcx_iface_ah_get(iface, daddr->lid,
-                              iface->is_global ?
-                                      (const union ibv_gid *)(daddr + 1) :
-                                      NULL,
+                              uct_dcx_iface_peer_dgid(iface, daddr->flags,
+                                                      daddr + 1),
                               &ah) != UCS_OK)) {
         return 0;
     }

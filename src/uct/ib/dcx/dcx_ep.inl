@@ -526,6 +526,9 @@ uct_dcx_op_complete(uct_dcx_op_t *op, ucs_status_t status)
 
 
 /* Out of the common path (dcx_ep_strided.c): strided and long iov lists. */
+ucs_status_t uct_dcx_memh_check_span(uct_mem_h memh, const void *buffer,
+                                     size_t length, size_t stride, size_t count,
+                                     const char *what, size_t index);
 ucs_status_t
 uct_dcx_ep_am_zcopy_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                             uint8_t id, const void *header,

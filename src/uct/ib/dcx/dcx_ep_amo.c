@@ -178,8 +178,17 @@ uct_dcx_ep_amo_masked_wqe(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     wqe->dgram.av.dqp_dct      = htobe32(peer->dctn | MLX5_EXTENDED_UD_AV);
     wqe->dgram.av.stat_rate_sl = iface->config.sl & 0xf;
     wqe->dgram.av.rlid         = htobe16(peer->lid);
-    wqe->raddr.raddr           = htobe64(remote_addr);
-    wqe->raddr.rkey            = htobe32(uct_dcx_rkey(rkey));
+    if (peer->is_global) {
+        /* the GRH as libmlx5 writes an InfiniBand AH's: the GRH bit, the
+         * source GID index, hop limit, class and the destination GID */
+        wqe->dgram.av.grh_gid_fl = htobe32(UCS_BIT(30) |
+                                           ((uint32_t)iface->gid_index << 20));
+        wqe->dgram.av.hop_limit  = iface->config.hop_limit;
+        wqe->dgram.av.tclass     = iface->config.traffic_class;
+        memcpy(wqe->dgram.av.rgid, peer->gid.raw, sizeof(peer->gid.raw));
+    }
+    wqe->raddr.raddr = htobe64(remote_addr);
+    wqe->raddr.rkey  = htobe32(uct_dcx_rkey(rkey));
 
     seg = wqe->atomic_data;
     uct_dcx_amo_put_be(seg, size, value);
@@ -260,6 +269,13 @@ static ucs_status_t uct_dcx_ep_atomic32(uct_ep_h tl_ep, uct_atomic_op_t opcode,
                                   remote_addr, rkey);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
+    }
+    if (ucs_unlikely(
+                !uct_dcx_ep_peer(iface, ucs_derived_of(tl_ep, uct_dcx_ep_t))
+                         ->ext_atomics)) {
+        /* The peer's responder would refuse a masked atomic (REM_INV_REQ),
+         * failing the DCI: there is no other way to a 32-bit atomic. */
+        return UCS_ERR_UNSUPPORTED;
     }
 
     return uct_dcx_ep_amo_masked(tl_ep, sizeof(uint32_t), opcode, value,
@@ -406,7 +422,8 @@ static ucs_status_t uct_dcx_ep_atomic64(uct_ep_h tl_ep, uct_atomic_op_t opcode,
     case UCT_ATOMIC_OP_AND:
     case UCT_ATOMIC_OP_OR:
     case UCT_ATOMIC_OP_XOR:
-        if (iface->config.ext_atomics64) {
+        if (iface->config.ext_atomics64 &&
+            uct_dcx_ep_peer(iface, ep)->ext_atomics) {
             /* One masked atomic instead of a compare-swap loop. */
             return uct_dcx_ep_amo_masked(tl_ep, sizeof(uint64_t), opcode, value,
                                          0, result, remote_addr, rkey, comp);

@@ -57,6 +57,12 @@ uct_dcx_ep_sgl_check(uct_dcx_iface_t *iface, void *const *buffers,
                       i);
             return UCS_ERR_INVALID_PARAM;
         }
+        status = uct_dcx_memh_check_span(memhs[i], buffers[i], lengths[i],
+                                         (strides == NULL) ? 0 : strides[i],
+                                         blocks, "put_sgl_zcopy", i);
+        if (status != UCS_OK) {
+            return status;
+        }
         status = uct_dcx_ep_check_rkey(rkeys[i], lengths[i]);
         if (status != UCS_OK) {
             return status;

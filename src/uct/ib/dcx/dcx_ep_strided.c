@@ -15,6 +15,38 @@
 #include <endian.h>
 
 
+/* Blocks of a local buffer (count blocks of length bytes, stride apart) lie
+ * inside memh's registration. The device checks an indirect mkey's entries
+ * only when data reaches them, so a block outside would fail the data
+ * operation on the DCI, its endpoint and, under the rand policy, every
+ * endpoint sharing the DCI: it is refused here, before anything is posted. */
+ucs_status_t uct_dcx_memh_check_span(uct_mem_h memh, const void *buffer,
+                                     size_t length, size_t stride, size_t count,
+                                     const char *what, size_t index)
+{
+    const struct ibv_mr *mr = ((const uct_dcx_mem_t *)memh)->mr;
+    uintptr_t start = (uintptr_t)buffer, mr_start = (uintptr_t)mr->addr;
+    size_t span;
+
+    if ((length == 0) || (count == 0)) {
+        return UCS_OK;
+    }
+    if ((count > 1) && (stride > (SIZE_MAX - length) / (count - 1))) {
+        goto err;
+    }
+    span = (count - 1) * stride + length;
+    if ((start >= mr_start) && (span <= mr->length) &&
+        (start - mr_start <= mr->length - span)) {
+        return UCS_OK;
+    }
+
+err:
+    ucs_error("dcx: %s: entry %zu (%p, %zu x %zu bytes, stride %zu) is "
+              "outside its registration (%p, %zu bytes)",
+              what, index, buffer, count, length, stride, mr->addr, mr->length);
+    return UCS_ERR_INVALID_PARAM;
+}
+
 /* The UMR layout of a strided iov entry. */
 static UCS_F_ALWAYS_INLINE void
 uct_dcx_ep_iov_layout(const uct_iov_t *iov, uct_dcx_umr_layout_t *layout)
@@ -114,6 +146,11 @@ uct_dcx_ep_am_zcopy_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
         ucs_error("dcx: am_zcopy: strided entry with overlapping blocks "
                   "or no memory handle");
         return UCS_ERR_INVALID_PARAM;
+    }
+    status = uct_dcx_memh_check_span(iov->memh, iov->buffer, iov->length,
+                                     iov->stride, iov->count, "am_zcopy", 0);
+    if (status != UCS_OK) {
+        return status;
     }
     UCT_CHECK_LENGTH(header_length + total, 0, iface->tx.seg_size, "am_zcopy");
 
@@ -260,6 +297,12 @@ static ucs_status_t uct_dcx_ep_iov_pieces(const uct_iov_t *iov, size_t iovcnt,
             ucs_error("dcx: iov entry %zu: no memory handle", i);
             return UCS_ERR_INVALID_PARAM;
         }
+        if (uct_dcx_memh_check_span(iov[i].memh, iov[i].buffer, iov[i].length,
+                                    (iov[i].count > 1) ? iov[i].stride : 0,
+                                    ucs_max(iov[i].count, 1), "iov",
+                                    i) != UCS_OK) {
+            return UCS_ERR_INVALID_PARAM;
+        }
         if ((iov[i].count > 1) && (iov[i].stride != iov[i].length)) {
             if (iov[i].stride < iov[i].length) {
                 ucs_error("dcx: iov entry %zu: "
@@ -399,6 +442,12 @@ ucs_status_t uct_dcx_ep_rma_strided(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     if (iov->memh == UCT_MEM_HANDLE_NULL) {
         ucs_error("dcx: strided iov without a memory handle");
         return UCS_ERR_INVALID_PARAM;
+    }
+    status = uct_dcx_memh_check_span(iov->memh, iov->buffer, iov->length,
+                                     iov->stride, iov->count,
+                                     is_read ? "get_zcopy" : "put_zcopy", 0);
+    if (status != UCS_OK) {
+        return status;
     }
     UCT_CHECK_LENGTH(total, 0, iface->port_attr.max_msg_sz,
                      is_read ? "get_zcopy" : "put_zcopy");

@@ -161,12 +161,14 @@ static void uct_dcx_iface_fc_grant_request(uct_dcx_iface_t *iface,
         return; /* a failed device sends nothing */
     }
     memcpy(&req, data, sizeof(req));
-    if (req.dev_flags & UCT_DCX_DEV_ADDR_FLAG_GLOBAL) {
+    if (req.dev_flags &
+        (UCT_DCX_DEV_ADDR_FLAG_GLOBAL | UCT_DCX_DEV_ADDR_FLAG_IB_GID)) {
         if (length < sizeof(req) + sizeof(*gid)) {
             ucs_debug("dcx: dropped a credit request without its GID");
             return;
         }
-        gid = UCS_PTR_BYTE_OFFSET(data, sizeof(req));
+        gid = uct_dcx_iface_peer_dgid(iface, req.dev_flags,
+                                      UCS_PTR_BYTE_OFFSET(data, sizeof(req)));
     }
 
     if (uct_dcx_iface_ah_get(iface, req.lid, gid, &pg.ah) != UCS_OK) {

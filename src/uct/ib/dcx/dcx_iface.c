@@ -215,7 +215,7 @@ void uct_dcx_iface_perf_get(uct_iface_h tl_iface, uct_dcx_perf_op_t op,
      * not given inline adds ~350 ns; DC's connect adds ~60 ns on the wire
      * to the port's ~600 ns (RoCE: +200 ns). */
     perf->bandwidth          = wire * mtu / (mtu + hdrs);
-    perf->latency            = 660e-9 + (iface->is_global ? 200e-9 : 0);
+    perf->latency            = 660e-9 + (iface->is_roce ? 200e-9 : 0);
     perf->send_pre_overhead  = 40e-9;
     perf->send_post_overhead = 40e-9;
     perf->recv_overhead      = 75e-9;
@@ -357,6 +357,105 @@ static ucs_mpool_ops_t uct_dcx_malloc_mpool_ops = {
 
 static uct_iface_ops_t uct_dcx_iface_tl_ops;
 
+/* InfiniBand addressing, as UCX's: the port's GID (index 0), and a GRH on
+ * every packet where the port requires one (libmlx5 refuses an address
+ * handle without it), has no LID, has a GID outside the link-local prefix
+ * (the subnet has routers) or UCX_DCX_IS_GLOBAL asks for it. */
+static ucs_status_t
+uct_dcx_iface_init_ib_gid(uct_dcx_iface_t *iface,
+                          const uct_dcx_iface_config_t *config,
+                          const char *dev_name)
+{
+    const char *why;
+    int ret;
+
+    iface->config.hop_limit     = config->hop_limit;
+    iface->config.traffic_class = (config->traffic_class == UCS_ULUNITS_AUTO) ?
+                                          0 :
+                                          config->traffic_class;
+    ret = iface->ops->query_gid(iface->md->ctx, iface->port, 0, &iface->gid);
+    if (ret != 0) {
+        ucs_error("dcx: %s: query_gid(0) failed: %m", dev_name);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    if (config->is_global) {
+        why = "UCX_DCX_IS_GLOBAL";
+    } else if (iface->port_attr.flags & IBV_QPF_GRH_REQUIRED) {
+        why = "the port requires a GRH";
+    } else if (iface->port_attr.lid == 0) {
+        why = "the port has no LID";
+    } else if (be64toh(iface->gid.global.subnet_prefix) !=
+               UCT_DCX_IB_LINK_LOCAL_PREFIX) {
+        why = "the port's GID is not link-local";
+    } else {
+        return UCS_OK;
+    }
+
+    iface->is_global      = 1;
+    iface->dev_addr_flags = UCT_DCX_DEV_ADDR_FLAG_IB_GID;
+    ucs_debug("dcx: %s: a GRH on every packet (%s)", dev_name, why);
+    return UCS_OK;
+}
+
+/* The partition of every QP (UCX_DCX_PKEY), as UCX's InfiniBand transports
+ * choose it: the port's first P_Key table entry of the partition (any, for
+ * "auto") with full membership, else the first with limited membership.
+ * Entry 0 need not be a full member (partitioned fabrics, SR-IOV virtual
+ * functions), and two limited members cannot talk. */
+static ucs_status_t
+uct_dcx_iface_init_pkey(uct_dcx_iface_t *iface,
+                        const uct_dcx_iface_config_t *config,
+                        const char *dev_name)
+{
+    int lim_index = -1;
+    uint16_t pkey, lim_pkey = 0;
+    __be16 be_pkey;
+    int index;
+
+    for (index = 0; index < iface->port_attr.pkey_tbl_len; ++index) {
+        if (iface->ops->query_pkey(iface->md->ctx, iface->port, index,
+                                   &be_pkey) != 0) {
+            ucs_debug("dcx: %s: query_pkey(%d) failed: %m", dev_name, index);
+            continue;
+        }
+        pkey = be16toh(be_pkey);
+        if (((pkey & UCT_DCX_PKEY_PARTITION_MASK) == 0) ||
+            ((config->pkey != UCS_HEXUNITS_AUTO) &&
+             ((pkey & UCT_DCX_PKEY_PARTITION_MASK) != config->pkey))) {
+            continue; /* an empty entry, or another partition */
+        }
+        if (pkey & UCT_DCX_PKEY_MEMBERSHIP_MASK) {
+            lim_index = index;
+            lim_pkey  = pkey;
+            break;
+        }
+        if (lim_index < 0) {
+            lim_index = index;
+            lim_pkey  = pkey;
+        }
+    }
+
+    if (lim_index < 0) {
+        if (config->pkey == UCS_HEXUNITS_AUTO) {
+            ucs_error("dcx: %s: the port has no valid P_Key", dev_name);
+        } else {
+            ucs_error("dcx: %s: the port has no P_Key of partition 0x%zx "
+                      "(UCX_DCX_PKEY)",
+                      dev_name, config->pkey);
+        }
+        return UCS_ERR_NO_ELEM;
+    }
+
+    iface->pkey_index = lim_index;
+    iface->pkey       = lim_pkey;
+    ucs_debug("dcx: %s: P_Key 0x%x at index %d%s", dev_name, lim_pkey,
+              lim_index,
+              (lim_pkey & UCT_DCX_PKEY_MEMBERSHIP_MASK) ? "" :
+                                                          " (limited member)");
+    return UCS_OK;
+}
+
 /* "<device>:<port>" of the memory domain's device, active; on RoCE the
  * source GID too. */
 static ucs_status_t
@@ -410,15 +509,23 @@ uct_dcx_iface_init_port(uct_dcx_iface_t *iface, uct_dcx_md_t *md,
         return UCS_ERR_NO_DEVICE;
     }
 
-    iface->is_global = (iface->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET);
+    iface->is_roce   = (iface->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET);
+    iface->is_global = iface->is_roce;
     iface->dev_addr_flags = 0;
     iface->gid_index      = 0;
     iface->config.sl      = config->sl;
     memset(&iface->gid, 0, sizeof(iface->gid));
-    if (iface->is_global) {
+    if (iface->is_roce) {
+        iface->pkey_index = 0; /* RoCE: the default P_Key */
+        iface->pkey       = UINT16_MAX;
         return uct_dcx_iface_init_roce(iface, config, dev_name);
     }
-    return UCS_OK;
+
+    status = uct_dcx_iface_init_ib_gid(iface, config, dev_name);
+    if (status != UCS_OK) {
+        return status;
+    }
+    return uct_dcx_iface_init_pkey(iface, config, dev_name);
 }
 
 /* What the device allows and the configuration asks: QP timers and

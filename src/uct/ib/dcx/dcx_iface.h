@@ -57,8 +57,12 @@
 #define UCT_DCX_POLL_BATCH 16
 
 /* Gather entries per DCI work request (written back by the device). */
-#define UCT_DCX_MAX_SGE      8
-#define UCT_DCX_TRACE_AM_MAX 512 /* bytes of an inline AM traced */
+#define UCT_DCX_MAX_SGE                8
+#define UCT_DCX_PKEY_PARTITION_MASK    0x7fff /* a P_Key's partition */
+#define UCT_DCX_IB_LINK_LOCAL_PREFIX   0xfe80000000000000ull /* IBTA 4.1.1 */
+#define UCT_DCX_ROCE_V2_TCLASS_DEFAULT 106 /* DSCP 26 (AF31), ECN capable */
+#define UCT_DCX_PKEY_MEMBERSHIP_MASK   0x8000 /* a P_Key's full membership */
+#define UCT_DCX_TRACE_AM_MAX           512 /* bytes of an inline AM traced */
 
 /* Elements of one scatter-gather put at most (also bounded by half the
  * send queue): runs and operations of one call live on the stack. */
@@ -124,7 +128,11 @@ enum {
 enum {
     UCT_DCX_IFACE_ADDR_VERSION_1    = 1, /* bits 0..3: address format version */
     UCT_DCX_IFACE_ADDR_VERSION_MASK = 0xf,
-    UCT_DCX_IFACE_ADDR_FLAG_ATOMIC64 = UCS_BIT(4)
+    UCT_DCX_IFACE_ADDR_FLAG_ATOMIC64 = UCS_BIT(4),
+    /* the DCT takes masked atomics: its device lists them, so the kernel
+     * gives it the extended atomic mode (a DCI gets none: the kernel takes no
+     * access flags on one, and the requester needs none) */
+    UCT_DCX_IFACE_ADDR_FLAG_EXT_ATOMICS = UCS_BIT(5)
 };
 
 
@@ -132,7 +140,9 @@ enum {
 enum {
     UCT_DCX_DEV_ADDR_FLAG_GLOBAL  = UCS_BIT(0), /* a GID follows (RoCE) */
     UCT_DCX_DEV_ADDR_FLAG_ROCE_V2 = UCS_BIT(1), /* RoCE v2 (else v1) */
-    UCT_DCX_DEV_ADDR_FLAG_IPV4    = UCS_BIT(2) /* an IPv4-mapped GID */
+    UCT_DCX_DEV_ADDR_FLAG_IPV4    = UCS_BIT(2), /* an IPv4-mapped GID */
+    UCT_DCX_DEV_ADDR_FLAG_IB_GID  = UCS_BIT(3) /* a GID follows (InfiniBand,
+                                                  global addressing) */
 };
 
 
@@ -147,7 +157,8 @@ typedef struct uct_dcx_iface_addr {
 typedef struct uct_dcx_dev_addr {
     uint16_t lid;
     uint8_t flags; /* UCT_DCX_DEV_ADDR_FLAG_* */
-    /* union ibv_gid follows when UCT_DCX_DEV_ADDR_FLAG_GLOBAL is set */
+    /* union ibv_gid follows when UCT_DCX_DEV_ADDR_FLAG_GLOBAL or
+     * UCT_DCX_DEV_ADDR_FLAG_IB_GID is set */
 } UCS_S_PACKED uct_dcx_dev_addr_t;
 
 
@@ -214,6 +225,9 @@ typedef struct uct_dcx_peer {
     uint32_t refcount;
     unsigned index; /* in the interface's peer table */
     uint16_t lid; /* for raw WQEs, which carry their own AV */
+    uint8_t is_global; /* raw WQEs: the AV has a GRH to gid */
+    uint8_t ext_atomics; /* its DCT takes masked atomics */
+    union ibv_gid gid;
 } uct_dcx_peer_t;
 
 typedef struct uct_dcx_peer_key {
@@ -256,6 +270,8 @@ typedef struct uct_dcx_iface_config {
     double rnr_timeout; /* seconds: the DCT's RNR NAK timer */
     unsigned rnr_retry_count;
     unsigned sl;
+    size_t pkey; /* UCS_HEXUNITS_AUTO: the first full member */
+    int is_global; /* InfiniBand: a GRH on every packet */
     unsigned long gid_index; /* UCS_ULUNITS_AUTO: UCX's choice */
     unsigned hop_limit;
     unsigned long traffic_class; /* UCS_ULUNITS_AUTO: by RoCE version */
@@ -401,10 +417,14 @@ struct uct_dcx_iface {
     const uct_dcx_verbs_ops_t *ops;
     uint8_t port;
     struct ibv_port_attr port_attr;
-    int is_global; /* RoCE: every address has a GRH */
+    int is_roce; /* the port's link layer is Ethernet */
+    int is_global; /* every address has a GRH: RoCE, or an InfiniBand port
+                      that needs one (UCX_DCX_IS_GLOBAL) */
     union ibv_gid gid; /* RoCE: the source GID */
     uint8_t gid_index;
     uint8_t dev_addr_flags; /* UCT_DCX_DEV_ADDR_FLAG_* */
+    uint16_t pkey_index; /* of every QP: the port's P_Key table */
+    uint16_t pkey; /* the P_Key at pkey_index */
     struct ibv_comp_channel *channel; /* events of both CQs */
 
     struct {
@@ -577,6 +597,12 @@ void uct_dcx_iface_ext_atomics(uct_dcx_iface_t *iface, const char *dev_name);
 void uct_dcx_iface_fill_av(const uct_dcx_iface_t *iface, uint16_t dlid,
                            const union ibv_gid *dgid,
                            struct ibv_ah_attr *ah_attr);
+
+/* The GID a peer's address carries (NULL: none) if packets to it need a GRH:
+ * every packet of a global interface, or the peer is in another subnet. */
+const union ibv_gid *uct_dcx_iface_peer_dgid(const uct_dcx_iface_t *iface,
+                                             uint8_t dev_flags,
+                                             const void *gid);
 
 ucs_status_t uct_dcx_iface_ah_get(uct_dcx_iface_t *iface, uint16_t lid,
                                   const union ibv_gid *gid,

@@ -114,6 +114,24 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
      "InfiniBand service level of DCIs and of the DCT.",
      ucs_offsetof(uct_dcx_iface_config_t, sl), UCS_CONFIG_TYPE_UINT},
 
+    {"PKEY", "auto",
+     "InfiniBand partition (P_Key, 0x0..0x7fff) of the DCIs, the DCT and the\n"
+     "UMR queue pair: the port's P_Key table entry of that partition with\n"
+     "full membership, else one with limited membership (which reaches only\n"
+     "full members). \"auto\" takes the table's first full-membership P_Key,\n"
+     "else its first limited one, as UCX's UCX_IB_PKEY. RoCE ports use entry\n"
+     "0.",
+     ucs_offsetof(uct_dcx_iface_config_t, pkey), UCS_CONFIG_TYPE_HEX},
+
+    {"IS_GLOBAL", "n",
+     "InfiniBand: give every packet a global routing header (GRH) and carry\n"
+     "the port's GID in the device address, as UCX's UCX_IB_IS_GLOBAL; peers\n"
+     "behind an IB router need it. dcx does so by itself on a port that\n"
+     "requires a GRH (IBV_QPF_GRH_REQUIRED), has LID 0 or a GID outside the\n"
+     "link-local prefix, and for a peer whose address shows another subnet.\n"
+     "RoCE packets always carry one.",
+     ucs_offsetof(uct_dcx_iface_config_t, is_global), UCS_CONFIG_TYPE_BOOL},
+
     {"GID_INDEX", "auto",
      "RoCE: index of the port's GID table entry that is the source address of\n"
      "every packet (address handles, the DCIs, the DCT). \"auto\" takes the\n"
@@ -130,8 +148,10 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
 
     {"TRAFFIC_CLASS", "auto",
      "RoCE: traffic class (DSCP and ECN bits) of every packet, the DCT's\n"
-     "responses included (0..255). \"auto\" is 106 on RoCE v2 and 0 on RoCE v1,\n"
-     "as UCX's UCX_IB_TRAFFIC_CLASS.",
+     "responses included (0..255). \"auto\" is, on RoCE v2, the port's\n"
+     "configured global class (MLNX_OFED's tc/<port>/traffic_class in the\n"
+     "device's sysfs directory), else 106; 0 on RoCE v1; as UCX 1.22's\n"
+     "UCX_IB_TRAFFIC_CLASS.",
      ucs_offsetof(uct_dcx_iface_config_t, traffic_class),
      UCS_CONFIG_TYPE_ULUNITS},
 
@@ -301,6 +321,12 @@ ucs_status_t uct_dcx_iface_check_config(const uct_dcx_iface_config_t *config)
     }
     if (config->sl > 15) {
         ucs_error("dcx: UCX_DCX_SL=%u is out of range 0..15", config->sl);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((config->pkey != UCS_HEXUNITS_AUTO) &&
+        (config->pkey > UCT_DCX_PKEY_PARTITION_MASK)) {
+        ucs_error("dcx: UCX_DCX_PKEY=0x%zx is out of range 0..0x%x",
+                  config->pkey, UCT_DCX_PKEY_PARTITION_MASK);
         return UCS_ERR_INVALID_PARAM;
     }
     if ((config->gid_index != UCS_ULUNITS_AUTO) && (config->gid_index > 255)) {

@@ -356,8 +356,10 @@ int uct_dcx_md_query_hca_cap(uct_dcx_md_t *md, unsigned type, uint8_t *page,
     in[0] = UCT_DCX_PRM_OP_QUERY_HCA_CAP >> 8;
     in[1] = UCT_DCX_PRM_OP_QUERY_HCA_CAP & 0xff;
     in[7] = (type << 1) | 1; /* op_mod: the page, current values */
-    ret   = md->ops->mlx5dv_devx_general_cmd(md->ctx, in, sizeof(in), out,
-                                             UCT_DCX_PRM_MBOX_HDR + length);
+    /* The whole output, as rdma-core, UCX and the kernel pass it: the
+     * firmware checks a command's output length. */
+    ret = md->ops->mlx5dv_devx_general_cmd(md->ctx, in, sizeof(in), out,
+                                           sizeof(out));
     if (ret == 0) {
         ret = (out[0] == 0) ? 0 : EREMOTEIO; /* the command's status */
     }

@@ -38,9 +38,12 @@ uct_dcx_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *iface_addr)
     addr->dctn[0] = iface->rx.dctn & 0xff;
     addr->dctn[1] = (iface->rx.dctn >> 8) & 0xff;
     addr->dctn[2] = (iface->rx.dctn >> 16) & 0xff;
-    addr->flags   = UCT_DCX_IFACE_ADDR_VERSION_1 |
-                  (iface->config.atomics ? UCT_DCX_IFACE_ADDR_FLAG_ATOMIC64 :
-                                           0);
+    addr->flags =
+            UCT_DCX_IFACE_ADDR_VERSION_1 |
+            (iface->config.atomics ? UCT_DCX_IFACE_ADDR_FLAG_ATOMIC64 : 0) |
+            ((iface->config.ext_atomics32 || iface->config.ext_atomics64) ?
+                     UCT_DCX_IFACE_ADDR_FLAG_EXT_ATOMICS :
+                     0);
     addr->dc_key = iface->rx.dc_key;
     return UCS_OK;
 }
@@ -70,18 +73,24 @@ int uct_dcx_iface_addr_is_reachable(uct_iface_h tl_iface,
                UCT_DCX_IFACE_ADDR_VERSION_1) {
         reason = "unknown interface address format";
     } else if (!!(daddr->flags & UCT_DCX_DEV_ADDR_FLAG_GLOBAL) !=
-               iface->is_global) {
+               iface->is_roce) {
         /* Not the same kind of fabric (IB or RoCE). */
         reason = "the peer is on another kind of fabric (IB/RoCE)";
-    } else if (iface->is_global &&
+    } else if (iface->is_roce &&
                ((daddr->flags ^ iface->dev_addr_flags) &
                 (UCT_DCX_DEV_ADDR_FLAG_ROCE_V2 | UCT_DCX_DEV_ADDR_FLAG_IPV4))) {
         /* A RoCE v1 frame never reaches a RoCE v2 (UDP/IP) address, nor an
          * IPv4 address an IPv6 one. */
         reason = "the peer uses another RoCE version or address family";
-    } else if (iface->is_global && uct_dcx_gid_is_zero(daddr + 1)) {
+    } else if ((daddr->flags & (UCT_DCX_DEV_ADDR_FLAG_GLOBAL |
+                                UCT_DCX_DEV_ADDR_FLAG_IB_GID)) &&
+               uct_dcx_gid_is_zero(daddr + 1)) {
         reason = "the all-zero GID";
-    } else if (!iface->is_global &&
+    } else if (iface->is_global && !iface->is_roce &&
+               !(daddr->flags & UCT_DCX_DEV_ADDR_FLAG_IB_GID)) {
+        /* a GRH needs the peer's GID */
+        reason = "the peer's address has no GID";
+    } else if (!iface->is_roce &&
                ((daddr->lid == 0) || (daddr->lid >= 0xc000))) {
         /* IB unicast LIDs are 1..0xbfff; RoCE addresses by GID. */
         reason = "not an IB unicast LID";
@@ -95,6 +104,26 @@ int uct_dcx_iface_addr_is_reachable(uct_iface_h tl_iface,
     return 0;
 }
 
+const union ibv_gid *uct_dcx_iface_peer_dgid(const uct_dcx_iface_t *iface,
+                                             uint8_t dev_flags, const void *gid)
+{
+    union ibv_gid peer_gid;
+
+    if (!(dev_flags &
+          (UCT_DCX_DEV_ADDR_FLAG_GLOBAL | UCT_DCX_DEV_ADDR_FLAG_IB_GID))) {
+        return NULL;
+    }
+    if (iface->is_global) {
+        return gid;
+    }
+
+    /* may be unaligned: a GID of a packed peer address */
+    memcpy(&peer_gid, gid, sizeof(peer_gid));
+    return (peer_gid.global.subnet_prefix != iface->gid.global.subnet_prefix) ?
+                   gid :
+                   NULL;
+}
+
 void uct_dcx_iface_fill_av(const uct_dcx_iface_t *iface, uint16_t dlid,
                            const union ibv_gid *dgid,
                            struct ibv_ah_attr *ah_attr)
@@ -103,11 +132,12 @@ void uct_dcx_iface_fill_av(const uct_dcx_iface_t *iface, uint16_t dlid,
     ah_attr->dlid     = dlid;
     ah_attr->sl       = iface->config.sl;
     ah_attr->port_num = iface->port;
-    if (!iface->is_global) {
-        return; /* InfiniBand: routed by LID */
+    if (!iface->is_global && (dgid == NULL)) {
+        return; /* InfiniBand in one subnet: routed by LID */
     }
 
-    /* RoCE packets always carry a GRH (an AH without one is EINVAL) */
+    /* RoCE packets always carry a GRH (an AH without one is EINVAL), and
+     * so do those of a global InfiniBand interface and to another subnet */
     ah_attr->is_global         = 1;
     ah_attr->grh.sgid_index    = iface->gid_index;
     ah_attr->grh.hop_limit     = iface->config.hop_limit;
@@ -266,6 +296,28 @@ static int uct_dcx_iface_gid_usable(uct_dcx_iface_t *iface,
     return 1;
 }
 
+/* The traffic class a RoCE v2 port is configured with, as UCX 1.22 finds
+ * it: MLNX_OFED's tc/<port>/traffic_class in the device's sysfs directory
+ * ("Global tclass=N"), else 106 (DSCP 26, ECN capable). The address vector
+ * is built in user space, so the kernel cannot impose the port's class. */
+static unsigned
+uct_dcx_iface_roce_tclass(uct_dcx_iface_t *iface, const char *dev_name)
+{
+    struct ibv_device *device = iface->md->ctx->device;
+    unsigned long tclass;
+    char file[32], buf[64];
+
+    snprintf(file, sizeof(file), "tc/%u/traffic_class", iface->port);
+    if ((iface->ops->read_sysfs_file(device->ibdev_path, file, buf,
+                                     sizeof(buf)) < 0) ||
+        (sscanf(buf, "Global tclass=%lu", &tclass) != 1) || (tclass > 255)) {
+        return UCT_DCX_ROCE_V2_TCLASS_DEFAULT;
+    }
+
+    ucs_debug("dcx: %s: the port's traffic class is %lu", dev_name, tclass);
+    return tclass;
+}
+
 /* RoCE addressing: the source GID (UCX_DCX_GID_INDEX or UCX's choice, by the
  * types ibv_query_gid_ex reports), hop limit and traffic class. */
 ucs_status_t uct_dcx_iface_init_roce(uct_dcx_iface_t *iface,
@@ -335,10 +387,11 @@ ucs_status_t uct_dcx_iface_init_roce(uct_dcx_iface_t *iface,
                                      0);
 
     if (config->traffic_class == UCS_ULUNITS_AUTO) {
-        /* UCX 1.18: 106 (DSCP 26, ECN capable) on RoCE v2, else 0 */
-        iface->config.traffic_class = (best.gid_type == IBV_GID_TYPE_ROCE_V2) ?
-                                              106 :
-                                              0;
+        /* UCX 1.22: the port's configured class on RoCE v2, else 0 */
+        iface->config.traffic_class =
+                (best.gid_type == IBV_GID_TYPE_ROCE_V2) ?
+                        uct_dcx_iface_roce_tclass(iface, dev_name) :
+                        0;
     } else {
         iface->config.traffic_class = config->traffic_class;
     }

@@ -43,7 +43,7 @@ uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
 
     memset(&attr, 0, sizeof(attr));
     attr.qp_state   = IBV_QPS_INIT;
-    attr.pkey_index = 0;
+    attr.pkey_index = iface->pkey_index;
     attr.port_num   = iface->port;
     ret             = iface->ops->modify_qp(dci->qp, &attr,
                                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT);
@@ -124,9 +124,9 @@ void uct_dcx_iface_ext_atomics(uct_dcx_iface_t *iface, const char *dev_name)
         return;
     }
 
-    if (!iface->md->devx || iface->is_global) {
+    if (!iface->md->devx || iface->is_roce) {
         ucs_debug("dcx: %s: no masked atomics (%s)", dev_name,
-                  iface->is_global ? "RoCE" : "device not opened with DEVX");
+                  iface->is_roce ? "RoCE" : "device not opened with DEVX");
         return;
     }
 
@@ -174,14 +174,37 @@ static void uct_dcx_iface_dci_attr(const uct_dcx_iface_t *iface,
     }
     dv_attr.comp_mask            = MLX5DV_QP_INIT_ATTR_MASK_DC;
     dv_attr.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
-    /* Masked atomics are posted as raw WQEs (rdma-core v44 takes RAW_WQE
-     * on a DCI). */
+    /* Masked atomics are posted as raw WQEs: rdma-core takes RAW_WQE on a
+     * DCI since v36 (uct_dcx_iface_dci_qp_create copes with older ones). */
     if (iface->config.ext_atomics32 || iface->config.ext_atomics64) {
         dv_attr.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
         dv_attr.send_ops_flags = MLX5DV_QP_EX_WITH_RAW_WQE;
     }
     *attr_p    = attr;
     *dv_attr_p = dv_attr;
+}
+
+/* rdma-core before v36 has no raw-WQE builder and refuses a DCI that asks
+ * for it with EOPNOTSUPP: the first DCI then goes without, and so does the
+ * interface's masked atomics (the interface offers what it has without
+ * them, as on a device that lists none). */
+static int uct_dcx_iface_dci_drop_raw_wqe(uct_dcx_iface_t *iface,
+                                          struct mlx5dv_qp_init_attr *dv_attr)
+{
+    if ((errno != EOPNOTSUPP) || (iface->tx.num_created > 0) ||
+        !(dv_attr->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS)) {
+        return 0;
+    }
+
+    ucs_diag("dcx: %s: the provider refused a dci with raw work requests "
+             "(rdma-core before v36?): no masked atomics",
+             iface->md->device->name);
+    dv_attr->comp_mask &= ~MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+    dv_attr->send_ops_flags        = 0;
+    iface->config.ext_atomics32    = 0;
+    iface->config.ext_atomics64    = 0;
+    iface->config.ext_atomics64_be = 0;
+    return 1;
 }
 
 /* A WQE or queue beyond the device's limits is EINVAL: ask for half the
@@ -199,6 +222,9 @@ uct_dcx_iface_dci_qp_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
         dci->qp = iface->ops->mlx5dv_create_qp(iface->md->ctx, attr, dv_attr);
         if (dci->qp != NULL) {
             return UCS_OK;
+        }
+        if (uct_dcx_iface_dci_drop_raw_wqe(iface, dv_attr)) {
+            continue;
         }
         if ((errno != EINVAL) || (iface->tx.num_created > 0) ||
             ((iface->tx.req_max_inline == 0) &&
@@ -315,7 +341,7 @@ static ucs_status_t uct_dcx_iface_dct_create(uct_dcx_iface_t *iface)
 
     memset(&qp_attr, 0, sizeof(qp_attr));
     qp_attr.qp_state        = IBV_QPS_INIT;
-    qp_attr.pkey_index      = 0;
+    qp_attr.pkey_index      = iface->pkey_index;
     qp_attr.port_num        = iface->port;
     qp_attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                               (iface->config.atomics ?

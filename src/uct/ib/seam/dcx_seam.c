@@ -34,6 +34,8 @@ const uct_dcx_seam_symbol_t uct_dcx_seam_symbols[] = {
     UCT_DCX_SEAM_SYM(VERBS, query_gid, "ibv_query_gid", "IBVERBS_1.1"),
     UCT_DCX_SEAM_SYM(VERBS, query_gid_ex, "_ibv_query_gid_ex", "IBVERBS_1.11"),
     UCT_DCX_SEAM_SYM(VERBS, query_pkey, "ibv_query_pkey", "IBVERBS_1.1"),
+    UCT_DCX_SEAM_SYM(VERBS, read_sysfs_file, "ibv_read_sysfs_file",
+                     "IBVERBS_1.0"),
     UCT_DCX_SEAM_SYM(VERBS, alloc_pd, "ibv_alloc_pd", "IBVERBS_1.1"),
     UCT_DCX_SEAM_SYM(VERBS, dealloc_pd, "ibv_dealloc_pd", "IBVERBS_1.1"),
     UCT_DCX_SEAM_SYM(VERBS, reg_mr_iova2, "ibv_reg_mr_iova2", "IBVERBS_1.8"),

@@ -65,6 +65,10 @@ typedef struct uct_dcx_verbs_ops {
                         uint32_t flags, size_t entry_size);
     int (*query_pkey)(struct ibv_context *context, uint8_t port_num, int index,
                       __be16 *pkey);
+    /* A file of the device's sysfs directory (dir: ibv_device.ibdev_path),
+     * NUL-terminated without its newline: its length, or -1 and errno */
+    int (*read_sysfs_file)(const char *dir, const char *file, char *buf,
+                           size_t size);
 
     /* Protection domains and memory regions */
     struct ibv_pd *(*alloc_pd)(struct ibv_context *context);

@@ -43,9 +43,10 @@ uct_dcx_iface_umr_engine(uct_dcx_iface_t *iface, uct_dcx_umr_t **umr_p)
         return UCS_ERR_NO_MEMORY;
     }
 
-    uct_dcx_iface_fill_av(iface, iface->port_attr.lid, &iface->gid, &av);
+    uct_dcx_iface_fill_av(iface, iface->port_attr.lid,
+                          iface->is_global ? &iface->gid : NULL, &av);
     status = uct_dcx_umr_init(umr, iface->ops, iface->md->ctx, iface->md->pd,
-                              iface->port, &iface->port_attr,
+                              iface->port, iface->pkey_index, &iface->port_attr,
                               av.is_global ? &av.grh : NULL,
                               iface->umr.num_mkeys, iface->umr.max_inline);
     if (status != UCS_OK) {

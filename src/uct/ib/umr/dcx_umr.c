@@ -42,7 +42,7 @@ static ucs_status_t uct_dcx_umr_qp_connect(uct_dcx_umr_t *umr)
 
     memset(&attr, 0, sizeof(attr));
     attr.qp_state        = IBV_QPS_INIT;
-    attr.pkey_index      = 0;
+    attr.pkey_index      = umr->pkey_index;
     attr.port_num        = port;
     attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
     ret                  = umr->ops->modify_qp(umr->qp, &attr,
@@ -232,7 +232,7 @@ static ucs_status_t uct_dcx_umr_mkeys_create(uct_dcx_umr_t *umr,
 ucs_status_t
 uct_dcx_umr_init(uct_dcx_umr_t *umr, const uct_dcx_verbs_ops_t *ops,
                  struct ibv_context *ctx, struct ibv_pd *pd, uint8_t port,
-                 const struct ibv_port_attr *port_attr,
+                 uint16_t pkey_index, const struct ibv_port_attr *port_attr,
                  const struct ibv_global_route *grh, unsigned num_mkeys,
                  unsigned max_inline)
 {
@@ -244,9 +244,10 @@ uct_dcx_umr_init(uct_dcx_umr_t *umr, const uct_dcx_verbs_ops_t *ops,
     umr->access    = UCT_DCX_UMR_LAYOUT_ACCESS;
     umr->view_tags = 1; /* until the device refuses UPDATE_TAG */
     ucs_list_head_init(&umr->view_free);
-    umr->port      = port;
-    umr->port_attr = *port_attr;
-    umr->is_global = (grh != NULL);
+    umr->port       = port;
+    umr->pkey_index = pkey_index;
+    umr->port_attr  = *port_attr;
+    umr->is_global  = (grh != NULL);
     if (grh != NULL) {
         umr->grh = *grh;
     }

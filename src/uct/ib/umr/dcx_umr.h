@@ -117,6 +117,7 @@ typedef struct uct_dcx_umr {
                                               is in error until recovered */
     int qp_dead; /* recovery failed */
     uint8_t port; /* to reconnect after an error */
+    uint16_t pkey_index; /* the interface's partition */
     struct ibv_port_attr port_attr;
     struct ibv_global_route grh; /* loopback GRH (RoCE) */
     int is_global;
@@ -134,14 +135,15 @@ typedef struct uct_dcx_umr {
 } uct_dcx_umr_t;
 
 
-/* Open the engine on a device context opened with DEVX. num_mkeys bounds
+/* Open the engine on a device context opened with DEVX, its QP on port
+ * port in the partition at pkey_index. num_mkeys bounds
  * the cached layouts (and operations in flight on distinct layouts). grh is
  * the loopback QP's GRH on a RoCE port (dgid = the port's own GID), NULL on
  * InfiniBand. */
 ucs_status_t
 uct_dcx_umr_init(uct_dcx_umr_t *umr, const uct_dcx_verbs_ops_t *ops,
                  struct ibv_context *ctx, struct ibv_pd *pd, uint8_t port,
-                 const struct ibv_port_attr *port_attr,
+                 uint16_t pkey_index, const struct ibv_port_attr *port_attr,
                  const struct ibv_global_route *grh, unsigned num_mkeys,
                  unsigned max_inline);
 

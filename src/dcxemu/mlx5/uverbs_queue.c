@@ -331,8 +331,14 @@ static struct ibv_qp *qp_model_create(struct face_file *f, struct face_qp *qp,
     a.cap.max_inline_data = r->max_inline_data;
     a.cap.max_recv_wr     = r->max_recv_wr;
     a.cap.max_recv_sge    = r->max_recv_sge;
-    /* as many WQEs as the application's queue holds at the least */
+    /* room for every WQE the application's queue can hold at once: one per
+     * basic block (its producers track their room in basic blocks, and the
+     * model frees a slot only once its completion, or a later one, is
+     * polled) */
     a.cap.max_send_wr = pow2_at_least(r->max_send_wr);
+    if (u->sq_wqe_count > a.cap.max_send_wr) {
+        a.cap.max_send_wr = u->sq_wqe_count;
+    }
     if (u->flags & (QP_FLAG_TYPE_DCT | QP_FLAG_TYPE_DCI)) {
         a.qp_type    = IBV_QPT_DRIVER;
         dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC;

@@ -28,7 +28,8 @@
  *
  * stdout: "op=OP tl=TL count=COUNT send_cqes=N wrs=W" (N: send CQEs the
  * device model wrote during the measured loop, through either face, W: the
- * work requests it executed; -1 off the model); exit status 0 only if every operation completed with its data in
+ * work requests it executed; -1 off the model; tries: the posting calls
+ * of the measured loop, those refused with NO_RESOURCE included); exit status 0 only if every operation completed with its data in
  * place.
  */
 #include <uct/api/uct.h>
@@ -93,6 +94,7 @@ typedef struct {
     uint64_t          fetched;
     unsigned          am_received;
     uint64_t          posted;           /* operations that went out */
+    uint64_t          tries;            /* cost_post calls, refused ones too */
     /* UCP */
     ucp_context_h     context;
     ucp_ep_h          ucp_ep, ucp_back_ep;
@@ -656,6 +658,7 @@ static void cost_run(cost_t *c, uint64_t count)
             cost_ucp_slot_wait(c, c->posted % COST_UCP_SLOTS);
         }
         status = cost_post(c, c->posted);
+        ++c->tries;
         if ((status == UCS_OK) || (status == UCS_INPROGRESS)) {
             if ((status == UCS_OK) && (c->op >= COST_PUT_ZCOPY) &&
                 (c->op <= COST_FADD)) {
@@ -682,7 +685,7 @@ static void cost_run(cost_t *c, uint64_t count)
 int main(int argc, char **argv)
 {
     cost_t c = {};
-    uint64_t count, total, warmup;
+    uint64_t count, total, warmup, tries;
     const char *env;
     int64_t send_cqes, wrs, wrs_end;
     int op;
@@ -732,9 +735,11 @@ int main(int argc, char **argv)
 
     cost_run(&c, warmup);
     send_cqes = cost_send_cqes(&wrs);
+    c.tries   = 0;
     CALLGRIND_ZERO_STATS;
     cost_run(&c, count);
     CALLGRIND_DUMP_STATS_AT("measured");
+    tries = c.tries;
     if (send_cqes >= 0) {
         send_cqes = cost_send_cqes(&wrs_end) - send_cqes;
         wrs       = wrs_end - wrs;
@@ -784,7 +789,8 @@ int main(int argc, char **argv)
     }
 
     printf("op=%s tl=%s count=%" PRIu64 " send_cqes=%" PRId64 " wrs=%" PRId64
-           "\n", cost_op_names[c.op], c.tl_name, count, send_cqes, wrs);
+           " tries=%" PRIu64 "\n", cost_op_names[c.op], c.tl_name, count,
+           send_cqes, wrs, tries);
     free(c.local);
     free(c.remote);
     return 0;

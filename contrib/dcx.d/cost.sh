@@ -13,7 +13,8 @@
 #   tx by object: where the sender's instructions go (dcx, the device
 #            model and verbs, UCX, libc, the rest)
 # Counted on the device model in immediate execution mode, so the counts
-# repeat from run to run.
+# repeat from run to run. "bench cost mlx5" (below) counts the posting call
+# of dcx, dc_mlx5 and rc_mlx5 side by side on the device's mlx5 face.
 
 COST_COUNT=${DCX_COST_COUNT:-10000}
 

@@ -337,9 +337,9 @@ cost_mlx5_check() {
 
 # A short stream by default: on the face, UCX's dc_mlx5 and rc_mlx5 start
 # to refuse every other signaled post (NO_RESOURCE until the next progress)
-# once they have posted about four times their TX_QUEUE_LEN (not explained
-# yet, likely the face's doing); 100 + 300 operations stay below that, and
-# the tries column shows whether a run did.
+# once their send queue has wrapped, about 8 x TX_QUEUE_LEN basic blocks
+# (not explained yet, likely the face's doing); 100 + 300 operations stay
+# below that, and the tries column shows whether a run did.
 COST_MLX5_COUNT=${DCX_COST_COUNT:-300}
 
 bench_cost_mlx5() {

@@ -274,12 +274,15 @@ cmd_bench() {
         return
     fi
     BENCH_CSV="$DCX_TOP/bench-results/$what.csv"
+    if [ "$what" = cost ] && [ -n "${2:-}" ]; then
+        BENCH_CSV="$DCX_TOP/bench-results/cost-$2.csv" # bench cost mlx5
+    fi
     echo "id,measure,dcx,reference,ratio,direction,goal,result" > "$BENCH_CSV"
     case "$what" in
     uct) bench_uct ;;
     umr) bench_umr ;;
     emu) bench_emu ;;
-    cost) bench_cost ;;
+    cost) bench_cost "${@:2}" ;;
     sgl) bench_sgl ;;
     *)   die "unknown benchmark '$what' (benchmarks: uct umr emu cost sgl proto)" ;;
     esac

@@ -13,7 +13,8 @@
 #   tx by object: where the sender's instructions go (dcx, the device
 #            model and verbs, UCX, libc, the rest)
 # Counted on the device model in immediate execution mode, so the counts
-# repeat from run to run.
+# repeat from run to run. "bench cost mlx5" (below) counts the posting call
+# of dcx, dc_mlx5 and rc_mlx5 side by side on the device's mlx5 face.
 
 COST_COUNT=${DCX_COST_COUNT:-10000}
 
@@ -109,9 +110,17 @@ cost_row() {
 }
 
 bench_cost() {
+    local face=${1:-api}
     command -v valgrind >/dev/null 2>&1 || die "bench cost needs valgrind (contrib/dcx setup installs it)"
     COST_DIR="$DCX_TOP/bench-results/cost"
     mkdir -p "$COST_DIR"
+    case "$face" in
+    api)  ;;
+    mlx5)
+        bench_cost_mlx5
+        return ;;
+    *)    die "unknown face '$face' for bench cost (faces: api mlx5)" ;;
+    esac
     echo "op,count,dcx_tx,dcx_rx,post,cqe_per_op,goal,result,tx_device,tx_ucx,tx_libc,tx_other" > "$BENCH_CSV"
     say "bench cost: instructions per operation (callgrind, $COST_COUNT operations after warmup, device model, immediate execution)"
     note "dcx tx/rx: in libdcx_transport.so; post: the whole posting call; cqe: send completions per operation; goal on dcx tx"
@@ -125,4 +134,282 @@ bench_cost() {
     cost_row ucp_put   ucp_put_nbx              -  -
     cost_row ucp_tag   ucp_tag_send_nbx         rx -
     note "callgrind files and logs: $COST_DIR"
+}
+
+# --- bench cost mlx5: dcx next to UCX's dc_mlx5 and rc_mlx5 ----------------
+#
+# The same measured loop on the device's mlx5 face (docs/mlx5-face.md):
+# dcx on its hardware binding (the system's libibverbs and libmlx5), UCX's
+# dc_mlx5 and rc_mlx5 (UCX_IB_MLX5_DEVX=n), each on dcxemu_mlx5_0:1. Counted:
+# every instruction of the posting thread from the UCT (or ucp_*_nbx) call
+# to its return (--toggle-collect=cost_post), by object. A doorbell is a
+# store to a PROT_NONE UAR page; the face's SIGSEGV handler takes the WQEs
+# there and the device runs them in it. Callgrind delivers the trap only
+# with --vex-guest-max-insns=1 --px-default=allregs-at-mem-access (and the
+# face keeps its UARs read-write under valgrind unless DCXEMU_UAR=trap), and
+# runs a signal handler in a context of its own, outside cost_post: the
+# handler and the device's work are not counted. The check at the end shows
+# it: the same runs with DCXEMU_UAR=rw (no trap at all; the engine thread's
+# backstop takes the doorbells) count the same.
+
+COST_MLX5_TLS=(dcx dc_mlx5 rc_mlx5)
+COST_MLX5_DEV=dcxemu_mlx5_0:1
+COST_MLX5_VG=(--vex-guest-max-insns=1 --px-default=allregs-at-mem-access)
+
+# The transport's own library, as an object pattern.
+cost_mlx5_own() {
+    case "$1" in
+    dcx) echo 'libdcx_transport' ;;
+    *)   echo '/libuct_ib[.-]' ;;
+    esac
+}
+
+# One callgrind run on the face: $1 output name, $2 transport, $3 op,
+# $4 DCXEMU_UAR (trap|rw), $5 count, $6 warmup. Fails if no dump was
+# written (a failure after the dump, in the teardown, is logged).
+cost_mlx5_callgrind() {
+    local out=$1 tl=$2 op=$3 uar=$4 count=$5 warmup=$6 rc=0
+    local -a run=("$DCX_PREFIX/bin/dcx-run" --emu=mlx5)
+    if [ "$tl" != dcx ]; then
+        # UCX's transports: the face alone, no dcx plugin
+        run=("$DCX_PREFIX/bin/dcxemu-stat" -r -- env
+             "LD_PRELOAD=$DCX_PREFIX/lib/libdcxemu_mlx5.so.0")
+    fi
+    local attempt
+    # Under valgrind the engine thread's backstop now and then takes a WQE
+    # before its trapped store does, and such a WQE may fail on the face
+    # (then UCX aborts): a run without its dump is tried again, its log kept.
+    for attempt in 1 2 3; do
+        rm -f "$COST_DIR/$out" "$COST_DIR/$out".[0-9]* "$COST_DIR/$out.parsed"
+        rc=0
+        DCXEMU_FABRIC="$BENCH_FABRIC-$out" DCXEMU_EXEC=immediate DCXEMU_UAR="$uar" \
+            UCX_IB_MLX5_DEVX=n DCX_COST_TL="$tl" DCX_COST_DEV="$COST_MLX5_DEV" \
+            DCX_COST_WARMUP="$warmup" UCX_TLS="$tl" UCX_NET_DEVICES="$COST_MLX5_DEV" \
+            timeout 1200 "${run[@]}" \
+            valgrind --tool=callgrind --collect-atstart=no "${COST_MLX5_VG[@]}" \
+            --toggle-collect=cost_post --callgrind-out-file="$COST_DIR/$out" \
+            "$DCX_BUILD/test/bench/dcx_cost" "$op" "$count" \
+            > "$COST_DIR/$out.log" 2>&1 || rc=$?
+        if grep -q 'unsupported=' "$COST_DIR/$out.log"; then
+            return 0
+        fi
+        [ ! -s "$COST_DIR/$out.1" ] || break
+        cp "$COST_DIR/$out.log" "$COST_DIR/$out.failed$attempt.log"
+        echo "$out: attempt $attempt wrote no dump (exit $rc, $out.failed$attempt.log)" >> "$COST_DIR/failures"
+    done
+    [ -s "$COST_DIR/$out.1" ] || {
+        tail -20 "$COST_DIR/$out.log" >&2
+        die "dcx_cost $op on $tl under callgrind wrote no dump (log: $COST_DIR/$out.log)"; }
+    [ $rc -eq 0 ] || echo "$out: dcx_cost exited $rc after the measured loop" >> "$COST_DIR/failures"
+    cost_parse "$COST_DIR/$out.1" > "$COST_DIR/$out.parsed"
+}
+
+# Instructions per operation of the objects matching $2 but not $3.
+cost_per_op_but() {
+    awk -v p="$2" -v x="$3" -v n="$COST_N" '
+            $1 ~ p && (x == "" || $1 !~ x) { s += $2 } END { printf "%.0f", s / n }' "$1"
+}
+
+# Self instructions by function of a callgrind dump, largest first:
+# "<Ir> <object>:<function>" (names from the raw file, inlined code kept
+# with its function).
+cost_functions() {
+    awk '
+        function resolve(kind, s,   id, rest) {
+            if (match(s, /^\([0-9]+\)/)) {
+                id   = substr(s, 2, RLENGTH - 2)
+                rest = substr(s, RLENGTH + 1)
+                sub(/^ /, "", rest)
+                if (rest != "") names[kind, id] = rest
+                return names[kind, id]
+            }
+            return s
+        }
+        /^ob=/  { ob = resolve("ob", substr($0, 4)); next }
+        /^cob=/ { resolve("ob", substr($0, 5)); next }
+        /^fn=/  { fn = resolve("fn", substr($0, 4)); next }
+        /^cfn=/ { resolve("fn", substr($0, 5)); next }
+        /^calls=/ { inclusive = 1; next }
+        /^[0-9+*-]/ {
+            if (inclusive) { inclusive = 0; next }
+            o = ob; sub(/.*\//, "", o); sub(/\.so.*/, "", o)
+            self[o ":" fn] += $2
+            next
+        }
+        END { for (f in self) printf "%d %s\n", self[f], f }' "$1" | sort -nr
+}
+
+# libmlx5 is stripped: its work-request functions (static, reached through
+# ibv_qp_ex's pointers) have no names in the dump. Names them after the
+# inline verbs.h / mlx5dv.h wrapper whose line called them from a named
+# function: "<address> <wrapper>" lines.
+cost_mlx5_names() {
+    awk '
+        function resolve(kind, s,   id, rest) {
+            if (match(s, /^\([0-9]+\)/)) {
+                id   = substr(s, 2, RLENGTH - 2)
+                rest = substr(s, RLENGTH + 1)
+                sub(/^ /, "", rest)
+                if (rest != "") names[kind, id] = rest
+                return names[kind, id]
+            }
+            return s
+        }
+        function pos(tok) {
+            if (tok == "*") return line
+            if (tok ~ /^[+-]/) return line + tok
+            return tok + 0
+        }
+        /^ob=/  { resolve("ob", substr($0, 4)); next }
+        /^cob=/ { resolve("ob", substr($0, 5)); next }
+        /^fl=/  { fl = resolve("fl", substr($0, 4)); file = fl; next }
+        /^fi=/ || /^fe=/ { file = resolve("fl", substr($0, 4)); next }
+        /^cfi=/ || /^cfl=/ { resolve("fl", substr($0, 5)); next }
+        /^fn=/  { fn = resolve("fn", substr($0, 4)); file = fl; next }
+        /^cfn=/ { cfn = resolve("fn", substr($0, 5)); next }
+        /^calls=/ { incall = 1; next }
+        /^[0-9+*-]/ {
+            line = pos($1)
+            if (incall && cfn ~ /^0x/ && fn !~ /^0x/ && file ~ /\/infiniband\//)
+                print cfn, file, line
+            incall = 0
+        }' "$1" | sort -u |
+    while read -r hex file line; do
+        [ -r "$file" ] || continue
+        awk -v L="$line" -v h="$hex" '
+            NR <= L && /^static inline / && match($0, /[A-Za-z0-9_]+\(/) {
+                n = substr($0, RSTART, RLENGTH - 1)
+            }
+            NR == L { if (n != "") print h, n; exit }' "$file"
+    done | sort -u
+}
+
+# One measured cell: sets the globals of one (op, transport); "-" when the
+# transport lacks the operation.
+cost_mlx5_cell() {
+    local op=$1 tl=$2 out="mlx5.$1.$2" p own
+    cost_mlx5_callgrind "$out" "$tl" "$op" trap "$COST_COUNT" "$COST_WARMUP"
+    if grep -q 'unsupported=' "$COST_DIR/$out.log"; then
+        C_WHY=$(sed -n 's/.*unsupported=//p' "$COST_DIR/$out.log" | head -1)
+        C_POST=- C_OWN=- C_VERBS=- C_UCX=- C_LIBC=- C_BENCH=- C_FACE=- C_CQE=- C_WRS=- C_TRIES=-
+        return
+    fi
+    C_WHY=
+    p="$COST_DIR/$out.parsed"
+    own=$(cost_mlx5_own "$tl")
+    COST_N=$COST_COUNT
+    C_OWN=$(cost_per_op_but "$p" "$own" '')
+    C_VERBS=$(cost_per_op_but "$p" 'libmlx5|libibverbs' '')
+    C_UCX=$(cost_per_op_but "$p" '/libuc[mpst][.-]|/libuct_[a-z_]*[.-]' "$own")
+    C_LIBC=$(cost_per_op_but "$p" '/libc[.-]' '')
+    C_BENCH=$(cost_per_op_but "$p" '/dcx_cost$' '')
+    C_FACE=$(cost_per_op_but "$p" 'libdcxemu' '')
+    C_POST=$(awk -v all="$(cost_per_op_but "$p" '.' '')" -v b="$C_BENCH" \
+                 'BEGIN { printf "%.0f", all - b }')
+    read -r C_CQE C_WRS C_TRIES < <(awk -v n="$COST_COUNT" '
+        match($0, /send_cqes=-?[0-9]+ wrs=-?[0-9]+ tries=[0-9]+/) {
+            split(substr($0, RSTART, RLENGTH), f, /[= ]/)
+            printf "%.3f %.3f %.3f\n", f[2] / n, f[4] / n, f[6] / n; found = 1
+        }
+        END { if (!found) exit 1 }' "$COST_DIR/$out.log") ||
+        die "dcx_cost printed no send_cqes count for $op on $tl ($COST_DIR/$out.log)"
+}
+
+# The trap's handler is not counted: the posting count of a short run with
+# trapped doorbells equals that with read-write UARs (no trap).
+cost_mlx5_check() {
+    local op tl a b line=()
+    COST_N=200
+    for op in put_short am_short; do
+        for tl in "${COST_MLX5_TLS[@]}"; do
+            cost_mlx5_callgrind "chk.$op.$tl.trap" "$tl" "$op" trap 200 50
+            cost_mlx5_callgrind "chk.$op.$tl.rw" "$tl" "$op" rw 200 50
+            a=$(cost_per_op_but "$COST_DIR/chk.$op.$tl.trap.parsed" '.' '/dcx_cost$')
+            b=$(cost_per_op_but "$COST_DIR/chk.$op.$tl.rw.parsed" '.' '/dcx_cost$')
+            line+=("$op/$tl $a/$b $([ "$a" = "$b" ] && echo same || echo DIFFERENT)")
+            echo "$op,$tl,check,$a,$b" >> "$COST_CSV_CHECK"
+        done
+    done
+    note "check, posting instructions per operation with trapped doorbells / with DCXEMU_UAR=rw (no trap):"
+    note "  ${line[*]:0:3}"
+    note "  ${line[*]:3:3}"
+}
+
+# A short stream by default: on the face, UCX's dc_mlx5 and rc_mlx5 start
+# to refuse every other signaled post (NO_RESOURCE until the next progress)
+# once their send queue has wrapped, about 8 x TX_QUEUE_LEN basic blocks
+# (not explained yet, likely the face's doing); 100 + 300 operations stay
+# below that, and the tries column shows whether a run did.
+COST_MLX5_COUNT=${DCX_COST_COUNT:-300}
+
+bench_cost_mlx5() {
+    local op tl row dcx dc rc ratio result pct refused=()
+    local -A post=() split=()
+    COST_COUNT=$COST_MLX5_COUNT
+    COST_WARMUP=${DCX_COST_WARMUP:-100}
+    COST_CSV_CHECK="$COST_DIR/mlx5-check.csv"
+    : > "$COST_CSV_CHECK"
+    rm -f "$COST_DIR/failures"
+    echo "op,tl,count,post,own,verbs,ucx,libc,bench,face,cqe_per_op,wr_per_op,tries_per_op,unsupported" > "$BENCH_CSV"
+    say "bench cost mlx5: instructions per operation in the posting thread (callgrind, $COST_COUNT operations after $COST_WARMUP, the device's mlx5 face, $COST_MLX5_DEV)"
+    note "post: the UCT call (UCP: ucp_*_nbx) to its return, the doorbell trap's handler and the device excluded"
+    note "own: the transport's library (dcx: libdcx_transport, dc_mlx5/rc_mlx5: libuct_ib); verbs: libmlx5 + libibverbs;"
+    note "ucx: the rest of UCX; cqe: send CQEs the device wrote per operation (polled by the sender's progress);"
+    note "wr: work requests the device ran per operation; tries: posting calls per operation (those refused with"
+    note "NO_RESOURCE are in post); -: not offered"
+    printf '  %-10s %-8s %7s | %6s %6s %6s %6s | %6s %6s %6s\n' op tl post own verbs ucx libc cqe wr tries
+    for op in put_short am_short put_zcopy get_zcopy fadd ucp_put ucp_tag; do
+        for tl in "${COST_MLX5_TLS[@]}"; do
+            cost_mlx5_cell "$op" "$tl"
+            post[$op.$tl]=$C_POST
+            split[$op.$tl]="$C_OWN in libdcx_transport, $C_VERBS in libmlx5 + libibverbs, $C_UCX in the rest of UCX, $C_LIBC in libc"
+            printf '  %-10s %-8s %7s | %6s %6s %6s %6s | %6s %6s %6s%s\n' "$op" "$tl" "$C_POST" \
+                "$C_OWN" "$C_VERBS" "$C_UCX" "$C_LIBC" "$C_CQE" "$C_WRS" "$C_TRIES" \
+                "${C_WHY:+   (not offered: $C_WHY)}"
+            awk -v t="$C_TRIES" 'BEGIN { exit !(t != "-" && t > 1) }' && refused+=("$op/$tl")
+            [ "$C_FACE" = - ] || [ "$C_FACE" -eq 0 ] ||
+                note "  $op/$tl: $C_FACE instructions per operation in the face or the model: the trap was counted"
+            echo "$op,$tl,$COST_COUNT,$C_POST,$C_OWN,$C_VERBS,$C_UCX,$C_LIBC,$C_BENCH,$C_FACE,$C_CQE,$C_WRS,$C_TRIES,$C_WHY" >> "$BENCH_CSV"
+        done
+    done
+
+    [ ${#refused[@]} -eq 0 ] ||
+        note "refused posts (tries > 1) in ${refused[*]}: their refused tries are in their count"
+    echo
+    say "side by side: posting instructions per operation; goal dcx <= 1.5 x dc_mlx5 for put_short and am_short"
+    printf '  %-10s %8s %8s %8s %12s   %-6s\n' op dcx dc_mlx5 rc_mlx5 dcx/dc_mlx5 result
+    for op in put_short am_short put_zcopy get_zcopy fadd ucp_put ucp_tag; do
+        dcx=${post[$op.dcx]} dc=${post[$op.dc_mlx5]} rc=${post[$op.rc_mlx5]}
+        ratio=$(awk -v a="$dcx" -v b="$dc" 'BEGIN { if (a != "-" && b != "-" && b > 0) printf "%.2f", a / b; else print "-" }')
+        result=-
+        if [ "$op" = put_short ] || [ "$op" = am_short ]; then
+            result=$(awk -v r="$ratio" 'BEGIN { print (r != "-" && r <= 1.5) ? "met" : "missed" }')
+        fi
+        printf '  %-10s %8s %8s %8s %12s   %-6s\n' "$op" "$dcx" "$dc" "$rc" "$ratio" "$result"
+        echo "$op,ratio,$COST_COUNT,$ratio,,,,,,,,,,$result" >> "$BENCH_CSV"
+    done
+
+    echo
+    note "where dcx's posting instructions go (self instructions per operation, top functions; libmlx5's are static"
+    note "and unnamed: each is named by the verbs.h / mlx5dv.h inline that called it):"
+    for op in put_short am_short; do
+        [ -s "$COST_DIR/mlx5.$op.dcx.1" ] || continue
+        note "  $op: ${post[$op.dcx]} = ${split[$op.dcx]}; by function:"
+        cost_mlx5_names "$COST_DIR/mlx5.$op.dcx.1" > "$COST_DIR/mlx5.$op.dcx.names"
+        cost_functions "$COST_DIR/mlx5.$op.dcx.1" | head -10 |
+            awk -v n="$COST_COUNT" -v names="$COST_DIR/mlx5.$op.dcx.names" '
+                BEGIN { while ((getline l < names) > 0) { split(l, f, " "); nm[f[1]] = f[2] } }
+                {
+                    fn = $2; sub(/.*:/, "", fn)
+                    via = (fn in nm) ? "  (called by " nm[fn] ")" : ""
+                    printf "        %7.1f  %s%s\n", $1 / n, $2, via
+                }'
+    done
+
+    echo
+    cost_mlx5_check
+    [ ! -s "$COST_DIR/failures" ] || {
+        note "runs that failed after their measured loop (their counts stand; see the logs):"
+        sed 's/^/      /' "$COST_DIR/failures"; }
+    note "callgrind files and logs: $COST_DIR/mlx5.* (check runs: chk.*)"
 }

@@ -1,13 +1,21 @@
 /**
  * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
  *
- * dcx_cost: one operation in a loop between two dcx interfaces (or two UCP
- * workers over dcx) of this process, shaped for callgrind: contrib/dcx
- * bench cost runs it under valgrind --tool=callgrind and counts the
- * instructions of the measured loop by object and by function.
+ * dcx_cost: one operation in a loop between two UCT interfaces (or two UCP
+ * workers) of this process, shaped for callgrind: contrib/dcx bench cost
+ * runs it under valgrind --tool=callgrind and counts the instructions of
+ * the measured loop by object and by function.
  *
  *   dcx_cost OP COUNT
  *   OP: put_short am_short put_zcopy get_zcopy fadd ucp_put ucp_tag
+ *
+ * The transport and device (UCT operations) come from DCX_COST_TL and
+ * DCX_COST_DEV (default dcx on dcxemu0:1, the device model's API face);
+ * any UCT transport runs, e.g. dcx, dc_mlx5 or rc_mlx5 on dcxemu_mlx5_0:1
+ * (the mlx5 face preloaded). UCP operations use what UCX_TLS and
+ * UCX_NET_DEVICES select. An operation the transport does not offer (its
+ * capability flags) is not run: the program prints
+ * "op=OP tl=TL unsupported=WHY" and exits 0.
  *
  * The loop calls three functions (noipa: no clone renames them) at top
  * level, never nested, so each can be
@@ -18,9 +26,11 @@
  * file's ".1"), before the teardown. Without valgrind the client requests do
  * nothing, so the program also runs as a plain test of itself.
  *
- * stdout: "op=OP count=COUNT send_cqes=N" (N: send CQEs the device model
- * wrote during the measured loop, -1 off the model); exit status 0 only if
- * every operation completed with its data in place.
+ * stdout: "op=OP tl=TL count=COUNT send_cqes=N wrs=W" (N: send CQEs the
+ * device model wrote during the measured loop, through either face, W: the
+ * work requests it executed; -1 off the model; tries: the posting calls
+ * of the measured loop, those refused with NO_RESOURCE included); exit status 0 only if every operation completed with its data in
+ * place.
  */
 #include <uct/api/uct.h>
 #include <ucp/api/ucp.h>
@@ -43,11 +53,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COST_WARMUP      2000
+#define COST_WARMUP      2000  /* DCX_COST_WARMUP overrides */
 #define COST_AM_ID       7
 #define COST_ZCOPY_SIZE  65536
 #define COST_SHORT_SIZE  8
 #define COST_TAG         0x17ull
+#define COST_UCP_SLOTS   256   /* UCP operations in flight, power of 2 */
 
 typedef enum {
     COST_PUT_SHORT, COST_AM_SHORT, COST_PUT_ZCOPY, COST_GET_ZCOPY, COST_FADD,
@@ -71,8 +82,11 @@ typedef struct {
 typedef struct {
     cost_op_t         op;
     uct_component_h   component;
+    const char        *tl_name, *dev_name;
+    char              md_name[UCT_MD_NAME_MAX];
     cost_side_t       tx, rx;
-    uct_ep_h          ep;
+    uct_ep_h          ep, rx_ep;        /* rx_ep: a peer-to-peer transport's */
+    size_t            zcopy_size;       /* <= COST_ZCOPY_SIZE */
     char              *local, *remote;  /* COST_ZCOPY_SIZE each */
     uct_mem_h         local_memh, remote_memh;
     uct_rkey_bundle_t rkey;
@@ -80,6 +94,7 @@ typedef struct {
     uint64_t          fetched;
     unsigned          am_received;
     uint64_t          posted;           /* operations that went out */
+    uint64_t          tries;            /* cost_post calls, refused ones too */
     /* UCP */
     ucp_context_h     context;
     ucp_ep_h          ucp_ep, ucp_back_ep;
@@ -88,6 +103,11 @@ typedef struct {
     unsigned          tag_received;
     char              tag_buf[COST_SHORT_SIZE];
     ucs_status_ptr_t  tag_req;
+    /* A UCP operation that does not complete at once (e.g. queued while
+     * the transport is out of resources) reads its source later: each has
+     * a slot, its source and its request, reused once it completed. */
+    uint64_t          ucp_src[COST_UCP_SLOTS];
+    ucs_status_ptr_t  ucp_reqs[COST_UCP_SLOTS];
 } cost_t;
 
 #define COST_CHECK(_cond, _what) \
@@ -115,23 +135,58 @@ static void cost_comp_cb(uct_completion_t *self)
     COST_CHECK(self->status == UCS_OK, "an operation's completion");
 }
 
-static uct_component_h cost_dcx_component(void)
+/* Finds the component and memory domain that offer the transport on the
+ * device. */
+static void cost_find_resource(cost_t *c)
 {
-    uct_component_h *components, found = NULL;
+    uct_component_h *components;
     uct_component_attr_t attr;
-    unsigned i, num;
+    uct_md_resource_desc_t *mds;
+    uct_tl_resource_desc_t *tls;
+    uct_md_config_t *md_config;
+    unsigned i, j, k, num, num_tls;
+    uct_md_h md;
 
     COST_OK(uct_query_components(&components, &num));
-    for (i = 0; i < num; ++i) {
-        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+    for (i = 0; (i < num) && (c->component == NULL); ++i) {
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
         COST_OK(uct_component_query(components[i], &attr));
-        if (!strcmp(attr.name, "dcx")) {
-            found = components[i];
+        mds = calloc(attr.md_resource_count + 1, sizeof(*mds));
+        COST_CHECK(mds != NULL, "calloc");
+        attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+        attr.md_resources = mds;
+        COST_OK(uct_component_query(components[i], &attr));
+        for (j = 0; (j < attr.md_resource_count) && (c->component == NULL);
+             ++j) {
+            COST_OK(uct_md_config_read(components[i], NULL, NULL, &md_config));
+            if (uct_md_open(components[i], mds[j].md_name, md_config, &md) !=
+                UCS_OK) {
+                uct_config_release(md_config);
+                continue;
+            }
+            uct_config_release(md_config);
+            if (uct_md_query_tl_resources(md, &tls, &num_tls) == UCS_OK) {
+                for (k = 0; k < num_tls; ++k) {
+                    if (!strcmp(tls[k].tl_name, c->tl_name) &&
+                        !strcmp(tls[k].dev_name, c->dev_name)) {
+                        c->component = components[i];
+                        snprintf(c->md_name, sizeof(c->md_name), "%s",
+                                 mds[j].md_name);
+                    }
+                }
+                uct_release_tl_resource_list(tls);
+            }
+            uct_md_close(md);
         }
+        free(mds);
     }
     uct_release_component_list(components);
-    COST_CHECK(found != NULL, "finding the dcx component (run with dcx-run)");
-    return found;
+    if (c->component == NULL) {
+        fprintf(stderr, "dcx_cost: no transport %s on device %s (dcx needs "
+                "dcx-run; the mlx5 face its library preloaded)\n",
+                c->tl_name, c->dev_name);
+        exit(1);
+    }
 }
 
 static void cost_uct_side_open(cost_t *c, cost_side_t *s)
@@ -143,14 +198,15 @@ static void cost_uct_side_open(cost_t *c, cost_side_t *s)
     COST_OK(ucs_async_context_create(UCS_ASYNC_MODE_POLL, &s->async));
     COST_OK(uct_worker_create(s->async, UCS_THREAD_MODE_SINGLE, &s->worker));
     COST_OK(uct_md_config_read(c->component, NULL, NULL, &md_config));
-    COST_OK(uct_md_open(c->component, "dcxemu0", md_config, &s->md));
+    COST_OK(uct_md_open(c->component, c->md_name, md_config, &s->md));
     uct_config_release(md_config);
-    COST_OK(uct_md_iface_config_read(s->md, "dcx", NULL, NULL, &iface_config));
+    COST_OK(uct_md_iface_config_read(s->md, c->tl_name, NULL, NULL,
+                                     &iface_config));
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
                                   UCT_IFACE_PARAM_FIELD_DEVICE;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = "dcx";
-    params.mode.device.dev_name = "dcxemu0:1";
+    params.mode.device.tl_name  = c->tl_name;
+    params.mode.device.dev_name = c->dev_name;
     COST_OK(uct_iface_open(s->md, s->worker, &params, iface_config,
                            &s->iface));
     uct_config_release(iface_config);
@@ -166,42 +222,120 @@ static void cost_uct_side_close(cost_side_t *s)
     ucs_async_context_destroy(s->async);
 }
 
-static void cost_uct_init(cost_t *c)
+/* The capability an operation needs, NULL when the transport has it. */
+static const char *cost_uct_missing(cost_t *c, const uct_iface_attr_t *attr)
+{
+    uint64_t flags = attr->cap.flags;
+
+    switch (c->op) {
+    case COST_PUT_SHORT:
+        return (flags & UCT_IFACE_FLAG_PUT_SHORT) ? NULL : "PUT_SHORT";
+    case COST_AM_SHORT:
+        return (flags & UCT_IFACE_FLAG_AM_SHORT) ? NULL : "AM_SHORT";
+    case COST_PUT_ZCOPY:
+        return (flags & UCT_IFACE_FLAG_PUT_ZCOPY) ? NULL : "PUT_ZCOPY";
+    case COST_GET_ZCOPY:
+        return (flags & UCT_IFACE_FLAG_GET_ZCOPY) ? NULL : "GET_ZCOPY";
+    case COST_FADD:
+        return (attr->cap.atomic64.fop_flags & UCS_BIT(UCT_ATOMIC_OP_ADD)) ?
+               NULL : "atomic64 fetch-add";
+    default:
+        return NULL;
+    }
+}
+
+/* Endpoints: to the receiver's interface, or (a peer-to-peer transport
+ * such as rc_mlx5) a pair connected to each other. */
+static void cost_uct_connect(cost_t *c, const uct_iface_attr_t *attr)
 {
     uct_ep_params_t ep_params = {};
-    uct_iface_attr_t attr;
-    uct_device_addr_t *dev_addr;
+    uct_device_addr_t *tx_dev, *rx_dev;
     uct_iface_addr_t *iface_addr;
+    uct_ep_addr_t *tx_ep_addr, *rx_ep_addr;
+
+    rx_dev = malloc(attr->device_addr_len);
+    tx_dev = malloc(attr->device_addr_len);
+    COST_CHECK((rx_dev != NULL) && (tx_dev != NULL), "malloc");
+    COST_OK(uct_iface_get_device_address(c->rx.iface, rx_dev));
+    COST_OK(uct_iface_get_device_address(c->tx.iface, tx_dev));
+    if (attr->cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) {
+        iface_addr = malloc(attr->iface_addr_len);
+        COST_CHECK(iface_addr != NULL, "malloc");
+        COST_OK(uct_iface_get_address(c->rx.iface, iface_addr));
+        ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
+                               UCT_EP_PARAM_FIELD_DEV_ADDR |
+                               UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        ep_params.iface      = c->tx.iface;
+        ep_params.dev_addr   = rx_dev;
+        ep_params.iface_addr = iface_addr;
+        COST_OK(uct_ep_create(&ep_params, &c->ep));
+        free(iface_addr);
+    } else {
+        COST_CHECK(attr->cap.flags & UCT_IFACE_FLAG_CONNECT_TO_EP,
+                   "a transport that connects to an interface or an endpoint");
+        ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+        ep_params.iface      = c->tx.iface;
+        COST_OK(uct_ep_create(&ep_params, &c->ep));
+        ep_params.iface      = c->rx.iface;
+        COST_OK(uct_ep_create(&ep_params, &c->rx_ep));
+        tx_ep_addr = malloc(attr->ep_addr_len);
+        rx_ep_addr = malloc(attr->ep_addr_len);
+        COST_CHECK((tx_ep_addr != NULL) && (rx_ep_addr != NULL), "malloc");
+        COST_OK(uct_ep_get_address(c->ep, tx_ep_addr));
+        COST_OK(uct_ep_get_address(c->rx_ep, rx_ep_addr));
+        COST_OK(uct_ep_connect_to_ep(c->ep, rx_dev, rx_ep_addr));
+        COST_OK(uct_ep_connect_to_ep(c->rx_ep, tx_dev, tx_ep_addr));
+        free(tx_ep_addr);
+        free(rx_ep_addr);
+    }
+    free(rx_dev);
+    free(tx_dev);
+}
+
+static void cost_uct_init(cost_t *c)
+{
+    uct_iface_attr_t attr;
+    const char *missing;
     void *packed;
     uct_md_attr_t md_attr;
+    size_t max_zcopy;
 
-    c->component = cost_dcx_component();
+    cost_find_resource(c);
     cost_uct_side_open(c, &c->tx);
     cost_uct_side_open(c, &c->rx);
-    COST_OK(uct_iface_set_am_handler(c->rx.iface, COST_AM_ID, cost_am_handler,
-                                     c, 0));
+    COST_OK(uct_iface_query(c->tx.iface, &attr));
+    missing = cost_uct_missing(c, &attr);
+    if (missing != NULL) {
+        printf("op=%s tl=%s unsupported=%s\n", cost_op_names[c->op],
+               c->tl_name, missing);
+        exit(0);
+    }
+    max_zcopy     = (c->op == COST_GET_ZCOPY) ? attr.cap.get.max_zcopy :
+                                                attr.cap.put.max_zcopy;
+    c->zcopy_size = (max_zcopy < COST_ZCOPY_SIZE) ? max_zcopy :
+                                                    COST_ZCOPY_SIZE;
+    if (attr.cap.flags & UCT_IFACE_FLAG_AM_SHORT) {
+        COST_OK(uct_iface_set_am_handler(c->rx.iface, COST_AM_ID,
+                                         cost_am_handler, c, 0));
+    }
 
     COST_OK(uct_iface_query(c->rx.iface, &attr));
-    dev_addr   = malloc(attr.device_addr_len);
-    iface_addr = malloc(attr.iface_addr_len);
-    COST_CHECK((dev_addr != NULL) && (iface_addr != NULL), "malloc");
-    COST_OK(uct_iface_get_device_address(c->rx.iface, dev_addr));
-    COST_OK(uct_iface_get_address(c->rx.iface, iface_addr));
-    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
-                           UCT_EP_PARAM_FIELD_DEV_ADDR |
-                           UCT_EP_PARAM_FIELD_IFACE_ADDR;
-    ep_params.iface      = c->tx.iface;
-    ep_params.dev_addr   = dev_addr;
-    ep_params.iface_addr = iface_addr;
-    COST_OK(uct_ep_create(&ep_params, &c->ep));
-    free(dev_addr);
-    free(iface_addr);
+    cost_uct_connect(c, &attr);
 
+    COST_OK(uct_md_query(c->rx.md, &md_attr));
+    if (!(md_attr.cap.flags & UCT_MD_FLAG_REG)) {
+        /* e.g. shared memory transports: no registered remote memory */
+        if (c->op != COST_AM_SHORT) {
+            printf("op=%s tl=%s unsupported=memory registration\n",
+                   cost_op_names[c->op], c->tl_name);
+            exit(0);
+        }
+        return;
+    }
     COST_OK(uct_md_mem_reg(c->tx.md, c->local, COST_ZCOPY_SIZE,
                            UCT_MD_MEM_ACCESS_ALL, &c->local_memh));
     COST_OK(uct_md_mem_reg(c->rx.md, c->remote, COST_ZCOPY_SIZE,
                            UCT_MD_MEM_ACCESS_ALL, &c->remote_memh));
-    COST_OK(uct_md_query(c->rx.md, &md_attr));
     packed = malloc(md_attr.rkey_packed_size);
     COST_CHECK(packed != NULL, "malloc");
     COST_OK(uct_md_mkey_pack(c->rx.md, c->remote_memh, packed));
@@ -225,9 +359,14 @@ static void cost_uct_cleanup(cost_t *c)
 {
     cost_uct_flush(c);
     uct_ep_destroy(c->ep);
-    uct_rkey_release(c->component, &c->rkey);
-    uct_md_mem_dereg(c->tx.md, c->local_memh);
-    uct_md_mem_dereg(c->rx.md, c->remote_memh);
+    if (c->rx_ep != NULL) {
+        uct_ep_destroy(c->rx_ep);
+    }
+    if (c->local_memh != NULL) {
+        uct_rkey_release(c->component, &c->rkey);
+        uct_md_mem_dereg(c->tx.md, c->local_memh);
+        uct_md_mem_dereg(c->rx.md, c->remote_memh);
+    }
     cost_uct_side_close(&c->tx);
     cost_uct_side_close(&c->rx);
 }
@@ -251,6 +390,7 @@ static void cost_ucp_init(cost_t *c)
     ucp_mem_map_params_t mparams = {};
     ucp_address_t *address;
     size_t address_length, rkey_size;
+    ucs_status_t status;
     void *rkey_buf;
 
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
@@ -263,8 +403,15 @@ static void cost_ucp_init(cost_t *c)
                                    &address_length));
     ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
     ep_params.address    = address;
-    COST_OK(ucp_ep_create(c->tx.ucp_worker, &ep_params, &c->ucp_ep));
+    status = ucp_ep_create(c->tx.ucp_worker, &ep_params, &c->ucp_ep);
     ucp_worker_release_address(c->rx.ucp_worker, address);
+    if (status != UCS_OK) {
+        /* e.g. a peer-to-peer transport without an auxiliary one to wire
+         * it up: UCP does not offer the operation on this transport */
+        printf("op=%s tl=%s unsupported=ucp_ep_create:%s\n",
+               cost_op_names[c->op], c->tl_name, ucs_status_string(status));
+        exit(0);
+    }
 
     /* The receiver connects back, as both sides of a benchmark do: UCP
      * progresses an interface only once an endpoint uses it (or an event
@@ -306,10 +453,16 @@ static void cost_ucp_wait(cost_t *c, ucs_status_ptr_t req)
     ucp_request_free(req);
 }
 
+static void cost_ucp_slot_wait(cost_t *c, unsigned slot);
+
 static void cost_ucp_cleanup(cost_t *c)
 {
     ucp_request_param_t param = {};
+    unsigned slot;
 
+    for (slot = 0; slot < COST_UCP_SLOTS; ++slot) {
+        cost_ucp_slot_wait(c, slot);
+    }
     if (c->tag_req != NULL) {
         ucp_request_cancel(c->rx.ucp_worker, c->tag_req);
         ucp_worker_progress(c->rx.ucp_worker);
@@ -371,7 +524,7 @@ static __attribute__((noipa)) ucs_status_t cost_post(cost_t *c, uint64_t i)
     case COST_PUT_ZCOPY:
     case COST_GET_ZCOPY:
         iov.buffer = c->local;
-        iov.length = COST_ZCOPY_SIZE;
+        iov.length = c->zcopy_size;
         iov.memh   = c->local_memh;
         iov.stride = 0;
         iov.count  = 1;
@@ -387,26 +540,29 @@ static __attribute__((noipa)) ucs_status_t cost_post(cost_t *c, uint64_t i)
                                      (uintptr_t)c->remote, c->rkey.rkey,
                                      &c->comp);
     case COST_UCP_PUT:
-        req = ucp_put_nbx(c->ucp_ep, &value, COST_SHORT_SIZE,
-                          (uintptr_t)c->remote, c->ucp_rkey, &param);
+        c->ucp_src[i % COST_UCP_SLOTS] = value;
+        req = ucp_put_nbx(c->ucp_ep, &c->ucp_src[i % COST_UCP_SLOTS],
+                          COST_SHORT_SIZE, (uintptr_t)c->remote, c->ucp_rkey,
+                          &param);
         break;
     case COST_UCP_TAG:
-        req = ucp_tag_send_nbx(c->ucp_ep, &value, COST_SHORT_SIZE, COST_TAG,
-                               &param);
+        c->ucp_src[i % COST_UCP_SLOTS] = value;
+        req = ucp_tag_send_nbx(c->ucp_ep, &c->ucp_src[i % COST_UCP_SLOTS],
+                               COST_SHORT_SIZE, COST_TAG, &param);
         break;
     default:
         return UCS_ERR_INVALID_PARAM;
     }
 
-    /* UCP: a request that did not complete at once completes by progress
-     * (its status is checked at the flush); it counts as in progress. */
+    /* UCP: a request that did not complete at once completes by progress;
+     * it keeps its slot until then and counts as in progress. */
     if (UCS_PTR_IS_ERR(req)) {
         fprintf(stderr, "dcx_cost: %s: %s\n", cost_op_names[c->op],
                 ucs_status_string(UCS_PTR_STATUS(req)));
         exit(1);
     }
     if (req != NULL) {
-        ucp_request_free(req);
+        c->ucp_reqs[i % COST_UCP_SLOTS] = req;
         return UCS_INPROGRESS;
     }
     return UCS_OK;
@@ -443,21 +599,31 @@ static void cost_op_failed(cost_t *c)
 #define COST_POSTS_PER_PROGRESS 16
 
 /* Send CQEs the device model wrote for this process so far, every device
- * summed (the model the plugin loaded, UCX_DCX_EMU_LIB); -1 off the model. */
-static int64_t cost_send_cqes(void)
+ * summed, and in *wrs the work requests it executed; -1 off the model. The model is the library the plugin loaded
+ * (UCX_DCX_EMU_LIB, the API face) or the one the mlx5 face links
+ * (libdcxemu.so.0): either way it is already loaded, and nothing is loaded
+ * when it is not (the program runs on any transport). */
+static int64_t cost_send_cqes(int64_t *wrs)
 {
     int (*counters_read)(int, enum dcxemu_counter_scope,
                          struct dcxemu_counters*);
     const char *lib = getenv("UCX_DCX_EMU_LIB");
     struct dcxemu_counters counters;
     int64_t total = 0;
-    void *handle;
-    int dev;
+    void *handle  = NULL;
+    int dev, i;
 
-    handle = (lib == NULL) ? NULL : dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+    if (lib != NULL) {
+        handle = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+    }
+    if (handle == NULL) {
+        handle = dlopen("libdcxemu.so.0", RTLD_NOW | RTLD_NOLOAD);
+    }
+    *wrs = -1;
     if (handle == NULL) {
         return -1;
     }
+    *wrs = 0;
     counters_read = (int (*)(int, enum dcxemu_counter_scope,
                              struct dcxemu_counters*))
                     dlsym(handle, "dcxemu_counters_read");
@@ -465,9 +631,21 @@ static int64_t cost_send_cqes(void)
     for (dev = 0;
          counters_read(dev, DCXEMU_SCOPE_PROCESS, &counters) == 0; ++dev) {
         total += counters.send_cqes;
+        for (i = 0; i < DCXEMU_CNT_OP_MAX; ++i) {
+            *wrs += counters.wr[i];
+        }
     }
     dlclose(handle);
     return total;
+}
+
+/* The slot's earlier operation completed (progress until it did). */
+static void cost_ucp_slot_wait(cost_t *c, unsigned slot)
+{
+    if (c->ucp_reqs[slot] != NULL) {
+        cost_ucp_wait(c, c->ucp_reqs[slot]);
+        c->ucp_reqs[slot] = NULL;
+    }
 }
 
 static void cost_run(cost_t *c, uint64_t count)
@@ -476,7 +654,11 @@ static void cost_run(cost_t *c, uint64_t count)
     ucs_status_t status;
 
     while (i < count) {
+        if (c->op >= COST_UCP_PUT) {
+            cost_ucp_slot_wait(c, c->posted % COST_UCP_SLOTS);
+        }
         status = cost_post(c, c->posted);
+        ++c->tries;
         if ((status == UCS_OK) || (status == UCS_INPROGRESS)) {
             if ((status == UCS_OK) && (c->op >= COST_PUT_ZCOPY) &&
                 (c->op <= COST_FADD)) {
@@ -503,8 +685,9 @@ static void cost_run(cost_t *c, uint64_t count)
 int main(int argc, char **argv)
 {
     cost_t c = {};
-    uint64_t count, total;
-    int64_t send_cqes;
+    uint64_t count, total, warmup, tries;
+    const char *env;
+    int64_t send_cqes, wrs, wrs_end;
     int op;
 
     if (argc != 3) {
@@ -518,9 +701,20 @@ int main(int argc, char **argv)
         }
     }
     COST_CHECK(op < COST_LAST, "recognising the operation");
-    c.op    = op;
-    count   = strtoull(argv[2], NULL, 0);
-    total   = COST_WARMUP + count;
+    c.op       = op;
+    count      = strtoull(argv[2], NULL, 0);
+    env        = getenv("DCX_COST_WARMUP");
+    warmup     = (env != NULL) ? strtoull(env, NULL, 0) : COST_WARMUP;
+    total      = warmup + count;
+    env        = getenv("DCX_COST_TL");
+    c.tl_name  = (env != NULL) ? env : "dcx";
+    env        = getenv("DCX_COST_DEV");
+    c.dev_name = (env != NULL) ? env : "dcxemu0:1";
+    if (c.op >= COST_UCP_PUT) {
+        env       = getenv("UCX_TLS");
+        c.tl_name = (env != NULL) ? env : "ucp";
+    }
+    c.zcopy_size = COST_ZCOPY_SIZE;
     c.local = aligned_alloc(4096, COST_ZCOPY_SIZE);
     c.remote = aligned_alloc(4096, COST_ZCOPY_SIZE);
     COST_CHECK((c.local != NULL) && (c.remote != NULL), "aligned_alloc");
@@ -539,13 +733,16 @@ int main(int argc, char **argv)
         cost_uct_init(&c);
     }
 
-    cost_run(&c, COST_WARMUP);
-    send_cqes = cost_send_cqes();
+    cost_run(&c, warmup);
+    send_cqes = cost_send_cqes(&wrs);
+    c.tries   = 0;
     CALLGRIND_ZERO_STATS;
     cost_run(&c, count);
     CALLGRIND_DUMP_STATS_AT("measured");
+    tries = c.tries;
     if (send_cqes >= 0) {
-        send_cqes = cost_send_cqes() - send_cqes;
+        send_cqes = cost_send_cqes(&wrs_end) - send_cqes;
+        wrs       = wrs_end - wrs;
     }
 
     if (c.op >= COST_UCP_PUT) {
@@ -563,8 +760,11 @@ int main(int argc, char **argv)
             }
         }
         cost_ucp_cleanup(&c);
-        COST_CHECK((c.op != COST_UCP_PUT) ||
-                   (*(uint64_t*)c.remote == total - 1), "the put data");
+        if ((c.op == COST_UCP_PUT) && (*(uint64_t*)c.remote != total - 1)) {
+            fprintf(stderr, "dcx_cost: the put data: %" PRIu64 ", expected %"
+                    PRIu64 "\n", *(uint64_t*)c.remote, total - 1);
+            exit(1);
+        }
     } else {
         cost_uct_flush(&c);
         while ((c.op == COST_AM_SHORT) && (c.am_received < total)) {
@@ -576,7 +776,7 @@ int main(int argc, char **argv)
             COST_CHECK(*(uint64_t*)c.remote == total - 1, "the put data");
             break;
         case COST_PUT_ZCOPY:
-            COST_CHECK((unsigned char)c.remote[COST_ZCOPY_SIZE - 1] == 0x5a,
+            COST_CHECK((unsigned char)c.remote[c.zcopy_size - 1] == 0x5a,
                        "the put data");
             break;
         case COST_FADD:
@@ -588,8 +788,9 @@ int main(int argc, char **argv)
         cost_uct_cleanup(&c);
     }
 
-    printf("op=%s count=%" PRIu64 " send_cqes=%" PRId64 "\n",
-           cost_op_names[c.op], count, send_cqes);
+    printf("op=%s tl=%s count=%" PRIu64 " send_cqes=%" PRId64 " wrs=%" PRId64
+           " tries=%" PRIu64 "\n", cost_op_names[c.op], c.tl_name, count,
+           send_cqes, wrs, tries);
     free(c.local);
     free(c.remote);
     return 0;

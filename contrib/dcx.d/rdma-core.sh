@@ -1,0 +1,342 @@
+# contrib/dcx.d/rdma-core.sh: sourced by contrib/dcx. See LICENSE for terms.
+#
+# suite rdma-core: the device's mlx5 face and dcx's hardware binding under
+# the libibverbs and libmlx5 of four Debian releases (docs/rdma-core-releases.md),
+# none of them installed:
+#   bullseye  rdma-core 33 (Debian 11)
+#   bookworm  rdma-core 44 (Debian 12, the host's release)
+#   trixie    rdma-core 56 (Debian 13)
+#   sid       whatever unstable has (65 when this was written)
+# Each release's libibverbs1, ibverbs-providers, ibverbs-utils and perftest
+# (and the libraries they need that the host lacks or has too old) come from
+# the distribution's archive through a private apt configuration and are
+# unpacked with dpkg-deb into $DCX_CACHE/rdma-core/<version>/. A program runs
+# on a release through a wrapper in <version>/bin: LD_LIBRARY_PATH names the
+# release's libraries, and in a private mount namespace the release's
+# providers and /etc/libibverbs.d lie at the paths compiled into its
+# libibverbs (its VERBS_PROVIDER_DIR), so the libmlx5 that libibverbs loads
+# is that release's and no other (each run shows it from /proc/PID/maps).
+# A release whose libraries need a newer glibc than the host's runs with its
+# own glibc: its own dynamic loader starts the program.
+
+SUITES_BY_NAME+=(rdma-core)
+
+RDMA_CORE_RELEASES=(bullseye bookworm trixie sid)
+# The rdma-core version each release must carry (a prefix of the package's
+# version; sid's moves, so any).
+declare -A RDMA_CORE_WANT=([bullseye]=33. [bookworm]=44. [trixie]=56. [sid]=)
+# What is fetched: rdma-core's libraries and clients, then what they link
+# that the host may lack (first name that the release has of a|b).
+RDMA_CORE_PACKAGES=(libibverbs1 ibverbs-providers ibverbs-utils perftest
+                    libnl-3-200 libnl-route-3-200 libibumad3
+                    "librdmacm1t64|librdmacm1" libpci3)
+# Bump when the way a release is unpacked or wrapped changes.
+RDMA_CORE_RECIPE=1
+# The programs wrapped per release: the release's own where it has them,
+# the host's otherwise (ucx_perftest and the gtest are always the host's).
+RDMA_CORE_CLIENTS=(ibv_devices ibv_devinfo ibv_rc_pingpong ib_write_lat ib_write_bw
+                   ib_send_lat ib_read_lat ib_atomic_lat)
+
+rdma_core_dir() {
+    echo "$DCX_CACHE/rdma-core"
+}
+
+# The archive: DCX_DEBIAN_MIRROR, else the first Debian archive URI of the
+# host's own apt sources (not its security archive), else the root's.
+rdma_core_mirror() {
+    local uri
+    if [ -n "${DCX_DEBIAN_MIRROR:-}" ]; then
+        echo "$DCX_DEBIAN_MIRROR"
+        return
+    fi
+    uri=$( { awk '/^Types:/ { deb = ($0 ~ /[ \t]deb([ \t]|$)/) }
+                 /^URIs:/ && deb { print $2 }' /etc/apt/sources.list.d/*.sources 2>/dev/null
+             sed -n 's/^deb \(\[[^]]*\] \)\{0,1\}\([^ ]*\) .*/\2/p' /etc/apt/sources.list 2>/dev/null
+           } | grep -v -- '-security' | grep '/debian/\{0,1\}$' | head -1) || true
+    echo "${uri:-$ROOT_MIRROR}"
+}
+
+# rdma_core_apt SUITE ARGS...: apt-get or apt-cache (ARGS[0]) against the
+# suite's private configuration: its own sources, lists, cache and an empty
+# dpkg status, so the host's apt state is neither read nor written.
+rdma_core_apt() {
+    local suite=$1 tool=$2 state
+    shift 2
+    state="$(rdma_core_dir)/apt/$suite"
+    "$tool" -q -o Dir::Etc::sourcelist="$state/sources.list" -o Dir::Etc::sourceparts=- \
+        -o Dir::State::Lists="$state/lists" -o Dir::Cache="$state/cache" \
+        -o Dir::State::status="$state/status" -o APT::Sandbox::User=root \
+        -o Debug::NoLocking=1 "$@"
+}
+
+# The glibc version (as 2.36) of the host, or the highest GLIBC_ symbol
+# version that the shared objects FILE... ask for.
+host_glibc() {
+    getconf GNU_LIBC_VERSION | awk '{print $2}'
+}
+glibc_wanted() {
+    objdump -T "$@" 2>/dev/null | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' |
+        sort -uV | tail -1
+}
+
+# version_gt A B: version A is newer than B.
+version_gt() {
+    [ "$1" != "$2" ] && [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | tail -1)" = "$1" ]
+}
+
+# rdma_core_fetch SUITE: download and unpack SUITE's packages unless the
+# cache has them; prints the directory of the unpacked release. Dies when
+# the release cannot be fetched or is not what it must be.
+rdma_core_fetch() {
+    local suite=$1 top state link dir log pkgs=() p alt name version want upstream
+    local host_libc libc_wanted debs tmp
+    top=$(rdma_core_dir)
+    state="$top/apt/$suite"
+    link="$top/$suite"
+    if [ -r "$link/.dcx-release" ] &&
+       [ "$(sed -n 1p "$link/.dcx-release")" = "recipe $RDMA_CORE_RECIPE" ] &&
+       [ -z "${DCX_RDMA_CORE_REFRESH:-}" ]; then
+        readlink -f "$link"
+        return
+    fi
+    mkdir -p "$state/lists/partial" "$state/cache/archives/partial"
+    : > "$state/status"
+    log="$state/fetch.log"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(rdma_core_mirror) $suite main" \
+        > "$state/sources.list"
+    note "rdma-core of $suite: apt-get update ($(cut -d' ' -f3- "$state/sources.list"); log: $log)" >&2
+    rdma_core_apt "$suite" apt-get update > "$log" 2>&1 ||
+        { tail -5 "$log" >&2; die "rdma-core of $suite cannot be fetched: apt-get update failed (log: $log)"; }
+    for alt in "${RDMA_CORE_PACKAGES[@]}"; do
+        name=
+        for p in ${alt//|/ }; do
+            if rdma_core_apt "$suite" apt-cache show "$p" 2>/dev/null | grep "^Version:" >/dev/null; then
+                name=$p
+                break
+            fi
+        done
+        [ -n "$name" ] || die "rdma-core of $suite: the archive has no package ${alt//|/ or }"
+        pkgs+=("$name")
+    done
+    version=$(rdma_core_apt "$suite" apt-cache show libibverbs1 | sed -n 's/^Version: //p' | sort -V | tail -1)
+    want=${RDMA_CORE_WANT[$suite]}
+    case "$version" in
+    "$want"*) ;;
+    *) die "rdma-core of $suite is $version, expected $want*: the matrix needs that release" ;;
+    esac
+    dir="$top/$version"
+    debs="$state/debs"
+    rm -rf "$debs" "$dir"
+    mkdir -p "$debs" "$dir/root"
+    (cd "$debs" && rdma_core_apt "$suite" apt-get download "${pkgs[@]}") >> "$log" 2>&1 ||
+        { tail -5 "$log" >&2; die "rdma-core of $suite cannot be fetched: apt-get download ${pkgs[*]} failed (log: $log)"; }
+    for p in "$debs"/*.deb; do
+        dpkg-deb -x "$p" "$dir/root" || die "dpkg-deb -x $p failed"
+    done
+    # A release built for a newer glibc than the host's brings its own.
+    host_libc=$(host_glibc)
+    libc_wanted=$(glibc_wanted "$dir"/root/usr/lib/x86_64-linux-gnu/lib{ibverbs,mlx5}.so.1)
+    if version_gt "$libc_wanted" "$host_libc"; then
+        note "rdma-core of $suite asks for GLIBC_$libc_wanted, the host has $host_libc: fetching its libc6" >&2
+        (cd "$debs" && rdma_core_apt "$suite" apt-get download libc6) >> "$log" 2>&1 ||
+            die "rdma-core of $suite: apt-get download libc6 failed (log: $log)"
+        dpkg-deb -x "$debs"/libc6_*.deb "$dir/root" || die "dpkg-deb -x libc6 failed"
+    fi
+    rm -rf "$debs"
+    # The libraries must be the release's: libibverbs.so.1.N.<upstream>.
+    upstream=${version%%-*}
+    for p in libibverbs.so.1 libmlx5.so.1; do
+        tmp=$(readlink -f "$dir/root/usr/lib/x86_64-linux-gnu/$p")
+        case "$tmp" in
+        *".$upstream") ;;
+        *) die "rdma-core of $suite: $p is $tmp, not version $upstream" ;;
+        esac
+    done
+    rdma_core_wrap "$suite" "$version" "$dir" "$libc_wanted" "$host_libc" >> "$log" 2>&1 ||
+        { tail -5 "$log" >&2; die "rdma-core of $suite: its programs cannot be wrapped (log: $log)"; }
+    ln -sfn "$version" "$link"
+    {
+        echo "recipe $RDMA_CORE_RECIPE"
+        echo "suite $suite"
+        echo "version $version"
+        echo "packages $(cd "$dir/root" && find usr/share/doc -mindepth 1 -maxdepth 1 -printf '%f ' | sed 's/ $//')"
+        echo "glibc $libc_wanted (host $host_libc)"
+    } > "$dir/.dcx-release"
+    echo "$dir"
+}
+
+# The loader that runs the release's programs: its own when it brought a
+# glibc (an old loader with a new libc.so.6 cannot start anything).
+rdma_core_ldso() {
+    local dir=$1 f
+    for f in "$dir"/root/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 \
+             "$dir"/root/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2; do
+        if [ -e "$f" ]; then
+            readlink -f "$f"
+            return
+        fi
+    done
+}
+
+# rdma_core_wrap SUITE VERSION DIR: the release's provider directory (links
+# to its libraries by absolute path, so libibverbs' dlopen of a provider and
+# a program's link to libmlx5.so.1 map one file) and a wrapper per program
+# in DIR/bin.
+rdma_core_wrap() {
+    local suite=$1 version=$2 dir=$3 lib compiled ldso libs prog real f miss
+    lib="$dir/root/usr/lib/x86_64-linux-gnu"
+    # VERBS_PROVIDER_DIR, as compiled into this libibverbs
+    compiled=$(strings "$(readlink -f "$lib/libibverbs.so.1")" |
+               sed -n 's|^\(/.*\)/lib%s-rdmav[0-9]*\.so$|\1|p' | head -1)
+    [ -n "$compiled" ] || { echo "no provider directory compiled into $lib/libibverbs.so.1"; return 1; }
+    [ -d "$compiled" ] || { echo "$compiled (the release's provider directory) does not exist on this host"; return 1; }
+    mkdir -p "$dir/providers" "$dir/bin"
+    for f in "$lib"/libibverbs/*.so; do
+        ln -sfn "$(readlink -f "$f")" "$dir/providers/$(basename "$f")"
+    done
+    [ -d "$dir/root/etc/libibverbs.d" ] || { echo "ibverbs-providers has no etc/libibverbs.d"; return 1; }
+    ldso=$(rdma_core_ldso "$dir")
+    libs="$lib"
+    echo "provider directory $compiled; loader ${ldso:-the host loader}; LD_LIBRARY_PATH $libs"
+    for prog in "${RDMA_CORE_CLIENTS[@]}" ucx_perftest dcx_uct_gtest; do
+        case "$prog" in
+        dcx_uct_gtest) real="$DCX_BUILD/test/gtest/uct/dcx_uct_gtest" ;;
+        ucx_perftest)  real=$(command -v ucx_perftest) ;;
+        *)             real="$dir/root/usr/bin/$prog" ;;
+        esac
+        # A client that does not start on the release (a library missing)
+        # is the host's, and the log says so.
+        if [ -x "$real" ] && [ "$real" != "$DCX_BUILD/test/gtest/uct/dcx_uct_gtest" ]; then
+            miss=$(env LD_LIBRARY_PATH="$libs" ${ldso:+"$ldso"} ${ldso:+--list} ${ldso:-ldd} "$real" 2>&1 |
+                   grep 'not found' || true)
+            if [ -n "$miss" ]; then
+                echo "$prog of $suite does not start here ($miss): the host's runs"
+                real=$(command -v "$prog")
+            fi
+        elif [ ! -x "$real" ] && [ "$prog" != dcx_uct_gtest ]; then
+            echo "$suite has no $prog: the host's runs"
+            real=$(command -v "$prog")
+        fi
+        echo "$prog: $real"
+        rdma_core_wrapper "$version" "$prog" "$real" "$libs" "$ldso" "$compiled" \
+            "$dir/providers" "$dir/root/etc/libibverbs.d" > "$dir/bin/$prog"
+        chmod +x "$dir/bin/$prog"
+    done
+}
+
+# The wrapper of one program: the mounts in a namespace of its own (the
+# caller's preloads left out of mount and sh), then the program under the
+# release's libraries with the caller's preloads.
+rdma_core_wrapper() {
+    local version=$1 prog=$2 real=$3 libs=$4 ldso=$5 compiled=$6 providers=$7 etc=$8
+    cat <<WRAPPER
+#!/bin/sh
+# $prog on rdma-core $version (contrib/dcx.d/rdma-core.sh)
+pre=\${LD_PRELOAD-}
+exec env -u LD_PRELOAD unshare --mount --propagation private -- sh -c \\
+    'mount --bind "\$1" "\$2" && mount --bind "\$3" /etc/libibverbs.d && shift 3 && exec "\$@"' \\
+    rdma-core-$version '$providers' '$compiled' '$etc' \\
+    env LD_PRELOAD="\$pre" LD_LIBRARY_PATH='$libs' DCX_RDMA_CORE='$version' \\
+    ${ldso:+"'$ldso' --argv0 '$prog'"} '$real' "\$@"
+WRAPPER
+}
+
+# --- the suite ---------------------------------------------------------------
+
+# rdma_core_maps DIR: an ibv_rc_pingpong pair on the face; while the server
+# waits for its client, its /proc/PID/maps must show libibverbs and libmlx5
+# from DIR (the release) and from nowhere else; then the device's counters.
+rdma_core_maps() {
+    local dir=$1 log="$DCX_LOGS/rdma-core-maps-$$-$RANDOM" port=$((20000 + RANDOM % 20000))
+    local spid i maps='' rc=0 src=0 foreign
+    mlx5_face_env
+    env "${MLX5_ENV[@]}" timeout -k 5 60 ibv_rc_pingpong -d dcxemu_mlx5_0 -g 0 -n 100 -p $port \
+        > "$log.server" 2>&1 &
+    spid=$!
+    for i in $(seq 100); do
+        maps=$(awk '$6 ~ /\/lib(ibverbs|mlx5)[.-]/ {print $6}' "/proc/$spid/maps" 2>/dev/null | sort -u) || true
+        case "$maps" in *libmlx5*) break ;; esac
+        sleep 0.1
+    done
+    echo "ibv_rc_pingpong server (PID $spid) maps:"
+    echo "$maps" | sed 's/^/  /'
+    env "${MLX5_ENV[@]}" timeout -k 5 60 ibv_rc_pingpong -d dcxemu_mlx5_0 -g 0 -n 100 -p $port localhost \
+        > "$log.client" 2>&1 || rc=$?
+    wait $spid || src=$?
+    cat "$log.client"
+    if [ $rc -ne 0 ] || [ $src -ne 0 ]; then
+        echo "client exit $rc, server exit $src; server said:"
+        cat "$log.server"
+        "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$MLX5_FABRIC" >/dev/null || true
+        return 1
+    fi
+    case "$maps" in
+    *"/libmlx5.so.1."*) ;;
+    *) echo "the server mapped no libmlx5.so.1"; "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$MLX5_FABRIC" >/dev/null || true; return 1 ;;
+    esac
+    foreign=$(echo "$maps" | grep -v "^$dir/" || true)
+    if [ -n "$foreign" ]; then
+        echo "mapped from outside the release ($dir): $foreign"
+        "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$MLX5_FABRIC" >/dev/null || true
+        return 1
+    fi
+    mlx5_counter recv_cqes 200
+}
+
+# rdma_core_check RELEASE NAME CMD...: check, and the result in the table.
+declare -A RDMA_CORE_RESULT=()
+rdma_core_check() {
+    local release=$1 name=$2 before=$total_failed
+    shift 2
+    check "rdma-core-$release-$name" "$@"
+    if [ "$total_failed" -eq "$before" ]; then
+        RDMA_CORE_RESULT[$release,$name]=pass
+    else
+        RDMA_CORE_RESULT[$release,$name]=FAIL
+    fi
+}
+RDMA_CORE_ROWS=(provider ibv_devinfo rc_pingpong perftest-dc-write_lat perftest-dc-send_lat
+                ucx-dc_mlx5-put_lat dcx-put_lat dcx-am_lat)
+
+# One release: the face and dcx under its libraries.
+rdma_core_release() {
+    local release=$1 dir=$2 n=2000
+    local -x PATH="$dir/bin:$PATH"
+    say "rdma-core $(basename "$dir") ($release): $(sed -n 's/^glibc //p' "$dir/.dcx-release" | sed 's/^/asks for GLIBC_/')"
+    sed -n 's/^\(ibv_\|ib_\)\([^:]*\): \(.*\)/    \1\2: \3/p' "$(rdma_core_dir)/apt/$release/fetch.log" | grep -v "$dir/root" || true
+    rdma_core_check "$release" provider rdma_core_maps "$dir"
+    rdma_core_check "$release" ibv_devinfo mlx5_devinfo
+    rdma_core_check "$release" rc_pingpong mlx5_pair recv_cqes 1000 -- \
+        ibv_rc_pingpong -d dcxemu_mlx5_0 -g 0 -n 500 -p $((20000 + RANDOM % 20000))
+    rdma_core_check "$release" perftest-dc-write_lat mlx5_perftest write $((2 * n)) ib_write_lat -c DC -n $n
+    rdma_core_check "$release" perftest-dc-send_lat mlx5_perftest recv_cqes 2000 ib_send_lat -c DC -n 1000
+    rdma_core_check "$release" ucx-dc_mlx5-put_lat mlx5_ucx_perftest write $n dc_mlx5 -t put_lat -n $n -w 100
+    rdma_core_check "$release" dcx-put_lat mlx5_ucx_perftest write $n dcx -t put_lat -n $n -w 100
+    rdma_core_check "$release" dcx-am_lat mlx5_ucx_perftest recv_cqes 1000 dcx -t am_lat -n 500 -w 50
+}
+
+suite_rdma-core() {
+    local r dirs=() i row line
+    [ "$(id -u)" -eq 0 ] || die "suite rdma-core mounts each release's providers in a mount namespace: run as root"
+    make -C "$DCX_BUILD" -s -j"$DCX_JOBS" check >/dev/null || die "building the tests failed"
+    for r in "${RDMA_CORE_RELEASES[@]}"; do
+        dirs+=("$(rdma_core_fetch "$r")") || die "rdma-core of $r cannot be fetched"
+        note "rdma-core of $r: $(sed -n 's/^version //p' "${dirs[-1]}/.dcx-release") in ${dirs[-1]}"
+    done
+    for i in "${!RDMA_CORE_RELEASES[@]}"; do
+        rdma_core_release "${RDMA_CORE_RELEASES[$i]}" "${dirs[$i]}"
+    done
+    say "rdma-core matrix"
+    line=$(printf '%-24s' check)
+    for r in "${RDMA_CORE_RELEASES[@]}"; do
+        line+=$(printf ' %-9s' "$r")
+    done
+    note "$line"
+    for row in "${RDMA_CORE_ROWS[@]}"; do
+        line=$(printf '%-24s' "$row")
+        for r in "${RDMA_CORE_RELEASES[@]}"; do
+            line+=$(printf ' %-9s' "${RDMA_CORE_RESULT[$r,$row]:--}")
+        done
+        note "$line"
+    done
+}

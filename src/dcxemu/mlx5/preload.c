@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
+#include <rdma/rdma_user_ioctl_cmds.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -353,6 +354,40 @@ FACE_API ssize_t write(int fd, const void *buf, size_t len)
     return face_uverbs_write(f, buf, len);
 }
 
+int face_trace;
+
+/* What the kernel of a device without the ioctl() command ABI answers
+ * (ENOTTY), logged once per object and method that a process asks for (each
+ * time with DCXEMU_MLX5_TRACE=1): which rdma-core release asks for what. */
+static void ioctl_refused(int fd, unsigned long request, const void *arg)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static uint32_t seen[64];
+    static unsigned nseen;
+    const struct ib_uverbs_ioctl_hdr *h = arg;
+    uint32_t key;
+    int first = 0;
+    unsigned i;
+    if (request != RDMA_VERBS_IOCTL) {
+        face_log("fd %d: ioctl 0x%lx is not supported (ENOTTY)", fd, request);
+        return;
+    }
+    key = ((uint32_t)h->object_id << 16) | h->method_id;
+    pthread_mutex_lock(&lock);
+    for (i = 0; (i < nseen) && (seen[i] != key); i++) {
+    }
+    if ((i == nseen) && (nseen < sizeof(seen) / sizeof(seen[0]))) {
+        seen[nseen++] = key;
+        first         = 1;
+    }
+    pthread_mutex_unlock(&lock);
+    if (first || face_trace) {
+        face_log("ioctl object 0x%x method 0x%x is not supported (ENOTTY: "
+                 "the write() command ABI only)",
+                 h->object_id, h->method_id);
+    }
+}
+
 FACE_API int ioctl(int fd, unsigned long request, ...)
 {
     va_list ap;
@@ -362,6 +397,7 @@ FACE_API int ioctl(int fd, unsigned long request, ...)
     va_end(ap);
     if (face_file_get(fd) != NULL) {
         /* no ioctl() command ABI: libibverbs falls back to write() */
+        ioctl_refused(fd, request, arg);
         errno = ENOTTY;
         return -1;
     }
@@ -392,7 +428,9 @@ static pid_t sysfs_owner;
 
 __attribute__((constructor)) static void face_init(void)
 {
-    sysfs_owner = getpid();
+    const char *trace = getenv("DCXEMU_MLX5_TRACE");
+    face_trace        = (trace != NULL) && (strcmp(trace, "1") == 0);
+    sysfs_owner       = getpid();
     if (face_sysfs_create() != 0) {
         face_log("no devices: the sysfs tree could not be made");
     }

@@ -304,9 +304,15 @@ int run_suite(int argc, char **argv, const char *suite, const env_vars &env)
      * process); children inherit all of it. */
     setenv("DCXEMU_FABRIC", fabric.c_str(), 0);
     setenv("DCXEMU_TIME_SCALE", "0.01", 0);
-    setenv("UCX_DCX_EMU", "y", 1);
-    setenv("UCX_DCX_EMU_LIB", (emu_lib != NULL) ? emu_lib : DCX_TEST_EMU_LIB,
-           1);
+    if (getenv("DCX_TEST_DEVICE") != NULL) {
+        /* dcx's hardware binding on the device named there (the mlx5 face
+         * preloaded), as on a host with an mlx5 HCA */
+        unsetenv("UCX_DCX_EMU");
+    } else {
+        setenv("UCX_DCX_EMU", "y", 1);
+        setenv("UCX_DCX_EMU_LIB",
+               (emu_lib != NULL) ? emu_lib : DCX_TEST_EMU_LIB, 1);
+    }
     for (const auto &kv : env) {
         setenv(kv.first.c_str(), kv.second.c_str(), 1);
     }

@@ -37,6 +37,29 @@ RDMA_CORE_RECIPE=1
 RDMA_CORE_CLIENTS=(ibv_devices ibv_devinfo ibv_rc_pingpong ib_write_lat ib_write_bw
                    ib_send_lat ib_read_lat ib_atomic_lat)
 
+# The dcx UCT gtest on the face: the tests that need what the face does not
+# have yet (docs/rdma-core-releases.md says what each needs) are left out;
+# of the rest, each release runs the policy-parameterized tests under the
+# first DCI policy only (the others ask nothing more of rdma-core;
+# DCX_RDMA_CORE_GTEST_FILTER='*' runs them too).
+RDMA_CORE_GTEST_NEEDS=(
+    uct_events.srq_limit_reported                        # SRQ limit events
+    uct_faults.device_fatal_fails_endpoints_and_flushes  # device-fatal events
+    uct_faults.receive_without_immediate_is_dropped      # a hostile peer on the model's API
+    uct_no_atomics.iface_opens_without_device_atomics    # the model's device knobs
+    'uct_roce.*'                                         # RoCE ports
+    'uct_scale.ten_thousand_endpoints'                   # more than 64 uverbs files
+    'uct_scale.dcis_created_on_demand'
+    uct_multiproc.strided_put_get_between_processes      # UMR (DEVX)
+    'umr/uct_umr.shapes/*' 'umr/uct_umr.am_zcopy_strided/*'
+    'umr/uct_umr.dereg_under_cached_layout/*' 'umr/uct_umr.piece_lists/*'
+    'umr/uct_umr_pool.*'
+    'policy/uct_ops.capabilities/*'                      # masked atomics (DEVX)
+    'policy/uct_ops.atomics64_masked_one_request/*'
+    'policy/uct_ops.atomics32/*'
+)
+RDMA_CORE_GTEST_FILTER="${DCX_RDMA_CORE_GTEST_FILTER:-uct_*:policy/*/0:umr/*}-$(IFS=:; echo "${RDMA_CORE_GTEST_NEEDS[*]}")"
+
 rdma_core_dir() {
     echo "$DCX_CACHE/rdma-core"
 }
@@ -152,8 +175,14 @@ rdma_core_fetch() {
         *) die "rdma-core of $suite: $p is $tmp, not version $upstream" ;;
         esac
     done
-    rdma_core_wrap "$suite" "$version" "$dir" "$libc_wanted" "$host_libc" >> "$log" 2>&1 ||
-        { tail -5 "$log" >&2; die "rdma-core of $suite: its programs cannot be wrapped (log: $log)"; }
+    # The release's provider directory: links to its libraries by absolute
+    # path, so libibverbs' dlopen of a provider and a program's link to
+    # libmlx5.so.1 map one file.
+    mkdir -p "$dir/providers"
+    for p in "$dir"/root/usr/lib/x86_64-linux-gnu/libibverbs/*.so; do
+        ln -sfn "$(readlink -f "$p")" "$dir/providers/$(basename "$p")"
+    done
+    [ -d "$dir/root/etc/libibverbs.d" ] || die "rdma-core of $suite: ibverbs-providers has no etc/libibverbs.d"
     ln -sfn "$version" "$link"
     {
         echo "recipe $RDMA_CORE_RECIPE"
@@ -178,26 +207,24 @@ rdma_core_ldso() {
     done
 }
 
-# rdma_core_wrap SUITE VERSION DIR: the release's provider directory (links
-# to its libraries by absolute path, so libibverbs' dlopen of a provider and
-# a program's link to libmlx5.so.1 map one file) and a wrapper per program
-# in DIR/bin.
+# rdma_core_wrap DIR: a wrapper per program in the build tree
+# ($DCX_BUILD/rdma-core/<version>/bin, made again on every run: it names this
+# build's gtest), which it prints; what each wrapper runs into the log.
 rdma_core_wrap() {
-    local suite=$1 version=$2 dir=$3 lib compiled ldso libs prog real f miss
+    local dir=$1 version lib compiled ldso libs prog real miss bin
+    version=$(basename "$dir")
+    bin="$DCX_BUILD/rdma-core/$version/bin"
     lib="$dir/root/usr/lib/x86_64-linux-gnu"
     # VERBS_PROVIDER_DIR, as compiled into this libibverbs
     compiled=$(strings "$(readlink -f "$lib/libibverbs.so.1")" |
                sed -n 's|^\(/.*\)/lib%s-rdmav[0-9]*\.so$|\1|p' | head -1)
-    [ -n "$compiled" ] || { echo "no provider directory compiled into $lib/libibverbs.so.1"; return 1; }
-    [ -d "$compiled" ] || { echo "$compiled (the release's provider directory) does not exist on this host"; return 1; }
-    mkdir -p "$dir/providers" "$dir/bin"
-    for f in "$lib"/libibverbs/*.so; do
-        ln -sfn "$(readlink -f "$f")" "$dir/providers/$(basename "$f")"
-    done
-    [ -d "$dir/root/etc/libibverbs.d" ] || { echo "ibverbs-providers has no etc/libibverbs.d"; return 1; }
+    [ -n "$compiled" ] || die "no provider directory compiled into $lib/libibverbs.so.1"
+    [ -d "$compiled" ] || die "$compiled (rdma-core $version's provider directory) does not exist on this host"
+    rm -rf "$bin"
+    mkdir -p "$bin"
     ldso=$(rdma_core_ldso "$dir")
     libs="$lib"
-    echo "provider directory $compiled; loader ${ldso:-the host loader}; LD_LIBRARY_PATH $libs"
+    echo "provider directory $compiled; loader ${ldso:-the host loader}; LD_LIBRARY_PATH $libs" >&2
     for prog in "${RDMA_CORE_CLIENTS[@]}" ucx_perftest dcx_uct_gtest; do
         case "$prog" in
         dcx_uct_gtest) real="$DCX_BUILD/test/gtest/uct/dcx_uct_gtest" ;;
@@ -210,18 +237,19 @@ rdma_core_wrap() {
             miss=$(env LD_LIBRARY_PATH="$libs" ${ldso:+"$ldso"} ${ldso:+--list} ${ldso:-ldd} "$real" 2>&1 |
                    grep 'not found' || true)
             if [ -n "$miss" ]; then
-                echo "$prog of $suite does not start here ($miss): the host's runs"
+                echo "$prog of rdma-core $version does not start here ($miss): the host's runs" >&2
                 real=$(command -v "$prog")
             fi
         elif [ ! -x "$real" ] && [ "$prog" != dcx_uct_gtest ]; then
-            echo "$suite has no $prog: the host's runs"
+            echo "rdma-core $version has no $prog: the host's runs" >&2
             real=$(command -v "$prog")
         fi
-        echo "$prog: $real"
+        echo "$prog: $real" >&2
         rdma_core_wrapper "$version" "$prog" "$real" "$libs" "$ldso" "$compiled" \
-            "$dir/providers" "$dir/root/etc/libibverbs.d" > "$dir/bin/$prog"
-        chmod +x "$dir/bin/$prog"
+            "$dir/providers" "$dir/root/etc/libibverbs.d" > "$bin/$prog"
+        chmod +x "$bin/$prog"
     done
+    echo "$bin"
 }
 
 # The wrapper of one program: the mounts in a namespace of its own (the
@@ -237,32 +265,39 @@ exec env -u LD_PRELOAD unshare --mount --propagation private -- sh -c \\
     'mount --bind "\$1" "\$2" && mount --bind "\$3" /etc/libibverbs.d && shift 3 && exec "\$@"' \\
     rdma-core-$version '$providers' '$compiled' '$etc' \\
     env LD_PRELOAD="\$pre" LD_LIBRARY_PATH='$libs' DCX_RDMA_CORE='$version' \\
-    ${ldso:+"'$ldso' --argv0 '$prog'"} '$real' "\$@"
+    ${ldso:+"'$ldso' --argv0 '$real'"} '$real' "\$@"
 WRAPPER
 }
 
 # --- the suite ---------------------------------------------------------------
 
-# rdma_core_maps DIR: an ibv_rc_pingpong pair on the face; while the server
-# waits for its client, its /proc/PID/maps must show libibverbs and libmlx5
-# from DIR (the release) and from nowhere else; then the device's counters.
+# rdma_core_maps DIR COUNTER MIN -- SERVER...: as mlx5_pair, and the
+# libibverbs and libmlx5 files that the server's process maps
+# (/proc/PID/maps, sampled until its client is done) must all come from DIR,
+# the release, and libmlx5.so.1 must be among them.
 rdma_core_maps() {
-    local dir=$1 log="$DCX_LOGS/rdma-core-maps-$$-$RANDOM" port=$((20000 + RANDOM % 20000))
-    local spid i maps='' rc=0 src=0 foreign
+    local dir=$1 counter=$2 min=$3 log="$DCX_LOGS/rdma-core-maps-$$-$RANDOM"
+    local spid cpid pid='' maps='' rc=0 src=0 foreign
+    shift 4
     mlx5_face_env
-    env "${MLX5_ENV[@]}" timeout -k 5 60 ibv_rc_pingpong -d dcxemu_mlx5_0 -g 0 -n 100 -p $port \
-        > "$log.server" 2>&1 &
+    env "${MLX5_ENV[@]}" timeout -k 5 120 "$@" > "$log.server" 2>&1 &
     spid=$!
-    for i in $(seq 100); do
-        maps=$(awk '$6 ~ /\/lib(ibverbs|mlx5)[.-]/ {print $6}' "/proc/$spid/maps" 2>/dev/null | sort -u) || true
-        case "$maps" in *libmlx5*) break ;; esac
-        sleep 0.1
+    sleep 0.5
+    env "${MLX5_ENV[@]}" timeout -k 5 100 "$@" localhost > "$log.client" 2>&1 &
+    cpid=$!
+    while kill -0 $cpid 2>/dev/null; do
+        # timeout's child, after the wrapper's execs: the program itself
+        pid=$(awk '{print $1}' "/proc/$spid/task/$spid/children" 2>/dev/null) || true
+        if [ -n "$pid" ]; then
+            maps+=$(awk '$6 ~ /\/lib(ibverbs|mlx5)[.-]/ {print $6}' "/proc/$pid/maps" 2>/dev/null)$'\n' || true
+        fi
+        sleep 0.05
     done
-    echo "ibv_rc_pingpong server (PID $spid) maps:"
-    echo "$maps" | sed 's/^/  /'
-    env "${MLX5_ENV[@]}" timeout -k 5 60 ibv_rc_pingpong -d dcxemu_mlx5_0 -g 0 -n 100 -p $port localhost \
-        > "$log.client" 2>&1 || rc=$?
+    wait $cpid || rc=$?
     wait $spid || src=$?
+    maps=$(echo "$maps" | grep . | LC_ALL=C sort -u) || true
+    echo "the server's process (PID ${pid:-?}) mapped:"
+    echo "${maps:-  nothing seen}" | sed 's/^/  /'
     cat "$log.client"
     if [ $rc -ne 0 ] || [ $src -ne 0 ]; then
         echo "client exit $rc, server exit $src; server said:"
@@ -270,17 +305,59 @@ rdma_core_maps() {
         "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$MLX5_FABRIC" >/dev/null || true
         return 1
     fi
-    case "$maps" in
-    *"/libmlx5.so.1."*) ;;
-    *) echo "the server mapped no libmlx5.so.1"; "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$MLX5_FABRIC" >/dev/null || true; return 1 ;;
-    esac
     foreign=$(echo "$maps" | grep -v "^$dir/" || true)
-    if [ -n "$foreign" ]; then
-        echo "mapped from outside the release ($dir): $foreign"
+    if ! echo "$maps" | grep -q '/libmlx5\.so\.1\.' || [ -n "$foreign" ]; then
+        echo "expected libibverbs and libmlx5 from $dir only; from elsewhere: ${foreign:-none}"
         "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$MLX5_FABRIC" >/dev/null || true
         return 1
     fi
-    mlx5_counter recv_cqes 200
+    mlx5_counter "$counter" "$min"
+}
+
+# rdma_core_dcx RELEASE_DIR COUNTER MIN ARGS...: dcx's ucx_perftest as
+# mlx5_ucx_perftest runs it (dcx and the face preloaded), with the maps check.
+rdma_core_dcx() {
+    local dir=$1 counter=$2 min=$3
+    shift 3
+    local -x UCX_IB_MLX5_DEVX=n
+    rdma_core_maps "$dir" "$counter" "$min" -- \
+        env "LD_PRELOAD=$DCX_PREFIX/lib/ucx/libuct_dcx.so:$DCX_PREFIX/lib/libdcxemu_mlx5.so.0" \
+        ucx_perftest "${PERFTEST_OPTS[@]}" -x dcx -d dcxemu_mlx5_0:1 \
+        -p $((20000 + RANDOM % 20000)) "$@"
+}
+
+# dcx's UCT gtest on the face (run_gtest calls it as its binary): the
+# release's wrapper, the face preloaded on a fresh fabric, UCX_DCX_EMU unset
+# (DCX_TEST_DEVICE), the tests of RDMA_CORE_GTEST_FILTER.
+rdma_core_gtest() {
+    mlx5_face_env
+    env -u DCXEMU_MLX5_TRACE "${MLX5_ENV[@]}" DCX_TEST_DEVICE=dcxemu_mlx5_0 \
+        dcx_uct_gtest --gtest_filter="$RDMA_CORE_GTEST_FILTER" "$@"
+    local rc=$?
+    "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$MLX5_FABRIC" >/dev/null || true
+    return $rc
+}
+
+# rdma_core_retry CMD...: CMD, run again (twice at most) when its client came
+# before its server listened (perftest and ucx_perftest say so).
+rdma_core_retry() {
+    local out try
+    out=$(mktemp)
+    for try in 1 2 3; do
+        if "$@" > "$out" 2>&1; then
+            cat "$out"
+            rm -f "$out"
+            return 0
+        fi
+        if [ $try -eq 3 ] ||
+           ! grep -Eq "Couldn't connect to|Unable to init the socket connection|connect\(.*\) failed" "$out"; then
+            break
+        fi
+        echo "try $try: the client came before its server listened; again"
+    done
+    cat "$out"
+    rm -f "$out"
+    return 1
 }
 
 # rdma_core_check RELEASE NAME CMD...: check, and the result in the table.
@@ -288,7 +365,7 @@ declare -A RDMA_CORE_RESULT=()
 rdma_core_check() {
     local release=$1 name=$2 before=$total_failed
     shift 2
-    check "rdma-core-$release-$name" "$@"
+    check "rdma-core-$release-$name" rdma_core_retry "$@"
     if [ "$total_failed" -eq "$before" ]; then
         RDMA_CORE_RESULT[$release,$name]=pass
     else
@@ -296,23 +373,48 @@ rdma_core_check() {
     fi
 }
 RDMA_CORE_ROWS=(provider ibv_devinfo rc_pingpong perftest-dc-write_lat perftest-dc-send_lat
-                ucx-dc_mlx5-put_lat dcx-put_lat dcx-am_lat)
+                ucx-dc_mlx5-put_lat dcx-put_lat dcx-am_lat dcx_uct_gtest)
 
-# One release: the face and dcx under its libraries.
+# The gtest's row: its report's counts.
+rdma_core_gtest_row() {
+    local release=$1 before=$total_failed xml="$DCX_LOGS/rdma-core-$1-dcx_uct_gtest.xml" counts
+    run_gtest "rdma-core-$release-dcx_uct_gtest" rdma_core_gtest
+    counts=$(sed -n 's/.*<testsuites tests="\([0-9]*\)" failures="\([0-9]*\)".*/\1 \2/p' "$xml" 2>/dev/null |
+             head -1 | awk '{print $1 - $2 "/" $1}')
+    if [ "$total_failed" -eq "$before" ]; then
+        RDMA_CORE_RESULT[$release,dcx_uct_gtest]="${counts:-?}"
+    else
+        RDMA_CORE_RESULT[$release,dcx_uct_gtest]="FAIL:${counts:-crash}"
+    fi
+}
+
+# What RELEASE's runs asked of the face's kernel side, from the face's trace
+# in their logs: each command with its result, each ioctl it refused.
+rdma_core_asks() {
+    cat "$DCX_LOGS"/rdma-core-"$1"-*.log 2>/dev/null |
+        sed -n 's/^dcxemu-mlx5\[[0-9]*\]: \(uverbs[0-9]*: \)\{0,1\}//p' |
+        grep -v '^send doorbells' | sed 's/: done$//' | LC_ALL=C sort -u
+}
+
+# One release: the face and dcx under its libraries, every command traced.
 rdma_core_release() {
-    local release=$1 dir=$2 n=2000
-    local -x PATH="$dir/bin:$PATH"
+    local release=$1 dir=$2 n=2000 bin wlog="$DCX_LOGS/rdma-core-$1-wrappers.txt"
+    rm -f "$DCX_LOGS"/rdma-core-"$release"-*.log
     say "rdma-core $(basename "$dir") ($release): $(sed -n 's/^glibc //p' "$dir/.dcx-release" | sed 's/^/asks for GLIBC_/')"
-    sed -n 's/^\(ibv_\|ib_\)\([^:]*\): \(.*\)/    \1\2: \3/p' "$(rdma_core_dir)/apt/$release/fetch.log" | grep -v "$dir/root" || true
-    rdma_core_check "$release" provider rdma_core_maps "$dir"
+    bin=$(rdma_core_wrap "$dir" 2> "$wlog") || { cat "$wlog" >&2; die "rdma-core $(basename "$dir"): its programs cannot be wrapped"; }
+    sed -n '1p; /does not start\|has no/p' "$wlog" | sed 's/^/    /'
+    local -x PATH="$bin:$PATH" DCXEMU_MLX5_TRACE=1
+    rdma_core_check "$release" provider rdma_core_maps "$dir" recv_cqes 200 -- \
+        ibv_rc_pingpong -d dcxemu_mlx5_0 -g 0 -n 100 -p $((20000 + RANDOM % 20000))
     rdma_core_check "$release" ibv_devinfo mlx5_devinfo
     rdma_core_check "$release" rc_pingpong mlx5_pair recv_cqes 1000 -- \
         ibv_rc_pingpong -d dcxemu_mlx5_0 -g 0 -n 500 -p $((20000 + RANDOM % 20000))
     rdma_core_check "$release" perftest-dc-write_lat mlx5_perftest write $((2 * n)) ib_write_lat -c DC -n $n
     rdma_core_check "$release" perftest-dc-send_lat mlx5_perftest recv_cqes 2000 ib_send_lat -c DC -n 1000
     rdma_core_check "$release" ucx-dc_mlx5-put_lat mlx5_ucx_perftest write $n dc_mlx5 -t put_lat -n $n -w 100
-    rdma_core_check "$release" dcx-put_lat mlx5_ucx_perftest write $n dcx -t put_lat -n $n -w 100
-    rdma_core_check "$release" dcx-am_lat mlx5_ucx_perftest recv_cqes 1000 dcx -t am_lat -n 500 -w 50
+    rdma_core_check "$release" dcx-put_lat rdma_core_dcx "$dir" write $n -t put_lat -n $n -w 100
+    rdma_core_check "$release" dcx-am_lat rdma_core_dcx "$dir" recv_cqes 1000 -t am_lat -n 500 -w 50
+    rdma_core_gtest_row "$release"
 }
 
 suite_rdma-core() {
@@ -325,6 +427,18 @@ suite_rdma-core() {
     done
     for i in "${!RDMA_CORE_RELEASES[@]}"; do
         rdma_core_release "${RDMA_CORE_RELEASES[$i]}" "${dirs[$i]}"
+    done
+    say "what each release asks of the face's kernel side that another does not"
+    for r in "${RDMA_CORE_RELEASES[@]}"; do
+        rdma_core_asks "$r" > "$DCX_LOGS/rdma-core-$r-asks.txt"
+    done
+    for r in "${RDMA_CORE_RELEASES[@]}"; do
+        local other
+        for other in "${RDMA_CORE_RELEASES[@]}"; do
+            [ "$other" != "$r" ] || continue
+            LC_ALL=C comm -23 "$DCX_LOGS/rdma-core-$r-asks.txt" "$DCX_LOGS/rdma-core-$other-asks.txt" |
+                sed "s/^/    $r, not $other: /"
+        done
     done
     say "rdma-core matrix"
     line=$(printf '%-24s' check)

@@ -21,7 +21,9 @@
 
 SUITES_BY_NAME+=(rdma-core)
 
-RDMA_CORE_RELEASES=(bullseye bookworm trixie sid)
+# DCX_RDMA_CORE_RELEASES="trixie sid" runs only those (the summary names
+# what ran).
+read -r -a RDMA_CORE_RELEASES <<< "${DCX_RDMA_CORE_RELEASES:-bullseye bookworm trixie sid}"
 # The rdma-core version each release must carry (a prefix of the package's
 # version; sid's moves, so any).
 declare -A RDMA_CORE_WANT=([bullseye]=33. [bookworm]=44. [trixie]=56. [sid]=)
@@ -142,6 +144,8 @@ rdma_core_fetch() {
         pkgs+=("$name")
     done
     version=$(rdma_core_apt "$suite" apt-cache show libibverbs1 | sed -n 's/^Version: //p' | sort -V | tail -1)
+    [ -n "${RDMA_CORE_WANT[$suite]+known}" ] ||
+        die "unknown release '$suite' (releases: ${!RDMA_CORE_WANT[*]})"
     want=${RDMA_CORE_WANT[$suite]}
     case "$version" in
     "$want"*) ;;
@@ -223,7 +227,11 @@ rdma_core_wrap() {
     rm -rf "$bin"
     mkdir -p "$bin"
     ldso=$(rdma_core_ldso "$dir")
+    # /lib too: a release before the merged /usr (Debian 11, 12) keeps libnl there
     libs="$lib"
+    if [ -d "$dir/root/lib/x86_64-linux-gnu" ]; then
+        libs+=":$dir/root/lib/x86_64-linux-gnu"
+    fi
     echo "provider directory $compiled; loader ${ldso:-the host loader}; LD_LIBRARY_PATH $libs" >&2
     for prog in "${RDMA_CORE_CLIENTS[@]}" ucx_perftest dcx_uct_gtest; do
         case "$prog" in
@@ -380,7 +388,8 @@ rdma_core_gtest_row() {
     local release=$1 before=$total_failed xml="$DCX_LOGS/rdma-core-$1-dcx_uct_gtest.xml" counts
     run_gtest "rdma-core-$release-dcx_uct_gtest" rdma_core_gtest
     counts=$(sed -n 's/.*<testsuites tests="\([0-9]*\)" failures="\([0-9]*\)".*/\1 \2/p' "$xml" 2>/dev/null |
-             head -1 | awk '{print $1 - $2 "/" $1}')
+             head -1 | awk -v s="$(grep -c '<skipped' "$xml" 2>/dev/null)" \
+                 '{print $1 - $2 - s "/" $1 (s ? "+" s "skip" : "")}') || true
     if [ "$total_failed" -eq "$before" ]; then
         RDMA_CORE_RESULT[$release,dcx_uct_gtest]="${counts:-?}"
     else

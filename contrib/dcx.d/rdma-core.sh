@@ -452,13 +452,13 @@ suite_rdma-core() {
     say "rdma-core matrix"
     line=$(printf '%-24s' check)
     for r in "${RDMA_CORE_RELEASES[@]}"; do
-        line+=$(printf ' %-9s' "$r")
+        line+=$(printf ' %-12s' "$r")
     done
     note "$line"
     for row in "${RDMA_CORE_ROWS[@]}"; do
         line=$(printf '%-24s' "$row")
         for r in "${RDMA_CORE_RELEASES[@]}"; do
-            line+=$(printf ' %-9s' "${RDMA_CORE_RESULT[$r,$row]:--}")
+            line+=$(printf ' %-12s' "${RDMA_CORE_RESULT[$r,$row]:--}")
         done
         note "$line"
     done

@@ -115,6 +115,8 @@ version_gt() {
 rdma_core_fetch() {
     local suite=$1 top state link dir log pkgs=() p alt name version want upstream
     local host_libc libc_wanted debs tmp
+    [ -n "${RDMA_CORE_WANT[$suite]+known}" ] ||
+        die "unknown release '$suite' (releases: ${!RDMA_CORE_WANT[*]})"
     top=$(rdma_core_dir)
     state="$top/apt/$suite"
     link="$top/$suite"
@@ -132,6 +134,11 @@ rdma_core_fetch() {
     note "rdma-core of $suite: apt-get update ($(cut -d' ' -f3- "$state/sources.list"); log: $log)" >&2
     rdma_core_apt "$suite" apt-get update > "$log" 2>&1 ||
         { tail -5 "$log" >&2; die "rdma-core of $suite cannot be fetched: apt-get update failed (log: $log)"; }
+    # apt-get update exits 0 when an index could not be downloaded
+    if grep -Eq '^(W|E): (Failed to fetch|Some index files failed)' "$log"; then
+        grep -E '^(W|E):' "$log" | head -3 >&2
+        die "rdma-core of $suite cannot be fetched: the archive's index could not be downloaded (log: $log)"
+    fi
     for alt in "${RDMA_CORE_PACKAGES[@]}"; do
         name=
         for p in ${alt//|/ }; do
@@ -144,8 +151,6 @@ rdma_core_fetch() {
         pkgs+=("$name")
     done
     version=$(rdma_core_apt "$suite" apt-cache show libibverbs1 | sed -n 's/^Version: //p' | sort -V | tail -1)
-    [ -n "${RDMA_CORE_WANT[$suite]+known}" ] ||
-        die "unknown release '$suite' (releases: ${!RDMA_CORE_WANT[*]})"
     want=${RDMA_CORE_WANT[$suite]}
     case "$version" in
     "$want"*) ;;
@@ -427,11 +432,12 @@ rdma_core_release() {
 }
 
 suite_rdma-core() {
-    local r dirs=() i row line
+    local r d dirs=() i row line
     [ "$(id -u)" -eq 0 ] || die "suite rdma-core mounts each release's providers in a mount namespace: run as root"
     make -C "$DCX_BUILD" -s -j"$DCX_JOBS" check >/dev/null || die "building the tests failed"
     for r in "${RDMA_CORE_RELEASES[@]}"; do
-        dirs+=("$(rdma_core_fetch "$r")") || die "rdma-core of $r cannot be fetched"
+        d=$(rdma_core_fetch "$r") || die "rdma-core of $r cannot be fetched"
+        dirs+=("$d")
         note "rdma-core of $r: $(sed -n 's/^version //p' "${dirs[-1]}/.dcx-release") in ${dirs[-1]}"
     done
     for i in "${!RDMA_CORE_RELEASES[@]}"; do

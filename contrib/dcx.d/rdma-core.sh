@@ -126,6 +126,8 @@ rdma_core_fetch() {
         readlink -f "$link"
         return
     fi
+    [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] ||
+        die "rdma-core of $suite: no /usr/share/keyrings/debian-archive-keyring.gpg to check the archive with (apt-get install debian-archive-keyring)"
     mkdir -p "$state/lists/partial" "$state/cache/archives/partial"
     : > "$state/status"
     log="$state/fetch.log"

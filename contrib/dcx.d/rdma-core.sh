@@ -11,7 +11,8 @@
 # (and the libraries they need that the host lacks or has too old) come from
 # the distribution's archive through a private apt configuration and are
 # unpacked with dpkg-deb into $DCX_CACHE/rdma-core/<version>/. A program runs
-# on a release through a wrapper in <version>/bin: LD_LIBRARY_PATH names the
+# on a release through a wrapper (build/rdma-core/<version>/bin, made on
+# every run): LD_LIBRARY_PATH names the
 # release's libraries, and in a private mount namespace the release's
 # providers and /etc/libibverbs.d lie at the paths compiled into its
 # libibverbs (its VERBS_PROVIDER_DIR), so the libmlx5 that libibverbs loads
@@ -32,7 +33,7 @@ declare -A RDMA_CORE_WANT=([bullseye]=33. [bookworm]=44. [trixie]=56. [sid]=)
 RDMA_CORE_PACKAGES=(libibverbs1 ibverbs-providers ibverbs-utils perftest
                     libnl-3-200 libnl-route-3-200 libibumad3
                     "librdmacm1t64|librdmacm1" libpci3)
-# Bump when the way a release is unpacked or wrapped changes.
+# Bump when the way a release is fetched or unpacked changes.
 RDMA_CORE_RECIPE=1
 # The programs wrapped per release: the release's own where it has them,
 # the host's otherwise (ucx_perftest and the gtest are always the host's).

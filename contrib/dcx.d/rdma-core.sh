@@ -54,9 +54,12 @@ RDMA_CORE_GTEST_NEEDS=(
     'uct_scale.ten_thousand_endpoints'                   # more than 64 uverbs files
     'uct_scale.dcis_created_on_demand'
     uct_multiproc.strided_put_get_between_processes      # UMR (DEVX)
-    'umr/uct_umr.shapes/*' 'umr/uct_umr.am_zcopy_strided/*'
-    'umr/uct_umr.dereg_under_cached_layout/*' 'umr/uct_umr.piece_lists/*'
-    'umr/uct_umr_pool.*'
+    umr/uct_umr.shapes/0 umr/uct_umr.am_zcopy_strided/0 # (/1: without UMR, carried)
+    umr/uct_umr.dereg_under_cached_layout/0 umr/uct_umr.piece_lists/0
+    umr/uct_umr_pool.reuse_evict_and_in_flight/0 umr/uct_umr_pool.remote_strided_view/0
+    umr/uct_umr_pool.remote_piece_list_view/0 umr/uct_umr_pool.stale_view_key_fails_on_next_view/0
+    umr/uct_umr_pool.cached_layouts_have_local_rights_only/0 umr/uct_umr_pool.pack_threshold/0
+    umr/uct_umr_pool.list_capacity_limit/0 umr/uct_umr_pool.umr_qp_recovers_after_error/0
     'policy/uct_ops.capabilities/*'                      # masked atomics (DEVX)
     'policy/uct_ops.atomics64_masked_one_request/*'
     'policy/uct_ops.atomics32/*'

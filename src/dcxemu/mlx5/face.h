@@ -298,5 +298,7 @@ extern struct face_stats face_stats;
     atomic_fetch_add_explicit(&face_stats._f, _n, memory_order_relaxed)
 
 void face_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* DCXEMU_MLX5_TRACE=1: every command and its result is logged */
+extern int face_trace;
 
 #endif

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
+#include <rdma/rdma_user_ioctl_cmds.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -420,6 +421,8 @@ FACE_API ssize_t write(int fd, const void *buf, size_t len)
     return face_uverbs_write(f, buf, len);
 }
 
+int face_trace;
+
 FACE_API int ioctl(int fd, unsigned long request, ...)
 {
     va_list ap;
@@ -525,7 +528,9 @@ static pid_t sysfs_owner;
 
 __attribute__((constructor)) static void face_init(void)
 {
-    sysfs_owner = getpid();
+    const char *trace = getenv("DCXEMU_MLX5_TRACE");
+    face_trace        = (trace != NULL) && (strcmp(trace, "1") == 0);
+    sysfs_owner       = getpid();
     if (face_sysfs_create() != 0) {
         face_log("no devices: the sysfs tree could not be made");
     }

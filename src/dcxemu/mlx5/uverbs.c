@@ -566,6 +566,10 @@ ssize_t face_uverbs_write(struct face_file *f, const void *buf, size_t len)
     pthread_mutex_lock(&f->lock);
     err = d->fn(f, &c);
     pthread_mutex_unlock(&f->lock);
+    if (face_trace) {
+        face_log("uverbs%d: %s: %s", f->dev_index, d->name,
+                 (err != 0) ? strerror(err) : "done");
+    }
     if (err != 0) {
         errno = err;
         return -1;

@@ -138,19 +138,38 @@ static std::string self_exe()
     return path;
 }
 
+/* The test binary's argv[0], as run_suite() saw it. */
+static std::string test_argv0;
+
+/* How a child starts: the test binary itself, or, when a dynamic loader
+ * started this process ("ld.so PROG", as a run on another release's glibc
+ * does: /proc/self/exe is then the loader), that loader and the program. */
+static std::vector<std::string> self_cmd(const std::string &exe)
+{
+    char prog[PATH_MAX];
+    const char *base = strrchr(exe.c_str(), '/');
+
+    base = (base != NULL) ? base + 1 : exe.c_str();
+    if (!test_argv0.empty() && (strncmp(base, "ld-", 3) == 0) &&
+        (realpath(test_argv0.c_str(), prog) != NULL) && (exe != prog)) {
+        return {exe, prog};
+    }
+    return {exe};
+}
+
 child::child(const std::string &role, const std::vector<std::string> &args,
              const env_vars &env)
 {
-    std::string exe = self_exe();
+    std::string exe                 = self_exe();
+    std::vector<std::string> argv_s = self_cmd(exe);
 
     EXPECT_EQ(0, pipe(m_to));
     EXPECT_EQ(0, pipe(m_from));
     m_pid = fork();
     if (m_pid == 0) {
-        std::vector<std::string> argv_s = {
-            exe, "--dcx-child", role, std::to_string(m_to[0]),
-            std::to_string(m_from[1])
-        };
+        argv_s.insert(argv_s.end(),
+                      {"--dcx-child", role, std::to_string(m_to[0]),
+                       std::to_string(m_from[1])});
         argv_s.insert(argv_s.end(), args.begin(), args.end());
         std::vector<char*> argv;
         for (auto &s : argv_s) {
@@ -294,30 +313,30 @@ std::vector<uint64_t> msg_u64s(const std::vector<char> &msg)
     return values;
 }
 
-bool test_face_mlx5()
-{
-    const char *face = getenv("DCX_TEST_FACE");
-    return face != NULL && strcmp(face, "mlx5") == 0;
-}
-
 int run_suite(int argc, char **argv, const char *suite, const env_vars &env)
 {
     std::string fabric  = std::string("dcx-") + suite + "-test-" +
                           std::to_string(getpid());
     const char *emu_lib = getenv("DCX_TEST_EMU_LIB");
 
+    test_argv0 = argv[0];
+
     /* Before UCX reads its configuration and discovers devices (once per
      * process); children inherit all of it. */
     setenv("DCXEMU_FABRIC", fabric.c_str(), 0);
     setenv("DCXEMU_TIME_SCALE", "0.01", 0);
-    setenv("UCX_DCX_EMU", test_face_mlx5() ? "n" : "y", 1);
-    /* on the mlx5 face the model is the one the face loaded (by its soname:
-     * a second copy from another path would be a second fabric member) */
-    setenv("UCX_DCX_EMU_LIB",
-           test_face_mlx5()  ? "libdcxemu.so.0" :
-           (emu_lib != NULL) ? emu_lib :
-                               DCX_TEST_EMU_LIB,
-           1);
+    if (getenv("DCX_TEST_DEVICE") != NULL) {
+        /* dcx's hardware binding on the device named there (the mlx5 face
+         * preloaded), as on a host with an mlx5 HCA; the model's test API is
+         * the library the face loaded (by its soname: a second copy from
+         * another path would be a second member of the fabric) */
+        setenv("UCX_DCX_EMU", "n", 1);
+        setenv("UCX_DCX_EMU_LIB", "libdcxemu.so.0", 1);
+    } else {
+        setenv("UCX_DCX_EMU", "y", 1);
+        setenv("UCX_DCX_EMU_LIB",
+               (emu_lib != NULL) ? emu_lib : DCX_TEST_EMU_LIB, 1);
+    }
     for (const auto &kv : env) {
         setenv(kv.first.c_str(), kv.second.c_str(), 1);
     }

@@ -118,10 +118,6 @@ std::vector<uint64_t> msg_u64s(const std::vector<char> &msg);
 /* A suite's main(): one device-model fabric per run, the plugin on the
  * model, 'env' set before UCX reads its configuration; a child role if argv
  * asks for one, the tests otherwise. */
-/* DCX_TEST_FACE=mlx5: the suite runs dcx on its hardware binding over the
- * device's mlx5 face (preloaded by the caller) instead of its API face. */
-bool test_face_mlx5();
-
 int run_suite(int argc, char **argv, const char *suite, const env_vars &env);
 
 } // namespace dcx_test

@@ -10,10 +10,8 @@
 
 namespace dcx_test {
 
-/* DCX_TEST_FACE=mlx5: the device through its mlx5 face (preloaded), dcx on
- * its hardware binding through the system's rdma-core */
-const char *emu_md_name  = test_face_mlx5() ? "dcxemu_mlx5_0" : "dcxemu0";
-const char *emu_dev_name = test_face_mlx5() ? "dcxemu_mlx5_0:1" : "dcxemu0:1";
+const char *emu_md_name  = "dcxemu0";
+const char *emu_dev_name = "dcxemu0:1";
 
 uct_component_h dcx_component()
 {

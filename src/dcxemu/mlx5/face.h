@@ -210,6 +210,7 @@ void face_resp_out(uint64_t addr, size_t room, const void *src, size_t len);
  * response address first), udata the driver part; out_len the room of the
  * response (core and driver).  0 or a positive errno. */
 struct face_cmd {
+    int ex; /* the extended form */
     const void *in;
     size_t in_len; /* the core request as sent */
     const void *udata;
@@ -232,14 +233,14 @@ void face_mkey_put(struct face_file *f);
 int face_umr_wr(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w);
 
 /* ---- uverbs_queue.c: CQs, SRQs, QPs */
-int face_cmd_create_cq(struct face_file *f, const struct face_cmd *c, int ex);
+int face_cmd_create_cq(struct face_file *f, const struct face_cmd *c);
 int face_cmd_destroy_cq(struct face_file *f, const struct face_cmd *c);
 int face_cmd_create_srq(struct face_file *f, const struct face_cmd *c);
 int face_cmd_modify_srq(struct face_file *f, const struct face_cmd *c);
 int face_cmd_query_srq(struct face_file *f, const struct face_cmd *c);
 int face_cmd_destroy_srq(struct face_file *f, const struct face_cmd *c);
-int face_cmd_create_qp(struct face_file *f, const struct face_cmd *c, int ex);
-int face_cmd_modify_qp(struct face_file *f, const struct face_cmd *c, int ex);
+int face_cmd_create_qp(struct face_file *f, const struct face_cmd *c);
+int face_cmd_modify_qp(struct face_file *f, const struct face_cmd *c);
 int face_cmd_query_qp(struct face_file *f, const struct face_cmd *c);
 int face_cmd_destroy_qp(struct face_file *f, const struct face_cmd *c);
 void face_queue_release(struct face_obj *o);

@@ -401,36 +401,6 @@ cmd_create_comp_channel(struct face_file *f, const struct face_cmd *c)
     return 0;
 }
 
-static int cmd_create_cq(struct face_file *f, const struct face_cmd *c)
-{
-    return face_cmd_create_cq(f, c, 0);
-}
-
-static int cmd_ex_create_cq(struct face_file *f, const struct face_cmd *c)
-{
-    return face_cmd_create_cq(f, c, 1);
-}
-
-static int cmd_create_qp(struct face_file *f, const struct face_cmd *c)
-{
-    return face_cmd_create_qp(f, c, 0);
-}
-
-static int cmd_ex_create_qp(struct face_file *f, const struct face_cmd *c)
-{
-    return face_cmd_create_qp(f, c, 1);
-}
-
-static int cmd_modify_qp(struct face_file *f, const struct face_cmd *c)
-{
-    return face_cmd_modify_qp(f, c, 0);
-}
-
-static int cmd_ex_modify_qp(struct face_file *f, const struct face_cmd *c)
-{
-    return face_cmd_modify_qp(f, c, 1);
-}
-
 /* ---- the table of commands */
 
 struct face_cmd_desc {
@@ -463,11 +433,11 @@ static const struct face_cmd_desc face_cmds[] = {
     CMD(DEREG_MR, SZ(dereg_mr), 0, cmd_dereg_mr),
     CMD(CREATE_COMP_CHANNEL, SZ(create_comp_channel),
         SZ(create_comp_channel_resp), cmd_create_comp_channel),
-    CMD(CREATE_CQ, SZ(create_cq), SZ(create_cq_resp), cmd_create_cq),
+    CMD(CREATE_CQ, SZ(create_cq), SZ(create_cq_resp), face_cmd_create_cq),
     CMD(DESTROY_CQ, SZ(destroy_cq), SZ(destroy_cq_resp), face_cmd_destroy_cq),
-    CMD(CREATE_QP, SZ(create_qp), SZ(create_qp_resp), cmd_create_qp),
+    CMD(CREATE_QP, SZ(create_qp), SZ(create_qp_resp), face_cmd_create_qp),
     CMD(QUERY_QP, SZ(query_qp), SZ(query_qp_resp), face_cmd_query_qp),
-    CMD(MODIFY_QP, SZ(modify_qp), 0, cmd_modify_qp),
+    CMD(MODIFY_QP, SZ(modify_qp), 0, face_cmd_modify_qp),
     CMD(DESTROY_QP, SZ(destroy_qp), SZ(destroy_qp_resp), face_cmd_destroy_qp),
     CMD(CREATE_SRQ, SZ(create_srq), SZ(create_srq_resp), face_cmd_create_srq),
     CMD(MODIFY_SRQ, SZ(modify_srq), 0, face_cmd_modify_srq),
@@ -476,9 +446,12 @@ static const struct face_cmd_desc face_cmds[] = {
         face_cmd_destroy_srq),
     EXCMD(QUERY_DEVICE, SZ(ex_query_device), SZ(ex_query_device_resp),
           cmd_ex_query_device),
-    EXCMD(CREATE_CQ, SZ(ex_create_cq), SZ(ex_create_cq_resp), cmd_ex_create_cq),
-    EXCMD(CREATE_QP, SZ(ex_create_qp), SZ(ex_create_qp_resp), cmd_ex_create_qp),
-    EXCMD(MODIFY_QP, SZ(ex_modify_qp), SZ(ex_modify_qp_resp), cmd_ex_modify_qp),
+    EXCMD(CREATE_CQ, SZ(ex_create_cq), SZ(ex_create_cq_resp),
+          face_cmd_create_cq),
+    EXCMD(CREATE_QP, SZ(ex_create_qp), SZ(ex_create_qp_resp),
+          face_cmd_create_qp),
+    EXCMD(MODIFY_QP, SZ(ex_modify_qp), SZ(ex_modify_qp_resp),
+          face_cmd_modify_qp),
 };
 
 static const struct face_cmd_desc *cmd_find(uint32_t command)
@@ -511,6 +484,7 @@ cmd_parse(const void *buf, size_t len, struct face_cmd *c, uint32_t *command)
             len != sizeof(*h) + sizeof(*x) + in + uin) {
             return EINVAL;
         }
+        c->ex        = 1;
         c->in        = x + 1;
         c->in_len    = in;
         c->udata     = (const char *)c->in + in;

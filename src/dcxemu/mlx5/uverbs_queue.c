@@ -23,8 +23,9 @@
 
 /* ---- CQs */
 
-int face_cmd_create_cq(struct face_file *f, const struct face_cmd *c, int ex)
+int face_cmd_create_cq(struct face_file *f, const struct face_cmd *c)
 {
+    const int ex = c->ex;
     struct ib_uverbs_ex_create_cq_resp resp;
     struct mlx5_ib_create_cq_resp uresp;
     struct mlx5_ib_create_cq ureq;
@@ -241,25 +242,6 @@ static int srq_free(struct face_srq *srq, uint32_t *events)
     return 0;
 }
 
-int face_cmd_destroy_srq(struct face_file *f, const struct face_cmd *c)
-{
-    struct ib_uverbs_destroy_srq req;
-    struct ib_uverbs_destroy_srq_resp resp = {};
-    struct face_srq *srq;
-    int err;
-    face_udata_in(&req, sizeof(req), c->in, c->in_len);
-    srq = face_obj_get(f, req.srq_handle, FACE_OBJ_SRQ);
-    if (srq == NULL) {
-        return EINVAL;
-    }
-    face_obj_del(f, &srq->obj);
-    if ((err = srq_free(srq, &resp.events_reported)) != 0) {
-        f->objs[srq->obj.handle] = &srq->obj; /* still in use */
-        return err;
-    }
-    face_resp_out(c->resp, c->resp_len, &resp, sizeof(resp));
-    return 0;
-}
 
 /* ---- QPs */
 
@@ -406,8 +388,9 @@ qp_queues(struct face_file *f, struct face_qp *qp, const struct qp_req *r)
     return 0;
 }
 
-int face_cmd_create_qp(struct face_file *f, const struct face_cmd *c, int ex)
+int face_cmd_create_qp(struct face_file *f, const struct face_cmd *c)
 {
+    const int ex = c->ex;
     struct ib_uverbs_ex_create_qp_resp resp;
     struct mlx5_ib_create_qp_resp uresp;
     struct mlx5_ib_create_qp ureq;
@@ -514,8 +497,9 @@ static void ah_attr_of(const struct ib_uverbs_qp_dest *d, struct ibv_ah_attr *a)
     a->port_num          = d->port_num;
 }
 
-int face_cmd_modify_qp(struct face_file *f, const struct face_cmd *c, int ex)
+int face_cmd_modify_qp(struct face_file *f, const struct face_cmd *c)
 {
+    const int ex = c->ex;
     struct ib_uverbs_ex_modify_qp req;
     struct ib_uverbs_ex_modify_qp_resp resp;
     struct mlx5_ib_modify_qp_resp uresp;
@@ -660,24 +644,44 @@ static int qp_free(struct face_qp *qp, uint32_t *events)
     return 0;
 }
 
-int face_cmd_destroy_qp(struct face_file *f, const struct face_cmd *c)
+/* An SRQ or a QP goes; *events: the asynchronous events read for it. */
+static int queue_free(struct face_obj *o, uint32_t *events)
+{
+    return o->type == FACE_OBJ_QP ? qp_free((struct face_qp *)o, events) :
+                                    srq_free((struct face_srq *)o, events);
+}
+
+/* DESTROY_SRQ and DESTROY_QP: the same request (the response address, the
+ * handle) and response (the events reported). */
+static int
+destroy_queue(struct face_file *f, const struct face_cmd *c, int type)
 {
     struct ib_uverbs_destroy_qp req;
     struct ib_uverbs_destroy_qp_resp resp = {};
-    struct face_qp *qp;
+    struct face_obj *o;
     int err;
     face_udata_in(&req, sizeof(req), c->in, c->in_len);
-    qp = face_obj_get(f, req.qp_handle, FACE_OBJ_QP);
-    if (qp == NULL) {
+    o = face_obj_get(f, req.qp_handle, type);
+    if (o == NULL) {
         return EINVAL;
     }
-    face_obj_del(f, &qp->obj);
-    if ((err = qp_free(qp, &resp.events_reported)) != 0) {
-        f->objs[qp->obj.handle] = &qp->obj;
+    face_obj_del(f, o);
+    if ((err = queue_free(o, &resp.events_reported)) != 0) {
+        f->objs[o->handle] = o; /* still in use */
         return err;
     }
     face_resp_out(c->resp, c->resp_len, &resp, sizeof(resp));
     return 0;
+}
+
+int face_cmd_destroy_srq(struct face_file *f, const struct face_cmd *c)
+{
+    return destroy_queue(f, c, FACE_OBJ_SRQ);
+}
+
+int face_cmd_destroy_qp(struct face_file *f, const struct face_cmd *c)
+{
+    return destroy_queue(f, c, FACE_OBJ_QP);
 }
 
 /* A CQ that a QP of the file still uses cannot go. */

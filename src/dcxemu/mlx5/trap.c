@@ -39,7 +39,7 @@
  * is built with -fvisibility=hidden. */
 #define TRAP_EXPORT __attribute__((visibility("default")))
 
-#define TRAP_MAX_REGIONS 1024
+#define TRAP_MAX_REGIONS DCXEMU_TRAP_MAX_REGIONS
 #define TRAP_APP_SLOTS   16
 /* Code is read directly up to the next 4 KiB boundary: the smallest page. */
 #define TRAP_CODE_CHUNK 4096

@@ -22,6 +22,9 @@
 extern "C" {
 #endif
 
+/* Regions that can be trapped at once (a device open maps one). */
+#define DCXEMU_TRAP_MAX_REGIONS 1024
+
 /* Called for each trapped store, synchronously in the thread that stored:
  * addr is the store's address, value its value (zero-extended when narrower
  * than 8 bytes, the low 8 bytes when wider).  It runs inside the SIGSEGV

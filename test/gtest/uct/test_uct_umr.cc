@@ -861,7 +861,8 @@ TEST_P(uct_umr, outside_registration_refused_before_posting)
 
     /* inside the registration: 4 x 64 bytes, 1000 apart */
     iov.count = 4;
-    for (auto e : {std::make_pair(ep, &rk), std::make_pair(ep2, &rk2)}) {
+    const std::pair<uct_ep_h, rkey *> targets[] = {{ep, &rk}, {ep2, &rk2}};
+    for (const auto &e : targets) {
         test_comp comp;
         ucs_status_t status = retry(everyone, [&] {
             return uct_ep_put_zcopy(e.first, &iov, 1,

@@ -611,11 +611,13 @@ TEST_P(uct_ops, null_truncated_garbage_address)
         EXPECT_EQ(UCS_ERR_UNREACHABLE, m_sender->connect(t, &ep)) << (int)fill;
     }
 
-    /* random bytes: whatever they say, an error or a usable endpoint, never a crash */
+    /* random bytes: whatever they say, an error or a usable endpoint, never a
+     * crash.  UCT passes no address lengths: a device address whose flags say
+     * it carries a GID is read that far, so the buffer has room for one. */
     unsigned seed = 16;
     int refused   = 0;
     for (int i = 0; i < 200; ++i) {
-        std::vector<char> t(good.size());
+        std::vector<char> t(good.size() + 16); /* a GID */
         t[0] = good[0];
         for (size_t j = 1; j < t.size(); ++j) {
             t[j] = (char)rand_r(&seed);

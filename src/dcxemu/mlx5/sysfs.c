@@ -17,7 +17,9 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,6 +218,33 @@ void face_sysfs_remove(void)
     }
 }
 
+/* Trees left by processes that died without removing theirs (killed, or
+ * gone through _exit): the tree names its process. */
+static void sweep_stale(const char *dir)
+{
+    char path[512];
+    struct dirent *e;
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        char *end;
+        long pid;
+        if (strncmp(e->d_name, "dcxemu-mlx5-sysfs.", 18) != 0) {
+            continue;
+        }
+        pid = strtol(e->d_name + 18, &end, 10);
+        if (end == e->d_name + 18 || *end != '.' || pid <= 0 ||
+            kill((pid_t)pid, 0) == 0 || errno != ESRCH) {
+            continue; /* not one of ours, or its process lives */
+        }
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    }
+    closedir(d);
+}
+
 /* The tree for this process, named after it; SYSFS_PATH points there. */
 int face_sysfs_create(void)
 {
@@ -224,11 +253,14 @@ int face_sysfs_create(void)
     if (dcxemu_port_describe(0, &d) != 0) {
         return -1;
     }
-    snprintf(sysfs_root, sizeof(sysfs_root), "%s/dcxemu-mlx5-sysfs.XXXXXX",
-             (tmp != NULL && *tmp != '\0') ? tmp : "/tmp");
+    if (tmp == NULL || *tmp == '\0') {
+        tmp = "/tmp";
+    }
+    sweep_stale(tmp);
+    snprintf(sysfs_root, sizeof(sysfs_root), "%s/dcxemu-mlx5-sysfs.%d.XXXXXX",
+             tmp, (int)getpid());
     if (mkdtemp(sysfs_root) == NULL) {
-        face_log("cannot make the sysfs tree under %s: %m",
-                 (tmp != NULL && *tmp != '\0') ? tmp : "/tmp");
+        face_log("cannot make the sysfs tree under %s: %m", tmp);
         sysfs_root[0] = '\0';
         return -1;
     }

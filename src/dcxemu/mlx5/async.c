@@ -18,13 +18,6 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-/* The face object whose model object is `model` (pump_lock held). */
-static struct face_obj *obj_of(struct face_file *f, const void *model)
-{
-    struct face_obj *o = face_pump_find(f, model);
-    return o;
-}
-
 static void async_write(struct face_file *f, uint64_t element, uint32_t type,
                         struct face_obj *o)
 {
@@ -58,11 +51,11 @@ void face_async_pump(struct face_file *f)
         uint64_t element;
         switch (e.event_type) {
         case IBV_EVENT_CQ_ERR:
-            o = obj_of(f, e.element.cq);
+            o = face_pump_find(f, e.element.cq);
             break;
         case IBV_EVENT_SRQ_LIMIT_REACHED:
         case IBV_EVENT_SRQ_ERR:
-            o = obj_of(f, e.element.srq);
+            o = face_pump_find(f, e.element.srq);
             break;
         case IBV_EVENT_PORT_ACTIVE:
         case IBV_EVENT_PORT_ERR:
@@ -77,7 +70,7 @@ void face_async_pump(struct face_file *f)
             async_write(f, element, e.event_type, NULL);
             continue;
         default:
-            o = obj_of(f, e.element.qp);
+            o = face_pump_find(f, e.element.qp);
             break;
         }
         dcxemu_ibv_ack_async_event(&e);

@@ -35,7 +35,6 @@ enum face_obj_type {
     FACE_OBJ_CQ,
     FACE_OBJ_SRQ,
     FACE_OBJ_QP,
-    FACE_OBJ_AH,
     FACE_OBJ_MKEY /* a DEVX object: an indirect mkey (ioctl.c) */
 };
 
@@ -142,10 +141,6 @@ struct face_qp {
     pthread_mutex_t sq_lock;
 };
 
-struct face_ah {
-    struct face_obj obj;
-};
-
 /* A DEVX CREATE_MKEY object: the model's indirect mkey.  Also on its file's
  * mkey list, which UMR WQEs read under mkey_lock (never under the file's
  * lock: a doorbell may come while another thread runs a command). */
@@ -184,12 +179,9 @@ struct face_file {
 int face_sysfs_create(void);
 void face_sysfs_remove(void);
 int face_num_devices(void);
-const char *face_ibdev_name(int dev, char *buf, size_t len);
 
 /* ---- preload.c: the files the application holds */
-struct face_file *face_file_get(int fd);
 int face_real_close(int fd);
-void face_async_closed(int fd);
 ssize_t face_real_write(int fd, const void *buf, size_t len);
 
 /* ---- uverbs.c: the write() command ABI */

@@ -123,7 +123,7 @@ static int cdev_index(const char *path)
     return (int)n;
 }
 
-struct face_file *face_file_get(int fd)
+static struct face_file *face_file_get(int fd)
 {
     struct face_file *f = NULL;
     if (atomic_load(&face_open_files) == 0 || fd < 0) {
@@ -143,7 +143,7 @@ struct face_file *face_file_get(int fd)
 
 /* The application closed a descriptor: if it was a file's async event fd,
  * the face stops reading from it. */
-void face_async_closed(int fd)
+static void face_async_closed(int fd)
 {
     if (atomic_load(&face_open_files) == 0) {
         return;

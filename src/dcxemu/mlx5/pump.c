@@ -297,6 +297,14 @@ cq_arm_check(struct face_cq *cq, const struct ibv_wc *wc, int solicited)
     cq_event(cq);
 }
 
+/* CQEs written that the application has not consumed yet (its consumer
+ * index is in the CQ's doorbell record). */
+static uint32_t cq_used(const struct face_cq *cq)
+{
+    uint32_t ci = be32toh(__atomic_load_n(&cq->dbrec[0], __ATOMIC_ACQUIRE));
+    return (cq->pi - ci) & 0xffffff;
+}
+
 /* Take an object's lock: try only, from the engine (see pump_lock). */
 static int obj_lock(pthread_mutex_t *lock, int try)
 {
@@ -318,10 +326,7 @@ static void cq_pump(struct face_cq *cq, int try)
         return;
     }
     for (;;) {
-        uint32_t ci_idx = be32toh(__atomic_load_n(&cq->dbrec[0],
-                                                  __ATOMIC_ACQUIRE)) &
-                          0xffffff;
-        uint32_t used = (cq->pi - ci_idx) & 0xffffff;
+        uint32_t used = cq_used(cq);
         int room      = used >= cq->ncqe ? 0 : (int)(cq->ncqe - used);
         int n;
         if (room == 0) {
@@ -351,12 +356,9 @@ static void cq_pump(struct face_cq *cq, int try)
 void face_cq_write_now(struct face_cq *cq,
                        const struct dcxemu_mlx5_cqe_info *ci)
 {
-    uint32_t ci_idx;
     cq_pump(cq, 0);
     pthread_mutex_lock(&cq->lock);
-    ci_idx = be32toh(__atomic_load_n(&cq->dbrec[0], __ATOMIC_ACQUIRE)) &
-             0xffffff;
-    if (((cq->pi - ci_idx) & 0xffffff) >= cq->ncqe) {
+    if (cq_used(cq) >= cq->ncqe) {
         /* no room: an overrun, as the HCA reports it (once) */
         if (!cq->overrun) {
             cq->overrun = 1;

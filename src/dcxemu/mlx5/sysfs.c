@@ -38,7 +38,7 @@ int face_num_devices(void)
     return sysfs_num_devices;
 }
 
-const char *face_ibdev_name(int dev, char *buf, size_t len)
+static const char *face_ibdev_name(int dev, char *buf, size_t len)
 {
     snprintf(buf, len, "dcxemu_mlx5_%d", dev);
     return buf;

@@ -150,7 +150,7 @@ static int cmd_get_context(struct face_file *f, const struct face_cmd *c)
     return 0;
 }
 
-static void device_resp(struct face_file *f, const struct ibv_device_attr *a,
+static void device_resp(const struct ibv_device_attr *a,
                         struct ib_uverbs_query_device_resp *r)
 {
     memset(r, 0, sizeof(*r));
@@ -194,7 +194,6 @@ static void device_resp(struct face_file *f, const struct ibv_device_attr *a,
     r->max_pkeys                 = a->max_pkeys;
     r->local_ca_ack_delay        = a->local_ca_ack_delay;
     r->phys_port_cnt             = a->phys_port_cnt;
-    (void)f;
 }
 
 static int cmd_query_device(struct face_file *f, const struct face_cmd *c)
@@ -208,7 +207,7 @@ static int cmd_query_device(struct face_file *f, const struct face_cmd *c)
     if ((err = dcxemu_ibv_query_device(f->ctx, &a)) != 0) {
         return err;
     }
-    device_resp(f, &a, &resp);
+    device_resp(&a, &resp);
     face_resp_out(c->resp, c->resp_len, &resp, sizeof(resp));
     return 0;
 }
@@ -226,7 +225,7 @@ static int cmd_ex_query_device(struct face_file *f, const struct face_cmd *c)
         return err;
     }
     memset(&resp, 0, sizeof(resp));
-    device_resp(f, &a, &resp.base);
+    device_resp(&a, &resp.base);
     resp.response_length = (uint32_t)(c->resp_len < sizeof(resp) ?
                                               c->resp_len :
                                               sizeof(resp));

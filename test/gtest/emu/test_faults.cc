@@ -1,4 +1,4 @@
-/* Execution modes, fault injection, counters and trace of the device model (issue 4). */
+/* Execution modes, fault injection, counters and trace of the device model (docs/dcxemu.md). */
 #include "emu_test.h"
 
 #include <fcntl.h>

@@ -1,5 +1,5 @@
-/* Device-model rules from issue 15 (hardware behaviour the transport must survive): device-fatal
- * mode, optional memory-access flags. */
+/* Hardware behaviour the transport must survive (docs/device-spec.md §8): device-fatal mode,
+ * optional memory-access flags, the DC read/atomic depth, the send queue in basic blocks. */
 #include "emu_test.h"
 
 #include <fcntl.h>
@@ -151,7 +151,7 @@ EMU_CHILD(fatal)
     return 0;
 }
 
-/* Device-fatal mode (issue 15 item 7), in both execution modes. */
+/* Device-fatal mode (docs/device-spec.md §8), in both execution modes. */
 TEST(emu_device_fatal, event_no_completions_eio)
 {
     EXPECT_EQ(run_and_wait({ "fatal" }, { "DCXEMU_NUM_DEVICES=2", "DCXEMU_EXEC=immediate",
@@ -289,7 +289,7 @@ EMU_CHILD(ra_dc)
     return 0;
 }
 
-/* The DC read/atomic depth (issue 15 item 4): QUERY_HCA_CAP through mlx5dv_devx_general_cmd
+/* The DC read/atomic depth (docs/device-spec.md §8): QUERY_HCA_CAP through mlx5dv_devx_general_cmd
  * reports log_max_ra_req_dc / log_max_ra_res_dc at their PRM offsets; RTR->RTS of a DCI with
  * max_rd_atomic above 1 << log_max_ra_res_dc is EINVAL (kernel mlx5_ib validate_rd_atomic) even
  * where max_qp_init_rd_atom allows it.  QUERY_HCA_CAP is whitelisted (works without DEVX); other

@@ -1,4 +1,4 @@
-/* Indirect mkeys programmed by UMR on a loopback RC QP (spec §2.5, §3.5), used by DCI traffic. */
+/* Indirect mkeys programmed by UMR on a loopback RC QP (docs/device-spec.md §2.5, §3.5), used by DCI traffic. */
 #include "emu_test.h"
 #include <algorithm>
 
@@ -195,7 +195,7 @@ TEST_F(emu_umr, mkey_create_rules)
 
 TEST_F(emu_umr, rc_qp_caps_masks_and_ops)
 {
-    EXPECT_EQ(rc_inline, 60u);   /* spec §2.1: RC with MR ops, sge 1, inline 0 */
+    EXPECT_EQ(rc_inline, 60u);   /* device-spec.md §2.1: RC with MR ops, sge 1, inline 0 */
     EXPECT_NE(rc->qp_num, 0u);   /* valid at creation */
     EXPECT_EQ(rcdv->wr_set_dc_addr, nullptr);
     EXPECT_NE(rcdv->wr_mr_list, nullptr);

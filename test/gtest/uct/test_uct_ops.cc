@@ -573,7 +573,7 @@ TEST_P(uct_ops, malformed_address)
 
 /* uct_ep_create with a NULL device or interface address, an address cut short (the bytes
  * after the cut zero) or garbage returns an error status and never crashes; it used to read
- * the NULL address while printing why it was refused (issue 16). */
+ * the NULL address while printing why it was refused. */
 TEST_P(uct_ops, null_truncated_garbage_address)
 {
     std::vector<char> good = m_receiver->address();

@@ -176,10 +176,10 @@ TEST(emu_pd_mr, optional_access_flags)
     ASSERT_NE(opt, nullptr);
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_reg_mr(d.pd, lbuf.data(), lbuf.size(), acc | (1 << 30)), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_reg_mr(d.pd, lbuf.data(), lbuf.size(), acc | (1 << 12)), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
 
     ibv_cq *rcq = dcxemu_ibv_create_cq(d.ctx, 64, nullptr, nullptr, 0);
     ibv_srq *srq = create_srq(d, 16, 1);
@@ -306,10 +306,10 @@ TEST(emu_devx, dc_rd_atomic_capability)
     req = res = 99;
     EXPECT_EQ(query_ra_dc(plain, &req, &res), 0);   /* whitelisted */
     EXPECT_EQ(res, 4u);
-    EXPECT_EQ(query_ra_dc(plain, &req, &res, 0x200), EINVAL);      /* CREATE_MKEY, no DEVX */
-    EXPECT_EQ(query_ra_dc(devx, &req, &res, 0x200), EREMOTEIO);    /* firmware: BAD_OP */
-    EXPECT_EQ(query_ra_dc(devx, &req, &res, 0x100, 8), EINVAL);    /* short mailbox */
-    EXPECT_EQ(dcxemu_mlx5dv_devx_general_cmd(nullptr, &req, 16, &res, 16), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, query_ra_dc(plain, &req, &res, 0x200));      /* CREATE_MKEY, no DEVX */
+    EXPECT_ERRNO_EQ(EREMOTEIO, query_ra_dc(devx, &req, &res, 0x200));    /* firmware: BAD_OP */
+    EXPECT_ERRNO_EQ(EINVAL, query_ra_dc(devx, &req, &res, 0x100, 8));    /* short mailbox */
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_mlx5dv_devx_general_cmd(nullptr, &req, 16, &res, 16));
     dcxemu_ibv_close_device(devx);
     dcxemu_ibv_close_device(plain);
 
@@ -342,11 +342,11 @@ TEST(emu_sq, send_queue_bounded_in_wqebb)
         EXPECT_EQ(dcxemu_ibv_destroy_qp(qp), 0);
         errno = 0;
         EXPECT_EQ(create_dci(d, s.ok_wr + 1, 1, s.inl), nullptr) << "inline " << s.inl;
-        EXPECT_EQ(errno, EINVAL);
+        EXPECT_ERRNO_EQ(EINVAL, errno);
     }
     /* max_qp_wr WRs of the smallest DCI WQE are already more basic blocks than the queue has */
     errno = 0;
     EXPECT_EQ(create_dci(d, 32768, 1, 0), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     d.close();
 }

@@ -12,7 +12,7 @@
 # ratios. Goals: SGL / loop >= 3 into one contiguous region with
 # small pieces, >= 1.5 to scattered addresses.
 
-# The demo's SGL row (UCX 1.22 and later): the README's example.
+# The demo's SGL row (UCX 1.22 and later): the example of docs/usage.md.
 demo_sgl() {
     local log="$DCX_LOGS/ucp-sgl-put.log"
     case "$(ucx_version)" in

@@ -72,7 +72,7 @@ bench_uct() {
     bench_row P3 "put_bw 1 MiB (MB/s): dcx / cma" ge 0.90 \
         "bench_perftest bw dcx dcxemu0:1 -t put_bw -D zcopy -s 1048576 -n 1000 -w 50" \
         "bench_perftest bw cma memory -t put_bw -D zcopy -s 1048576 -n 1000 -w 50"
-    # Completion moderation must not cost message rate (issue 19): the same
+    # Completion moderation must not cost message rate: the same
     # stream with the default and with every request signaled.
     bench_row P4 "put_bw 8 B msg rate: moderation 64 / off" ge 0.97 \
         "bench_perftest mr dcx dcxemu0:1 -t put_bw -s 8 -n 200000 -w 20000" \

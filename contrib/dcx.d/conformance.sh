@@ -1,6 +1,6 @@
 # contrib/dcx.d/conformance.sh: sourced by contrib/dcx. See LICENSE for terms.
 #
-# UCX's own googletest suites, run against dcx (issue 6 item 7, issue 7 item 4):
+# UCX's own googletest suites, run against dcx (UCT and UCP conformance):
 #   suite ucx-conformance     every listed UCT and UCP suite, dcx instances only
 #   suite ucx-conformance-ci  a subset that fits in ~15 min on 2 cores,
 #                             including an uncached build

@@ -1,6 +1,6 @@
 # contrib/dcx.d/fuzz.sh: sourced by contrib/dcx. See LICENSE for terms.
 #
-# contrib/dcx fuzz [TARGET...] [--time S] [--seeds] (issue 16, item 6):
+# contrib/dcx fuzz [TARGET...] [--time S] [--seeds] (hostile input):
 # builds the plugin and the device model with clang for libFuzzer, under
 # AddressSanitizer and UBSan, in a build tree of their own (build-fuzz/,
 # configure --enable-fuzzing), and runs each libFuzzer target of

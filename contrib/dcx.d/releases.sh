@@ -1,6 +1,6 @@
 # contrib/dcx.d/releases.sh: sourced by contrib/dcx. See LICENSE for terms.
 #
-# The UCX releases dcx is built and tested against (issue 14), chosen with
+# The UCX releases dcx is built and tested against, chosen with
 # "--ucx RELEASE" after setup, build, run, test or demo:
 #   1.13  the host's UCX (Debian 12: 1.13.1); build tree build/, as without
 #         the option

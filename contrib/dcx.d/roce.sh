@@ -1,6 +1,6 @@
 # contrib/dcx.d/roce.sh: sourced by contrib/dcx. See LICENSE for terms.
 #
-# suite roce: dcx on the device model's RoCE port mode (issue 15 item 2):
+# suite roce: dcx on the device model's RoCE port mode (RoCE addressing):
 # DCXEMU_LINK_LAYER=ethernet (no LIDs; a GID table with RoCE v1/v2 and
 # IPv4-mapped entries, index 0 the link-local RoCE v1 one) and two routers
 # between any two ports (DCXEMU_ROCE_ROUTERS=2: a packet whose hop limit is

@@ -1,6 +1,6 @@
 # contrib/dcx.d/sanitizers.sh: sourced by contrib/dcx. See LICENSE for terms.
 #
-# Memory checkers (issue 6):
+# Memory checkers:
 #   suite asan      a second build tree (build-asan/) configured with
 #                   --enable-sanitizers (AddressSanitizer + UBSan, leaks
 #                   detected, undefined behaviour fatal); runs the device

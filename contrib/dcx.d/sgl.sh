@@ -9,10 +9,10 @@
 # that offers one and fails the call ("cannot find remote protocol").
 # test/bench/dcx_sgl measures element rates; each row is BENCH_ROUNDS rounds
 # of the three back to back, medians and the median of the per-round
-# ratios. Goals (issue 20): SGL / loop >= 3 into one contiguous region with
+# ratios. Goals: SGL / loop >= 3 into one contiguous region with
 # small pieces, >= 1.5 to scattered addresses.
 
-# The demo's SGL row (UCX 1.22 and later): the README's example.
+# The demo's SGL row (UCX 1.22 and later): the example of docs/usage.md.
 demo_sgl() {
     local log="$DCX_LOGS/ucp-sgl-put.log"
     case "$(ucx_version)" in

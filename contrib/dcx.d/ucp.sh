@@ -1,6 +1,6 @@
 # contrib/dcx.d/ucp.sh: sourced by contrib/dcx. See LICENSE for terms.
 #
-# dcx under its real users (issue 7):
+# dcx under its real users (UCP, Open MPI, OpenSHMEM):
 #   suite ucp        googletest at UCP level: UCP over UCX_TLS=dcx between
 #                    processes on the device model
 #   suite e2e-users  UCP ucx_perftest, an MPI program under mpirun -np 4 and an

@@ -1,6 +1,6 @@
 # contrib/dcx.d/umr.sh: sourced by contrib/dcx. See LICENSE for terms.
 #
-# Strided zero-copy through UMR (issue 8):
+# Strided zero-copy through UMR:
 #   suite umr   the UCT googletests of strided put/get, the layout cache and
 #               remote strided views (on 512 B and 1024 B WQE devices), and
 #               the halo-exchange program

@@ -8,7 +8,7 @@
  * pointers of the real public structs, so rdma-core's inline wrappers
  * (ibv_wr_*, mlx5dv_wr_set_dc_addr, ibv_poll_cq, ibv_start_poll,
  * ibv_post_srq_recv, ...) work unchanged on model objects.  Semantics:
- * shared/research/verbs_dc_spec.md; design: docs/dcxemu.md.
+ * docs/device-spec.md; design: docs/dcxemu.md.
  */
 
 /* clang-format off */

@@ -32,7 +32,7 @@
 #define DCXEMU_MAX_DEVICES 16
 #define DCXEMU_NO_OWNER    0xffffu
 
-/* Device capabilities (ConnectX-6-like, spec §5). */
+/* Device capabilities (ConnectX-6-like, docs/device-spec.md §5). */
 #define DCXEMU_MAX_QP_WR   32768
 #define DCXEMU_SEND_WQE_BB 64 /* MLX5_SEND_WQE_BB */
 #define DCXEMU_MAX_SEND_WQEBB \

@@ -239,12 +239,12 @@ out_base:
 
 /* Resolve [addr, addr+len) of a memory key owned by (owner, token) in pd_id,
  * needing rights `need`, into pieces of the owner's address space (fabric lock
- * held).  Plain MRs give one piece; an indirect mkey (zero-based, spec §3.5)
- * gives one per pointed-to range, each leaf checked to be a plain MR of the
- * same owner and PD (nested mkeys are refused) that itself has the rights
- * `need`: an mkey never lends rights its leaves lack.  The mkey's key must
- * carry its current tag (set by the last UMR).  With out == NULL only the
- * checks are made.  0, or -1 if invalid. */
+ * held).  Plain MRs give one piece; an indirect mkey (zero-based,
+ * docs/device-spec.md §3.5) gives one per pointed-to range, each leaf checked
+ * to be a plain MR of the same owner and PD (nested mkeys are refused) that
+ * itself has the rights `need`: an mkey never lends rights its leaves lack.
+ * The mkey's key must carry its current tag (set by the last UMR).  With
+ * out == NULL only the checks are made.  0, or -1 if invalid. */
 static int
 resolve_mkey(const struct dcxemu_shm_mkey *k, const struct dcxemu_mkey_entry *e,
              uint32_t key, uint16_t owner, uint64_t token, uint64_t pd_id,

@@ -279,8 +279,8 @@ static int take_mkey_slot(uint32_t max)
     return -1;
 }
 
-/* Indirect mkeys (spec §3.5): need a DEVX context; free/unusable until a UMR
- * programs them. */
+/* Indirect mkeys (docs/device-spec.md §3.5): need a DEVX context;
+ * free/unusable until a UMR programs them. */
 DCXEMU_API struct mlx5dv_mkey *
 dcxemu_mlx5dv_create_mkey(struct mlx5dv_mkey_init_attr *attr)
 {

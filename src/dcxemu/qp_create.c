@@ -33,7 +33,7 @@ static uint32_t roundup_pow2(uint64_t v)
     return (uint32_t)r;
 }
 
-/* spec §2.1 sizing; 0 or errno, caps written back */
+/* docs/device-spec.md §2.1 sizing; 0 or errno, caps written back */
 static int size_sq(struct ibv_qp_cap *cap, uint64_t ops, uint64_t dv_ops,
                    int dc, size_t *wqe_out)
 {
@@ -344,7 +344,7 @@ err:
 
 /* An RC QP: its qp_num is valid at once; its receive queue is its own
  * (max_recv_wr) or the SRQ given.  Connected to itself it hosts UMR and
- * LOCAL_INV (spec §2.5). */
+ * LOCAL_INV (docs/device-spec.md §2.5). */
 static struct ibv_qp *create_rc(struct ibv_context *context,
                                 struct ibv_qp_init_attr_ex *attr,
                                 struct mlx5dv_qp_init_attr *dv)

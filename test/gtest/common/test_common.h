@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_print.h"
+
 #include <functional>
 #include <map>
 #include <string>

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/test_print.h"
+
 #include <errno.h>
 #include <arpa/inet.h>
 #include <poll.h>

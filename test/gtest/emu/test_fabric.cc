@@ -137,14 +137,14 @@ TEST(emu_fabric_life, removed_when_last_member_leaves)
     /* kept on request; removed by the API only when idle */
     ASSERT_TRUE(a.start(f, ready[1], { "DCXEMU_KEEP_FABRIC=1" }));
     ASSERT_TRUE(read_full(ready[0], r, 1, 20000));
-    EXPECT_EQ(dcxemu_fabric_remove(f.c_str()), EBUSY);
+    EXPECT_ERRNO_EQ(EBUSY, dcxemu_fabric_remove(f.c_str()));
     EXPECT_EQ(a.leave(), 0);
     EXPECT_TRUE(shm_exists(f));
     EXPECT_EQ(dcxemu_fabric_remove(f.c_str()), 0);
     EXPECT_FALSE(shm_exists(f));
-    EXPECT_EQ(dcxemu_fabric_remove(f.c_str()), ENOENT);
+    EXPECT_ERRNO_EQ(ENOENT, dcxemu_fabric_remove(f.c_str()));
     /* never our own fabric, and never a file that is not a fabric */
-    EXPECT_EQ(dcxemu_fabric_remove(g_fabric.c_str()), EBUSY);
+    EXPECT_ERRNO_EQ(EBUSY, dcxemu_fabric_remove(g_fabric.c_str()));
     EXPECT_TRUE(shm_exists(g_fabric));
     std::string junk = fresh_fabric();
     int fd = open(("/dev/shm/" + junk).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -152,7 +152,7 @@ TEST(emu_fabric_life, removed_when_last_member_leaves)
     std::vector<char> bytes(4096, 0x3c);
     ASSERT_TRUE(write_full(fd, bytes.data(), bytes.size()));
     ::close(fd);
-    EXPECT_EQ(dcxemu_fabric_remove(junk.c_str()), EPROTO);
+    EXPECT_ERRNO_EQ(EPROTO, dcxemu_fabric_remove(junk.c_str()));
     EXPECT_TRUE(shm_exists(junk));
     d.close();
     ::close(ready[0]);

@@ -1,4 +1,4 @@
-/* Execution modes, fault injection, counters and trace of the device model (issue 4). */
+/* Execution modes, fault injection, counters and trace of the device model (docs/dcxemu.md). */
 #include "emu_test.h"
 
 #include <fcntl.h>
@@ -388,17 +388,17 @@ struct emu_faults : public ::testing::Test {
 
 TEST_F(emu_faults, inject_argument_errors)
 {
-    EXPECT_EQ(dcxemu_fault_inject((dcxemu_fault_kind)0, l.dct->qp_num, 1), EINVAL);
-    EXPECT_EQ(dcxemu_fault_inject((dcxemu_fault_kind)99, l.dct->qp_num, 1), EINVAL);
-    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DCT_UNREACHABLE, l.dct->qp_num, 2), EINVAL);
-    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DCT_UNREACHABLE, l.c.qp->qp_num, 1), EINVAL);
-    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DROP_NEXT, l.c.qp->qp_num, 1), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_fault_inject((dcxemu_fault_kind)0, l.dct->qp_num, 1));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_fault_inject((dcxemu_fault_kind)99, l.dct->qp_num, 1));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_fault_inject(DCXEMU_FAULT_DCT_UNREACHABLE, l.dct->qp_num, 2));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_fault_inject(DCXEMU_FAULT_DCT_UNREACHABLE, l.c.qp->qp_num, 1));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_fault_inject(DCXEMU_FAULT_DROP_NEXT, l.c.qp->qp_num, 1));
     EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_FORCE_STATUS, l.c.qp->qp_num, IBV_WC_SUCCESS),
               EINVAL);
-    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, 0, 5), ENOENT);
+    EXPECT_ERRNO_EQ(ENOENT, dcxemu_fault_inject(DCXEMU_FAULT_DELAY, 0, 5));
     EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, (l.dct->qp_num + (1u << 15)) & 0xffffff, 5),
               ENOENT);   /* same slot, other generation */
-    EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, 1u << 24, 5), ENOENT);
+    EXPECT_ERRNO_EQ(ENOENT, dcxemu_fault_inject(DCXEMU_FAULT_DELAY, 1u << 24, 5));
     EXPECT_EQ(dcxemu_fault_inject(DCXEMU_FAULT_DELAY, l.c.qp->qp_num, 0), 0);
 }
 
@@ -634,10 +634,10 @@ TEST(emu_counters, exact_sequence_both_scopes)
     counters q = counters(DCXEMU_SCOPE_PROCESS, 1) - q0;
     EXPECT_EQ(q.wr[DCXEMU_CNT_OP_WRITE] + q.bytes + q.recv_cqes + q.send_cqes, 0u);
     dcxemu_counters x;
-    EXPECT_EQ(dcxemu_counters_read(-1, DCXEMU_SCOPE_FABRIC, &x), EINVAL);
-    EXPECT_EQ(dcxemu_counters_read(16, DCXEMU_SCOPE_FABRIC, &x), EINVAL);
-    EXPECT_EQ(dcxemu_counters_read(0, (dcxemu_counter_scope)2, &x), EINVAL);
-    EXPECT_EQ(dcxemu_counters_read(0, DCXEMU_SCOPE_FABRIC, nullptr), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_counters_read(-1, DCXEMU_SCOPE_FABRIC, &x));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_counters_read(16, DCXEMU_SCOPE_FABRIC, &x));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_counters_read(0, (dcxemu_counter_scope)2, &x));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_counters_read(0, DCXEMU_SCOPE_FABRIC, nullptr));
     l.close();
 }
 
@@ -663,7 +663,7 @@ TEST(emu_counters, rnr_retries)
 TEST(emu_counters, objects_read)
 {
     dcxemu_objects o0, o1, o2;
-    ASSERT_EQ(dcxemu_objects_read(nullptr), EINVAL);
+    ASSERT_ERRNO_EQ(EINVAL, dcxemu_objects_read(nullptr));
     ASSERT_EQ(dcxemu_objects_read(&o0), 0);
     loop l;
     ASSERT_TRUE(l.open());   /* one DCI, one DCT */

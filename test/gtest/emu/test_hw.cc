@@ -1,5 +1,5 @@
-/* Device-model rules from issue 15 (hardware behaviour the transport must survive): device-fatal
- * mode, optional memory-access flags. */
+/* Hardware behaviour the transport must survive (docs/device-spec.md §8): device-fatal mode,
+ * optional memory-access flags, the DC read/atomic depth, the send queue in basic blocks. */
 #include "emu_test.h"
 
 #include <fcntl.h>
@@ -151,7 +151,7 @@ EMU_CHILD(fatal)
     return 0;
 }
 
-/* Device-fatal mode (issue 15 item 7), in both execution modes. */
+/* Device-fatal mode (docs/device-spec.md §8), in both execution modes. */
 TEST(emu_device_fatal, event_no_completions_eio)
 {
     EXPECT_EQ(run_and_wait({ "fatal" }, { "DCXEMU_NUM_DEVICES=2", "DCXEMU_EXEC=immediate",
@@ -176,10 +176,10 @@ TEST(emu_pd_mr, optional_access_flags)
     ASSERT_NE(opt, nullptr);
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_reg_mr(d.pd, lbuf.data(), lbuf.size(), acc | (1 << 30)), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_reg_mr(d.pd, lbuf.data(), lbuf.size(), acc | (1 << 12)), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
 
     ibv_cq *rcq = dcxemu_ibv_create_cq(d.ctx, 64, nullptr, nullptr, 0);
     ibv_srq *srq = create_srq(d, 16, 1);
@@ -289,7 +289,7 @@ EMU_CHILD(ra_dc)
     return 0;
 }
 
-/* The DC read/atomic depth (issue 15 item 4): QUERY_HCA_CAP through mlx5dv_devx_general_cmd
+/* The DC read/atomic depth (docs/device-spec.md §8): QUERY_HCA_CAP through mlx5dv_devx_general_cmd
  * reports log_max_ra_req_dc / log_max_ra_res_dc at their PRM offsets; RTR->RTS of a DCI with
  * max_rd_atomic above 1 << log_max_ra_res_dc is EINVAL (kernel mlx5_ib validate_rd_atomic) even
  * where max_qp_init_rd_atom allows it.  QUERY_HCA_CAP is whitelisted (works without DEVX); other
@@ -306,10 +306,10 @@ TEST(emu_devx, dc_rd_atomic_capability)
     req = res = 99;
     EXPECT_EQ(query_ra_dc(plain, &req, &res), 0);   /* whitelisted */
     EXPECT_EQ(res, 4u);
-    EXPECT_EQ(query_ra_dc(plain, &req, &res, 0x200), EINVAL);      /* CREATE_MKEY, no DEVX */
-    EXPECT_EQ(query_ra_dc(devx, &req, &res, 0x200), EREMOTEIO);    /* firmware: BAD_OP */
-    EXPECT_EQ(query_ra_dc(devx, &req, &res, 0x100, 8), EINVAL);    /* short mailbox */
-    EXPECT_EQ(dcxemu_mlx5dv_devx_general_cmd(nullptr, &req, 16, &res, 16), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, query_ra_dc(plain, &req, &res, 0x200));      /* CREATE_MKEY, no DEVX */
+    EXPECT_ERRNO_EQ(EREMOTEIO, query_ra_dc(devx, &req, &res, 0x200));    /* firmware: BAD_OP */
+    EXPECT_ERRNO_EQ(EINVAL, query_ra_dc(devx, &req, &res, 0x100, 8));    /* short mailbox */
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_mlx5dv_devx_general_cmd(nullptr, &req, 16, &res, 16));
     dcxemu_ibv_close_device(devx);
     dcxemu_ibv_close_device(plain);
 
@@ -342,11 +342,11 @@ TEST(emu_sq, send_queue_bounded_in_wqebb)
         EXPECT_EQ(dcxemu_ibv_destroy_qp(qp), 0);
         errno = 0;
         EXPECT_EQ(create_dci(d, s.ok_wr + 1, 1, s.inl), nullptr) << "inline " << s.inl;
-        EXPECT_EQ(errno, EINVAL);
+        EXPECT_ERRNO_EQ(EINVAL, errno);
     }
     /* max_qp_wr WRs of the smallest DCI WQE are already more basic blocks than the queue has */
     errno = 0;
     EXPECT_EQ(create_dci(d, 32768, 1, 0), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     d.close();
 }

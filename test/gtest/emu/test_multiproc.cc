@@ -1195,7 +1195,7 @@ TEST(emu_fabric, max_wqe_size_setting)
 {
     /* inline 500 needs a 768-byte WQE: refused at the default 512, accepted at 1024 */
     std::string f = fresh_fabric();
-    EXPECT_EQ(run_attach(f, { "wqe", "500" }), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, run_attach(f, { "wqe", "500" }));
     EXPECT_EQ(run_attach(f, { "wqe", "500" }, { "DCXEMU_MAX_WQE_SIZE=1024" }), 0);
 }
 

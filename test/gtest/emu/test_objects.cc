@@ -1,6 +1,8 @@
 /* Control objects and misuse: each case asserts the exact errno. */
 #include "emu_test.h"
 
+#include <gtest/gtest-spi.h>
+
 #include <fcntl.h>
 #include <stddef.h>
 #include <sys/mman.h>
@@ -28,7 +30,7 @@ TEST(emu_device, list_names_guid_supported)
     mlx5dv_context_attr bad = { 1u << 5, 0 };
     errno = 0;
     EXPECT_EQ(dcxemu_mlx5dv_open_device(l[0], &bad), nullptr);
-    EXPECT_EQ(errno, EOPNOTSUPP);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, errno);
     mlx5dv_context_attr devx = { MLX5DV_CONTEXT_FLAGS_DEVX, 0 };
     ibv_context *ctx = dcxemu_mlx5dv_open_device(l[1], &devx);
     ASSERT_NE(ctx, nullptr);
@@ -91,7 +93,7 @@ TEST(emu_device, query_device_caps)
     EXPECT_EQ(ax.orig_attr.atomic_cap, IBV_ATOMIC_HCA);
     EXPECT_EQ(ax.phys_port_cnt_ex, 1u);
     ibv_query_device_ex_input in = { 1 };
-    EXPECT_EQ(dcxemu_ibv_query_device_ex(d.ctx, &in, &ax), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_query_device_ex(d.ctx, &in, &ax));
     mlx5dv_context dv;
     memset(&dv, 0, sizeof(dv));
     dv.comp_mask = MLX5DV_CONTEXT_MASK_DC_ODP_CAPS | MLX5DV_CONTEXT_MASK_DCI_STREAMS |
@@ -116,7 +118,7 @@ TEST(emu_device, query_port_gid_pkey)
     EXPECT_EQ(pa.max_msg_sz, 1u << 30);
     EXPECT_EQ(pa.lid, 1);
     EXPECT_EQ(d1.lid, 2);   /* one LID per device */
-    EXPECT_EQ(dcxemu_ibv_query_port(d0.ctx, 2, &pa), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_query_port(d0.ctx, 2, &pa));
     /* the rdma-core macro reaches the model through verbs_context.query_port */
     ibv_port_attr pb;
     memset(&pb, 0, sizeof(pb));
@@ -143,26 +145,26 @@ TEST(emu_pd_mr, access_rules_and_busy_pd)
     std::vector<char> buf(8192);
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_reg_mr(d.pd, buf.data(), buf.size(), IBV_ACCESS_REMOTE_WRITE), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_reg_mr(d.pd, buf.data(), buf.size(), IBV_ACCESS_REMOTE_ATOMIC), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_reg_mr(d.pd, buf.data(), 0, 0), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     void *hole = mmap(nullptr, 8192, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(hole, MAP_FAILED);
     munmap(hole, 8192);
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_reg_mr(d.pd, hole, 8192, IBV_ACCESS_LOCAL_WRITE), nullptr);
-    EXPECT_EQ(errno, EFAULT);
+    EXPECT_ERRNO_EQ(EFAULT, errno);
     ibv_mr *mr = dcxemu_ibv_reg_mr(d.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE |
                                    IBV_ACCESS_REMOTE_WRITE);
     ASSERT_NE(mr, nullptr);
     EXPECT_EQ(mr->lkey, mr->rkey);
     EXPECT_EQ(mr->addr, buf.data());
     EXPECT_EQ(mr->length, buf.size());
-    EXPECT_EQ(dcxemu_ibv_dealloc_pd(d.pd), EBUSY);
+    EXPECT_ERRNO_EQ(EBUSY, dcxemu_ibv_dealloc_pd(d.pd));
     ibv_mr *mr2 = dcxemu_ibv_reg_mr_iova2(d.pd, buf.data(), 4096, 0x100000, IBV_ACCESS_LOCAL_WRITE);
     ASSERT_NE(mr2, nullptr);
     EXPECT_NE(mr2->lkey, mr->lkey);
@@ -205,7 +207,7 @@ TEST(emu_pd_mr, ah_validation)
     a.port_num = 2;
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_create_ah(d.pd, &a), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     a.port_num = 1;
     ibv_ah *ah = dcxemu_ibv_create_ah(d.pd, &a);
     ASSERT_NE(ah, nullptr);
@@ -219,19 +221,19 @@ TEST(emu_cq, create_validation_and_rounding)
     ASSERT_TRUE(d.open());
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_create_cq(d.ctx, 0, nullptr, nullptr, 0), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_create_cq(d.ctx, 8, nullptr, nullptr, d.ctx->num_comp_vectors), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_create_cq(d.ctx, 4194304, nullptr, nullptr, 0), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     ibv_cq *cq = dcxemu_ibv_create_cq(d.ctx, 100, nullptr, nullptr, 0);
     ASSERT_NE(cq, nullptr);
     EXPECT_EQ(cq->cqe, 127);
     errno = 0;   /* 2^22 CQEs need 288 MiB; the test fabric's heap has 256 MiB */
     EXPECT_EQ(dcxemu_ibv_create_cq(d.ctx, 4194303, nullptr, nullptr, 0), nullptr);
-    EXPECT_EQ(errno, ENOMEM);
+    EXPECT_ERRNO_EQ(ENOMEM, errno);
     EXPECT_EQ(dcxemu_ibv_destroy_cq(cq), 0);
     ibv_cq_init_attr_ex ca;
     memset(&ca, 0, sizeof(ca));
@@ -239,17 +241,17 @@ TEST(emu_cq, create_validation_and_rounding)
     ca.comp_mask = 1u << 7;
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_create_cq_ex(d.ctx, &ca), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
     ca.flags = 1u << 5;
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_create_cq_ex(d.ctx, &ca), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     ca.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
     ca.wc_flags = 1ull << 40;
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_create_cq_ex(d.ctx, &ca), nullptr);
-    EXPECT_EQ(errno, EOPNOTSUPP);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, errno);
     d.close();
 }
 
@@ -271,9 +273,9 @@ TEST(emu_cq, ex_readers_and_start_poll_rules)
     EXPECT_EQ(cq->read_imm_data, nullptr);   /* not requested */
     EXPECT_EQ(cq->read_src_qp, nullptr);
     ibv_poll_cq_attr pa = { 1 };
-    EXPECT_EQ(ibv_start_poll(cq, &pa), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, ibv_start_poll(cq, &pa));
     pa.comp_mask = 0;
-    EXPECT_EQ(ibv_start_poll(cq, &pa), ENOENT);   /* empty; no end_poll */
+    EXPECT_ERRNO_EQ(ENOENT, ibv_start_poll(cq, &pa));   /* empty; no end_poll */
     EXPECT_EQ(dcxemu_ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
     d.close();
 }
@@ -288,7 +290,7 @@ TEST(emu_srq, create_modify_post_rules)
     a.attr.max_sge = 1;
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_create_srq(d.pd, &a), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     a.attr.max_wr = 5;
     a.attr.max_sge = 2;
     ibv_srq *srq = dcxemu_ibv_create_srq(d.pd, &a);
@@ -297,9 +299,9 @@ TEST(emu_srq, create_modify_post_rules)
     EXPECT_EQ(a.attr.max_sge, 3u);   /* 64-byte descriptor */
     ibv_srq_attr sa;
     sa.max_wr = 100;
-    EXPECT_EQ(dcxemu_ibv_modify_srq(srq, &sa, IBV_SRQ_MAX_WR), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_modify_srq(srq, &sa, IBV_SRQ_MAX_WR));
     sa.srq_limit = 8;
-    EXPECT_EQ(dcxemu_ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT));
     std::vector<char> buf(4096);
     ibv_mr *mr = dcxemu_ibv_reg_mr(d.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
     ASSERT_NE(mr, nullptr);
@@ -309,14 +311,14 @@ TEST(emu_srq, create_modify_post_rules)
     memset(&wr, 0, sizeof(wr));
     wr.sg_list = sg;
     wr.num_sge = 4;
-    EXPECT_EQ(ibv_post_srq_recv(srq, &wr, &bad), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, ibv_post_srq_recv(srq, &wr, &bad));
     EXPECT_EQ(bad, &wr);
     wr.num_sge = 1;
     std::vector<ibv_recv_wr> wrs(9, wr);
     for (int i = 0; i < 8; i++) wrs[i].next = &wrs[i + 1];
     wrs[8].next = nullptr;
     bad = nullptr;
-    EXPECT_EQ(ibv_post_srq_recv(srq, wrs.data(), &bad), ENOMEM);
+    EXPECT_ERRNO_EQ(ENOMEM, ibv_post_srq_recv(srq, wrs.data(), &bad));
     EXPECT_EQ(bad, &wrs[7]);   /* 7 fit */
     /* ibv_create_srq_ex reaches the model through verbs_context (called directly here: the
      * inline wrapper also references the exported ibv_create_srq, absent from the model) */
@@ -329,12 +331,12 @@ TEST(emu_srq, create_modify_post_rules)
     ax.attr.max_sge = 1;
     errno = 0;
     EXPECT_EQ(verbs_get_ctx_op(d.ctx, create_srq_ex)->create_srq_ex(d.ctx, &ax), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     ax.comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE;
     ax.srq_type = IBV_SRQT_XRC;
     errno = 0;
     EXPECT_EQ(verbs_get_ctx_op(d.ctx, create_srq_ex)->create_srq_ex(d.ctx, &ax), nullptr);
-    EXPECT_EQ(errno, EOPNOTSUPP);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, errno);
     ax.srq_type = IBV_SRQT_BASIC;
     ibv_srq *sx = verbs_get_ctx_op(d.ctx, create_srq_ex)->create_srq_ex(d.ctx, &ax);
     ASSERT_NE(sx, nullptr);
@@ -342,7 +344,7 @@ TEST(emu_srq, create_modify_post_rules)
     EXPECT_EQ(dcxemu_ibv_destroy_srq(sx), 0);
     ibv_qp *dct = create_dct(d, srq, 1);
     ASSERT_NE(dct, nullptr);
-    EXPECT_EQ(dcxemu_ibv_destroy_srq(srq), EBUSY);
+    EXPECT_ERRNO_EQ(EBUSY, dcxemu_ibv_destroy_srq(srq));
     EXPECT_EQ(dcxemu_ibv_destroy_qp(dct), 0);
     EXPECT_EQ(dcxemu_ibv_destroy_srq(srq), 0);
     EXPECT_EQ(dcxemu_ibv_dereg_mr(mr), 0);
@@ -422,7 +424,7 @@ TEST_F(emu_channel, one_shot_notify)
     void *x;
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_get_cq_event(ch, &cq, &x), -1);
-    EXPECT_EQ(errno, EAGAIN);
+    EXPECT_ERRNO_EQ(EAGAIN, errno);
     ASSERT_EQ(ibv_req_notify_cq(rcq, 0), 0);
     send(0);
     EXPECT_TRUE(event(2000));
@@ -487,8 +489,8 @@ TEST_F(emu_channel, destroy_cq_waits_for_acks)
 
 TEST_F(emu_channel, busy_destroy_rules)
 {
-    EXPECT_EQ(dcxemu_ibv_destroy_comp_channel(ch), EBUSY);   /* a CQ uses it */
-    EXPECT_EQ(dcxemu_ibv_destroy_cq(rcq), EBUSY);            /* a DCT uses it */
+    EXPECT_ERRNO_EQ(EBUSY, dcxemu_ibv_destroy_comp_channel(ch));   /* a CQ uses it */
+    EXPECT_ERRNO_EQ(EBUSY, dcxemu_ibv_destroy_cq(rcq));            /* a DCT uses it */
 }
 
 /* ---------------------------------------------------------------- QP creation ---- */
@@ -560,9 +562,9 @@ TEST_F(emu_qp, dci_caps_written_back)
     ASSERT_NE(qp, nullptr);
     EXPECT_EQ(a.cap.max_inline_data, 268u);
     EXPECT_EQ(dcxemu_ibv_destroy_qp(qp), 0);
-    EXPECT_EQ(create_errno(attr(1, 269), &v), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, create_errno(attr(1, 269), &v));
     EXPECT_EQ(create_errno(attr(17, 0), &v), 0);      /* 240 + 17*16 = 512 */
-    EXPECT_EQ(create_errno(attr(18, 0), &v), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, create_errno(attr(18, 0), &v));
     /* explicit ops without LOCAL_INV/BIND_MW: ovh 48+48 */
     a = attr(1, 0);
     a.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
@@ -583,50 +585,50 @@ TEST_F(emu_qp, create_misuse)
 {
     mlx5dv_qp_init_attr v = dv(MLX5DV_DCTYPE_DCI);
     ibv_qp_init_attr_ex a = attr();
-    EXPECT_EQ(create_errno(a, nullptr), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, create_errno(a, nullptr));
     a.qp_type = IBV_QPT_RC;
-    EXPECT_EQ(create_errno(a, &v), EINVAL);        /* DC mask with another type */
+    EXPECT_ERRNO_EQ(EINVAL, create_errno(a, &v));        /* DC mask with another type */
     a = attr();
     mlx5dv_qp_init_attr nodc = v;
     nodc.comp_mask = 0;
-    EXPECT_EQ(create_errno(a, &nodc), EINVAL);     /* DRIVER without DC */
+    EXPECT_ERRNO_EQ(EINVAL, create_errno(a, &nodc));     /* DRIVER without DC */
     mlx5dv_qp_init_attr badtype = dv(7);
-    EXPECT_EQ(create_errno(a, &badtype), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, create_errno(a, &badtype));
     mlx5dv_qp_init_attr badmask = v;
     badmask.comp_mask |= 1u << 10;
-    EXPECT_EQ(create_errno(a, &badmask), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, create_errno(a, &badmask));
     a.cap.max_recv_wr = 1;
-    EXPECT_EQ(create_errno(a, &v), EINVAL);        /* a DCI has no RQ */
+    EXPECT_ERRNO_EQ(EINVAL, create_errno(a, &v));        /* a DCI has no RQ */
     a = attr();
     a.send_cq = nullptr;
-    EXPECT_EQ(create_errno(a, &v), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, create_errno(a, &v));
     a = attr();
     mlx5dv_qp_init_attr umr = v;
     umr.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
     umr.send_ops_flags = MLX5DV_QP_EX_WITH_MR_INTERLEAVED;
-    EXPECT_EQ(create_errno(a, &umr), EOPNOTSUPP);  /* MR_* on a DCI */
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, create_errno(a, &umr));  /* MR_* on a DCI */
     a.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     a.send_ops_flags = IBV_QP_EX_WITH_TSO;
-    EXPECT_EQ(create_errno(a, &v), EOPNOTSUPP);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, create_errno(a, &v));
     mlx5dv_qp_init_attr streams = v;
     streams.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
     streams.dc_init_attr.dci_streams.log_num_concurent = 2;
-    EXPECT_EQ(create_errno(attr(), &streams), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, create_errno(attr(), &streams));
     /* DCT */
     mlx5dv_qp_init_attr t = dv(MLX5DV_DCTYPE_DCT);
     a = attr();
-    EXPECT_EQ(create_errno(a, &t), EINVAL);        /* no SRQ */
+    EXPECT_ERRNO_EQ(EINVAL, create_errno(a, &t));        /* no SRQ */
     a.srq = srq;
     EXPECT_EQ(create_errno(a, &t), 0);
     a.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     a.send_ops_flags = IBV_QP_EX_WITH_SEND;
-    EXPECT_EQ(create_errno(a, &t), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, create_errno(a, &t));
     a = attr();
     a.srq = srq;
     mlx5dv_qp_init_attr tf = t;
     tf.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
     tf.create_flags = MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE;
-    EXPECT_EQ(create_errno(a, &tf), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, create_errno(a, &tf));
     tf.create_flags = MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE;
     EXPECT_EQ(create_errno(a, &tf), 0);
 }
@@ -677,28 +679,28 @@ TEST_F(emu_qp, dci_modify_masks)
     const int init = IBV_QP_PKEY_INDEX | IBV_QP_PORT;
     const int rts = IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
                     IBV_QP_SQ_PSN;
-    EXPECT_EQ(mod(qp, IBV_QPS_INIT, init | IBV_QP_ACCESS_FLAGS), EINVAL);   /* not allowed on DCI */
-    EXPECT_EQ(mod(qp, IBV_QPS_INIT, IBV_QP_PORT), EINVAL);                  /* PKEY_INDEX missing */
-    EXPECT_EQ(mod(qp, IBV_QPS_RTR, IBV_QP_PATH_MTU), EINVAL);               /* RESET->RTR */
-    EXPECT_EQ(mod(qp, IBV_QPS_ERR, 0), EINVAL);                             /* RESET->ERR */
+    EXPECT_ERRNO_EQ(EINVAL, mod(qp, IBV_QPS_INIT, init | IBV_QP_ACCESS_FLAGS));   /* not allowed on DCI */
+    EXPECT_ERRNO_EQ(EINVAL, mod(qp, IBV_QPS_INIT, IBV_QP_PORT));                  /* PKEY_INDEX missing */
+    EXPECT_ERRNO_EQ(EINVAL, mod(qp, IBV_QPS_RTR, IBV_QP_PATH_MTU));               /* RESET->RTR */
+    EXPECT_ERRNO_EQ(EINVAL, mod(qp, IBV_QPS_ERR, 0));                             /* RESET->ERR */
     EXPECT_EQ(qp->state, IBV_QPS_RESET);
     ASSERT_EQ(mod(qp, IBV_QPS_INIT, init), 0);
     EXPECT_EQ(qp->state, IBV_QPS_INIT);
     EXPECT_EQ(mod(qp, IBV_QPS_INIT, IBV_QP_PORT), 0);                       /* INIT->INIT */
-    EXPECT_EQ(mod(qp, IBV_QPS_RTS, rts), EINVAL);                           /* INIT->RTS */
-    EXPECT_EQ(mod(qp, IBV_QPS_RTR, IBV_QP_PATH_MTU | IBV_QP_TIMEOUT), EINVAL);   /* extra bit */
+    EXPECT_ERRNO_EQ(EINVAL, mod(qp, IBV_QPS_RTS, rts));                           /* INIT->RTS */
+    EXPECT_ERRNO_EQ(EINVAL, mod(qp, IBV_QPS_RTR, IBV_QP_PATH_MTU | IBV_QP_TIMEOUT));   /* extra bit */
     ASSERT_EQ(mod(qp, IBV_QPS_RTR, IBV_QP_PATH_MTU | IBV_QP_AV), 0);
-    EXPECT_EQ(mod(qp, IBV_QPS_RTS, rts & ~IBV_QP_SQ_PSN), EINVAL);
-    EXPECT_EQ(mod(qp, IBV_QPS_RTS, rts | IBV_QP_PATH_MTU), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, mod(qp, IBV_QPS_RTS, rts & ~IBV_QP_SQ_PSN));
+    EXPECT_ERRNO_EQ(EINVAL, mod(qp, IBV_QPS_RTS, rts | IBV_QP_PATH_MTU));
     EXPECT_EQ(qp->state, IBV_QPS_RTR);
     ASSERT_EQ(mod(qp, IBV_QPS_RTS, rts | IBV_QP_MIN_RNR_TIMER), 0);
     EXPECT_EQ(mod(qp, IBV_QPS_RTS, IBV_QP_MIN_RNR_TIMER), 0);
-    EXPECT_EQ(mod(qp, IBV_QPS_RTS, IBV_QP_TIMEOUT), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, mod(qp, IBV_QPS_RTS, IBV_QP_TIMEOUT));
     ibv_qp_attr a;
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTS;
     a.timeout = 32;
-    EXPECT_EQ(dcxemu_ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT));
     ASSERT_EQ(mod(qp, IBV_QPS_ERR, 0), 0);
     ASSERT_EQ(mod(qp, IBV_QPS_RESET, 0), 0);
     ASSERT_EQ(mod(qp, IBV_QPS_INIT, init), 0);
@@ -718,23 +720,23 @@ TEST_F(emu_qp, dct_modify_masks_and_number)
     EXPECT_EQ(qp->qp_num, 0u);   /* no DCT number before RTR */
     EXPECT_EQ(dcxemu_ibv_qp_to_qp_ex(qp), nullptr);
     const int init = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-    EXPECT_EQ(mod(qp, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT), EINVAL);
-    EXPECT_EQ(mod(qp, IBV_QPS_INIT, init | IBV_QP_PATH_MTU), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, mod(qp, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT));
+    EXPECT_ERRNO_EQ(EINVAL, mod(qp, IBV_QPS_INIT, init | IBV_QP_PATH_MTU));
     ASSERT_EQ(mod(qp, IBV_QPS_INIT, init), 0);
     EXPECT_EQ(qp->qp_num, 0u);
-    EXPECT_EQ(mod(qp, IBV_QPS_RTR, IBV_QP_AV | IBV_QP_PATH_MTU), EINVAL);
-    EXPECT_EQ(mod(qp, IBV_QPS_RTR, IBV_QP_MIN_RNR_TIMER | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_PKEY_INDEX), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, mod(qp, IBV_QPS_RTR, IBV_QP_AV | IBV_QP_PATH_MTU));
+    EXPECT_ERRNO_EQ(EINVAL, mod(qp, IBV_QPS_RTR, IBV_QP_MIN_RNR_TIMER | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_PKEY_INDEX));
     ASSERT_EQ(mod(qp, IBV_QPS_RTR, IBV_QP_MIN_RNR_TIMER | IBV_QP_AV | IBV_QP_PATH_MTU), 0);
     EXPECT_NE(qp->qp_num, 0u);
     EXPECT_EQ(mod(qp, IBV_QPS_RTS, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                     IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_SQ_PSN), EINVAL);
-    EXPECT_EQ(mod(qp, IBV_QPS_ERR, 0), EINVAL);
-    EXPECT_EQ(mod(qp, IBV_QPS_RESET, 0), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, mod(qp, IBV_QPS_ERR, 0));
+    EXPECT_ERRNO_EQ(EINVAL, mod(qp, IBV_QPS_RESET, 0));
     EXPECT_EQ(qp->state, IBV_QPS_RTR);
     /* posting to a DCT is invalid */
     ibv_send_wr wr, *bad = nullptr;
     memset(&wr, 0, sizeof(wr));
-    EXPECT_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, ibv_post_send(qp, &wr, &bad));
     EXPECT_EQ(bad, &wr);
     EXPECT_EQ(dcxemu_ibv_destroy_qp(qp), 0);
 }
@@ -794,14 +796,14 @@ TEST_F(emu_wr, missing_setter_einval)
     ibv_wr_start(c.qpx);
     ibv_wr_rdma_write(c.qpx, mr->rkey, (uintptr_t)buf.data());
     ibv_wr_set_sge(c.qpx, mr->lkey, (uintptr_t)buf.data(), 8);
-    EXPECT_EQ(ibv_wr_complete(c.qpx), EINVAL);   /* no dc address */
+    EXPECT_ERRNO_EQ(EINVAL, ibv_wr_complete(c.qpx));   /* no dc address */
     ibv_wr_start(c.qpx);
     ibv_wr_rdma_write(c.qpx, mr->rkey, (uintptr_t)buf.data());
     mlx5dv_wr_set_dc_addr(c.dv, c.ah, dct->qp_num, 3);
     ibv_wr_rdma_write(c.qpx, mr->rkey, (uintptr_t)buf.data());   /* previous lacks data */
     ibv_wr_set_sge(c.qpx, mr->lkey, (uintptr_t)buf.data(), 8);
     mlx5dv_wr_set_dc_addr(c.dv, c.ah, dct->qp_num, 3);
-    EXPECT_EQ(ibv_wr_complete(c.qpx), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, ibv_wr_complete(c.qpx));
     marker_first();
 }
 
@@ -810,7 +812,7 @@ TEST_F(emu_wr, duplicate_setter_einval)
     ibv_wr_start(c.qpx);
     write(1);
     mlx5dv_wr_set_dc_addr(c.dv, c.ah, dct->qp_num, 3);
-    EXPECT_EQ(ibv_wr_complete(c.qpx), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, ibv_wr_complete(c.qpx));
     marker_first();
 }
 
@@ -824,7 +826,7 @@ TEST_F(emu_wr, batch_rollback_on_latched_error)
     char big[4096] = {};
     ibv_wr_set_inline_data(c.qpx, big, sizeof(big));   /* > max_inline_data: ENOMEM */
     mlx5dv_wr_set_dc_addr(c.dv, c.ah, dct->qp_num, 3);
-    EXPECT_EQ(ibv_wr_complete(c.qpx), ENOMEM);
+    EXPECT_ERRNO_EQ(ENOMEM, ibv_wr_complete(c.qpx));
     EXPECT_EQ(buf[32768], 0);
     /* the QP is still usable, and nothing of the batch ran: its CQE would precede 2's */
     ibv_wr_start(c.qpx);
@@ -852,7 +854,7 @@ TEST_F(emu_wr, sge_list_too_long_enomem)
     ibv_wr_rdma_write(c.qpx, mr->rkey, (uintptr_t)buf.data());
     ibv_wr_set_sge_list(c.qpx, 40, sg);
     mlx5dv_wr_set_dc_addr(c.dv, c.ah, dct->qp_num, 3);
-    EXPECT_EQ(ibv_wr_complete(c.qpx), ENOMEM);
+    EXPECT_ERRNO_EQ(ENOMEM, ibv_wr_complete(c.qpx));
 }
 
 TEST_F(emu_wr, complete_before_rts_einval)
@@ -903,7 +905,7 @@ TEST_F(emu_wr, sq_capacity_enomem)
     ASSERT_EQ(ibv_wr_complete(c.qpx), 0);
     ibv_wr_start(c.qpx);
     write(101, 0);
-    EXPECT_EQ(ibv_wr_complete(c.qpx), ENOMEM);
+    EXPECT_ERRNO_EQ(ENOMEM, ibv_wr_complete(c.qpx));
     ibv_wc wc;
     ASSERT_TRUE(poll_one(d.cq, &wc));   /* frees every slot up to WR 100 */
     EXPECT_EQ(wc.wr_id, 100u);
@@ -921,7 +923,7 @@ TEST_F(emu_wr, legacy_post_send_on_dci_einval)
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.sg_list = &s;
     wr.num_sge = 1;
-    EXPECT_EQ(ibv_post_send(c.qp, &wr, &bad), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, ibv_post_send(c.qp, &wr, &bad));
     EXPECT_EQ(bad, &wr);
 }
 
@@ -1001,7 +1003,7 @@ TEST_F(emu_wr, unmodelled_builders_eopnotsupp)
 {
     ibv_wr_start(c.qpx);
     ibv_wr_local_inv(c.qpx, mr->rkey);
-    EXPECT_EQ(ibv_wr_complete(c.qpx), EOPNOTSUPP);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, ibv_wr_complete(c.qpx));
 }
 
 /* ---------------------------------------------------------------- fork ---- */
@@ -1038,26 +1040,52 @@ TEST(emu_fabric, malformed_input_errno)
 {
     EXPECT_STREQ(dcxemu_ibv_wc_status_str(IBV_WC_RETRY_EXC_ERR), "transport retry counter exceeded");
     EXPECT_STREQ(dcxemu_ibv_wc_status_str((ibv_wc_status)1000), "unknown");
-    EXPECT_EQ(dcxemu_ibv_modify_qp(nullptr, nullptr, 0), EINVAL);
-    EXPECT_EQ(dcxemu_ibv_query_device(nullptr, nullptr), EINVAL);
-    EXPECT_EQ(dcxemu_ibv_dealloc_pd(nullptr), EINVAL);
-    EXPECT_EQ(dcxemu_ibv_dereg_mr(nullptr), EINVAL);
-    EXPECT_EQ(dcxemu_ibv_destroy_cq(nullptr), EINVAL);
-    EXPECT_EQ(dcxemu_ibv_destroy_qp(nullptr), EINVAL);
-    EXPECT_EQ(dcxemu_ibv_query_srq(nullptr, nullptr), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_modify_qp(nullptr, nullptr, 0));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_query_device(nullptr, nullptr));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_dealloc_pd(nullptr));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_dereg_mr(nullptr));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_destroy_cq(nullptr));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_destroy_qp(nullptr));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_query_srq(nullptr, nullptr));
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_reg_mr(nullptr, nullptr, 8, 0), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     errno = 0;
     EXPECT_EQ(dcxemu_mlx5dv_create_qp(nullptr, nullptr, nullptr), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_get_device_name(nullptr), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     EXPECT_EQ(dcxemu_ibv_qp_to_qp_ex(nullptr), nullptr);
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_create_srq(nullptr, nullptr), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
 }
 
 } // namespace
+
+/* Failures that read (../common/test_print.h): a work completion status, a
+ * QP state and an errno print by name in a failing check, not as a bare
+ * number. Checked through googletest's own printer and a failing EXPECT_EQ
+ * caught as a non-fatal failure, so a printer that is not picked up (declared
+ * in the wrong namespace, or after the checks) fails here. */
+TEST(emu_print, names_in_failures)
+{
+    EXPECT_EQ(::testing::PrintToString(IBV_WC_REM_ACCESS_ERR), "IBV_WC_REM_ACCESS_ERR (10)");
+    EXPECT_EQ(::testing::PrintToString(IBV_WC_SUCCESS), "IBV_WC_SUCCESS (0)");
+    EXPECT_EQ(::testing::PrintToString((ibv_wc_status)1000), "ibv_wc_status 1000");
+    EXPECT_EQ(::testing::PrintToString(IBV_QPS_ERR), "IBV_QPS_ERR (6)");
+    std::vector<ibv_wc_status> sts = { IBV_WC_SUCCESS, IBV_WC_WR_FLUSH_ERR };
+    EXPECT_EQ(::testing::PrintToString(sts), "{ IBV_WC_SUCCESS (0), IBV_WC_WR_FLUSH_ERR (5) }");
+    EXPECT_EQ(dcx_test::errno_string(EINVAL), "EINVAL (22)");
+    EXPECT_EQ(dcx_test::errno_string(0), "0 (no error)");
+    EXPECT_NONFATAL_FAILURE(EXPECT_EQ(IBV_WC_SUCCESS, IBV_WC_RETRY_EXC_ERR),
+                            "Which is: IBV_WC_RETRY_EXC_ERR (12)");
+    EXPECT_NONFATAL_FAILURE(EXPECT_EQ(IBV_QPS_RTS, IBV_QPS_ERR), "Which is: IBV_QPS_ERR (6)");
+    EXPECT_NONFATAL_FAILURE(EXPECT_ERRNO_EQ(EINVAL, ENOMEM), "Which is: ENOMEM (12)");
+    EXPECT_NONFATAL_FAILURE(EXPECT_ERRNO_EQ(0, EOPNOTSUPP), "Which is: EOPNOTSUPP (95)");
+    /* the expressions as written, not their macro expansions */
+    EXPECT_NONFATAL_FAILURE(EXPECT_ERRNO_EQ(EINVAL, errno = EAGAIN),
+                            "  EINVAL\n    Which is: EINVAL (22)\n  errno = EAGAIN\n");
+    EXPECT_ERRNO_EQ(EBUSY, EBUSY);
+}

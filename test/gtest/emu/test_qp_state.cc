@@ -139,7 +139,7 @@ struct emu_qp_state : public ::testing::Test {
         qp_view before = view(qp);
         ibv_qp_state shown = qp->state;
         ibv_qp_attr a = other_values(state);
-        EXPECT_EQ(dcxemu_ibv_modify_qp(qp, &a, mask), EINVAL);
+        EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_modify_qp(qp, &a, mask));
         EXPECT_TRUE(view(qp) == before);
         EXPECT_EQ(qp->state, shown);
     }

@@ -202,13 +202,13 @@ TEST_F(emu_raw_wqe, dci_accepts_raw_wqe_send_op)
 {
     errno = 0;
     EXPECT_EQ(create_raw_dci(d, MLX5DV_QP_EX_WITH_RAW_WQE | MLX5DV_QP_EX_WITH_MR_LIST), nullptr);
-    EXPECT_EQ(errno, EOPNOTSUPP);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, errno);
     /* without the flag the builder is refused, never run */
     make(0);
     raw_wqe w = build(args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 1));
     ibv_wr_start(c.qpx);
     mlx5dv_wr_raw_wqe(c.dv, w.b);
-    EXPECT_EQ(ibv_wr_complete(c.qpx), EOPNOTSUPP);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, ibv_wr_complete(c.qpx));
     EXPECT_EQ(word32(0), 0u);
 }
 
@@ -468,12 +468,12 @@ TEST(emu_devx, query_atomic_caps)
     uint8_t in[16] = {}, out[64] = {};
     in[0] = 0x01;
     in[1] = 0x01;
-    EXPECT_EQ(dcxemu_mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)), EREMOTEIO);
+    EXPECT_ERRNO_EQ(EREMOTEIO, dcxemu_mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)));
     EXPECT_EQ(out[0], 0x02);
     /* QUERY_HCA_CAP into less than the whole output: BAD_OUTPUT_LEN */
     in[1] = 0x00;
     in[7] = (3 << 1) | 1;
-    EXPECT_EQ(dcxemu_mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)), EREMOTEIO);
+    EXPECT_ERRNO_EQ(EREMOTEIO, dcxemu_mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)));
     EXPECT_EQ(out[0], 0x51);
     EXPECT_EQ(dcxemu_ibv_close_device(ctx), 0);
 }

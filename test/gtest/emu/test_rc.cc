@@ -253,7 +253,7 @@ TEST_F(emu_rc, create_caps_and_query)
     EXPECT_EQ(init.recv_cq, a.rcq);
     EXPECT_EQ(init.cap.max_recv_sge, 2u);
     /* an SRQ in use by an RC QP cannot go */
-    EXPECT_EQ(dcxemu_ibv_destroy_srq(b.srq), EBUSY);
+    EXPECT_ERRNO_EQ(EBUSY, dcxemu_ibv_destroy_srq(b.srq));
     /* too many scatter entries for a 512-byte receive descriptor */
     ibv_qp_init_attr big;
     memset(&big, 0, sizeof(big));
@@ -264,12 +264,12 @@ TEST_F(emu_rc, create_caps_and_query)
     big.cap.max_recv_sge = 33;
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_create_qp(a.d.pd, &big), nullptr);
-    EXPECT_EQ(errno, EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     big.qp_type = IBV_QPT_UD;
     big.cap.max_recv_sge = 1;
     errno = 0;
     EXPECT_EQ(dcxemu_ibv_create_qp(a.d.pd, &big), nullptr);
-    EXPECT_EQ(errno, EOPNOTSUPP);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, errno);
 }
 
 TEST_F(emu_rc, modify_masks)
@@ -277,10 +277,10 @@ TEST_F(emu_rc, modify_masks)
     ASSERT_TRUE(a.open(false, false));
     conn c;
     ibv_qp_attr x = conn_attr(IBV_QPS_INIT, 1, 1, c);
-    EXPECT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, INIT_MASK & ~IBV_QP_ACCESS_FLAGS), EINVAL);
-    EXPECT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, INIT_MASK | IBV_QP_PATH_MTU), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_modify_qp(a.qp, &x, INIT_MASK & ~IBV_QP_ACCESS_FLAGS));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_modify_qp(a.qp, &x, INIT_MASK | IBV_QP_PATH_MTU));
     x = conn_attr(IBV_QPS_RTR, 1, 1, c);
-    EXPECT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, RTR_MASK), EINVAL);   /* RESET -> RTR */
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_modify_qp(a.qp, &x, RTR_MASK));   /* RESET -> RTR */
     EXPECT_EQ(qp_state(a.qp), IBV_QPS_RESET);
     x = conn_attr(IBV_QPS_INIT, 1, 1, c);
     ASSERT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, INIT_MASK), 0);
@@ -288,11 +288,11 @@ TEST_F(emu_rc, modify_masks)
     const int required[] = { IBV_QP_AV, IBV_QP_PATH_MTU, IBV_QP_DEST_QPN, IBV_QP_RQ_PSN,
                              IBV_QP_MAX_DEST_RD_ATOMIC, IBV_QP_MIN_RNR_TIMER };
     for (int bit : required) {
-        EXPECT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, RTR_MASK & ~bit), EINVAL) << bit;
+        EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_modify_qp(a.qp, &x, RTR_MASK & ~bit)) << bit;
     }
-    EXPECT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, RTR_MASK | IBV_QP_SQ_PSN), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_modify_qp(a.qp, &x, RTR_MASK | IBV_QP_SQ_PSN));
     x.path_mtu = (ibv_mtu)6;
-    EXPECT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, RTR_MASK), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_modify_qp(a.qp, &x, RTR_MASK));
     EXPECT_EQ(qp_state(a.qp), IBV_QPS_INIT);
     x = conn_attr(IBV_QPS_RTR, 1, 1, c);
     ASSERT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, RTR_MASK | IBV_QP_PKEY_INDEX), 0);
@@ -300,14 +300,14 @@ TEST_F(emu_rc, modify_masks)
     const int rts_required[] = { IBV_QP_SQ_PSN, IBV_QP_TIMEOUT, IBV_QP_RETRY_CNT,
                                  IBV_QP_RNR_RETRY, IBV_QP_MAX_QP_RD_ATOMIC };
     for (int bit : rts_required) {
-        EXPECT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, RTS_MASK & ~bit), EINVAL) << bit;
+        EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_modify_qp(a.qp, &x, RTS_MASK & ~bit)) << bit;
     }
-    EXPECT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, RTS_MASK | IBV_QP_DEST_QPN), EINVAL);
-    EXPECT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, RTS_MASK | IBV_QP_CUR_STATE), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_modify_qp(a.qp, &x, RTS_MASK | IBV_QP_DEST_QPN));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_modify_qp(a.qp, &x, RTS_MASK | IBV_QP_CUR_STATE));
     EXPECT_EQ(qp_state(a.qp), IBV_QPS_RTR);
     ASSERT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, RTS_MASK | IBV_QP_MIN_RNR_TIMER), 0);
     x.qp_state = IBV_QPS_RTS;
-    EXPECT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, IBV_QP_STATE | IBV_QP_SQ_PSN), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_ibv_modify_qp(a.qp, &x, IBV_QP_STATE | IBV_QP_SQ_PSN));
     EXPECT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS), 0);
     x.qp_state = IBV_QPS_RESET;
     EXPECT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, IBV_QP_STATE), 0);
@@ -388,7 +388,7 @@ TEST_F(emu_rc, send_srq_with_builders)
     EXPECT_EQ(ntohl(wc.imm_data), 77u);
     EXPECT_STREQ(b.buf.data() + 8192, "inline!");
     /* a QP that receives through an SRQ has no queue of its own */
-    EXPECT_EQ(post_rq(b.qp, b.buf.data(), 8, b.mr->lkey, 1), ENOMEM);
+    EXPECT_ERRNO_EQ(ENOMEM, post_rq(b.qp, b.buf.data(), 8, b.mr->lkey, 1));
 }
 
 TEST_F(emu_rc, write_write_imm_read_atomics_inline)
@@ -646,21 +646,21 @@ TEST_F(emu_rc, post_errors)
     memset(&rw, 0, sizeof(rw));
     rw.sg_list = &sge;
     rw.num_sge = 1;
-    EXPECT_EQ(ibv_post_recv(a.qp, &rw, &rbad), EINVAL);   /* RESET */
+    EXPECT_ERRNO_EQ(EINVAL, ibv_post_recv(a.qp, &rw, &rbad));   /* RESET */
     EXPECT_EQ(rbad, &rw);
     conn c;
     ibv_qp_attr x = conn_attr(IBV_QPS_INIT, b.qp->qp_num, b.d.lid, c);
     ASSERT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, INIT_MASK), 0);
     /* INIT: receives are taken, sends are not (mlx5: ENOMEM before RTS) */
-    EXPECT_EQ(post_send(a.qp, IBV_WR_SEND, a.buf.data(), 8, a.mr->lkey, 1, 0), ENOMEM);
+    EXPECT_ERRNO_EQ(ENOMEM, post_send(a.qp, IBV_WR_SEND, a.buf.data(), 8, a.mr->lkey, 1, 0));
     rw.sg_list = sges;
     rw.num_sge = 3;
-    EXPECT_EQ(ibv_post_recv(a.qp, &rw, &rbad), EINVAL);   /* more than max_recv_sge */
+    EXPECT_ERRNO_EQ(EINVAL, ibv_post_recv(a.qp, &rw, &rbad));   /* more than max_recv_sge */
     rw.num_sge = 1;
     for (uint32_t i = 0; i < a.cap.max_recv_wr; i++) {
         ASSERT_EQ(ibv_post_recv(a.qp, &rw, &rbad), 0);
     }
-    EXPECT_EQ(ibv_post_recv(a.qp, &rw, &rbad), ENOMEM);   /* full */
+    EXPECT_ERRNO_EQ(ENOMEM, ibv_post_recv(a.qp, &rw, &rbad));   /* full */
     ASSERT_EQ(connect_qp(b.qp, a.qp->qp_num, a.d.lid), 0);
     x = conn_attr(IBV_QPS_RTR, b.qp->qp_num, b.d.lid, c);
     ASSERT_EQ(dcxemu_ibv_modify_qp(a.qp, &x, RTR_MASK), 0);
@@ -680,7 +680,7 @@ TEST_F(emu_rc, post_errors)
         w[i].next = i < 2 ? &w[i + 1] : nullptr;
     }
     w[1].opcode = (ibv_wr_opcode)99;
-    EXPECT_EQ(ibv_post_send(a.qp, w, &bad), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, ibv_post_send(a.qp, w, &bad));
     EXPECT_EQ(bad, &w[1]);
     ibv_wc wc;
     ASSERT_TRUE(poll_one(a.d.cq, &wc));
@@ -689,18 +689,18 @@ TEST_F(emu_rc, post_errors)
     ASSERT_TRUE(engine_idle());
     EXPECT_TRUE(cq_empty_now(a.d.cq));
     w[1].opcode = IBV_WR_BIND_MW;
-    EXPECT_EQ(ibv_post_send(a.qp, &w[1], &bad), EOPNOTSUPP);   /* valid, not modelled */
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, ibv_post_send(a.qp, &w[1], &bad));   /* valid, not modelled */
     w[1].opcode = IBV_WR_RDMA_WRITE;
     std::vector<ibv_sge> many(a.cap.max_send_sge + 1, sge);
     w[1].sg_list = many.data();
     w[1].num_sge = (int)many.size();
-    EXPECT_EQ(ibv_post_send(a.qp, &w[1], &bad), ENOMEM);   /* more than max_send_sge */
+    EXPECT_ERRNO_EQ(ENOMEM, ibv_post_send(a.qp, &w[1], &bad));   /* more than max_send_sge */
     w[1].num_sge = 1;
     w[1].next = nullptr;
     w[1].send_flags = IBV_SEND_INLINE;
     sge.length = a.cap.max_inline_data + 1;
     w[1].sg_list = &sge;
-    EXPECT_EQ(ibv_post_send(a.qp, &w[1], &bad), ENOMEM);   /* beyond max_inline_data */
+    EXPECT_ERRNO_EQ(ENOMEM, ibv_post_send(a.qp, &w[1], &bad));   /* beyond max_inline_data */
     EXPECT_EQ(bad, &w[1]);
     EXPECT_EQ(qp_state(a.qp), IBV_QPS_RTS);
 }

@@ -336,8 +336,8 @@ TEST(emu_device, query_gid_ex_ib)
     EXPECT_EQ(be64toh(e.gid.global.subnet_prefix), 0xfe80000000000000ull);
     EXPECT_EQ(e.gid_index, 0u);
     EXPECT_EQ(e.port_num, 1u);
-    EXPECT_EQ(dcxemu__ibv_query_gid_ex(d.ctx, 1, 1, &e, 0, sizeof(e)), ENODATA);
-    EXPECT_EQ(dcxemu__ibv_query_gid_ex(d.ctx, 1, 128, &e, 0, sizeof(e)), EINVAL);
-    EXPECT_EQ(dcxemu__ibv_query_gid_ex(nullptr, 1, 0, &e, 0, sizeof(e)), EINVAL);
+    EXPECT_ERRNO_EQ(ENODATA, dcxemu__ibv_query_gid_ex(d.ctx, 1, 1, &e, 0, sizeof(e)));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu__ibv_query_gid_ex(d.ctx, 1, 128, &e, 0, sizeof(e)));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu__ibv_query_gid_ex(nullptr, 1, 0, &e, 0, sizeof(e)));
     d.close();
 }

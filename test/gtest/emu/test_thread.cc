@@ -1,4 +1,4 @@
-/* Thread safety (spec §6.7): per-QP posting and per-CQ polling from several threads. */
+/* Thread safety (docs/device-spec.md §6.7): per-QP posting and per-CQ polling from several threads. */
 #include "emu_test.h"
 
 #include <atomic>

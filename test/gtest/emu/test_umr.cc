@@ -1,4 +1,4 @@
-/* Indirect mkeys programmed by UMR on a loopback RC QP (spec §2.5, §3.5), used by DCI traffic. */
+/* Indirect mkeys programmed by UMR on a loopback RC QP (docs/device-spec.md §2.5, §3.5), used by DCI traffic. */
 #include "emu_test.h"
 #include <algorithm>
 
@@ -171,23 +171,23 @@ TEST_F(emu_umr, mkey_create_rules)
     mlx5dv_mkey_init_attr ma = { plain.pd, MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT, 4 };
     errno = 0;
     EXPECT_EQ(dcxemu_mlx5dv_create_mkey(&ma), nullptr);
-    EXPECT_EQ(errno, EOPNOTSUPP);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, errno);
     plain.close();
     mlx5dv_mkey_init_attr bad = { d.pd, 0, 4 };
     errno = 0;
     EXPECT_EQ(dcxemu_mlx5dv_create_mkey(&bad), nullptr);
-    EXPECT_EQ(errno, EOPNOTSUPP);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, errno);
     bad.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT | (1u << 9);
     errno = 0;
     EXPECT_EQ(dcxemu_mlx5dv_create_mkey(&bad), nullptr);
-    EXPECT_EQ(errno, EOPNOTSUPP);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, errno);
     mlx5dv_mkey_init_attr ok = { d.pd, MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT, 3 };
     mlx5dv_mkey *mk = dcxemu_mlx5dv_create_mkey(&ok);
     ASSERT_NE(mk, nullptr);
     EXPECT_EQ(ok.max_entries, 4);   /* aligned to 4, written back */
     EXPECT_EQ(mk->lkey, mk->rkey);
     EXPECT_EQ(mk->lkey & 0xff, 0u);
-    EXPECT_EQ(dcxemu_ibv_dealloc_pd(d.pd), EBUSY);
+    EXPECT_ERRNO_EQ(EBUSY, dcxemu_ibv_dealloc_pd(d.pd));
     /* a new mkey is free: unusable until a UMR */
     EXPECT_EQ(write(mk->rkey, 0, 8), IBV_WC_REM_ACCESS_ERR);
     EXPECT_EQ(dcxemu_mlx5dv_destroy_mkey(mk), 0);
@@ -195,13 +195,13 @@ TEST_F(emu_umr, mkey_create_rules)
 
 TEST_F(emu_umr, rc_qp_caps_masks_and_ops)
 {
-    EXPECT_EQ(rc_inline, 60u);   /* spec §2.1: RC with MR ops, sge 1, inline 0 */
+    EXPECT_EQ(rc_inline, 60u);   /* device-spec.md §2.1: RC with MR ops, sge 1, inline 0 */
     EXPECT_NE(rc->qp_num, 0u);   /* valid at creation */
     EXPECT_EQ(rcdv->wr_set_dc_addr, nullptr);
     EXPECT_NE(rcdv->wr_mr_list, nullptr);
     errno = 0;
     EXPECT_EQ(create_rc(16, 1, 0, IBV_QP_EX_WITH_SEND_WITH_INV), nullptr);
-    EXPECT_EQ(errno, EOPNOTSUPP);   /* SEND_WITH_INV is not modelled */
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, errno);   /* SEND_WITH_INV is not modelled */
     /* rdma-core v44 takes raw WQEs on RC QPs too (mlx5_qp_fill_wr_pfns) */
     ibv_qp *q = create_rc(16, 1, 0, IBV_QP_EX_WITH_LOCAL_INV, MLX5DV_QP_EX_WITH_RAW_WQE);
     ASSERT_NE(q, nullptr);
@@ -212,16 +212,16 @@ TEST_F(emu_umr, rc_qp_caps_masks_and_ops)
     EXPECT_EQ(dcxemu_ibv_destroy_qp(q), 0);
     q = create_rc(16, 1, 0);
     ASSERT_NE(q, nullptr);
-    EXPECT_EQ(rc_mod(q, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, rc_mod(q, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT));
     ASSERT_EQ(rc_mod(q, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
     const int rtr = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-    EXPECT_EQ(rc_mod(q, IBV_QPS_RTR, rtr & ~IBV_QP_DEST_QPN), EINVAL);
-    EXPECT_EQ(rc_mod(q, IBV_QPS_RTR, rtr | IBV_QP_TIMEOUT), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, rc_mod(q, IBV_QPS_RTR, rtr & ~IBV_QP_DEST_QPN));
+    EXPECT_ERRNO_EQ(EINVAL, rc_mod(q, IBV_QPS_RTR, rtr | IBV_QP_TIMEOUT));
     ASSERT_EQ(rc_mod(q, IBV_QPS_RTR, rtr), 0);
     const int rts = IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                     IBV_QP_TIMEOUT;
-    EXPECT_EQ(rc_mod(q, IBV_QPS_RTS, rts & ~IBV_QP_TIMEOUT), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, rc_mod(q, IBV_QPS_RTS, rts & ~IBV_QP_TIMEOUT));
     ASSERT_EQ(rc_mod(q, IBV_QPS_RTS, rts | IBV_QP_MIN_RNR_TIMER), 0);
     EXPECT_EQ(dcxemu_ibv_destroy_qp(q), 0);
     /* verbs_context.create_qp_ex serves RC only */
@@ -233,7 +233,7 @@ TEST_F(emu_umr, rc_qp_caps_masks_and_ops)
     at.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     errno = 0;
     EXPECT_EQ(verbs_get_ctx_op(d.ctx, create_qp_ex)->create_qp_ex(d.ctx, &at), nullptr);
-    EXPECT_EQ(errno, EOPNOTSUPP);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, errno);
     at.qp_type = IBV_QPT_RC;
     at.send_ops_flags = IBV_QP_EX_WITH_LOCAL_INV;
     q = verbs_get_ctx_op(d.ctx, create_qp_ex)->create_qp_ex(d.ctx, &at);
@@ -242,7 +242,7 @@ TEST_F(emu_umr, rc_qp_caps_masks_and_ops)
     /* an unmodelled builder on the RC QP is refused, never dropped */
     ibv_wr_start(rcx);
     ibv_wr_send_inv(rcx, 1);
-    EXPECT_EQ(ibv_wr_complete(rcx), EOPNOTSUPP);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, ibv_wr_complete(rcx));
 }
 
 TEST_F(emu_umr, list_write_read_through_mkey)
@@ -470,22 +470,22 @@ TEST_F(emu_umr, builder_rules)
     mlx5dv_mkey *mk = mkey(4);
     ASSERT_NE(mk, nullptr);
     std::vector<ibv_sge> one = { { (uintptr_t)a.data(), 8, amr->lkey } };
-    EXPECT_EQ(umr_list(mk, one, ALL, IBV_SEND_SIGNALED, nullptr), EOPNOTSUPP);   /* no INLINE */
-    EXPECT_EQ(umr_list(mk, one, IBV_ACCESS_MW_BIND, SI, nullptr), EINVAL);
-    EXPECT_EQ(umr_list(nullptr, one, ALL, SI, nullptr), EINVAL);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, umr_list(mk, one, ALL, IBV_SEND_SIGNALED, nullptr));   /* no INLINE */
+    EXPECT_ERRNO_EQ(EINVAL, umr_list(mk, one, IBV_ACCESS_MW_BIND, SI, nullptr));
+    EXPECT_ERRNO_EQ(EINVAL, umr_list(nullptr, one, ALL, SI, nullptr));
     std::vector<ibv_sge> five(5, one[0]);
-    EXPECT_EQ(umr_list(mk, five, ALL, SI, nullptr), ENOMEM);   /* > entries a 64 B inline area holds */
+    EXPECT_ERRNO_EQ(ENOMEM, umr_list(mk, five, ALL, SI, nullptr));   /* > entries a 64 B inline area holds */
     mlx5dv_mr_interleaved e[4];
     for (auto &x : e) x = { (uintptr_t)a.data(), 4, 0, amr->lkey };
     ibv_wr_start(rcx);
     rcx->wr_flags = SI;
     mlx5dv_wr_mr_interleaved(rcdv, mk, ALL, 1, 4, e);   /* 4 + header > 4 entries */
-    EXPECT_EQ(ibv_wr_complete(rcx), ENOMEM);
+    EXPECT_ERRNO_EQ(ENOMEM, ibv_wr_complete(rcx));
     ibv_wr_start(rcx);
     rcx->wr_flags = SI;
     mlx5dv_wr_mr_list(rcdv, mk, ALL, 1, one.data());
     ibv_wr_set_sge(rcx, amr->lkey, (uintptr_t)a.data(), 8);   /* a UMR takes no setters */
-    EXPECT_EQ(ibv_wr_complete(rcx), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, ibv_wr_complete(rcx));
     /* none was queued: a valid UMR posted now is the QP's next CQE (per-QP order) */
     ibv_wr_start(rcx);
     rcx->wr_id = 78;
@@ -600,8 +600,8 @@ TEST_F(emu_umr, rc_qp_numbers)
 {
     unsigned n0 = 0, n = 0;
     uint32_t nums[64];
-    EXPECT_EQ(dcxemu_rc_qp_numbers(nullptr, 0, nullptr), EINVAL);
-    EXPECT_EQ(dcxemu_rc_qp_numbers(nullptr, 1, &n), EINVAL);
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_rc_qp_numbers(nullptr, 0, nullptr));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_rc_qp_numbers(nullptr, 1, &n));
     ASSERT_EQ(dcxemu_rc_qp_numbers(nums, 64, &n0), 0);
     ASSERT_GE(n0, 1u);
     ASSERT_LE(n0, 63u);

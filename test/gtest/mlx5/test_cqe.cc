@@ -3,6 +3,8 @@
  * fields, mlx5_handle_error_cqe's syndromes. */
 #include <gtest/gtest.h>
 
+#include "../common/test_print.h"
+
 #include <infiniband/mlx5dv.h>
 
 #include <endian.h>

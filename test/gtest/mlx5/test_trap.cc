@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/test_print.h"
+
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -680,9 +682,9 @@ TEST(Trap, AddRemove)
     EXPECT_TRUE(dcxemu_trap_covers(r.base));
     EXPECT_TRUE(dcxemu_trap_covers(r.base + PAGE - 1));
     EXPECT_FALSE(dcxemu_trap_covers(r.base + PAGE));
-    EXPECT_EQ(EEXIST, dcxemu_trap_add(r.base, PAGE, record, &r.seen));
-    EXPECT_EQ(EINVAL, dcxemu_trap_add(r.base + 8, PAGE, record, &r.seen));
-    EXPECT_EQ(EINVAL, dcxemu_trap_add(r.base, 0, record, &r.seen));
+    EXPECT_ERRNO_EQ(EEXIST, dcxemu_trap_add(r.base, PAGE, record, &r.seen));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_trap_add(r.base + 8, PAGE, record, &r.seen));
+    EXPECT_ERRNO_EQ(EINVAL, dcxemu_trap_add(r.base, 0, record, &r.seen));
 
     /* remove() makes the page an ordinary one again */
     dcxemu_trap_remove(r.base, PAGE);
@@ -721,7 +723,7 @@ TEST(Trap, TableFull)
         }
         ++added;
     }
-    EXPECT_EQ(ENOSPC, rc);
+    EXPECT_ERRNO_EQ(ENOSPC, rc);
     EXPECT_LE(added, (size_t)DCXEMU_TRAP_MAX_REGIONS);
     EXPECT_GE(added, (size_t)DCXEMU_TRAP_MAX_REGIONS - 56);
     *(volatile uint64_t *)(map + (added - 1) * PAGE) = 3;

@@ -84,7 +84,7 @@ TEST_F(mlx5face_control, device_and_port)
     EXPECT_TRUE(mc.flags & MLX5DV_CONTEXT_FLAGS_CQE_V1);
 
     /* out of range: the kernel's EINVAL; sysfs has no such GID / P_Key */
-    EXPECT_EQ(EINVAL, ibv_query_port(d.ctx, 2, &pa));
+    EXPECT_ERRNO_EQ(EINVAL, ibv_query_port(d.ctx, 2, &pa));
     EXPECT_NE(0, ibv_query_gid(d.ctx, 1, (int)desc.gid_tbl_len, &gid));
     EXPECT_NE(0, ibv_query_pkey(d.ctx, 1, (int)desc.pkey_tbl_len, &pkey));
 }
@@ -126,7 +126,7 @@ TEST_F(mlx5face_control, objects_and_states)
     ASSERT_EQ(0, ibv_query_srq(srq, &sq));
     EXPECT_EQ(4u, sq.srq_limit);
     sm.max_wr = 64; /* mlx5 SRQs do not resize */
-    EXPECT_EQ(EINVAL, ibv_modify_srq(srq, &sm, IBV_SRQ_MAX_WR));
+    EXPECT_ERRNO_EQ(EINVAL, ibv_modify_srq(srq, &sm, IBV_SRQ_MAX_WR));
 
     ibv_qp *dci = create_dci(d, cq, 32, true);
     ASSERT_NE(nullptr, dci);
@@ -155,15 +155,15 @@ TEST_F(mlx5face_control, objects_and_states)
     EXPECT_GE(v.dv.sq.wqe_cnt, 32u);
 
     /* what the kernel refuses while something uses it */
-    EXPECT_EQ(EBUSY, ibv_destroy_cq(cq));
-    EXPECT_EQ(EBUSY, ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)));
-    EXPECT_EQ(EBUSY, ibv_destroy_srq(srq));
-    EXPECT_EQ(EBUSY, ibv_dealloc_pd(d.pd));
+    EXPECT_ERRNO_EQ(EBUSY, ibv_destroy_cq(cq));
+    EXPECT_ERRNO_EQ(EBUSY, ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)));
+    EXPECT_ERRNO_EQ(EBUSY, ibv_destroy_srq(srq));
+    EXPECT_ERRNO_EQ(EBUSY, ibv_dealloc_pd(d.pd));
 
     /* a state transition the QP does not have */
     memset(&qa, 0, sizeof(qa));
     qa.qp_state = IBV_QPS_RTR;
-    EXPECT_EQ(EINVAL, ibv_modify_qp(dci, &qa, IBV_QP_STATE));
+    EXPECT_ERRNO_EQ(EINVAL, ibv_modify_qp(dci, &qa, IBV_QP_STATE));
     /* back to RESET and up again */
     qa.qp_state = IBV_QPS_RESET;
     EXPECT_EQ(0, ibv_modify_qp(dci, &qa, IBV_QP_STATE));
@@ -174,7 +174,7 @@ TEST_F(mlx5face_control, objects_and_states)
     /* MR first, then the QPs, then what they used */
     m.dereg();
     EXPECT_EQ(0, ibv_destroy_qp(dci));
-    EXPECT_EQ(EBUSY, ibv_destroy_srq(srq)); /* the DCT still uses it */
+    EXPECT_ERRNO_EQ(EBUSY, ibv_destroy_srq(srq)); /* the DCT still uses it */
     EXPECT_EQ(0, ibv_destroy_qp(dct));
     EXPECT_EQ(qps0, live_qps());
     EXPECT_EQ(0, ibv_destroy_srq(srq));
@@ -188,7 +188,7 @@ TEST_F(mlx5face_control, completion_channel_busy)
     ASSERT_NE(nullptr, ch);
     ibv_cq *cq = ibv_create_cq(d.ctx, 8, nullptr, ch, 0);
     ASSERT_NE(nullptr, cq);
-    EXPECT_EQ(EBUSY, ibv_destroy_comp_channel(ch));
+    EXPECT_ERRNO_EQ(EBUSY, ibv_destroy_comp_channel(ch));
     EXPECT_EQ(0, ibv_destroy_cq(cq));
     EXPECT_EQ(0, ibv_destroy_comp_channel(ch));
 }
@@ -203,7 +203,7 @@ TEST_F(mlx5face_control, invalid_arguments)
     errno = 0;
     EXPECT_EQ(nullptr, ibv_create_cq(d.ctx, da.max_cqe + 1, nullptr, nullptr,
                                      0));
-    EXPECT_EQ(EINVAL, errno);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
 
     ibv_cq_init_attr_ex ca;
     memset(&ca, 0, sizeof(ca));
@@ -211,14 +211,14 @@ TEST_F(mlx5face_control, invalid_arguments)
     ca.wc_flags = 1ull << 40; /* no such field */
     errno       = 0;
     EXPECT_EQ(nullptr, ibv_create_cq_ex(d.ctx, &ca));
-    EXPECT_EQ(EOPNOTSUPP, errno);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, errno);
 
     /* remote write without local write (ib_check_mr_access) */
     std::vector<char> buf(4096);
     errno = 0;
     EXPECT_EQ(nullptr, ibv_reg_mr(d.pd, buf.data(), buf.size(),
                                   IBV_ACCESS_REMOTE_WRITE));
-    EXPECT_EQ(EINVAL, errno);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
 
     ibv_srq_init_attr sa;
     memset(&sa, 0, sizeof(sa));
@@ -226,16 +226,16 @@ TEST_F(mlx5face_control, invalid_arguments)
     sa.attr.max_sge = 1;
     errno           = 0;
     EXPECT_EQ(nullptr, ibv_create_srq(d.pd, &sa));
-    EXPECT_EQ(EINVAL, errno);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
 
     ibv_cq *cq = ibv_create_cq(d.ctx, 8, nullptr, nullptr, 0);
     ASSERT_NE(nullptr, cq);
     errno = 0;
     EXPECT_EQ(nullptr, create_dci(d, cq, (uint32_t)da.max_qp_wr + 1, false));
-    EXPECT_EQ(EINVAL, errno);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     errno = 0;
     EXPECT_EQ(nullptr, create_dct(d, cq, nullptr, DC_KEY)); /* no SRQ */
-    EXPECT_EQ(EINVAL, errno);
+    EXPECT_ERRNO_EQ(EINVAL, errno);
     EXPECT_EQ(0, ibv_destroy_cq(cq));
 
     /* and the device still works */
@@ -303,7 +303,7 @@ TEST_F(mlx5face_control, teardown_with_work_in_flight)
 
     ASSERT_EQ(0, i.write(1, 0, 64, t.mem.mr->rkey, t.mem.addr()));
     ASSERT_TRUE(poll_legacy(i.cq, &c));
-    EXPECT_EQ(EBUSY, ibv_dealloc_pd(d.pd));
+    EXPECT_ERRNO_EQ(EBUSY, ibv_dealloc_pd(d.pd));
     ASSERT_EQ(0, i.write(2, 0, 64, t.mem.mr->rkey, t.mem.addr()));
     ASSERT_TRUE(poll_legacy(i.cq, &c));
     EXPECT_EQ(IBV_WC_SUCCESS, c.status);

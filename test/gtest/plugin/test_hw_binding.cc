@@ -87,11 +87,11 @@ TEST(hw_binding, without_libmlx5)
     errno = 0;
     EXPECT_EQ(nullptr, binding.ops.mlx5dv_create_qp(nullptr, nullptr,
                                                     nullptr));
-    EXPECT_EQ(EOPNOTSUPP, errno);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, errno);
     errno = 0;
     EXPECT_EQ(nullptr, binding.ops.mlx5dv_open_device(nullptr, nullptr));
-    EXPECT_EQ(EOPNOTSUPP, errno);
-    EXPECT_EQ(EOPNOTSUPP, binding.ops.mlx5dv_query_device(nullptr, nullptr));
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, errno);
+    EXPECT_ERRNO_EQ(EOPNOTSUPP, binding.ops.mlx5dv_query_device(nullptr, nullptr));
 
     /* No DC device without mlx5, whatever the host has. */
     EXPECT_EQ(0u, uct_dcx_devices_scan(&binding, devices, 4));

@@ -4,6 +4,9 @@
 #ifndef DCX_TEST_UTIL_H_
 #define DCX_TEST_UTIL_H_
 
+#include "../common/test_print.h"
+#include "../common/test_print_ucs.h"
+
 #include <cstdio>
 #include <string>
 #include <sys/wait.h>

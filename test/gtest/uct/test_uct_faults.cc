@@ -999,7 +999,7 @@ DCX_CHILD_ROLE(device_fatal)
     return 0;
 }
 
-/* IBV_EVENT_DEVICE_FATAL (issue 15 item 7): the interface's endpoints fail
+/* IBV_EVENT_DEVICE_FATAL (a device-fatal error, docs/device-spec.md §8): the interface's endpoints fail
  * and what was outstanding completes with UCS_ERR_IO_ERROR, instead of
  * waiting for completions that never come; later sends are refused. */
 TEST(uct_faults, device_fatal_fails_endpoints_and_flushes)
@@ -1069,7 +1069,7 @@ DCX_CHILD_ROLE(rd_atomic_dc)
 }
 
 /* A DCI's read/atomic depth is the DC capability (log_max_ra_res_dc), not
- * max_qp_init_rd_atom (issue 15 item 4): with DEVX the limit is read, without
+ * max_qp_init_rd_atom (docs/device-spec.md §8): with DEVX the limit is read, without
  * it the DCI finds it (the device refuses more with EINVAL). */
 TEST(uct_faults, dc_rd_atomic_depth_below_rc_limit)
 {

@@ -6,6 +6,8 @@
  */
 #include "uct_test.h"
 
+#include <gtest/gtest-spi.h>
+
 #include <ucs/config/global_opts.h>
 #include <ucs/debug/log_def.h>
 
@@ -573,7 +575,7 @@ TEST_P(uct_ops, malformed_address)
 
 /* uct_ep_create with a NULL device or interface address, an address cut short (the bytes
  * after the cut zero) or garbage returns an error status and never crashes; it used to read
- * the NULL address while printing why it was refused (issue 16). */
+ * the NULL address while printing why it was refused. */
 TEST_P(uct_ops, null_truncated_garbage_address)
 {
     std::vector<char> good = m_receiver->address();
@@ -1702,4 +1704,21 @@ TEST(uct_public_api, foreign_interface_is_refused)
                   view_create_iov(iface, &iov, 1, &view));
         EXPECT_EQ(UCS_ERR_INVALID_PARAM, view_destroy(iface, mem.memh()));
     }
+}
+
+/* Failures that read (../common/test_print_ucs.h): a ucs_status_t prints by
+ * name in a failing check ("UCS_ERR_TIMED_OUT (-20)"), not as "-20".
+ * Checked through googletest's own printer and a failing EXPECT_EQ caught as
+ * a non-fatal failure, so a printer that is not picked up fails here. */
+TEST(uct_print, status_names_in_failures)
+{
+    EXPECT_EQ(::testing::PrintToString(UCS_ERR_TIMED_OUT), "UCS_ERR_TIMED_OUT (-20)");
+    EXPECT_EQ(::testing::PrintToString(UCS_OK), "UCS_OK (0)");
+    EXPECT_EQ(::testing::PrintToString(UCS_ERR_ENDPOINT_TIMEOUT), "UCS_ERR_ENDPOINT_TIMEOUT (-80)");
+    EXPECT_EQ(::testing::PrintToString((ucs_status_t)-45), "ucs_status_t -45");
+    std::vector<ucs_status_t> sts = {UCS_INPROGRESS, UCS_ERR_CONNECTION_RESET};
+    EXPECT_EQ(::testing::PrintToString(sts), "{ UCS_INPROGRESS (1), UCS_ERR_CONNECTION_RESET (-25) }");
+    EXPECT_NONFATAL_FAILURE(EXPECT_EQ(UCS_OK, UCS_ERR_NO_RESOURCE),
+                            "Which is: UCS_ERR_NO_RESOURCE (-2)");
+    EXPECT_NONFATAL_FAILURE(EXPECT_EQ(UCS_OK, UCS_ERR_IO_ERROR), "Which is: UCS_OK (0)");
 }

@@ -1,7 +1,7 @@
 /**
  * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
  *
- * RoCE addressing (issue 15 item 2) on the device model's RoCE port mode
+ * RoCE addressing (hardware the transport must run on) on the device model's RoCE port mode
  * (DCXEMU_LINK_LAYER=ethernet, read once per process, hence children),
  * with two routers between any two ports (DCXEMU_ROCE_ROUTERS=2): the GID
  * dcx picks by itself (RoCE v2, IPv4-mapped; index 0 of the model's table

@@ -10,6 +10,7 @@
 #define DCX_UCT_TEST_H_
 
 #include "../common/test_common.h"
+#include "../common/test_print_ucs.h"
 
 #include <gtest/gtest.h>
 #include <uct/api/uct.h>

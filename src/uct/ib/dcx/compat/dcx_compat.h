@@ -3,8 +3,9 @@
  *
  * The seam between dcx and UCX's internal ABI. UCX changes its md ops, its
  * component, its iface internal ops and some UCS helpers between releases
- * (research/uct_plugin_abi.md section 5), so configure picks one layer for
- * the release dcx is built against (compat/<layer>/, on the include path):
+ * (docs/ucx-releases.md, "What changes between UCX releases"), so configure
+ * picks one layer for the release dcx is built against (compat/<layer>/, on
+ * the include path):
  *   ucx113  UCX 1.13.x
  *   ucx116  UCX 1.16.x to 1.22.x
  * The layer owns every UCX table whose layout differs (md ops, component,

@@ -82,6 +82,79 @@ bench_uct() {
         "UCX_DCX_TX_CQ_MODERATION=1 bench_perftest mr dcx dcxemu0:1 -t am_bw -s 8 -n 200000 -w 20000"
 }
 
+# --- bench uct mlx5: dcx next to UCX's dc_mlx5 and rc_mlx5 ---------------
+#
+# ucx_perftest over each transport on the device's mlx5 face (the system's
+# libibverbs and libmlx5 beneath dcx and beneath UCX's own transports).
+# Each round measures every transport back to back; a column's value is
+# the median of its rounds, a ratio the median of the per-round ratios.
+# The figures are the face's (a doorbell is a trapped store), not a NIC's:
+# what they compare is the transports on one device.
+
+# The transports measured, dcx first; an entry may carry settings after a
+# colon (bench_face_ucx), e.g. DCX_BENCH_FACE_TLS="dcx dcx:UCX_DCX_TX_CQ_MODERATION=1 dc_mlx5".
+read -r -a BENCH_FACE_TLS <<< "${DCX_BENCH_FACE_TLS:-dcx dc_mlx5 rc_mlx5}"
+
+# One row: id, what, field, then ucx_perftest's arguments.
+bench_face_row() {
+    local id=$1 what=$2 field=$3 i tl v base ratios=() line
+    shift 3
+    local -A vals=() rat=()
+    for ((i = 0; i < BENCH_ROUNDS; ++i)); do
+        base=
+        for tl in "${BENCH_FACE_TLS[@]}"; do
+            v=$(bench_face_ucx "$field" "$tl" "$@") || v=nan
+            vals[$tl]+="$v "
+            [ -n "$base" ] || { base=$v; continue; }
+            rat[$tl]+="$(awk -v a="$base" -v b="$v" 'BEGIN { if (a > 0 && b > 0) printf "%.4f", a / b; else print "nan" }') "
+        done
+    done
+    line=$(printf '  %-4s %-34s' "$id" "$what")
+    local csv="$id,$what"
+    for tl in "${BENCH_FACE_TLS[@]}"; do
+        v=$(printf '%s\n' ${vals[$tl]} | grep -v nan | bench_median)
+        line+=$(printf ' %12s' "$v")
+        csv+=",$v"
+    done
+    for tl in "${BENCH_FACE_TLS[@]:1}"; do
+        v=$(printf '%s\n' ${rat[$tl]} | grep -v nan | bench_median)
+        v=$(awk -v r="$v" 'BEGIN { if (r == "" || r == "nan") print "nan"; else printf "%.2f", r }')
+        line+=$(printf ' %10s' "$v")
+        csv+=",$v"
+    done
+    echo "$line"
+    echo "$csv" >> "$BENCH_CSV"
+}
+
+bench_uct_mlx5() {
+    local tl head csv="id,measure" first=${BENCH_FACE_TLS[0]}
+    BENCH_PERFTEST_OPTS=""
+    if ucx_perftest -h 2>&1 | grep -q -- '-P <'; then
+        BENCH_PERFTEST_OPTS="-P 0"
+    fi
+    say "bench uct mlx5: ${BENCH_FACE_TLS[*]} on the device's mlx5 face (dcxemu_mlx5_0:1), $BENCH_ROUNDS rounds"
+    note "the system's libibverbs/libmlx5 beneath every transport (UCX's with UCX_IB_MLX5_DEVX=n); face figures, not a NIC's"
+    note "median values; ratios: $first / each other transport (median of the per-round ratios; latency: lower is"
+    note "better for $first below 1, rates and bandwidth: higher is better for $first above 1)"
+    head=$(printf '  %-4s %-34s' id measure)
+    for tl in "${BENCH_FACE_TLS[@]}"; do
+        head+=$(printf ' %12s' "${tl:0:12}")
+        csv+=",$tl"
+    done
+    for tl in "${BENCH_FACE_TLS[@]:1}"; do
+        head+=$(printf ' %10s' "/${tl:0:9}")
+        csv+=",ratio_$tl"
+    done
+    echo "$head"
+    echo "$csv" > "$BENCH_CSV"
+    bench_face_row M1 "put_lat 8 B (us)"            lat -t put_lat -s 8 -n 20000 -w 2000
+    bench_face_row M2 "am_lat 8 B (us)"             lat -t am_lat -s 8 -n 20000 -w 2000
+    bench_face_row M3 "put_bw 8 B (msg/s)"          mr  -t put_bw -s 8 -n 100000 -w 10000
+    bench_face_row M4 "am_bw 8 B (msg/s)"           mr  -t am_bw -s 8 -n 100000 -w 10000
+    bench_face_row M5 "put_bw 64 KiB zcopy (MB/s)"  bw  -t put_bw -D zcopy -s 65536 -n 5000 -w 500
+    bench_face_row M6 "get 64 KiB zcopy (MB/s)"     bw  -t get -D zcopy -s 65536 -n 5000 -w 500
+}
+
 # The device floor: dcx_floor by test and size; one number.
 bench_floor_one() {
     local test=$1 size=$2 n=$3
@@ -159,22 +232,30 @@ bench_face_perftest() {
     echo "$line" | awk -v f="$field" '{ print (f == "lat") ? $5 : $4 }'
 }
 
-# ucx_perftest's put_lat (us) for TL on the mlx5 face.
+# ucx_perftest on the mlx5 face: FIELD (lat: typical latency in us, bw:
+# average bandwidth in MB/s, mr: overall message rate) of TL's run with the
+# remaining arguments. TL may carry settings after a colon
+# ("dcx:UCX_DCX_TX_CQ_MODERATION=1"), given to both sides.
 bench_face_ucx() {
-    local tl=$1 port=$((20000 + (RANDOM % 20000))) spid line
+    local field=$1 spec=$2 port=$((20000 + (RANDOM % 20000))) spid line
+    shift 2
+    local tl=${spec%%:*} settings= settings_arr=()
+    [ "$spec" = "$tl" ] || settings=${spec#*:}
     local pre="$DCX_PREFIX/lib/libdcxemu_mlx5.so.0"
     [ "$tl" = dcx ] && pre="$DCX_PREFIX/lib/ucx/libuct_dcx.so:$pre"
     local -a env=("DCXEMU_FABRIC=$BENCH_FABRIC-face" "LD_PRELOAD=$pre" UCX_IB_MLX5_DEVX=n)
+    [ -z "$settings" ] || read -r -a settings_arr <<< "${settings//,/ }"
+    [ -z "$settings" ] || env+=("${settings_arr[@]}")
     env "${env[@]}" ucx_perftest $BENCH_PERFTEST_OPTS -x "$tl" -d dcxemu_mlx5_0:1 -p $port \
         >/dev/null 2>&1 &
     spid=$!
     sleep 0.5
     line=$(env "${env[@]}" timeout 300 ucx_perftest $BENCH_PERFTEST_OPTS -x "$tl" \
-           -d dcxemu_mlx5_0:1 -p $port -t put_lat -s 8 -n 20000 -w 2000 localhost 2>/dev/null |
-           grep '^Final:')
+           -d dcxemu_mlx5_0:1 -p $port "$@" localhost 2>/dev/null | grep '^Final:')
     wait $spid 2>/dev/null
     [ -n "$line" ] || { echo nan; return 1; }
-    echo "$line" | awk '{ print $3 }'
+    # Final: iters typical avg overall | bw avg overall | msg avg overall
+    echo "$line" | awk -v f="$field" '{ print (f == "lat") ? $3 : (f == "mr") ? $9 : $6 }'
 }
 
 # The mlx5 face next to the API face and cma: the doorbell's cost (a trapped
@@ -194,8 +275,8 @@ bench_emu_faces() {
     face_lat=$(bench_face_perftest lat ib_write_lat -c DC -s 8 -n 5000) || face_lat=nan
     face_bw=$(bench_face_perftest bw ib_write_bw -c DC -s 1048576 -n 1000) || face_bw=nan
     dcx_api=$(bench_perftest lat dcx dcxemu0:1 -t put_lat -s 8 -n 20000 -w 2000) || dcx_api=nan
-    dcx_face=$(bench_face_ucx dcx) || dcx_face=nan
-    dc_mlx5=$(bench_face_ucx dc_mlx5) || dc_mlx5=nan
+    dcx_face=$(bench_face_ucx lat dcx -t put_lat -s 8 -n 20000 -w 2000) || dcx_face=nan
+    dc_mlx5=$(bench_face_ucx lat dc_mlx5 -t put_lat -s 8 -n 20000 -w 2000) || dc_mlx5=nan
     printf '  %-52s %10s %10s %10s\n' measure "API face" "mlx5 face" cma
     printf '  %-52s %10s %10s %10s\n' "doorbell (us)" "call" "${db:-nan}" -
     printf '  %-52s %10s %10s %10s\n' "8 B WRITE latency (us; floor / ib_write_lat -c DC)" \
@@ -279,7 +360,12 @@ cmd_bench() {
     fi
     echo "id,measure,dcx,reference,ratio,direction,goal,result" > "$BENCH_CSV"
     case "$what" in
-    uct) bench_uct ;;
+    uct)
+        case "${2:-api}" in
+        api)  bench_uct ;;
+        mlx5) BENCH_CSV="$DCX_TOP/bench-results/uct-mlx5.csv"; bench_uct_mlx5 ;;
+        *)    die "unknown face '$2' for bench uct (faces: api mlx5)" ;;
+        esac ;;
     umr) bench_umr ;;
     emu) bench_emu ;;
     cost) bench_cost "${@:2}" ;;

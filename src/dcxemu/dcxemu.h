@@ -360,7 +360,8 @@ DCXEMU_API int dcxemu_fabric_remove(const char *name);
 /* What device dev's port looks like, from the settings alone (no fabric is
  * attached): its sysfs description.  0, or EINVAL for a device that does not
  * exist. */
-#define DCXEMU_DESC_GIDS 4
+#define DCXEMU_DESC_GIDS  4
+#define DCXEMU_DESC_PKEYS 128
 struct dcxemu_port_desc {
     int num_devices;
     uint64_t node_guid; /* host order */
@@ -370,9 +371,12 @@ struct dcxemu_port_desc {
     union ibv_gid gid[DCXEMU_DESC_GIDS];
     uint32_t gid_type[DCXEMU_DESC_GIDS]; /* IBV_GID_TYPE_* */
     uint32_t gid_tbl_len;
-    uint32_t pkey_tbl_len;
-    uint16_t pkey0; /* the only valid P_Key, at index 0 */
+    uint32_t pkey_tbl_len; /* at most DCXEMU_DESC_PKEYS */
+    uint16_t pkey[DCXEMU_DESC_PKEYS]; /* the P_Key table, 0 where empty */
+    uint32_t port_flags; /* IBV_QPF_GRH_REQUIRED */
+    int tclass; /* a RoCE port's configured traffic class, -1: none */
     uint32_t max_wqe_size; /* DCXEMU_MAX_WQE_SIZE */
+    int mkey_update_tag; /* DCXEMU_MKEY_UPDATE_TAG: a UMR may set a tag */
 };
 DCXEMU_API int dcxemu_port_describe(int dev, struct dcxemu_port_desc *d);
 

@@ -207,15 +207,22 @@ DCXEMU_API int dcxemu_port_describe(int dev, struct dcxemu_port_desc *d)
         return EINVAL;
     }
     memset(d, 0, sizeof(*d));
-    d->num_devices  = dcxemu_cfg.num_devices;
-    d->node_guid    = dcxemu_guid(dev);
-    d->link_layer   = dcxemu_cfg.roce ? IBV_LINK_LAYER_ETHERNET :
-                                        IBV_LINK_LAYER_INFINIBAND;
-    d->lid          = dcxemu_cfg.roce ? 0 : (uint16_t)(dev + 1);
-    d->gid_tbl_len  = DCXEMU_GID_TBL_LEN;
-    d->pkey_tbl_len = DCXEMU_MAX_PKEYS;
-    d->pkey0        = dcxemu_cfg.pkeys[0];
-    d->max_wqe_size = dcxemu_cfg.max_wqe;
+    d->num_devices     = dcxemu_cfg.num_devices;
+    d->node_guid       = dcxemu_guid(dev);
+    d->link_layer      = dcxemu_cfg.roce ? IBV_LINK_LAYER_ETHERNET :
+                                           IBV_LINK_LAYER_INFINIBAND;
+    d->lid             = dcxemu_cfg.roce ? 0 : (uint16_t)(dev + 1);
+    d->gid_tbl_len     = DCXEMU_GID_TBL_LEN;
+    d->pkey_tbl_len    = DCXEMU_MAX_PKEYS;
+    d->port_flags      = (!dcxemu_cfg.roce && dcxemu_cfg.grh_required) ?
+                                 IBV_QPF_GRH_REQUIRED :
+                                 0;
+    d->tclass          = dcxemu_cfg.roce ? dcxemu_cfg.roce_tclass : -1;
+    d->max_wqe_size    = dcxemu_cfg.max_wqe;
+    d->mkey_update_tag = dcxemu_cfg.mkey_update_tag;
+    _Static_assert(DCXEMU_DESC_PKEYS >= DCXEMU_MAX_PKEYS,
+                   "the description holds the whole P_Key table");
+    memcpy(d->pkey, dcxemu_cfg.pkeys, sizeof(dcxemu_cfg.pkeys));
     for (i = 0; i < DCXEMU_DESC_GIDS &&
                 dcxemu_gid_entry(dev, i, &d->gid[i], &d->gid_type[i]) == 0;
          i++) {

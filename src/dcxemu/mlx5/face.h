@@ -35,7 +35,8 @@ enum face_obj_type {
     FACE_OBJ_CQ,
     FACE_OBJ_SRQ,
     FACE_OBJ_QP,
-    FACE_OBJ_MKEY /* a DEVX object: an indirect mkey (ioctl.c) */
+    FACE_OBJ_MKEY, /* a DEVX object: an indirect mkey (ioctl.c) */
+    FACE_OBJ_AH /* a kernel address handle (RoCE: its destination MAC) */
 };
 
 struct face_file;
@@ -57,6 +58,7 @@ struct face_ah_entry {
 struct face_pd {
     struct face_obj obj;
     struct ibv_pd *pd;
+    int eth; /* a RoCE port: address vectors are routed by GID */
     /* address handles for the DC address vectors seen so far */
     pthread_mutex_t ah_lock;
     struct face_ah_entry *ahs;

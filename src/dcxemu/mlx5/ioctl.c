@@ -466,7 +466,8 @@ struct mlx5dv_mkey *face_mkey_get(struct face_file *f, uint32_t key)
 {
     pthread_mutex_lock(&f->mkey_lock);
     for (struct face_mkey *mk = f->mkeys; mk != NULL; mk = mk->next) {
-        if (mk->mkey->lkey == key) {
+        /* by index: a UMR names the mkey with the tag it is to get */
+        if ((mk->mkey->lkey >> 8) == (key >> 8)) {
             return mk->mkey;
         }
     }

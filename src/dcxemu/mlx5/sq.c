@@ -31,7 +31,8 @@ static struct ibv_ah *av_ah(struct face_pd *pd, const struct dcxemu_mlx5_av *av)
     a.dlid     = av->rlid;
     a.sl       = av->sl;
     a.port_num = 1;
-    if (av->grh) {
+    /* libmlx5 leaves the GRH bit clear on RoCE, where every packet has one */
+    if (av->grh || pd->eth) {
         a.is_global         = 1;
         a.grh.sgid_index    = av->sgid_index;
         a.grh.hop_limit     = av->hop_limit;

@@ -141,8 +141,13 @@ port_files(const char *ib, const char *pci, const struct dcxemu_port_desc *d)
         }
     }
     for (uint32_t i = 0; i < d->pkey_tbl_len; i++) {
-        snprintf(v, sizeof(v), "0x%04x", i == 0 ? d->pkey0 : 0);
+        snprintf(v, sizeof(v), "0x%04x", d->pkey[i]);
         err |= put(v, "%s/pkeys/%u", p, i);
+    }
+    if (d->tclass >= 0) {
+        /* where MLNX_OFED's driver shows a RoCE port's configured class */
+        snprintf(v, sizeof(v), "Global tclass=%d", d->tclass);
+        err |= put(v, "%s/infiniband/%s/tc/1/traffic_class", pci, ib);
     }
     return err ? -1 : 0;
 }

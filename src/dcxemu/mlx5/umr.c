@@ -62,6 +62,11 @@ int face_umr_wr(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w)
     if (mkey == NULL) {
         return EINVAL; /* no mkey of this process has the key */
     }
+    if (u->mkey_mask & MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY) {
+        /* the key variant: the mkey context's tag (MKEY_UPDATE_TAG) */
+        mkey->lkey = (mkey->lkey & ~0xffu) | u->tag;
+        mkey->rkey = mkey->lkey;
+    }
     /* the translation came inline, as the model's builders require */
     qp->qpx->wr_flags |= IBV_SEND_INLINE;
     if (u->interleaved) {

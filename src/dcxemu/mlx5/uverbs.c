@@ -143,7 +143,11 @@ static int cmd_get_context(struct face_file *f, const struct face_cmd *c)
     uresp.max_srq_recv_wr = 32767;
     uresp.num_ports       = 1;
     uresp.cqe_version     = req.max_cqe_version >= 1 ? 1 : 0;
-    uresp.cmds_supp_uhw   = MLX5_USER_CMDS_SUPP_UHW_QUERY_DEVICE;
+    uresp.cmds_supp_uhw   = MLX5_USER_CMDS_SUPP_UHW_QUERY_DEVICE |
+                          MLX5_USER_CMDS_SUPP_UHW_CREATE_AH;
+    if (desc.mkey_update_tag) {
+        uresp.comp_mask |= MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_MKEY_UPDATE_TAG;
+    }
     uresp.response_length = (uint32_t)sizeof(uresp);
     face_resp_out(c->resp, c->resp_len, &resp, sizeof(resp));
     face_resp_out(c->uresp, c->uresp_len, &uresp, sizeof(uresp));
@@ -272,8 +276,16 @@ static int cmd_query_port(struct face_file *f, const struct face_cmd *c)
     resp.active_speed    = a.active_speed;
     resp.phys_state      = a.phys_state;
     resp.link_layer      = a.link_layer;
+    resp.flags           = (uint8_t)a.flags; /* IB_UVERBS_QPF_GRH_REQUIRED */
     face_resp_out(c->resp, c->resp_len, &resp, sizeof(resp));
     return 0;
+}
+
+static int face_port_is_eth(struct face_file *f)
+{
+    struct ibv_port_attr a;
+    return (dcxemu_ibv_query_port(f->ctx, 1, &a) == 0) &&
+           (a.link_layer == IBV_LINK_LAYER_ETHERNET);
 }
 
 static int cmd_alloc_pd(struct face_file *f, const struct face_cmd *c)
@@ -295,6 +307,7 @@ static int cmd_alloc_pd(struct face_file *f, const struct face_cmd *c)
         err = errno ? errno : ENOMEM;
         goto err_free;
     }
+    pd->eth = face_port_is_eth(f);
     if ((err = face_obj_add(f, &pd->obj, FACE_OBJ_PD, 0)) != 0) {
         goto err_dealloc;
     }
@@ -327,6 +340,77 @@ static int cmd_dealloc_pd(struct face_file *f, const struct face_cmd *c)
     }
     face_obj_del(f, &pd->obj);
     free(pd);
+    return 0;
+}
+
+/* The MAC behind a RoCE GID, as the kernel's neighbour resolution would give
+ * it: a link-local GID carries it in its modified EUI-64, any other is
+ * given a locally administered address made from its last four bytes. */
+static void roce_dmac(const uint8_t *gid, uint8_t *mac)
+{
+    static const uint8_t link_local[8] = { 0xfe, 0x80 };
+    if (memcmp(gid, link_local, sizeof(link_local)) == 0) {
+        mac[0] = gid[8] ^ 0x02;
+        mac[1] = gid[9];
+        mac[2] = gid[10];
+        mac[3] = gid[13];
+        mac[4] = gid[14];
+        mac[5] = gid[15];
+    } else {
+        mac[0] = 0x02;
+        mac[1] = 0x00;
+        memcpy(mac + 2, gid + 12, 4);
+    }
+}
+
+/* Address handles: libmlx5 builds InfiniBand AVs itself and asks the kernel
+ * only on RoCE, for the destination MAC (MLX5_USER_CMDS_SUPP_UHW_CREATE_AH).
+ * The kernel refuses an AH without a GRH there and one whose source GID
+ * entry is empty. */
+static int cmd_create_ah(struct face_file *f, const struct face_cmd *c)
+{
+    struct ib_uverbs_create_ah req;
+    struct ib_uverbs_create_ah_resp resp;
+    struct mlx5_ib_create_ah_resp uresp;
+    struct ibv_gid_entry sgid;
+    struct face_obj *ah;
+    int err;
+    face_udata_in(&req, sizeof(req), c->in, c->in_len);
+    if ((f->ctx == NULL) ||
+        (face_obj_get(f, req.pd_handle, FACE_OBJ_PD) == NULL) ||
+        (req.attr.port_num != 1) || !req.attr.is_global ||
+        (dcxemu__ibv_query_gid_ex(f->ctx, 1, req.attr.grh.sgid_index, &sgid, 0,
+                                  sizeof(sgid)) != 0)) {
+        return EINVAL;
+    }
+    ah = calloc(1, sizeof(*ah));
+    if (ah == NULL) {
+        return ENOMEM;
+    }
+    if ((err = face_obj_add(f, ah, FACE_OBJ_AH, req.user_handle)) != 0) {
+        free(ah);
+        return err;
+    }
+    memset(&uresp, 0, sizeof(uresp));
+    resp.ah_handle        = ah->handle;
+    uresp.response_length = sizeof(uresp);
+    roce_dmac(req.attr.grh.dgid, uresp.dmac);
+    face_resp_out(c->resp, c->resp_len, &resp, sizeof(resp));
+    face_resp_out(c->uresp, c->uresp_len, &uresp, sizeof(uresp));
+    return 0;
+}
+
+static int cmd_destroy_ah(struct face_file *f, const struct face_cmd *c)
+{
+    struct ib_uverbs_destroy_ah req;
+    struct face_obj *ah;
+    face_udata_in(&req, sizeof(req), c->in, c->in_len);
+    ah = face_obj_get(f, req.ah_handle, FACE_OBJ_AH);
+    if (ah == NULL) {
+        return EINVAL;
+    }
+    face_obj_del(f, ah);
+    free(ah);
     return 0;
 }
 
@@ -428,6 +512,8 @@ static const struct face_cmd_desc face_cmds[] = {
     CMD(QUERY_PORT, SZ(query_port), SZ(query_port_resp), cmd_query_port),
     CMD(ALLOC_PD, SZ(alloc_pd), SZ(alloc_pd_resp), cmd_alloc_pd),
     CMD(DEALLOC_PD, SZ(dealloc_pd), 0, cmd_dealloc_pd),
+    CMD(CREATE_AH, SZ(create_ah), SZ(create_ah_resp), cmd_create_ah),
+    CMD(DESTROY_AH, SZ(destroy_ah), 0, cmd_destroy_ah),
     CMD(REG_MR, SZ(reg_mr), SZ(reg_mr_resp), cmd_reg_mr),
     CMD(DEREG_MR, SZ(dereg_mr), 0, cmd_dereg_mr),
     CMD(CREATE_COMP_CHANNEL, SZ(create_comp_channel),
@@ -558,7 +644,8 @@ void face_file_release(struct face_file *f)
     /* QPs before the SRQs and CQs they use, MRs and mkeys before their PDs */
     static const enum face_obj_type order[] = { FACE_OBJ_QP, FACE_OBJ_SRQ,
                                                 FACE_OBJ_CQ, FACE_OBJ_MKEY,
-                                                FACE_OBJ_MR, FACE_OBJ_PD };
+                                                FACE_OBJ_MR, FACE_OBJ_AH,
+                                                FACE_OBJ_PD };
     for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
         for (uint32_t h = 0; h < f->nobjs; h++) {
             struct face_obj *o = f->objs[h];
@@ -575,6 +662,8 @@ void face_file_release(struct face_file *f)
                 free(o);
             } else if (o->type == FACE_OBJ_MKEY) {
                 face_devx_release(o);
+            } else if (o->type == FACE_OBJ_AH) {
+                free(o);
             } else {
                 face_queue_release(o);
             }

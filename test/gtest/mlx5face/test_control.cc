@@ -74,9 +74,14 @@ TEST_F(mlx5face_control, device_and_port)
     union ibv_gid gid;
     ASSERT_EQ(0, ibv_query_gid(d.ctx, 1, 0, &gid));
     EXPECT_EQ(0, memcmp(&gid, &desc.gid[0], sizeof(gid)));
+    /* the model's port settings, as the kernel side reports them: the
+     * whole P_Key table (sysfs), the port flags (QUERY_PORT) */
     __be16 pkey = 0;
-    ASSERT_EQ(0, ibv_query_pkey(d.ctx, 1, 0, &pkey));
-    EXPECT_EQ(htobe16(desc.pkey0), pkey);
+    for (uint32_t i = 0; i < desc.pkey_tbl_len; i++) {
+        ASSERT_EQ(0, ibv_query_pkey(d.ctx, 1, (int)i, &pkey)) << i;
+        EXPECT_EQ(htobe16(desc.pkey[i]), pkey) << "P_Key index " << i;
+    }
+    EXPECT_EQ(desc.port_flags, pa.flags);
 
     mlx5dv_context mc;
     memset(&mc, 0, sizeof(mc));

@@ -353,12 +353,14 @@ ucs_status_t uct_dcx_iface_init_roce(uct_dcx_iface_t *iface,
         for (i = 0; i < (uint32_t)iface->port_attr.gid_tbl_len; ++i) {
             ret = iface->ops->query_gid_ex(iface->md->ctx, iface->port, i,
                                            &entry, 0, sizeof(entry));
-            if (ret == ENODATA) {
-                continue; /* an empty entry */
-            } else if (ret != 0) {
-                ucs_error("dcx: %s: ibv_query_gid_ex(%u) failed: %s", dev_name,
-                          i, strerror(ret));
-                return UCS_ERR_IO_ERROR;
+            if (ret != 0) {
+                /* An empty entry: ENODATA from the kernel's GID query, but
+                 * EINVAL where rdma-core reads the table from sysfs (a
+                 * kernel without the query, or a driver that fails one
+                 * entry): either way not a GID to choose. */
+                ucs_debug("dcx: %s: GID index %u skipped: %s", dev_name, i,
+                          (ret == ENODATA) ? "empty" : strerror(ret));
+                continue;
             }
 
             rank = uct_dcx_gid_rank(&entry);

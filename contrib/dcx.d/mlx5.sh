@@ -41,16 +41,29 @@ mlx5_counter() {
 
 # mlx5_pair COUNTER MIN -- SERVER... : a server and its client (the same
 # command with "localhost" appended) on the face; both must exit 0, then
-# the counter check.
+# the counter check. A client that came before its server listened (a
+# loaded host) is tried again, twice at most, with a new server.
 mlx5_pair() {
-    local counter=$1 min=$2 log="$DCX_LOGS/mlx5-pair-$$-$RANDOM" spid rc=0 src=0
+    local counter=$1 min=$2 log="$DCX_LOGS/mlx5-pair-$$-$RANDOM" spid rc src try
     shift 3
-    mlx5_face_env
-    env "${MLX5_ENV[@]}" timeout -k 5 120 "$@" > "$log.server" 2>&1 &
-    spid=$!
-    sleep 0.5
-    env "${MLX5_ENV[@]}" timeout -k 5 100 "$@" localhost > "$log.client" 2>&1 || rc=$?
-    wait $spid || src=$?
+    for try in 1 2 3; do
+        mlx5_face_env
+        env "${MLX5_ENV[@]}" timeout -k 5 120 "$@" > "$log.server" 2>&1 &
+        spid=$!
+        sleep $((try == 1 ? 1 : 3))
+        rc=0 src=0
+        env "${MLX5_ENV[@]}" timeout -k 5 100 "$@" localhost > "$log.client" 2>&1 || rc=$?
+        if [ $rc -ne 0 ] && [ $try -lt 3 ] &&
+           grep -Eq "Couldn't connect to|Unable to init the socket connection|connect\(.*\) failed|Connection refused" "$log.client"; then
+            kill $spid 2>/dev/null
+            wait $spid 2>/dev/null
+            "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$MLX5_FABRIC" >/dev/null || true
+            echo "try $try: the client came before its server listened; again"
+            continue
+        fi
+        wait $spid || src=$?
+        break
+    done
     cat "$log.client"
     if [ $rc -ne 0 ] || [ $src -ne 0 ]; then
         echo "client exit $rc, server exit $src; server said:"

@@ -22,6 +22,7 @@ mlx5_face_env() {
               "LD_PRELOAD=$DCX_PREFIX/lib/libdcxemu_mlx5.so.0")
 }
 mlx5_runs=0
+MLX5_PAIR_LOG=
 MLX5_FABRIC=
 MLX5_ENV=()
 
@@ -46,6 +47,7 @@ mlx5_counter() {
 mlx5_pair() {
     local counter=$1 min=$2 log="$DCX_LOGS/mlx5-pair-$$-$RANDOM" spid rc src try
     shift 3
+    MLX5_PAIR_LOG=$log # the logs of the last pair: $log.server, $log.client
     for try in 1 2 3; do
         mlx5_face_env
         env "${MLX5_ENV[@]}" timeout -k 5 120 "$@" > "$log.server" 2>&1 &

@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <rdma/ib_user_verbs.h>
 #include <rdma/mlx5-abi.h>
 #include <stdlib.h>
@@ -83,6 +84,19 @@ void face_resp_out(uint64_t addr, size_t room, const void *src, size_t len)
 
 /* ---- context-wide commands */
 
+/* Traced: the libibverbs and libmlx5 this process runs, by path (a test
+ * that selects an rdma-core release checks it got that release's). */
+static int trace_provider(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    const char *name = info->dlpi_name;
+    (void)size;
+    if ((name != NULL) && (strstr(name, "/libibverbs.so") != NULL ||
+                           strstr(name, "/libmlx5.so") != NULL)) {
+        face_log("uverbs%d: GET_CONTEXT from %s", *(int *)arg, name);
+    }
+    return 0;
+}
+
 static int cmd_get_context(struct face_file *f, const struct face_cmd *c)
 {
     struct mlx5_ib_alloc_ucontext_req_v2 req;
@@ -97,6 +111,9 @@ static int cmd_get_context(struct face_file *f, const struct face_cmd *c)
         return EINVAL; /* one context per open, as the kernel */
     }
     face_udata_in(&req, sizeof(req), c->udata, c->udata_len);
+    if (face_trace) {
+        dl_iterate_phdr(trace_provider, &f->dev_index);
+    }
     /* a DEVX context (ioctl.c) only when asked, as the kernel's uid */
     f->devx    = !!(req.flags & MLX5_IB_ALLOC_UCTX_DEVX);
     attr.flags = f->devx ? MLX5DV_CONTEXT_FLAGS_DEVX : 0;

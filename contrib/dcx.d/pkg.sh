@@ -4,8 +4,10 @@
 # For each release in DCX_PKG_RELEASES (default "bookworm trixie"):
 #   - the source package: dcx_<version>.orig.tar.xz from the repository's
 #     files (debian/ apart), dcx_<version>.orig-ucx-src.tar.xz from the
-#     Debian source of that release's UCX (apt-get source, patches applied),
-#     then dpkg-buildpackage -us -uc (source and binaries, no network);
+#     Debian source of that release's UCX (apt-get source, patches applied;
+#     where the archive lacks it, the upstream release of the same version
+#     as contrib/dcx finds it, and the tarball says so), then
+#     dpkg-buildpackage -us -uc (source and binaries, no network);
 #     bookworm on the host (UCX 1.13.1), trixie in an overlay of the Debian
 #     13 root of releases.sh (UCX 1.18.1) with debhelper added;
 #   - lintian on the result (errors fail, the rest is shown);
@@ -21,7 +23,8 @@
 #   - apt purge of both, and the root's file list must be the one it had
 #     before the install;
 #   - with both releases: the bookworm package refuses to install into the
-#     trixie root (its Depends names the exact UCX it was built against).
+#     trixie root (its Depends names the exact UCX it was built against);
+#   - with bookworm: the RPM spec built with rpmbuild against the host's UCX.
 # Everything runs as root (debootstrap, chroot, mount namespaces).
 
 SUITES_BY_NAME+=(pkg)
@@ -88,10 +91,19 @@ pkg_trixie_stamp() {
     cat "$(root_dir)/.dcx-root"
 }
 
+# An overlay's upper directory serves one mount at a time: runs of this
+# suite from other trees wait for each other's use of the build overlay.
+pkg_trixie_build_lock() {
+    exec {PKG_TRIXIE_BUILD_LOCK}>"$(pkg_trixie_build_dir).lock"
+    flock "$PKG_TRIXIE_BUILD_LOCK"
+}
+
 pkg_trixie_build_ensure() {
     local dir
     dir=$(pkg_trixie_build_dir)
+    pkg_trixie_build_lock
     if [ "$(cat "$dir.stamp" 2>/dev/null)" = "$(pkg_trixie_stamp)" ]; then
+        exec {PKG_TRIXIE_BUILD_LOCK}>&-
         return
     fi
     note "trixie build overlay: $dir (+ ${PKG_BUILD_PACKAGES[*]})"
@@ -100,6 +112,7 @@ pkg_trixie_build_ensure() {
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ${PKG_BUILD_PACKAGES[*]}" \
         > "$dir.log" 2>&1 || { tail -5 "$dir.log"; die "trixie build overlay failed (log: $dir.log)"; }
     pkg_trixie_stamp > "$dir.stamp"
+    exec {PKG_TRIXIE_BUILD_LOCK}>&-
 }
 
 # pkg_build_exec RELEASE CMD...: CMD where RELEASE's package is built.
@@ -107,7 +120,8 @@ pkg_build_exec() {
     local release=$1; shift
     case "$release" in
     bookworm) "$@" ;;
-    trixie)   pkg_overlay_exec "$(root_dir)" "$(pkg_trixie_build_dir)" "$@" ;;
+    trixie)   (pkg_trixie_build_lock
+               pkg_overlay_exec "$(root_dir)" "$(pkg_trixie_build_dir)" "$@") ;;
     esac
 }
 

@@ -41,8 +41,12 @@ AS_IF([test "x$with_ucx" = xpkgconfig], [
     UCX_VERSION=`sed -n 's/^#define UCT_VERNO_STRING *"\(.*\)"/\1/p' "$ucx_incdir/uct/api/version.h"`
 ])
 AS_IF([test "x$ucx_incdir" != "x/usr/include"], [UCX_CPPFLAGS="-isystem $ucx_incdir"])
-AS_IF([test "x$ucx_libdir" != "x/usr/lib" && test "x$ucx_libdir" != "x/usr/lib/$host_alias" ],
-      [UCX_LDFLAGS="-L$ucx_libdir -Wl,-rpath,$ucx_libdir"])
+# No run path into a directory the dynamic linker searches anyway (a
+# distribution's package must not carry one): /usr/lib, /usr/lib64 and the
+# multiarch directory (Debian: /usr/lib/x86_64-linux-gnu).
+AS_CASE(["$ucx_libdir"],
+        [/usr/lib|/usr/lib64|/usr/lib/$host_cpu-$host_os|/usr/lib/$host_alias], [],
+        [UCX_LDFLAGS="-L$ucx_libdir -Wl,-rpath,$ucx_libdir"])
 AC_MSG_CHECKING([installed UCX version])
 AC_MSG_RESULT([$UCX_VERSION])
 

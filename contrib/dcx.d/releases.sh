@@ -228,7 +228,7 @@ root_ensure() {
     if root_is_current; then
         return
     fi
-    say "Debian $ROOT_SUITE root for UCX 1.18 / 1.22: $root"
+    say "Debian $ROOT_SUITE root${ROOT_PURPOSE:- for UCX 1.18 / 1.22}: $root"
     : > "$log"
     if [ -r "$root/.dcx-root" ] &&
        [ "$(sed '/^packages /d' "$root/.dcx-root")" = "$(root_stamp | sed '/^packages /d')" ]; then

@@ -17,6 +17,9 @@ suite_ucp() {
     make -C "$DCX_BUILD" -s -j"$DCX_JOBS" check >/dev/null || die "building the tests failed"
     DCXEMU_FABRIC="dcx-ucp-test-$$" DCXEMU_EXEC=immediate \
         face_gtest ucp "$DCX_BUILD/test/gtest/ucp/dcx_ucp_gtest"
+    # CI's subset on the mlx5 face: one execution mode (the engine's,
+    # beneath both faces: the API face's run has deferred execution)
+    face_quick && return
     DCXEMU_FABRIC="dcx-ucp-test-d-$$" DCXEMU_EXEC=deferred \
         face_gtest ucp-deferred "$DCX_BUILD/test/gtest/ucp/dcx_ucp_gtest"
 }
@@ -397,6 +400,22 @@ suite_e2e-users() {
         if [ "$(dcx_run_load_mode)" = plugin-path ]; then
             check ucp-perftest-plugin-path-no-dcx-run plugin_path_perftest
         fi
+    fi
+    if face_quick; then
+        # CI's subset on the mlx5 face: a latency and a rendezvous pair, and
+        # every MPI and OpenSHMEM program (ranks through the launcher, each
+        # with the face preloaded)
+        check ucp-perftest-tag_lat       ucp_perftest_pair tag_lat     -t tag_lat $n
+        check ucp-perftest-tag_bw-rndv   ucp_perftest_pair tag_bw-rndv -t tag_bw -s 1048576 -n 200 -w 10
+        check mpi-p2p \
+            launcher_run '^mpi_check: PASS \(p2p\)' mpirun "$bin/mpi_check" p2p
+        check mpi-collectives \
+            launcher_run '^mpi_check: PASS \(coll\)' mpirun "$bin/mpi_check" coll
+        check mpi-one-sided \
+            device_amo_run '^mpi_check: PASS \(rma\)' mpirun "$bin/mpi_check" rma
+        check shmem-put-get-iput-atomics \
+            device_amo_run '^shmem_check: PASS' oshrun "$bin/shmem_check"
+        return
     fi
     check ucp-perftest-tag_lat       ucp_perftest_pair tag_lat     -t tag_lat $n
     check ucp-perftest-tag_bw-eager  ucp_perftest_pair tag_bw-eag  -t tag_bw -s 4096 $n

@@ -143,6 +143,29 @@ mlx5_halo() {
     mlx5_counter umr 4
 }
 
+# The face looks for the UAR pages an application mapped (a scan of the
+# process's mappings) only before a command that makes something that
+# rings them: ibv_rc_pingpong's one CQ and one QP take 2 scans of its
+# commands, and its doorbells are still trapped.
+mlx5_uar_scans() {
+    local log="$DCX_LOGS/mlx5-uar-scans" port=$((20000 + RANDOM % 20000)) spid rc=0 line
+    mlx5_face_env
+    env "${MLX5_ENV[@]}" timeout -k 5 60 ibv_rc_pingpong -d dcxemu_mlx5_0 -g 0 -n 50 -p $port \
+        > "$log.server" 2>&1 &
+    spid=$!
+    sleep 0.5
+    env "${MLX5_ENV[@]}" DCXEMU_MLX5_STATS=1 timeout -k 5 60 ibv_rc_pingpong -d dcxemu_mlx5_0 \
+        -g 0 -n 50 -p $port localhost > "$log.client" 2>&1 || rc=$?
+    wait $spid || rc=1
+    "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$MLX5_FABRIC" >/dev/null || true
+    cat "$log.client"
+    [ $rc -eq 0 ] || { cat "$log.server"; return 1; }
+    line=$(grep 'dcxemu-mlx5.*send doorbells' "$log.client") || { echo "no statistics line"; return 1; }
+    echo "$line" | grep -Eq 'send doorbells [1-9]' || { echo "no doorbell was trapped"; return 1; }
+    echo "$line" | grep -q 'mappings scanned 2 times' ||
+        { echo "expected 2 scans of the mappings (one CQ, one QP)"; return 1; }
+}
+
 suite_mlx5() {
     make -C "$DCX_BUILD" -s -j"$DCX_JOBS" check >/dev/null || die "building the tests failed"
     run_gtest mlx5 "$DCX_BUILD/test/gtest/mlx5/dcxemu_mlx5_gtest"
@@ -151,6 +174,7 @@ suite_mlx5() {
     run_gtest mlx5face "$DCX_BUILD/test/gtest/mlx5face/dcxemu_mlx5face_gtest"
     check mlx5-ibv_devices mlx5_devices
     check mlx5-ibv_devinfo mlx5_devinfo
+    check mlx5-uar-scans mlx5_uar_scans
     check mlx5-devx-umr mlx5_devx
     check mlx5-dcx-halo mlx5_halo
     local n=2000

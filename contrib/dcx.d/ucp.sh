@@ -16,9 +16,12 @@ E2E_TIMEOUT=${DCX_E2E_TIMEOUT:-180}
 suite_ucp() {
     make -C "$DCX_BUILD" -s -j"$DCX_JOBS" check >/dev/null || die "building the tests failed"
     DCXEMU_FABRIC="dcx-ucp-test-$$" DCXEMU_EXEC=immediate \
-        run_gtest ucp "$DCX_BUILD/test/gtest/ucp/dcx_ucp_gtest"
+        face_gtest ucp "$DCX_BUILD/test/gtest/ucp/dcx_ucp_gtest"
+    # CI's subset on the mlx5 face: one execution mode (the engine's,
+    # beneath both faces: the API face's run has deferred execution)
+    face_quick && return
     DCXEMU_FABRIC="dcx-ucp-test-d-$$" DCXEMU_EXEC=deferred \
-        run_gtest ucp-deferred "$DCX_BUILD/test/gtest/ucp/dcx_ucp_gtest"
+        face_gtest ucp-deferred "$DCX_BUILD/test/gtest/ucp/dcx_ucp_gtest"
 }
 
 # Build the MPI and OpenSHMEM programs (C, warnings as errors) into the
@@ -43,21 +46,22 @@ e2e_users_build() {
 # "ep_cfg[N]: tag(dcx/dcxemu0:1)"; from 1.16 on: "ucp_context_0 intra-node
 # cfg#N tag(dcx/dcxemu0:1)"; not printed for atomics-only endpoints in 1.13),
 # at debug each lane ("lane[0]:  0:dcx/dcxemu0:1.0 md[0] ... amo#0").
-# Passes when LOG shows dcx lanes in at least NPROC distinct processes and no
-# lane of another transport than dcx and self.
+# Passes when LOG shows dcx lanes on the device of this run's face
+# (FACE_DEV) in at least NPROC distinct processes and no lane of another
+# transport than dcx and self.
 DCX_CFG_LINE='UCX +INFO +(ep_cfg\[[0-9]+\]:|[a-z_0-9]+ [a-z-]+ cfg#[0-9]+ )'
 DCX_LANE_LINE='UCX +DEBUG +ep 0x[0-9a-f]+: lane\[[0-9]+\]:'
 dcx_carried() {
     local log=$1 nproc=$2 procs others
-    procs=$(grep -E "($DCX_CFG_LINE|$DCX_LANE_LINE).*dcx/dcxemu0:1" "$log" |
+    procs=$(grep -E "($DCX_CFG_LINE|$DCX_LANE_LINE).*dcx/$FACE_DEV:1" "$log" |
             sed -n 's/^\[[0-9.]*\] \[[^:]*:\([0-9]*\) *:.*/\1/p' | sort -u | wc -l)
     others=$( { grep -E "$DCX_CFG_LINE" "$log" |
                 sed -E 's/.*(ep_cfg\[[0-9]*\]:|cfg#[0-9]* )//' | grep -oE '[a-z_0-9]+/[A-Za-z0-9_:.-]+' || true
                 grep -E "$DCX_LANE_LINE" "$log" |
                 sed 's/.*lane\[[0-9]*\]: *[0-9]*:\([^ ]*\)\.[0-9]* .*/\1/' || true; } |
-             grep -vE '^(dcx/dcxemu0:1|self/memory0?)$' | sort -u | tr '\n' ' ')
+             grep -vE "^(dcx/$FACE_DEV:1|self/memory0?)\$" | sort -u | tr '\n' ' ')
     if [ "$procs" -lt "$nproc" ]; then
-        echo "dcx lanes in $procs process(es), expected $nproc"
+        echo "dcx lanes on $FACE_DEV in $procs process(es), expected $nproc"
         return 1
     fi
     if [ -n "$others" ]; then
@@ -67,29 +71,37 @@ dcx_carried() {
     echo "dcx carried the traffic of $procs processes"
 }
 
-# A UCP ucx_perftest pair over UCX_TLS=dcx on the device model.
+# A UCP ucx_perftest pair over UCX_TLS=dcx on the device model (the face of
+# this run): dcx's lanes in both processes, and the device executed work
+# requests on the pair's own fabric.
 ucp_perftest_pair() {
     local name=$1; shift
     local log="$DCX_LOGS/ucp-perftest-$name"
-    local port try spid
+    local port try spid fabric wrs
     for try in 1 2 3; do
         port=$((20000 + (RANDOM % 20000)))
-        DCXEMU_FABRIC="$E2E_FABRIC" UCX_TLS=dcx UCX_LOG_LEVEL=debug \
-            timeout -k 5 "$E2E_TIMEOUT" "$DCX_PREFIX/bin/dcx-run" --emu \
+        fabric="$E2E_FABRIC-$name-$try"
+        DCXEMU_FABRIC="$fabric" DCXEMU_KEEP_FABRIC=1 UCX_TLS=dcx UCX_LOG_LEVEL=debug \
+            timeout -k 5 "$E2E_TIMEOUT" "$DCX_PREFIX/bin/dcx-run" $FACE_RUN \
             ucx_perftest "${PERFTEST_OPTS[@]}" -p $port > "$log.server" 2>&1 &
         spid=$!
         sleep 0.3
-        if DCXEMU_FABRIC="$E2E_FABRIC" UCX_TLS=dcx UCX_LOG_LEVEL=debug \
-               timeout -k 5 "$E2E_TIMEOUT" "$DCX_PREFIX/bin/dcx-run" --emu \
+        if DCXEMU_FABRIC="$fabric" DCXEMU_KEEP_FABRIC=1 UCX_TLS=dcx UCX_LOG_LEVEL=debug \
+               timeout -k 5 "$E2E_TIMEOUT" "$DCX_PREFIX/bin/dcx-run" $FACE_RUN \
                ucx_perftest "${PERFTEST_OPTS[@]}" -p $port "$@" localhost > "$log.client" 2>&1; then
-            wait $spid || { cat "$log.server"; return 1; }
+            wait $spid || { cat "$log.server"; "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$fabric" >/dev/null; return 1; }
+            wrs=$(face_fabric_wrs "$fabric")
+            "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$fabric" >/dev/null || true
             grep -q '^Final:' "$log.client" || { cat "$log.client"; return 1; }
             cat "$log.server" "$log.client" > "$log.both"
             dcx_carried "$log.both" 2 || return 1
             grep '^Final:' "$log.client"
+            echo "device $FACE_DEV: $wrs work requests executed"
+            [ "$wrs" -gt 0 ] || { echo "the device executed no work request: it did not carry the traffic"; return 1; }
             return 0
         fi
         kill $spid 2>/dev/null; wait $spid 2>/dev/null
+        "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$fabric" >/dev/null || true
         grep -q "connect" "$log.client" || break
     done
     cat "$log.client" "$log.server"
@@ -100,7 +112,8 @@ ucp_perftest_pair() {
 # UCX_LOG_LEVEL=info for the proof.
 E2E_LAUNCH_OPTS=(--allow-run-as-root --oversubscribe -np "$E2E_NP" -x UCX_LOG_LEVEL=info)
 
-# launcher_run PASS_PATTERN LAUNCHER PROGRAM [ARGS]: through dcx-run --emu;
+# launcher_run PASS_PATTERN LAUNCHER PROGRAM [ARGS]: through dcx-run --emu
+# (--emu=mlx5 on the mlx5 face);
 # passes when it exits 0, printed PASS_PATTERN and dcx carried the traffic
 # of every rank.
 # Work requests the device model executed on the e2e fabric (its fabric-wide
@@ -138,7 +151,7 @@ launcher_run() {
     wrs_before=$(device_wrs)
     amo_before=$(device_atomics)
     DCXEMU_FABRIC="$E2E_FABRIC" DCXEMU_KEEP_FABRIC=1 timeout -k 10 "$E2E_TIMEOUT" \
-        "$DCX_PREFIX/bin/dcx-run" -v --emu "$launcher" "${E2E_LAUNCH_OPTS[@]}" "$@" \
+        "$DCX_PREFIX/bin/dcx-run" -v $FACE_RUN "$launcher" "${E2E_LAUNCH_OPTS[@]}" "$@" \
         > "$out" 2>&1 || rc=$?
     wrs_after=$(device_wrs)
     amo_after=$(device_atomics)
@@ -264,13 +277,20 @@ plugin_path_perftest() {
 # dcx-run in front of launchers: ranks load the plugin and get the settings;
 # the caller's settings win; plain commands get nothing but what loads dcx.
 dcx_run_ranks_load_plugin() {
-    local out
-    out=$(DCXEMU_FABRIC="$E2E_FABRIC" timeout -k 5 60 "$DCX_PREFIX/bin/dcx-run" -v --emu \
+    local out want face='$UCX_DCX_EMU'
+    # each rank's device: the API face by UCX_DCX_EMU=y, the mlx5 face by
+    # the face in its preload and UCX_DCX_EMU unset
+    want='^rank loads dcx: ucx any dcx,self y$'
+    if [ "$DCX_FACE" = mlx5 ]; then
+        face='${UCX_DCX_EMU-unset} $(case "$LD_PRELOAD" in (*libdcxemu_mlx5.so*) echo face;; esac)'
+        want='^rank loads dcx: ucx any dcx,self unset face$'
+    fi
+    out=$(DCXEMU_FABRIC="$E2E_FABRIC" timeout -k 5 60 "$DCX_PREFIX/bin/dcx-run" -v $FACE_RUN \
           mpirun --allow-run-as-root --oversubscribe -np 2 \
-          sh -c 'ucx_info -d | grep -q "^#     Component: dcx$" && echo "rank loads dcx: $OMPI_MCA_pml $OMPI_MCA_opal_common_ucx_tls $UCX_TLS $UCX_DCX_EMU"' 2>&1) ||
+          sh -c 'ucx_info -d | grep -q "^#     Component: dcx$" && echo "rank loads dcx: $OMPI_MCA_pml $OMPI_MCA_opal_common_ucx_tls $UCX_TLS '"$face"'"' 2>&1) ||
         { echo "$out"; return 1; }
     echo "$out"
-    [ "$(echo "$out" | grep -c '^rank loads dcx: ucx any dcx,self y$')" -eq 2 ] ||
+    [ "$(echo "$out" | grep -cE "$want")" -eq 2 ] ||
         { echo "ranks did not load the plugin with the settings"; return 1; }
     echo "$out" | grep -q '^dcx-run: OMPI_MCA_pml=ucx$' || { echo "-v did not print the settings"; return 1; }
     echo "$out" | grep -qE "^dcx-run: dcx is (preloaded|loaded from UCX's)" ||
@@ -367,13 +387,35 @@ suite_e2e-users() {
     e2e_users_build
     local n="-n 2000 -w 100" bin="$DCX_BUILD/test/e2e"
     check dcx-run-ranks-load-plugin       dcx_run_ranks_load_plugin
-    check dcx-run-caller-settings-win     dcx_run_caller_settings_win
-    check dcx-run-plain-command-untouched dcx_run_plain_command_untouched
-    check dcx-run-srun-settings           dcx_run_srun_settings
-    check dcx-run-launcher-behind-wrappers dcx_run_launcher_behind_wrappers
-    check dcx-run-hidden-launcher-warns   dcx_run_hidden_launcher_warns
-    if [ "$(dcx_run_load_mode)" = plugin-path ]; then
-        check ucp-perftest-plugin-path-no-dcx-run plugin_path_perftest
+    # On the mlx5 face only the runs on the device: the checks of dcx-run's
+    # launcher settings and the controls without the plugin run no device
+    # (they are the same on both faces), and the plugin-path run is the API
+    # face's (UCX_DCX_EMU=y by hand).
+    if [ "$DCX_FACE" != mlx5 ]; then
+        check dcx-run-caller-settings-win     dcx_run_caller_settings_win
+        check dcx-run-plain-command-untouched dcx_run_plain_command_untouched
+        check dcx-run-srun-settings           dcx_run_srun_settings
+        check dcx-run-launcher-behind-wrappers dcx_run_launcher_behind_wrappers
+        check dcx-run-hidden-launcher-warns   dcx_run_hidden_launcher_warns
+        if [ "$(dcx_run_load_mode)" = plugin-path ]; then
+            check ucp-perftest-plugin-path-no-dcx-run plugin_path_perftest
+        fi
+    fi
+    if face_quick; then
+        # CI's subset on the mlx5 face: a latency and a rendezvous pair, and
+        # every MPI and OpenSHMEM program (ranks through the launcher, each
+        # with the face preloaded)
+        check ucp-perftest-tag_lat       ucp_perftest_pair tag_lat     -t tag_lat $n
+        check ucp-perftest-tag_bw-rndv   ucp_perftest_pair tag_bw-rndv -t tag_bw -s 1048576 -n 200 -w 10
+        check mpi-p2p \
+            launcher_run '^mpi_check: PASS \(p2p\)' mpirun "$bin/mpi_check" p2p
+        check mpi-collectives \
+            launcher_run '^mpi_check: PASS \(coll\)' mpirun "$bin/mpi_check" coll
+        check mpi-one-sided \
+            device_amo_run '^mpi_check: PASS \(rma\)' mpirun "$bin/mpi_check" rma
+        check shmem-put-get-iput-atomics \
+            device_amo_run '^shmem_check: PASS' oshrun "$bin/shmem_check"
+        return
     fi
     check ucp-perftest-tag_lat       ucp_perftest_pair tag_lat     -t tag_lat $n
     check ucp-perftest-tag_bw-eager  ucp_perftest_pair tag_bw-eag  -t tag_bw -s 4096 $n
@@ -393,8 +435,10 @@ suite_e2e-users() {
         device_amo_run '^mpi_check: PASS \(rma\)' mpirun "$bin/mpi_check" rma
     check shmem-put-get-iput-atomics \
         device_amo_run '^shmem_check: PASS' oshrun "$bin/shmem_check"
-    check mpi-control-without-dcx-fails control_without_dcx
-    check ucp-perftest-control-without-dcx-fails perftest_control_without_dcx
+    if [ "$DCX_FACE" != mlx5 ]; then
+        check mpi-control-without-dcx-fails control_without_dcx
+        check ucp-perftest-control-without-dcx-fails perftest_control_without_dcx
+    fi
 }
 
 # --- demo: UCP, Open MPI and OpenSHMEM over dcx (called by cmd_demo) --------

@@ -287,6 +287,8 @@ struct face_stats {
     _Atomic uint64_t cqes; /* CQEs written */
     _Atomic uint64_t events; /* completion events written */
     _Atomic uint64_t recv_wqes; /* receive WQEs taken */
+    _Atomic uint64_t commands; /* uverbs commands served */
+    _Atomic uint64_t uar_scans; /* scans of the process's mappings for UARs */
 };
 extern struct face_stats face_stats;
 #define FACE_STAT(_f, _n) \

@@ -544,7 +544,8 @@ __attribute__((destructor)) static void face_fini(void)
     if (st != NULL && strcmp(st, "1") == 0) {
         face_log("send doorbells %llu, arm doorbells %llu, WQEs %llu (found "
                  "by the backstop %llu, failed %llu), receive WQEs %llu, "
-                 "CQEs %llu, events %llu",
+                 "CQEs %llu, events %llu, commands %llu (mappings scanned "
+                 "%llu times)",
                  (unsigned long long)face_stats.sq_doorbells,
                  (unsigned long long)face_stats.arm_doorbells,
                  (unsigned long long)face_stats.wqes,
@@ -552,7 +553,9 @@ __attribute__((destructor)) static void face_fini(void)
                  (unsigned long long)face_stats.bad_wqes,
                  (unsigned long long)face_stats.recv_wqes,
                  (unsigned long long)face_stats.cqes,
-                 (unsigned long long)face_stats.events);
+                 (unsigned long long)face_stats.events,
+                 (unsigned long long)face_stats.commands,
+                 (unsigned long long)face_stats.uar_scans);
     }
     if (getpid() == sysfs_owner) {
         face_sysfs_remove(); /* a forked child leaves its parent's tree */

@@ -110,7 +110,9 @@ struct face_obj *face_pump_find(struct face_file *f, const void *model)
 /* ---- completion channels: a pipe per channel; the application reads
  * struct ib_uverbs_comp_event_desc from its read end */
 
-#define FACE_MAX_CHANNELS 256
+/* as many as the device's opens per process: a process with one context
+ * per interface has a channel per interface (UCX's gtest opens 257) */
+#define FACE_MAX_CHANNELS FACE_MAX_FILES
 static struct {
     int rfd, wfd;
 } channels[FACE_MAX_CHANNELS];

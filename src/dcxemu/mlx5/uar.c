@@ -5,11 +5,11 @@
  * context is made.  That descriptor is a memfd, so the kernel maps it
  * whatever path the mmap() takes (UCX's memory hooks patch mmap, and a
  * preloaded wrapper would not see it); the face finds the mappings in
- * /proc/self/maps by the memfd's inode before every command, so they are
- * trapped before any QP or CQ exists to ring them.  With bf_reg_size 0 every
- * send doorbell is one 8-byte store of the first half of the last WQE's
- * control segment (the QP number is in it) at offset 0x800, and a CQ arm is
- * one store at 0x20 of the arm word and the CQ number.
+ * /proc/self/maps by the memfd's inode before every command that creates a
+ * CQ or a QP, so they are trapped before anything exists to ring them.  With
+ * bf_reg_size 0 every send doorbell is one 8-byte store of the first half of
+ * the last WQE's control segment (the QP number is in it) at offset 0x800, and
+ * a CQ arm is one store at 0x20 of the arm word and the CQ number.
  */
 #define _GNU_SOURCE
 #include "face.h"
@@ -75,6 +75,7 @@ void face_uar_scan(void)
     if (maps == NULL) {
         return;
     }
+    FACE_STAT(uar_scans, 1);
     pthread_mutex_lock(&face_files_lock);
     for (int i = 0; i < face_files_hwm; i++) {
         for (int k = 0; face_files[i] != NULL && k < FACE_UAR_PAGES; k++) {
@@ -89,6 +90,9 @@ void face_uar_scan(void)
         unsigned long start = 0, end = 0, ino = 0;
         more    = fgets(line, sizeof(line), maps) != NULL;
         path[0] = '\0';
+        if (more && strstr(line, "dcxemu-uverbs") == NULL) {
+            continue; /* not the face's: no need to parse it */
+        }
         if (more && (sscanf(line, "%lx-%lx %*s %*s %*s %lu %255s", &start, &end,
                             &ino, path) < 3 ||
                      strstr(path, "dcxemu-uverbs") == NULL)) {

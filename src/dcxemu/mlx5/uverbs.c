@@ -637,8 +637,15 @@ ssize_t face_uverbs_write(struct face_file *f, const void *buf, size_t len)
         errno = EOPNOTSUPP;
         return -1;
     }
-    /* pages the application mapped since the last command become UARs */
-    face_uar_scan();
+    FACE_STAT(commands, 1);
+    /* Pages the application mapped since then become UARs, before a command
+     * that makes something that rings them (libmlx5 maps its UAR pages when
+     * the context is made). Not before every command: a scan reads all the
+     * process's mappings, and a process with many contexts and registrations
+     * (UCX's gtest opens 257 interfaces) would spend its time there. */
+    if ((d->fn == face_cmd_create_cq) || (d->fn == face_cmd_create_qp)) {
+        face_uar_scan();
+    }
     pthread_mutex_lock(&f->lock);
     err = d->fn(f, &c);
     pthread_mutex_unlock(&f->lock);

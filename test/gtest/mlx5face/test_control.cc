@@ -3,6 +3,9 @@
  * and the errno of every refusal (the kernel's or libmlx5's own). */
 #include "mlx5face_test.h"
 
+#include <string.h>
+#include <vector>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -196,6 +199,24 @@ TEST_F(mlx5face_control, completion_channel_busy)
     EXPECT_ERRNO_EQ(EBUSY, ibv_destroy_comp_channel(ch));
     EXPECT_EQ(0, ibv_destroy_cq(cq));
     EXPECT_EQ(0, ibv_destroy_comp_channel(ch));
+}
+
+/* As many completion channels as a process has interfaces (UCX's own gtest
+ * opens 257, each with its channel): the kernel sets no limit of its own. */
+TEST_F(mlx5face_control, many_completion_channels)
+{
+    std::vector<ibv_comp_channel*> chs;
+    for (int i = 0; i < 300; ++i) {
+        ibv_comp_channel *ch = ibv_create_comp_channel(d.ctx);
+        ASSERT_NE(nullptr, ch) << "channel " << i << ": " << strerror(errno);
+        chs.push_back(ch);
+    }
+    ibv_cq *cq = ibv_create_cq(d.ctx, 8, nullptr, chs.back(), 0);
+    ASSERT_NE(nullptr, cq);
+    EXPECT_EQ(0, ibv_destroy_cq(cq));
+    for (ibv_comp_channel *ch : chs) {
+        EXPECT_EQ(0, ibv_destroy_comp_channel(ch));
+    }
 }
 
 /* Refusals: the errno the kernel (or libmlx5 before it) gives, and the

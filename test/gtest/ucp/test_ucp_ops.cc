@@ -607,7 +607,7 @@ TEST_F(ucp_pair, transport_is_dcx)
 {
     ASSERT_NO_FATAL_FAILURE(start());
     std::string info = ucp_entity::ep_info(m_ep);
-    EXPECT_NE(std::string::npos, info.find("dcx/dcxemu0:1")) << info;
+    EXPECT_NE(std::string::npos, info.find(std::string("dcx/") + emu_dev_name)) << info;
     /* No lane of another transport (UCX_TLS=dcx). */
     EXPECT_EQ(std::string::npos, info.find("self/")) << info;
     EXPECT_EQ(std::string::npos, info.find("tcp/")) << info;
@@ -769,7 +769,7 @@ TEST_F(ucp_pair, atomics_device_mode_under_contention)
 
     std::string info = ucp_entity::ep_info(m_ep);
     EXPECT_NE(std::string::npos, info.find(" amo#")) << "no device atomic lane: " << info;
-    EXPECT_NE(std::string::npos, info.find("dcx/dcxemu0:1")) << info;
+    EXPECT_NE(std::string::npos, info.find(std::string("dcx/") + emu_dev_name)) << info;
 
     std::vector<std::unique_ptr<child>> clients;
     for (int i = 0; i < nclients; ++i) {

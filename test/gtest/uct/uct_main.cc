@@ -6,21 +6,8 @@
  */
 #include "uct_test.h"
 
-#include <stdlib.h>
-#include <string>
-
 int main(int argc, char **argv)
 {
-    /* DCX_TEST_DEVICE=dcxemu_mlx5_0: the tests run on that device (the
-     * device's mlx5 face, preloaded) through dcx's hardware binding. */
-    static std::string md, dev;
-    const char *device = getenv("DCX_TEST_DEVICE");
-
-    if (device != NULL) {
-        md                     = device;
-        dev                    = md + ":1";
-        dcx_test::emu_md_name  = md.c_str();
-        dcx_test::emu_dev_name = dev.c_str();
-    }
+    dcx_test::select_test_device();
     return dcx_test::run_suite(argc, argv, "uct", {});
 }

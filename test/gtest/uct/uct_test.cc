@@ -13,6 +13,19 @@ namespace dcx_test {
 const char *emu_md_name  = "dcxemu0";
 const char *emu_dev_name = "dcxemu0:1";
 
+void select_test_device()
+{
+    static std::string md, dev;
+    const char *device = getenv("DCX_TEST_DEVICE");
+
+    if (device != NULL) {
+        md           = device;
+        dev          = md + ":1";
+        emu_md_name  = md.c_str();
+        emu_dev_name = dev.c_str();
+    }
+}
+
 uct_component_h dcx_component()
 {
     static uct_component_h dcx = []() -> uct_component_h {

@@ -33,6 +33,11 @@ uct_component_h dcx_component();
 extern const char *emu_md_name;
 extern const char *emu_dev_name;
 
+/* DCX_TEST_DEVICE=dcxemu_mlx5_0: the tests run on that device (the device's
+ * mlx5 face, preloaded) through dcx's hardware binding; sets the names
+ * above. Called by main() before the tests. */
+void select_test_device();
+
 typedef std::map<std::string, std::string> config_t;
 
 /* The receive headroom every entity asks for: a kept active-message

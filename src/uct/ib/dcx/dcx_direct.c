@@ -109,6 +109,61 @@ struct uct_dcx_direct {
 
 /* --- the WQE writer ------------------------------------------------------ */
 
+/* A control segment's fence, completion and solicited flags, by the work
+ * request's IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED. */
+#define UCT_DCX_DIRECT_SEND_FLAGS \
+    (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED)
+#define UCT_DCX_DIRECT_FM_CE_SE(_flags)                             \
+    ((((_flags)&IBV_SEND_FENCE) ? MLX5_WQE_CTRL_FENCE : 0) |        \
+     (((_flags)&IBV_SEND_SIGNALED) ? MLX5_WQE_CTRL_CQ_UPDATE : 0) | \
+     (((_flags)&IBV_SEND_SOLICITED) ? MLX5_WQE_CTRL_SOLICITED : 0))
+_Static_assert(UCT_DCX_DIRECT_SEND_FLAGS == 7, "send flags are bits 0..2");
+
+/* The 32-bit word at byte 8 of a control segment with the flags byte (its
+ * last) set, in memory order. */
+#if __BYTE_ORDER == __LITTLE_ENDIAN
+#define UCT_DCX_DIRECT_CTRL_WORD2(_flags) \
+    ((uint32_t)UCT_DCX_DIRECT_FM_CE_SE(_flags) << 24)
+#else
+#define UCT_DCX_DIRECT_CTRL_WORD2(_flags) \
+    ((uint32_t)UCT_DCX_DIRECT_FM_CE_SE(_flags))
+#endif
+
+static const uint32_t uct_dcx_direct_ctrl_word2[] = {
+    UCT_DCX_DIRECT_CTRL_WORD2(0), UCT_DCX_DIRECT_CTRL_WORD2(1),
+    UCT_DCX_DIRECT_CTRL_WORD2(2), UCT_DCX_DIRECT_CTRL_WORD2(3),
+    UCT_DCX_DIRECT_CTRL_WORD2(4), UCT_DCX_DIRECT_CTRL_WORD2(5),
+    UCT_DCX_DIRECT_CTRL_WORD2(6), UCT_DCX_DIRECT_CTRL_WORD2(7)
+};
+
+/* memcpy, with the short copies of inline data done in place. */
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_direct_memcpy(void *dst, const void *src, size_t length)
+{
+    uint64_t head, tail;
+    uint32_t head32, tail32;
+
+    if (length > 16) {
+        memcpy(dst, src, length);
+    } else if (length >= 8) {
+        memcpy(&head, src, 8);
+        memcpy(&tail, UCS_PTR_BYTE_OFFSET(src, length - 8), 8);
+        memcpy(dst, &head, 8);
+        memcpy(UCS_PTR_BYTE_OFFSET(dst, length - 8), &tail, 8);
+    } else if (length >= 4) {
+        memcpy(&head32, src, 4);
+        memcpy(&tail32, UCS_PTR_BYTE_OFFSET(src, length - 4), 4);
+        memcpy(dst, &head32, 4);
+        memcpy(UCS_PTR_BYTE_OFFSET(dst, length - 4), &tail32, 4);
+    } else {
+        while (length-- > 0) {
+            *(uint8_t *)dst = *(const uint8_t *)src;
+            dst             = UCS_PTR_BYTE_OFFSET(dst, 1);
+            src             = UCS_PTR_BYTE_OFFSET(src, 1);
+        }
+    }
+}
+
 static UCS_F_ALWAYS_INLINE uct_dcx_direct_sq_t *
 uct_dcx_direct_sq(struct ibv_qp_ex *qpx)
 {
@@ -146,14 +201,11 @@ uct_dcx_direct_wqe_begin(uct_dcx_direct_sq_t *sq, uint8_t opcode, __be32 imm)
     ctrl          = UCS_PTR_BYTE_OFFSET(sq->buf, idx * MLX5_SEND_WQE_BB);
     sq->wrid[idx] = sq->qpx.wr_id;
 
-    ctrl->opmod_idx_opcode      = htobe32(((sq->pi & 0xffff) << 8) | opcode);
-    ctrl->signature             = 0;
-    ctrl->dci_stream_channel_id = 0;
-    ctrl->fm_ce_se = ((flags & IBV_SEND_FENCE) ? MLX5_WQE_CTRL_FENCE : 0) |
-                     ((flags & IBV_SEND_SIGNALED) ? MLX5_WQE_CTRL_CQ_UPDATE :
-                                                    0) |
-                     ((flags & IBV_SEND_SOLICITED) ? MLX5_WQE_CTRL_SOLICITED :
-                                                     0);
+    ctrl->opmod_idx_opcode = htobe32(((sq->pi & 0xffff) << 8) | opcode);
+    /* signature and stream 0, then the flags: one store, as libmlx5's */
+    memcpy(&ctrl->signature,
+           &uct_dcx_direct_ctrl_word2[flags & UCT_DCX_DIRECT_SEND_FLAGS],
+           sizeof(uint32_t));
     ctrl->imm = imm;
 
     sq->ctrl = ctrl;
@@ -258,7 +310,7 @@ uct_dcx_direct_copy_to_sq(uct_dcx_direct_sq_t *sq, void *dst, const void *src,
         length -= room;
         dst = sq->buf;
     }
-    memcpy(dst, src, length);
+    uct_dcx_direct_memcpy(dst, src, length);
     return UCS_PTR_BYTE_OFFSET(dst, length);
 }
 

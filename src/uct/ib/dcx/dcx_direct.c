@@ -346,17 +346,28 @@ uct_dcx_direct_wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t num_buf,
 
     for (i = 0; i < num_buf; ++i) {
         length += buf_list[i].length;
-        if (ucs_unlikely(length > sq->max_inline)) {
-            sq->err = sq->err ?: ENOMEM;
-            return;
-        }
-        dst = uct_dcx_direct_copy_to_sq(sq, dst, buf_list[i].addr,
-                                        buf_list[i].length);
+    }
+    if (ucs_unlikely(length > sq->max_inline)) {
+        sq->err = sq->err ?: ENOMEM;
+        return;
     }
 
     sq->inl = 1;
     if (length == 0) {
         return;
+    }
+
+    if (ucs_likely(UCS_PTR_BYTE_OFFSET(dst, length) <= sq->qend)) {
+        /* the common case: the data does not pass the end of the queue */
+        for (i = 0; i < num_buf; ++i) {
+            uct_dcx_direct_memcpy(dst, buf_list[i].addr, buf_list[i].length);
+            dst = UCS_PTR_BYTE_OFFSET(dst, buf_list[i].length);
+        }
+    } else {
+        for (i = 0; i < num_buf; ++i) {
+            dst = uct_dcx_direct_copy_to_sq(sq, dst, buf_list[i].addr,
+                                            buf_list[i].length);
+        }
     }
 
     inl_seg->byte_count = htobe32(length | MLX5_INLINE_SEG);

@@ -14,7 +14,8 @@
 #            model and verbs, UCX, libc, the rest)
 # Counted on the device model in immediate execution mode, so the counts
 # repeat from run to run. "bench cost mlx5" (below) counts the posting call
-# of dcx, dc_mlx5 and rc_mlx5 side by side on the device's mlx5 face.
+# of dcx (rdma-core's builders and its own WQE writer), dc_mlx5 and rc_mlx5
+# side by side on the device's mlx5 face.
 
 COST_COUNT=${DCX_COST_COUNT:-10000}
 
@@ -152,14 +153,19 @@ bench_cost() {
 # it: the same runs with DCXEMU_UAR=rw (no trap at all; the engine thread's
 # backstop takes the doorbells) count the same.
 
-COST_MLX5_TLS=(dcx dc_mlx5 rc_mlx5)
+# dcx twice: through rdma-core's builders (UCX_DCX_POST=verbs) and writing
+# its own WQEs (dcx_direct: UCX_DCX_POST=direct).
+COST_MLX5_TLS=(dcx dcx_direct dc_mlx5 rc_mlx5)
+# The operations measured (DCX_COST_MLX5_OPS: a subset, e.g. "put_short am_short").
+read -r -a COST_MLX5_OPS <<< "${DCX_COST_MLX5_OPS:-put_short am_short put_zcopy get_zcopy fadd ucp_put ucp_tag}"
+
 COST_MLX5_DEV=dcxemu_mlx5_0:1
 COST_MLX5_VG=(--vex-guest-max-insns=1 --px-default=allregs-at-mem-access)
 
 # The transport's own library, as an object pattern.
 cost_mlx5_own() {
     case "$1" in
-    dcx) echo 'libdcx_transport' ;;
+    dcx|dcx_direct) echo 'libdcx_transport' ;;
     *)   echo '/libuct_ib[.-]' ;;
     esac
 }
@@ -168,8 +174,13 @@ cost_mlx5_own() {
 # $4 DCXEMU_UAR (trap|rw), $5 count, $6 warmup. Fails if no dump was
 # written (a failure after the dump, in the teardown, is logged).
 cost_mlx5_callgrind() {
-    local out=$1 tl=$2 op=$3 uar=$4 count=$5 warmup=$6 rc=0
+    local out=$1 tl=$2 op=$3 uar=$4 count=$5 warmup=$6 rc=0 post=
     local -a run=("$DCX_PREFIX/bin/dcx-run" --emu=mlx5)
+    case "$tl" in
+    dcx)        post=verbs ;;
+    dcx_direct) post=direct tl=dcx ;;
+    esac
+    [ -z "$post" ] || run+=(env "UCX_DCX_POST=$post")
     if [ "$tl" != dcx ]; then
         # UCX's transports: the face alone, no dcx plugin
         run=("$DCX_PREFIX/bin/dcxemu-stat" -r -- env
@@ -331,8 +342,8 @@ cost_mlx5_check() {
         done
     done
     note "check, posting instructions per operation with trapped doorbells / with DCXEMU_UAR=rw (no trap):"
-    note "  ${line[*]:0:3}"
-    note "  ${line[*]:3:3}"
+    note "  ${line[*]:0:4}"
+    note "  ${line[*]:4:4}"
 }
 
 # A short stream by default: on the face, UCX's dc_mlx5 and rc_mlx5 start
@@ -343,7 +354,7 @@ cost_mlx5_check() {
 COST_MLX5_COUNT=${DCX_COST_COUNT:-300}
 
 bench_cost_mlx5() {
-    local op tl row dcx dc rc ratio result pct refused=()
+    local op tl row dcx dd dc rc ratio dratio result dresult pct refused=()
     local -A post=() split=()
     COST_COUNT=$COST_MLX5_COUNT
     COST_WARMUP=${DCX_COST_WARMUP:-100}
@@ -353,17 +364,18 @@ bench_cost_mlx5() {
     echo "op,tl,count,post,own,verbs,ucx,libc,bench,face,cqe_per_op,wr_per_op,tries_per_op,unsupported" > "$BENCH_CSV"
     say "bench cost mlx5: instructions per operation in the posting thread (callgrind, $COST_COUNT operations after $COST_WARMUP, the device's mlx5 face, $COST_MLX5_DEV)"
     note "post: the UCT call (UCP: ucp_*_nbx) to its return, the doorbell trap's handler and the device excluded"
+    note "dcx: through rdma-core's builders (UCX_DCX_POST=verbs); dcx_direct: its own WQE writer (UCX_DCX_POST=direct)"
     note "own: the transport's library (dcx: libdcx_transport, dc_mlx5/rc_mlx5: libuct_ib); verbs: libmlx5 + libibverbs;"
     note "ucx: the rest of UCX; cqe: send CQEs the device wrote per operation (polled by the sender's progress);"
     note "wr: work requests the device ran per operation; tries: posting calls per operation (those refused with"
     note "NO_RESOURCE are in post); -: not offered"
-    printf '  %-10s %-8s %7s | %6s %6s %6s %6s | %6s %6s %6s\n' op tl post own verbs ucx libc cqe wr tries
-    for op in put_short am_short put_zcopy get_zcopy fadd ucp_put ucp_tag; do
+    printf '  %-10s %-10s %7s | %6s %6s %6s %6s | %6s %6s %6s\n' op tl post own verbs ucx libc cqe wr tries
+    for op in "${COST_MLX5_OPS[@]}"; do
         for tl in "${COST_MLX5_TLS[@]}"; do
             cost_mlx5_cell "$op" "$tl"
             post[$op.$tl]=$C_POST
             split[$op.$tl]="$C_OWN in libdcx_transport, $C_VERBS in libmlx5 + libibverbs, $C_UCX in the rest of UCX, $C_LIBC in libc"
-            printf '  %-10s %-8s %7s | %6s %6s %6s %6s | %6s %6s %6s%s\n' "$op" "$tl" "$C_POST" \
+            printf '  %-10s %-10s %7s | %6s %6s %6s %6s | %6s %6s %6s%s\n' "$op" "$tl" "$C_POST" \
                 "$C_OWN" "$C_VERBS" "$C_UCX" "$C_LIBC" "$C_CQE" "$C_WRS" "$C_TRIES" \
                 "${C_WHY:+   (not offered: $C_WHY)}"
             awk -v t="$C_TRIES" 'BEGIN { exit !(t != "-" && t > 1) }' && refused+=("$op/$tl")
@@ -376,34 +388,39 @@ bench_cost_mlx5() {
     [ ${#refused[@]} -eq 0 ] ||
         note "refused posts (tries > 1) in ${refused[*]}: their refused tries are in their count"
     echo
-    say "side by side: posting instructions per operation; goal dcx <= 1.5 x dc_mlx5 for put_short and am_short"
-    printf '  %-10s %8s %8s %8s %12s   %-6s\n' op dcx dc_mlx5 rc_mlx5 dcx/dc_mlx5 result
-    for op in put_short am_short put_zcopy get_zcopy fadd ucp_put ucp_tag; do
-        dcx=${post[$op.dcx]} dc=${post[$op.dc_mlx5]} rc=${post[$op.rc_mlx5]}
+    say "side by side: posting instructions per operation; goals dcx <= 1.5 x dc_mlx5 for put_short and am_short, dcx_direct <= dc_mlx5"
+    printf '  %-10s %8s %10s %8s %8s %12s %-6s %15s %-6s\n' op dcx dcx_direct dc_mlx5 rc_mlx5 dcx/dc_mlx5 result direct/dc_mlx5 result
+    for op in "${COST_MLX5_OPS[@]}"; do
+        dcx=${post[$op.dcx]} dd=${post[$op.dcx_direct]} dc=${post[$op.dc_mlx5]} rc=${post[$op.rc_mlx5]}
         ratio=$(awk -v a="$dcx" -v b="$dc" 'BEGIN { if (a != "-" && b != "-" && b > 0) printf "%.2f", a / b; else print "-" }')
-        result=-
+        dratio=$(awk -v a="$dd" -v b="$dc" 'BEGIN { if (a != "-" && b != "-" && b > 0) printf "%.2f", a / b; else print "-" }')
+        result=- dresult=-
         if [ "$op" = put_short ] || [ "$op" = am_short ]; then
             result=$(awk -v r="$ratio" 'BEGIN { print (r != "-" && r <= 1.5) ? "met" : "missed" }')
         fi
-        printf '  %-10s %8s %8s %8s %12s   %-6s\n' "$op" "$dcx" "$dc" "$rc" "$ratio" "$result"
+        [ "$dratio" = - ] || dresult=$(awk -v r="$dratio" 'BEGIN { print (r <= 1.0) ? "met" : "missed" }')
+        printf '  %-10s %8s %10s %8s %8s %12s %-6s %15s %-6s\n' "$op" "$dcx" "$dd" "$dc" "$rc" "$ratio" "$result" "$dratio" "$dresult"
         echo "$op,ratio,$COST_COUNT,$ratio,,,,,,,,,,$result" >> "$BENCH_CSV"
+        echo "$op,direct_ratio,$COST_COUNT,$dratio,,,,,,,,,,$dresult" >> "$BENCH_CSV"
     done
 
     echo
     note "where dcx's posting instructions go (self instructions per operation, top functions; libmlx5's are static"
     note "and unnamed: each is named by the verbs.h / mlx5dv.h inline that called it):"
     for op in put_short am_short; do
-        [ -s "$COST_DIR/mlx5.$op.dcx.1" ] || continue
-        note "  $op: ${post[$op.dcx]} = ${split[$op.dcx]}; by function:"
-        cost_mlx5_names "$COST_DIR/mlx5.$op.dcx.1" > "$COST_DIR/mlx5.$op.dcx.names"
-        cost_functions "$COST_DIR/mlx5.$op.dcx.1" | head -10 |
-            awk -v n="$COST_COUNT" -v names="$COST_DIR/mlx5.$op.dcx.names" '
+      for tl in dcx dcx_direct; do
+        [ -s "$COST_DIR/mlx5.$op.$tl.1" ] || continue
+        note "  $op, $tl: ${post[$op.$tl]} = ${split[$op.$tl]}; by function:"
+        cost_mlx5_names "$COST_DIR/mlx5.$op.$tl.1" > "$COST_DIR/mlx5.$op.$tl.names"
+        cost_functions "$COST_DIR/mlx5.$op.$tl.1" | head -10 |
+            awk -v n="$COST_COUNT" -v names="$COST_DIR/mlx5.$op.$tl.names" '
                 BEGIN { while ((getline l < names) > 0) { split(l, f, " "); nm[f[1]] = f[2] } }
                 {
                     fn = $2; sub(/.*:/, "", fn)
                     via = (fn in nm) ? "  (called by " nm[fn] ")" : ""
                     printf "        %7.1f  %s%s\n", $1 / n, $2, via
                 }'
+      done
     done
 
     echo

@@ -5,7 +5,8 @@
 # the device: ibv_devices and ibv_devinfo see it, ibv_rc_pingpong (with and
 # without completion events) and perftest run RC and DC tests between two
 # processes, UCX's own rc_mlx5 and dc_mlx5 run ucx_perftest, and dcx runs
-# its hardware binding through rdma-core. Every pair proves from the
+# its hardware binding through rdma-core, writing its own WQEs and through
+# rdma-core's builders (UCX_DCX_POST=direct, verbs). Every pair proves from the
 # device's fabric counters (dcxemu-stat) that the device carried the
 # traffic: the run fails if the counter it names stayed below what the run
 # must have done.
@@ -114,6 +115,12 @@ mlx5_ucx_perftest() {
     shift 3
     local -a pre=()
     local -x UCX_IB_MLX5_DEVX=n
+    # dcx both ways: writing its own WQEs (dcx), through rdma-core's
+    # builders (dcx-verbs); direct fails the interface where unavailable
+    case "$tl" in
+    dcx)       local -x UCX_DCX_POST=direct ;;
+    dcx-verbs) local -x UCX_DCX_POST=verbs; tl=dcx ;;
+    esac
     if [ "$tl" = dcx ]; then
         pre=(env "LD_PRELOAD=$DCX_PREFIX/lib/ucx/libuct_dcx.so:$DCX_PREFIX/lib/libdcxemu_mlx5.so.0")
     fi
@@ -199,4 +206,7 @@ suite_mlx5() {
     check mlx5-ucx-dcx-put_lat     mlx5_ucx_perftest write $n dcx -t put_lat -n $n -w 100
     check mlx5-ucx-dcx-am_lat      mlx5_ucx_perftest recv_cqes 1000 dcx -t am_lat -n 500 -w 50
     check mlx5-ucx-dcx-put_bw      mlx5_ucx_perftest write 500 dcx -t put_bw -D zcopy -s 65536 -n 500 -w 10
+    check mlx5-ucx-dcx-verbs-put_lat mlx5_ucx_perftest write $n dcx-verbs -t put_lat -n $n -w 100
+    check mlx5-ucx-dcx-verbs-am_lat  mlx5_ucx_perftest recv_cqes 1000 dcx-verbs -t am_lat -n 500 -w 50
+    check mlx5-ucx-dcx-verbs-put_bw  mlx5_ucx_perftest write 500 dcx-verbs -t put_bw -D zcopy -s 65536 -n 500 -w 10
 }

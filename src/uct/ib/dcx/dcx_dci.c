@@ -47,6 +47,9 @@ void uct_dcx_iface_dci_recover(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
     }
 
     ret = iface->ops->modify_qp(dci->qp, &attr, IBV_QP_STATE);
+    if ((ret == 0) && (dci->direct != NULL)) {
+        uct_dcx_direct_sq_reset(dci->direct); /* as the device's indices */
+    }
     if ((ret != 0) || (uct_dcx_iface_dci_connect(iface, dci) != UCS_OK)) {
         ucs_error("dcx: cannot recover dci 0x%x: %s", dci->qp->qp_num,
                   strerror(ret));
@@ -451,7 +454,7 @@ uct_dcx_iface_tx_completion_fast(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
 UCS_F_NOINLINE unsigned uct_dcx_iface_poll_tx_batch(uct_dcx_iface_t *iface)
 {
     uct_dcx_wc_t wc[UCT_DCX_POLL_BATCH];
-    struct ibv_cq_ex *cq = iface->tx.cq;
+    struct ibv_cq_ex *cq = iface->tx.poll_cq;
     unsigned i, count = 0;
 
     do {
@@ -654,6 +657,7 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
 err_destroy_dcis:
     uct_dcx_iface_dcis_destroy(iface, config->num_dci);
 err_free_dcis:
+    uct_dcx_iface_direct_cleanup(iface);
     ucs_free(iface->tx.free_stack);
     ucs_free(iface->tx.dcis);
     return status;
@@ -670,6 +674,7 @@ void uct_dcx_iface_dci_pool_cleanup(uct_dcx_iface_t *iface)
     unsigned i;
 
     uct_dcx_iface_dcis_destroy(iface, iface->tx.num_dci);
+    uct_dcx_iface_direct_cleanup(iface);
     for (i = 0; i < iface->tx.num_dci; ++i) {
         ucs_queue_for_each_extract(op, &iface->tx.dcis[i].outstanding, queue,
                                    1) {

@@ -305,6 +305,10 @@ uct_dcx_iface_event_arm(uct_iface_h tl_iface, unsigned events)
     int ret;
 
     while (iface->ops->get_cq_event(iface->channel, &cq, &cq_context) == 0) {
+        if ((iface->tx.direct != NULL) &&
+            (cq == ibv_cq_ex_to_cq(iface->tx.cq))) {
+            uct_dcx_direct_cq_event(iface->tx.direct);
+        }
         iface->ops->ack_cq_events(cq, 1);
         pending = 1;
     }
@@ -320,7 +324,13 @@ uct_dcx_iface_event_arm(uct_iface_h tl_iface, unsigned events)
     if (events & UCT_EVENT_SEND_COMP) {
         /* An unsignaled tail would never raise the event. */
         uct_dcx_iface_dcis_request_completions(iface);
-        ret = ibv_req_notify_cq(ibv_cq_ex_to_cq(iface->tx.cq), 0);
+        if (iface->tx.direct != NULL) {
+            /* libmlx5 knows nothing of the CQEs dcx consumed */
+            uct_dcx_direct_cq_arm(iface->tx.direct, 0);
+            ret = 0;
+        } else {
+            ret = ibv_req_notify_cq(ibv_cq_ex_to_cq(iface->tx.cq), 0);
+        }
         if (ret != 0) {
             ucs_error("dcx: req_notify_cq(tx) failed: %s", strerror(ret));
             return UCS_ERR_IO_ERROR;

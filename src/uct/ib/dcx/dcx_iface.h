@@ -110,6 +110,17 @@ typedef enum {
 } uct_dcx_tx_policy_t;
 
 
+/* How work requests reach the DCIs (UCX_DCX_POST): chosen when the
+ * interface opens, by the DCIs' builders (dci->qpx, dci->mqpx) and the
+ * send CQ's polling functions (tx.poll_cq), never per operation. */
+typedef enum {
+    UCT_DCX_POST_AUTO,
+    UCT_DCX_POST_DIRECT, /* dcx's own WQE writer and CQE parser */
+    UCT_DCX_POST_VERBS, /* rdma-core's builders and ibv_cq_ex */
+    UCT_DCX_POST_LAST
+} uct_dcx_post_t;
+
+
 /* What the data path needs to know of the DCI policy, without a call:
  * kept in the interface (tx.policy_flags), read by the inline helpers in
  * dcx_iface.inl. */
@@ -286,6 +297,7 @@ typedef struct uct_dcx_iface_config {
     size_t umr_pack_thresh;
     size_t umr_max_inline;
     int put_sgl;
+    int post; /* uct_dcx_post_t */
     uct_iface_mpool_config_t tx_mp;
     uct_iface_mpool_config_t rx_mp;
 } uct_dcx_iface_config_t;
@@ -351,8 +363,9 @@ typedef struct uct_dcx_comp_slot {
 
 typedef struct uct_dcx_dci {
     struct ibv_qp *qp;
-    struct ibv_qp_ex *qpx;
+    struct ibv_qp_ex *qpx; /* libmlx5's builders, or dcx's own (direct) */
     struct mlx5dv_qp_ex *mqpx;
+    struct uct_dcx_direct_sq *direct; /* the direct writer, or NULL */
     uct_dcx_ep_t *ep; /* the endpoint holding it, or NULL */
     ucs_queue_head_t outstanding; /* uct_dcx_op_t, by sequence number */
     uct_dcx_comp_slot_t *comps; /* by sequence number & comp_mask */
@@ -429,6 +442,11 @@ struct uct_dcx_iface {
 
     struct {
         struct ibv_cq_ex *cq;
+        /* polled through: the CQ itself (verbs), or dcx's CQE parser over
+         * its buffer (direct) */
+        struct ibv_cq_ex *poll_cq;
+        struct uct_dcx_direct *direct; /* direct posting, or NULL */
+        uct_dcx_post_t post; /* UCX_DCX_POST as configured */
         uct_dcx_dci_t *dcis;
         uint16_t *free_stack; /* indices of idle DCIs */
         unsigned num_dci;
@@ -570,6 +588,7 @@ enum {
 extern uct_tl_t uct_dcx_tl;
 extern ucs_config_field_t uct_dcx_iface_config_table[];
 extern const char *uct_dcx_tx_policy_names[];
+extern const char *uct_dcx_post_names[];
 
 
 /* The interface (dcx_iface.c, dcx_dci.c, dcx_peer.c, dcx_fc.c, ../umr/) */

@@ -18,6 +18,11 @@ const char *uct_dcx_tx_policy_names[] = {
     [UCT_DCX_TX_POLICY_LAST]      = NULL
 };
 
+const char *uct_dcx_post_names[] = { [UCT_DCX_POST_AUTO]   = "auto",
+                                     [UCT_DCX_POST_DIRECT] = "direct",
+                                     [UCT_DCX_POST_VERBS]  = "verbs",
+                                     [UCT_DCX_POST_LAST]   = NULL };
+
 /* clang-format off */
 ucs_config_field_t uct_dcx_iface_config_table[] = {
     {"", "", NULL,
@@ -224,6 +229,21 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
      "DCI with one completion. n - not offered (UCP 1.22 has no other\n"
      "protocol for SGL puts and fails them).",
      ucs_offsetof(uct_dcx_iface_config_t, put_sgl), UCS_CONFIG_TYPE_BOOL},
+
+    {"POST", "auto",
+     "How work requests reach the DCIs and send completions are read:\n"
+     " direct - dcx writes the WQEs into each DCI's send queue, rings its\n"
+     "          doorbell and parses the send CQ's CQEs in place, with the\n"
+     "          layouts mlx5dv_init_obj reports; the interface fails to open\n"
+     "          where the provider offers no direct objects or a layout dcx\n"
+     "          does not write (CQEs other than 64 bytes, send queue strides\n"
+     "          other than 64 bytes).\n"
+     " verbs  - through rdma-core's ibv_wr_* / mlx5dv_wr_* builders and the\n"
+     "          ibv_cq_ex polling API.\n"
+     " auto   - direct where it is available, verbs otherwise (the device\n"
+     "          model's API face offers no direct objects).",
+     ucs_offsetof(uct_dcx_iface_config_t, post),
+     UCS_CONFIG_TYPE_ENUM(uct_dcx_post_names)},
 
     UCT_DCX_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 128, "send",
                                       ucs_offsetof(uct_dcx_iface_config_t,

@@ -9,6 +9,7 @@
 #ifndef UCT_DCX_IFACE_INT_H_
 #define UCT_DCX_IFACE_INT_H_
 
+#include "dcx_direct.h"
 #include "dcx_iface.h"
 
 
@@ -51,6 +52,7 @@ uct_dcx_iface_dci_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci);
 ucs_status_t
 uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci);
 void uct_dcx_iface_dcis_destroy(uct_dcx_iface_t *iface, unsigned count);
+void uct_dcx_iface_direct_cleanup(uct_dcx_iface_t *iface);
 
 /* dcx_rx.c */
 ucs_status_t
@@ -112,7 +114,7 @@ uct_dcx_iface_poll_tx(uct_dcx_iface_t *iface)
 {
     struct ibv_poll_cq_attr attr = {};
 
-    if (ucs_likely(ibv_start_poll(iface->tx.cq, &attr) != 0)) {
+    if (ucs_likely(ibv_start_poll(iface->tx.poll_cq, &attr) != 0)) {
         return 0;
     }
     return uct_dcx_iface_poll_tx_batch(iface);

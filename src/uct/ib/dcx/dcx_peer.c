@@ -430,6 +430,9 @@ void uct_dcx_iface_peers_cleanup(uct_dcx_iface_t *iface)
     ucs_ptr_array_cleanup(&iface->peer_table, 0);
     kh_destroy_inplace(uct_dcx_peer, &iface->peers);
     kh_foreach_value(&iface->ah_cache, ah, {
+        if (iface->tx.direct != NULL) {
+            uct_dcx_direct_ah_forget(iface->tx.direct, ah);
+        }
         if (iface->ops->destroy_ah(ah) != 0) {
             ucs_warn("dcx: destroy_ah failed: %m");
         }

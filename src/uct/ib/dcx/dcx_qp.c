@@ -246,6 +246,70 @@ uct_dcx_iface_dci_qp_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
     }
 }
 
+/* Direct posting is unavailable (@a reason): UCX_DCX_POST=direct fails the
+ * interface, auto goes on with rdma-core's builders. */
+static ucs_status_t uct_dcx_iface_direct_unavailable(uct_dcx_iface_t *iface,
+                                                     ucs_status_t status,
+                                                     const char *reason)
+{
+    if (iface->tx.post == UCT_DCX_POST_DIRECT) {
+        ucs_error("dcx: %s: UCX_DCX_POST=direct: %s", iface->md->device->name,
+                  reason);
+        return status;
+    }
+
+    ucs_debug("dcx: %s: posting through rdma-core's builders: %s",
+              iface->md->device->name, reason);
+    iface->tx.post = UCT_DCX_POST_VERBS;
+    return UCS_OK;
+}
+
+/* The DCI gets dcx's own WQE writer (UCX_DCX_POST direct or auto). The first
+ * DCI decides for the interface: direct needs the send CQ's layout and the
+ * DCI's; the others are made alike, and every DCI has one writer. */
+static ucs_status_t
+uct_dcx_iface_dci_direct(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
+{
+    uct_dcx_direct_sq_t *sq;
+    struct mlx5dv_qp_ex *mqpx;
+    struct ibv_qp_ex *qpx;
+    const char *reason;
+    ucs_status_t status;
+
+    if (iface->tx.direct == NULL) {
+        ucs_assert(iface->tx.num_created == 0);
+        status = uct_dcx_direct_create(iface->ops,
+                                       ibv_cq_ex_to_cq(iface->tx.cq),
+                                       &iface->tx.direct, &reason);
+        if (status != UCS_OK) {
+            return uct_dcx_iface_direct_unavailable(iface, status, reason);
+        }
+    }
+
+    status = uct_dcx_direct_sq_create(iface->tx.direct, dci->qp,
+                                      iface->tx.max_inline, iface->tx.max_sge,
+                                      &sq, &qpx, &mqpx, &reason);
+    if (status != UCS_OK) {
+        if (iface->tx.num_created > 0) {
+            ucs_error("dcx: %s: dci 0x%x: no direct posting: %s",
+                      iface->md->device->name, dci->qp->qp_num, reason);
+            return status;
+        }
+        uct_dcx_iface_direct_cleanup(iface);
+        return uct_dcx_iface_direct_unavailable(iface, status, reason);
+    }
+
+    if (iface->tx.num_created == 0) {
+        iface->tx.poll_cq = uct_dcx_direct_poll_cq(iface->tx.direct);
+        ucs_debug("dcx: %s: dcx writes its own WQEs and parses its send CQEs",
+                  iface->md->device->name);
+    }
+    dci->direct = sq;
+    dci->qpx    = qpx;
+    dci->mqpx   = mqpx;
+    return UCS_OK;
+}
+
 ucs_status_t
 uct_dcx_iface_dci_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
 {
@@ -293,6 +357,13 @@ uct_dcx_iface_dci_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
         goto err_destroy;
     }
 
+    if (iface->tx.post != UCT_DCX_POST_VERBS) {
+        status = uct_dcx_iface_dci_direct(iface, dci);
+        if (status != UCS_OK) {
+            goto err_destroy;
+        }
+    }
+
     status = uct_dcx_iface_dci_connect(iface, dci);
     if (status != UCS_OK) {
         goto err_destroy;
@@ -302,6 +373,10 @@ uct_dcx_iface_dci_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
     return UCS_OK;
 
 err_destroy:
+    if (dci->direct != NULL) {
+        uct_dcx_direct_sq_destroy(dci->direct);
+        dci->direct = NULL;
+    }
     iface->ops->destroy_qp(dci->qp);
     dci->qp   = NULL;
     dci->qpx  = NULL;
@@ -403,10 +478,24 @@ void uct_dcx_iface_dcis_destroy(uct_dcx_iface_t *iface, unsigned count)
     unsigned i;
 
     for (i = 0; i < count; ++i) {
+        if (iface->tx.dcis[i].direct != NULL) {
+            uct_dcx_direct_sq_destroy(iface->tx.dcis[i].direct);
+            iface->tx.dcis[i].direct = NULL;
+        }
         if (iface->tx.dcis[i].qp != NULL) {
             iface->ops->destroy_qp(iface->tx.dcis[i].qp);
         }
     }
+}
+
+/* The send CQ is polled through itself again (the DCIs are gone). */
+void uct_dcx_iface_direct_cleanup(uct_dcx_iface_t *iface)
+{
+    if (iface->tx.direct != NULL) {
+        uct_dcx_direct_destroy(iface->tx.direct);
+        iface->tx.direct = NULL;
+    }
+    iface->tx.poll_cq = iface->tx.cq;
 }
 
 /* --- the CQs, and the constructor's queues step ----------------------- */
@@ -423,6 +512,10 @@ uct_dcx_iface_cqs_create(uct_dcx_iface_t *iface,
     if (iface->tx.cq == NULL) {
         return UCS_ERR_IO_ERROR;
     }
+    /* Until the first DCI says whether dcx writes its own WQEs. */
+    iface->tx.poll_cq = iface->tx.cq;
+    iface->tx.direct  = NULL;
+    iface->tx.post    = (uct_dcx_post_t)config->post;
 
     iface->rx.cq = uct_dcx_iface_cq_create(iface, iface->rx.queue_len,
                                            IBV_WC_EX_WITH_BYTE_LEN |

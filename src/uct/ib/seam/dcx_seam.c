@@ -76,6 +76,7 @@ const uct_dcx_seam_symbol_t uct_dcx_seam_symbols[] = {
                      "mlx5dv_qp_ex_from_ibv_qp_ex", "MLX5_1.10"),
     UCT_DCX_SEAM_SYM(MLX5, mlx5dv_devx_general_cmd, "mlx5dv_devx_general_cmd",
                      "MLX5_1.7"),
+    UCT_DCX_SEAM_SYM(DIRECT, mlx5dv_init_obj, "mlx5dv_init_obj", "MLX5_1.2"),
     UCT_DCX_SEAM_SYM(UMR, mlx5dv_create_mkey, "mlx5dv_create_mkey",
                      "MLX5_1.10"),
     UCT_DCX_SEAM_SYM(UMR, mlx5dv_destroy_mkey, "mlx5dv_destroy_mkey",
@@ -94,6 +95,11 @@ uct_dcx_seam_no_create_mkey(struct mlx5dv_mkey_init_attr *attr)
 }
 
 int uct_dcx_seam_no_destroy_mkey(struct mlx5dv_mkey *mkey)
+{
+    return EOPNOTSUPP;
+}
+
+int uct_dcx_seam_no_init_obj(struct mlx5dv_obj *obj, uint64_t obj_type)
 {
     return EOPNOTSUPP;
 }

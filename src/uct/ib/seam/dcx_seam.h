@@ -121,6 +121,11 @@ typedef struct uct_dcx_verbs_ops {
     int (*mlx5dv_devx_general_cmd)(struct ibv_context *context, const void *in,
                                    size_t inlen, void *out, size_t outlen);
 
+    /* Direct objects: the send queue, CQ, AH and SRQ layouts libmlx5 chose,
+     * for dcx's own WQE writer and CQE parser (UCX_DCX_POST); EOPNOTSUPP
+     * where the provider offers none (the device model's API face) */
+    int (*mlx5dv_init_obj)(struct mlx5dv_obj *obj, uint64_t obj_type);
+
     /* Indirect memory keys (UMR) */
     struct mlx5dv_mkey *(*mlx5dv_create_mkey)(
             struct mlx5dv_mkey_init_attr *attr);

@@ -45,7 +45,8 @@ uct_dcx_emu_binding_open(const char *emu_lib, uct_dcx_binding_t *binding)
         func = dlsym(binding->verbs_handle, name);
         if (func != NULL) {
             *(void **)UCS_PTR_BYTE_OFFSET(&binding->ops, sym->offset) = func;
-        } else if (sym->lib == UCT_DCX_SEAM_LIB_UMR) {
+        } else if ((sym->lib == UCT_DCX_SEAM_LIB_UMR) ||
+                   (sym->lib == UCT_DCX_SEAM_LIB_DIRECT)) {
             ucs_debug("dcx: %s has no %s", emu_lib, name);
         } else {
             ucs_error("dcx: %s is not a compatible software DC device: no %s",
@@ -58,6 +59,10 @@ uct_dcx_emu_binding_open(const char *emu_lib, uct_dcx_binding_t *binding)
     if (binding->ops.mlx5dv_create_mkey == NULL) {
         binding->ops.mlx5dv_create_mkey  = uct_dcx_seam_no_create_mkey;
         binding->ops.mlx5dv_destroy_mkey = uct_dcx_seam_no_destroy_mkey;
+    }
+
+    if (binding->ops.mlx5dv_init_obj == NULL) {
+        binding->ops.mlx5dv_init_obj = uct_dcx_seam_no_init_obj;
     }
 
     binding->dv = true;

@@ -118,6 +118,7 @@ static void uct_dcx_hw_set_no_mlx5(uct_dcx_verbs_ops_t *ops)
     ops->mlx5dv_create_mkey          = uct_dcx_seam_no_create_mkey;
     ops->mlx5dv_destroy_mkey         = uct_dcx_seam_no_destroy_mkey;
     ops->mlx5dv_devx_general_cmd     = uct_dcx_seam_no_devx_general_cmd;
+    ops->mlx5dv_init_obj             = uct_dcx_seam_no_init_obj;
 }
 
 static int uct_dcx_hw_resolve(void *handle, uct_dcx_seam_lib_t lib,
@@ -128,14 +129,19 @@ static int uct_dcx_hw_resolve(void *handle, uct_dcx_seam_lib_t lib,
 
     for (sym = uct_dcx_seam_symbols;
          sym < uct_dcx_seam_symbols + uct_dcx_seam_num_symbols; ++sym) {
-        /* libmlx5 also provides the mkey calls. */
+        /* libmlx5 also provides the mkey calls and the direct objects. */
         if ((sym->lib != lib) && !((lib == UCT_DCX_SEAM_LIB_MLX5) &&
-                                   (sym->lib == UCT_DCX_SEAM_LIB_UMR))) {
+                                   ((sym->lib == UCT_DCX_SEAM_LIB_UMR) ||
+                                    (sym->lib == UCT_DCX_SEAM_LIB_DIRECT)))) {
             continue;
         }
 
         func = dlvsym(handle, sym->symbol, sym->version);
-        if (func == NULL) {
+        if ((func == NULL) && (sym->lib == UCT_DCX_SEAM_LIB_DIRECT)) {
+            ucs_debug("dcx: %s has no %s@%s: no direct posting", lib_name,
+                      sym->symbol, sym->version);
+            func = (void *)uct_dcx_seam_no_init_obj;
+        } else if (func == NULL) {
             ucs_debug("dcx: %s has no %s@%s: rdma-core is too old", lib_name,
                       sym->symbol, sym->version);
             return 0;

@@ -1,0 +1,257 @@
+/**
+ * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
+ *
+ * The two ways work requests reach the DCIs (UCX_DCX_POST): direct posting
+ * is refused where the device offers no direct objects (the device model's
+ * API face) and taken where it does (its mlx5 face, or an mlx5 adapter);
+ * one DCI's send queue wrapped many times by WQEs of every shape (inline of
+ * several basic blocks, gather lists, reads, sends, atomics and masked
+ * atomics), every byte checked. The suite runs once with the setting the
+ * environment gives (contrib/dcx runs it with direct and verbs on the
+ * mlx5 face).
+ */
+#include "uct_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+using namespace dcx_test;
+
+namespace {
+
+/* Whether the suite runs on the mlx5 face (dcx's hardware binding). */
+bool on_mlx5_face()
+{
+    return getenv("DCX_TEST_DEVICE") != nullptr;
+}
+
+/* uct_iface_open's status for an interface with UCX_DCX_POST=post. */
+ucs_status_t open_with_post(const char *post)
+{
+    ucs_async_context_t *async = nullptr;
+    uct_iface_config_t *config = nullptr;
+    uct_md_config_t *md_config = nullptr;
+    uct_iface_params_t params  = {};
+    uct_worker_h worker        = nullptr;
+    uct_iface_h iface          = nullptr;
+    uct_md_h md                = nullptr;
+    ucs_status_t status;
+
+    EXPECT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                               &async));
+    EXPECT_EQ(UCS_OK, uct_worker_create(async, UCS_THREAD_MODE_SINGLE,
+                                        &worker));
+    EXPECT_EQ(UCS_OK, uct_md_config_read(dcx_component(), NULL, NULL,
+                                         &md_config));
+    EXPECT_EQ(UCS_OK, uct_md_open(dcx_component(), emu_md_name, md_config,
+                                  &md));
+    uct_config_release(md_config);
+    EXPECT_EQ(UCS_OK, uct_md_iface_config_read(md, "dcx", NULL, NULL, &config));
+    status = uct_config_modify(config, "POST", post);
+    if (status == UCS_ERR_NO_ELEM) {
+        status = uct_config_modify(config, "DCX_POST", post);
+    }
+    EXPECT_EQ(UCS_OK, status);
+
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                  UCT_IFACE_PARAM_FIELD_DEVICE |
+                                  UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = "dcx";
+    params.mode.device.dev_name = emu_dev_name;
+    params.rx_headroom          = rx_headroom;
+    status = uct_iface_open(md, worker, &params, config, &iface);
+    uct_config_release(config);
+
+    if (iface != nullptr) {
+        uct_iface_close(iface);
+    }
+    uct_md_close(md);
+    uct_worker_destroy(worker);
+    ucs_async_context_destroy(async);
+    return status;
+}
+
+struct pack_arg {
+    const char *src;
+    size_t     length;
+};
+
+size_t pack_cb(void *dest, void *arg)
+{
+    pack_arg *p = (pack_arg*)arg;
+
+    memcpy(dest, p->src, p->length);
+    return p->length;
+}
+
+void unpack_cb(void *arg, const void *data, size_t length)
+{
+    memcpy(arg, data, length);
+}
+
+struct am_count {
+    size_t count = 0;
+    size_t bytes = 0;
+};
+
+ucs_status_t am_handler(void *arg, void *data, size_t length, unsigned flags)
+{
+    am_count *c = (am_count*)arg;
+
+    ++c->count;
+    c->bytes += length;
+    return UCS_OK;
+}
+
+} // namespace
+
+TEST(uct_post, direct_refused_where_unavailable)
+{
+    EXPECT_EQ(UCS_OK, open_with_post("verbs"));
+    EXPECT_EQ(UCS_OK, open_with_post("auto"));
+    if (on_mlx5_face()) {
+        /* libmlx5 describes its queues: dcx writes its own WQEs */
+        EXPECT_EQ(UCS_OK, open_with_post("direct"));
+    } else {
+        /* the model's API face has no mlx5dv_init_obj */
+        EXPECT_EQ(UCS_ERR_UNSUPPORTED, open_with_post("direct"));
+    }
+}
+
+/* One DCI with a short send queue, so that it wraps many times. */
+class uct_post_wrap : public testing::Test, protected entity_pair {
+protected:
+    void SetUp() override
+    {
+        config_t config = {{"NUM_DCI", "1"}, {"TX_QUEUE_LEN", "16"}};
+
+        ASSERT_NO_FATAL_FAILURE(open_pair(config, config));
+        ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_receiver->iface(), 7,
+                                                   am_handler, &m_am, 0));
+    }
+
+    am_count m_am;
+};
+
+TEST_F(uct_post_wrap, mixed_shapes_wrap_the_send_queue)
+{
+    const uct_iface_attr_t &attr = m_sender->attr();
+    const size_t slot            = 512;
+    const unsigned rounds        = 60;
+    const size_t max_short       = std::min<size_t>(attr.cap.put.max_short,
+                                                    slot);
+    buffer target(*m_receiver, slot * 8 * rounds);
+    buffer source(*m_sender, slot * 4);
+    buffer words(*m_receiver, 64);
+    rkey rk(target.packed_rkey()), wrk(words.packed_rkey());
+    std::vector<char> expect(target.length(), 0);
+    size_t am_bytes = 0;
+    uint64_t sum    = 0;
+    uint32_t xor32  = 0;
+
+    ASSERT_GT(max_short, 64u) << "inline data of several basic blocks";
+    memset(words.ptr(), 0, words.length());
+    for (unsigned r = 0; r < rounds; ++r) {
+        char *base  = target.ptr() + r * slot * 8;
+        size_t off  = base - target.ptr();
+        /* inline put: 1 .. max_short bytes, so WQEs of 2 to many blocks */
+        size_t len  = 1 + (r * 37) % max_short;
+        auto data   = data_vector(len, r);
+        ASSERT_EQ(UCS_OK, retry(all(), [&] {
+            return uct_ep_put_short(m_ep, data.data(), len,
+                                    target.addr() + off, rk.get());
+        }));
+        memcpy(&expect[off], data.data(), len);
+
+        /* bcopy put: one data segment */
+        auto bdata   = data_vector(slot - r, r + 1000);
+        pack_arg arg = {bdata.data(), bdata.size()};
+        ASSERT_EQ(UCS_OK, retry(all(), [&] {
+            ssize_t packed = uct_ep_put_bcopy(m_ep, pack_cb, &arg,
+                                              target.addr() + off + slot,
+                                              rk.get());
+            return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
+        }));
+        memcpy(&expect[off + slot], bdata.data(), bdata.size());
+
+        /* zcopy put: a gather list of three entries */
+        auto zdata = data_vector(slot * 3, r + 2000);
+        memcpy(source.ptr(), zdata.data(), zdata.size());
+        uct_iov_t iov[3];
+        for (int i = 0; i < 3; ++i) {
+            iov[i].buffer = source.ptr() + i * slot;
+            iov[i].length = slot - 16 * i;
+            iov[i].memh   = source.memh();
+            iov[i].stride = 0;
+            iov[i].count  = 1;
+        }
+        test_comp zcomp;
+        ucs_status_t status = retry(all(), [&] {
+            return uct_ep_put_zcopy(m_ep, iov, 3, target.addr() + off + 2 * slot,
+                                    rk.get(), &zcomp.uct);
+        });
+        ASSERT_EQ(UCS_OK, wait_comp(all(), status, zcomp));
+        size_t at = off + 2 * slot;
+        for (int i = 0; i < 3; ++i) {
+            memcpy(&expect[at], source.ptr() + i * slot, iov[i].length);
+            at += iov[i].length;
+        }
+
+        /* active messages: inline and bcopy */
+        uint64_t header = r;
+        auto payload    = data_vector(
+                1 + (r * 13) % (attr.cap.am.max_short - sizeof(header)),
+                r + 3000);
+        ASSERT_EQ(UCS_OK, retry(all(), [&] {
+            return uct_ep_am_short(m_ep, 7, header, payload.data(),
+                                   payload.size());
+        }));
+        am_bytes += sizeof(header) + payload.size();
+        pack_arg am_arg = {payload.data(), payload.size()};
+        ASSERT_EQ(UCS_OK, retry(all(), [&] {
+            ssize_t packed = uct_ep_am_bcopy(m_ep, 7, pack_cb, &am_arg, 0);
+            return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
+        }));
+        am_bytes += payload.size();
+
+        /* a device atomic and a masked 32-bit one, when offered */
+        ASSERT_EQ(UCS_OK, retry(all(), [&] {
+            return uct_ep_atomic64_post(m_ep, UCT_ATOMIC_OP_ADD, r + 1,
+                                        words.addr(), wrk.get());
+        }));
+        sum += r + 1;
+        if (attr.cap.atomic32.op_flags & UCS_BIT(UCT_ATOMIC_OP_XOR)) {
+            ASSERT_EQ(UCS_OK, retry(all(), [&] {
+                return uct_ep_atomic32_post(m_ep, UCT_ATOMIC_OP_XOR,
+                                            0x9e3779b9u * (r + 1),
+                                            words.addr() + 8, wrk.get());
+            }));
+            xor32 ^= 0x9e3779b9u * (r + 1);
+        }
+
+        /* read back what the inline put wrote, through a read */
+        std::vector<char> back(len);
+        test_comp gcomp;
+        status = retry(all(), [&] {
+            return uct_ep_get_bcopy(m_ep, unpack_cb, back.data(), len,
+                                    target.addr() + off, rk.get(), &gcomp.uct);
+        });
+        ASSERT_EQ(UCS_OK, wait_comp(all(), status, gcomp));
+        EXPECT_EQ(data, back) << "round " << r;
+    }
+
+    ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
+    ASSERT_TRUE(wait_for(all(), [&] { return m_am.count >= 2 * rounds; }));
+    EXPECT_EQ(2 * rounds, m_am.count);
+    EXPECT_EQ(am_bytes, m_am.bytes);
+    EXPECT_EQ(0, memcmp(expect.data(), target.ptr(), expect.size()));
+    EXPECT_EQ(sum, words.word(0));
+    if (attr.cap.atomic32.op_flags & UCS_BIT(UCT_ATOMIC_OP_XOR)) {
+        uint32_t got;
+        memcpy(&got, words.ptr() + 8, sizeof(got));
+        EXPECT_EQ(xor32, got);
+    }
+    /* the queue of 16 requests wrapped many times over */
+    EXPECT_GT(tx_counters(m_sender->iface()).work_requests, 16u * 20);
+}

@@ -40,23 +40,6 @@ ucs_status_t am_handler(void *arg, void *data, size_t length, unsigned flags)
     return UCS_OK;
 }
 
-struct pack_arg {
-    const char *src;
-    size_t     length;
-};
-
-size_t pack_cb(void *dest, void *arg)
-{
-    pack_arg *p = (pack_arg*)arg;
-    memcpy(dest, p->src, p->length);
-    return p->length;
-}
-
-void unpack_cb(void *arg, const void *data, size_t length)
-{
-    memcpy(arg, data, length);
-}
-
 } // namespace
 
 /* Every operation under every DCI policy. */

@@ -72,24 +72,6 @@ ucs_status_t open_with_post(const char *post)
     return status;
 }
 
-struct pack_arg {
-    const char *src;
-    size_t     length;
-};
-
-size_t pack_cb(void *dest, void *arg)
-{
-    pack_arg *p = (pack_arg*)arg;
-
-    memcpy(dest, p->src, p->length);
-    return p->length;
-}
-
-void unpack_cb(void *arg, const void *data, size_t length)
-{
-    memcpy(arg, data, length);
-}
-
 struct am_count {
     size_t count = 0;
     size_t bytes = 0;

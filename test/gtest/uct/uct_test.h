@@ -17,6 +17,7 @@
 #include <uct/ib/dcx/dcx.h>
 #include <ucs/async/async_fwd.h>
 
+#include <cstring>
 #include <dlfcn.h>
 #include <functional>
 #include <map>
@@ -121,6 +122,26 @@ private:
 /* Progress the entities until cond() or the timeout (seconds). */
 bool wait_for(const std::vector<entity*> &entities,
               const std::function<bool()> &cond, double timeout = 20.0);
+
+/* The bcopy callbacks: pack_cb copies a pack_arg's bytes out, unpack_cb
+ * copies what arrived into the buffer it is given. */
+struct pack_arg {
+    const char *src;
+    size_t     length;
+};
+
+static inline size_t pack_cb(void *dest, void *arg)
+{
+    pack_arg *p = (pack_arg*)arg;
+
+    memcpy(dest, p->src, p->length);
+    return p->length;
+}
+
+static inline void unpack_cb(void *arg, const void *data, size_t length)
+{
+    memcpy(arg, data, length);
+}
 
 /* A completion that counts down. */
 struct test_comp {

@@ -17,7 +17,7 @@ suite_ucp() {
     make -C "$DCX_BUILD" -s -j"$DCX_JOBS" check >/dev/null || die "building the tests failed"
     DCXEMU_FABRIC="dcx-ucp-test-$$" DCXEMU_EXEC=immediate \
         face_gtest ucp "$DCX_BUILD/test/gtest/ucp/dcx_ucp_gtest"
-    # CI's subset on the mlx5 face: one execution mode (the engine's,
+    # DCX_FACE_QUICK=1 on the mlx5 face: one execution mode (the engine's,
     # beneath both faces: the API face's run has deferred execution)
     face_quick && return
     DCXEMU_FABRIC="dcx-ucp-test-d-$$" DCXEMU_EXEC=deferred \
@@ -402,9 +402,9 @@ suite_e2e-users() {
         fi
     fi
     if face_quick; then
-        # CI's subset on the mlx5 face: a latency and a rendezvous pair, and
-        # every MPI and OpenSHMEM program (ranks through the launcher, each
-        # with the face preloaded)
+        # DCX_FACE_QUICK=1 on the mlx5 face: a latency and a rendezvous pair,
+        # and every MPI and OpenSHMEM program (ranks through the launcher,
+        # each with the face preloaded)
         check ucp-perftest-tag_lat       ucp_perftest_pair tag_lat     -t tag_lat $n
         check ucp-perftest-tag_bw-rndv   ucp_perftest_pair tag_bw-rndv -t tag_bw -s 1048576 -n 200 -w 10
         check mpi-p2p \

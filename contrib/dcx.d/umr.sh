@@ -44,8 +44,8 @@ suite_umr() {
     DCXEMU_FABRIC="dcx-umr-test-$$" \
         face_gtest umr "$DCX_BUILD/test/gtest/uct/dcx_uct_gtest" --gtest_filter='umr/*:uct_umr_caps.*:uct_multiproc.strided*'
     if face_quick; then
-        # CI's subset on the mlx5 face: the 512 B device, one execution mode
-        # (the engine's, beneath both faces), the 4-rank halo exchange
+        # DCX_FACE_QUICK=1 on the mlx5 face: the 512 B device, one execution
+        # mode (the engine's, beneath both faces), the 4-rank halo exchange
         check halo-4-ranks halo_check 4 20
         return
     fi

@@ -544,8 +544,9 @@ static UCS_F_ALWAYS_INLINE void uct_dcx_direct_doorbell(uct_dcx_direct_sq_t *sq)
     if ((sq->bf_size > 0) && (sq->nreq == 1) && sq->inl && (sq->last_ds > 1) &&
         (sq->last_ds <= sq->bf_size / 16)) {
         uct_dcx_direct_bf_copy(sq, reg, (const uint64_t *)sq->last_ctrl,
-                               ucs_align_up(sq->last_ds * 16,
-                                            MLX5_SEND_WQE_BB));
+                               ucs_div_round_up(sq->last_ds * 16,
+                                                MLX5_SEND_WQE_BB) *
+                                       MLX5_SEND_WQE_BB);
     } else {
         *reg = *(const uint64_t *)sq->last_ctrl;
     }

@@ -1073,7 +1073,8 @@ TEST(emu_print, names_in_failures)
 {
     EXPECT_EQ(::testing::PrintToString(IBV_WC_REM_ACCESS_ERR), "IBV_WC_REM_ACCESS_ERR (10)");
     EXPECT_EQ(::testing::PrintToString(IBV_WC_SUCCESS), "IBV_WC_SUCCESS (0)");
-    EXPECT_EQ(::testing::PrintToString((ibv_wc_status)1000), "ibv_wc_status 1000");
+    /* unnamed, yet within the enum's range (UBSan checks the load) */
+    EXPECT_EQ(::testing::PrintToString((ibv_wc_status)30), "ibv_wc_status 30");
     EXPECT_EQ(::testing::PrintToString(IBV_QPS_ERR), "IBV_QPS_ERR (6)");
     std::vector<ibv_wc_status> sts = { IBV_WC_SUCCESS, IBV_WC_WR_FLUSH_ERR };
     EXPECT_EQ(::testing::PrintToString(sts), "{ IBV_WC_SUCCESS (0), IBV_WC_WR_FLUSH_ERR (5) }");

@@ -287,7 +287,8 @@ WRAPPER
 # rdma_core_maps DIR COUNTER MIN -- SERVER...: as mlx5_pair, and the
 # libibverbs and libmlx5 files both processes run (the face's trace names
 # them when a context opens: DCXEMU_MLX5_TRACE is on in this suite) must
-# all come from DIR, the release, and libmlx5.so.1 must be among them.
+# all come from DIR, the release, and libmlx5.so.1 must be among them (by
+# the path it was loaded by: the soname link or the file).
 rdma_core_maps() {
     local dir=$1 counter=$2 min=$3 log="$DCX_LOGS/rdma-core-maps-$$-$RANDOM"
     local maps foreign
@@ -300,7 +301,7 @@ rdma_core_maps() {
     echo "the processes ran:"
     echo "${maps:-  nothing named}" | sed 's/^/  /'
     foreign=$(echo "$maps" | grep . | grep -v "^$dir/" || true)
-    if ! echo "$maps" | grep -q '/libmlx5\.so\.1\.' || [ -n "$foreign" ]; then
+    if ! echo "$maps" | grep -Eq '/libmlx5\.so\.1(\.|$)' || [ -n "$foreign" ]; then
         echo "expected libibverbs and libmlx5 from $dir only; from elsewhere: ${foreign:-none}"
         return 1
     fi

@@ -88,12 +88,19 @@ void face_resp_out(uint64_t addr, size_t room, const void *src, size_t len)
  * that selects an rdma-core release checks it got that release's). */
 static int trace_provider(struct dl_phdr_info *info, size_t size, void *arg)
 {
-    const char *name = info->dlpi_name;
+    char *file;
     (void)size;
-    if ((name != NULL) && (strstr(name, "/libibverbs.so") != NULL ||
-                           strstr(name, "/libmlx5.so") != NULL)) {
-        face_log("uverbs%d: GET_CONTEXT from %s", *(int *)arg, name);
+    if ((info->dlpi_name == NULL) || (info->dlpi_name[0] == '\0')) {
+        return 0;
     }
+    /* the file, whatever link loaded it (libibverbs loads its provider as
+     * libibverbs/libmlx5-rdmavN.so) */
+    file = realpath(info->dlpi_name, NULL);
+    if ((file != NULL) && (strstr(file, "/libibverbs.so") != NULL ||
+                           strstr(file, "/libmlx5.so") != NULL)) {
+        face_log("uverbs%d: GET_CONTEXT from %s", *(int *)arg, file);
+    }
+    free(file);
     return 0;
 }
 

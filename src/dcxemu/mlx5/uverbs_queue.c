@@ -231,11 +231,15 @@ int face_cmd_query_srq(struct face_file *f, const struct face_cmd *c)
 /* Destroy; *events: the asynchronous events the application read. */
 static int srq_free(struct face_srq *srq, uint32_t *events)
 {
-    int err = dcxemu_ibv_destroy_srq(srq->srq);
+    int err;
+    /* out of the engine's pump first: it may be pulling WQEs into the
+     * model's SRQ this moment (unregistering waits for it) */
+    face_pump_unregister(&srq->obj);
+    err = dcxemu_ibv_destroy_srq(srq->srq);
     if (err != 0) {
+        face_pump_register(&srq->obj);
         return err;
     }
-    face_pump_unregister(&srq->obj);
     *events = face_async_events_read(&srq->obj);
     pthread_mutex_destroy(&srq->lock);
     free(srq);
@@ -629,11 +633,14 @@ int face_cmd_query_qp(struct face_file *f, const struct face_cmd *c)
 /* Destroy; *events: the asynchronous events the application read. */
 static int qp_free(struct face_qp *qp, uint32_t *events)
 {
-    int err = dcxemu_ibv_destroy_qp(qp->qp);
+    int err;
+    /* out of the engine's pump first (receive WQEs, the backstop) */
+    face_pump_unregister(&qp->obj);
+    err = dcxemu_ibv_destroy_qp(qp->qp);
     if (err != 0) {
+        face_pump_register(&qp->obj);
         return err;
     }
-    face_pump_unregister(&qp->obj);
     *events = face_async_events_read(&qp->obj);
     pthread_mutex_destroy(&qp->sq_lock);
     pthread_mutex_destroy(&qp->rq_lock);

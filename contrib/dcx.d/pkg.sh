@@ -286,11 +286,14 @@ pkg_build() {
 # lintian-overrides), and it is suppressed here for the .changes and the
 # automatic -dbgsym packages, which take no overrides.
 pkg_lintian() {
-    local release=$1 w out
+    local release=$1 w out rc=0
     w=$(pkg_work)/$release
     out=$(cd "$w" && pkg_build_exec "$release" lintian --info --display-info --pedantic \
-              --suppress-tags bogus-mail-host "$(ls "$w"/dcx_*.changes)" 2>&1) || true
+              --suppress-tags bogus-mail-host "$(ls "$w"/dcx_*.changes)" 2>&1) || rc=$?
     echo "$out"
+    # lintian exits 1 when it reports errors (the E: lines decide), 2 and
+    # above when it could not check
+    [ $rc -le 1 ] || { echo "lintian failed (exit $rc)"; return 1; }
     ! echo "$out" | grep -q '^E: '
 }
 

@@ -32,8 +32,8 @@ MLX5_ENV=()
 mlx5_counter() {
     local name=$1 min=$2 line value
     line=$("$DCX_PREFIX/bin/dcxemu-stat" -c -f "$MLX5_FABRIC")
+    value=$(fabric_counter_sum "$MLX5_FABRIC" "^$name\$")
     "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$MLX5_FABRIC" >/dev/null || true
-    value=$(echo "$line" | tr ' ' '\n' | sed -n "s/^$name=//p" | awk '{s += $1} END {print s + 0}')
     echo "device counters: $line"
     if [ "$value" -lt "$min" ]; then
         echo "the device's $name counter is $value, expected at least $min: it did not carry the traffic"

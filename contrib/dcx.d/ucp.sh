@@ -119,18 +119,12 @@ E2E_LAUNCH_OPTS=(--allow-run-as-root --oversubscribe -np "$E2E_NP" -x UCX_LOG_LE
 # Work requests the device model executed on the e2e fabric (its fabric-wide
 # counters; 0 when the fabric does not exist).
 device_wrs() {
-    "$DCX_PREFIX/bin/dcxemu-stat" -c -f "$E2E_FABRIC" 2>/dev/null |
-        awk '{ for (i = 2; i <= NF; ++i) { split($i, kv, "=");
-               if (kv[1] ~ /^(write|write_imm|send|send_imm|read|atomic_fa|atomic_cs)$/) n += kv[2] } }
-             END { print n + 0 }'
+    fabric_counter_sum "$E2E_FABRIC" '^(write|write_imm|send|send_imm|read|atomic_fa|atomic_cs)$'
 }
 
 # Device atomics the device model executed on the e2e fabric.
 device_atomics() {
-    "$DCX_PREFIX/bin/dcxemu-stat" -c -f "$E2E_FABRIC" 2>/dev/null |
-        awk '{ for (i = 2; i <= NF; ++i) { split($i, kv, "=");
-               if (kv[1] ~ /^(atomic_fa|atomic_cs)$/) n += kv[2] } }
-             END { print n + 0 }'
+    fabric_counter_sum "$E2E_FABRIC" '^(atomic_fa|atomic_cs)$'
 }
 
 # launcher_run with E2E_DEVICE_AMO=1: the run must also have used device

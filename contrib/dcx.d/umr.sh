@@ -22,17 +22,16 @@ halo_run() {
 # the device's counters show a UMR from every rank.
 halo_check() {
     local nranks=$1; shift
-    local log="$DCX_LOGS/halo.log" rc=0 counters umrs
+    local log="$DCX_LOGS/halo.log" rc=0 umrs
     local HALO_FABRIC="dcx-halo-$$-$RANDOM"
     DCXEMU_KEEP_FABRIC=1 halo_run "$log" "$nranks" "$@" || rc=$?
-    counters=$("$DCX_PREFIX/bin/dcxemu-stat" -c -f "$HALO_FABRIC" 2>/dev/null) || true
+    umrs=$(fabric_counter_sum "$HALO_FABRIC" '^umr$')
     "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$HALO_FABRIC" >/dev/null || true
     [ $rc -eq 0 ] || { cat "$log"; return 1; }
     grep -q "^dcx_halo: PASS ($nranks ranks" "$log" || { cat "$log"; return 1; }
     [ "$(grep -c 'ghosts verified' "$log")" -eq "$nranks" ] || { cat "$log"; return 1; }
     ! grep -q ' 0 zero-copy' "$log" || { echo "no strided zero-copy"; cat "$log"; return 1; }
     cat "$log"
-    umrs=$(echo "$counters" | tr ' ' '\n' | sed -n 's/^umr=//p' | awk '{s += $1} END {print s + 0}')
     echo "device $FACE_DEV: $umrs UMRs"
     [ "$umrs" -ge "$nranks" ] || { echo "the device executed $umrs UMRs for $nranks ranks"; return 1; }
 }

@@ -70,14 +70,14 @@ TEST(uct_dci, dcs_take_lowest_first_give_back_lifo)
     uct_dcx_iface_t *iface = dcx_iface(e);
     uint16_t index;
 
-    ASSERT_EQ(4u, iface->tx.num_dci);
-    EXPECT_EQ(1u, iface->tx.num_created) << "only DCI 0 with the interface";
+    ASSERT_EQ(4u, iface->tx.pool.size);
+    EXPECT_EQ(1u, iface->tx.pool.num_created) << "only DCI 0 with the interface";
     EXPECT_TRUE(iface->tx.dci_policy->is_idle(iface));
 
     for (uint16_t expected = 0; expected < 4; ++expected) {
         ASSERT_EQ(UCS_OK, uct_dcx_iface_dci_take(iface, &index));
         EXPECT_EQ(expected, index);
-        EXPECT_EQ(expected + 1u, iface->tx.num_created);
+        EXPECT_EQ(expected + 1u, iface->tx.pool.num_created);
         iface->tx.dcis[index].ep = NULL; /* held by nobody: an orphan */
     }
     EXPECT_EQ(UCS_ERR_NO_RESOURCE, uct_dcx_iface_dci_take(iface, &index));
@@ -95,7 +95,7 @@ TEST(uct_dci, dcs_take_lowest_first_give_back_lifo)
     for (index = 0; index < 4; ++index) {
         iface->tx.dci_policy->dci_drained(iface, index);
     }
-    EXPECT_EQ(4u, iface->tx.num_free);
+    EXPECT_EQ(4u, iface->tx.pool.num_free);
     EXPECT_TRUE(iface->tx.dci_policy->is_idle(iface));
 }
 
@@ -121,12 +121,12 @@ TEST(uct_dci, dcs_endpoint_holds_while_busy)
     EXPECT_EQ(1, dcx_ep(b)->dci);
     EXPECT_EQ(dcx_ep(a), iface->tx.dcis[0].ep);
     EXPECT_EQ(dcx_ep(b), iface->tx.dcis[1].ep);
-    EXPECT_EQ(0u, iface->tx.num_free);
+    EXPECT_EQ(0u, iface->tx.pool.num_free);
 
     ASSERT_TRUE(iface_flushed(both, sender));
     EXPECT_EQ(UCT_DCX_EP_NO_DCI, dcx_ep(a)->dci);
     EXPECT_EQ(UCT_DCX_EP_NO_DCI, dcx_ep(b)->dci);
-    EXPECT_EQ(2u, iface->tx.num_free);
+    EXPECT_EQ(2u, iface->tx.pool.num_free);
     EXPECT_EQ(NULL, iface->tx.dcis[0].ep);
     uct_ep_destroy(b);
     uct_ep_destroy(a);
@@ -145,23 +145,23 @@ TEST(uct_dci, dcs_grant_takes_no_holder)
     ASSERT_EQ(UCS_OK, policy->grant_get(iface, &index));
     EXPECT_EQ(0, index);
     EXPECT_EQ(NULL, iface->tx.dcis[index].ep);
-    EXPECT_EQ(1u, iface->tx.num_free);
+    EXPECT_EQ(1u, iface->tx.pool.num_free);
     EXPECT_FALSE(policy->is_idle(iface)) << "taken, not yet a grant";
 
     policy->grant_posted(iface, &iface->tx.dcis[index]);
     policy->grant_posted(iface, &iface->tx.dcis[index]);
-    EXPECT_EQ(1u, iface->tx.num_grants) << "counted once per DCI";
+    EXPECT_EQ(1u, iface->tx.pool.num_grants) << "counted once per DCI";
     EXPECT_TRUE(policy->is_idle(iface));
 
     EXPECT_TRUE(policy->dci_drained(iface, index));
-    EXPECT_EQ(0u, iface->tx.num_grants);
-    EXPECT_EQ(2u, iface->tx.num_free);
+    EXPECT_EQ(0u, iface->tx.pool.num_grants);
+    EXPECT_EQ(2u, iface->tx.pool.num_free);
     EXPECT_EQ(0, iface->tx.dcis[index].grant);
 
     /* A grant that could not be posted gives its DCI straight back. */
     ASSERT_EQ(UCS_OK, policy->grant_get(iface, &index));
     policy->grant_abort(iface, index);
-    EXPECT_EQ(2u, iface->tx.num_free);
+    EXPECT_EQ(2u, iface->tx.pool.num_free);
     EXPECT_TRUE(policy->is_idle(iface));
 }
 
@@ -199,7 +199,7 @@ TEST(uct_dci, dcs_quota_yields_at_quota)
     ASSERT_EQ(UCS_ERR_NO_RESOURCE,
               uct_ep_put_short(waiter, &value, 8, ctx.addr, ctx.rkey));
     ASSERT_EQ(UCS_OK, uct_ep_pending_add(waiter, &ctx.req, 0));
-    EXPECT_EQ(1u, iface->tx.num_waiters);
+    EXPECT_EQ(1u, iface->tx.pool.num_waiters);
 
     /* Nothing is progressed: the holder's requests stay outstanding. */
     while (uct_ep_put_short(busy, &value, 8, target.addr(), rk.get()) ==
@@ -238,7 +238,7 @@ TEST(uct_dci, rand_endpoints_share)
     uint64_t value = 3;
 
     EXPECT_TRUE(uct_dcx_iface_dci_shared(iface));
-    EXPECT_EQ(2u, iface->tx.num_created);
+    EXPECT_EQ(2u, iface->tx.pool.num_created);
     for (int i = 0; i < num_eps; ++i) {
         eps.push_back(sender.connect(receiver));
         ASSERT_LT(dcx_ep(eps.back())->dci, 2);
@@ -246,7 +246,7 @@ TEST(uct_dci, rand_endpoints_share)
         ASSERT_EQ(UCS_OK, uct_ep_put_short(eps.back(), &value, 8,
                                            target.addr() + 8 * i, rk.get()));
     }
-    EXPECT_EQ(2u, iface->tx.num_free) << "no DCI is taken from the pool";
+    EXPECT_EQ(2u, iface->tx.pool.num_free) << "no DCI is taken from the pool";
     EXPECT_EQ(NULL, iface->tx.dcis[0].ep);
     EXPECT_EQ(NULL, iface->tx.dcis[1].ep);
     EXPECT_EQ((uint64_t)users[0], iface->tx.dcis[0].posted);
@@ -256,7 +256,7 @@ TEST(uct_dci, rand_endpoints_share)
     EXPECT_TRUE(iface->tx.dci_policy->is_idle(iface));
     EXPECT_FALSE(iface->tx.dci_policy->dci_drained(iface, 0))
             << "a shared DCI does not go back to the pool";
-    EXPECT_EQ(2u, iface->tx.num_free);
+    EXPECT_EQ(2u, iface->tx.pool.num_free);
 
     uint16_t shared = (users[0] >= users[1]) ? 0 : 1;
     uint8_t gen     = iface->tx.dcis[shared].generation;

@@ -69,12 +69,12 @@ void uct_dcx_iface_dci_release(uct_dcx_iface_t *iface, uint16_t dci_index)
     }
     if (dci->grant) {
         dci->grant = 0;
-        --iface->tx.num_grants;
+        uct_dcx_dci_pool_grant_remove(&iface->tx.pool);
     }
-    dci->ep                                    = NULL;
-    dci->fence                                 = 0;
-    dci->room                                  = 1;
-    iface->tx.free_stack[iface->tx.num_free++] = dci_index;
+    dci->ep    = NULL;
+    dci->fence = 0;
+    dci->room  = 1;
+    uct_dcx_dci_pool_give_back(&iface->tx.pool, dci_index);
 }
 
 /* The top of the free stack was never created (see uct_dcx_iface_dci_take):
@@ -83,22 +83,21 @@ void uct_dcx_iface_dci_release(uct_dcx_iface_t *iface, uint16_t dci_index)
  * instead of failing operations. */
 ucs_status_t uct_dcx_iface_dci_create_next(uct_dcx_iface_t *iface)
 {
-    uint16_t index = iface->tx.free_stack[iface->tx.num_free - 1];
+    uct_dcx_dci_pool_t *pool = &iface->tx.pool;
+    uint16_t index           = pool->num_created;
     ucs_status_t status;
 
-    ucs_assert(index == iface->tx.num_created);
-    ucs_assert(iface->tx.num_free == iface->tx.num_dci - iface->tx.num_created);
+    ucs_assert(uct_dcx_dci_pool_top_missing(pool));
     status = uct_dcx_iface_dci_create(iface, &iface->tx.dcis[index]);
     if (status != UCS_OK) {
         ucs_diag("dcx: %s: cannot create dci %u (%s): the pool keeps %u dcis",
                  iface->md->device->name, index, ucs_status_string(status),
-                 iface->tx.num_created);
-        iface->tx.num_dci  = iface->tx.num_created;
-        iface->tx.num_free = 0;
+                 pool->num_created);
+        uct_dcx_dci_pool_stop_growing(pool);
         return UCS_ERR_NO_RESOURCE;
     }
 
-    ++iface->tx.num_created;
+    uct_dcx_dci_pool_created(pool);
     return UCS_OK;
 }
 
@@ -176,7 +175,7 @@ void uct_dcx_iface_dcis_request_completions(uct_dcx_iface_t *iface)
 {
     unsigned i;
 
-    for (i = 0; i < iface->tx.num_created; ++i) {
+    for (i = 0; i < iface->tx.pool.num_created; ++i) {
         if (iface->tx.dcis[i].unsignaled > 0) {
             (void)uct_dcx_iface_dci_request_completion(iface, i);
         }
@@ -190,7 +189,7 @@ void uct_dcx_iface_waiter_add(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
     ucs_assert(!(ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI));
     ep->flags |= UCT_DCX_EP_FLAG_WAIT_DCI;
-    if (iface->tx.num_waiters++ == 0) {
+    if (uct_dcx_dci_pool_waiter_add(&iface->tx.pool)) {
         uct_dcx_iface_dcis_request_completions(iface);
     }
 }
@@ -250,7 +249,7 @@ uct_dcx_iface_dci_tail_awaited(const uct_dcx_iface_t *iface,
                                const uct_dcx_dci_t *dci)
 {
     return ucs_unlikely(dci->unsignaled > 0) &&
-           ((iface->tx.num_waiters > 0) ||
+           (uct_dcx_dci_pool_has_waiters(&iface->tx.pool) ||
             uct_dcx_iface_dci_orphan(iface, dci));
 }
 
@@ -417,7 +416,8 @@ uct_dcx_iface_tx_completion_fast(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
     uint64_t sn        = UCT_DCX_WR_ID_SN(wc->wr_id);
 
     if (ucs_unlikely((wc->status != IBV_WC_SUCCESS) || dci->error ||
-                     (sn == dci->posted) || (iface->tx.num_waiters > 0) ||
+                     (sn == dci->posted) ||
+                     uct_dcx_dci_pool_has_waiters(&iface->tx.pool) ||
                      !ucs_arbiter_is_empty(&iface->tx.arbiter) ||
                      uct_dcx_iface_dci_orphan(iface, dci))) {
         return 0;
@@ -506,7 +506,7 @@ static void uct_dcx_iface_fail(uct_dcx_iface_t *iface, ucs_status_t status)
     /* One error completion per request, signaled or not, in order (as a
      * QP in error flushes them), each with the device's failure. */
     wc.status = IBV_WC_FATAL_ERR; /* UCS_ERR_IO_ERROR */
-    for (i = 0; i < iface->tx.num_created; ++i) {
+    for (i = 0; i < iface->tx.pool.num_created; ++i) {
         dci = &iface->tx.dcis[i];
         if (dci->posted != dci->completed) {
             do {
@@ -578,7 +578,7 @@ ucs_status_t uct_dcx_iface_fence(uct_iface_h tl_iface, unsigned flags)
     unsigned i;
 
     /* Idle DCIs have nothing to order against. */
-    for (i = 0; i < iface->tx.num_dci; ++i) {
+    for (i = 0; i < iface->tx.pool.num_created; ++i) {
         if (iface->tx.dcis[i].posted != iface->tx.dcis[i].completed) {
             iface->tx.dcis[i].fence = 1;
         }
@@ -595,12 +595,14 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
     ucs_status_t status;
     unsigned i;
 
-    iface->tx.dcis       = ucs_calloc(config->num_dci, sizeof(*iface->tx.dcis),
-                                      "dcx dcis");
-    iface->tx.free_stack = ucs_calloc(config->num_dci,
-                                      sizeof(*iface->tx.free_stack),
-                                      "dcx dci stack");
-    if ((iface->tx.dcis == NULL) || (iface->tx.free_stack == NULL)) {
+    status = uct_dcx_dci_pool_init(&iface->tx.pool, config->num_dci, 0);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    iface->tx.dcis = ucs_calloc(config->num_dci, sizeof(*iface->tx.dcis),
+                                "dcx dcis");
+    if (iface->tx.dcis == NULL) {
         status = UCS_ERR_NO_MEMORY;
         goto err_free_dcis;
     }
@@ -609,8 +611,6 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
     iface->tx.req_max_inline = config->tx_max_inline;
     for (i = 0; i < config->num_dci; ++i) {
         ucs_queue_head_init(&iface->tx.dcis[i].outstanding);
-        /* Lowest index on top of the stack. */
-        iface->tx.free_stack[config->num_dci - 1 - i] = i;
         if ((i > 0) && !uct_dcx_iface_dci_shared(iface)) {
             continue;
         }
@@ -619,7 +619,7 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
             uct_dcx_iface_dcis_destroy(iface, i);
             goto err_free_dcis;
         }
-        ++iface->tx.num_created;
+        uct_dcx_dci_pool_created(&iface->tx.pool);
     }
 
     /* Every DCI's ring of user completions; its requests in flight never
@@ -638,7 +638,6 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
                                   ((size_t)i * (iface->tx.comp_mask + 1));
     }
 
-    iface->tx.num_free     = config->num_dci;
     iface->tx.cq_available = config->num_dci * config->tx_queue_len;
     /* A quarter of the queue at most, so a full send queue always holds
      * signaled requests that free its slots. */
@@ -658,8 +657,8 @@ err_destroy_dcis:
     uct_dcx_iface_dcis_destroy(iface, config->num_dci);
 err_free_dcis:
     uct_dcx_iface_direct_cleanup(iface);
-    ucs_free(iface->tx.free_stack);
     ucs_free(iface->tx.dcis);
+    uct_dcx_dci_pool_cleanup(&iface->tx.pool);
     return status;
 }
 
@@ -673,9 +672,9 @@ void uct_dcx_iface_dci_pool_cleanup(uct_dcx_iface_t *iface)
     uct_dcx_op_t *op;
     unsigned i;
 
-    uct_dcx_iface_dcis_destroy(iface, iface->tx.num_dci);
+    uct_dcx_iface_dcis_destroy(iface, iface->tx.pool.num_created);
     uct_dcx_iface_direct_cleanup(iface);
-    for (i = 0; i < iface->tx.num_dci; ++i) {
+    for (i = 0; i < iface->tx.pool.num_created; ++i) {
         ucs_queue_for_each_extract(op, &iface->tx.dcis[i].outstanding, queue,
                                    1) {
             comp     = op->comp;
@@ -688,8 +687,8 @@ void uct_dcx_iface_dci_pool_cleanup(uct_dcx_iface_t *iface)
         uct_dcx_iface_dci_cancel_comps(iface, &iface->tx.dcis[i], NULL);
     }
     ucs_free(iface->tx.comp_rings);
-    ucs_free(iface->tx.free_stack);
     ucs_free(iface->tx.dcis);
+    uct_dcx_dci_pool_cleanup(&iface->tx.pool);
 }
 
 /* The device's failure reaches the interface from the event thread. */

@@ -35,13 +35,13 @@ uct_dcx_dci_dcs_grant_posted(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
 {
     if (!dci->grant) {
         dci->grant = 1;
-        ++iface->tx.num_grants;
+        uct_dcx_dci_pool_grant_add(&iface->tx.pool);
     }
 }
 
 static void uct_dcx_dci_dcs_grant_abort(uct_dcx_iface_t *iface, uint16_t index)
 {
-    iface->tx.free_stack[iface->tx.num_free++] = index;
+    uct_dcx_dci_pool_give_back(&iface->tx.pool, index);
 }
 
 /* The holder fails through the error handler; nobody else uses the DCI. */
@@ -73,14 +73,14 @@ static int uct_dcx_dci_dcs_drained(uct_dcx_iface_t *iface, uint16_t index)
 /* Every DCI is back in the pool, but those taken by credit grants. */
 static int uct_dcx_dci_dcs_is_idle(const uct_dcx_iface_t *iface)
 {
-    return iface->tx.num_free + iface->tx.num_grants == iface->tx.num_dci;
+    return uct_dcx_dci_pool_is_idle(&iface->tx.pool);
 }
 
 /* rand: a grant goes out on any DCI that has room, as it is. */
 static ucs_status_t
 uct_dcx_dci_rand_grant_get(uct_dcx_iface_t *iface, uint16_t *index_p)
 {
-    uint16_t index = rand_r(&iface->tx.rand_seed) % iface->tx.num_dci;
+    uint16_t index = rand_r(&iface->tx.rand_seed) % iface->tx.pool.size;
 
     if ((iface->tx.dcis[index].available == 0) || iface->tx.dcis[index].error) {
         return UCS_ERR_NO_RESOURCE;
@@ -135,7 +135,7 @@ static int uct_dcx_dci_rand_is_idle(const uct_dcx_iface_t *iface)
     if (!uct_dcx_dci_dcs_is_idle(iface)) {
         return 0;
     }
-    for (i = 0; i < iface->tx.num_dci; ++i) {
+    for (i = 0; i < iface->tx.pool.size; ++i) {
         if (iface->tx.dcis[i].posted != iface->tx.dcis[i].completed) {
             return 0;
         }

@@ -126,7 +126,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
         self->status = iface->tx.fatal;
     }
     if (uct_dcx_iface_dci_shared(iface)) {
-        self->dci            = rand_r(&iface->tx.rand_seed) % iface->tx.num_dci;
+        self->dci = rand_r(&iface->tx.rand_seed) % iface->tx.pool.size;
         self->dci_generation = iface->tx.dcis[self->dci].generation;
     }
     ucs_arbiter_group_init(&self->arb_group);
@@ -191,7 +191,7 @@ void uct_dcx_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
                             uct_dcx_ep_pending_purge_cb, &args);
     if (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
         ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_DCI;
-        --iface->tx.num_waiters;
+        uct_dcx_dci_pool_waiter_remove(&iface->tx.pool);
     }
 }
 
@@ -242,7 +242,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_ep_t)
     uct_dcx_ep_fc_wait_remove(iface, self);
 
     if (self->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
-        --iface->tx.num_waiters;
+        uct_dcx_dci_pool_waiter_remove(&iface->tx.pool);
     }
 
     if (self->dci != UCT_DCX_EP_NO_DCI) {

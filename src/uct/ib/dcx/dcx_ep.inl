@@ -45,8 +45,9 @@ void uct_dcx_op_amo_cas_loop(uct_dcx_op_t *op, ucs_status_t status);
 static UCS_F_ALWAYS_INLINE int
 uct_dcx_ep_may_take_dci(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
-    return (iface->tx.num_free > 0) && ((iface->tx.num_waiters == 0) ||
-                                        (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI));
+    return uct_dcx_dci_pool_has_free(&iface->tx.pool) &&
+           (!uct_dcx_dci_pool_has_waiters(&iface->tx.pool) ||
+            (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI));
 }
 
 /* Whether the endpoint's DCI takes its next work request now: one slot, or
@@ -73,7 +74,7 @@ static UCS_F_ALWAYS_INLINE int uct_dcx_ep_dci_has_room(uct_dcx_iface_t *iface,
     if (ucs_unlikely(ep->flags & UCT_DCX_EP_FLAG_TX_WAIT)) {
         return 0;
     }
-    if ((iface->tx.num_waiters == 0) ||
+    if (!uct_dcx_dci_pool_has_waiters(&iface->tx.pool) ||
         ((iface->tx.queue_len - dci->available) < iface->tx.quota)) {
         return 1;
     }
@@ -99,7 +100,7 @@ uct_dcx_ep_dci_take(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
     }
     if (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
         ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_DCI;
-        --iface->tx.num_waiters;
+        uct_dcx_dci_pool_waiter_remove(&iface->tx.pool);
     }
     ep->dci                  = index;
     iface->tx.dcis[index].ep = ep;
@@ -137,7 +138,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_tx_get(
     if (ep->dci == UCT_DCX_EP_NO_DCI) {
         /* Waiting endpoints first; an empty pool asks its holders for
          * completions (uct_dcx_iface_dci_take). */
-        if (ucs_unlikely((iface->tx.num_waiters > 0) &&
+        if (ucs_unlikely(uct_dcx_dci_pool_has_waiters(&iface->tx.pool) &&
                          !(ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI))) {
             return UCS_ERR_NO_RESOURCE;
         }

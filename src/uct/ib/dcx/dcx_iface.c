@@ -234,7 +234,7 @@ void uct_dcx_iface_perf_get(uct_iface_h tl_iface, uct_dcx_perf_op_t op,
      * under rand any number share them. */
     perf->max_inflight_eps = uct_dcx_iface_dci_shared(iface) ?
                                      SIZE_MAX :
-                                     iface->tx.num_dci;
+                                     iface->tx.pool.size;
 }
 
 /* Whether a handle passed to the public API (include/uct/ib/dcx/dcx.h) is a
@@ -585,7 +585,6 @@ uct_dcx_iface_init_caps(uct_dcx_iface_t *iface,
     }
     uct_dcx_iface_ext_atomics(iface, dev_name);
     iface->tx.seg_size = config->seg_size;
-    iface->tx.num_dci  = config->num_dci;
     uct_dcx_iface_dci_policy_select(iface, config->tx_policy);
     /* A quota as long as the queue would never yield: cap it at half. */
     iface->tx.quota     = ucs_min(config->quota,
@@ -769,7 +768,7 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_iface_t, uct_md_h tl_md, uct_worker_h worker,
     uct_dcx_iface_fatal_listen(self);
 
     ucs_debug("dcx: %s: iface %p dct 0x%x, %u dcis, inline %zu, sge %u",
-              dev_name, self, self->rx.dctn, self->tx.num_dci,
+              dev_name, self, self->rx.dctn, self->tx.pool.size,
               self->tx.max_inline, self->tx.max_sge);
     return UCS_OK;
 

@@ -33,6 +33,7 @@
 #ifndef UCT_DCX_IFACE_H_
 #define UCT_DCX_IFACE_H_
 
+#include "dcx_dci_pool.h"
 #include "dcx_ep.h"
 #include "dcx_md.h"
 
@@ -448,12 +449,7 @@ struct uct_dcx_iface {
         struct uct_dcx_direct *direct; /* direct posting, or NULL */
         uct_dcx_post_t post; /* UCX_DCX_POST as configured */
         uct_dcx_dci_t *dcis;
-        uint16_t *free_stack; /* indices of idle DCIs */
-        unsigned num_dci;
-        unsigned num_created; /* DCIs 0..num_created-1 exist */
-        unsigned num_free;
-        unsigned num_waiters; /* endpoints waiting for a DCI */
-        unsigned num_grants; /* DCIs taken for credit grants */
+        uct_dcx_dci_pool_t pool; /* which of dcis are idle */
         const uct_dcx_dci_policy_ops_t *dci_policy; /* UCX_DCX_TX_POLICY */
         unsigned policy_flags; /* dci_policy->flags, at hand */
         uint16_t quota;
@@ -575,7 +571,7 @@ struct uct_dcx_ep {
 
 enum {
     UCT_DCX_EP_FLAG_FAILED   = UCS_BIT(0),
-    UCT_DCX_EP_FLAG_WAIT_DCI = UCS_BIT(1), /* counted in tx.num_waiters */
+    UCT_DCX_EP_FLAG_WAIT_DCI = UCS_BIT(1), /* a waiter of tx.pool */
     UCT_DCX_EP_FLAG_FC_WAIT  = UCS_BIT(2), /* in fc.waiting: owed a grant */
     UCT_DCX_EP_FLAG_WAIT_UMR = UCS_BIT(3), /* a layout it needs is being
                                               programmed (umr_gen) */

@@ -27,7 +27,7 @@ uct_dcx_iface_signal_after(const uct_dcx_iface_t *iface, unsigned unsignaled,
                            int need_completion)
 {
     return need_completion || (unsignaled + 1 >= iface->tx.moderation) ||
-           (iface->tx.num_waiters > 0);
+           uct_dcx_dci_pool_has_waiters(&iface->tx.pool);
 }
 
 /* The same for the DCI's next work request; a fenced one asks too. */
@@ -97,30 +97,27 @@ uct_dcx_iface_dci_quota(const uct_dcx_iface_t *iface)
     return iface->tx.policy_flags & UCT_DCX_DCI_POLICY_FLAG_QUOTA;
 }
 
-/* Take a DCI from the pool (dcs policies). DCIs are created at their first
- * use: those not created yet are the bottom of the free stack, lowest index
- * on top, so one comes up only when every created DCI is taken. */
+/* Take a DCI from the pool (dcs policies), creating it at its first use
+ * (dcx_dci_pool.h). */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_dcx_iface_dci_take(uct_dcx_iface_t *iface, uint16_t *index_p)
 {
     if (ucs_unlikely(iface->tx.fatal != UCS_OK)) {
         return iface->tx.fatal; /* a failed device completes nothing */
     }
-    if (ucs_unlikely(iface->tx.num_free == 0)) {
+    if (ucs_unlikely(!uct_dcx_dci_pool_has_free(&iface->tx.pool))) {
         /* Held DCIs come back only once their last work request completes:
          * make sure it will. */
         uct_dcx_iface_dcis_request_completions(iface);
         return UCS_ERR_NO_RESOURCE;
     }
 
-    if (ucs_unlikely(
-                iface->tx.dcis[iface->tx.free_stack[iface->tx.num_free - 1]]
-                        .qp == NULL) &&
+    if (ucs_unlikely(uct_dcx_dci_pool_top_missing(&iface->tx.pool)) &&
         (uct_dcx_iface_dci_create_next(iface) != UCS_OK)) {
         return UCS_ERR_NO_RESOURCE;
     }
 
-    *index_p = iface->tx.free_stack[--iface->tx.num_free];
+    *index_p = uct_dcx_dci_pool_take(&iface->tx.pool);
     return UCS_OK;
 }
 

@@ -191,7 +191,7 @@ static void uct_dcx_iface_dci_attr(const uct_dcx_iface_t *iface,
 static int uct_dcx_iface_dci_drop_raw_wqe(uct_dcx_iface_t *iface,
                                           struct mlx5dv_qp_init_attr *dv_attr)
 {
-    if ((errno != EOPNOTSUPP) || (iface->tx.num_created > 0) ||
+    if ((errno != EOPNOTSUPP) || (iface->tx.pool.num_created > 0) ||
         !(dv_attr->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS)) {
         return 0;
     }
@@ -226,7 +226,7 @@ uct_dcx_iface_dci_qp_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
         if (uct_dcx_iface_dci_drop_raw_wqe(iface, dv_attr)) {
             continue;
         }
-        if ((errno != EINVAL) || (iface->tx.num_created > 0) ||
+        if ((errno != EINVAL) || (iface->tx.pool.num_created > 0) ||
             ((iface->tx.req_max_inline == 0) &&
              (iface->tx.req_queue_len <= 1))) {
             ucs_error("dcx: %s: cannot create a dci (queue %u, inline %zu): %m",
@@ -277,7 +277,7 @@ uct_dcx_iface_dci_direct(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
     ucs_status_t status;
 
     if (iface->tx.direct == NULL) {
-        ucs_assert(iface->tx.num_created == 0);
+        ucs_assert(iface->tx.pool.num_created == 0);
         status = uct_dcx_direct_create(iface->ops,
                                        ibv_cq_ex_to_cq(iface->tx.cq),
                                        &iface->tx.direct, &reason);
@@ -290,7 +290,7 @@ uct_dcx_iface_dci_direct(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
                                       iface->tx.max_inline, iface->tx.max_sge,
                                       &sq, &qpx, &mqpx, &reason);
     if (status != UCS_OK) {
-        if (iface->tx.num_created > 0) {
+        if (iface->tx.pool.num_created > 0) {
             ucs_error("dcx: %s: dci 0x%x: no direct posting: %s",
                       iface->md->device->name, dci->qp->qp_num, reason);
             return status;
@@ -299,7 +299,7 @@ uct_dcx_iface_dci_direct(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
         return uct_dcx_iface_direct_unavailable(iface, status, reason);
     }
 
-    if (iface->tx.num_created == 0) {
+    if (iface->tx.pool.num_created == 0) {
         iface->tx.poll_cq = uct_dcx_direct_poll_cq(iface->tx.direct);
         ucs_debug("dcx: %s: dcx writes its own WQEs and parses its send CQEs",
                   iface->md->device->name);
@@ -341,7 +341,7 @@ uct_dcx_iface_dci_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
      * grant more (rdma-core rounds the queue up to a power of two bytes):
      * the send CQ holds NUM_DCI x TX_QUEUE_LEN completions, and one more
      * would overrun it, a CQ error that fails every DCI on it. */
-    if (iface->tx.num_created == 0) {
+    if (iface->tx.pool.num_created == 0) {
         iface->tx.queue_len  = ucs_min(ucs_min(attr.cap.max_send_wr,
                                                iface->tx.req_queue_len),
                                        UINT16_MAX);

@@ -10,6 +10,7 @@
  * the queue where it passes the end.
  */
 #include "dcx_direct.h"
+#include "dcx_direct_cq.h"
 
 #include <ucs/datastruct/khash.h>
 #include <ucs/debug/assert.h>
@@ -22,31 +23,6 @@
 #include <errno.h>
 #include <string.h>
 
-
-/* The ordering rdma-core's providers use around doorbells and CQEs:
- * udma_to_device_barrier (WQEs before the doorbell record, CQEs consumed
- * before the consumer index), udma_from_device_barrier (a CQE's contents
- * after its owner bit) and mmio_flush_writes / mmio_wc_start (around the
- * doorbell's store to the UAR). */
-#if defined(__x86_64__)
-#define UCT_DCX_DIRECT_TO_DEVICE_FENCE()   asm volatile("" ::: "memory")
-#define UCT_DCX_DIRECT_FROM_DEVICE_FENCE() asm volatile("lfence" ::: "memory")
-#define UCT_DCX_DIRECT_MMIO_FLUSH()        asm volatile("sfence" ::: "memory")
-#elif defined(__aarch64__)
-#define UCT_DCX_DIRECT_TO_DEVICE_FENCE() asm volatile("dmb oshst" ::: "memory")
-#define UCT_DCX_DIRECT_FROM_DEVICE_FENCE() \
-    asm volatile("dmb oshld" ::: "memory")
-#define UCT_DCX_DIRECT_MMIO_FLUSH() asm volatile("dsb st" ::: "memory")
-#else
-#define UCT_DCX_DIRECT_TO_DEVICE_FENCE()   __sync_synchronize()
-#define UCT_DCX_DIRECT_FROM_DEVICE_FENCE() __sync_synchronize()
-#define UCT_DCX_DIRECT_MMIO_FLUSH()        __sync_synchronize()
-#endif
-#define UCT_DCX_DIRECT_MMIO_WC_START() UCT_DCX_DIRECT_MMIO_FLUSH()
-
-/* A CQ's doorbell record: the consumer index, then the arm word. */
-#define UCT_DCX_DIRECT_CQ_SET_CI 0
-#define UCT_DCX_DIRECT_CQ_ARM_DB 1
 
 /* A WQE begins with its control segment and the DC address vector: one
  * basic block, so the segments after it start at a basic block too. */
@@ -576,41 +552,6 @@ static int uct_dcx_direct_wr_complete(struct ibv_qp_ex *qpx)
 
 /* --- the CQE parser ----------------------------------------------------- */
 
-/* An error CQE's syndrome as libmlx5 reports it. */
-static enum ibv_wc_status uct_dcx_direct_syndrome_status(uint8_t syndrome)
-{
-    switch (syndrome) {
-    case MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR:
-        return IBV_WC_LOC_LEN_ERR;
-    case MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR:
-        return IBV_WC_LOC_QP_OP_ERR;
-    case MLX5_CQE_SYNDROME_LOCAL_PROT_ERR:
-        return IBV_WC_LOC_PROT_ERR;
-    case MLX5_CQE_SYNDROME_WR_FLUSH_ERR:
-        return IBV_WC_WR_FLUSH_ERR;
-    case MLX5_CQE_SYNDROME_MW_BIND_ERR:
-        return IBV_WC_MW_BIND_ERR;
-    case MLX5_CQE_SYNDROME_BAD_RESP_ERR:
-        return IBV_WC_BAD_RESP_ERR;
-    case MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR:
-        return IBV_WC_LOC_ACCESS_ERR;
-    case MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR:
-        return IBV_WC_REM_INV_REQ_ERR;
-    case MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR:
-        return IBV_WC_REM_ACCESS_ERR;
-    case MLX5_CQE_SYNDROME_REMOTE_OP_ERR:
-        return IBV_WC_REM_OP_ERR;
-    case MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR:
-        return IBV_WC_RETRY_EXC_ERR;
-    case MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR:
-        return IBV_WC_RNR_RETRY_EXC_ERR;
-    case MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR:
-        return IBV_WC_REM_ABORT_ERR;
-    default:
-        return IBV_WC_GENERAL_ERR;
-    }
-}
-
 static UCS_F_NOINLINE void
 uct_dcx_direct_cqe_error(uct_dcx_direct_t *direct, struct mlx5_cqe64 *cqe)
 {
@@ -707,17 +648,8 @@ static uint32_t uct_dcx_direct_read_vendor_err(struct ibv_cq_ex *cqx)
 
 void uct_dcx_direct_cq_arm(uct_dcx_direct_t *direct, int solicited)
 {
-    uint32_t sn  = direct->arm_sn & 3;
-    uint32_t ci  = direct->ci & 0xffffff;
-    uint32_t cmd = solicited ? MLX5_CQ_DB_REQ_NOT_SOL : MLX5_CQ_DB_REQ_NOT;
-    uint32_t arm = (sn << 28) | cmd | ci;
-
-    direct->cq_dbrec[UCT_DCX_DIRECT_CQ_ARM_DB] = htobe32(arm);
-    UCT_DCX_DIRECT_MMIO_WC_START();
-    *(volatile uint64_t *)UCS_PTR_BYTE_OFFSET(direct->cq_uar,
-                                              MLX5_CQ_DOORBELL) =
-            htobe64(((uint64_t)arm << 32) | direct->cqn);
-    UCT_DCX_DIRECT_MMIO_FLUSH();
+    uct_dcx_direct_cq_arm_db(direct->cq_dbrec, direct->cq_uar, direct->cqn,
+                             direct->ci, direct->arm_sn, solicited);
 }
 
 void uct_dcx_direct_cq_event(uct_dcx_direct_t *direct)
@@ -743,22 +675,12 @@ uct_dcx_direct_create(const uct_dcx_verbs_ops_t *ops, struct ibv_cq *cq,
                       uct_dcx_direct_t **direct_p, const char **reason_p)
 {
     struct mlx5dv_cq dv_cq = {};
-    struct mlx5dv_obj obj  = {};
     uct_dcx_direct_t *direct;
+    ucs_status_t status;
 
-    obj.cq.in  = cq;
-    obj.cq.out = &dv_cq;
-    if (ops->mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ) != 0) {
-        *reason_p = "the provider offers no direct objects (mlx5dv_init_obj)";
-        return UCS_ERR_UNSUPPORTED;
-    }
-    if (dv_cq.cqe_size != sizeof(struct mlx5_cqe64)) {
-        *reason_p = "the send CQ's CQEs are not 64 bytes";
-        return UCS_ERR_UNSUPPORTED;
-    }
-    if (!ucs_is_pow2(dv_cq.cqe_cnt)) {
-        *reason_p = "the send CQ's size is not a power of two";
-        return UCS_ERR_UNSUPPORTED;
+    status = uct_dcx_direct_cq_layout(ops, cq, &dv_cq, reason_p);
+    if (status != UCS_OK) {
+        return status;
     }
 
     direct = ucs_calloc(1, sizeof(*direct), "dcx direct");

@@ -11,41 +11,53 @@
 #include <endian.h>
 
 
-ucs_status_t
-uct_dcx_direct_cq_layout(const uct_dcx_verbs_ops_t *ops, struct ibv_cq *cq,
-                         struct mlx5dv_cq *dv_cq, const char **reason_p)
+ucs_status_t uct_dcx_direct_cq_init(uct_dcx_direct_cq_t *dcq,
+                                    const uct_dcx_verbs_ops_t *ops,
+                                    struct ibv_cq *cq, const char **reason_p)
 {
-    struct mlx5dv_obj obj = {};
+    struct mlx5dv_cq dv_cq = {};
+    struct mlx5dv_obj obj  = {};
 
     obj.cq.in  = cq;
-    obj.cq.out = dv_cq;
+    obj.cq.out = &dv_cq;
     if (ops->mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ) != 0) {
         *reason_p = "the provider offers no direct objects (mlx5dv_init_obj)";
         return UCS_ERR_UNSUPPORTED;
     }
-    if (dv_cq->cqe_size != sizeof(struct mlx5_cqe64)) {
+    if (dv_cq.cqe_size != sizeof(struct mlx5_cqe64)) {
         *reason_p = "CQEs other than 64 bytes";
         return UCS_ERR_UNSUPPORTED;
     }
-    if (!ucs_is_pow2(dv_cq->cqe_cnt)) {
+    if (!ucs_is_pow2(dv_cq.cqe_cnt)) {
         *reason_p = "a CQ whose size is not a power of two";
         return UCS_ERR_UNSUPPORTED;
     }
+
+    dcq->buf            = dv_cq.buf;
+    dcq->cqe_cnt        = dv_cq.cqe_cnt;
+    dcq->ci             = 0; /* a CQ nobody polled yet */
+    dcq->dbrec          = dv_cq.dbrec;
+    dcq->uar            = dv_cq.cq_uar;
+    dcq->cqn            = dv_cq.cqn;
+    dcq->arm_sn         = 0;
+    dcq->cqx.context    = cq->context;
+    dcq->cqx.channel    = cq->channel;
+    dcq->cqx.cq_context = cq->cq_context;
+    dcq->cqx.handle     = cq->handle;
+    dcq->cqx.cqe        = cq->cqe;
     return UCS_OK;
 }
 
-void uct_dcx_direct_cq_arm_db(volatile __be32 *dbrec, void *cq_uar,
-                              uint32_t cqn, uint32_t ci, uint32_t arm_sn,
-                              int solicited)
+void uct_dcx_direct_cq_arm_db(uct_dcx_direct_cq_t *dcq, int solicited)
 {
     uint32_t cmd = solicited ? MLX5_CQ_DB_REQ_NOT_SOL : MLX5_CQ_DB_REQ_NOT;
-    uint32_t arm = ((arm_sn & 3) << 28) | cmd | (ci & 0xffffff);
+    uint32_t arm = ((dcq->arm_sn & 3) << 28) | cmd | (dcq->ci & 0xffffff);
 
-    dbrec[UCT_DCX_DIRECT_CQ_ARM_DB] = htobe32(arm);
+    dcq->dbrec[UCT_DCX_DIRECT_CQ_ARM_DB] = htobe32(arm);
     /* the record in host memory before the doorbell */
     UCT_DCX_DIRECT_MMIO_WC_START();
-    *(volatile uint64_t *)UCS_PTR_BYTE_OFFSET(cq_uar, MLX5_CQ_DOORBELL) =
-            htobe64(((uint64_t)arm << 32) | cqn);
+    *(volatile uint64_t *)UCS_PTR_BYTE_OFFSET(dcq->uar, MLX5_CQ_DOORBELL) =
+            htobe64(((uint64_t)arm << 32) | dcq->cqn);
     UCT_DCX_DIRECT_MMIO_FLUSH();
 }
 

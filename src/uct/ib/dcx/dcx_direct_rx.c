@@ -23,17 +23,8 @@
 
 
 struct uct_dcx_direct_rx {
-    struct ibv_cq_ex cqx; /* polled through: rx.poll_cq */
+    uct_dcx_direct_cq_t cq; /* the receive CQ, polled through: rx.poll_cq */
     struct ibv_srq srq; /* posted to: rx.post_srq */
-
-    /* the receive CQ */
-    void *cq_buf;
-    uint32_t cqe_cnt; /* a power of two */
-    uint32_t ci; /* consumer index */
-    volatile __be32 *cq_dbrec;
-    void *cq_uar;
-    uint32_t cqn;
-    uint32_t arm_sn; /* completion events read, as libmlx5 counts them */
     const struct mlx5_cqe64 *cqe; /* the current one */
 
     /* the SRQ */
@@ -121,7 +112,7 @@ static int uct_dcx_direct_rx_post_srq_recv(struct ibv_srq *srq,
 static UCS_F_ALWAYS_INLINE uct_dcx_direct_rx_t *
 uct_dcx_direct_rx(struct ibv_cq_ex *cqx)
 {
-    return ucs_container_of(cqx, uct_dcx_direct_rx_t, cqx);
+    return ucs_container_of(cqx, uct_dcx_direct_rx_t, cq.cqx);
 }
 
 /* The device scattered a short message into the CQE, not into the buffer
@@ -158,17 +149,17 @@ uct_dcx_direct_rx_cqe_wqe(uct_dcx_direct_rx_t *rx, const struct mlx5_cqe64 *cqe,
 
     if (ucs_unlikely(index > rx->last)) {
         ucs_error("dcx: receive cq 0x%x: cqe of srq wqe %u, the srq has %u",
-                  rx->cqn, index, rx->last + 1);
+                  rx->cq.cqn, index, rx->last + 1);
         return 0;
     }
-    rx->cqx.wr_id = rx->wrid[index];
+    rx->cq.cqx.wr_id = rx->wrid[index];
     uct_dcx_direct_rx_wqe_free(rx, index);
     *index_p = index;
     return 1;
 }
 
-/* The next CQE the device wrote, in place: 0, or ENOENT when there is none
- * (the owner bit says whose it is, as the consumer index's pass does). */
+/* The next CQE the device wrote, in place: 0, or ENOENT when there is
+ * none. */
 static int uct_dcx_direct_rx_next_poll(struct ibv_cq_ex *cqx)
 {
     uct_dcx_direct_rx_t *rx = uct_dcx_direct_rx(cqx);
@@ -178,16 +169,11 @@ static int uct_dcx_direct_rx_next_poll(struct ibv_cq_ex *cqx)
     uint8_t op_own;
 
     for (;;) {
-        cqe    = UCS_PTR_BYTE_OFFSET(rx->cq_buf,
-                                     (size_t)(rx->ci & (rx->cqe_cnt - 1)) << 6);
-        op_own = cqe->op_own;
-        if (((op_own >> 4) == MLX5_CQE_INVALID) ||
-            ((op_own & MLX5_CQE_OWNER_MASK) ^ !!(rx->ci & rx->cqe_cnt))) {
+        cqe = uct_dcx_direct_cq_next(&rx->cq);
+        if (cqe == NULL) {
             return ENOENT;
         }
-
-        ++rx->ci;
-        UCT_DCX_DIRECT_FROM_DEVICE_FENCE();
+        op_own  = cqe->op_own;
         rx->cqe = cqe;
 
         switch (op_own >> 4) {
@@ -219,8 +205,8 @@ static int uct_dcx_direct_rx_next_poll(struct ibv_cq_ex *cqx)
             cqx->status = uct_dcx_direct_syndrome_status(ecqe->syndrome);
             return 0;
         default:
-            ucs_error("dcx: receive cq 0x%x: unexpected cqe opcode %u", rx->cqn,
-                      op_own >> 4);
+            ucs_error("dcx: receive cq 0x%x: unexpected cqe opcode %u",
+                      rx->cq.cqn, op_own >> 4);
             continue;
         }
     }
@@ -232,13 +218,9 @@ static int uct_dcx_direct_rx_start_poll(struct ibv_cq_ex *cqx,
     return uct_dcx_direct_rx_next_poll(cqx);
 }
 
-/* What was polled is published: the device may write over it. */
 static void uct_dcx_direct_rx_end_poll(struct ibv_cq_ex *cqx)
 {
-    uct_dcx_direct_rx_t *rx = uct_dcx_direct_rx(cqx);
-
-    UCT_DCX_DIRECT_TO_DEVICE_FENCE();
-    rx->cq_dbrec[UCT_DCX_DIRECT_CQ_SET_CI] = htobe32(rx->ci & 0xffffff);
+    uct_dcx_direct_cq_publish(&uct_dcx_direct_rx(cqx)->cq);
 }
 
 /* The current CQE's fields, as libmlx5's ibv_wc_read_* give them. */
@@ -300,13 +282,12 @@ static unsigned int uct_dcx_direct_rx_read_wc_flags(struct ibv_cq_ex *cqx)
 
 void uct_dcx_direct_rx_cq_arm(uct_dcx_direct_rx_t *rx, int solicited)
 {
-    uct_dcx_direct_cq_arm_db(rx->cq_dbrec, rx->cq_uar, rx->cqn, rx->ci,
-                             rx->arm_sn, solicited);
+    uct_dcx_direct_cq_arm_db(&rx->cq, solicited);
 }
 
 void uct_dcx_direct_rx_cq_event(uct_dcx_direct_rx_t *rx)
 {
-    ++rx->arm_sn;
+    ++rx->cq.arm_sn;
 }
 
 
@@ -351,35 +332,32 @@ uct_dcx_direct_rx_create(const uct_dcx_verbs_ops_t *ops, struct ibv_cq *cq,
                          const char **reason_p)
 {
     struct mlx5dv_srq dv_srq = {};
-    struct mlx5dv_cq dv_cq   = {};
     uct_dcx_direct_rx_t *rx;
     ucs_status_t status;
 
-    status = uct_dcx_direct_cq_layout(ops, cq, &dv_cq, reason_p);
+    rx = ucs_calloc(1, sizeof(*rx), "dcx direct rx");
+    if (rx == NULL) {
+        *reason_p = "out of memory";
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = uct_dcx_direct_cq_init(&rx->cq, ops, cq, reason_p);
     if (status != UCS_OK) {
-        return status;
+        goto err_free_rx;
     }
     status = uct_dcx_direct_rx_srq_layout(ops, srq, &dv_srq, reason_p);
     if (status != UCS_OK) {
-        return status;
-    }
-
-    rx = ucs_calloc(1, sizeof(*rx), "dcx direct rx");
-    if (rx == NULL) {
-        goto err_no_memory;
-    }
-    rx->wrid = ucs_calloc(dv_srq.tail + 1, sizeof(*rx->wrid),
-                          "dcx direct rx wrid");
-    if (rx->wrid == NULL) {
         goto err_free_rx;
     }
 
-    rx->cq_buf    = dv_cq.buf;
-    rx->cqe_cnt   = dv_cq.cqe_cnt;
-    rx->ci        = 0; /* a CQ nobody polled yet */
-    rx->cq_dbrec  = dv_cq.dbrec;
-    rx->cq_uar    = dv_cq.cq_uar;
-    rx->cqn       = dv_cq.cqn;
+    rx->wrid = ucs_calloc(dv_srq.tail + 1, sizeof(*rx->wrid),
+                          "dcx direct rx wrid");
+    if (rx->wrid == NULL) {
+        *reason_p = "out of memory";
+        status    = UCS_ERR_NO_MEMORY;
+        goto err_free_rx;
+    }
+
     rx->srq_buf   = dv_srq.buf;
     rx->wqe_shift = ucs_ilog2(dv_srq.stride);
     rx->max_gs    = (dv_srq.stride - sizeof(struct mlx5_wqe_srq_next_seg)) /
@@ -390,19 +368,14 @@ uct_dcx_direct_rx_create(const uct_dcx_verbs_ops_t *ops, struct ibv_cq *cq,
     rx->counter   = 0;
     rx->srq_dbrec = dv_srq.dbrec;
 
-    rx->cqx.context         = cq->context;
-    rx->cqx.channel         = cq->channel;
-    rx->cqx.cq_context      = cq->cq_context;
-    rx->cqx.handle          = cq->handle;
-    rx->cqx.cqe             = cq->cqe;
-    rx->cqx.start_poll      = uct_dcx_direct_rx_start_poll;
-    rx->cqx.next_poll       = uct_dcx_direct_rx_next_poll;
-    rx->cqx.end_poll        = uct_dcx_direct_rx_end_poll;
-    rx->cqx.read_opcode     = uct_dcx_direct_rx_read_opcode;
-    rx->cqx.read_vendor_err = uct_dcx_direct_rx_read_vendor_err;
-    rx->cqx.read_byte_len   = uct_dcx_direct_rx_read_byte_len;
-    rx->cqx.read_imm_data   = uct_dcx_direct_rx_read_imm_data;
-    rx->cqx.read_wc_flags   = uct_dcx_direct_rx_read_wc_flags;
+    rx->cq.cqx.start_poll      = uct_dcx_direct_rx_start_poll;
+    rx->cq.cqx.next_poll       = uct_dcx_direct_rx_next_poll;
+    rx->cq.cqx.end_poll        = uct_dcx_direct_rx_end_poll;
+    rx->cq.cqx.read_opcode     = uct_dcx_direct_rx_read_opcode;
+    rx->cq.cqx.read_vendor_err = uct_dcx_direct_rx_read_vendor_err;
+    rx->cq.cqx.read_byte_len   = uct_dcx_direct_rx_read_byte_len;
+    rx->cq.cqx.read_imm_data   = uct_dcx_direct_rx_read_imm_data;
+    rx->cq.cqx.read_wc_flags   = uct_dcx_direct_rx_read_wc_flags;
 
     rx->srq.context     = srq->context;
     rx->srq.srq_context = srq->srq_context;
@@ -410,16 +383,14 @@ uct_dcx_direct_rx_create(const uct_dcx_verbs_ops_t *ops, struct ibv_cq *cq,
     rx->srq.handle      = srq->handle;
 
     *rx_p            = rx;
-    *poll_cq_p       = &rx->cqx;
+    *poll_cq_p       = &rx->cq.cqx;
     *post_srq_p      = &rx->srq;
     *post_srq_recv_p = uct_dcx_direct_rx_post_srq_recv;
     return UCS_OK;
 
 err_free_rx:
     ucs_free(rx);
-err_no_memory:
-    *reason_p = "out of memory";
-    return UCS_ERR_NO_MEMORY;
+    return status;
 }
 
 void uct_dcx_direct_rx_destroy(uct_dcx_direct_rx_t *rx)

@@ -187,12 +187,16 @@ static int uct_dcx_direct_rx_next_poll(struct ibv_cq_ex *cqx)
             if (ucs_likely(!(op_own & (MLX5_INLINE_SCATTER_32 |
                                        MLX5_INLINE_SCATTER_64)))) {
                 cqx->status = IBV_WC_SUCCESS;
+            } else if (op_own & MLX5_INLINE_SCATTER_32) {
+                cqx->status = uct_dcx_direct_rx_scatter(rx, index, cqe,
+                                                        be32toh(cqe->byte_cnt));
             } else {
-                /* a 64-byte one is in the first half of a 128-byte CQE */
-                cqx->status = uct_dcx_direct_rx_scatter(
-                        rx, index,
-                        (op_own & MLX5_INLINE_SCATTER_32) ? cqe : cqe - 1,
-                        be32toh(cqe->byte_cnt));
+                /* 64 bytes go to the first half of a 128-byte CQE, and dcx
+                 * takes only CQs of 64-byte ones */
+                ucs_error("dcx: receive cq 0x%x: a 64-byte scatter in a "
+                          "64-byte cqe",
+                          rx->cq.cqn);
+                cqx->status = IBV_WC_GENERAL_ERR;
             }
             return 0;
         case MLX5_CQE_RESP_ERR:

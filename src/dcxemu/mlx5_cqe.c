@@ -57,6 +57,12 @@ void dcxemu_mlx5_cqe_write(void *cq_buf, uint32_t cqe_size, uint32_t ncqe,
     }
     op_own = (uint8_t)(ci->opcode << 4) | (ci->solicited ? 1 << 1 : 0) |
              !!(pi & ncqe);
+    if (ci->scatter_len > 0) {
+        /* the data is where slid and flags_rqpn would be */
+        memset(c, 0, sizeof(ci->scatter));
+        memcpy(c, ci->scatter, ci->scatter_len);
+        op_own |= MLX5_INLINE_SCATTER_32;
+    }
     __atomic_store_n(&c->op_own, op_own, __ATOMIC_RELEASE);
 }
 

@@ -34,13 +34,18 @@ struct dcxemu_mlx5_cqe_info {
     uint8_t grh;
     uint8_t solicited;
     uint8_t syndrome, vendor_err_synd; /* error CQEs */
+    /* a receive of at most 32 bytes scattered into a 64-byte CQE
+       (scatter-to-CQE): its bytes take the CQE's first 32 and op_own says
+       MLX5_INLINE_SCATTER_32; 0: none */
+    uint8_t scatter_len;
+    uint8_t scatter[32];
 };
 
 /* Write CQE number `pi` (producer counter, not wrapped) into the CQ buffer of
  * `ncqe` entries (power of two) of cqe_size 64 or 128 (the CQE64 is the second
  * half of a 128-byte entry): the body first, then op_own with the owner bit
  * of pi's pass, with release ordering.  The first half of a 128-byte entry is
- * left alone (no inline scatter). */
+ * left alone (no 64-byte inline scatter). */
 void dcxemu_mlx5_cqe_write(void *cq_buf, uint32_t cqe_size, uint32_t ncqe,
                            uint32_t pi, const struct dcxemu_mlx5_cqe_info *ci);
 

@@ -117,6 +117,7 @@ struct face_qp {
     struct mlx5dv_qp_ex *dv;
     int kind; /* FACE_QP_* */
     int is_dct;
+    int scatter_cqe; /* a DCT that scatters short receives into the CQE */
     uint32_t qpn;
     uint32_t uidx;
     struct face_pd *pd;

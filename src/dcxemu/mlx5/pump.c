@@ -24,9 +24,10 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#define PUMP_BACKSTOP_NS  1000000ull
-#define PUMP_BATCH        16
-#define CQ_DB_REQ_NOT_SOL (1u << 24) /* MLX5_CQ_DB_REQ_NOT_SOL */
+#define PUMP_BACKSTOP_NS    1000000ull
+#define PUMP_BATCH          16
+#define CQ_DB_REQ_NOT_SOL   (1u << 24) /* MLX5_CQ_DB_REQ_NOT_SOL */
+#define FACE_SCATTER_POISON 0xd5 /* receive bytes that went into the CQE */
 
 /* Every queue the face serves in this process.  Doorbells and the engine read
  * the table (a queue stays alive while they work on it); creating and
@@ -235,6 +236,30 @@ static void cq_event(struct face_cq *cq)
     }
 }
 
+/* A short receive of a scatter-to-CQE DCT goes into the CQE. The model placed
+ * it in the buffers of the SRQ WQE already; on the device those bytes are
+ * never written, so the face overwrites them with a pattern: a consumer that
+ * ignores MLX5_INLINE_SCATTER_32 reads garbage, as on hardware. */
+static void cqe_scatter(struct face_srq *srq, struct dcxemu_mlx5_cqe_info *ci)
+{
+    struct dcxemu_mlx5_sge sge[32];
+    uint32_t n, left = ci->byte_cnt;
+    uint16_t next;
+    if (srq == NULL ||
+        dcxemu_mlx5_srq_wqe_read(srq->buf, srq->stride, ci->wqe_counter,
+                                 srq->max_sge, sge, &n, &next) != 0) {
+        return; /* the data stays in the buffer, the CQE says nothing */
+    }
+    for (uint32_t i = 0; i < n && left > 0; i++) {
+        uint32_t len = sge[i].length < left ? sge[i].length : left;
+        void *buf    = (void *)(uintptr_t)sge[i].addr;
+        memcpy(ci->scatter + (ci->byte_cnt - left), buf, len);
+        memset(buf, FACE_SCATTER_POISON, len);
+        left -= len;
+    }
+    ci->scatter_len = (uint8_t)(ci->byte_cnt - left);
+}
+
 /* The CQE a model completion becomes (pump_lock held). */
 static int cqe_of(struct face_cq *cq, const struct ibv_wc *wc,
                   struct dcxemu_mlx5_cqe_info *ci)
@@ -277,6 +302,10 @@ static int cqe_of(struct face_cq *cq, const struct ibv_wc *wc,
     ci->slid    = wc->slid;
     ci->sl      = wc->sl;
     ci->grh     = (wc->wc_flags & IBV_WC_GRH) != 0;
+    if (qp->scatter_cqe && cq->cqe_size == 64 && wc->byte_len > 0 &&
+        wc->byte_len <= sizeof(ci->scatter)) {
+        cqe_scatter(qp->srq, ci);
+    }
     return 1;
 }
 

@@ -25,6 +25,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* MLX5_IB_QUERY_DEV_RESP_FLAGS_SCAT2CQE_DCT (mlx5-abi.h) */
+#define QUERY_DEV_RESP_FLAGS_SCAT2CQE_DCT (1u << 3)
+
 /* ---- the object table */
 
 int face_obj_add(struct face_file *f, struct face_obj *o,
@@ -258,6 +261,9 @@ static int cmd_ex_query_device(struct face_file *f, const struct face_cmd *c)
                                               c->resp_len :
                                               sizeof(resp));
     memset(&uresp, 0, sizeof(uresp));
+    /* DCTs scatter receives of up to 32 bytes into 64-byte CQEs, as
+     * ConnectX does (MLX5_IB_QUERY_DEV_RESP_FLAGS_SCAT2CQE_DCT) */
+    uresp.flags           = QUERY_DEV_RESP_FLAGS_SCAT2CQE_DCT;
     uresp.response_length = (uint32_t)(c->uresp_len < sizeof(uresp) ?
                                                c->uresp_len :
                                                sizeof(uresp));

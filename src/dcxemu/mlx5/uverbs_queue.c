@@ -18,8 +18,9 @@
 #include <string.h>
 
 /* MLX5_QP_FLAG_* of the create-QP command (mlx5-abi.h) */
-#define QP_FLAG_TYPE_DCT (1u << 4)
-#define QP_FLAG_TYPE_DCI (1u << 5)
+#define QP_FLAG_SCATTER_CQE (1u << 1)
+#define QP_FLAG_TYPE_DCT    (1u << 4)
+#define QP_FLAG_TYPE_DCI    (1u << 5)
 
 /* ---- CQs */
 
@@ -414,7 +415,10 @@ int face_cmd_create_qp(struct face_file *f, const struct face_cmd *c)
         goto err_free;
     }
     qp->is_dct = !!(ureq.flags & QP_FLAG_TYPE_DCT);
-    qp->kind   = (ureq.flags & QP_FLAG_TYPE_DCI) ? FACE_QP_DCI : FACE_QP_RC;
+    /* libmlx5 asks for it where the device offers it (SCAT2CQE_DCT), unless
+     * MLX5_SCATTER_TO_CQE=0 or the QP's create flags say otherwise */
+    qp->scatter_cqe = qp->is_dct && (ureq.flags & QP_FLAG_SCATTER_CQE);
+    qp->kind = (ureq.flags & QP_FLAG_TYPE_DCI) ? FACE_QP_DCI : FACE_QP_RC;
     if (!qp->is_dct) {
         if (ureq.buf_addr == 0 || ureq.db_addr == 0 || ureq.sq_wqe_count == 0 ||
             (ureq.sq_wqe_count & (ureq.sq_wqe_count - 1)) != 0) {

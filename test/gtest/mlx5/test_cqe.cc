@@ -276,3 +276,43 @@ TEST(cqe, syndrome_table)
 }
 
 } // namespace
+
+/* Scatter-to-CQE: a short receive's bytes are the 64-byte CQE's first ones,
+ * op_own says MLX5_INLINE_SCATTER_32, and the fields after them are whole. */
+TEST(cqe, responder_scatter_32)
+{
+    for (uint8_t len : {1, 13, 32}) {
+        SCOPED_TRACE(std::to_string(len) + " bytes");
+        cq c(4, 64);
+        dcxemu_mlx5_cqe_info ci;
+        memset(&ci, 0, sizeof(ci));
+        ci.opcode      = MLX5_CQE_RESP_SEND_IMM;
+        ci.qpn         = 0xabcde;
+        ci.srqn_uidx   = 0x42;
+        ci.wqe_counter = 9;
+        ci.byte_cnt    = len;
+        ci.imm         = 0x11223344;
+        ci.scatter_len = len;
+        for (uint8_t i = 0; i < len; i++) {
+            ci.scatter[i] = (uint8_t)(0x80 + i);
+        }
+        c.write(0, ci);
+        mlx5_cqe64 *e = c.sw_cqe(0);
+        ASSERT_NE(e, nullptr);
+        EXPECT_EQ(mlx5dv_get_cqe_opcode(e), MLX5_CQE_RESP_SEND_IMM);
+        EXPECT_NE(e->op_own & MLX5_INLINE_SCATTER_32, 0);
+        EXPECT_EQ(e->op_own & MLX5_INLINE_SCATTER_64, 0);
+        EXPECT_EQ(0, memcmp(e, ci.scatter, len));
+        EXPECT_EQ(be32toh(e->byte_cnt), len);
+        EXPECT_EQ(be16toh(e->wqe_counter), 9);
+        EXPECT_EQ(e->imm_inval_pkey, 0x11223344u);
+        EXPECT_EQ(be32toh(e->srqn_uidx) & 0xffffff, 0x42u);
+
+        /* without: no scatter bit */
+        ci.scatter_len = 0;
+        c.write(1, ci);
+        e = c.sw_cqe(1);
+        ASSERT_NE(e, nullptr);
+        EXPECT_EQ(e->op_own & MLX5_INLINE_SCATTER_32, 0);
+    }
+}

@@ -15,7 +15,6 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
-#include <poll.h>
 #include <string.h>
 
 using namespace dcx_test;
@@ -874,12 +873,6 @@ TEST_P(uct_ops_one_dci, completion_send_after_pending)
                 << "the completion callback's message overtook the request "
                    "queued before it";
     }
-}
-
-static bool fd_readable(int fd, int timeout_ms)
-{
-    struct pollfd pfd = {fd, POLLIN, 0};
-    return poll(&pfd, 1, timeout_ms) == 1;
 }
 
 TEST_P(uct_ops, wakeup_on_receive)

@@ -19,6 +19,7 @@
 
 #include <cstring>
 #include <dlfcn.h>
+#include <poll.h>
 #include <functional>
 #include <map>
 #include <memory>
@@ -263,6 +264,13 @@ static inline uct_dcx_umr_counters_t umr_counters(uct_iface_h iface)
  * instead of repeating the configuration table's defaults. */
 std::string iface_config(const std::string &name);
 unsigned long iface_config_ulong(const std::string &name);
+
+/* Whether @a fd becomes readable within @a timeout_ms. */
+static inline bool fd_readable(int fd, int timeout_ms)
+{
+    struct pollfd pfd = {fd, POLLIN, 0};
+    return poll(&pfd, 1, timeout_ms) == 1;
+}
 
 /* Retry an operation while it returns UCS_ERR_NO_RESOURCE. */
 ucs_status_t retry(const std::vector<entity*> &entities,

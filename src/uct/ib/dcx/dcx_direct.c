@@ -10,6 +10,7 @@
  * the queue where it passes the end.
  */
 #include "dcx_direct.h"
+#include "dcx_direct_cq.h"
 
 #include <ucs/datastruct/khash.h>
 #include <ucs/debug/assert.h>
@@ -22,31 +23,6 @@
 #include <errno.h>
 #include <string.h>
 
-
-/* The ordering rdma-core's providers use around doorbells and CQEs:
- * udma_to_device_barrier (WQEs before the doorbell record, CQEs consumed
- * before the consumer index), udma_from_device_barrier (a CQE's contents
- * after its owner bit) and mmio_flush_writes / mmio_wc_start (around the
- * doorbell's store to the UAR). */
-#if defined(__x86_64__)
-#define UCT_DCX_DIRECT_TO_DEVICE_FENCE()   asm volatile("" ::: "memory")
-#define UCT_DCX_DIRECT_FROM_DEVICE_FENCE() asm volatile("lfence" ::: "memory")
-#define UCT_DCX_DIRECT_MMIO_FLUSH()        asm volatile("sfence" ::: "memory")
-#elif defined(__aarch64__)
-#define UCT_DCX_DIRECT_TO_DEVICE_FENCE() asm volatile("dmb oshst" ::: "memory")
-#define UCT_DCX_DIRECT_FROM_DEVICE_FENCE() \
-    asm volatile("dmb oshld" ::: "memory")
-#define UCT_DCX_DIRECT_MMIO_FLUSH() asm volatile("dsb st" ::: "memory")
-#else
-#define UCT_DCX_DIRECT_TO_DEVICE_FENCE()   __sync_synchronize()
-#define UCT_DCX_DIRECT_FROM_DEVICE_FENCE() __sync_synchronize()
-#define UCT_DCX_DIRECT_MMIO_FLUSH()        __sync_synchronize()
-#endif
-#define UCT_DCX_DIRECT_MMIO_WC_START() UCT_DCX_DIRECT_MMIO_FLUSH()
-
-/* A CQ's doorbell record: the consumer index, then the arm word. */
-#define UCT_DCX_DIRECT_CQ_SET_CI 0
-#define UCT_DCX_DIRECT_CQ_ARM_DB 1
 
 /* A WQE begins with its control segment and the DC address vector: one
  * basic block, so the segments after it start at a basic block too. */
@@ -90,15 +66,8 @@ struct uct_dcx_direct_sq {
 
 
 struct uct_dcx_direct {
-    struct ibv_cq_ex cqx; /* polled through: tx.poll_cq */
+    uct_dcx_direct_cq_t cq; /* the send CQ, polled through: tx.poll_cq */
     const uct_dcx_verbs_ops_t *ops;
-    void *cq_buf;
-    uint32_t cqe_cnt; /* a power of two */
-    uint32_t ci; /* consumer index */
-    volatile __be32 *cq_dbrec;
-    void *cq_uar;
-    uint32_t cqn;
-    uint32_t arm_sn; /* completion events read, as libmlx5 counts them */
     uint32_t vendor_err; /* of the current CQE */
     uct_dcx_direct_sq_t *last_sq; /* of the last CQE */
     khash_t(uct_dcx_direct_sq) sqs; /* by QP number */
@@ -576,41 +545,6 @@ static int uct_dcx_direct_wr_complete(struct ibv_qp_ex *qpx)
 
 /* --- the CQE parser ----------------------------------------------------- */
 
-/* An error CQE's syndrome as libmlx5 reports it. */
-static enum ibv_wc_status uct_dcx_direct_syndrome_status(uint8_t syndrome)
-{
-    switch (syndrome) {
-    case MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR:
-        return IBV_WC_LOC_LEN_ERR;
-    case MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR:
-        return IBV_WC_LOC_QP_OP_ERR;
-    case MLX5_CQE_SYNDROME_LOCAL_PROT_ERR:
-        return IBV_WC_LOC_PROT_ERR;
-    case MLX5_CQE_SYNDROME_WR_FLUSH_ERR:
-        return IBV_WC_WR_FLUSH_ERR;
-    case MLX5_CQE_SYNDROME_MW_BIND_ERR:
-        return IBV_WC_MW_BIND_ERR;
-    case MLX5_CQE_SYNDROME_BAD_RESP_ERR:
-        return IBV_WC_BAD_RESP_ERR;
-    case MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR:
-        return IBV_WC_LOC_ACCESS_ERR;
-    case MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR:
-        return IBV_WC_REM_INV_REQ_ERR;
-    case MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR:
-        return IBV_WC_REM_ACCESS_ERR;
-    case MLX5_CQE_SYNDROME_REMOTE_OP_ERR:
-        return IBV_WC_REM_OP_ERR;
-    case MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR:
-        return IBV_WC_RETRY_EXC_ERR;
-    case MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR:
-        return IBV_WC_RNR_RETRY_EXC_ERR;
-    case MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR:
-        return IBV_WC_REM_ABORT_ERR;
-    default:
-        return IBV_WC_GENERAL_ERR;
-    }
-}
-
 static UCS_F_NOINLINE void
 uct_dcx_direct_cqe_error(uct_dcx_direct_t *direct, struct mlx5_cqe64 *cqe)
 {
@@ -618,13 +552,13 @@ uct_dcx_direct_cqe_error(uct_dcx_direct_t *direct, struct mlx5_cqe64 *cqe)
     uint8_t opcode            = mlx5dv_get_cqe_opcode(cqe);
 
     if ((opcode == MLX5_CQE_REQ_ERR) || (opcode == MLX5_CQE_RESP_ERR)) {
-        direct->cqx.status = uct_dcx_direct_syndrome_status(ecqe->syndrome);
-        direct->vendor_err = ecqe->vendor_err_synd;
+        direct->cq.cqx.status = uct_dcx_direct_syndrome_status(ecqe->syndrome);
+        direct->vendor_err    = ecqe->vendor_err_synd;
     } else {
-        ucs_error("dcx: send cq 0x%x: unexpected cqe opcode %u", direct->cqn,
+        ucs_error("dcx: send cq 0x%x: unexpected cqe opcode %u", direct->cq.cqn,
                   opcode);
-        direct->cqx.status = IBV_WC_GENERAL_ERR;
-        direct->vendor_err = 0;
+        direct->cq.cqx.status = IBV_WC_GENERAL_ERR;
+        direct->vendor_err    = 0;
     }
 }
 
@@ -640,29 +574,20 @@ uct_dcx_direct_sq_find(uct_dcx_direct_t *direct, uint32_t qpn)
     return direct->last_sq;
 }
 
-/* The next CQE the device wrote, in place: 0, or ENOENT when there is none
- * (the owner bit says whose it is, as the consumer index's pass does). */
+/* The next CQE the device wrote, in place: 0, or ENOENT when there is
+ * none. */
 static int uct_dcx_direct_next_poll(struct ibv_cq_ex *cqx)
 {
-    uct_dcx_direct_t *direct = ucs_container_of(cqx, uct_dcx_direct_t, cqx);
+    uct_dcx_direct_t *direct = ucs_container_of(cqx, uct_dcx_direct_t, cq.cqx);
     struct mlx5_cqe64 *cqe;
     uct_dcx_direct_sq_t *sq;
-    uint8_t op_own;
     uint32_t qpn;
 
     for (;;) {
-        cqe    = UCS_PTR_BYTE_OFFSET(direct->cq_buf,
-                                     (size_t)(direct->ci & (direct->cqe_cnt - 1))
-                                             << 6);
-        op_own = cqe->op_own;
-        if (((op_own >> 4) == MLX5_CQE_INVALID) ||
-            ((op_own & MLX5_CQE_OWNER_MASK) ^
-             !!(direct->ci & direct->cqe_cnt))) {
+        cqe = uct_dcx_direct_cq_next(&direct->cq);
+        if (cqe == NULL) {
             return ENOENT;
         }
-
-        ++direct->ci;
-        UCT_DCX_DIRECT_FROM_DEVICE_FENCE();
 
         qpn = be32toh(cqe->sop_drop_qpn) & 0xffffff;
         sq  = direct->last_sq;
@@ -670,13 +595,13 @@ static int uct_dcx_direct_next_poll(struct ibv_cq_ex *cqx)
             sq = uct_dcx_direct_sq_find(direct, qpn);
             if (sq == NULL) {
                 ucs_error("dcx: send cq 0x%x: cqe of unknown qp 0x%x",
-                          direct->cqn, qpn);
+                          direct->cq.cqn, qpn);
                 continue;
             }
         }
 
         cqx->wr_id = sq->wrid[be16toh(cqe->wqe_counter) & sq->wqe_mask];
-        if (ucs_likely((op_own >> 4) == MLX5_CQE_REQ)) {
+        if (ucs_likely(mlx5dv_get_cqe_opcode(cqe) == MLX5_CQE_REQ)) {
             cqx->status = IBV_WC_SUCCESS;
         } else {
             uct_dcx_direct_cqe_error(direct, cqe);
@@ -691,38 +616,24 @@ uct_dcx_direct_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
     return uct_dcx_direct_next_poll(cqx);
 }
 
-/* What was polled is published: the device may write over it. */
 static void uct_dcx_direct_end_poll(struct ibv_cq_ex *cqx)
 {
-    uct_dcx_direct_t *direct = ucs_container_of(cqx, uct_dcx_direct_t, cqx);
-
-    UCT_DCX_DIRECT_TO_DEVICE_FENCE();
-    direct->cq_dbrec[UCT_DCX_DIRECT_CQ_SET_CI] = htobe32(direct->ci & 0xffffff);
+    uct_dcx_direct_cq_publish(ucs_container_of(cqx, uct_dcx_direct_cq_t, cqx));
 }
 
 static uint32_t uct_dcx_direct_read_vendor_err(struct ibv_cq_ex *cqx)
 {
-    return ucs_container_of(cqx, uct_dcx_direct_t, cqx)->vendor_err;
+    return ucs_container_of(cqx, uct_dcx_direct_t, cq.cqx)->vendor_err;
 }
 
 void uct_dcx_direct_cq_arm(uct_dcx_direct_t *direct, int solicited)
 {
-    uint32_t sn  = direct->arm_sn & 3;
-    uint32_t ci  = direct->ci & 0xffffff;
-    uint32_t cmd = solicited ? MLX5_CQ_DB_REQ_NOT_SOL : MLX5_CQ_DB_REQ_NOT;
-    uint32_t arm = (sn << 28) | cmd | ci;
-
-    direct->cq_dbrec[UCT_DCX_DIRECT_CQ_ARM_DB] = htobe32(arm);
-    UCT_DCX_DIRECT_MMIO_WC_START();
-    *(volatile uint64_t *)UCS_PTR_BYTE_OFFSET(direct->cq_uar,
-                                              MLX5_CQ_DOORBELL) =
-            htobe64(((uint64_t)arm << 32) | direct->cqn);
-    UCT_DCX_DIRECT_MMIO_FLUSH();
+    uct_dcx_direct_cq_arm_db(&direct->cq, solicited);
 }
 
 void uct_dcx_direct_cq_event(uct_dcx_direct_t *direct)
 {
-    ++direct->arm_sn;
+    ++direct->cq.arm_sn;
 }
 
 void uct_dcx_direct_ah_forget(uct_dcx_direct_t *direct, struct ibv_ah *ah)
@@ -735,31 +646,15 @@ void uct_dcx_direct_ah_forget(uct_dcx_direct_t *direct, struct ibv_ah *ah)
 
 struct ibv_cq_ex *uct_dcx_direct_poll_cq(uct_dcx_direct_t *direct)
 {
-    return &direct->cqx;
+    return &direct->cq.cqx;
 }
 
 ucs_status_t
 uct_dcx_direct_create(const uct_dcx_verbs_ops_t *ops, struct ibv_cq *cq,
                       uct_dcx_direct_t **direct_p, const char **reason_p)
 {
-    struct mlx5dv_cq dv_cq = {};
-    struct mlx5dv_obj obj  = {};
     uct_dcx_direct_t *direct;
-
-    obj.cq.in  = cq;
-    obj.cq.out = &dv_cq;
-    if (ops->mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ) != 0) {
-        *reason_p = "the provider offers no direct objects (mlx5dv_init_obj)";
-        return UCS_ERR_UNSUPPORTED;
-    }
-    if (dv_cq.cqe_size != sizeof(struct mlx5_cqe64)) {
-        *reason_p = "the send CQ's CQEs are not 64 bytes";
-        return UCS_ERR_UNSUPPORTED;
-    }
-    if (!ucs_is_pow2(dv_cq.cqe_cnt)) {
-        *reason_p = "the send CQ's size is not a power of two";
-        return UCS_ERR_UNSUPPORTED;
-    }
+    ucs_status_t status;
 
     direct = ucs_calloc(1, sizeof(*direct), "dcx direct");
     if (direct == NULL) {
@@ -767,24 +662,19 @@ uct_dcx_direct_create(const uct_dcx_verbs_ops_t *ops, struct ibv_cq *cq,
         return UCS_ERR_NO_MEMORY;
     }
 
-    direct->ops      = ops;
-    direct->cq_buf   = dv_cq.buf;
-    direct->cqe_cnt  = dv_cq.cqe_cnt;
-    direct->ci       = 0; /* a CQ nobody polled yet */
-    direct->cq_dbrec = dv_cq.dbrec;
-    direct->cq_uar   = dv_cq.cq_uar;
-    direct->cqn      = dv_cq.cqn;
+    status = uct_dcx_direct_cq_init(&direct->cq, ops, cq, reason_p);
+    if (status != UCS_OK) {
+        ucs_free(direct);
+        return status;
+    }
+
+    direct->ops = ops;
     kh_init_inplace(uct_dcx_direct_sq, &direct->sqs);
 
-    direct->cqx.context         = cq->context;
-    direct->cqx.channel         = cq->channel;
-    direct->cqx.cq_context      = cq->cq_context;
-    direct->cqx.handle          = cq->handle;
-    direct->cqx.cqe             = cq->cqe;
-    direct->cqx.start_poll      = uct_dcx_direct_start_poll;
-    direct->cqx.next_poll       = uct_dcx_direct_next_poll;
-    direct->cqx.end_poll        = uct_dcx_direct_end_poll;
-    direct->cqx.read_vendor_err = uct_dcx_direct_read_vendor_err;
+    direct->cq.cqx.start_poll      = uct_dcx_direct_start_poll;
+    direct->cq.cqx.next_poll       = uct_dcx_direct_next_poll;
+    direct->cq.cqx.end_poll        = uct_dcx_direct_end_poll;
+    direct->cq.cqx.read_vendor_err = uct_dcx_direct_read_vendor_err;
 
     *direct_p = direct;
     return UCS_OK;

@@ -308,6 +308,9 @@ uct_dcx_iface_event_arm(uct_iface_h tl_iface, unsigned events)
         if ((iface->tx.direct != NULL) &&
             (cq == ibv_cq_ex_to_cq(iface->tx.cq))) {
             uct_dcx_direct_cq_event(iface->tx.direct);
+        } else if ((iface->rx.direct != NULL) &&
+                   (cq == ibv_cq_ex_to_cq(iface->rx.cq))) {
+            uct_dcx_direct_rx_cq_event(iface->rx.direct);
         }
         iface->ops->ack_cq_events(cq, 1);
         pending = 1;
@@ -338,7 +341,13 @@ uct_dcx_iface_event_arm(uct_iface_h tl_iface, unsigned events)
     }
 
     if (events & (UCT_EVENT_RECV | UCT_EVENT_RECV_SIG)) {
-        ret = ibv_req_notify_cq(ibv_cq_ex_to_cq(iface->rx.cq), 0);
+        if (iface->rx.direct != NULL) {
+            /* libmlx5 knows nothing of the CQEs dcx consumed */
+            uct_dcx_direct_rx_cq_arm(iface->rx.direct, 0);
+            ret = 0;
+        } else {
+            ret = ibv_req_notify_cq(ibv_cq_ex_to_cq(iface->rx.cq), 0);
+        }
         if (ret != 0) {
             ucs_error("dcx: req_notify_cq(rx) failed: %s", strerror(ret));
             return UCS_ERR_IO_ERROR;

@@ -484,6 +484,15 @@ struct uct_dcx_iface {
     struct {
         struct ibv_cq_ex *cq;
         struct ibv_srq *srq;
+        /* polled through: the CQ itself (verbs), or dcx's CQE parser over
+         * its buffer (direct) */
+        struct ibv_cq_ex *poll_cq;
+        /* posted to: the SRQ itself with its provider's post_srq_recv
+         * (verbs), or dcx's own (direct) */
+        struct ibv_srq *post_srq;
+        int (*post_srq_recv)(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+                             struct ibv_recv_wr **bad_wr);
+        struct uct_dcx_direct_rx *direct; /* direct receive, or NULL */
         struct ibv_qp *dct;
         uint32_t dctn;
         uint64_t dc_key;

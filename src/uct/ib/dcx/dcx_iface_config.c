@@ -231,15 +231,17 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
      ucs_offsetof(uct_dcx_iface_config_t, put_sgl), UCS_CONFIG_TYPE_BOOL},
 
     {"POST", "auto",
-     "How work requests reach the DCIs and send completions are read:\n"
+     "How work requests reach the DCIs and the SRQ, and completions are\n"
+     "read:\n"
      " direct - dcx writes the WQEs into each DCI's send queue, rings its\n"
-     "          doorbell and parses the send CQ's CQEs in place, with the\n"
-     "          layouts mlx5dv_init_obj reports; the interface fails to open\n"
-     "          where the provider offers no direct objects or a layout dcx\n"
-     "          does not write (CQEs other than 64 bytes, send queue strides\n"
-     "          other than 64 bytes).\n"
-     " verbs  - through rdma-core's ibv_wr_* / mlx5dv_wr_* builders and the\n"
-     "          ibv_cq_ex polling API.\n"
+     "          doorbell, links receive WQEs into the SRQ and parses the\n"
+     "          send and receive CQs' CQEs in place, with the layouts\n"
+     "          mlx5dv_init_obj reports; the interface fails to open where\n"
+     "          the provider offers no direct objects or a layout dcx does\n"
+     "          not write (CQEs other than 64 bytes, send queue strides other\n"
+     "          than 64 bytes, an SRQ already posted to).\n"
+     " verbs  - through rdma-core's ibv_wr_* / mlx5dv_wr_* builders,\n"
+     "          ibv_post_srq_recv and the ibv_cq_ex polling API.\n"
      " auto   - direct where it is available, verbs otherwise (the device\n"
      "          model's API face offers no direct objects).",
      ucs_offsetof(uct_dcx_iface_config_t, post),

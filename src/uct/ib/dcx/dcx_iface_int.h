@@ -10,6 +10,7 @@
 #define UCT_DCX_IFACE_INT_H_
 
 #include "dcx_direct.h"
+#include "dcx_direct_rx.h"
 #include "dcx_iface.h"
 
 
@@ -57,6 +58,7 @@ void uct_dcx_iface_direct_cleanup(uct_dcx_iface_t *iface);
 /* dcx_rx.c */
 ucs_status_t
 uct_dcx_iface_srq_create(uct_dcx_iface_t *iface, const char *dev_name);
+void uct_dcx_iface_srq_destroy(uct_dcx_iface_t *iface);
 void uct_dcx_iface_recv_desc_init(uct_iface_h tl_iface, void *obj,
                                   uct_mem_h memh);
 void uct_dcx_iface_release_desc(uct_recv_desc_t *self, void *desc);
@@ -99,7 +101,7 @@ uct_dcx_iface_poll_rx(uct_dcx_iface_t *iface)
 {
     struct ibv_poll_cq_attr attr = {};
 
-    if (ucs_likely(ibv_start_poll(iface->rx.cq, &attr) != 0)) {
+    if (ucs_likely(ibv_start_poll(iface->rx.poll_cq, &attr) != 0)) {
         if (ucs_unlikely(iface->rx.refill)) {
             iface->rx.refill = 0;
             uct_dcx_iface_post_recv(iface);

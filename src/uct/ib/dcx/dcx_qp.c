@@ -583,7 +583,7 @@ ucs_status_t uct_dcx_iface_queues_create(uct_dcx_iface_t *iface,
     return UCS_OK;
 
 err_destroy_srq:
-    iface->ops->destroy_srq(iface->rx.srq);
+    uct_dcx_iface_srq_destroy(iface);
 err_destroy_cqs:
     uct_dcx_iface_cqs_destroy(iface);
 err_destroy_channel:
@@ -594,7 +594,7 @@ err_destroy_channel:
 void uct_dcx_iface_queues_destroy(uct_dcx_iface_t *iface)
 {
     iface->ops->destroy_qp(iface->rx.dct);
-    iface->ops->destroy_srq(iface->rx.srq);
+    uct_dcx_iface_srq_destroy(iface);
     uct_dcx_iface_cqs_destroy(iface);
     iface->ops->destroy_comp_channel(iface->channel);
 }

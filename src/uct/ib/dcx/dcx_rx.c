@@ -65,7 +65,7 @@ void uct_dcx_iface_post_recv(uct_dcx_iface_t *iface)
         }
 
         wrs[count - 1].next = NULL;
-        ret                 = ibv_post_srq_recv(iface->rx.srq, wrs, &bad_wr);
+        ret = iface->rx.post_srq_recv(iface->rx.post_srq, wrs, &bad_wr);
         if (ucs_unlikely(ret != 0)) {
             ucs_error("dcx: post_srq_recv failed: %s", strerror(ret));
             iface->rx.posted += bad_wr - wrs;
@@ -83,7 +83,7 @@ void uct_dcx_iface_post_recv(uct_dcx_iface_t *iface)
 UCS_F_NOINLINE unsigned uct_dcx_iface_poll_rx_batch(uct_dcx_iface_t *iface)
 {
     uct_dcx_wc_t wc[UCT_DCX_POLL_BATCH];
-    struct ibv_cq_ex *cq = iface->rx.cq;
+    struct ibv_cq_ex *cq = iface->rx.poll_cq;
     unsigned i, count = 0;
     ucs_status_t status;
     void *desc, *udesc;
@@ -161,11 +161,48 @@ UCS_F_NOINLINE unsigned uct_dcx_iface_poll_rx_batch(uct_dcx_iface_t *iface)
     return count;
 }
 
-/* The shared receive queue of the DCT, as long as the device allows. */
+/* Receives go through dcx's own SRQ writer and CQE parser (UCX_DCX_POST
+ * direct or auto) where the provider describes the receive CQ and the SRQ;
+ * through rdma-core's otherwise (auto, verbs). */
+static ucs_status_t
+uct_dcx_iface_rx_objects(uct_dcx_iface_t *iface, const char *dev_name)
+{
+    const char *reason = "UCX_DCX_POST=verbs";
+    ucs_status_t status;
+
+    iface->rx.poll_cq       = iface->rx.cq;
+    iface->rx.post_srq      = iface->rx.srq;
+    iface->rx.post_srq_recv = iface->rx.srq->context->ops.post_srq_recv;
+    iface->rx.direct        = NULL;
+    if (iface->tx.post == UCT_DCX_POST_VERBS) {
+        return UCS_OK;
+    }
+
+    status = uct_dcx_direct_rx_create(iface->ops, ibv_cq_ex_to_cq(iface->rx.cq),
+                                      iface->rx.srq, &iface->rx.direct,
+                                      &iface->rx.poll_cq, &iface->rx.post_srq,
+                                      &iface->rx.post_srq_recv, &reason);
+    if (status == UCS_OK) {
+        ucs_debug("dcx: %s: dcx posts its own receives and parses its "
+                  "receive CQEs",
+                  dev_name);
+    } else if (iface->tx.post == UCT_DCX_POST_DIRECT) {
+        ucs_error("dcx: %s: UCX_DCX_POST=direct: receive side: %s", dev_name,
+                  reason);
+    } else {
+        ucs_debug("dcx: %s: receiving through rdma-core: %s", dev_name, reason);
+        status = UCS_OK;
+    }
+    return status;
+}
+
+/* The shared receive queue of the DCT, as long as the device allows, and
+ * how receives are posted and polled. */
 ucs_status_t
 uct_dcx_iface_srq_create(uct_dcx_iface_t *iface, const char *dev_name)
 {
     struct ibv_srq_init_attr srq_attr = {};
+    ucs_status_t status;
 
     srq_attr.attr.max_wr  = iface->rx.queue_len;
     srq_attr.attr.max_sge = 1;
@@ -180,7 +217,21 @@ uct_dcx_iface_srq_create(uct_dcx_iface_t *iface, const char *dev_name)
     iface->rx.refill_batch = ucs_max(ucs_min(UCT_DCX_RX_POST_BATCH,
                                              iface->rx.queue_len / 4),
                                      1);
-    return UCS_OK;
+
+    status = uct_dcx_iface_rx_objects(iface, dev_name);
+    if (status != UCS_OK) {
+        iface->ops->destroy_srq(iface->rx.srq);
+    }
+    return status;
+}
+
+void uct_dcx_iface_srq_destroy(uct_dcx_iface_t *iface)
+{
+    iface->ops->destroy_srq(iface->rx.srq);
+    if (iface->rx.direct != NULL) {
+        uct_dcx_direct_rx_destroy(iface->rx.direct);
+        iface->rx.direct = NULL;
+    }
 }
 
 /* Fill the SRQ; the pool of receive buffers exists by now. */

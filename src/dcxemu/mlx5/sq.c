@@ -175,7 +175,9 @@ wqe_post(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w, uint32_t wqebb)
                 ibv_wr_abort(x);
                 return EINVAL;
             }
-            mlx5dv_wr_set_dc_addr(qp->dv, ah, w->av.dctn, w->av.dc_key);
+            /* the stream id of the control segment (0 without streams) */
+            mlx5dv_wr_set_dc_addr_stream(qp->dv, ah, w->av.dctn, w->av.dc_key,
+                                         w->stream_id);
         }
         if (w->opcode == MLX5_OPCODE_LOCAL_INVAL) {
             /* no data */

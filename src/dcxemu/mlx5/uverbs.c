@@ -244,6 +244,7 @@ static int cmd_ex_query_device(struct face_file *f, const struct face_cmd *c)
 {
     struct ib_uverbs_ex_query_device_resp resp;
     struct mlx5_ib_query_device_resp uresp;
+    struct mlx5dv_context dv;
     struct ibv_device_attr a;
     int err;
     if (f->ctx == NULL) {
@@ -258,6 +259,15 @@ static int cmd_ex_query_device(struct face_file *f, const struct face_cmd *c)
                                               c->resp_len :
                                               sizeof(resp));
     memset(&uresp, 0, sizeof(uresp));
+    /* libmlx5 keeps the DCI stream caps it checks mlx5dv_create_qp against */
+    dv.comp_mask = MLX5DV_CONTEXT_MASK_DCI_STREAMS;
+    if (dcxemu_mlx5dv_query_device(f->ctx, &dv) == 0 &&
+        (dv.comp_mask & MLX5DV_CONTEXT_MASK_DCI_STREAMS)) {
+        uresp.dci_streams_caps.max_log_num_concurent =
+                dv.dci_streams_caps.max_log_num_concurent;
+        uresp.dci_streams_caps.max_log_num_errored =
+                dv.dci_streams_caps.max_log_num_errored;
+    }
     uresp.response_length = (uint32_t)(c->uresp_len < sizeof(uresp) ?
                                                c->uresp_len :
                                                sizeof(uresp));

@@ -18,8 +18,9 @@
 #include <string.h>
 
 /* MLX5_QP_FLAG_* of the create-QP command (mlx5-abi.h) */
-#define QP_FLAG_TYPE_DCT (1u << 4)
-#define QP_FLAG_TYPE_DCI (1u << 5)
+#define QP_FLAG_TYPE_DCT   (1u << 4)
+#define QP_FLAG_TYPE_DCI   (1u << 5)
+#define QP_FLAG_DCI_STREAM (1u << 11)
 
 /* ---- CQs */
 
@@ -347,6 +348,14 @@ static struct ibv_qp *qp_model_create(struct face_file *f, struct face_qp *qp,
                        IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
     if (u->flags & QP_FLAG_TYPE_DCI) {
         dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
+        if (u->flags & QP_FLAG_DCI_STREAM) {
+            /* libmlx5 checked the logs against the caps it was given */
+            dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
+            dv.dc_init_attr.dci_streams.log_num_concurent =
+                    u->dci_streams.log_num_concurent;
+            dv.dc_init_attr.dci_streams.log_num_errored =
+                    u->dci_streams.log_num_errored;
+        }
         /* masked atomics and NOPs arrive as raw WQEs */
         dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
         dv.send_ops_flags = MLX5DV_QP_EX_WITH_RAW_WQE;

@@ -9,69 +9,21 @@ using namespace emu;
 
 namespace {
 
-struct emu_streams : public ::testing::Test {
-    dev d;
-    ibv_cq *rcq = nullptr;
-    ibv_srq *srq = nullptr;
-    ibv_qp *dct = nullptr;
-    dci c;
-    std::vector<char> lbuf, rbuf;
-    ibv_mr *lmr = nullptr, *rmr = nullptr;
-    uint64_t key = 0x5151515151515151ull;
-
-    void SetUp() override
-    {
-        ASSERT_TRUE(d.open());
-        rcq = dcxemu_ibv_create_cq(d.ctx, 256, nullptr, nullptr, 0);
-        ASSERT_NE(rcq, nullptr);
-        srq = create_srq(d, 64, 2);
-        ASSERT_NE(srq, nullptr);
-        dct = create_dct(d, srq, key, rcq);
-        ASSERT_NE(dct, nullptr);
-        ASSERT_EQ(dct_to_rtr(dct), 0);
-        lbuf.assign(1 << 16, 0);
-        rbuf.assign(1 << 16, 0);
-        int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-        lmr = dcxemu_ibv_reg_mr(d.pd, lbuf.data(), lbuf.size(), acc);
-        rmr = dcxemu_ibv_reg_mr(d.pd, rbuf.data(), rbuf.size(), acc);
-        ASSERT_TRUE(lmr && rmr);
-    }
-    void TearDown() override
-    {
-        destroy_dci(c);
-        if (dct) { EXPECT_EQ(dcxemu_ibv_destroy_qp(dct), 0); }
-        if (srq) { EXPECT_EQ(dcxemu_ibv_destroy_srq(srq), 0); }
-        if (lmr) dcxemu_ibv_dereg_mr(lmr);
-        if (rmr) dcxemu_ibv_dereg_mr(rmr);
-        if (rcq) { EXPECT_EQ(dcxemu_ibv_destroy_cq(rcq), 0); }
-        d.close();
-    }
+struct emu_streams : public loopback_test {
+    emu_streams() : loopback_test(0x5151515151515151ull) {}
 
     /* A DCI with 2^log_conc streams, 2^log_err of them allowed in error (streams: false, a
      * DCI without the streams attribute). */
     ibv_qp *create(uint8_t log_conc, uint8_t log_err, bool streams = true)
     {
-        ibv_qp_init_attr_ex a;
-        mlx5dv_qp_init_attr dv;
-        memset(&a, 0, sizeof(a));
-        memset(&dv, 0, sizeof(dv));
-        a.qp_type = IBV_QPT_DRIVER;
-        a.send_cq = a.recv_cq = d.cq;
-        a.pd = d.pd;
-        a.cap.max_send_wr = 64;
-        a.cap.max_send_sge = 1;
-        a.cap.max_inline_data = 64;
-        a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-        a.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND;
-        dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC | MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
-        dv.send_ops_flags = MLX5DV_QP_EX_WITH_RAW_WQE;
-        dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
-        if (streams) {
-            dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
-            dv.dc_init_attr.dci_streams.log_num_concurent = log_conc;
-            dv.dc_init_attr.dci_streams.log_num_errored = log_err;
-        }
-        return dcxemu_mlx5dv_create_qp(d.ctx, &a, &dv);
+        mlx5dv_qp_init_attr x;
+        memset(&x, 0, sizeof(x));
+        x.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS |
+                      (streams ? MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS : 0);
+        x.send_ops_flags = MLX5DV_QP_EX_WITH_RAW_WQE;
+        x.dc_init_attr.dci_streams.log_num_concurent = log_conc;
+        x.dc_init_attr.dci_streams.log_num_errored = log_err;
+        return create_dci(d, 64, 1, 64, true, nullptr, 0, &x);
     }
     void make(uint8_t log_conc, uint8_t log_err, bool streams = true)
     {
@@ -87,8 +39,6 @@ struct emu_streams : public ::testing::Test {
         c.ah = dcxemu_ibv_create_ah(d.pd, &ah);
         ASSERT_TRUE(c.qpx && c.dv && c.ah);
     }
-    uint64_t raddr(size_t off = 0) { return (uintptr_t)rbuf.data() + off; }
-
     /* One WR on a stream: a WRITE of len bytes from lbuf+loff to rbuf+roff (rkey: the target
      * key, or a bad one), or a SEND of len bytes. */
     int post(uint16_t stream, bool send, size_t loff, uint32_t len, size_t roff, uint64_t wr_id,

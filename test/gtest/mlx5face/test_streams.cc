@@ -49,25 +49,8 @@ struct mlx5face_streams : public ::testing::Test {
     }
     ibv_qp *create(uint8_t log_conc, uint8_t log_err)
     {
-        ibv_qp_init_attr_ex a;
-        mlx5dv_qp_init_attr x;
-        memset(&a, 0, sizeof(a));
-        memset(&x, 0, sizeof(x));
-        a.qp_type             = IBV_QPT_DRIVER;
-        a.send_cq             = cq;
-        a.recv_cq             = cq;
-        a.pd                  = d.pd;
-        a.cap.max_send_wr     = 64;
-        a.cap.max_send_sge    = 1;
-        a.cap.max_inline_data = 64;
-        a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-        a.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND;
-        x.comp_mask      = MLX5DV_QP_INIT_ATTR_MASK_DC |
-                      MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
-        x.dc_init_attr.dc_type                       = MLX5DV_DCTYPE_DCI;
-        x.dc_init_attr.dci_streams.log_num_concurent = log_conc;
-        x.dc_init_attr.dci_streams.log_num_errored   = log_err;
-        return mlx5dv_create_qp(d.ctx, &a, &x);
+        mlx5dv_dci_streams st = {log_conc, log_err};
+        return create_dci(d, cq, 64, false, 0, &st);
     }
     void make(uint8_t log_conc, uint8_t log_err)
     {

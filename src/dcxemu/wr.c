@@ -419,6 +419,14 @@ static void s_dc_addr_stream(struct mlx5dv_qp_ex *d, struct ibv_ah *ah,
  * partly. */
 #define RAW_MAX_BYTES 128 /* the largest WQE the model accepts: 8 units */
 
+/* The stream of a raw WQE: its control segment's, checked when it runs; a DCI
+ * without streams ignores the field, as the HCA does. */
+static uint16_t
+raw_stream(struct dcxemu_qp *qp, const struct dcxemu_mlx5_wqe *m)
+{
+    return qp->streams != NULL ? m->stream_id : 0;
+}
+
 static int
 raw_decode(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const uint8_t *b)
 {
@@ -438,7 +446,7 @@ raw_decode(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const uint8_t *b)
         w->flags |= IBV_SEND_SIGNALED;
     }
     if (ret == 0 && m.opcode == MLX5_OPCODE_NOP) {
-        w->stream_id = m.stream_id;
+        w->stream_id = raw_stream(qp, &m);
         w->opcode    = DCXEMU_OP_NOP;
         w->num_sge   = 0;
         return 0;
@@ -447,7 +455,7 @@ raw_decode(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const uint8_t *b)
         (m.masked && dcxemu_cfg.no_ext_atomics) || qp->cap.max_send_sge < 1) {
         return -1; /* the model executes atomics only */
     }
-    w->stream_id    = m.stream_id; /* checked when it runs */
+    w->stream_id    = raw_stream(qp, &m);
     w->dc_key       = m.av.dc_key;
     w->dctn         = m.av.dctn;
     w->dlid         = m.av.rlid;

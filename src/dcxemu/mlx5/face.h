@@ -117,6 +117,7 @@ struct face_qp {
     struct mlx5dv_qp_ex *dv;
     int kind; /* FACE_QP_* */
     int is_dct;
+    int dci_streams; /* a DCI with streams: its WQEs' stream ids count */
     uint32_t qpn;
     uint32_t uidx;
     struct face_pd *pd;

@@ -424,6 +424,8 @@ int face_cmd_create_qp(struct face_file *f, const struct face_cmd *c)
     }
     qp->is_dct = !!(ureq.flags & QP_FLAG_TYPE_DCT);
     qp->kind   = (ureq.flags & QP_FLAG_TYPE_DCI) ? FACE_QP_DCI : FACE_QP_RC;
+    qp->dci_streams = qp->kind == FACE_QP_DCI &&
+                      (ureq.flags & QP_FLAG_DCI_STREAM) != 0;
     if (!qp->is_dct) {
         if (ureq.buf_addr == 0 || ureq.db_addr == 0 || ureq.sq_wqe_count == 0 ||
             (ureq.sq_wqe_count & (ureq.sq_wqe_count - 1)) != 0) {

@@ -76,6 +76,21 @@ struct emu_streams : public loopback_test {
         EXPECT_EQ(wc.wr_id, wr_id);
         EXPECT_EQ(wc.status, st) << "status " << wc.status;
     }
+    /* A signaled NOP as a raw WQE whose control segment names a stream. */
+    int nop(uint16_t stream, uint64_t wr_id)
+    {
+        alignas(64) uint8_t b[64];
+        memset(b, 0, sizeof(b));
+        auto *ctrl = (mlx5_wqe_ctrl_seg *)b;
+        ctrl->opmod_idx_opcode = htobe32(MLX5_OPCODE_NOP);
+        ctrl->qpn_ds = htobe32((c.qp->qp_num << 8) | 1);
+        ctrl->fm_ce_se = MLX5_WQE_CTRL_CQ_UPDATE;
+        ctrl->dci_stream_channel_id = htobe16(stream);
+        ibv_wr_start(c.qpx);
+        c.qpx->wr_id = wr_id;
+        mlx5dv_wr_raw_wqe(c.dv, b);
+        return ibv_wr_complete(c.qpx);
+    }
     /* Stall stream s: a SEND the DCT has no receive for waits (RNR) until one is posted. */
     void stall(uint16_t s, uint64_t wr_id)
     {
@@ -247,19 +262,6 @@ TEST_F(emu_streams, queued_wqes_of_errored_stream_flush)
 TEST_F(emu_streams, raw_wqe_stream_from_control_segment)
 {
     make(1, 0);
-    auto nop = [&](uint16_t stream, uint64_t wr_id) {
-        alignas(64) uint8_t b[64];
-        memset(b, 0, sizeof(b));
-        auto *ctrl = (mlx5_wqe_ctrl_seg *)b;
-        ctrl->opmod_idx_opcode = htobe32(MLX5_OPCODE_NOP);
-        ctrl->qpn_ds = htobe32((c.qp->qp_num << 8) | 1);
-        ctrl->fm_ce_se = MLX5_WQE_CTRL_CQ_UPDATE;
-        ctrl->dci_stream_channel_id = htobe16(stream);
-        ibv_wr_start(c.qpx);
-        c.qpx->wr_id = wr_id;
-        mlx5dv_wr_raw_wqe(c.dv, b);
-        return ibv_wr_complete(c.qpx);
-    };
     stall(0, 1);
     ASSERT_EQ(nop(0, 2), 0);
     ASSERT_EQ(write(1, 8, 3, 3), 0);
@@ -272,6 +274,16 @@ TEST_F(emu_streams, raw_wqe_stream_from_control_segment)
     ASSERT_EQ(nop(2, 4), 0);
     expect_cqe(4, IBV_WC_LOC_QP_OP_ERR);
     EXPECT_EQ(hw_state(), IBV_QPS_ERR);
+}
+
+/* A DCI without streams ignores the control segment's stream id, as the HCA does (perftest
+ * leaves a running count there). */
+TEST_F(emu_streams, raw_wqe_stream_ignored_without_streams)
+{
+    make(0, 0, false);
+    ASSERT_EQ(nop(7, 1), 0);
+    expect_cqe(1, IBV_WC_SUCCESS);
+    EXPECT_EQ(hw_state(), IBV_QPS_RTS);
 }
 
 } // namespace

@@ -47,15 +47,15 @@ struct mlx5face_streams : public ::testing::Test {
         t.destroy();
         d.close();
     }
-    ibv_qp *create(uint8_t log_conc, uint8_t log_err)
+    ibv_qp *create(uint8_t log_conc, uint8_t log_err, bool streams = true)
     {
         mlx5dv_dci_streams st = {log_conc, log_err};
-        return create_dci(d, cq, 64, false, 0, &st);
+        return create_dci(d, cq, 64, false, 0, streams ? &st : nullptr);
     }
-    void make(uint8_t log_conc, uint8_t log_err)
+    void make(uint8_t log_conc, uint8_t log_err, bool streams = true)
     {
         ibv_ah_attr aa;
-        qp = create(log_conc, log_err);
+        qp = create(log_conc, log_err, streams);
         ASSERT_NE(nullptr, qp) << strerror(errno);
         ASSERT_EQ(0, dci_to_rts(d, qp));   /* rnr_retry 7: RNR waits */
         qpx = ibv_qp_to_qp_ex(qp);
@@ -179,6 +179,21 @@ TEST_F(mlx5face_streams, stream_id_out_of_range)
     expect_cqe(2, IBV_WC_LOC_QP_OP_ERR);
     EXPECT_EQ(0, *t.mem.ptr(8));
     EXPECT_EQ(IBV_QPS_ERR, state());
+}
+
+/* libmlx5 writes a stream id on a DCI without streams too (perftest counts
+ * one up per WQE): the DCI ignores it, as the HCA does. */
+TEST_F(mlx5face_streams, stream_id_ignored_without_streams)
+{
+    dcxemu_mlx5_wqe w;
+    make(0, 0, false);
+    uint16_t pi = v.pi();
+    ASSERT_EQ(0, post(5, false, 0, 1, 1));
+    ASSERT_EQ(0, v.decode(pi, &w));
+    EXPECT_EQ(5u, w.stream_id);
+    expect_cqe(1, IBV_WC_SUCCESS);
+    EXPECT_EQ(1, *t.mem.ptr(0));
+    EXPECT_EQ(IBV_QPS_RTS, state());
 }
 
 } // namespace

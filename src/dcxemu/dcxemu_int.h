@@ -22,6 +22,10 @@
 #define DCXEMU_MAX_MEMBERS 1024
 #define DCXEMU_QP_IDX_BITS 15 /* qpn = gen << 15 | index (24 bits) */
 #define DCXEMU_MAX_QPS     (1u << DCXEMU_QP_IDX_BITS)
+/* DCI streams the device offers (dci_streams_caps): 2^5 streams, 2^3 of them
+ * in error before the DCI goes to ERR (docs/device-spec.md §2.4) */
+#define DCXEMU_LOG_MAX_DCI_STREAMS 5
+#define DCXEMU_LOG_MAX_DCI_ERRORED 3
 #define DCXEMU_QP_GEN_MAX \
     ((1u << (24 - DCXEMU_QP_IDX_BITS)) - 1) /* gen 1..511 */
 #define DCXEMU_MAX_MRS     65536 /* key = index << 8 | tag */
@@ -371,9 +375,20 @@ struct dcxemu_wqe {
     uint8_t raw_size; /* operand size in bytes: 4 or 8 */
     uint8_t raw_bad; /* malformed: completes with LOC_QP_OP_ERR, nothing
                         executes */
-    uint32_t pad3;
+    uint16_t stream_id; /* DCI stream (mlx5dv_wr_set_dc_addr_stream) */
+    uint16_t pad3;
     /* followed by max_send_sge struct ibv_sge, then max_inline_data bytes */
 };
+
+/* The retry state of a send queue's head WQE: the QP's, or each DCI stream's
+ * (req.c). */
+struct dcxemu_lane {
+    uint32_t rnr_count, retry_count;
+    uint64_t gate_ns; /* head WQE may run from then on (deferral, delay); 0 =
+                         unset */
+};
+
+struct dcxemu_streams;
 
 struct dcxemu_qp {
     struct ibv_qp_ex qpx;
@@ -418,10 +433,10 @@ struct dcxemu_qp {
     uint32_t batch_n;
     struct dcxemu_wqe *cur;
     /* retry state of the head WQE */
-    uint32_t rnr_count, retry_count;
+    struct dcxemu_lane lane;
     _Atomic uint64_t deadline_ns; /* 0 = nothing waits */
-    uint64_t head_gate_ns; /* head WQE may run from then on (deferral, delay); 0
-                              = unset */
+    /* DCI streams (NULL: none); exec_lock held */
+    struct dcxemu_streams *streams;
 };
 
 struct dcxemu_settings {
@@ -644,6 +659,15 @@ void dcxemu_deliver_events(void); /* owner side: channels and async events */
 void dcxemu_async_post(struct dcxemu_context *ctx, enum ibv_event_type type,
                        void *obj);
 void dcxemu_qp_progress(struct dcxemu_qp *qp);
+
+/* DCI streams (req.c): the state of a DCI created with 2^log_conc streams,
+ * 2^log_err of them allowed in error (0 or ENOMEM); its reset (RESET,
+ * exec_lock held) and release. */
+int dcxemu_streams_create(struct dcxemu_qp *qp, uint8_t log_conc,
+                          uint8_t log_err);
+void dcxemu_streams_reset(struct dcxemu_qp *qp);
+void dcxemu_streams_free(struct dcxemu_qp *qp);
+uint32_t dcxemu_streams_num(const struct dcxemu_qp *qp); /* 1 without */
 /* srq.c: an RC QP's own receive queue (caps sized and written back) */
 int dcxemu_rq_create(struct dcxemu_qp *qp, struct ibv_qp_cap *cap);
 void dcxemu_rq_destroy(struct dcxemu_qp *qp);

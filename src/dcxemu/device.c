@@ -354,8 +354,9 @@ DCXEMU_API int dcxemu_mlx5dv_query_device(struct ibv_context *ctx_in,
     }
     if (want & MLX5DV_CONTEXT_MASK_DCI_STREAMS) {
         attrs_out->dci_streams_caps.max_log_num_concurent =
-                0; /* streams not modelled */
-        attrs_out->dci_streams_caps.max_log_num_errored = 0;
+                DCXEMU_LOG_MAX_DCI_STREAMS;
+        attrs_out->dci_streams_caps.max_log_num_errored =
+                DCXEMU_LOG_MAX_DCI_ERRORED;
         attrs_out->comp_mask |= MLX5DV_CONTEXT_MASK_DCI_STREAMS;
     }
     if (want & MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH) {

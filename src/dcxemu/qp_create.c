@@ -185,6 +185,7 @@ alloc_sq_ring(struct dcxemu_qp *qp, const struct ibv_qp_cap *cap, int with_umr)
 static void free_qp(struct dcxemu_qp *qp)
 {
     dcxemu_rq_destroy(qp);
+    dcxemu_streams_free(qp);
     free(qp->ring);
     free(qp->umr_ring);
     free(qp);
@@ -295,11 +296,13 @@ static int check_rc_attr(struct ibv_context *context,
 
 /* What an RC QP and a DCI share once their attributes are checked and their
  * send queue sized (cap): the QP, its ring and slot, its builders (dv_ops: an
- * RC QP's MR builders; raw_wqe: a DCI's raw WQEs), then publication. */
+ * RC QP's MR builders; raw_wqe: a DCI's raw WQEs; streams: a DCI's streams, or
+ * NULL), then publication. */
 static struct ibv_qp *
 create_send_qp(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
                uint64_t ops, const struct ibv_qp_cap *cap,
-               enum ibv_qp_type type, uint64_t dv_ops, int raw_wqe)
+               enum ibv_qp_type type, uint64_t dv_ops, int raw_wqe,
+               const struct mlx5dv_dci_streams *streams)
 {
     int is_rc             = type == IBV_QPT_RC;
     struct ibv_qp_cap all = *cap;
@@ -316,6 +319,10 @@ create_send_qp(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
     err       = alloc_sq_ring(qp, cap, is_rc);
     if (err == 0 && is_rc && qp->srq == NULL) {
         err = dcxemu_rq_create(qp, &all);
+    }
+    if (err == 0 && streams != NULL) {
+        err = dcxemu_streams_create(qp, streams->log_num_concurent,
+                                    streams->log_num_errored);
     }
     if (err == 0) {
         err = alloc_qp_slot(qp, 0, is_rc);
@@ -369,7 +376,8 @@ static struct ibv_qp *create_rc(struct ibv_context *context,
         cap.max_recv_wr  = attr->cap.max_recv_wr;
         cap.max_recv_sge = attr->cap.max_recv_sge;
     }
-    return create_send_qp(context, attr, ops, &cap, IBV_QPT_RC, dv_ops, 0);
+    return create_send_qp(context, attr, ops, &cap, IBV_QPT_RC, dv_ops, 0,
+                          NULL);
 
 err:
     errno = err;
@@ -555,9 +563,11 @@ static int check_dci_attr(const struct ibv_qp_init_attr_ex *attr,
         return EINVAL;
     }
     if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS) &&
-        (dv->dc_init_attr.dci_streams.log_num_concurent > 0 ||
-         dv->dc_init_attr.dci_streams.log_num_errored > 0)) {
-        return EINVAL; /* streams capability is 0 */
+        (dv->dc_init_attr.dci_streams.log_num_concurent >
+                 DCXEMU_LOG_MAX_DCI_STREAMS ||
+         dv->dc_init_attr.dci_streams.log_num_errored >
+                 DCXEMU_LOG_MAX_DCI_ERRORED)) {
+        return EINVAL; /* beyond dci_streams_caps */
     }
     return check_dci_ops(attr, dv, ops, raw_wqe);
 }
@@ -580,7 +590,11 @@ static struct ibv_qp *create_dci(struct ibv_context *context,
     if (err != 0) {
         goto err;
     }
-    return create_send_qp(context, attr, ops, &cap, IBV_QPT_DRIVER, 0, raw_wqe);
+    return create_send_qp(context, attr, ops, &cap, IBV_QPT_DRIVER, 0, raw_wqe,
+                          (dv->comp_mask &
+                           MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS) ?
+                                  &dv->dc_init_attr.dci_streams :
+                                  NULL);
 
 err:
     errno = err;

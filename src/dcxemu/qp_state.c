@@ -20,8 +20,8 @@ static void purge_qp(struct dcxemu_qp *qp)
     uint32_t qpn  = qp->qpx.qp_base.qp_num;
     qp->sq_posted = qp->sq_done = 0;
     atomic_store(&qp->sq_freed, 0);
-    qp->rnr_count = qp->retry_count = 0;
-    qp->head_gate_ns                = 0;
+    memset(&qp->lane, 0, sizeof(qp->lane));
+    dcxemu_streams_reset(qp);
     atomic_store(&qp->deadline_ns, 0);
     dcxemu_rq_flush(qp, 1);
     if (qpn != 0) {
@@ -571,6 +571,7 @@ DCXEMU_API int dcxemu_ibv_destroy_qp(struct ibv_qp *ibqp)
     dcxemu_rq_destroy(qp);
     pthread_mutex_destroy(&qp->post_lock);
     pthread_mutex_destroy(&qp->exec_lock);
+    dcxemu_streams_free(qp);
     free(qp->ring);
     free(qp->umr_ring);
     free(qp);

@@ -282,39 +282,40 @@ static uint64_t head_delay_us(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
 }
 
 /* The head WQE's gate (deferral, injected delays), set at the first look at it.
- * 1 if it must wait: the deadline is stored for the engine. */
-static int head_waits(struct dcxemu_qp *qp, struct dcxemu_wqe *w, uint64_t *now)
+ * 1 if it must wait: *until is when it may run. */
+static int head_waits(struct dcxemu_qp *qp, struct dcxemu_lane *l,
+                      struct dcxemu_wqe *w, uint64_t *now, uint64_t *until)
 {
-    if (qp->head_gate_ns == 0) {
+    if (l->gate_ns == 0) {
         uint64_t gate = w->not_before_ns, extra = head_delay_us(qp, w);
         if (extra != 0) {
             *now = *now != 0 ? *now : dcxemu_now_ns();
             gate = (gate > *now ? gate : *now) + extra * 1000;
         }
-        qp->head_gate_ns = gate != 0 ? gate : 1;
+        l->gate_ns = gate != 0 ? gate : 1;
     }
-    if (qp->head_gate_ns > 1) {
+    if (l->gate_ns > 1) {
         *now = *now != 0 ? *now : dcxemu_now_ns();
-        if (*now < qp->head_gate_ns) {
-            atomic_store(&qp->deadline_ns, qp->head_gate_ns);
+        if (*now < l->gate_ns) {
+            *until = l->gate_ns;
             return 1;
         }
     }
     return 0;
 }
 
-/* An RNR or an unreachable target: 1 if the head WQE waits for a retry
- * (deadline stored), else 0 with the WQE failed (retries exhausted). */
-static int retry_waits(struct dcxemu_qp *qp, enum exec_result r,
-                       struct exec_out *o, uint64_t *now)
+/* An RNR or an unreachable target: 1 if the head WQE waits for a retry (*until
+ * is when, 0 = forever), else 0 with the WQE failed (retries exhausted). */
+static int retry_waits(struct dcxemu_qp *qp, struct dcxemu_lane *l,
+                       enum exec_result r, struct exec_out *o, uint64_t *now,
+                       uint64_t *until)
 {
     double t;
     *now = *now != 0 ? *now : dcxemu_now_ns();
     if (r == EXEC_RNR) {
-        qp->rnr_count++;
-        if (qp->rnr_retry == 7 || qp->rnr_count <= qp->rnr_retry) {
-            atomic_store(&qp->deadline_ns,
-                         *now + dcxemu_scaled_ns(o->rnr_ms * 1e6));
+        l->rnr_count++;
+        if (qp->rnr_retry == 7 || l->rnr_count <= qp->rnr_retry) {
+            *until = *now + dcxemu_scaled_ns(o->rnr_ms * 1e6);
             DCXEMU_COUNT(dcxemu_me, qp->ctx->dev_index, rnr_retries, 1);
             return 1;
         }
@@ -323,15 +324,22 @@ static int retry_waits(struct dcxemu_qp *qp, enum exec_result r,
     }
     t = qp->timeout == 0 ? 4096.0 * (1 << 14) :
                            4096.0 * (double)(1ull << qp->timeout);
-    qp->retry_count++;
-    if (qp->timeout == 0 || qp->retry_count <= qp->retry_cnt) {
-        atomic_store(&qp->deadline_ns,
-                     *now + dcxemu_scaled_ns(t)); /* 0 = forever */
+    l->retry_count++;
+    if (qp->timeout == 0 || l->retry_count <= qp->retry_cnt) {
+        *until = *now + dcxemu_scaled_ns(t); /* 0 = forever */
         DCXEMU_COUNT(dcxemu_me, qp->ctx->dev_index, transport_retries, 1);
         return 1;
     }
     fail(o, IBV_WC_RETRY_EXC_ERR, SYND_RETRY_EXC);
     return 0;
+}
+
+/* A lane's head WQE is done: the next one starts afresh. */
+static void lane_next(struct dcxemu_lane *l)
+{
+    l->rnr_count   = 0;
+    l->retry_count = 0;
+    l->gate_ns     = 0;
 }
 
 /* The head WQE is done (executed, failed or flushed): its CQE, and the next WQE
@@ -341,33 +349,38 @@ static int head_retire(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
 {
     int raised = dcxemu_comp_send(qp, w, qp->sq_done, o);
     qp->sq_done++;
-    qp->head_gate_ns = 0;
+    qp->lane.gate_ns = 0;
     return raised;
+}
+
+/* A WQE flushed instead of executed (its QP or its stream in error). */
+static void
+flush_out(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
+{
+    memset(o, 0, sizeof(*o));
+    fail(o, IBV_WC_WR_FLUSH_ERR, SYND_WR_FLUSH);
+    DCXEMU_TRACE("flush qp=0x%x op=%s len=%llu wr_id=0x%llx status=%u",
+                 qp->qpx.qp_base.qp_num, dcxemu_op_name(w->opcode),
+                 (unsigned long long)wqe_len(w), (unsigned long long)w->wr_id,
+                 o->status);
 }
 
 /* Flush the head WQE of a QP in error. */
 static int head_flush(struct dcxemu_qp *qp, struct dcxemu_wqe *w)
 {
     struct exec_out o;
-    memset(&o, 0, sizeof(o));
-    fail(&o, IBV_WC_WR_FLUSH_ERR, SYND_WR_FLUSH);
-    DCXEMU_TRACE("flush qp=0x%x op=%s len=%llu wr_id=0x%llx status=%u",
-                 qp->qpx.qp_base.qp_num, dcxemu_op_name(w->opcode),
-                 (unsigned long long)wqe_len(w), (unsigned long long)w->wr_id,
-                 o.status);
+    flush_out(qp, w, &o);
     return head_retire(qp, w, &o);
 }
 
 /* Execute published WQEs in order until done or the head WQE must wait for a
  * timer.  The clock is read only where a timer is involved. */
-void dcxemu_qp_progress(struct dcxemu_qp *qp)
+static int queue_progress(struct dcxemu_qp *qp)
 {
-    int raised;
-    pthread_mutex_lock(&qp->exec_lock);
-    raised = dcxemu_rc_absorb_remote_err(qp);
+    int raised = dcxemu_rc_absorb_remote_err(qp);
     for (;;) {
         uint64_t posted = __atomic_load_n(&qp->sq_posted, __ATOMIC_ACQUIRE);
-        uint64_t now    = 0, deadline;
+        uint64_t now = 0, deadline, until = 0;
         struct dcxemu_wqe *w;
         struct exec_out o;
         enum exec_result r;
@@ -385,17 +398,20 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
             continue;
         }
         deadline = atomic_load(&qp->deadline_ns);
-        if ((deadline != 0 && (now = dcxemu_now_ns()) < deadline) ||
-            head_waits(qp, w, &now)) {
+        if (deadline != 0 && (now = dcxemu_now_ns()) < deadline) {
+            break;
+        }
+        if (head_waits(qp, &qp->lane, w, &now, &until)) {
+            atomic_store(&qp->deadline_ns, until);
             break;
         }
         memset(&o, 0, sizeof(o));
         r = execute(qp, w, &o);
-        if (r != EXEC_DONE && retry_waits(qp, r, &o, &now)) {
+        if (r != EXEC_DONE && retry_waits(qp, &qp->lane, r, &o, &now, &until)) {
+            atomic_store(&qp->deadline_ns, until);
             break;
         }
-        qp->rnr_count   = 0;
-        qp->retry_count = 0;
+        lane_next(&qp->lane);
         if (deadline != 0) {
             atomic_store(&qp->deadline_ns, 0);
         }
@@ -411,6 +427,210 @@ void dcxemu_qp_progress(struct dcxemu_qp *qp)
             raised |= dcxemu_rq_flush(qp, 0);
         }
     }
+    return raised;
+}
+
+/* ------------------------------------------------------------ DCI streams
+ * A DCI created with streams (mlx5dv_create_qp(3)) runs each stream in order
+ * and the streams side by side: a stream whose head waits (RNR, a target not
+ * reachable yet, a delay) does not hold back the others.  What ran ahead of
+ * the send queue's head keeps its result here; CQEs still come in send-queue
+ * order (libmlx5 frees every slot up to a CQE's wqe_counter).  An error ends
+ * only its stream: its later WQEs flush, until more than max_errored streams
+ * are in error and the whole DCI goes to ERR. */
+struct stream {
+    struct dcxemu_lane lane;
+    uint64_t wait_ns; /* the head retries from then on; 0: no retry pending */
+    uint32_t pass; /* the pass in which an older WQE of the stream waits */
+    uint8_t errored;
+};
+
+struct ahead {
+    struct exec_out o;
+    uint8_t done; /* executed or flushed, its CQE not yet written */
+};
+
+struct dcxemu_streams {
+    uint32_t num, max_errored, num_errored, pass;
+    struct stream *s; /* num */
+    struct ahead *a; /* one per send-queue slot */
+};
+
+int dcxemu_streams_create(struct dcxemu_qp *qp, uint8_t log_conc,
+                          uint8_t log_err)
+{
+    struct dcxemu_streams *ss = calloc(1, sizeof(*ss));
+    if (ss == NULL) {
+        return ENOMEM;
+    }
+    ss->num         = 1u << log_conc;
+    ss->max_errored = 1u << log_err;
+    ss->s           = calloc(ss->num, sizeof(*ss->s));
+    ss->a           = calloc(qp->ring_slots, sizeof(*ss->a));
+    if (ss->s == NULL || ss->a == NULL) {
+        goto err_free;
+    }
+    qp->streams = ss;
+    return 0;
+
+err_free:
+    free(ss->s);
+    free(ss->a);
+    free(ss);
+    return ENOMEM;
+}
+
+void dcxemu_streams_reset(struct dcxemu_qp *qp)
+{
+    struct dcxemu_streams *ss = qp->streams;
+    if (ss != NULL) {
+        memset(ss->s, 0, ss->num * sizeof(*ss->s));
+        memset(ss->a, 0, qp->ring_slots * sizeof(*ss->a));
+        ss->num_errored = 0;
+        ss->pass        = 0;
+    }
+}
+
+void dcxemu_streams_free(struct dcxemu_qp *qp)
+{
+    if (qp->streams != NULL) {
+        free(qp->streams->s);
+        free(qp->streams->a);
+        free(qp->streams);
+        qp->streams = NULL;
+    }
+}
+
+uint32_t dcxemu_streams_num(const struct dcxemu_qp *qp)
+{
+    return qp->streams != NULL ? qp->streams->num : 1;
+}
+
+/* An error completion on stream s: the stream is in error; past max_errored
+ * streams in error, the DCI. */
+static void stream_error(struct dcxemu_qp *qp, struct stream *s)
+{
+    struct dcxemu_streams *ss = qp->streams;
+    if (!s->errored) {
+        s->errored = 1;
+        ss->num_errored++;
+    }
+    if (ss->num_errored > ss->max_errored) {
+        atomic_store(&qp->hw_state, IBV_QPS_ERR); /* qp->state left alone */
+    }
+}
+
+/* Run the head WQE of its stream; 1 if it waits (*next lowered to when it
+ * may go on, 0 kept for never). */
+static int stream_run(struct dcxemu_qp *qp, struct stream *s,
+                      struct dcxemu_wqe *w, struct ahead *a, uint64_t *now,
+                      uint64_t *next)
+{
+    uint64_t until = 0;
+    enum exec_result r;
+    if (s->wait_ns != 0) {
+        *now = *now != 0 ? *now : dcxemu_now_ns();
+        if (*now < s->wait_ns) {
+            until = s->wait_ns;
+            goto wait;
+        }
+    }
+    if (head_waits(qp, &s->lane, w, now, &until)) {
+        goto wait;
+    }
+    memset(&a->o, 0, sizeof(a->o));
+    r = execute(qp, w, &a->o);
+    if (r != EXEC_DONE && retry_waits(qp, &s->lane, r, &a->o, now, &until)) {
+        s->wait_ns = until;
+        goto wait;
+    }
+    s->wait_ns = 0;
+    lane_next(&s->lane);
+    a->done = 1;
+    dcxemu_comp_count(qp, w, &a->o);
+    if (a->o.status != IBV_WC_SUCCESS) {
+        stream_error(qp, s);
+    }
+    return 0;
+
+wait:
+    if (until != 0 && (*next == 0 || until < *next)) {
+        *next = until;
+    }
+    return 1;
+}
+
+/* One pass over the published WQEs: each stream's head runs (an errored
+ * stream's flushes); then the CQEs of what is done, in send-queue order. */
+static int streams_progress(struct dcxemu_qp *qp)
+{
+    struct dcxemu_streams *ss = qp->streams;
+    uint64_t posted = __atomic_load_n(&qp->sq_posted, __ATOMIC_ACQUIRE);
+    uint64_t now = 0, next = 0;
+    uint32_t pass;
+    int raised = 0, older_waits = 0;
+    pass = ++ss->pass != 0 ? ss->pass : ++ss->pass; /* 0: no pass */
+    if (__builtin_expect(dcxemu_is_fatal(qp->ctx->dev_index), 0)) {
+        atomic_store(&qp->deadline_ns, 0); /* a dead HCA executes nothing */
+        return 0;
+    }
+    for (uint64_t i = qp->sq_done;
+         i < posted && atomic_load(&qp->hw_state) != IBV_QPS_ERR; i++) {
+        struct dcxemu_wqe *w = slot(qp, i);
+        struct ahead *a      = &ss->a[i % qp->ring_slots];
+        struct stream *s;
+        if (a->done) {
+            continue;
+        }
+        if (w->stream_id >= ss->num) {
+            /* a raw WQE naming a stream the DCI does not have: the DCI's
+             * error, not a stream's */
+            memset(&a->o, 0, sizeof(a->o));
+            fail(&a->o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);
+            a->done = 1;
+            dcxemu_comp_count(qp, w, &a->o);
+            atomic_store(&qp->hw_state, IBV_QPS_ERR);
+            break;
+        }
+        s = &ss->s[w->stream_id];
+        if (s->pass == pass) {
+            older_waits = 1; /* an older WQE of its stream is not done */
+            continue;
+        }
+        s->pass = pass;
+        if (s->errored) {
+            flush_out(qp, w, &a->o);
+            a->done = 1;
+        } else if (((w->flags & IBV_SEND_FENCE) && older_waits) ||
+                   stream_run(qp, s, w, a, &now, &next)) {
+            /* a fence waits for every older WQE, of any stream */
+            older_waits = 1;
+            continue;
+        }
+        s->pass = 0;
+    }
+    while (qp->sq_done < posted) {
+        struct dcxemu_wqe *w = slot(qp, qp->sq_done);
+        struct ahead *a      = &ss->a[qp->sq_done % qp->ring_slots];
+        if (a->done) {
+            a->done = 0;
+            raised |= head_retire(qp, w, &a->o);
+        } else if (atomic_load(&qp->hw_state) == IBV_QPS_ERR) {
+            raised |= head_flush(qp, w);
+        } else {
+            break;
+        }
+    }
+    atomic_store(&qp->deadline_ns,
+                 atomic_load(&qp->hw_state) == IBV_QPS_ERR ? 0 : next);
+    return raised;
+}
+
+void dcxemu_qp_progress(struct dcxemu_qp *qp)
+{
+    int raised;
+    pthread_mutex_lock(&qp->exec_lock);
+    raised = qp->streams != NULL ? streams_progress(qp) : queue_progress(qp);
     pthread_mutex_unlock(&qp->exec_lock);
     if (atomic_load(&qp->deadline_ns) != 0) {
         dcxemu_engine_kick(); /* let the engine recompute its sleep */

@@ -386,14 +386,25 @@ static void s_dc_addr(struct mlx5dv_qp_ex *d, struct ibv_ah *ah, uint32_t dctn,
     w->dc_key        = key;
 }
 
+/* A stream id must name one of the DCI's streams (a DCI without streams has
+ * stream 0 only). */
+static int stream_valid(struct dcxemu_qp *qp, uint16_t stream_id)
+{
+    return stream_id < dcxemu_streams_num(qp);
+}
+
 static void s_dc_addr_stream(struct mlx5dv_qp_ex *d, struct ibv_ah *ah,
                              uint32_t dctn, uint64_t key, uint16_t stream_id)
 {
-    if (stream_id != 0) {
-        latch(QPDV(d), EINVAL); /* the model reports no DCI stream support */
+    struct dcxemu_qp *qp = QPDV(d);
+    if (qp->cur != NULL && !qp->batch_err && !stream_valid(qp, stream_id)) {
+        latch(qp, EINVAL);
         return;
     }
     s_dc_addr(d, ah, dctn, key);
+    if (!qp->batch_err) {
+        qp->cur->stream_id = stream_id;
+    }
 }
 
 /* mlx5dv_wr_raw_wqe (rdma-core v44 providers/mlx5/qp.c:mlx5_wr_raw_wqe): the
@@ -407,6 +418,14 @@ static void s_dc_addr_stream(struct mlx5dv_qp_ex *d, struct ibv_ah *ah,
  * executes, as the HCA reports a WQE it cannot parse; it is never executed
  * partly. */
 #define RAW_MAX_BYTES 128 /* the largest WQE the model accepts: 8 units */
+
+/* The stream of a raw WQE: its control segment's, checked when it runs; a DCI
+ * without streams ignores the field, as the HCA does. */
+static uint16_t
+raw_stream(struct dcxemu_qp *qp, const struct dcxemu_mlx5_wqe *m)
+{
+    return qp->streams != NULL ? m->stream_id : 0;
+}
 
 static int
 raw_decode(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const uint8_t *b)
@@ -427,14 +446,16 @@ raw_decode(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const uint8_t *b)
         w->flags |= IBV_SEND_SIGNALED;
     }
     if (ret == 0 && m.opcode == MLX5_OPCODE_NOP) {
-        w->opcode  = DCXEMU_OP_NOP;
-        w->num_sge = 0;
+        w->stream_id = raw_stream(qp, &m);
+        w->opcode    = DCXEMU_OP_NOP;
+        w->num_sge   = 0;
         return 0;
     }
     if (ret != 0 || !m.has_atomic || m.num_sge != 1 ||
         (m.masked && dcxemu_cfg.no_ext_atomics) || qp->cap.max_send_sge < 1) {
         return -1; /* the model executes atomics only */
     }
+    w->stream_id    = raw_stream(qp, &m);
     w->dc_key       = m.av.dc_key;
     w->dctn         = m.av.dctn;
     w->dlid         = m.av.rlid;
@@ -539,10 +560,14 @@ void dcxemu_batch_run(struct dcxemu_qp *qp, uint64_t nb)
         dcxemu_qp_progress(qp);
     } else if (nb != 0) {
         /* only publish: the engine executes from nb on (an existing deadline
-         * already covers earlier WQEs, and the queue is FIFO) */
-        uint64_t zero = 0;
+         * already covers earlier WQEs, and the queue is FIFO; with streams,
+         * the batch may run before a waiting stream) */
+        uint64_t d;
         pthread_mutex_lock(&qp->exec_lock);
-        atomic_compare_exchange_strong(&qp->deadline_ns, &zero, nb);
+        d = atomic_load(&qp->deadline_ns);
+        if (d == 0 || (qp->streams != NULL && nb < d)) {
+            atomic_store(&qp->deadline_ns, nb);
+        }
         pthread_mutex_unlock(&qp->exec_lock);
         dcxemu_engine_kick();
     }

@@ -118,6 +118,7 @@ struct face_qp {
     int kind; /* FACE_QP_* */
     int is_dct;
     int scatter_cqe; /* a DCT that scatters short receives into the CQE */
+    int dci_streams; /* a DCI with streams: its WQEs' stream ids count */
     uint32_t qpn;
     uint32_t uidx;
     struct face_pd *pd;

@@ -175,7 +175,10 @@ wqe_post(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w, uint32_t wqebb)
                 ibv_wr_abort(x);
                 return EINVAL;
             }
-            mlx5dv_wr_set_dc_addr(qp->dv, ah, w->av.dctn, w->av.dc_key);
+            /* the control segment's stream id; a DCI without streams
+             * ignores it, as the HCA does (perftest leaves a count there) */
+            mlx5dv_wr_set_dc_addr_stream(qp->dv, ah, w->av.dctn, w->av.dc_key,
+                                         qp->dci_streams ? w->stream_id : 0);
         }
         if (w->opcode == MLX5_OPCODE_LOCAL_INVAL) {
             /* no data */

@@ -247,6 +247,7 @@ static int cmd_ex_query_device(struct face_file *f, const struct face_cmd *c)
 {
     struct ib_uverbs_ex_query_device_resp resp;
     struct mlx5_ib_query_device_resp uresp;
+    struct mlx5dv_context dv;
     struct ibv_device_attr a;
     int err;
     if (f->ctx == NULL) {
@@ -264,6 +265,15 @@ static int cmd_ex_query_device(struct face_file *f, const struct face_cmd *c)
     /* DCTs scatter receives of up to 32 bytes into 64-byte CQEs, as
      * ConnectX does (MLX5_IB_QUERY_DEV_RESP_FLAGS_SCAT2CQE_DCT) */
     uresp.flags           = QUERY_DEV_RESP_FLAGS_SCAT2CQE_DCT;
+    /* libmlx5 keeps the DCI stream caps it checks mlx5dv_create_qp against */
+    dv.comp_mask = MLX5DV_CONTEXT_MASK_DCI_STREAMS;
+    if (dcxemu_mlx5dv_query_device(f->ctx, &dv) == 0 &&
+        (dv.comp_mask & MLX5DV_CONTEXT_MASK_DCI_STREAMS)) {
+        uresp.dci_streams_caps.max_log_num_concurent =
+                dv.dci_streams_caps.max_log_num_concurent;
+        uresp.dci_streams_caps.max_log_num_errored =
+                dv.dci_streams_caps.max_log_num_errored;
+    }
     uresp.response_length = (uint32_t)(c->uresp_len < sizeof(uresp) ?
                                                c->uresp_len :
                                                sizeof(uresp));

@@ -21,6 +21,7 @@
 #define QP_FLAG_SCATTER_CQE (1u << 1)
 #define QP_FLAG_TYPE_DCT    (1u << 4)
 #define QP_FLAG_TYPE_DCI    (1u << 5)
+#define QP_FLAG_DCI_STREAM  (1u << 11)
 
 /* ---- CQs */
 
@@ -348,6 +349,14 @@ static struct ibv_qp *qp_model_create(struct face_file *f, struct face_qp *qp,
                        IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
     if (u->flags & QP_FLAG_TYPE_DCI) {
         dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
+        if (u->flags & QP_FLAG_DCI_STREAM) {
+            /* libmlx5 checked the logs against the caps it was given */
+            dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
+            dv.dc_init_attr.dci_streams.log_num_concurent =
+                    u->dci_streams.log_num_concurent;
+            dv.dc_init_attr.dci_streams.log_num_errored =
+                    u->dci_streams.log_num_errored;
+        }
         /* masked atomics and NOPs arrive as raw WQEs */
         dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
         dv.send_ops_flags = MLX5DV_QP_EX_WITH_RAW_WQE;
@@ -419,6 +428,8 @@ int face_cmd_create_qp(struct face_file *f, const struct face_cmd *c)
      * MLX5_SCATTER_TO_CQE=0 or the QP's create flags say otherwise */
     qp->scatter_cqe = qp->is_dct && (ureq.flags & QP_FLAG_SCATTER_CQE);
     qp->kind = (ureq.flags & QP_FLAG_TYPE_DCI) ? FACE_QP_DCI : FACE_QP_RC;
+    qp->dci_streams = qp->kind == FACE_QP_DCI &&
+                      (ureq.flags & QP_FLAG_DCI_STREAM) != 0;
     if (!qp->is_dct) {
         if (ureq.buf_addr == 0 || ureq.db_addr == 0 || ureq.sq_wqe_count == 0 ||
             (ureq.sq_wqe_count & (ureq.sq_wqe_count - 1)) != 0) {

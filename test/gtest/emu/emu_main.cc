@@ -152,7 +152,7 @@ void dev::close()
 }
 
 ibv_qp *create_dci(dev &d, uint32_t max_send_wr, uint32_t sge, uint32_t inl, bool send_ops,
-                   ibv_cq *cq, int sig_all)
+                   ibv_cq *cq, int sig_all, const mlx5dv_qp_init_attr *mlx5)
 {
     ibv_qp_init_attr_ex a;
     mlx5dv_qp_init_attr dv;
@@ -175,6 +175,12 @@ ibv_qp *create_dci(dev &d, uint32_t max_send_wr, uint32_t sge, uint32_t inl, boo
     }
     dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC;
     dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
+    if (mlx5 != nullptr) {
+        dv.comp_mask |= mlx5->comp_mask & (MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS |
+                                           MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS);
+        dv.send_ops_flags = mlx5->send_ops_flags;
+        dv.dc_init_attr.dci_streams = mlx5->dc_init_attr.dci_streams;
+    }
     return dcxemu_mlx5dv_create_qp(d.ctx, &a, &dv);
 }
 
@@ -331,6 +337,36 @@ bool engine_idle(int timeout_ms)
     return wait_until([&] {
         return dcxemu_engine_state_read(&s) == 0 && s.quiescent && s.timers == 0;
     }, timeout_ms);
+}
+
+void loopback_test::SetUp()
+{
+    ASSERT_TRUE(d.open());
+    rcq = dcxemu_ibv_create_cq(d.ctx, 256, nullptr, nullptr, 0);
+    ASSERT_NE(rcq, nullptr);
+    srq = create_srq(d, 64, 2);
+    ASSERT_NE(srq, nullptr);
+    dct = create_dct(d, srq, key, rcq);
+    ASSERT_NE(dct, nullptr);
+    ASSERT_EQ(dct_to_rtr(dct), 0);
+    lbuf.assign(1 << 16, 0);
+    rbuf.assign(1 << 16, 0);
+    int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+              IBV_ACCESS_REMOTE_ATOMIC;
+    lmr = dcxemu_ibv_reg_mr(d.pd, lbuf.data(), lbuf.size(), acc);
+    rmr = dcxemu_ibv_reg_mr(d.pd, rbuf.data(), rbuf.size(), acc);
+    ASSERT_TRUE(lmr && rmr);
+}
+
+void loopback_test::TearDown()
+{
+    destroy_dci(c);
+    if (dct) { EXPECT_EQ(dcxemu_ibv_destroy_qp(dct), 0); }
+    if (srq) { EXPECT_EQ(dcxemu_ibv_destroy_srq(srq), 0); }
+    if (lmr) dcxemu_ibv_dereg_mr(lmr);
+    if (rmr) dcxemu_ibv_dereg_mr(rmr);
+    if (rcq) { EXPECT_EQ(dcxemu_ibv_destroy_cq(rcq), 0); }
+    d.close();
 }
 
 int post_one(dci &c, wr_op op, uint32_t lkey, void *laddr, uint32_t len, uint32_t rkey,

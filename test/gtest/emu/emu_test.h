@@ -88,8 +88,11 @@ struct dci {
     ibv_ah *ah = nullptr;
 };
 
+/* mlx5: mlx5 send ops (MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) and DCI streams
+ * (MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS) to add, as its comp_mask says. */
 ibv_qp *create_dci(dev &d, uint32_t max_send_wr = 64, uint32_t sge = 2, uint32_t inl = 64,
-                   bool send_ops = true, ibv_cq *cq = nullptr, int sig_all = 0);
+                   bool send_ops = true, ibv_cq *cq = nullptr, int sig_all = 0,
+                   const mlx5dv_qp_init_attr *mlx5 = nullptr);
 int dci_to_rts(ibv_qp *qp, uint8_t timeout = 10, uint8_t retry = 3, uint8_t rnr_retry = 7);
 bool make_dci(dev &d, dci &out, uint16_t dlid, uint32_t max_send_wr = 64, uint8_t timeout = 10,
               uint8_t retry = 3, uint8_t rnr_retry = 7);
@@ -122,6 +125,23 @@ bool engine_quiescent(dcxemu_engine_state *st = nullptr, int timeout_ms = 10000)
 /* The same, and no QP of this process has a timer: nothing is scheduled, so a WR still queued
  * runs only if something new rings the engine. */
 bool engine_idle(int timeout_ms = 10000);
+
+/* A DCT with its SRQ and receive CQ and two registered 64 KiB buffers, all in this process,
+ * and a DCI slot the test fills (make_dci, or its own attributes). */
+struct loopback_test : public ::testing::Test {
+    dev d;
+    ibv_cq *rcq = nullptr;
+    ibv_srq *srq = nullptr;
+    ibv_qp *dct = nullptr;
+    dci c;
+    std::vector<char> lbuf, rbuf;
+    ibv_mr *lmr = nullptr, *rmr = nullptr;
+    uint64_t key;
+    explicit loopback_test(uint64_t dc_key) : key(dc_key) {}
+    void SetUp() override;
+    void TearDown() override;
+    uint64_t raddr(size_t off = 0) { return (uintptr_t)rbuf.data() + off; }
+};
 
 /* One DCI WR: op builder + sge + dc addr, then complete.  Returns wr_complete's errno. */
 enum wr_op { OP_WRITE, OP_READ, OP_SEND, OP_SEND_IMM, OP_WRITE_IMM, OP_CSWAP, OP_FADD };

@@ -98,33 +98,14 @@ ibv_qp *create_raw_dci(dev &d, uint64_t dv_ops, int sig_all = 0)
     return dcxemu_mlx5dv_create_qp(d.ctx, &a, &dv);
 }
 
-struct emu_raw_wqe : public ::testing::Test {
-    dev d;
-    ibv_cq *rcq = nullptr;
-    ibv_srq *srq = nullptr;
-    ibv_qp *dct = nullptr;
-    dci c;
-    std::vector<char> lbuf, rbuf;
-    ibv_mr *lmr = nullptr, *rmr = nullptr;
-    uint64_t key = 0x0123456789abcdefull;
-
+struct emu_raw_wqe : public loopback_test {
+    emu_raw_wqe() : loopback_test(0x0123456789abcdefull) {}
     void SetUp() override
     {
-        ASSERT_TRUE(d.open());
-        rcq = dcxemu_ibv_create_cq(d.ctx, 64, nullptr, nullptr, 0);
-        srq = create_srq(d);
-        ASSERT_TRUE(rcq && srq);
-        dct = create_dct(d, srq, key, rcq);
-        ASSERT_NE(dct, nullptr);
-        ASSERT_EQ(dct_to_rtr(dct), 0);
-        lbuf.assign(4096, 0);
-        rbuf.assign(4096, 0);
-        int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                  IBV_ACCESS_REMOTE_ATOMIC;
-        lmr = dcxemu_ibv_reg_mr(d.pd, lbuf.data(), lbuf.size(), acc);
-        rmr = dcxemu_ibv_reg_mr(d.pd, rbuf.data(), rbuf.size(), acc);
-        ASSERT_TRUE(lmr && rmr);
-        make(MLX5DV_QP_EX_WITH_RAW_WQE);
+        loopback_test::SetUp();
+        if (!HasFatalFailure()) {
+            make(MLX5DV_QP_EX_WITH_RAW_WQE);
+        }
     }
     void make(uint64_t dv_ops, int sig_all = 0)
     {
@@ -135,16 +116,6 @@ struct emu_raw_wqe : public ::testing::Test {
         c.qpx = dcxemu_ibv_qp_to_qp_ex(c.qp);
         c.dv = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(c.qpx);
         ASSERT_TRUE(c.qpx && c.dv && c.dv->wr_raw_wqe);
-    }
-    void TearDown() override
-    {
-        destroy_dci(c);
-        if (dct) { EXPECT_EQ(dcxemu_ibv_destroy_qp(dct), 0); }
-        if (srq) { EXPECT_EQ(dcxemu_ibv_destroy_srq(srq), 0); }
-        if (lmr) dcxemu_ibv_dereg_mr(lmr);
-        if (rmr) dcxemu_ibv_dereg_mr(rmr);
-        if (rcq) { EXPECT_EQ(dcxemu_ibv_destroy_cq(rcq), 0); }
-        d.close();
     }
     /* A masked 32-bit atomic on rbuf[off], its response in lbuf[0..3]. */
     raw_args args32(uint8_t opcode, size_t off, uint64_t a0, uint64_t a1 = 0, uint64_t a2 = 0,

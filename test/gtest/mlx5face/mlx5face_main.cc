@@ -173,7 +173,7 @@ static ibv_cq_ex *create_cq_ex(device &d, int cqe, ibv_comp_channel *ch)
 }
 
 ibv_qp *create_dci(device &d, ibv_cq *cq, uint32_t max_send_wr, bool raw,
-                   int sig_all)
+                   int sig_all, const mlx5dv_dci_streams *streams)
 {
     ibv_qp_init_attr_ex a;
     mlx5dv_qp_init_attr dv;
@@ -201,6 +201,10 @@ ibv_qp *create_dci(device &d, ibv_cq *cq, uint32_t max_send_wr, bool raw,
     if (raw) {
         dv.comp_mask     |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
         dv.send_ops_flags = MLX5DV_QP_EX_WITH_RAW_WQE;
+    }
+    if (streams != nullptr) {
+        dv.comp_mask                 |= MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
+        dv.dc_init_attr.dci_streams   = *streams;
     }
     return d.v->create_qp(d.ctx, &a, &dv);
 }

@@ -142,9 +142,11 @@ struct initiator {
     int raw(uint64_t wr_id, const void *wqe);
 };
 
-/* The DCI QP's create attributes, as the tests make them. */
+/* The DCI QP's create attributes, as the tests make them; streams: a DCI
+ * with these streams (mlx5dv_create_qp(3)). */
 ibv_qp *create_dci(device &d, ibv_cq *cq, uint32_t max_send_wr, bool raw,
-                   int sig_all = 0);
+                   int sig_all = 0,
+                   const mlx5dv_dci_streams *streams = nullptr);
 int dci_to_rts(device &d, ibv_qp *qp, uint8_t timeout = 10, uint8_t retry = 3);
 ibv_qp *create_dct(device &d, ibv_cq *cq, ibv_srq *srq, uint64_t key);
 int dct_to_rtr(device &d, ibv_qp *qp);

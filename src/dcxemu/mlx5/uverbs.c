@@ -264,7 +264,7 @@ static int cmd_ex_query_device(struct face_file *f, const struct face_cmd *c)
     memset(&uresp, 0, sizeof(uresp));
     /* DCTs scatter receives of up to 32 bytes into 64-byte CQEs, as
      * ConnectX does (MLX5_IB_QUERY_DEV_RESP_FLAGS_SCAT2CQE_DCT) */
-    uresp.flags           = QUERY_DEV_RESP_FLAGS_SCAT2CQE_DCT;
+    uresp.flags = QUERY_DEV_RESP_FLAGS_SCAT2CQE_DCT;
     /* libmlx5 keeps the DCI stream caps it checks mlx5dv_create_qp against */
     dv.comp_mask = MLX5DV_CONTEXT_MASK_DCI_STREAMS;
     if (dcxemu_mlx5dv_query_device(f->ctx, &dv) == 0 &&

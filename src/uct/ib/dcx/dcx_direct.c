@@ -105,16 +105,14 @@ static const uint32_t uct_dcx_direct_ctrl_word2[] = {
     UCT_DCX_DIRECT_CTRL_WORD2(6), UCT_DCX_DIRECT_CTRL_WORD2(7)
 };
 
-/* memcpy, with the short copies of inline data done in place. */
+/* A copy of at most 16 bytes (inline data), in place: no call. */
 static UCS_F_ALWAYS_INLINE void
-uct_dcx_direct_memcpy(void *dst, const void *src, size_t length)
+uct_dcx_direct_memcpy_small(void *dst, const void *src, size_t length)
 {
     uint64_t head, tail;
     uint32_t head32, tail32;
 
-    if (length > 16) {
-        memcpy(dst, src, length);
-    } else if (length >= 8) {
+    if (length >= 8) {
         memcpy(&head, src, 8);
         memcpy(&tail, UCS_PTR_BYTE_OFFSET(src, length - 8), 8);
         memcpy(dst, &head, 8);
@@ -130,6 +128,17 @@ uct_dcx_direct_memcpy(void *dst, const void *src, size_t length)
             dst             = UCS_PTR_BYTE_OFFSET(dst, 1);
             src             = UCS_PTR_BYTE_OFFSET(src, 1);
         }
+    }
+}
+
+/* memcpy, with the short copies of inline data done in place. */
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_direct_memcpy(void *dst, const void *src, size_t length)
+{
+    if (length > 16) {
+        memcpy(dst, src, length);
+    } else {
+        uct_dcx_direct_memcpy_small(dst, src, length);
     }
 }
 
@@ -283,11 +292,40 @@ uct_dcx_direct_copy_to_sq(uct_dcx_direct_sq_t *sq, void *dst, const void *src,
     return UCS_PTR_BYTE_OFFSET(dst, length);
 }
 
+/* The inline segment's byte count and the WQE's size, once its @a length
+ * bytes of data are in place. */
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_direct_inline_seg(uct_dcx_direct_sq_t *sq,
+                          struct mlx5_wqe_inl_data_seg *inl_seg, size_t length)
+{
+    inl_seg->byte_count = htobe32(length | MLX5_INLINE_SEG);
+    sq->ds += ucs_div_round_up(length + sizeof(*inl_seg), 16);
+}
+
+/* Inline data of @a length bytes (at most max_inline, not 0) that has a
+ * piece longer than 16 bytes or passes the end of the queue: out of the
+ * common path, which then calls nothing. */
+static UCS_F_NOINLINE void
+uct_dcx_direct_inline_copy(uct_dcx_direct_sq_t *sq, size_t num_buf,
+                           const struct ibv_data_buf *buf_list, size_t length)
+{
+    struct mlx5_wqe_inl_data_seg *inl_seg = sq->seg;
+    void *dst                             = inl_seg + 1;
+    size_t i;
+
+    for (i = 0; i < num_buf; ++i) {
+        dst = uct_dcx_direct_copy_to_sq(sq, dst, buf_list[i].addr,
+                                        buf_list[i].length);
+    }
+    uct_dcx_direct_inline_seg(sq, inl_seg, length);
+}
+
 static void uct_dcx_direct_wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr,
                                               size_t length)
 {
     uct_dcx_direct_sq_t *sq               = uct_dcx_direct_sq(qpx);
     struct mlx5_wqe_inl_data_seg *inl_seg = sq->seg;
+    struct ibv_data_buf buf;
 
     if (ucs_unlikely(length > sq->max_inline)) {
         sq->err = sq->err ?: ENOMEM;
@@ -299,9 +337,16 @@ static void uct_dcx_direct_wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr,
         return; /* a zero-length write carries no data segment */
     }
 
-    uct_dcx_direct_copy_to_sq(sq, inl_seg + 1, addr, length);
-    inl_seg->byte_count = htobe32(length | MLX5_INLINE_SEG);
-    sq->ds += ucs_div_round_up(length + sizeof(*inl_seg), 16);
+    if (ucs_likely((length <= 16) &&
+                   (UCS_PTR_BYTE_OFFSET(inl_seg + 1, length) <= sq->qend))) {
+        uct_dcx_direct_memcpy_small(inl_seg + 1, addr, length);
+        uct_dcx_direct_inline_seg(sq, inl_seg, length);
+        return;
+    }
+
+    buf.addr   = addr;
+    buf.length = length;
+    uct_dcx_direct_inline_copy(sq, 1, &buf, length);
 }
 
 static void
@@ -311,10 +356,18 @@ uct_dcx_direct_wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t num_buf,
     uct_dcx_direct_sq_t *sq               = uct_dcx_direct_sq(qpx);
     struct mlx5_wqe_inl_data_seg *inl_seg = sq->seg;
     void *dst                             = inl_seg + 1;
-    size_t i, length = 0;
+    size_t i, piece, length, any;
 
-    for (i = 0; i < num_buf; ++i) {
-        length += buf_list[i].length;
+    /* any: the lengths or'ed, at least the longest piece; two pieces (an
+     * active message's header and payload) without a loop */
+    if (num_buf == 2) {
+        length = buf_list[0].length + buf_list[1].length;
+        any    = buf_list[0].length | buf_list[1].length;
+    } else {
+        for (i = 0, length = 0, any = 0; i < num_buf; ++i) {
+            length += buf_list[i].length;
+            any |= buf_list[i].length;
+        }
     }
     if (ucs_unlikely(length > sq->max_inline)) {
         sq->err = sq->err ?: ENOMEM;
@@ -326,21 +379,26 @@ uct_dcx_direct_wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t num_buf,
         return;
     }
 
-    if (ucs_likely(UCS_PTR_BYTE_OFFSET(dst, length) <= sq->qend)) {
-        /* the common case: the data does not pass the end of the queue */
-        for (i = 0; i < num_buf; ++i) {
-            uct_dcx_direct_memcpy(dst, buf_list[i].addr, buf_list[i].length);
-            dst = UCS_PTR_BYTE_OFFSET(dst, buf_list[i].length);
-        }
-    } else {
-        for (i = 0; i < num_buf; ++i) {
-            dst = uct_dcx_direct_copy_to_sq(sq, dst, buf_list[i].addr,
-                                            buf_list[i].length);
-        }
+    if (ucs_unlikely((any > 16) ||
+                     (UCS_PTR_BYTE_OFFSET(dst, length) > sq->qend))) {
+        uct_dcx_direct_inline_copy(sq, num_buf, buf_list, length);
+        return;
     }
 
-    inl_seg->byte_count = htobe32(length | MLX5_INLINE_SEG);
-    sq->ds += ucs_div_round_up(length + sizeof(*inl_seg), 16);
+    /* the common case: short pieces before the end of the queue */
+    if (num_buf == 2) {
+        piece = buf_list[0].length;
+        uct_dcx_direct_memcpy_small(dst, buf_list[0].addr, piece);
+        uct_dcx_direct_memcpy_small(UCS_PTR_BYTE_OFFSET(dst, piece),
+                                    buf_list[1].addr, length - piece);
+    } else {
+        for (i = 0; i < num_buf; ++i) {
+            piece = buf_list[i].length;
+            uct_dcx_direct_memcpy_small(dst, buf_list[i].addr, piece);
+            dst = UCS_PTR_BYTE_OFFSET(dst, piece);
+        }
+    }
+    uct_dcx_direct_inline_seg(sq, inl_seg, length);
 }
 
 static UCS_F_ALWAYS_INLINE void

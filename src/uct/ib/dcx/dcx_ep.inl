@@ -272,7 +272,6 @@ static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_dcx_ep_wr_submit(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                      uct_dcx_dci_t *dci, uct_dcx_op_t *op, int signaled)
 {
-    uct_dcx_peer_t *peer = uct_dcx_ep_peer(iface, ep);
     int ret;
 
     ret = ibv_wr_complete(dci->qpx);
@@ -287,7 +286,8 @@ uct_dcx_ep_wr_submit(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     uct_dcx_iface_dci_posted(iface, dci, signaled);
     ucs_trace_data("dcx: ep %p: posted work request %" PRIu64
                    " on dci 0x%x to dct 0x%x",
-                   ep, (uint64_t)dci->posted, dci->qp->qp_num, peer->dctn);
+                   ep, (uint64_t)dci->posted, dci->qp->qp_num,
+                   uct_dcx_ep_peer(iface, ep)->dctn);
     if (op != NULL) {
         op->sn = dci->posted;
         ucs_queue_push(&dci->outstanding, &op->queue);

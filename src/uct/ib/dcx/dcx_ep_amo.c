@@ -319,9 +319,9 @@ ucs_status_t uct_dcx_ep_atomic_cswap32(uct_ep_h tl_ep, uint32_t compare,
 
 /* The op's native atomic, fetch-add or compare-swap, as the DCI's next work
  * request. */
-static void uct_dcx_ep_amo_wr(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
-                              uct_dcx_dci_t *dci, const uct_dcx_op_t *op,
-                              int cswap, uint64_t swap)
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_ep_amo_wr(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep, uct_dcx_dci_t *dci,
+                  const uct_dcx_op_t *op, int cswap, uint64_t swap)
 {
     struct ibv_qp_ex *qpx;
 

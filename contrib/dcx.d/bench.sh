@@ -93,7 +93,19 @@ bench_uct() {
 
 # The transports measured, dcx first; an entry may carry settings after a
 # colon (bench_face_ucx), e.g. DCX_BENCH_FACE_TLS="dcx dcx:UCX_DCX_TX_CQ_MODERATION=1 dc_mlx5".
-read -r -a BENCH_FACE_TLS <<< "${DCX_BENCH_FACE_TLS:-dcx dc_mlx5 rc_mlx5}"
+# By default dcx both ways, writing its own WQEs and through rdma-core's
+# builders, next to UCX's dc_mlx5 and rc_mlx5.
+read -r -a BENCH_FACE_TLS <<< "${DCX_BENCH_FACE_TLS:-dcx:UCX_DCX_POST=direct dcx:UCX_DCX_POST=verbs dc_mlx5 rc_mlx5}"
+
+# A transport's column label: dcx's two post paths by name (dcx_direct,
+# dcx_verbs), any other entry as it is.
+bench_face_label() {
+    case "$1" in
+    dcx:UCX_DCX_POST=direct) echo dcx_direct ;;
+    dcx:UCX_DCX_POST=verbs)  echo dcx_verbs ;;
+    *)                       echo "$1" ;;
+    esac
+}
 
 # One row: id, what, field, then ucx_perftest's arguments.
 bench_face_row() {
@@ -132,18 +144,23 @@ bench_uct_mlx5() {
     if ucx_perftest -h 2>&1 | grep -q -- '-P <'; then
         BENCH_PERFTEST_OPTS="-P 0"
     fi
+    local label first_label
+    first_label=$(bench_face_label "$first")
     say "bench uct mlx5: ${BENCH_FACE_TLS[*]} on the device's mlx5 face (dcxemu_mlx5_0:1), $BENCH_ROUNDS rounds"
     note "the system's libibverbs/libmlx5 beneath every transport (UCX's with UCX_IB_MLX5_DEVX=n); face figures, not a NIC's"
-    note "median values; ratios: $first / each other transport (median of the per-round ratios; latency: lower is"
-    note "better for $first below 1, rates and bandwidth: higher is better for $first above 1)"
+    note "dcx_direct: dcx writing its own WQEs (UCX_DCX_POST=direct); dcx_verbs: through rdma-core's builders (verbs)"
+    note "median values; ratios: $first_label / each other transport (median of the per-round ratios; latency: lower is"
+    note "better for $first_label below 1, rates and bandwidth: higher is better for $first_label above 1)"
     head=$(printf '  %-4s %-34s' id measure)
     for tl in "${BENCH_FACE_TLS[@]}"; do
-        head+=$(printf ' %12s' "${tl:0:12}")
-        csv+=",$tl"
+        label=$(bench_face_label "$tl")
+        head+=$(printf ' %12s' "${label:0:12}")
+        csv+=",$label"
     done
     for tl in "${BENCH_FACE_TLS[@]:1}"; do
-        head+=$(printf ' %10s' "/${tl:0:9}")
-        csv+=",ratio_$tl"
+        label=$(bench_face_label "$tl")
+        head+=$(printf ' %10s' "/${label:0:9}")
+        csv+=",ratio_$label"
     done
     echo "$head"
     echo "$csv" > "$BENCH_CSV"

@@ -17,6 +17,10 @@ AC_ARG_WITH([ucx-src],
         [source tree of exactly the installed UCX version; its internal headers
          (uct/base, ucs/datastruct, ...) are not installed by distributions])],
     [], [with_ucx_src=no])
+# The same choice for a configure of the tarball (make distcheck).
+AS_IF([test "x$with_ucx" = xpkgconfig], [UCX_WITH_FLAG=""],
+      [UCX_WITH_FLAG="--with-ucx=$with_ucx"])
+AC_SUBST([UCX_WITH_FLAG])
 
 UCX_CPPFLAGS=""
 UCX_LDFLAGS=""

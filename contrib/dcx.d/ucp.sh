@@ -14,14 +14,8 @@ E2E_NP=${DCX_E2E_NP:-4}
 E2E_TIMEOUT=${DCX_E2E_TIMEOUT:-180}
 
 suite_ucp() {
-    make -C "$DCX_BUILD" -s -j"$DCX_JOBS" check >/dev/null || die "building the tests failed"
-    DCXEMU_FABRIC="dcx-ucp-test-$$" DCXEMU_EXEC=immediate \
-        face_gtest ucp "$DCX_BUILD/test/gtest/ucp/dcx_ucp_gtest"
-    # DCX_FACE_QUICK=1 on the mlx5 face: one execution mode (the engine's,
-    # beneath both faces: the API face's run has deferred execution)
-    face_quick && return
-    DCXEMU_FABRIC="dcx-ucp-test-d-$$" DCXEMU_EXEC=deferred \
-        face_gtest ucp-deferred "$DCX_BUILD/test/gtest/ucp/dcx_ucp_gtest"
+    build_tests
+    dcx_suite ucp
 }
 
 # Build the MPI and OpenSHMEM programs (C, warnings as errors) into the

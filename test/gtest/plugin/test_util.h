@@ -16,7 +16,7 @@ namespace dcx_test {
 /* Build tree paths of the artefacts under test. */
 inline std::string plugin_path()
 {
-    return DCX_TEST_BUILDDIR "/src/uct/ib/dcx/.libs/libuct_dcx.so";
+    return DCX_TEST_BUILDDIR "/src/uct/ib/plugin/.libs/libuct_dcx.so";
 }
 
 inline std::string test_lib_path(const std::string &name)

@@ -6,7 +6,7 @@
  * each undone in reverse by the destructor. The steps themselves live
  * with their concept: dcx_qp.c (CQs, DCT, DCIs), dcx_dci.c (the DCI
  * pool), dcx_rx.c (SRQ and receive buffers), dcx_fc.c (flow control),
- * dcx_peer.c (peers, address handles, RoCE), ../umr/dcx_mem_view.c.
+ * dcx_peer.c (peers, address handles, RoCE), dcx_mem_view.c.
  */
 #include "dcx_iface_int.h"
 

@@ -596,7 +596,7 @@ extern const char *uct_dcx_tx_policy_names[];
 extern const char *uct_dcx_post_names[];
 
 
-/* The interface (dcx_iface.c, dcx_dci.c, dcx_peer.c, dcx_fc.c, ../umr/) */
+/* The interface (dcx_iface.c, dcx_dci.c, dcx_peer.c, dcx_fc.c, dcx_mem_view.c) */
 ucs_status_t uct_dcx_iface_dci_create_next(uct_dcx_iface_t *iface);
 void uct_dcx_iface_dci_policy_select(uct_dcx_iface_t *iface,
                                      uct_dcx_tx_policy_t policy);

@@ -2,7 +2,7 @@
  * Copyright (c) 2026, the dcx developers. See LICENSE for terms.
  *
  * Between the interface's own files (dcx_iface*.c, dcx_qp.c, dcx_dci.c,
- * dcx_rx.c, dcx_fc.c, dcx_peer.c, ../umr/dcx_mem_view.c): the constructor's
+ * dcx_rx.c, dcx_fc.c, dcx_peer.c, dcx_mem_view.c): the constructor's
  * init steps with their cleanups, in the order the constructor runs them,
  * and what progress calls. Endpoints need none of it (dcx_iface.h).
  */
@@ -85,7 +85,7 @@ int uct_dcx_iface_fc_recv(uct_dcx_iface_t *iface, uint32_t imm,
                           const void *data, size_t length);
 void uct_dcx_iface_fc_progress(uct_dcx_iface_t *iface);
 
-/* ../umr/dcx_mem_view.c */
+/* dcx_mem_view.c */
 void uct_dcx_iface_umr_init(uct_dcx_iface_t *iface,
                             const uct_dcx_iface_config_t *config);
 unsigned uct_dcx_iface_umr_progress(uct_dcx_iface_t *iface);

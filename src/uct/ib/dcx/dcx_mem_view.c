@@ -6,7 +6,7 @@
  * UMR engine (dcx_umr.c) programs; the interface creates the engine at
  * its first strided operation.
  */
-#include "../dcx/dcx_iface_int.h"
+#include "dcx_iface_int.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>

@@ -6,7 +6,7 @@
  * dcx is registered.
  */
 #include "dcx_api.h"
-#include "dcx_iface.h"
+#include "../dcx/dcx_iface.h"
 
 #include <ucs/config/parser.h>
 

@@ -960,8 +960,9 @@ DCX_CHILD_ROLE(device_fatal)
      * its flush complete with the error: nothing waits for completions that
      * never come. */
     FATAL_CHECK(wait_for(both, [&] { return flush.calls > 0; }, 10), 11);
-    if (policy != "rand") {
-        /* (rand: endpoints sharing a DCI learn at their next operation) */
+    if ((policy != "rand") && (policy != "hw_dcs")) {
+        /* (rand, hw_dcs: endpoints sharing a DCI learn at their next
+         * operation) */
         FATAL_CHECK((f.eps.size() == 1) && (f.eps[0] == busy), 12);
         FATAL_CHECK(f.statuses[0] == UCS_ERR_IO_ERROR, 13);
     }
@@ -1004,7 +1005,7 @@ DCX_CHILD_ROLE(device_fatal)
  * waiting for completions that never come; later sends are refused. */
 TEST(uct_faults, device_fatal_fails_endpoints_and_flushes)
 {
-    for (const char *policy : {"dcs", "dcs_quota", "rand"}) {
+    for (const char *policy : {"dcs", "dcs_quota", "rand", "hw_dcs"}) {
         child c("device_fatal", {policy});
         EXPECT_EQ(0, c.wait(60)) << "policy " << policy;
     }
@@ -1138,4 +1139,62 @@ TEST(uct_faults, dci_queue_beyond_wqebb_limit_is_shortened)
     ucs_global_opts.log_component.log_level = level;
     EXPECT_GT(dci_refusals, 0) << "the device accepted a queue beyond its "
                                   "basic blocks";
+}
+
+/* hw_dcs: every endpoint on the one DCI, each on the next DCI stream. A
+ * peer that stalls holds back only its own stream: a put to another peer,
+ * posted behind the stalled one on the same DCI, lands while the stalled
+ * one still waits. With one channel (a DCI without streams) the same put
+ * waits behind it: what the streams are for. Completions come in send
+ * queue order either way, so both complete once the stall ends. */
+TEST(uct_faults, hw_dcs_stalled_peer_holds_back_only_its_stream)
+{
+    fault_api api;
+    ASSERT_NE(nullptr, api.inject);
+
+    for (const char *channels : {"32", "1"}) {
+        SCOPED_TRACE(std::string("NUM_DCI_CHANNELS=") + channels);
+        const bool streams = std::string(channels) != "1";
+        entity sender(config_t{{"TX_POLICY", "hw_dcs"},
+                               {"NUM_DCI_CHANNELS", channels}});
+        entity slow, fast;
+        buffer dst_slow(slow, 4096), dst_fast(fast, 4096);
+        rkey rk_slow(dst_slow.packed_rkey()), rk_fast(dst_fast.packed_rkey());
+        buffer src(sender, 4096, 0x5a);
+        std::vector<entity*> all = {&sender, &slow, &fast};
+        uct_ep_h ep_slow = sender.connect(slow);
+        uct_ep_h ep_fast = sender.connect(fast);
+        cancel_comp comp_slow, comp_fast;
+
+        comp_slow.uct = {cancel_comp_cb, 1, UCS_OK};
+        comp_fast.uct = {cancel_comp_cb, 1, UCS_OK};
+        /* Everything to the slow peer's DCT waits 4 s before it executes. */
+        ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DELAY, iface_dctn(slow),
+                                4000000));
+        uct_iov_t iov = {src.ptr(), 256, src.memh(), 0, 1};
+        ASSERT_EQ(UCS_INPROGRESS,
+                  uct_ep_put_zcopy(ep_slow, &iov, 1, dst_slow.addr(),
+                                   rk_slow.get(), &comp_slow.uct));
+        ASSERT_EQ(UCS_INPROGRESS,
+                  uct_ep_put_zcopy(ep_fast, &iov, 1, dst_fast.addr(),
+                                   rk_fast.get(), &comp_fast.uct));
+
+        /* Within 2 s, half the stall: the other stream's data lands. */
+        bool landed = wait_for(
+                all, [&] { return dst_fast.ptr()[255] == 0x5a; }, 2.0);
+        EXPECT_EQ(streams, landed);
+        EXPECT_EQ(0, comp_slow.calls) << "the slow peer's put still waits";
+        EXPECT_NE(0x5a, dst_slow.ptr()[0]);
+
+        ASSERT_TRUE(wait_for(all, [&] {
+            return (comp_slow.calls == 1) && (comp_fast.calls == 1);
+        }));
+        EXPECT_EQ(UCS_OK, comp_slow.status);
+        EXPECT_EQ(UCS_OK, comp_fast.status);
+        EXPECT_EQ(0, memcmp(dst_slow.ptr(), src.ptr(), 256));
+        EXPECT_EQ(0, memcmp(dst_fast.ptr(), src.ptr(), 256));
+        ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DELAY, iface_dctn(slow), 0));
+        uct_ep_destroy(ep_fast);
+        uct_ep_destroy(ep_slow);
+    }
 }

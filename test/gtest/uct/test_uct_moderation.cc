@@ -515,7 +515,9 @@ TEST_P(uct_moderation_zcopy, flush_not_held_by_work_from_a_callback)
 }
 
 INSTANTIATE_TEST_SUITE_P(policy, uct_moderation_zcopy,
-                         testing::Values("dcs", "dcs_quota", "rand"));
+                         testing::Values("dcs", "dcs_quota", "rand",
+                                         "hw_dcs"));
 
 INSTANTIATE_TEST_SUITE_P(policy, uct_moderation,
-                         testing::Values("dcs", "dcs_quota", "rand"));
+                         testing::Values("dcs", "dcs_quota", "rand",
+                                         "hw_dcs"));

@@ -49,8 +49,20 @@ protected:
 
     void SetUp() override
     {
-        ASSERT_NO_FATAL_FAILURE(
-                open_pair({{"TX_POLICY", GetParam()}}, sender_config()));
+        /* hw_dcs: the fixture's endpoint on DCI stream 1 (one made and
+         * destroyed before it takes stream 0), so that every operation goes
+         * out on a stream that only a stream DCI has. */
+        bool hw_dcs = GetParam() == "hw_dcs";
+
+        ASSERT_NO_FATAL_FAILURE(open_pair({{"TX_POLICY", GetParam()}},
+                                          sender_config(), !hw_dcs));
+        if (hw_dcs) {
+            uct_ep_h first = m_sender->connect(*m_receiver);
+            ASSERT_NE(nullptr, first);
+            uct_ep_destroy(first);
+            m_ep = m_sender->connect(*m_receiver);
+            ASSERT_NE(nullptr, m_ep);
+        }
         ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_receiver->iface(), 5,
                                                    am_handler, &m_am, 0));
     }
@@ -144,8 +156,8 @@ TEST_P(uct_ops, capabilities)
 
     EXPECT_EQ(need, attr.cap.flags & need);
     /* A shared DCI fails every endpoint using it: no peer failure handling
-     * for rand. */
-    EXPECT_EQ(GetParam() != "rand",
+     * for rand and hw_dcs. */
+    EXPECT_EQ((GetParam() != "rand") && (GetParam() != "hw_dcs"),
               !!(attr.cap.flags & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE));
     EXPECT_FALSE(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_EP);
     EXPECT_GE(attr.cap.am.max_short, 64u);
@@ -1026,11 +1038,14 @@ TEST_P(uct_ops_fc, all_am_kinds_counted)
 }
 
 INSTANTIATE_TEST_SUITE_P(policy, uct_ops,
-                         testing::Values("dcs", "dcs_quota", "rand"));
+                         testing::Values("dcs", "dcs_quota", "rand",
+                                         "hw_dcs"));
 INSTANTIATE_TEST_SUITE_P(policy, uct_ops_one_dci,
-                         testing::Values("dcs", "dcs_quota", "rand"));
+                         testing::Values("dcs", "dcs_quota", "rand",
+                                         "hw_dcs"));
 INSTANTIATE_TEST_SUITE_P(policy, uct_ops_fc,
-                         testing::Values("dcs", "dcs_quota", "rand"));
+                         testing::Values("dcs", "dcs_quota", "rand",
+                                         "hw_dcs"));
 
 namespace {
 

@@ -592,16 +592,16 @@ ucs_status_t uct_dcx_iface_fence(uct_iface_h tl_iface, unsigned flags)
 ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
                                          const uct_dcx_iface_config_t *config)
 {
+    unsigned num_dci = uct_dcx_iface_config_num_dci(config);
     ucs_status_t status;
     unsigned i;
 
-    status = uct_dcx_dci_pool_init(&iface->tx.pool, config->num_dci, 0);
+    status = uct_dcx_dci_pool_init(&iface->tx.pool, num_dci, 0);
     if (status != UCS_OK) {
         return status;
     }
 
-    iface->tx.dcis = ucs_calloc(config->num_dci, sizeof(*iface->tx.dcis),
-                                "dcx dcis");
+    iface->tx.dcis = ucs_calloc(num_dci, sizeof(*iface->tx.dcis), "dcx dcis");
     if (iface->tx.dcis == NULL) {
         status = UCS_ERR_NO_MEMORY;
         goto err_free_dcis;
@@ -609,7 +609,7 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
 
     iface->tx.req_queue_len  = config->tx_queue_len;
     iface->tx.req_max_inline = config->tx_max_inline;
-    for (i = 0; i < config->num_dci; ++i) {
+    for (i = 0; i < num_dci; ++i) {
         ucs_queue_head_init(&iface->tx.dcis[i].outstanding);
         if ((i > 0) && !uct_dcx_iface_dci_shared(iface)) {
             continue;
@@ -625,7 +625,7 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
     /* Every DCI's ring of user completions; its requests in flight never
      * exceed the send queue, so their sequence numbers never share a slot. */
     iface->tx.comp_mask  = ucs_roundup_pow2(iface->tx.queue_len) - 1;
-    iface->tx.comp_rings = ucs_calloc((size_t)config->num_dci *
+    iface->tx.comp_rings = ucs_calloc((size_t)num_dci *
                                               (iface->tx.comp_mask + 1),
                                       sizeof(*iface->tx.comp_rings),
                                       "dcx comp rings");
@@ -633,12 +633,12 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
         status = UCS_ERR_NO_MEMORY;
         goto err_destroy_dcis;
     }
-    for (i = 0; i < config->num_dci; ++i) {
+    for (i = 0; i < num_dci; ++i) {
         iface->tx.dcis[i].comps = iface->tx.comp_rings +
                                   ((size_t)i * (iface->tx.comp_mask + 1));
     }
 
-    iface->tx.cq_available = config->num_dci * config->tx_queue_len;
+    iface->tx.cq_available = num_dci * config->tx_queue_len;
     /* A quarter of the queue at most, so a full send queue always holds
      * signaled requests that free its slots. */
     iface->tx.moderation = ucs_max(ucs_min(config->tx_cq_moderation,
@@ -654,7 +654,7 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
     return UCS_OK;
 
 err_destroy_dcis:
-    uct_dcx_iface_dcis_destroy(iface, config->num_dci);
+    uct_dcx_iface_dcis_destroy(iface, num_dci);
 err_free_dcis:
     uct_dcx_iface_direct_cleanup(iface);
     ucs_free(iface->tx.dcis);

@@ -12,6 +12,8 @@
  *              while other endpoints wait for a DCI
  *   rand       every DCI exists from the start; endpoints share the one
  *              picked when they were created, and never give it back
+ *   hw_dcs     rand with a pool of one DCI, endpoints on its DCI streams in
+ *              turn (uct_dcx_iface_streams_init)
  */
 #include "dcx_iface_int.h"
 
@@ -155,19 +157,26 @@ static int uct_dcx_dci_rand_is_idle(const uct_dcx_iface_t *iface)
         .is_idle       = uct_dcx_dci_dcs_is_idle                   \
     }
 
+/* rand and hw_dcs: endpoints share the DCIs they were given. */
+#define UCT_DCX_DCI_POLICY_SHARED                        \
+    {                                                    \
+        .flags         = UCT_DCX_DCI_POLICY_FLAG_SHARED, \
+        .grant_get     = uct_dcx_dci_rand_grant_get,     \
+        .grant_posted  = uct_dcx_dci_rand_grant_posted,  \
+        .grant_abort   = uct_dcx_dci_rand_grant_abort,   \
+        .dci_error     = uct_dcx_dci_rand_error,         \
+        .dci_idle_fail = uct_dcx_dci_rand_idle_fail,     \
+        .dci_drained   = uct_dcx_dci_rand_drained,       \
+        .is_idle       = uct_dcx_dci_rand_is_idle        \
+    }
+
 /* By UCX_DCX_TX_POLICY (uct_dcx_tx_policy_t); see the enum for why each. */
 static const uct_dcx_dci_policy_ops_t uct_dcx_dci_policies[] = {
     [UCT_DCX_TX_POLICY_DCS]       = UCT_DCX_DCI_POLICY_DCS(0),
     [UCT_DCX_TX_POLICY_DCS_QUOTA] = UCT_DCX_DCI_POLICY_DCS(
             UCT_DCX_DCI_POLICY_FLAG_QUOTA),
-    [UCT_DCX_TX_POLICY_RAND] = { .flags        = UCT_DCX_DCI_POLICY_FLAG_SHARED,
-                                 .grant_get    = uct_dcx_dci_rand_grant_get,
-                                 .grant_posted = uct_dcx_dci_rand_grant_posted,
-                                 .grant_abort  = uct_dcx_dci_rand_grant_abort,
-                                 .dci_error    = uct_dcx_dci_rand_error,
-                                 .dci_idle_fail = uct_dcx_dci_rand_idle_fail,
-                                 .dci_drained   = uct_dcx_dci_rand_drained,
-                                 .is_idle       = uct_dcx_dci_rand_is_idle }
+    [UCT_DCX_TX_POLICY_RAND]   = UCT_DCX_DCI_POLICY_SHARED,
+    [UCT_DCX_TX_POLICY_HW_DCS] = UCT_DCX_DCI_POLICY_SHARED
 };
 
 void uct_dcx_iface_dci_policy_select(uct_dcx_iface_t *iface,

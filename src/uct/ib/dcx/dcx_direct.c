@@ -488,6 +488,19 @@ uct_dcx_direct_wr_set_dc_addr(struct mlx5dv_qp_ex *mqpx, struct ibv_ah *ah,
     dgram->av.key.dc_key = htobe64(remote_dc_key);
 }
 
+/* The same on a DCI stream: the control segment names it, as libmlx5
+ * writes it (the device checks it against the DCI's streams). */
+static void
+uct_dcx_direct_wr_set_dc_addr_stream(struct mlx5dv_qp_ex *mqpx,
+                                     struct ibv_ah *ah, uint32_t remote_dctn,
+                                     uint64_t remote_dc_key, uint16_t stream_id)
+{
+    uct_dcx_direct_sq_t *sq = ucs_container_of(mqpx, uct_dcx_direct_sq_t, mqpx);
+
+    uct_dcx_direct_wr_set_dc_addr(mqpx, ah, remote_dctn, remote_dc_key);
+    sq->ctrl->dci_stream_channel_id = htobe16(stream_id);
+}
+
 /* A WQE the caller laid out whole (masked atomics): copied as it is, with
  * its index, as libmlx5's raw-WQE builder does. */
 static void
@@ -821,6 +834,7 @@ uct_dcx_direct_sq_create(uct_dcx_direct_t *direct, struct ibv_qp *qp,
     sq->qpx.wr_set_sge              = uct_dcx_direct_wr_set_sge;
     sq->qpx.wr_set_sge_list         = uct_dcx_direct_wr_set_sge_list;
     sq->mqpx.wr_set_dc_addr         = uct_dcx_direct_wr_set_dc_addr;
+    sq->mqpx.wr_set_dc_addr_stream  = uct_dcx_direct_wr_set_dc_addr_stream;
     sq->mqpx.wr_raw_wqe             = uct_dcx_direct_wr_raw_wqe;
 
     *sq_p   = sq;

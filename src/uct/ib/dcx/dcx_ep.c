@@ -129,6 +129,8 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
         self->dci = rand_r(&iface->tx.rand_seed) % iface->tx.pool.size;
         self->dci_generation = iface->tx.dcis[self->dci].generation;
     }
+    /* hw_dcs: the streams in turn (a power of two of them; 1 elsewhere) */
+    self->stream = iface->tx.next_stream++ & (iface->tx.num_streams - 1);
     ucs_arbiter_group_init(&self->arb_group);
 
     self->fc_wnd  = iface->fc.wnd_size;

@@ -295,6 +295,22 @@ uct_dcx_ep_wr_submit(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     return UCS_OK;
 }
 
+/* Address the work request to the peer's DCT, on the endpoint's DCI stream:
+ * stream 0 is every DCI's (mlx5dv_wr_set_dc_addr), the others exist only on
+ * a DCI created with streams (so with rdma-core 37 or later, whose
+ * mlx5dv_qp_ex has the stream builder). */
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_ep_set_dc_addr(const uct_dcx_ep_t *ep, uct_dcx_dci_t *dci,
+                       const uct_dcx_peer_t *peer)
+{
+    if (ucs_likely(ep->stream == 0)) {
+        mlx5dv_wr_set_dc_addr(dci->mqpx, peer->ah, peer->dctn, peer->dc_key);
+    } else {
+        mlx5dv_wr_set_dc_addr_stream(dci->mqpx, peer->ah, peer->dctn,
+                                     peer->dc_key, ep->stream);
+    }
+}
+
 /* Address the work request to the peer's DCT and hand it to the device. */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_dcx_ep_wr_complete(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
@@ -302,7 +318,7 @@ uct_dcx_ep_wr_complete(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
 {
     uct_dcx_peer_t *peer = uct_dcx_ep_peer(iface, ep);
 
-    mlx5dv_wr_set_dc_addr(dci->mqpx, peer->ah, peer->dctn, peer->dc_key);
+    uct_dcx_ep_set_dc_addr(ep, dci, peer);
     return uct_dcx_ep_wr_submit(iface, ep, dci, op,
                                 dci->qpx->wr_flags & IBV_SEND_SIGNALED);
 }

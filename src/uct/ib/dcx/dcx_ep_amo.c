@@ -174,10 +174,12 @@ uct_dcx_ep_amo_masked_wqe(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
     wqe->ctrl.qpn_ds   = htobe32((dci->qp->qp_num << 8) | ds);
     wqe->ctrl.fm_ce_se = (signaled ? MLX5_WQE_CTRL_CQ_UPDATE : 0) |
                          (dci->fence ? MLX5_WQE_CTRL_FENCE : 0);
-    wqe->dgram.av.key.dc_key   = htobe64(peer->dc_key);
-    wqe->dgram.av.dqp_dct      = htobe32(peer->dctn | MLX5_EXTENDED_UD_AV);
-    wqe->dgram.av.stat_rate_sl = iface->config.sl & 0xf;
-    wqe->dgram.av.rlid         = htobe16(peer->lid);
+    /* the endpoint's DCI stream, as mlx5dv_wr_set_dc_addr_stream sets it */
+    wqe->ctrl.dci_stream_channel_id = htobe16(ep->stream);
+    wqe->dgram.av.key.dc_key        = htobe64(peer->dc_key);
+    wqe->dgram.av.dqp_dct           = htobe32(peer->dctn | MLX5_EXTENDED_UD_AV);
+    wqe->dgram.av.stat_rate_sl      = iface->config.sl & 0xf;
+    wqe->dgram.av.rlid              = htobe16(peer->lid);
     if (peer->is_global) {
         /* the GRH as libmlx5 writes an InfiniBand AH's: the GRH bit, the
          * source GID index, hop limit, class and the destination GID */

@@ -409,8 +409,7 @@ uct_dcx_ep_sgl_post(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep,
                                    (uintptr_t)buffers[i] + (b * stride),
                                    length);
                 }
-                mlx5dv_wr_set_dc_addr(dci->mqpx, peer->ah, peer->dctn,
-                                      peer->dc_key);
+                uct_dcx_ep_set_dc_addr(ep, dci, peer);
             }
             if (runs[r].merged) {
                 break; /* the whole run was one write */

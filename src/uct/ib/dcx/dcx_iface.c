@@ -595,6 +595,7 @@ uct_dcx_iface_init_caps(uct_dcx_iface_t *iface,
     uct_dcx_iface_ext_atomics(iface, dev_name);
     iface->tx.seg_size = config->seg_size;
     uct_dcx_iface_dci_policy_select(iface, config->tx_policy);
+    uct_dcx_iface_streams_init(iface, config);
     /* A quota as long as the queue would never yield: cap it at half. */
     iface->tx.quota     = ucs_min(config->quota,
                                   ucs_max(config->tx_queue_len / 2, 1));

@@ -53,6 +53,8 @@
 
 /* The largest DCI pool: DCI indices double as work request ids. */
 #define UCT_DCX_MAX_DCI 1024
+/* DCI streams of a DCI at most: an endpoint keeps its stream in 8 bits. */
+#define UCT_DCX_MAX_DCI_STREAMS 256
 
 /* Completions polled per progress call, as UCX's IB transports do. */
 #define UCT_DCX_POLL_BATCH 16
@@ -107,6 +109,11 @@ typedef enum {
      * shared and never released: nobody waits for a DCI, but an error on a
      * DCI fails every endpoint using it. */
     UCT_DCX_TX_POLICY_RAND,
+    /* One DCI shared by every endpoint, its DCI streams (where the device
+     * has them) handed out in turn, so an endpoint whose peer stalls holds
+     * back only the endpoints on its stream; as rand, an error on the DCI
+     * fails every endpoint that uses it. */
+    UCT_DCX_TX_POLICY_HW_DCS,
     UCT_DCX_TX_POLICY_LAST
 } uct_dcx_tx_policy_t;
 
@@ -271,6 +278,7 @@ typedef struct uct_dcx_iface_config {
     uct_iface_config_t super;
     unsigned num_dci;
     int tx_policy; /* uct_dcx_tx_policy_t */
+    unsigned num_dci_channels; /* hw_dcs: DCI streams asked for */
     unsigned quota;
     unsigned tx_queue_len;
     unsigned tx_cq_moderation;
@@ -454,6 +462,11 @@ struct uct_dcx_iface {
         unsigned policy_flags; /* dci_policy->flags, at hand */
         uint16_t quota;
         unsigned rand_seed;
+        /* streams of each DCI (hw_dcs where the device has them, a power
+         * of two), 1: none */
+        uint16_t num_streams;
+        uint8_t log_streams_errored; /* of a stream DCI */
+        uint8_t next_stream; /* the next endpoint's, in turn */
         uint16_t queue_len; /* send WRs per DCI */
         uint16_t moderation; /* signal every this many WRs */
         uint32_t comp_mask; /* ring of a DCI's comps: a power
@@ -574,6 +587,7 @@ struct uct_dcx_ep {
     uint8_t dci_generation; /* rand: of the shared DCI */
     uint8_t fc_sn; /* of its last credit request */
     uint8_t umr_gen; /* umr.gen when a layout was due */
+    uint8_t stream; /* DCI stream of its work requests (hw_dcs), or 0 */
     ucs_arbiter_group_t arb_group; /* pending requests */
 };
 

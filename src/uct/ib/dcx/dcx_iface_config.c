@@ -15,6 +15,7 @@ const char *uct_dcx_tx_policy_names[] = {
     [UCT_DCX_TX_POLICY_DCS]       = "dcs",
     [UCT_DCX_TX_POLICY_DCS_QUOTA] = "dcs_quota",
     [UCT_DCX_TX_POLICY_RAND]      = "rand",
+    [UCT_DCX_TX_POLICY_HW_DCS]    = "hw_dcs",
     [UCT_DCX_TX_POLICY_LAST]      = NULL
 };
 
@@ -48,9 +49,23 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
      "             created, shared with other endpoints and never returned:\n"
      "             nobody waits for a DCI, but an error on a DCI fails every\n"
      "             endpoint that uses it, so peer failure handling is not\n"
-     "             offered.",
+     "             offered.\n"
+     " hw_dcs    - one DCI shared by every endpoint, created with\n"
+     "             NUM_DCI_CHANNELS DCI streams where the device offers them\n"
+     "             (mlx5dv_create_qp, rdma-core 37 and later), each endpoint on\n"
+     "             the next stream in turn: streams run side by side, so a\n"
+     "             stalled peer holds back only the endpoints on its stream.\n"
+     "             NUM_DCI does not apply. Without streams, one shared DCI.\n"
+     "             As with rand, an error fails every endpoint on the DCI and\n"
+     "             peer failure handling is not offered.",
      ucs_offsetof(uct_dcx_iface_config_t, tx_policy),
      UCS_CONFIG_TYPE_ENUM(uct_dcx_tx_policy_names)},
+
+    {"NUM_DCI_CHANNELS", "32",
+     "With the hw_dcs policy: the DCI streams asked for (1 to 256, rounded up\n"
+     "to a power of two; the device's maximum at most). 1: no streams.",
+     ucs_offsetof(uct_dcx_iface_config_t, num_dci_channels),
+     UCS_CONFIG_TYPE_UINT},
 
     {"QUOTA", "32",
      "With the dcs_quota policy: the outstanding operations after which an\n"
@@ -327,6 +342,12 @@ ucs_status_t uct_dcx_iface_check_config(const uct_dcx_iface_config_t *config)
     if ((config->num_dci == 0) || (config->num_dci > UCT_DCX_MAX_DCI)) {
         ucs_error("dcx: UCX_DCX_NUM_DCI=%u is out of range 1..%u",
                   config->num_dci, UCT_DCX_MAX_DCI);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((config->num_dci_channels == 0) ||
+        (config->num_dci_channels > UCT_DCX_MAX_DCI_STREAMS)) {
+        ucs_error("dcx: UCX_DCX_NUM_DCI_CHANNELS=%u is out of range 1..%u",
+                  config->num_dci_channels, UCT_DCX_MAX_DCI_STREAMS);
         return UCS_ERR_INVALID_PARAM;
     }
     if ((config->tx_queue_len == 0) || (config->rx_queue_len == 0)) {

@@ -151,6 +151,51 @@ void uct_dcx_iface_ext_atomics(uct_dcx_iface_t *iface, const char *dev_name)
               iface->config.ext_atomics64 ? "yes" : "no");
 }
 
+/* DCIs of the pool: hw_dcs has one, shared through its streams. */
+unsigned uct_dcx_iface_config_num_dci(const uct_dcx_iface_config_t *config)
+{
+    return (config->tx_policy == UCT_DCX_TX_POLICY_HW_DCS) ? 1 :
+                                                             config->num_dci;
+}
+
+/* hw_dcs: the DCI's streams, NUM_DCI_CHANNELS rounded up to a power of two
+ * and cut to what mlx5dv_query_device says the device has (rdma-core
+ * before v37 and devices without streams say nothing: one stream), with as
+ * many streams in error before the DCI fails as the device allows. */
+void uct_dcx_iface_streams_init(uct_dcx_iface_t *iface,
+                                const uct_dcx_iface_config_t *config)
+{
+    unsigned channels        = config->num_dci_channels;
+    struct mlx5dv_context dv = {};
+    unsigned log_streams;
+
+    iface->tx.num_streams         = 1;
+    iface->tx.log_streams_errored = 0;
+    iface->tx.next_stream         = 0;
+    if ((config->tx_policy != UCT_DCX_TX_POLICY_HW_DCS) || (channels == 1)) {
+        return;
+    }
+
+    dv.comp_mask = MLX5DV_CONTEXT_MASK_DCI_STREAMS;
+    if ((iface->ops->mlx5dv_query_device(iface->md->ctx, &dv) != 0) ||
+        !(dv.comp_mask & MLX5DV_CONTEXT_MASK_DCI_STREAMS) ||
+        (dv.dci_streams_caps.max_log_num_concurent == 0)) {
+        ucs_diag("dcx: %s: the device has no DCI streams: hw_dcs shares one "
+                 "DCI in one stream",
+                 iface->md->device->name);
+        return;
+    }
+
+    log_streams           = ucs_min(ucs_ilog2(ucs_roundup_pow2(channels)),
+                                    dv.dci_streams_caps.max_log_num_concurent);
+    iface->tx.num_streams = 1u << log_streams;
+    iface->tx.log_streams_errored =
+            ucs_min(dv.dci_streams_caps.max_log_num_errored, log_streams);
+    ucs_debug("dcx: %s: hw_dcs: %u DCI streams, up to %u in error",
+              iface->md->device->name, iface->tx.num_streams,
+              1u << iface->tx.log_streams_errored);
+}
+
 /* What a DCI is created with: its CQ and the operations it posts. */
 static void uct_dcx_iface_dci_attr(const uct_dcx_iface_t *iface,
                                    struct ibv_qp_init_attr_ex *attr_p,
@@ -179,6 +224,13 @@ static void uct_dcx_iface_dci_attr(const uct_dcx_iface_t *iface,
     if (iface->config.ext_atomics32 || iface->config.ext_atomics64) {
         dv_attr.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
         dv_attr.send_ops_flags = MLX5DV_QP_EX_WITH_RAW_WQE;
+    }
+    if (iface->tx.num_streams > 1) {
+        dv_attr.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
+        dv_attr.dc_init_attr.dci_streams.log_num_concurent = ucs_ilog2(
+                iface->tx.num_streams);
+        dv_attr.dc_init_attr.dci_streams.log_num_errored =
+                iface->tx.log_streams_errored;
     }
     *attr_p    = attr;
     *dv_attr_p = dv_attr;
@@ -508,7 +560,8 @@ uct_dcx_iface_cqs_create(uct_dcx_iface_t *iface,
                          const uct_dcx_iface_config_t *config)
 {
     iface->tx.cq = uct_dcx_iface_cq_create(
-            iface, config->num_dci * config->tx_queue_len, 0);
+            iface, uct_dcx_iface_config_num_dci(config) * config->tx_queue_len,
+            0);
     if (iface->tx.cq == NULL) {
         return UCS_ERR_IO_ERROR;
     }

@@ -1,6 +1,7 @@
 # contrib/dcx.d/style.sh: sourced by contrib/dcx. See LICENSE for terms.
 #
-# suite style: every C source and header under src/ is formatted as
+# suite style: every C source and header under src/ and test/ (and the
+# googletests' C++) is formatted as
 # .clang-format says (UCX's house style), checked by `make check-style` with
 # Debian 12's clang-format 14 (another version formats some constructs
 # differently, so the check names the version it needs instead of guessing).

@@ -53,69 +53,74 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COST_WARMUP      2000  /* DCX_COST_WARMUP overrides */
-#define COST_AM_ID       7
-#define COST_ZCOPY_SIZE  65536
-#define COST_SHORT_SIZE  8
-#define COST_TAG         0x17ull
-#define COST_UCP_SLOTS   256   /* UCP operations in flight, power of 2 */
+#define COST_WARMUP     2000 /* DCX_COST_WARMUP overrides */
+#define COST_AM_ID      7
+#define COST_ZCOPY_SIZE 65536
+#define COST_SHORT_SIZE 8
+#define COST_TAG        0x17ull
+#define COST_UCP_SLOTS  256 /* UCP operations in flight, power of 2 */
 
 typedef enum {
-    COST_PUT_SHORT, COST_AM_SHORT, COST_PUT_ZCOPY, COST_GET_ZCOPY, COST_FADD,
-    COST_UCP_PUT, COST_UCP_TAG, COST_LAST
+    COST_PUT_SHORT,
+    COST_AM_SHORT,
+    COST_PUT_ZCOPY,
+    COST_GET_ZCOPY,
+    COST_FADD,
+    COST_UCP_PUT,
+    COST_UCP_TAG,
+    COST_LAST
 } cost_op_t;
 
-static const char *cost_op_names[] = {
-    "put_short", "am_short", "put_zcopy", "get_zcopy", "fadd", "ucp_put",
-    "ucp_tag"
-};
+static const char *cost_op_names[] = { "put_short", "am_short", "put_zcopy",
+                                       "get_zcopy", "fadd",     "ucp_put",
+                                       "ucp_tag" };
 
 /* One side: a UCT interface or a UCP worker. */
 typedef struct {
     ucs_async_context_t *async;
-    uct_worker_h        worker;
-    uct_md_h            md;
-    uct_iface_h         iface;
-    ucp_worker_h        ucp_worker;
+    uct_worker_h worker;
+    uct_md_h md;
+    uct_iface_h iface;
+    ucp_worker_h ucp_worker;
 } cost_side_t;
 
 typedef struct {
-    cost_op_t         op;
-    uct_component_h   component;
-    const char        *tl_name, *dev_name;
-    char              md_name[UCT_MD_NAME_MAX];
-    cost_side_t       tx, rx;
-    uct_ep_h          ep, rx_ep;        /* rx_ep: a peer-to-peer transport's */
-    size_t            zcopy_size;       /* <= COST_ZCOPY_SIZE */
-    char              *local, *remote;  /* COST_ZCOPY_SIZE each */
-    uct_mem_h         local_memh, remote_memh;
+    cost_op_t op;
+    uct_component_h component;
+    const char *tl_name, *dev_name;
+    char md_name[UCT_MD_NAME_MAX];
+    cost_side_t tx, rx;
+    uct_ep_h ep, rx_ep; /* rx_ep: a peer-to-peer transport's */
+    size_t zcopy_size; /* <= COST_ZCOPY_SIZE */
+    char *local, *remote; /* COST_ZCOPY_SIZE each */
+    uct_mem_h local_memh, remote_memh;
     uct_rkey_bundle_t rkey;
-    uct_completion_t  comp;             /* counts completed operations */
-    uint64_t          fetched;
-    unsigned          am_received;
-    uint64_t          posted;           /* operations that went out */
-    uint64_t          tries;            /* cost_post calls, refused ones too */
+    uct_completion_t comp; /* counts completed operations */
+    uint64_t fetched;
+    unsigned am_received;
+    uint64_t posted; /* operations that went out */
+    uint64_t tries; /* cost_post calls, refused ones too */
     /* UCP */
-    ucp_context_h     context;
-    ucp_ep_h          ucp_ep, ucp_back_ep;
-    ucp_mem_h         ucp_memh;
-    ucp_rkey_h        ucp_rkey;
-    unsigned          tag_received;
-    char              tag_buf[COST_SHORT_SIZE];
-    ucs_status_ptr_t  tag_req;
+    ucp_context_h context;
+    ucp_ep_h ucp_ep, ucp_back_ep;
+    ucp_mem_h ucp_memh;
+    ucp_rkey_h ucp_rkey;
+    unsigned tag_received;
+    char tag_buf[COST_SHORT_SIZE];
+    ucs_status_ptr_t tag_req;
     /* A UCP operation that does not complete at once (e.g. queued while
      * the transport is out of resources) reads its source later: each has
      * a slot, its source and its request, reused once it completed. */
-    uint64_t          ucp_src[COST_UCP_SLOTS];
-    ucs_status_ptr_t  ucp_reqs[COST_UCP_SLOTS];
+    uint64_t ucp_src[COST_UCP_SLOTS];
+    ucs_status_ptr_t ucp_reqs[COST_UCP_SLOTS];
 } cost_t;
 
-#define COST_CHECK(_cond, _what) \
-    do { \
-        if (!(_cond)) { \
+#define COST_CHECK(_cond, _what)                             \
+    do {                                                     \
+        if (!(_cond)) {                                      \
             fprintf(stderr, "dcx_cost: %s failed\n", _what); \
-            exit(1); \
-        } \
+            exit(1);                                         \
+        }                                                    \
     } while (0)
 
 #define COST_OK(_call) COST_CHECK((_call) == UCS_OK, #_call)
@@ -123,10 +128,10 @@ typedef struct {
 
 /* --- UCT --------------------------------------------------------------- */
 
-static ucs_status_t cost_am_handler(void *arg, void *data, size_t length,
-                                    unsigned flags)
+static ucs_status_t
+cost_am_handler(void *arg, void *data, size_t length, unsigned flags)
 {
-    ++((cost_t*)arg)->am_received;
+    ++((cost_t *)arg)->am_received;
     return UCS_OK;
 }
 
@@ -182,7 +187,8 @@ static void cost_find_resource(cost_t *c)
     }
     uct_release_component_list(components);
     if (c->component == NULL) {
-        fprintf(stderr, "dcx_cost: no transport %s on device %s (dcx needs "
+        fprintf(stderr,
+                "dcx_cost: no transport %s on device %s (dcx needs "
                 "dcx-run; the mlx5 face its library preloaded)\n",
                 c->tl_name, c->dev_name);
         exit(1);
@@ -202,16 +208,14 @@ static void cost_uct_side_open(cost_t *c, cost_side_t *s)
     uct_config_release(md_config);
     COST_OK(uct_md_iface_config_read(s->md, c->tl_name, NULL, NULL,
                                      &iface_config));
-    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                  UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                        UCT_IFACE_PARAM_FIELD_DEVICE;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
     params.mode.device.tl_name  = c->tl_name;
     params.mode.device.dev_name = c->dev_name;
-    COST_OK(uct_iface_open(s->md, s->worker, &params, iface_config,
-                           &s->iface));
+    COST_OK(uct_iface_open(s->md, s->worker, &params, iface_config, &s->iface));
     uct_config_release(iface_config);
-    uct_iface_progress_enable(s->iface,
-                              UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    uct_iface_progress_enable(s->iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
 }
 
 static void cost_uct_side_close(cost_side_t *s)
@@ -238,7 +242,8 @@ static const char *cost_uct_missing(cost_t *c, const uct_iface_attr_t *attr)
         return (flags & UCT_IFACE_FLAG_GET_ZCOPY) ? NULL : "GET_ZCOPY";
     case COST_FADD:
         return (attr->cap.atomic64.fop_flags & UCS_BIT(UCT_ATOMIC_OP_ADD)) ?
-               NULL : "atomic64 fetch-add";
+                       NULL :
+                       "atomic64 fetch-add";
     default:
         return NULL;
     }
@@ -276,7 +281,7 @@ static void cost_uct_connect(cost_t *c, const uct_iface_attr_t *attr)
         ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
         ep_params.iface      = c->tx.iface;
         COST_OK(uct_ep_create(&ep_params, &c->ep));
-        ep_params.iface      = c->rx.iface;
+        ep_params.iface = c->rx.iface;
         COST_OK(uct_ep_create(&ep_params, &c->rx_ep));
         tx_ep_addr = malloc(attr->ep_addr_len);
         rx_ep_addr = malloc(attr->ep_addr_len);
@@ -306,14 +311,13 @@ static void cost_uct_init(cost_t *c)
     COST_OK(uct_iface_query(c->tx.iface, &attr));
     missing = cost_uct_missing(c, &attr);
     if (missing != NULL) {
-        printf("op=%s tl=%s unsupported=%s\n", cost_op_names[c->op],
-               c->tl_name, missing);
+        printf("op=%s tl=%s unsupported=%s\n", cost_op_names[c->op], c->tl_name,
+               missing);
         exit(0);
     }
     max_zcopy     = (c->op == COST_GET_ZCOPY) ? attr.cap.get.max_zcopy :
                                                 attr.cap.put.max_zcopy;
-    c->zcopy_size = (max_zcopy < COST_ZCOPY_SIZE) ? max_zcopy :
-                                                    COST_ZCOPY_SIZE;
+    c->zcopy_size = (max_zcopy < COST_ZCOPY_SIZE) ? max_zcopy : COST_ZCOPY_SIZE;
     if (attr.cap.flags & UCT_IFACE_FLAG_AM_SHORT) {
         COST_OK(uct_iface_set_am_handler(c->rx.iface, COST_AM_ID,
                                          cost_am_handler, c, 0));
@@ -424,8 +428,8 @@ static void cost_ucp_init(cost_t *c)
 
     mparams.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
                          UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    mparams.address    = c->remote;
-    mparams.length     = COST_ZCOPY_SIZE;
+    mparams.address = c->remote;
+    mparams.length  = COST_ZCOPY_SIZE;
     COST_OK(ucp_mem_map(c->context, &mparams, &c->ucp_memh));
     COST_OK(ucp_rkey_pack(c->context, c->ucp_memh, &rkey_buf, &rkey_size));
     COST_OK(ucp_ep_rkey_unpack(c->ucp_ep, rkey_buf, &c->ucp_rkey));
@@ -496,11 +500,11 @@ static void cost_tag_recv_post(cost_t *c)
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
                          UCP_OP_ATTR_FIELD_USER_DATA |
                          UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    param.cb.recv      = cost_tag_recv_cb;
-    param.user_data    = c;
-    c->tag_req = ucp_tag_recv_nbx(c->rx.ucp_worker, c->tag_buf,
-                                  sizeof(c->tag_buf), COST_TAG, UINT64_MAX,
-                                  &param);
+    param.cb.recv   = cost_tag_recv_cb;
+    param.user_data = c;
+    c->tag_req      = ucp_tag_recv_nbx(c->rx.ucp_worker, c->tag_buf,
+                                       sizeof(c->tag_buf), COST_TAG, UINT64_MAX,
+                                       &param);
     COST_CHECK(!UCS_PTR_IS_ERR(c->tag_req), "ucp_tag_recv_nbx");
 }
 
@@ -530,10 +534,10 @@ static __attribute__((noipa)) ucs_status_t cost_post(cost_t *c, uint64_t i)
         iov.count  = 1;
         ++c->comp.count;
         return (c->op == COST_PUT_ZCOPY) ?
-               uct_ep_put_zcopy(c->ep, &iov, 1, (uintptr_t)c->remote,
-                                c->rkey.rkey, &c->comp) :
-               uct_ep_get_zcopy(c->ep, &iov, 1, (uintptr_t)c->remote,
-                                c->rkey.rkey, &c->comp);
+                       uct_ep_put_zcopy(c->ep, &iov, 1, (uintptr_t)c->remote,
+                                        c->rkey.rkey, &c->comp) :
+                       uct_ep_get_zcopy(c->ep, &iov, 1, (uintptr_t)c->remote,
+                                        c->rkey.rkey, &c->comp);
     case COST_FADD:
         ++c->comp.count;
         return uct_ep_atomic64_fetch(c->ep, UCT_ATOMIC_OP_ADD, 1, &c->fetched,
@@ -611,7 +615,7 @@ static void cost_op_failed(cost_t *c)
 static int64_t cost_send_cqes(int64_t *wrs)
 {
     int (*counters_read)(int, enum dcxemu_counter_scope,
-                         struct dcxemu_counters*);
+                         struct dcxemu_counters *);
     const char *lib = getenv("UCX_DCX_EMU_LIB");
     struct dcxemu_counters counters;
     int64_t total = 0;
@@ -628,13 +632,13 @@ static int64_t cost_send_cqes(int64_t *wrs)
     if (handle == NULL) {
         return -1;
     }
-    *wrs = 0;
+    *wrs          = 0;
     counters_read = (int (*)(int, enum dcxemu_counter_scope,
-                             struct dcxemu_counters*))
-                    dlsym(handle, "dcxemu_counters_read");
+                             struct dcxemu_counters *))
+            dlsym(handle, "dcxemu_counters_read");
     COST_CHECK(counters_read != NULL, "finding dcxemu_counters_read");
-    for (dev = 0;
-         counters_read(dev, DCXEMU_SCOPE_PROCESS, &counters) == 0; ++dev) {
+    for (dev = 0; counters_read(dev, DCXEMU_SCOPE_PROCESS, &counters) == 0;
+         ++dev) {
         total += counters.send_cqes;
         for (i = 0; i < DCXEMU_CNT_OP_MAX; ++i) {
             *wrs += counters.wr[i];
@@ -703,7 +707,7 @@ int main(int argc, char **argv)
 
     if (argc != 3) {
         fprintf(stderr, "usage: dcx_cost OP COUNT (OP: put_short am_short "
-                "put_zcopy get_zcopy fadd ucp_put ucp_tag)\n");
+                        "put_zcopy get_zcopy fadd ucp_put ucp_tag)\n");
         return 2;
     }
     for (op = 0; op < COST_LAST; ++op) {
@@ -726,8 +730,8 @@ int main(int argc, char **argv)
         c.tl_name = (env != NULL) ? env : "ucp";
     }
     c.zcopy_size = COST_ZCOPY_SIZE;
-    c.local = aligned_alloc(4096, COST_ZCOPY_SIZE);
-    c.remote = aligned_alloc(4096, COST_ZCOPY_SIZE);
+    c.local      = aligned_alloc(4096, COST_ZCOPY_SIZE);
+    c.remote     = aligned_alloc(4096, COST_ZCOPY_SIZE);
     COST_CHECK((c.local != NULL) && (c.remote != NULL), "aligned_alloc");
     memset(c.local, 0x5a, COST_ZCOPY_SIZE);
     memset(c.remote, 0, COST_ZCOPY_SIZE);
@@ -771,9 +775,11 @@ int main(int argc, char **argv)
             }
         }
         cost_ucp_cleanup(&c);
-        if ((c.op == COST_UCP_PUT) && (*(uint64_t*)c.remote != total - 1)) {
-            fprintf(stderr, "dcx_cost: the put data: %" PRIu64 ", expected %"
-                    PRIu64 "\n", *(uint64_t*)c.remote, total - 1);
+        if ((c.op == COST_UCP_PUT) && (*(uint64_t *)c.remote != total - 1)) {
+            fprintf(stderr,
+                    "dcx_cost: the put data: %" PRIu64 ", expected %" PRIu64
+                    "\n",
+                    *(uint64_t *)c.remote, total - 1);
             exit(1);
         }
     } else {
@@ -784,14 +790,14 @@ int main(int argc, char **argv)
         COST_CHECK(c.comp.count == 1, "every completion");
         switch (c.op) {
         case COST_PUT_SHORT:
-            COST_CHECK(*(uint64_t*)c.remote == total - 1, "the put data");
+            COST_CHECK(*(uint64_t *)c.remote == total - 1, "the put data");
             break;
         case COST_PUT_ZCOPY:
             COST_CHECK((unsigned char)c.remote[c.zcopy_size - 1] == 0x5a,
                        "the put data");
             break;
         case COST_FADD:
-            COST_CHECK(*(uint64_t*)c.remote == total, "the fetch-add data");
+            COST_CHECK(*(uint64_t *)c.remote == total, "the fetch-add data");
             break;
         default:
             break;
@@ -800,8 +806,8 @@ int main(int argc, char **argv)
     }
 
     printf("op=%s tl=%s count=%" PRIu64 " send_cqes=%" PRId64 " wrs=%" PRId64
-           " tries=%" PRIu64 "\n", cost_op_names[c.op], c.tl_name, count,
-           send_cqes, wrs, tries);
+           " tries=%" PRIu64 "\n",
+           cost_op_names[c.op], c.tl_name, count, send_cqes, wrs, tries);
     free(c.local);
     free(c.remote);
     return 0;

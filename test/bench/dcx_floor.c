@@ -32,9 +32,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FLOOR_QUEUE    128
-#define FLOOR_RX_BUFS  128
-#define FLOOR_KEY      0x5eed5eedull
+#define FLOOR_QUEUE   128
+#define FLOOR_RX_BUFS 128
+#define FLOOR_KEY     0x5eed5eedull
 
 typedef struct {
     uint32_t lid, dctn, rkey, pad;
@@ -42,19 +42,19 @@ typedef struct {
 } floor_addr_t;
 
 typedef struct {
-    struct ibv_context  *ctx;
-    struct ibv_pd       *pd;
-    struct ibv_cq_ex    *cq;      /* send and receive completions */
-    struct ibv_srq      *srq;
-    struct ibv_qp       *dct, *dci;
-    struct ibv_qp_ex    *qpx;
+    struct ibv_context *ctx;
+    struct ibv_pd *pd;
+    struct ibv_cq_ex *cq; /* send and receive completions */
+    struct ibv_srq *srq;
+    struct ibv_qp *dct, *dci;
+    struct ibv_qp_ex *qpx;
     struct mlx5dv_qp_ex *mqpx;
-    struct ibv_ah       *ah;
-    struct ibv_mr       *mr;
-    char                *buf;     /* [0,size): remote target; then rx bufs */
-    long                early_recvs; /* received before they were waited for */
-    size_t              size;
-    floor_addr_t        self, peer;
+    struct ibv_ah *ah;
+    struct ibv_mr *mr;
+    char *buf; /* [0,size): remote target; then rx bufs */
+    long early_recvs; /* received before they were waited for */
+    size_t size;
+    floor_addr_t self, peer;
 } floor_t;
 
 static void die(const char *what)
@@ -104,27 +104,26 @@ static void floor_open(floor_t *f, size_t size)
 
     f->size = size;
     f->pd   = dcxemu_ibv_alloc_pd(f->ctx);
-    if ((f->pd == NULL) ||
-        (posix_memalign((void**)&f->buf, 4096,
-                        size * (1 + FLOOR_RX_BUFS)) != 0)) {
+    if ((f->pd == NULL) || (posix_memalign((void **)&f->buf, 4096,
+                                           size * (1 + FLOOR_RX_BUFS)) != 0)) {
         die("alloc");
     }
     memset(f->buf, 0, size * (1 + FLOOR_RX_BUFS));
     f->mr = dcxemu_ibv_reg_mr_iova2(f->pd, f->buf, size * (1 + FLOOR_RX_BUFS),
                                     (uintptr_t)f->buf,
                                     IBV_ACCESS_LOCAL_WRITE |
-                                    IBV_ACCESS_REMOTE_WRITE |
-                                    IBV_ACCESS_REMOTE_READ);
+                                            IBV_ACCESS_REMOTE_WRITE |
+                                            IBV_ACCESS_REMOTE_READ);
     if (f->mr == NULL) {
         die("reg_mr");
     }
 
-    ca.cqe      = 4 * FLOOR_QUEUE + FLOOR_RX_BUFS;
-    ca.wc_flags = IBV_WC_EX_WITH_BYTE_LEN;
-    f->cq       = dcxemu_ibv_create_cq_ex(f->ctx, &ca);
+    ca.cqe          = 4 * FLOOR_QUEUE + FLOOR_RX_BUFS;
+    ca.wc_flags     = IBV_WC_EX_WITH_BYTE_LEN;
+    f->cq           = dcxemu_ibv_create_cq_ex(f->ctx, &ca);
     sa.attr.max_wr  = FLOOR_RX_BUFS;
     sa.attr.max_sge = 1;
-    f->srq      = dcxemu_ibv_create_srq(f->pd, &sa);
+    f->srq          = dcxemu_ibv_create_srq(f->pd, &sa);
     if ((f->cq == NULL) || (f->srq == NULL)) {
         die("cq/srq");
     }
@@ -133,12 +132,12 @@ static void floor_open(floor_t *f, size_t size)
     qa.qp_type   = IBV_QPT_DRIVER;
     qa.comp_mask = IBV_QP_INIT_ATTR_PD;
     qa.pd        = f->pd;
-    qa.send_cq   = qa.recv_cq = ibv_cq_ex_to_cq(f->cq);
-    qa.srq       = f->srq;
-    dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC;
+    qa.send_cq = qa.recv_cq        = ibv_cq_ex_to_cq(f->cq);
+    qa.srq                         = f->srq;
+    dv.comp_mask                   = MLX5DV_QP_INIT_ATTR_MASK_DC;
     dv.dc_init_attr.dc_type        = MLX5DV_DCTYPE_DCT;
     dv.dc_init_attr.dct_access_key = FLOOR_KEY;
-    f->dct = dcxemu_mlx5dv_create_qp(f->ctx, &qa, &dv);
+    f->dct                         = dcxemu_mlx5dv_create_qp(f->ctx, &qa, &dv);
     if (f->dct == NULL) {
         die("create dct");
     }
@@ -146,32 +145,32 @@ static void floor_open(floor_t *f, size_t size)
     attr.qp_state        = IBV_QPS_INIT;
     attr.port_num        = 1;
     attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    modify(f->dct, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                          IBV_QP_ACCESS_FLAGS);
+    modify(f->dct, &attr,
+           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                   IBV_QP_ACCESS_FLAGS);
     memset(&attr, 0, sizeof(attr));
     attr.qp_state         = IBV_QPS_RTR;
     attr.path_mtu         = IBV_MTU_4096;
     attr.min_rnr_timer    = 1;
     attr.ah_attr.port_num = 1;
-    modify(f->dct, &attr, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_AV |
-                          IBV_QP_PATH_MTU);
+    modify(f->dct, &attr,
+           IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_AV | IBV_QP_PATH_MTU);
 
     /* DCI */
     memset(&qa, 0, sizeof(qa));
     memset(&dv, 0, sizeof(dv));
-    qa.qp_type             = IBV_QPT_DRIVER;
-    qa.comp_mask           = IBV_QP_INIT_ATTR_PD |
-                             IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-    qa.pd                  = f->pd;
-    qa.send_cq             = qa.recv_cq = ibv_cq_ex_to_cq(f->cq);
-    qa.cap.max_send_wr     = FLOOR_QUEUE;
-    qa.cap.max_send_sge    = 1;
-    qa.cap.max_inline_data = 64;
-    qa.send_ops_flags      = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE |
-                             IBV_QP_EX_WITH_RDMA_READ;
-    dv.comp_mask             = MLX5DV_QP_INIT_ATTR_MASK_DC;
-    dv.dc_init_attr.dc_type  = MLX5DV_DCTYPE_DCI;
-    f->dci = dcxemu_mlx5dv_create_qp(f->ctx, &qa, &dv);
+    qa.qp_type   = IBV_QPT_DRIVER;
+    qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    qa.pd        = f->pd;
+    qa.send_cq = qa.recv_cq = ibv_cq_ex_to_cq(f->cq);
+    qa.cap.max_send_wr      = FLOOR_QUEUE;
+    qa.cap.max_send_sge     = 1;
+    qa.cap.max_inline_data  = 64;
+    qa.send_ops_flags       = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE |
+                        IBV_QP_EX_WITH_RDMA_READ;
+    dv.comp_mask            = MLX5DV_QP_INIT_ATTR_MASK_DC;
+    dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
+    f->dci                  = dcxemu_mlx5dv_create_qp(f->ctx, &qa, &dv);
     if (f->dci == NULL) {
         die("create dci");
     }
@@ -191,9 +190,9 @@ static void floor_open(floor_t *f, size_t size)
     attr.retry_cnt     = 7;
     attr.rnr_retry     = 7;
     attr.max_rd_atomic = 1;
-    modify(f->dci, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                          IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                          IBV_QP_MAX_QP_RD_ATOMIC);
+    modify(f->dci, &attr,
+           IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                   IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 
     f->self.lid    = port.lid;
     f->self.dctn   = f->dct->qp_num;
@@ -208,7 +207,7 @@ static void floor_connect(floor_t *f)
 
     ah.dlid     = f->peer.lid;
     ah.port_num = 1;
-    f->ah = dcxemu_ibv_create_ah(f->pd, &ah);
+    f->ah       = dcxemu_ibv_create_ah(f->pd, &ah);
     if (f->ah == NULL) {
         die("create_ah");
     }
@@ -216,18 +215,20 @@ static void floor_connect(floor_t *f)
 
 static void post_recv(floor_t *f, int index)
 {
-    struct ibv_sge sge = {
-        (uintptr_t)(f->buf + f->size * (1 + index)), (uint32_t)f->size,
-        f->mr->lkey
-    };
-    struct ibv_recv_wr wr = {(uint64_t)index, NULL, &sge, 1}, *bad;
+    struct ibv_sge sge    = { (uintptr_t)(f->buf + f->size * (1 + index)),
+                              (uint32_t)f->size, f->mr->lkey };
+    struct ibv_recv_wr wr = { (uint64_t)index, NULL, &sge, 1 }, *bad;
 
     if (ibv_post_srq_recv(f->srq, &wr, &bad) != 0) {
         die("post_srq_recv");
     }
 }
 
-enum { OP_WRITE, OP_SEND, OP_READ };
+enum {
+    OP_WRITE,
+    OP_SEND,
+    OP_READ
+};
 
 static void post(floor_t *f, int op, size_t len, int signaled, int inl)
 {
@@ -288,9 +289,9 @@ static void wait_comps(floor_t *f, int sends, int recvs)
     uint64_t wr_id;
     long take;
 
-    take            = (f->early_recvs < recvs) ? f->early_recvs : recvs;
+    take = (f->early_recvs < recvs) ? f->early_recvs : recvs;
     f->early_recvs -= take;
-    recvs          -= take;
+    recvs -= take;
     while ((sends > 0) || (recvs > 0)) {
         wr_id = poll_one(f, &is_recv);
         if (is_recv) {
@@ -313,7 +314,7 @@ static void wait_send(floor_t *f)
 
 static int cmp_double(const void *a, const void *b)
 {
-    double x = *(const double*)a, y = *(const double*)b;
+    double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
@@ -335,7 +336,7 @@ static double write_pingpong(floor_t *f, int initiator, size_t len, long iters,
 
     for (i = 0; i < iters; ++i) {
         char seq = (char)(i % 127 + 1);
-        t0 = now_us();
+        t0       = now_us();
         if (initiator) {
             f->buf[len - 1] = seq;
             post(f, OP_WRITE, len, (i % 64) == 63, len <= 64);
@@ -431,8 +432,8 @@ static double stream_bw(floor_t *f, int op, size_t len, long iters)
 static double memcpy_bw(size_t len, long iters)
 {
     size_t span = (len < MEMCPY_SPAN / 2) ? MEMCPY_SPAN / 2 : len;
-    char *src   = malloc(span), *dst = malloc(span);
-    size_t off  = 0;
+    char *src = malloc(span), *dst = malloc(span);
+    size_t off = 0;
     double start;
     long i;
 
@@ -484,19 +485,30 @@ int main(int argc, char **argv)
     size_t size = 8;
     int to_child[2], to_parent[2], c, status, initiator;
     double result = 0, *samples;
-    floor_t f = {};
+    floor_t f     = {};
     pid_t pid;
     char sync = 0;
 
     while ((c = getopt(argc, argv, "n:w:s:t:c:")) != -1) {
         switch (c) {
-        case 'n': iters  = atol(optarg); break;
-        case 'w': warmup = atol(optarg); break;
-        case 's': size   = strtoul(optarg, NULL, 0); break;
-        case 't': test   = optarg; break;
-        case 'c': csv    = optarg; break;
+        case 'n':
+            iters = atol(optarg);
+            break;
+        case 'w':
+            warmup = atol(optarg);
+            break;
+        case 's':
+            size = strtoul(optarg, NULL, 0);
+            break;
+        case 't':
+            test = optarg;
+            break;
+        case 'c':
+            csv = optarg;
+            break;
         default:
-            fprintf(stderr, "usage: dcx_floor [-n iters] [-w warmup] "
+            fprintf(stderr,
+                    "usage: dcx_floor [-n iters] [-w warmup] "
                     "[-s size] [-t write_lat|send_lat|read_lat|write_bw|"
                     "send_bw|read_bw|memcpy_bw] "
                     "[-c csv]\n");

@@ -27,12 +27,12 @@
 
 #define SGL_WINDOW 16 /* iterations between flushes */
 
-#define SGL_CHECK(_cond, _what) \
-    do { \
-        if (!(_cond)) { \
+#define SGL_CHECK(_cond, _what)                             \
+    do {                                                    \
+        if (!(_cond)) {                                     \
             fprintf(stderr, "dcx_sgl: %s failed\n", _what); \
-            exit(1); \
-        } \
+            exit(1);                                        \
+        }                                                   \
     } while (0)
 
 #define SGL_OK(_call) SGL_CHECK((_call) == UCS_OK, #_call)
@@ -41,12 +41,12 @@
 
 typedef struct {
     ucp_context_h context;
-    ucp_worker_h  tx, rx;
-    ucp_ep_h      ep, back_ep;
-    ucp_mem_h     local_memh, remote_memh;
-    ucp_rkey_h    rkey;
-    char          *local, *remote;
-    size_t        region;
+    ucp_worker_h tx, rx;
+    ucp_ep_h ep, back_ep;
+    ucp_mem_h local_memh, remote_memh;
+    ucp_rkey_h rkey;
+    char *local, *remote;
+    size_t region;
 } sgl_bench_t;
 
 static double sgl_now(void)
@@ -86,8 +86,8 @@ static ucp_mem_h sgl_map(sgl_bench_t *b, void *address, size_t length)
 
     params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
                         UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    params.address    = address;
-    params.length     = length;
+    params.address = address;
+    params.length  = length;
     SGL_OK(ucp_mem_map(b->context, &params, &memh));
     return memh;
 }
@@ -107,8 +107,8 @@ static void sgl_connect(ucp_worker_h from, ucp_worker_h to, ucp_ep_h *ep_p)
 
 static void sgl_init(sgl_bench_t *b, size_t region)
 {
-    ucp_params_t params             = {};
-    ucp_worker_params_t wparams     = {};
+    ucp_params_t params         = {};
+    ucp_worker_params_t wparams = {};
     void *rkey_buf;
     size_t rkey_size;
 
@@ -152,7 +152,7 @@ static void sgl_cleanup(sgl_bench_t *b)
 
 int main(int argc, char **argv)
 {
-    sgl_bench_t b = {};
+    sgl_bench_t b             = {};
     ucp_request_param_t param = {}, cparam = {};
     ucp_dt_local_sgl_t local;
     ucp_dt_remote_sgl_t remote;
@@ -167,7 +167,7 @@ int main(int argc, char **argv)
 
     if ((argc != 5) && (argc != 6)) {
         fprintf(stderr, "usage: dcx_sgl sgl|loop ELEMENTS SIZE contig|scatter "
-                "[ITERS]\n");
+                        "[ITERS]\n");
         return 2;
     }
     sgl     = !strcmp(argv[1], "sgl");
@@ -209,22 +209,22 @@ int main(int argc, char **argv)
     }
     memset(b.remote, 0, b.region);
 
-    local.field_mask    = UCP_DT_LOCAL_SGL_FIELD_BUFFERS |
-                          UCP_DT_LOCAL_SGL_FIELD_LENGTHS |
-                          UCP_DT_LOCAL_SGL_FIELD_MEMHS;
-    local.buffers       = buffers;
-    local.lengths       = lengths;
-    local.memhs         = memhs;
-    remote.field_mask   = UCP_DT_REMOTE_SGL_FIELD_REMOTE_ADDRS |
-                          UCP_DT_REMOTE_SGL_FIELD_LENGTHS |
-                          UCP_DT_REMOTE_SGL_FIELD_RKEYS;
+    local.field_mask = UCP_DT_LOCAL_SGL_FIELD_BUFFERS |
+                       UCP_DT_LOCAL_SGL_FIELD_LENGTHS |
+                       UCP_DT_LOCAL_SGL_FIELD_MEMHS;
+    local.buffers     = buffers;
+    local.lengths     = lengths;
+    local.memhs       = memhs;
+    remote.field_mask = UCP_DT_REMOTE_SGL_FIELD_REMOTE_ADDRS |
+                        UCP_DT_REMOTE_SGL_FIELD_LENGTHS |
+                        UCP_DT_REMOTE_SGL_FIELD_RKEYS;
     remote.remote_addrs = raddrs;
     remote.lengths      = lengths;
     remote.rkeys        = rkeys;
-    param.op_attr_mask    = UCP_OP_ATTR_FIELD_DATATYPE |
-                            UCP_OP_ATTR_FIELD_REMOTE_DATATYPE |
-                            UCP_OP_ATTR_FIELD_REMOTE |
-                            UCP_OP_ATTR_FIELD_REMOTE_COUNT;
+    param.op_attr_mask  = UCP_OP_ATTR_FIELD_DATATYPE |
+                         UCP_OP_ATTR_FIELD_REMOTE_DATATYPE |
+                         UCP_OP_ATTR_FIELD_REMOTE |
+                         UCP_OP_ATTR_FIELD_REMOTE_COUNT;
     param.datatype        = ucp_dt_make_sgl();
     param.remote_datatype = ucp_dt_make_sgl();
     param.remote          = &remote;
@@ -244,8 +244,8 @@ int main(int argc, char **argv)
         for (i = 0; i < (sgl ? 1 : n); ++i) {
             req = sgl ? ucp_put_nbx(b.ep, &local, n, UCP_REMOTE_ADDR_INVALID,
                                     UCP_RKEY_INVALID, &param) :
-                        ucp_put_nbx(b.ep, buffers[i], size, raddrs[i],
-                                    b.rkey, &cparam);
+                        ucp_put_nbx(b.ep, buffers[i], size, raddrs[i], b.rkey,
+                                    &cparam);
             SGL_CHECK(!UCS_PTR_IS_ERR(req), "ucp_put_nbx");
             if (req != NULL) {
                 ucp_request_free(req);
@@ -269,7 +269,11 @@ int main(int argc, char **argv)
     printf("elements_per_sec=%.0f mb_per_sec=%.1f\n", iters * n / t,
            iters * n * size / t / 1e6);
     sgl_cleanup(&b);
-    free(buffers); free(lengths); free(slots); free(raddrs); free(memhs);
+    free(buffers);
+    free(lengths);
+    free(slots);
+    free(raddrs);
+    free(memhs);
     free(rkeys);
     return 0;
 }
@@ -278,8 +282,10 @@ int main(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    fprintf(stderr, "dcx_sgl: scatter-gather put needs UCX 1.22 or later "
-            "(built against %d.%d)\n", UCP_API_MAJOR, UCP_API_MINOR);
+    fprintf(stderr,
+            "dcx_sgl: scatter-gather put needs UCX 1.22 or later "
+            "(built against %d.%d)\n",
+            UCP_API_MAJOR, UCP_API_MINOR);
     return 77;
 }
 

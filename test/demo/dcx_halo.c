@@ -37,16 +37,16 @@
 #define HALO_MAX_RANKS 16
 
 typedef struct {
-    int                  rank, nranks, iters;
-    size_t               rows, cols, pitch;
-    int                  left_fd, right_fd; /* sockets to the neighbours */
-    demo_uct_t           uct;
-    double               *grid;
-    uct_mem_h            memh;
-    uct_mem_h            view_west, view_east;
-    uct_ep_h             ep_left, ep_right;
-    uct_rkey_bundle_t    rkey_left, rkey_right; /* their ghost views */
-    unsigned             notes[2];              /* AMs per side */
+    int rank, nranks, iters;
+    size_t rows, cols, pitch;
+    int left_fd, right_fd; /* sockets to the neighbours */
+    demo_uct_t uct;
+    double *grid;
+    uct_mem_h memh;
+    uct_mem_h view_west, view_east;
+    uct_ep_h ep_left, ep_right;
+    uct_rkey_bundle_t rkey_left, rkey_right; /* their ghost views */
+    unsigned notes[2]; /* AMs per side */
 } halo_t;
 
 /* The value rank r holds at (row, interior column c) in iteration it. */
@@ -60,13 +60,13 @@ static double *cell(halo_t *h, size_t row, size_t col)
     return &h->grid[row * h->pitch + col];
 }
 
-static ucs_status_t halo_am(void *arg, void *data, size_t length,
-                            unsigned flags)
+static ucs_status_t
+halo_am(void *arg, void *data, size_t length, unsigned flags)
 {
     halo_t *h = arg;
     uint8_t side;
 
-    memcpy(&side, (char*)data + sizeof(uint64_t), 1);
+    memcpy(&side, (char *)data + sizeof(uint64_t), 1);
     ++h->notes[side & 1];
     return UCS_OK;
 }
@@ -86,7 +86,7 @@ static void progress_until(halo_t *h, unsigned *counter, unsigned target)
 
 typedef struct {
     uct_completion_t uct;
-    unsigned         *done;
+    unsigned *done;
 } halo_comp_t;
 
 static void halo_comp_cb(uct_completion_t *self)
@@ -98,17 +98,17 @@ static void halo_comp_cb(uct_completion_t *self)
 
 /* Put my boundary column (interior column col) into the neighbour's ghost
  * view: strided on both sides. */
-static void halo_put_column(halo_t *h, uct_ep_h ep, uct_rkey_t rkey,
-                            size_t col, halo_comp_t *comp, unsigned *posted)
+static void halo_put_column(halo_t *h, uct_ep_h ep, uct_rkey_t rkey, size_t col,
+                            halo_comp_t *comp, unsigned *posted)
 {
     uct_iov_t iov;
     ucs_status_t status;
 
-    iov.buffer = cell(h, 0, col);
-    iov.length = sizeof(double);
-    iov.stride = h->pitch * sizeof(double);
-    iov.count  = h->rows;
-    iov.memh   = h->memh;
+    iov.buffer       = cell(h, 0, col);
+    iov.length       = sizeof(double);
+    iov.stride       = h->pitch * sizeof(double);
+    iov.count        = h->rows;
+    iov.memh         = h->memh;
     comp->uct.func   = halo_comp_cb;
     comp->uct.count  = 1;
     comp->uct.status = UCS_OK;
@@ -140,8 +140,8 @@ static void halo_note(halo_t *h, uct_ep_h ep, uint8_t side, int it)
 
 static int halo_run(halo_t *h)
 {
-    int left  = (h->rank + h->nranks - 1) % h->nranks;
-    int right = (h->rank + 1) % h->nranks;
+    int left      = (h->rank + h->nranks - 1) % h->nranks;
+    int right     = (h->rank + 1) % h->nranks;
     unsigned done = 0, posted = 0;
     halo_comp_t comps[2];
     size_t row, col, grid_bytes;
@@ -151,16 +151,20 @@ static int halo_run(halo_t *h)
     grid_bytes = h->rows * h->pitch * sizeof(double);
     h->grid    = aligned_alloc(4096, (grid_bytes + 4095) & ~(size_t)4095);
     memset(h->grid, 0, grid_bytes);
-    demo_check(uct_md_mem_reg(h->uct.md, h->grid, grid_bytes, UCT_MD_MEM_ACCESS_ALL,
-                         &h->memh), "mem_reg");
+    demo_check(uct_md_mem_reg(h->uct.md, h->grid, grid_bytes,
+                              UCT_MD_MEM_ACCESS_ALL, &h->memh),
+               "mem_reg");
 
     /* My ghost columns, exposed as strided views. */
-    demo_check(h->uct.view_create(h->uct.iface, h->memh, cell(h, 0, 0), sizeof(double),
-                         h->pitch * sizeof(double), h->rows, &h->view_west),
-          "west ghost view");
-    demo_check(h->uct.view_create(h->uct.iface, h->memh, cell(h, 0, h->cols + 1),
-                         sizeof(double), h->pitch * sizeof(double), h->rows,
-                         &h->view_east), "east ghost view");
+    demo_check(h->uct.view_create(h->uct.iface, h->memh, cell(h, 0, 0),
+                                  sizeof(double), h->pitch * sizeof(double),
+                                  h->rows, &h->view_west),
+               "west ghost view");
+    demo_check(h->uct.view_create(h->uct.iface, h->memh,
+                                  cell(h, 0, h->cols + 1), sizeof(double),
+                                  h->pitch * sizeof(double), h->rows,
+                                  &h->view_east),
+               "east ghost view");
 
     /* The left neighbour writes my west ghost, the right one my east. */
     demo_send_addr(&h->uct, h->left_fd, h->view_west);
@@ -180,17 +184,16 @@ static int halo_run(halo_t *h)
          * to the right's west ghost; then a note says it is there. */
         halo_put_column(h, h->ep_left, h->rkey_left.rkey, 1, &comps[0],
                         &posted);
-        halo_put_column(h, h->ep_right, h->rkey_right.rkey, h->cols,
-                        &comps[1], &posted);
+        halo_put_column(h, h->ep_right, h->rkey_right.rkey, h->cols, &comps[1],
+                        &posted);
         progress_until(h, &done, posted);
-        halo_note(h, h->ep_left, 1, it);  /* your east ghost is written */
+        halo_note(h, h->ep_left, 1, it); /* your east ghost is written */
         halo_note(h, h->ep_right, 0, it); /* your west ghost is written */
         progress_until(h, &h->notes[0], 2 * it + 1);
         progress_until(h, &h->notes[1], 2 * it + 1);
 
         for (row = 0; row < h->rows; ++row) {
-            errors += (*cell(h, row, 0) !=
-                       halo_value(left, it, row, h->cols));
+            errors += (*cell(h, row, 0) != halo_value(left, it, row, h->cols));
             errors += (*cell(h, row, h->cols + 1) !=
                        halo_value(right, it, row, 1));
         }
@@ -205,10 +208,11 @@ static int halo_run(halo_t *h)
     demo_check(h->uct.query_umr(h->uct.iface, &ctr), "umr counters");
     printf("dcx_halo: rank %d: %d iterations, %zu x %zu slab, %u columns "
            "moved strided -> strided view; umr: %lu zero-copy, %lu packed, "
-           "%lu programmed, %lu cache hits; %s\n", h->rank, h->iters, h->rows,
-           h->cols, posted, (unsigned long)ctr.zcopy_ops,
-           (unsigned long)ctr.copy_ops, (unsigned long)ctr.umrs,
-           (unsigned long)ctr.hits, errors ? "GHOSTS WRONG" : "ghosts verified");
+           "%lu programmed, %lu cache hits; %s\n",
+           h->rank, h->iters, h->rows, h->cols, posted,
+           (unsigned long)ctr.zcopy_ops, (unsigned long)ctr.copy_ops,
+           (unsigned long)ctr.umrs, (unsigned long)ctr.hits,
+           errors ? "GHOSTS WRONG" : "ghosts verified");
 
     /* Quiesce before tearing down: everyone is done with my views. */
     demo_flush(&h->uct);
@@ -233,8 +237,8 @@ static int halo_run(halo_t *h)
 
 int main(int argc, char **argv)
 {
-    int nranks = (argc > 1) ? atoi(argv[1]) : 4;
-    int iters  = (argc > 2) ? atoi(argv[2]) : 20;
+    int nranks  = (argc > 1) ? atoi(argv[1]) : 4;
+    int iters   = (argc > 2) ? atoi(argv[2]) : 20;
     size_t rows = (argc > 3) ? strtoul(argv[3], NULL, 0) : 256;
     size_t cols = (argc > 4) ? strtoul(argv[4], NULL, 0) : 64;
     int ring[HALO_MAX_RANKS][2];
@@ -244,8 +248,10 @@ int main(int argc, char **argv)
 
     if ((nranks < 2) || (nranks > HALO_MAX_RANKS) || (iters < 1) ||
         (rows < 1) || (cols < 1) || ((cols + 2) * sizeof(double) > 65535)) {
-        fprintf(stderr, "usage: dcx_halo [NRANKS 2..%d [ITERATIONS [ROWS "
-                "[COLS < 8190]]]]\n", HALO_MAX_RANKS);
+        fprintf(stderr,
+                "usage: dcx_halo [NRANKS 2..%d [ITERATIONS [ROWS "
+                "[COLS < 8190]]]]\n",
+                HALO_MAX_RANKS);
         return 2;
     }
 

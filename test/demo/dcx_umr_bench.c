@@ -32,18 +32,18 @@
 #define BENCH_COLD_LAYOUTS 8
 
 typedef struct {
-    demo_uct_t        uct;
-    uct_ep_h          ep;
+    demo_uct_t uct;
+    uct_ep_h ep;
     uct_rkey_bundle_t rkey;
-    uint64_t          raddr;
-    char              *src;
-    uct_mem_h         memh;
-    size_t            length, stride, count;
+    uint64_t raddr;
+    char *src;
+    uct_mem_h memh;
+    size_t length, stride, count;
 } bench_t;
 
 typedef struct {
     const char *src;
-    size_t     length, stride, count, first, num;
+    size_t length, stride, count, first, num;
 } pack_arg_t;
 
 static double now_usec(void)
@@ -59,20 +59,20 @@ static size_t pack_blocks(void *dest, void *arg)
     size_t i;
 
     for (i = 0; i < p->num; ++i) {
-        memcpy((char*)dest + i * p->length,
+        memcpy((char *)dest + i * p->length,
                p->src + (p->first + i) * p->stride, p->length);
     }
     return p->num * p->length;
 }
 
 /* Retry an operation while resources are busy. */
-#define BENCH_RETRY(_b, _call) \
-    ({ \
-        ucs_status_t _s; \
+#define BENCH_RETRY(_b, _call)                          \
+    ({                                                  \
+        ucs_status_t _s;                                \
         while ((_s = (_call)) == UCS_ERR_NO_RESOURCE) { \
-            uct_worker_progress((_b)->uct.worker); \
-        } \
-        _s; \
+            uct_worker_progress((_b)->uct.worker);      \
+        }                                               \
+        _s;                                             \
     })
 
 static void bench_strided(bench_t *b, size_t offset)
@@ -85,8 +85,8 @@ static void bench_strided(bench_t *b, size_t offset)
     iov.stride = b->stride;
     iov.count  = b->count;
     iov.memh   = b->memh;
-    status = BENCH_RETRY(b, uct_ep_put_zcopy(b->ep, &iov, 1, b->raddr,
-                                             b->rkey.rkey, NULL));
+    status     = BENCH_RETRY(b, uct_ep_put_zcopy(b->ep, &iov, 1, b->raddr,
+                                                 b->rkey.rkey, NULL));
     if ((status != UCS_OK) && (status != UCS_INPROGRESS)) {
         demo_check(status, "strided put_zcopy");
     }
@@ -101,20 +101,20 @@ static void bench_per_element(bench_t *b)
 
     for (i = 0; i < b->count; ++i) {
         if (b->length <= max_short) {
-            status = BENCH_RETRY(b, uct_ep_put_short(b->ep,
-                                                     b->src + i * b->stride,
-                                                     b->length,
-                                                     b->raddr + i * b->length,
-                                                     b->rkey.rkey));
+            status = BENCH_RETRY(b,
+                                 uct_ep_put_short(b->ep, b->src + i * b->stride,
+                                                  b->length,
+                                                  b->raddr + i * b->length,
+                                                  b->rkey.rkey));
         } else {
             iov.buffer = b->src + i * b->stride;
             iov.length = b->length;
             iov.stride = 0;
             iov.count  = 1;
             iov.memh   = b->memh;
-            status = BENCH_RETRY(b, uct_ep_put_zcopy(b->ep, &iov, 1,
-                                                     b->raddr + i * b->length,
-                                                     b->rkey.rkey, NULL));
+            status     = BENCH_RETRY(b, uct_ep_put_zcopy(b->ep, &iov, 1,
+                                                         b->raddr + i * b->length,
+                                                         b->rkey.rkey, NULL));
         }
         if ((status != UCS_OK) && (status != UCS_INPROGRESS)) {
             demo_check(status, "per-element put");
@@ -150,14 +150,14 @@ static void bench_pack_bcopy(bench_t *b)
     }
 }
 
-static int bench_sender(int fd, size_t length, size_t stride, size_t count,
-                        int iters)
+static int
+bench_sender(int fd, size_t length, size_t stride, size_t count, int iters)
 {
-    static const char *settings[] = {"UMR_MKEYS=4", NULL};
-    const char *methods[] = {"umr-first", "umr-cached", "per-element",
-                             "pack-bcopy"};
-    size_t span  = (count - 1) * stride + length;
-    size_t total = length * count;
+    static const char *settings[] = { "UMR_MKEYS=4", NULL };
+    const char *methods[]         = { "umr-first", "umr-cached", "per-element",
+                                      "pack-bcopy" };
+    size_t span                   = (count - 1) * stride + length;
+    size_t total                  = length * count;
     double start, usec;
     bench_t b;
     int m, i;
@@ -168,16 +168,17 @@ static int bench_sender(int fd, size_t length, size_t stride, size_t count,
     b.stride = stride;
     b.count  = count;
     /* Room for BENCH_COLD_LAYOUTS shifted copies of the layout. */
-    b.src    = aligned_alloc(4096, ((span + BENCH_COLD_LAYOUTS) + 4095) &
-                                   ~(size_t)4095);
+    b.src = aligned_alloc(4096,
+                          ((span + BENCH_COLD_LAYOUTS) + 4095) & ~(size_t)4095);
     memset(b.src, 0x5a, span + BENCH_COLD_LAYOUTS);
     demo_check(uct_md_mem_reg(b.uct.md, b.src, span + BENCH_COLD_LAYOUTS,
-                              UCT_MD_MEM_ACCESS_ALL, &b.memh), "mem_reg");
+                              UCT_MD_MEM_ACCESS_ALL, &b.memh),
+               "mem_reg");
     demo_connect(&b.uct, fd, &b.ep, &b.rkey);
     {
         uint32_t len;
         uint64_t *raddr = demo_blob_recv(fd, &len);
-        b.raddr = *raddr;
+        b.raddr         = *raddr;
         free(raddr);
     }
 
@@ -185,10 +186,18 @@ static int bench_sender(int fd, size_t length, size_t stride, size_t count,
         /* Warm up (and, for umr-cached, program the layout). */
         for (i = 0; i < 3; ++i) {
             switch (m) {
-            case 0:  bench_strided(&b, 1 + i % BENCH_COLD_LAYOUTS); break;
-            case 1:  bench_strided(&b, 0); break;
-            case 2:  bench_per_element(&b); break;
-            default: bench_pack_bcopy(&b); break;
+            case 0:
+                bench_strided(&b, 1 + i % BENCH_COLD_LAYOUTS);
+                break;
+            case 1:
+                bench_strided(&b, 0);
+                break;
+            case 2:
+                bench_per_element(&b);
+                break;
+            default:
+                bench_pack_bcopy(&b);
+                break;
             }
             demo_flush(&b.uct);
         }
@@ -196,23 +205,32 @@ static int bench_sender(int fd, size_t length, size_t stride, size_t count,
         start = now_usec();
         for (i = 0; i < iters; ++i) {
             switch (m) {
-            case 0:  bench_strided(&b, i % BENCH_COLD_LAYOUTS); break;
-            case 1:  bench_strided(&b, 0); break;
-            case 2:  bench_per_element(&b); break;
-            default: bench_pack_bcopy(&b); break;
+            case 0:
+                bench_strided(&b, i % BENCH_COLD_LAYOUTS);
+                break;
+            case 1:
+                bench_strided(&b, 0);
+                break;
+            case 2:
+                bench_per_element(&b);
+                break;
+            default:
+                bench_pack_bcopy(&b);
+                break;
             }
             demo_flush(&b.uct);
         }
         usec = (now_usec() - start) / iters;
-        printf("%zux%zu@%zu %s %.3f %.1f\n", length, count, stride,
-               methods[m], usec, total / usec);
+        printf("%zux%zu@%zu %s %.3f %.1f\n", length, count, stride, methods[m],
+               usec, total / usec);
         fflush(stdout);
     }
 
     {
         uct_dcx_umr_counters_t c;
         demo_check(b.uct.query_umr(b.uct.iface, &c), "umr counters");
-        fprintf(stderr, "dcx_umr_bench: umr %lu zero-copy, %lu packed, "
+        fprintf(stderr,
+                "dcx_umr_bench: umr %lu zero-copy, %lu packed, "
                 "%lu programmed, %lu hits, %lu evictions\n",
                 (unsigned long)c.zcopy_ops, (unsigned long)c.copy_ops,
                 (unsigned long)c.umrs, (unsigned long)c.hits,
@@ -230,7 +248,7 @@ static int bench_sender(int fd, size_t length, size_t stride, size_t count,
 
 static int bench_receiver(int fd, size_t total)
 {
-    char *dst = aligned_alloc(4096, (total + 4095) & ~(size_t)4095);
+    char *dst      = aligned_alloc(4096, (total + 4095) & ~(size_t)4095);
     uint64_t raddr = (uintptr_t)dst;
     struct timeval tv;
     demo_uct_t d;
@@ -238,8 +256,8 @@ static int bench_receiver(int fd, size_t total)
     fd_set fds;
 
     demo_uct_open(&d, NULL);
-    demo_check(uct_md_mem_reg(d.md, dst, total, UCT_MD_MEM_ACCESS_ALL,
-                              &memh), "mem_reg");
+    demo_check(uct_md_mem_reg(d.md, dst, total, UCT_MD_MEM_ACCESS_ALL, &memh),
+               "mem_reg");
     demo_send_addr(&d, fd, memh);
     demo_blob_send(fd, &raddr, sizeof(raddr));
 
@@ -271,7 +289,7 @@ int main(int argc, char **argv)
 
     if (argc < 4) {
         fprintf(stderr, "usage: dcx_umr_bench LENGTH STRIDE COUNT "
-                "[ITERATIONS]\n");
+                        "[ITERATIONS]\n");
         return 2;
     }
     length = strtoul(argv[1], NULL, 0);

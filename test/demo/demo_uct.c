@@ -33,9 +33,10 @@ void demo_uct_open(demo_uct_t *d, const char *const *iface_settings)
 
     memset(d, 0, sizeof(*d));
     demo_check(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
-                                        &d->async), "async context");
-    demo_check(uct_worker_create(d->async, UCS_THREAD_MODE_SINGLE,
-                                 &d->worker), "worker");
+                                        &d->async),
+               "async context");
+    demo_check(uct_worker_create(d->async, UCS_THREAD_MODE_SINGLE, &d->worker),
+               "worker");
     demo_check(uct_query_components(&components, &num), "components");
     for (i = 0; i < num; ++i) {
         cattr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
@@ -59,16 +60,17 @@ void demo_uct_open(demo_uct_t *d, const char *const *iface_settings)
         dev = "dcxemu0";
     }
     snprintf(dev_port, sizeof(dev_port), "%s:1", dev);
-    demo_check(uct_md_open(d->component, dev, md_config, &d->md),
-               "md open");
+    demo_check(uct_md_open(d->component, dev, md_config, &d->md), "md open");
     uct_config_release(md_config);
     demo_check(uct_md_query(d->md, &d->md_attr), "md query");
 
     demo_check(uct_md_iface_config_read(d->md, "dcx", NULL, NULL,
-                                        &iface_config), "iface config");
+                                        &iface_config),
+               "iface config");
     for (i = 0; (iface_settings != NULL) && (iface_settings[i] != NULL); ++i) {
         eq = strchr(iface_settings[i], '=');
-        if ((eq == NULL) || ((size_t)(eq - iface_settings[i]) >= sizeof(name))) {
+        if ((eq == NULL) ||
+            ((size_t)(eq - iface_settings[i]) >= sizeof(name))) {
             continue;
         }
         memcpy(name, iface_settings[i], eq - iface_settings[i]);
@@ -83,13 +85,14 @@ void demo_uct_open(demo_uct_t *d, const char *const *iface_settings)
         demo_check(status, iface_settings[i]);
     }
     memset(&params, 0, sizeof(params));
-    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                  UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                        UCT_IFACE_PARAM_FIELD_DEVICE;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
     params.mode.device.tl_name  = "dcx";
     params.mode.device.dev_name = dev_port;
     demo_check(uct_iface_open(d->md, d->worker, &params, iface_config,
-                              &d->iface), "iface open");
+                              &d->iface),
+               "iface open");
     uct_config_release(iface_config);
     demo_check(uct_iface_query(d->iface, &d->iface_attr), "iface query");
     uct_iface_progress_enable(d->iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
@@ -109,7 +112,8 @@ void demo_uct_open(demo_uct_t *d, const char *const *iface_settings)
                                                  "uct_dcx_iface_query_umr");
     if ((d->view_create == NULL) || (d->view_destroy == NULL) ||
         (d->query_umr == NULL)) {
-        fprintf(stderr, "dcx demo: the dcx plugin's extensions are not "
+        fprintf(stderr,
+                "dcx demo: the dcx plugin's extensions are not "
                 "visible: run under dcx-run, or with UCX >= 1.22 with dcx in "
                 "UCX's plugin path\n");
         exit(1);
@@ -164,11 +168,10 @@ void demo_send_addr(demo_uct_t *d, int fd, uct_mem_h memh)
     size_t rkey_len  = d->md_attr.rkey_packed_size;
     char *buf        = malloc(dev_len + iface_len + rkey_len);
 
-    demo_check(uct_iface_get_device_address(d->iface,
-                                            (uct_device_addr_t*)buf),
+    demo_check(uct_iface_get_device_address(d->iface, (uct_device_addr_t *)buf),
                "device address");
     demo_check(uct_iface_get_address(d->iface,
-                                     (uct_iface_addr_t*)(buf + dev_len)),
+                                     (uct_iface_addr_t *)(buf + dev_len)),
                "iface address");
     demo_check(uct_md_mkey_pack(d->md, memh, buf + dev_len + iface_len),
                "key pack");
@@ -190,8 +193,8 @@ void demo_connect(demo_uct_t *d, int fd, uct_ep_h *ep_p,
                            UCT_EP_PARAM_FIELD_DEV_ADDR |
                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
     ep_params.iface      = d->iface;
-    ep_params.dev_addr   = (const uct_device_addr_t*)buf;
-    ep_params.iface_addr = (const uct_iface_addr_t*)(buf + dev_len);
+    ep_params.dev_addr   = (const uct_device_addr_t *)buf;
+    ep_params.iface_addr = (const uct_iface_addr_t *)(buf + dev_len);
     demo_check(uct_ep_create(&ep_params, ep_p), "ep create");
     demo_check(uct_rkey_unpack(d->component, buf + dev_len + if_len, rkey_p),
                "rkey unpack");

@@ -14,24 +14,24 @@
 
 #include <stdint.h>
 
-typedef ucs_status_t (*demo_view_create_fn_t)(uct_iface_h, uct_mem_h, void*,
+typedef ucs_status_t (*demo_view_create_fn_t)(uct_iface_h, uct_mem_h, void *,
                                               size_t, size_t, size_t,
-                                              uct_mem_h*);
+                                              uct_mem_h *);
 typedef ucs_status_t (*demo_view_destroy_fn_t)(uct_iface_h, uct_mem_h);
 typedef ucs_status_t (*demo_query_umr_fn_t)(uct_iface_h,
-                                            uct_dcx_umr_counters_t*);
+                                            uct_dcx_umr_counters_t *);
 
 typedef struct {
-    ucs_async_context_t    *async;
-    uct_worker_h           worker;
-    uct_component_h        component;
-    uct_md_h               md;
-    uct_md_attr_t          md_attr;
-    uct_iface_h            iface;
-    uct_iface_attr_t       iface_attr;
-    demo_view_create_fn_t  view_create;
+    ucs_async_context_t *async;
+    uct_worker_h worker;
+    uct_component_h component;
+    uct_md_h md;
+    uct_md_attr_t md_attr;
+    uct_iface_h iface;
+    uct_iface_attr_t iface_attr;
+    demo_view_create_fn_t view_create;
     demo_view_destroy_fn_t view_destroy;
-    demo_query_umr_fn_t    query_umr;
+    demo_query_umr_fn_t query_umr;
 } demo_uct_t;
 
 /* Exit with a message unless status is UCS_OK. */

@@ -19,16 +19,16 @@
 static int rank, nprocs;
 static long checks, errors;
 
-#define CHECK(_cond, ...) \
-    do { \
-        ++checks; \
-        if (!(_cond)) { \
-            if (++errors <= 10) { \
+#define CHECK(_cond, ...)                                      \
+    do {                                                       \
+        ++checks;                                              \
+        if (!(_cond)) {                                        \
+            if (++errors <= 10) {                              \
                 fprintf(stderr, "mpi_check: rank %d: ", rank); \
-                fprintf(stderr, __VA_ARGS__); \
-                fputc('\n', stderr); \
-            } \
-        } \
+                fprintf(stderr, __VA_ARGS__);                  \
+                fputc('\n', stderr);                           \
+            }                                                  \
+        }                                                      \
     } while (0)
 
 /* The byte at offset i of a message from src to dst of a given length. */
@@ -61,7 +61,8 @@ static void *xmalloc(size_t len)
 {
     void *p = malloc(len ? len : 1);
     if (p == NULL) {
-        fprintf(stderr, "mpi_check: rank %d: out of memory (%zu bytes)\n", rank, len);
+        fprintf(stderr, "mpi_check: rank %d: out of memory (%zu bytes)\n", rank,
+                len);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     return p;
@@ -69,8 +70,8 @@ static void *xmalloc(size_t len)
 
 /* Eager to rendezvous: UCX switches protocols around 8 KiB (bcopy) and
  * tens of KiB (rendezvous) by default. */
-static const size_t sizes[] = {0, 1, 7, 64, 1000, 4096, 8192, 12345, 65536,
-                               262144, 1 << 20, 4 << 20};
+static const size_t sizes[] = { 0,    1,     7,     64,     1000,    4096,
+                                8192, 12345, 65536, 262144, 1 << 20, 4 << 20 };
 #define NUM_SIZES (sizeof(sizes) / sizeof(sizes[0]))
 
 static void check_ring(void)
@@ -80,19 +81,22 @@ static void check_ring(void)
     long bad;
 
     for (s = 0; s < NUM_SIZES; ++s) {
-        size_t len = sizes[s];
+        size_t len          = sizes[s];
         unsigned char *sbuf = xmalloc(len), *rbuf = xmalloc(len);
         MPI_Status st;
         int count;
 
         fill(sbuf, rank, right, len);
         memset(rbuf, 0xee, len);
-        MPI_Sendrecv(sbuf, (int)len, MPI_BYTE, right, 100 + (int)s, rbuf, (int)len, MPI_BYTE,
-                     left, 100 + (int)s, MPI_COMM_WORLD, &st);
+        MPI_Sendrecv(sbuf, (int)len, MPI_BYTE, right, 100 + (int)s, rbuf,
+                     (int)len, MPI_BYTE, left, 100 + (int)s, MPI_COMM_WORLD,
+                     &st);
         MPI_Get_count(&st, MPI_BYTE, &count);
-        CHECK((size_t)count == len, "sendrecv %zu B: received %d B", len, count);
+        CHECK((size_t)count == len, "sendrecv %zu B: received %d B", len,
+              count);
         bad = verify(rbuf, left, rank, len);
-        CHECK(bad < 0, "sendrecv %zu B from %d: wrong byte at %ld", len, left, bad);
+        CHECK(bad < 0, "sendrecv %zu B from %d: wrong byte at %ld", len, left,
+              bad);
 
         /* Synchronous send one way, then back. */
         memset(rbuf, 0xee, len);
@@ -104,7 +108,8 @@ static void check_ring(void)
             MPI_Ssend(sbuf, (int)len, MPI_BYTE, right, 200, MPI_COMM_WORLD);
         }
         bad = verify(rbuf, left, rank, len);
-        CHECK(bad < 0, "ssend %zu B from %d: wrong byte at %ld", len, left, bad);
+        CHECK(bad < 0, "ssend %zu B from %d: wrong byte at %ld", len, left,
+              bad);
         free(sbuf);
         free(rbuf);
     }
@@ -118,11 +123,11 @@ static void check_all_to_all_nb(void)
     int peer;
 
     for (s = 0; s < NUM_SIZES; ++s) {
-        size_t len = sizes[s];
+        size_t len           = sizes[s];
         unsigned char **sbuf = xmalloc(nprocs * sizeof(*sbuf));
         unsigned char **rbuf = xmalloc(nprocs * sizeof(*rbuf));
-        MPI_Request *req = xmalloc(2 * nprocs * sizeof(*req));
-        int nreq = 0;
+        MPI_Request *req     = xmalloc(2 * nprocs * sizeof(*req));
+        int nreq             = 0;
 
         for (peer = 0; peer < nprocs; ++peer) {
             sbuf[peer] = xmalloc(len);
@@ -132,25 +137,27 @@ static void check_all_to_all_nb(void)
         }
         if (s % 2) {
             for (peer = 0; peer < nprocs; ++peer) {
-                MPI_Irecv(rbuf[peer], (int)len, MPI_BYTE, peer, 300, MPI_COMM_WORLD,
-                          &req[nreq++]);
+                MPI_Irecv(rbuf[peer], (int)len, MPI_BYTE, peer, 300,
+                          MPI_COMM_WORLD, &req[nreq++]);
             }
             MPI_Barrier(MPI_COMM_WORLD);
         }
         for (peer = 0; peer < nprocs; ++peer) {
-            MPI_Isend(sbuf[peer], (int)len, MPI_BYTE, peer, 300, MPI_COMM_WORLD, &req[nreq++]);
+            MPI_Isend(sbuf[peer], (int)len, MPI_BYTE, peer, 300, MPI_COMM_WORLD,
+                      &req[nreq++]);
         }
         if (!(s % 2)) {
             MPI_Barrier(MPI_COMM_WORLD);
             for (peer = 0; peer < nprocs; ++peer) {
-                MPI_Irecv(rbuf[peer], (int)len, MPI_BYTE, peer, 300, MPI_COMM_WORLD,
-                          &req[nreq++]);
+                MPI_Irecv(rbuf[peer], (int)len, MPI_BYTE, peer, 300,
+                          MPI_COMM_WORLD, &req[nreq++]);
             }
         }
         MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
         for (peer = 0; peer < nprocs; ++peer) {
             long bad = verify(rbuf[peer], peer, rank, len);
-            CHECK(bad < 0, "isend/irecv %zu B from %d: wrong byte at %ld", len, peer, bad);
+            CHECK(bad < 0, "isend/irecv %zu B from %d: wrong byte at %ld", len,
+                  peer, bad);
             free(sbuf[peer]);
             free(rbuf[peer]);
         }
@@ -175,11 +182,12 @@ static void check_any_source(void)
             MPI_Probe(MPI_ANY_SOURCE, 400, MPI_COMM_WORLD, &st);
             MPI_Get_count(&st, MPI_BYTE, &count);
             buf = xmalloc(count);
-            MPI_Recv(buf, count, MPI_BYTE, st.MPI_SOURCE, 400, MPI_COMM_WORLD, &st);
-            CHECK((size_t)count == len + st.MPI_SOURCE, "probe: %d B from %d", count,
-                  st.MPI_SOURCE);
-            CHECK(verify(buf, st.MPI_SOURCE, 0, count) < 0, "any-source data from %d",
-                  st.MPI_SOURCE);
+            MPI_Recv(buf, count, MPI_BYTE, st.MPI_SOURCE, 400, MPI_COMM_WORLD,
+                     &st);
+            CHECK((size_t)count == len + st.MPI_SOURCE, "probe: %d B from %d",
+                  count, st.MPI_SOURCE);
+            CHECK(verify(buf, st.MPI_SOURCE, 0, count) < 0,
+                  "any-source data from %d", st.MPI_SOURCE);
             free(buf);
         }
     } else {
@@ -223,8 +231,8 @@ static void check_collectives(void)
     CHECK(bad < 0, "allreduce: wrong element %d", bad);
 
     lsum = rank + 1;
-    MPI_Reduce(rank == 0 ? MPI_IN_PLACE : &lsum, &lsum, 1, MPI_LONG_LONG, MPI_SUM, 0,
-               MPI_COMM_WORLD);
+    MPI_Reduce(rank == 0 ? MPI_IN_PLACE : &lsum, &lsum, 1, MPI_LONG_LONG,
+               MPI_SUM, 0, MPI_COMM_WORLD);
     expect = (long long)nprocs * (nprocs + 1) / 2;
     if (rank == 0) {
         CHECK(lsum == expect, "reduce: %lld, expected %lld", lsum, expect);
@@ -276,8 +284,8 @@ static void check_one_sided(void)
     int i, bad, round;
     MPI_Win win;
 
-    MPI_Win_allocate((MPI_Aint)n * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD,
-                     &base, &win);
+    MPI_Win_allocate((MPI_Aint)n * sizeof(long), sizeof(long), MPI_INFO_NULL,
+                     MPI_COMM_WORLD, &base, &win);
     for (i = 0; i < n; ++i) {
         base[i] = -1;
     }
@@ -334,7 +342,8 @@ static void check_one_sided(void)
     MPI_Accumulate(&value, 1, MPI_LONG, 0, 1, 1, MPI_LONG, MPI_SUM, win);
     MPI_Win_fence(0, win);
     if (rank == 0) {
-        CHECK(base[1] == (long)nprocs * (nprocs + 1) / 2, "accumulate: %ld", base[1]);
+        CHECK(base[1] == (long)nprocs * (nprocs + 1) / 2, "accumulate: %ld",
+              base[1]);
     }
     MPI_Win_fence(0, win);
 
@@ -343,7 +352,8 @@ static void check_one_sided(void)
         MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
         MPI_Fetch_and_op(&value, &result, MPI_LONG, 0, 2, MPI_SUM, win);
         MPI_Win_unlock(0, win);
-        CHECK(result >= 0 && result < 200L * nprocs, "fetch_and_op result %ld", result);
+        CHECK(result >= 0 && result < 200L * nprocs, "fetch_and_op result %ld",
+              result);
     }
 
     /* Compare-and-swap: ranks 1..N-1 claim slot 3 of rank 0 in turn (spin
@@ -352,16 +362,18 @@ static void check_one_sided(void)
      * results for a rank's own window over UCX's "self" transport (seen
      * with UCX_TLS=tcp,self and sm,self as well). */
     for (round = 0; (rank > 0) && (round < 20); ++round) {
-        long want = (long)round * (nprocs - 1) + (rank - 1);
+        long want  = (long)round * (nprocs - 1) + (rank - 1);
         long tries = 0;
         do {
             compare = want;
             value   = want + 1;
             MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
-            MPI_Compare_and_swap(&value, &compare, &result, MPI_LONG, 0, 3, win);
+            MPI_Compare_and_swap(&value, &compare, &result, MPI_LONG, 0, 3,
+                                 win);
             MPI_Win_unlock(0, win);
         } while ((result != want) && (result < want) && (++tries < 1000000));
-        CHECK(result == want, "compare_and_swap round %d: slot holds %ld, want %ld", round,
+        CHECK(result == want,
+              "compare_and_swap round %d: slot holds %ld, want %ld", round,
               result, want);
         if (result != want) {
             break;
@@ -371,10 +383,11 @@ static void check_one_sided(void)
     if (rank == 0) {
         MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
         MPI_Win_unlock(0, win);
-        CHECK(base[2] == 200L * nprocs, "fetch_and_op total %ld, expected %ld", base[2],
-              200L * nprocs);
-        CHECK(base[3] == 20L * (nprocs - 1), "compare_and_swap total %ld, expected %ld",
-              base[3], 20L * (nprocs - 1));
+        CHECK(base[2] == 200L * nprocs, "fetch_and_op total %ld, expected %ld",
+              base[2], 200L * nprocs);
+        CHECK(base[3] == 20L * (nprocs - 1),
+              "compare_and_swap total %ld, expected %ld", base[3],
+              20L * (nprocs - 1));
     }
     MPI_Barrier(MPI_COMM_WORLD);
     MPI_Win_free(&win);
@@ -389,15 +402,16 @@ static void check_one_sided_int(void)
     int *base, value, result, round;
     MPI_Win win;
 
-    MPI_Win_allocate(4 * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &base,
-                     &win);
+    MPI_Win_allocate(4 * sizeof(int), sizeof(int), MPI_INFO_NULL,
+                     MPI_COMM_WORLD, &base, &win);
     base[0] = base[1] = base[2] = base[3] = 0;
     MPI_Win_fence(0, win);
     value = rank + 1;
     MPI_Accumulate(&value, 1, MPI_INT, 0, 1, 1, MPI_INT, MPI_SUM, win);
     MPI_Win_fence(0, win);
     if (rank == 0) {
-        CHECK(base[1] == nprocs * (nprocs + 1) / 2, "int accumulate: %d", base[1]);
+        CHECK(base[1] == nprocs * (nprocs + 1) / 2, "int accumulate: %d",
+              base[1]);
     }
     MPI_Win_fence(0, win);
     for (round = 0; round < 200; ++round) {
@@ -405,15 +419,17 @@ static void check_one_sided_int(void)
         MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
         MPI_Fetch_and_op(&value, &result, MPI_INT, 0, 2, MPI_SUM, win);
         MPI_Win_unlock(0, win);
-        CHECK(result >= 0 && result < 200 * nprocs, "int fetch_and_op result %d", result);
+        CHECK(result >= 0 && result < 200 * nprocs,
+              "int fetch_and_op result %d", result);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {
         MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
         MPI_Win_unlock(0, win);
-        CHECK(base[2] == 200 * nprocs, "int fetch_and_op total %d, expected %d", base[2],
-              200 * nprocs);
-        CHECK(base[0] == 0 && base[3] == 0, "int neighbours changed: %d %d", base[0], base[3]);
+        CHECK(base[2] == 200 * nprocs, "int fetch_and_op total %d, expected %d",
+              base[2], 200 * nprocs);
+        CHECK(base[0] == 0 && base[3] == 0, "int neighbours changed: %d %d",
+              base[0], base[3]);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     MPI_Win_free(&win);
@@ -428,18 +444,21 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     const char *stage = (argc > 1) ? argv[1] : "all";
-    int p2p = !strcmp(stage, "all") || !strcmp(stage, "p2p");
-    int coll = !strcmp(stage, "all") || !strcmp(stage, "coll");
-    int rma = !strcmp(stage, "all") || !strcmp(stage, "rma");
+    int p2p           = !strcmp(stage, "all") || !strcmp(stage, "p2p");
+    int coll          = !strcmp(stage, "all") || !strcmp(stage, "coll");
+    int rma           = !strcmp(stage, "all") || !strcmp(stage, "rma");
     if ((argc > 2) || !(p2p || coll || rma)) {
         if (rank == 0) {
-            fprintf(stderr, "usage: mpirun -np N %s [all|p2p|coll|rma]   (N >= 2)\n", argv[0]);
+            fprintf(stderr,
+                    "usage: mpirun -np N %s [all|p2p|coll|rma]   (N >= 2)\n",
+                    argv[0]);
         }
         MPI_Finalize();
         return 2;
     }
     if (nprocs < 2) {
-        fprintf(stderr, "mpi_check: needs at least 2 ranks (mpirun -np N, N >= 2)\n");
+        fprintf(stderr,
+                "mpi_check: needs at least 2 ranks (mpirun -np N, N >= 2)\n");
         MPI_Finalize();
         return 2;
     }
@@ -450,8 +469,8 @@ int main(int argc, char **argv)
         check_all_to_all_nb();
         check_any_source();
         if (rank == 0) {
-            printf("mpi_check: point-to-point done (%zu sizes, 0 B .. %zu B)\n", NUM_SIZES,
-                   sizes[NUM_SIZES - 1]);
+            printf("mpi_check: point-to-point done (%zu sizes, 0 B .. %zu B)\n",
+                   NUM_SIZES, sizes[NUM_SIZES - 1]);
             fflush(stdout);
         }
     }
@@ -475,8 +494,8 @@ int main(int argc, char **argv)
     MPI_Allreduce(&checks, &total_checks, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("mpi_check: %s (%s): %d ranks, %ld checks, %ld failed, %.2f s\n",
-               total_errors ? "FAIL" : "PASS", stage, nprocs, total_checks, total_errors,
-               MPI_Wtime() - start);
+               total_errors ? "FAIL" : "PASS", stage, nprocs, total_checks,
+               total_errors, MPI_Wtime() - start);
         fflush(stdout);
     }
     MPI_Finalize();

@@ -16,16 +16,16 @@
 static int me, npes;
 static long checks, errors;
 
-#define CHECK(_cond, ...) \
-    do { \
-        ++checks; \
-        if (!(_cond)) { \
-            if (++errors <= 10) { \
+#define CHECK(_cond, ...)                                    \
+    do {                                                     \
+        ++checks;                                            \
+        if (!(_cond)) {                                      \
+            if (++errors <= 10) {                            \
                 fprintf(stderr, "shmem_check: PE %d: ", me); \
-                fprintf(stderr, __VA_ARGS__); \
-                fputc('\n', stderr); \
-            } \
-        } \
+                fprintf(stderr, __VA_ARGS__);                \
+                fputc('\n', stderr);                         \
+            }                                                \
+        }                                                    \
     } while (0)
 
 #define MAX_ELEMS (1 << 18) /* 2 MiB of longs */
@@ -47,7 +47,7 @@ static void *xmalloc(size_t len)
 
 static void check_put_get(long *sym)
 {
-    static const long sizes[] = {1, 8, 100, 1024, 8192, 65536, MAX_ELEMS};
+    static const long sizes[] = { 1, 8, 100, 1024, 8192, 65536, MAX_ELEMS };
     int right = (me + 1) % npes, left = (me + npes - 1) % npes;
     long *buf = xmalloc(MAX_ELEMS * sizeof(long));
     unsigned s;
@@ -70,8 +70,10 @@ static void check_put_get(long *sym)
                 bad = i;
             }
         }
-        CHECK(bad < 0, "put of %ld longs from %d: wrong element %ld", n, left, bad);
-        CHECK(n == MAX_ELEMS || sym[n] == -1, "put of %ld longs wrote past its end", n);
+        CHECK(bad < 0, "put of %ld longs from %d: wrong element %ld", n, left,
+              bad);
+        CHECK(n == MAX_ELEMS || sym[n] == -1,
+              "put of %ld longs wrote past its end", n);
 
         /* Read back what the right neighbour received (from me). */
         memset(buf, 0, n * sizeof(long));
@@ -81,7 +83,8 @@ static void check_put_get(long *sym)
                 bad = i;
             }
         }
-        CHECK(bad < 0, "get of %ld longs from %d: wrong element %ld", n, right, bad);
+        CHECK(bad < 0, "get of %ld longs from %d: wrong element %ld", n, right,
+              bad);
         shmem_barrier_all(); /* before anyone resets its array */
     }
 
@@ -91,10 +94,10 @@ static void check_put_get(long *sym)
     shmem_quiet();
     shmem_long_p(&sym[MAX_ELEMS - 1], value_of(me, 42, 1), right);
     shmem_barrier_all();
-    CHECK(sym[MAX_ELEMS - 1] == value_of(left, 42, 1), "shmem_p from %d: %ld", left,
-          sym[MAX_ELEMS - 1]);
-    CHECK(shmem_long_g(&sym[MAX_ELEMS - 1], right) == value_of(me, 42, 1), "shmem_g from %d",
-          right);
+    CHECK(sym[MAX_ELEMS - 1] == value_of(left, 42, 1), "shmem_p from %d: %ld",
+          left, sym[MAX_ELEMS - 1]);
+    CHECK(shmem_long_g(&sym[MAX_ELEMS - 1], right) == value_of(me, 42, 1),
+          "shmem_g from %d", right);
     free(buf);
 }
 
@@ -102,7 +105,7 @@ static void check_strided(long *sym)
 {
     int right = (me + 1) % npes, left = (me + npes - 1) % npes;
     const long n = 1000;
-    long *buf = xmalloc(4 * n * sizeof(long));
+    long *buf    = xmalloc(4 * n * sizeof(long));
     long i, bad;
 
     for (i = 0; i < 4 * n; ++i) {
@@ -148,14 +151,14 @@ static void check_atomics(void)
 
     counter = added = incs = ticket = 0;
     icounter = iadded = 0;
-    swap_slot = -1;
+    swap_slot         = -1;
     shmem_barrier_all();
 
     /* Everybody hammers PE 0 (and the last PE) at once. */
     for (i = 0; i < rounds; ++i) {
         old = shmem_long_atomic_fetch_add(&counter, 3, 0);
-        CHECK(old >= 0 && old % 3 == 0 && old < 3L * rounds * npes, "fetch_add returned %ld",
-              old);
+        CHECK(old >= 0 && old % 3 == 0 && old < 3L * rounds * npes,
+              "fetch_add returned %ld", old);
         if (old > seen_max) {
             seen_max = old;
         }
@@ -172,31 +175,36 @@ static void check_atomics(void)
     }
     shmem_barrier_all();
     if (me == 0) {
-        CHECK(icounter == 3 * rounds * npes, "int fetch_add total %d, expected %d", icounter,
+        CHECK(icounter == 3 * rounds * npes,
+              "int fetch_add total %d, expected %d", icounter,
               3 * rounds * npes);
     }
     if (me == npes - 1) {
-        CHECK(iadded == rounds * npes * (npes + 1) / 2, "int add total %d", iadded);
+        CHECK(iadded == rounds * npes * (npes + 1) / 2, "int add total %d",
+              iadded);
     }
     if (me == 0) {
-        CHECK(counter == 3L * rounds * npes, "fetch_add total %ld, expected %ld", counter,
-              3L * rounds * npes);
+        CHECK(counter == 3L * rounds * npes,
+              "fetch_add total %ld, expected %ld", counter, 3L * rounds * npes);
         CHECK(incs == (long)rounds * npes, "inc total %ld, expected %ld", incs,
               (long)rounds * npes);
     }
     if (me == npes - 1) {
-        CHECK(added == (long)rounds * npes * (npes + 1) / 2, "add total %ld", added);
+        CHECK(added == (long)rounds * npes * (npes + 1) / 2, "add total %ld",
+              added);
     }
-    CHECK(shmem_long_atomic_fetch(&counter, 0) == 3L * rounds * npes, "atomic fetch");
+    CHECK(shmem_long_atomic_fetch(&counter, 0) == 3L * rounds * npes,
+          "atomic fetch");
 
     /* Ticket lock by compare-swap on PE 0: PEs 1..N-1 take tickets in turn.
      * PE 0 does not take part: on Open MPI 4.1.4 + UCX 1.13.1 a PE's
      * compare-swap on its own memory returns stale values (seen with
      * UCX_TLS=tcp,self too, so not a dcx matter). */
     for (i = 0; (me > 0) && (i < 50); ++i) {
-        long want = (long)i * (npes - 1) + (me - 1);
+        long want  = (long)i * (npes - 1) + (me - 1);
         long tries = 0;
-        while ((old = shmem_long_atomic_compare_swap(&ticket, want, want + 1, 0)) != want &&
+        while ((old = shmem_long_atomic_compare_swap(&ticket, want, want + 1,
+                                                     0)) != want &&
                old < want && ++tries < 1000000) {
         }
         CHECK(old == want, "compare_swap: ticket %ld, want %ld", old, want);
@@ -211,8 +219,8 @@ static void check_atomics(void)
     CHECK(prev >= -1 && prev < npes && prev != me, "swap returned %ld", prev);
     shmem_barrier_all();
     if (me == 0) {
-        CHECK(ticket == 50L * (npes - 1), "compare_swap total %ld, expected %ld", ticket,
-              50L * (npes - 1));
+        CHECK(ticket == 50L * (npes - 1),
+              "compare_swap total %ld, expected %ld", ticket, 50L * (npes - 1));
     }
     for (pe = 0; pe < npes; ++pe) {
         shmem_barrier_all();
@@ -232,13 +240,15 @@ int main(int argc, char **argv)
     npes = shmem_n_pes();
     if (argc > 1) {
         if (me == 0) {
-            fprintf(stderr, "usage: oshrun -np N %s   (N >= 2, no arguments)\n", argv[0]);
+            fprintf(stderr, "usage: oshrun -np N %s   (N >= 2, no arguments)\n",
+                    argv[0]);
         }
         shmem_finalize();
         return 2;
     }
     if (npes < 2) {
-        fprintf(stderr, "shmem_check: needs at least 2 PEs (oshrun -np N, N >= 2)\n");
+        fprintf(stderr,
+                "shmem_check: needs at least 2 PEs (oshrun -np N, N >= 2)\n");
         shmem_finalize();
         return 2;
     }

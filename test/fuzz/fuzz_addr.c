@@ -26,30 +26,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FUZZ_ADDR_SEED_KEY    0x59454b4445455344ull /* "DSEEDKEY" */
-#define FUZZ_ADDR_KEY_OFFSET  4
+#define FUZZ_ADDR_SEED_KEY   0x59454b4445455344ull /* "DSEEDKEY" */
+#define FUZZ_ADDR_KEY_OFFSET 4
 
 /* The device address's wire format (dcx_iface.h: uct_dcx_dev_addr_t): a
  * 16-bit LID, a flags byte, then a GID when flag bit 0 (RoCE) or bit 3
  * (InfiniBand, global addressing) is set. */
-#define FUZZ_ADDR_DEV_HDR_LEN    3
-#define FUZZ_ADDR_DEV_FLAGS      2
-#define FUZZ_ADDR_DEV_GID_FLAGS  0x09
-#define FUZZ_ADDR_GID_LEN        16
+#define FUZZ_ADDR_DEV_HDR_LEN   3
+#define FUZZ_ADDR_DEV_FLAGS     2
+#define FUZZ_ADDR_DEV_GID_FLAGS 0x09
+#define FUZZ_ADDR_GID_LEN       16
 
 static dcx_fuzz_iface_t fuzz_iface;
 static dcx_fuzz_buf_t fuzz_target;
 static uct_rkey_bundle_t fuzz_rkey;
 static uint8_t *fuzz_dev_addr, *fuzz_dev_addr_gid, *fuzz_iface_addr;
 
-static ucs_status_t fuzz_addr_err_handler(void *arg, uct_ep_h ep,
-                                          ucs_status_t status)
+static ucs_status_t
+fuzz_addr_err_handler(void *arg, uct_ep_h ep, ucs_status_t status)
 {
     return UCS_OK;
 }
 
-static ucs_status_t fuzz_addr_am_handler(void *arg, void *data, size_t length,
-                                         unsigned flags)
+static ucs_status_t
+fuzz_addr_am_handler(void *arg, void *data, size_t length, unsigned flags)
 {
     return UCS_OK;
 }
@@ -69,8 +69,7 @@ static void fuzz_addr_write_seed(const char *dir, const char *name,
 
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     file = fopen(path, "w");
-    if ((file == NULL) ||
-        (fwrite(dev_addr, dev_addr_len, 1, file) != 1) ||
+    if ((file == NULL) || (fwrite(dev_addr, dev_addr_len, 1, file) != 1) ||
         (fwrite(iface_addr, fuzz_iface.attr.iface_addr_len, 1, file) != 1) ||
         (fputc(ops, file) == EOF) || (fclose(file) != 0)) {
         dcx_fuzz_fatal("writing %s: %m", path);
@@ -85,10 +84,10 @@ static void fuzz_addr_write_seeds(const char *dir)
 
     memcpy(self, fuzz_iface.iface_addr, sizeof(self));
     memcpy(self + FUZZ_ADDR_KEY_OFFSET, &key, sizeof(key));
-    fuzz_addr_write_seed(dir, "self-put", fuzz_iface.dev_addr,
-                         dev_addr_len, self, 1);
-    fuzz_addr_write_seed(dir, "self-all", fuzz_iface.dev_addr,
-                         dev_addr_len, self, 7);
+    fuzz_addr_write_seed(dir, "self-put", fuzz_iface.dev_addr, dev_addr_len,
+                         self, 1);
+    fuzz_addr_write_seed(dir, "self-all", fuzz_iface.dev_addr, dev_addr_len,
+                         self, 7);
 
     /* A DCT that does not exist (the DCT number's top byte set). */
     memcpy(iface_addr, self, sizeof(iface_addr));
@@ -115,8 +114,8 @@ static void fuzz_addr_write_seeds(const char *dir)
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     static const char *const config[] = {
-        "TIMEOUT=100us", "RETRY_COUNT=1", "RNR_RETRY_COUNT=1", "NUM_DCI=4",
-        "FC_GRANT_TIMEOUT=1ms", NULL
+        "TIMEOUT=100us", "RETRY_COUNT=1",        "RNR_RETRY_COUNT=1",
+        "NUM_DCI=4",     "FC_GRANT_TIMEOUT=1ms", NULL
     };
     const char *seeds;
 
@@ -150,9 +149,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    dcx_fuzz_input_t in = {data, size};
+    dcx_fuzz_input_t in    = { data, size };
     uct_ep_params_t params = {};
-    uint64_t payload = 0x1122334455667788ull;
+    uint64_t payload       = 0x1122334455667788ull;
     uct_ep_h ep;
     uint8_t header[FUZZ_ADDR_DEV_HDR_LEN];
     uint8_t *dev_addr;
@@ -178,15 +177,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* UCP asks first; an endpoint must refuse what is not reachable on its
      * own too, so it is created either way. */
     (void)uct_iface_is_reachable(fuzz_iface.iface,
-                                 (const uct_device_addr_t*)dev_addr,
-                                 (const uct_iface_addr_t*)fuzz_iface_addr);
+                                 (const uct_device_addr_t *)dev_addr,
+                                 (const uct_iface_addr_t *)fuzz_iface_addr);
 
-    params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
-                        UCT_EP_PARAM_FIELD_DEV_ADDR |
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
                         UCT_EP_PARAM_FIELD_IFACE_ADDR;
     params.iface      = fuzz_iface.iface;
-    params.dev_addr   = (const uct_device_addr_t*)dev_addr;
-    params.iface_addr = (const uct_iface_addr_t*)fuzz_iface_addr;
+    params.dev_addr   = (const uct_device_addr_t *)dev_addr;
+    params.iface_addr = (const uct_iface_addr_t *)fuzz_iface_addr;
     if (uct_ep_create(&params, &ep) != UCS_OK) {
         return 0;
     }
@@ -195,8 +193,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * the flush below waits for whatever went out. */
     if (ops & 1) {
         (void)uct_ep_put_short(ep, &payload, sizeof(payload),
-                               (uintptr_t)fuzz_target.ptr + 64,
-                               fuzz_rkey.rkey);
+                               (uintptr_t)fuzz_target.ptr + 64, fuzz_rkey.rkey);
     }
     if (ops & 2) {
         (void)uct_ep_am_short(ep, 5, 0x42, &payload, sizeof(payload));

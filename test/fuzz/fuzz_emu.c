@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DCX_FUZZ_EMU_MARKER  0xfeedfacecafe0000ull
+#define DCX_FUZZ_EMU_MARKER 0xfeedfacecafe0000ull
 
 
 static void *dcx_fuzz_emu_sym(void *lib, const char *name)
@@ -24,8 +24,8 @@ static void *dcx_fuzz_emu_sym(void *lib, const char *name)
 /* The address vector of every raw object: LID 1 on InfiniBand; on RoCE a GRH
  * from and to dcxemu0's GID that dcx picks by default (RoCE v2,
  * IPv4-mapped), so raw packets reach dcx interfaces and the raw DCT. */
-static void dcx_fuzz_emu_fill_av(const dcx_fuzz_emu_t *e,
-                                 struct ibv_ah_attr *ah)
+static void
+dcx_fuzz_emu_fill_av(const dcx_fuzz_emu_t *e, struct ibv_ah_attr *ah)
 {
     memset(ah, 0, sizeof(*ah));
     ah->port_num = 1;
@@ -50,15 +50,15 @@ static void dcx_fuzz_emu_dci_to_rts(dcx_fuzz_emu_t *e)
     a.qp_state   = IBV_QPS_INIT;
     a.pkey_index = 0;
     a.port_num   = 1;
-    ret = e->modify_qp(e->dci, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-                       IBV_QP_PORT);
+    ret          = e->modify_qp(e->dci, &a,
+                                IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT);
     if (ret == 0) {
         memset(&a, 0, sizeof(a));
         a.qp_state = IBV_QPS_RTR;
         a.path_mtu = IBV_MTU_4096;
         dcx_fuzz_emu_fill_av(e, &a.ah_attr);
-        ret = e->modify_qp(e->dci, &a, IBV_QP_STATE | IBV_QP_PATH_MTU |
-                           IBV_QP_AV);
+        ret = e->modify_qp(e->dci, &a,
+                           IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_AV);
     }
     if (ret == 0) {
         memset(&a, 0, sizeof(a));
@@ -67,9 +67,10 @@ static void dcx_fuzz_emu_dci_to_rts(dcx_fuzz_emu_t *e)
         a.retry_cnt     = e->retry;
         a.rnr_retry     = e->rnr_retry;
         a.max_rd_atomic = 16;
-        ret = e->modify_qp(e->dci, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-                           IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                           IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_SQ_PSN);
+        ret             = e->modify_qp(e->dci, &a,
+                                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                               IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
+                                               IBV_QP_SQ_PSN);
     }
     if (ret != 0) {
         dcx_fuzz_fatal("raw dci to rts: %s", strerror(ret));
@@ -109,8 +110,8 @@ void dcx_fuzz_emu_recv_drain(dcx_fuzz_emu_t *e)
     }
 
     while (e->srq_posted < DCX_FUZZ_EMU_SRQ_LEN) {
-        sge.addr   = (uintptr_t)e->recv_buf +
-                     (e->srq_posted * DCX_FUZZ_EMU_RECV_LEN);
+        sge.addr = (uintptr_t)e->recv_buf +
+                   (e->srq_posted * DCX_FUZZ_EMU_RECV_LEN);
         sge.length = DCX_FUZZ_EMU_RECV_LEN;
         sge.lkey   = e->recv_mr->lkey;
         memset(&wr, 0, sizeof(wr));
@@ -126,32 +127,30 @@ void dcx_fuzz_emu_recv_drain(dcx_fuzz_emu_t *e)
 void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
                        uint8_t rnr_retry)
 {
-    struct ibv_device **(*get_device_list)(int*);
-    void (*free_device_list)(struct ibv_device**);
-    struct ibv_context *(*open_device)(struct ibv_device*,
-                                       struct mlx5dv_context_attr*);
-    struct ibv_pd *(*alloc_pd)(struct ibv_context*);
-    struct ibv_cq *(*create_cq)(struct ibv_context*, int, void*,
-                                struct ibv_comp_channel*, int);
-    struct ibv_srq *(*create_srq)(struct ibv_pd*, struct ibv_srq_init_attr*);
-    struct ibv_qp *(*create_qp)(struct ibv_context*,
-                                struct ibv_qp_init_attr_ex*,
-                                struct mlx5dv_qp_init_attr*);
-    struct ibv_qp_ex *(*qp_to_qp_ex)(struct ibv_qp*);
-    struct mlx5dv_qp_ex *(*qp_ex_to_dv)(struct ibv_qp_ex*);
-    struct ibv_ah *(*create_ah)(struct ibv_pd*, struct ibv_ah_attr*);
-    int (*query_port)(struct ibv_context*, uint8_t, struct ibv_port_attr*);
-    int (*query_gid_ex)(struct ibv_context*, uint32_t, uint32_t,
-                        struct ibv_gid_entry*, uint32_t, size_t);
+    struct ibv_device **(*get_device_list)(int *);
+    void (*free_device_list)(struct ibv_device **);
+    struct ibv_context *(*open_device)(struct ibv_device *,
+                                       struct mlx5dv_context_attr *);
+    struct ibv_pd *(*alloc_pd)(struct ibv_context *);
+    struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *,
+                                struct ibv_comp_channel *, int);
+    struct ibv_srq *(*create_srq)(struct ibv_pd *, struct ibv_srq_init_attr *);
+    struct ibv_qp *(*create_qp)(struct ibv_context *,
+                                struct ibv_qp_init_attr_ex *,
+                                struct mlx5dv_qp_init_attr *);
+    struct ibv_qp_ex *(*qp_to_qp_ex)(struct ibv_qp *);
+    struct mlx5dv_qp_ex *(*qp_ex_to_dv)(struct ibv_qp_ex *);
+    struct ibv_ah *(*create_ah)(struct ibv_pd *, struct ibv_ah_attr *);
+    int (*query_port)(struct ibv_context *, uint8_t, struct ibv_port_attr *);
+    int (*query_gid_ex)(struct ibv_context *, uint32_t, uint32_t,
+                        struct ibv_gid_entry *, uint32_t, size_t);
     struct ibv_gid_entry gid_entry;
     struct ibv_port_attr port_attr;
     uint32_t i;
     struct mlx5dv_qp_init_attr dv_attr;
     struct ibv_qp_init_attr_ex attr;
     struct ibv_srq_init_attr srq_attr;
-    struct mlx5dv_context_attr ctx_attr = {
-        .flags = MLX5DV_CONTEXT_FLAGS_DEVX
-    };
+    struct mlx5dv_context_attr ctx_attr = { .flags = MLX5DV_CONTEXT_FLAGS_DEVX };
     struct ibv_device **list;
     struct ibv_ah_attr ah_attr;
     struct ibv_qp_attr qp_attr;
@@ -163,23 +162,22 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
     if (lib == NULL) {
         dcx_fuzz_fatal("loading the device model: %s", dlerror());
     }
-    get_device_list = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_get_device_list");
+    get_device_list  = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_get_device_list");
     free_device_list = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_free_device_list");
-    open_device     = dcx_fuzz_emu_sym(lib, "dcxemu_mlx5dv_open_device");
-    alloc_pd        = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_alloc_pd");
-    create_cq       = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_create_cq");
-    create_srq      = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_create_srq");
-    create_qp       = dcx_fuzz_emu_sym(lib, "dcxemu_mlx5dv_create_qp");
-    qp_to_qp_ex     = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_qp_to_qp_ex");
-    qp_ex_to_dv     = dcx_fuzz_emu_sym(lib,
-                                       "dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex");
-    create_ah       = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_create_ah");
-    query_port      = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_query_port");
-    query_gid_ex    = dcx_fuzz_emu_sym(lib, "dcxemu__ibv_query_gid_ex");
-    e->modify_qp    = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_modify_qp");
-    e->reg_mr       = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_reg_mr");
-    e->retry        = retry;
-    e->rnr_retry    = rnr_retry;
+    open_device      = dcx_fuzz_emu_sym(lib, "dcxemu_mlx5dv_open_device");
+    alloc_pd         = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_alloc_pd");
+    create_cq        = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_create_cq");
+    create_srq       = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_create_srq");
+    create_qp        = dcx_fuzz_emu_sym(lib, "dcxemu_mlx5dv_create_qp");
+    qp_to_qp_ex      = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_qp_to_qp_ex");
+    qp_ex_to_dv  = dcx_fuzz_emu_sym(lib, "dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex");
+    create_ah    = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_create_ah");
+    query_port   = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_query_port");
+    query_gid_ex = dcx_fuzz_emu_sym(lib, "dcxemu__ibv_query_gid_ex");
+    e->modify_qp = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_modify_qp");
+    e->reg_mr    = dcx_fuzz_emu_sym(lib, "dcxemu_ibv_reg_mr");
+    e->retry     = retry;
+    e->rnr_retry = rnr_retry;
 
     list = get_device_list(&num);
     if ((list == NULL) || (num < 1)) {
@@ -188,8 +186,7 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
     /* With DEVX, as dcx opens it: the mkey builders need it. */
     e->ctx = open_device(list[0], &ctx_attr);
     free_device_list(list);
-    if ((e->ctx == NULL) ||
-        ((e->pd = alloc_pd(e->ctx)) == NULL) ||
+    if ((e->ctx == NULL) || ((e->pd = alloc_pd(e->ctx)) == NULL) ||
         ((e->send_cq = create_cq(e->ctx, 1024, NULL, NULL, 0)) == NULL) ||
         ((e->recv_cq = create_cq(e->ctx, 1024, NULL, NULL, 0)) == NULL)) {
         dcx_fuzz_fatal("opening the raw device dcxemu0 failed");
@@ -215,8 +212,7 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
     }
     e->ib_grh = !e->roce && (port_attr.flags & IBV_QPF_GRH_REQUIRED);
     if (e->ib_grh) {
-        if (query_gid_ex(e->ctx, 1, 0, &gid_entry, 0, sizeof(gid_entry)) !=
-            0) {
+        if (query_gid_ex(e->ctx, 1, 0, &gid_entry, 0, sizeof(gid_entry)) != 0) {
             dcx_fuzz_fatal("the raw device has no GID 0");
         }
         e->sgid_index = 0;
@@ -225,15 +221,16 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
 
     e->buf_len = buf_len;
     if ((posix_memalign(&e->buf, 4096, buf_len) != 0) ||
-        (posix_memalign(&e->recv_buf, 4096, DCX_FUZZ_EMU_SRQ_LEN *
-                                            DCX_FUZZ_EMU_RECV_LEN) != 0)) {
+        (posix_memalign(&e->recv_buf, 4096,
+                        DCX_FUZZ_EMU_SRQ_LEN * DCX_FUZZ_EMU_RECV_LEN) != 0)) {
         dcx_fuzz_fatal("out of memory");
     }
     memset(e->buf, 0, buf_len);
     memset(e->recv_buf, 0, DCX_FUZZ_EMU_SRQ_LEN * DCX_FUZZ_EMU_RECV_LEN);
-    e->mr      = e->reg_mr(e->pd, e->buf, buf_len, IBV_ACCESS_LOCAL_WRITE |
-                           IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                           IBV_ACCESS_REMOTE_ATOMIC);
+    e->mr      = e->reg_mr(e->pd, e->buf, buf_len,
+                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                   IBV_ACCESS_REMOTE_READ |
+                                   IBV_ACCESS_REMOTE_ATOMIC);
     e->recv_mr = e->reg_mr(e->pd, e->recv_buf,
                            DCX_FUZZ_EMU_SRQ_LEN * DCX_FUZZ_EMU_RECV_LEN,
                            IBV_ACCESS_LOCAL_WRITE);
@@ -250,18 +247,16 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
     attr.cap.max_send_wr     = 64;
     attr.cap.max_send_sge    = 4;
     attr.cap.max_inline_data = 128;
-    attr.comp_mask           = IBV_QP_INIT_ATTR_PD |
-                               IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-    attr.send_ops_flags      = IBV_QP_EX_WITH_RDMA_WRITE |
-                               IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
-                               IBV_QP_EX_WITH_SEND |
-                               IBV_QP_EX_WITH_SEND_WITH_IMM |
-                               IBV_QP_EX_WITH_RDMA_READ |
-                               IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-                               IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
-    dv_attr.comp_mask              = MLX5DV_QP_INIT_ATTR_MASK_DC;
-    dv_attr.dc_init_attr.dc_type   = MLX5DV_DCTYPE_DCI;
-    e->dci = create_qp(e->ctx, &attr, &dv_attr);
+    attr.comp_mask      = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    attr.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE |
+                          IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                          IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+                          IBV_QP_EX_WITH_RDMA_READ |
+                          IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                          IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    dv_attr.comp_mask            = MLX5DV_QP_INIT_ATTR_MASK_DC;
+    dv_attr.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
+    e->dci                       = create_qp(e->ctx, &attr, &dv_attr);
     if ((e->dci == NULL) || ((e->qpx = qp_to_qp_ex(e->dci)) == NULL) ||
         ((e->dv = qp_ex_to_dv(e->qpx)) == NULL)) {
         dcx_fuzz_fatal("creating the raw dci failed");
@@ -273,7 +268,7 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
     memset(&srq_attr, 0, sizeof(srq_attr));
     srq_attr.attr.max_wr  = DCX_FUZZ_EMU_SRQ_LEN;
     srq_attr.attr.max_sge = 1;
-    e->srq = create_srq(e->pd, &srq_attr);
+    e->srq                = create_srq(e->pd, &srq_attr);
     if (e->srq == NULL) {
         dcx_fuzz_fatal("creating the raw srq failed");
     }
@@ -289,27 +284,28 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
     dv_attr.comp_mask                   = MLX5DV_QP_INIT_ATTR_MASK_DC;
     dv_attr.dc_init_attr.dc_type        = MLX5DV_DCTYPE_DCT;
     dv_attr.dc_init_attr.dct_access_key = e->dc_key;
-    e->dct = create_qp(e->ctx, &attr, &dv_attr);
+    e->dct                              = create_qp(e->ctx, &attr, &dv_attr);
     if (e->dct == NULL) {
         dcx_fuzz_fatal("creating the raw dct failed");
     }
     memset(&qp_attr, 0, sizeof(qp_attr));
     qp_attr.qp_state        = IBV_QPS_INIT;
     qp_attr.port_num        = 1;
-    qp_attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-                              IBV_ACCESS_REMOTE_READ |
+    qp_attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                               IBV_ACCESS_REMOTE_ATOMIC;
-    if (e->modify_qp(e->dct, &qp_attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-                     IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+    if (e->modify_qp(e->dct, &qp_attr,
+                     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                             IBV_QP_ACCESS_FLAGS) != 0) {
         dcx_fuzz_fatal("raw dct to init failed");
     }
     memset(&qp_attr, 0, sizeof(qp_attr));
-    qp_attr.qp_state         = IBV_QPS_RTR;
-    qp_attr.path_mtu         = IBV_MTU_4096;
-    qp_attr.min_rnr_timer    = 1;
+    qp_attr.qp_state      = IBV_QPS_RTR;
+    qp_attr.path_mtu      = IBV_MTU_4096;
+    qp_attr.min_rnr_timer = 1;
     dcx_fuzz_emu_fill_av(e, &qp_attr.ah_attr);
-    if (e->modify_qp(e->dct, &qp_attr, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER |
-                     IBV_QP_AV | IBV_QP_PATH_MTU) != 0) {
+    if (e->modify_qp(e->dct, &qp_attr,
+                     IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_AV |
+                             IBV_QP_PATH_MTU) != 0) {
         dcx_fuzz_fatal("raw dct to rtr failed");
     }
     dcx_fuzz_emu_recv_drain(e);
@@ -321,7 +317,7 @@ void dcx_fuzz_emu_open(dcx_fuzz_emu_t *e, size_t buf_len, uint8_t retry,
     }
 }
 
-int dcx_fuzz_emu_drain(dcx_fuzz_emu_t *e, void (*progress)(void*), void *arg)
+int dcx_fuzz_emu_drain(dcx_fuzz_emu_t *e, void (*progress)(void *), void *arg)
 {
     double start = dcx_fuzz_now();
     struct ibv_wc wc[16];
@@ -339,13 +335,13 @@ int dcx_fuzz_emu_drain(dcx_fuzz_emu_t *e, void (*progress)(void*), void *arg)
         dcx_fuzz_fatal("posting the marker failed: %s", strerror(ret));
     }
 
-    for (count = 0; ; ++count) {
+    for (count = 0;; ++count) {
         if ((count >= DCX_FUZZ_MAX_PROGRESS) ||
             (((count % 1024) == 0) &&
              (dcx_fuzz_now() > start + DCX_FUZZ_MAX_SECONDS))) {
             dcx_fuzz_fatal("the raw dci's work did not complete after %u "
-                           "polls in %.1f s: a hang", count,
-                           dcx_fuzz_now() - start);
+                           "polls in %.1f s: a hang",
+                           count, dcx_fuzz_now() - start);
         }
         n = ibv_poll_cq(e->send_cq, 16, wc);
         if (n < 0) {

@@ -16,40 +16,40 @@
 #include <stdint.h>
 
 
-#define DCX_FUZZ_EMU_SRQ_LEN   64     /* receives kept posted on the DCT */
-#define DCX_FUZZ_EMU_RECV_LEN  256    /* bytes of each */
+#define DCX_FUZZ_EMU_SRQ_LEN  64 /* receives kept posted on the DCT */
+#define DCX_FUZZ_EMU_RECV_LEN 256 /* bytes of each */
 
 
 typedef struct {
-    struct ibv_context  *ctx;
-    struct ibv_pd       *pd;
-    struct ibv_cq       *send_cq;     /* the DCI's */
-    struct ibv_cq       *recv_cq;     /* the DCT's */
-    struct ibv_srq      *srq;
-    struct ibv_qp       *dci;
-    struct ibv_qp_ex    *qpx;
+    struct ibv_context *ctx;
+    struct ibv_pd *pd;
+    struct ibv_cq *send_cq; /* the DCI's */
+    struct ibv_cq *recv_cq; /* the DCT's */
+    struct ibv_srq *srq;
+    struct ibv_qp *dci;
+    struct ibv_qp_ex *qpx;
     struct mlx5dv_qp_ex *dv;
-    struct ibv_qp       *dct;
-    uint64_t            dc_key;       /* of the DCT */
-    struct ibv_ah       *ah;          /* to LID 1 (RoCE: the GID below):
+    struct ibv_qp *dct;
+    uint64_t dc_key; /* of the DCT */
+    struct ibv_ah *ah; /* to LID 1 (RoCE: the GID below):
                                          every member's dcxemu0 */
-    int                 roce;         /* the port is Ethernet: GRH addresses */
-    int                 ib_grh;       /* an InfiniBand port that requires a
+    int roce; /* the port is Ethernet: GRH addresses */
+    int ib_grh; /* an InfiniBand port that requires a
                                          GRH: its GID 0 in every address */
-    uint8_t             sgid_index;   /* RoCE: dcx's default choice */
-    union ibv_gid       gid;          /* RoCE: dcxemu0's GID at sgid_index */
-    void                *buf;         /* registered, buf_len bytes */
-    size_t              buf_len;
-    struct ibv_mr       *mr;
-    void                *recv_buf;    /* the SRQ's buffers */
-    struct ibv_mr       *recv_mr;
-    unsigned            srq_posted;
-    uint32_t            max_inline;   /* written back at create */
-    uint32_t            max_sge;
-    uint8_t             rnr_retry;
-    uint8_t             retry;
-    int                 (*modify_qp)(struct ibv_qp*, struct ibv_qp_attr*, int);
-    struct ibv_mr       *(*reg_mr)(struct ibv_pd*, void*, size_t, int);
+    uint8_t sgid_index; /* RoCE: dcx's default choice */
+    union ibv_gid gid; /* RoCE: dcxemu0's GID at sgid_index */
+    void *buf; /* registered, buf_len bytes */
+    size_t buf_len;
+    struct ibv_mr *mr;
+    void *recv_buf; /* the SRQ's buffers */
+    struct ibv_mr *recv_mr;
+    unsigned srq_posted;
+    uint32_t max_inline; /* written back at create */
+    uint32_t max_sge;
+    uint8_t rnr_retry;
+    uint8_t retry;
+    int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
+    struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
 } dcx_fuzz_emu_t;
 
 
@@ -65,7 +65,7 @@ void dcx_fuzz_emu_dci_reset(dcx_fuzz_emu_t *e);
  * polls; the marker completes after every WR posted before it. Returns
  * whether any completion had an error status (then the DCI is reset).
  * Aborts, as a hang, when the marker does not complete within the bounds. */
-int dcx_fuzz_emu_drain(dcx_fuzz_emu_t *e, void (*progress)(void*), void *arg);
+int dcx_fuzz_emu_drain(dcx_fuzz_emu_t *e, void (*progress)(void *), void *arg);
 
 /* Receive completions of the DCT: polled, and the SRQ refilled. */
 void dcx_fuzz_emu_recv_drain(dcx_fuzz_emu_t *e);

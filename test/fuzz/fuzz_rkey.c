@@ -38,8 +38,8 @@ static dcx_fuzz_buf_t fuzz_remote, fuzz_local;
 static uct_ep_h fuzz_ep;
 static int fuzz_ep_failed;
 
-static ucs_status_t fuzz_rkey_err_handler(void *arg, uct_ep_h ep,
-                                          ucs_status_t status)
+static ucs_status_t
+fuzz_rkey_err_handler(void *arg, uct_ep_h ep, ucs_status_t status)
 {
     if (ep == fuzz_ep) {
         fuzz_ep_failed = 1;
@@ -51,12 +51,11 @@ static void fuzz_rkey_ep_create(void)
 {
     uct_ep_params_t params = {};
 
-    params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
-                        UCT_EP_PARAM_FIELD_DEV_ADDR |
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
                         UCT_EP_PARAM_FIELD_IFACE_ADDR;
     params.iface      = fuzz_iface.iface;
-    params.dev_addr   = (const uct_device_addr_t*)fuzz_iface.dev_addr;
-    params.iface_addr = (const uct_iface_addr_t*)fuzz_iface.iface_addr;
+    params.dev_addr   = (const uct_device_addr_t *)fuzz_iface.dev_addr;
+    params.iface_addr = (const uct_iface_addr_t *)fuzz_iface.iface_addr;
     if (uct_ep_create(&params, &fuzz_ep) != UCS_OK) {
         dcx_fuzz_fatal("connecting to the interface itself failed");
     }
@@ -65,7 +64,7 @@ static void fuzz_rkey_ep_create(void)
 
 static size_t fuzz_rkey_pack_cb(void *dest, void *arg)
 {
-    size_t length = *(size_t*)arg;
+    size_t length = *(size_t *)arg;
 
     memset(dest, 0x5a, length);
     return length;
@@ -102,10 +101,9 @@ static void fuzz_rkey_write_seed(const char *dir, unsigned op, int16_t offset,
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    static const char *const config[] = {
-        "TIMEOUT=100us", "RETRY_COUNT=1", "RNR_RETRY_COUNT=1", "NUM_DCI=4",
-        NULL
-    };
+    static const char *const config[] = { "TIMEOUT=100us", "RETRY_COUNT=1",
+                                          "RNR_RETRY_COUNT=1", "NUM_DCI=4",
+                                          NULL };
     const char *seeds;
     unsigned op;
 
@@ -129,7 +127,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    dcx_fuzz_input_t in = {data, size};
+    dcx_fuzz_input_t in = { data, size };
     uint8_t packed[64], op;
     uct_rkey_bundle_t bundle;
     uct_completion_t comp;
@@ -188,28 +186,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                                 &length, raddr, bundle.rkey);
         break;
     case FUZZ_RKEY_OP_PUT_ZCOPY:
-        status = uct_ep_put_zcopy(fuzz_ep, &iov, 1, raddr, bundle.rkey,
-                                  &comp);
+        status = uct_ep_put_zcopy(fuzz_ep, &iov, 1, raddr, bundle.rkey, &comp);
         break;
     case FUZZ_RKEY_OP_GET_BCOPY:
         status = uct_ep_get_bcopy(fuzz_ep, fuzz_rkey_unpack_cb, NULL, length,
                                   raddr, bundle.rkey, &comp);
         break;
     case FUZZ_RKEY_OP_GET_ZCOPY:
-        status = uct_ep_get_zcopy(fuzz_ep, &iov, 1, raddr, bundle.rkey,
-                                  &comp);
+        status = uct_ep_get_zcopy(fuzz_ep, &iov, 1, raddr, bundle.rkey, &comp);
         break;
     case FUZZ_RKEY_OP_ATOMIC_ADD:
-        status = uct_ep_atomic64_post(fuzz_ep, UCT_ATOMIC_OP_ADD, length,
-                                      raddr, bundle.rkey);
+        status = uct_ep_atomic64_post(fuzz_ep, UCT_ATOMIC_OP_ADD, length, raddr,
+                                      bundle.rkey);
         break;
     case FUZZ_RKEY_OP_ATOMIC_FADD:
         status = uct_ep_atomic64_fetch(fuzz_ep, UCT_ATOMIC_OP_ADD, length,
                                        &result, raddr, bundle.rkey, &comp);
         break;
     default:
-        status = uct_ep_atomic_cswap64(fuzz_ep, 0, length, raddr,
-                                       bundle.rkey, &result, &comp);
+        status = uct_ep_atomic_cswap64(fuzz_ep, 0, length, raddr, bundle.rkey,
+                                       &result, &comp);
         break;
     }
 

@@ -30,19 +30,19 @@
 #define FUZZ_RX_IMM_FC_GRANT 0xfc02u
 
 enum {
-    FUZZ_RX_SEND,          /* no immediate data */
-    FUZZ_RX_SEND_IMM,      /* immediate as given */
-    FUZZ_RX_SEND_AM,       /* immediate: an active message id (imm % 32) */
-    FUZZ_RX_SEND_FC_REQ,   /* immediate: a credit request */
+    FUZZ_RX_SEND, /* no immediate data */
+    FUZZ_RX_SEND_IMM, /* immediate as given */
+    FUZZ_RX_SEND_AM, /* immediate: an active message id (imm % 32) */
+    FUZZ_RX_SEND_FC_REQ, /* immediate: a credit request */
     FUZZ_RX_SEND_FC_GRANT, /* immediate: a credit grant */
-    FUZZ_RX_WRITE_IMM,     /* RDMA write with immediate into the buffer */
+    FUZZ_RX_WRITE_IMM, /* RDMA write with immediate into the buffer */
     FUZZ_RX_KIND_LAST
 };
 
 enum {
     FUZZ_RX_FLAG_INLINE  = 1, /* payload inline in the WQE */
     FUZZ_RX_FLAG_BAD_KEY = 2, /* DC key: not the interface's */
-    FUZZ_RX_FLAG_KEEP    = 4  /* the AM handler keeps the descriptor */
+    FUZZ_RX_FLAG_KEEP    = 4 /* the AM handler keeps the descriptor */
 };
 
 static dcx_fuzz_iface_t fuzz_iface;
@@ -55,8 +55,8 @@ static unsigned fuzz_num_kept;
 static int fuzz_keep_next;
 static uint64_t fuzz_am_bytes;
 
-static ucs_status_t fuzz_rx_am_handler(void *arg, void *data, size_t length,
-                                       unsigned flags)
+static ucs_status_t
+fuzz_rx_am_handler(void *arg, void *data, size_t length, unsigned flags)
 {
     const uint8_t *p = data;
     size_t i;
@@ -67,7 +67,7 @@ static ucs_status_t fuzz_rx_am_handler(void *arg, void *data, size_t length,
     }
     if (fuzz_keep_next && (flags & UCT_CB_PARAM_FLAG_DESC) &&
         (fuzz_num_kept < FUZZ_RX_MAX_KEPT)) {
-        fuzz_kept[fuzz_num_kept++] = (char*)data - DCX_FUZZ_RX_HEADROOM;
+        fuzz_kept[fuzz_num_kept++] = (char *)data - DCX_FUZZ_RX_HEADROOM;
         return UCS_INPROGRESS;
     }
     return UCS_OK;
@@ -83,7 +83,7 @@ static void fuzz_rx_progress(void *arg)
 static size_t fuzz_rx_fc_request(uint8_t *p)
 {
     uint64_t ep_id = 0x1234, key = fuzz_emu.dc_key;
-    uint32_t dctn  = fuzz_emu.dct->qp_num;
+    uint32_t dctn    = fuzz_emu.dct->qp_num;
     uint16_t credits = 4, lid = 1;
 
     memcpy(p, &ep_id, 8);
@@ -91,10 +91,10 @@ static size_t fuzz_rx_fc_request(uint8_t *p)
     p[16] = dctn & 0xff;
     p[17] = (dctn >> 8) & 0xff;
     p[18] = (dctn >> 16) & 0xff;
-    p[19] = 1;                 /* sn */
+    p[19] = 1; /* sn */
     memcpy(p + 20, &credits, 2);
     memcpy(p + 22, &lid, 2);
-    p[24] = 0;                 /* dev_flags */
+    p[24] = 0; /* dev_flags */
     return 25;
 }
 
@@ -164,16 +164,16 @@ static void fuzz_rx_write_seeds(const char *dir)
     fuzz_rx_seed_close(file);
 
     file = fuzz_rx_seed_open(dir, "bad-key");
-    fuzz_rx_seed_record(file, FUZZ_RX_SEND_AM, FUZZ_RX_FLAG_BAD_KEY, 1,
-                        payload, 8);
+    fuzz_rx_seed_record(file, FUZZ_RX_SEND_AM, FUZZ_RX_FLAG_BAD_KEY, 1, payload,
+                        8);
     fuzz_rx_seed_close(file);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     static const char *const config[] = {
-        "RX_QUEUE_LEN=128", "TIMEOUT=100us", "RETRY_COUNT=1",
-        "RNR_RETRY_COUNT=1", "NUM_DCI=4", NULL
+        "RX_QUEUE_LEN=128",  "TIMEOUT=100us", "RETRY_COUNT=1",
+        "RNR_RETRY_COUNT=1", "NUM_DCI=4",     NULL
     };
     const char *seeds;
     uint8_t id;
@@ -189,9 +189,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     }
 
     /* dcx_iface.h: uct_dcx_iface_addr_t (24-bit DCT number, flags, key). */
-    fuzz_dctn   = fuzz_iface.iface_addr[0] |
-                  ((uint32_t)fuzz_iface.iface_addr[1] << 8) |
-                  ((uint32_t)fuzz_iface.iface_addr[2] << 16);
+    fuzz_dctn = fuzz_iface.iface_addr[0] |
+                ((uint32_t)fuzz_iface.iface_addr[1] << 8) |
+                ((uint32_t)fuzz_iface.iface_addr[2] << 16);
     memcpy(&fuzz_dc_key, &fuzz_iface.iface_addr[4], sizeof(fuzz_dc_key));
 
     /* The hostile peer: the raw DCI gives up after one retry. */
@@ -207,7 +207,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    dcx_fuzz_input_t in = {data, size};
+    dcx_fuzz_input_t in   = { data, size };
     struct ibv_qp_ex *qpx = fuzz_emu.qpx;
     uint8_t kind, flags;
     unsigned i, num_msgs;
@@ -247,13 +247,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         default:
             /* Anywhere near the registered buffer: the device checks. */
-            ibv_wr_rdma_write_imm(qpx, (uint32_t)fuzz_target.packed_rkey[0] |
-                                  ((uint32_t)fuzz_target.packed_rkey[1] << 8) |
-                                  ((uint32_t)fuzz_target.packed_rkey[2] << 16) |
-                                  ((uint32_t)fuzz_target.packed_rkey[3] << 24),
-                                  (uintptr_t)fuzz_target.ptr +
-                                  (imm % (2 * FUZZ_RX_BUF_LEN)),
-                                  htonl(imm));
+            ibv_wr_rdma_write_imm(
+                    qpx,
+                    (uint32_t)fuzz_target.packed_rkey[0] |
+                            ((uint32_t)fuzz_target.packed_rkey[1] << 8) |
+                            ((uint32_t)fuzz_target.packed_rkey[2] << 16) |
+                            ((uint32_t)fuzz_target.packed_rkey[3] << 24),
+                    (uintptr_t)fuzz_target.ptr + (imm % (2 * FUZZ_RX_BUF_LEN)),
+                    htonl(imm));
             break;
         }
         if ((flags & FUZZ_RX_FLAG_INLINE) && (length <= fuzz_emu.max_inline)) {
@@ -264,7 +265,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         mlx5dv_wr_set_dc_addr(fuzz_emu.dv, fuzz_emu.ah, fuzz_dctn,
                               (flags & FUZZ_RX_FLAG_BAD_KEY) ?
-                              fuzz_dc_key ^ imm ^ 1 : fuzz_dc_key);
+                                      fuzz_dc_key ^ imm ^ 1 :
+                                      fuzz_dc_key);
         ret = ibv_wr_complete(qpx);
         if (ret != 0) {
             dcx_fuzz_fatal("posting message %u failed: %s", num_msgs,

@@ -22,33 +22,37 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FUZZ_UMR_MAX_STEPS    6
-#define FUZZ_UMR_MAX_ENTRIES  6
-#define FUZZ_UMR_RC_WR_ID     0x756d72ull
+#define FUZZ_UMR_MAX_STEPS   6
+#define FUZZ_UMR_MAX_ENTRIES 6
+#define FUZZ_UMR_RC_WR_ID    0x756d72ull
 
 enum {
-    FUZZ_UMR_INTERLEAVED, FUZZ_UMR_LIST, FUZZ_UMR_LOCAL_INV,
-    FUZZ_UMR_DCI_WRITE, FUZZ_UMR_DCI_READ, FUZZ_UMR_DCI_GATHER,
+    FUZZ_UMR_INTERLEAVED,
+    FUZZ_UMR_LIST,
+    FUZZ_UMR_LOCAL_INV,
+    FUZZ_UMR_DCI_WRITE,
+    FUZZ_UMR_DCI_READ,
+    FUZZ_UMR_DCI_GATHER,
     FUZZ_UMR_KIND_LAST
 };
 
 typedef struct {
-    int32_t  offset;
-    uint32_t count;      /* bytes_count, or the SGE's length */
+    int32_t offset;
+    uint32_t count; /* bytes_count, or the SGE's length */
     uint32_t skip;
-    uint8_t  key;        /* which region's key, or 3: the fuzzed one */
+    uint8_t key; /* which region's key, or 3: the fuzzed one */
     uint32_t lkey;
 } __attribute__((packed)) fuzz_umr_entry_t;
 
 typedef struct {
-    uint8_t          kind;
-    uint8_t          mkey;      /* bit 0: which mkey */
-    uint8_t          wr_flags;
-    uint8_t          num;       /* entries */
-    uint32_t         access;
-    uint32_t         repeat;
-    int32_t          offset;    /* DCI steps: offset in the mkey */
-    uint32_t         length;
+    uint8_t kind;
+    uint8_t mkey; /* bit 0: which mkey */
+    uint8_t wr_flags;
+    uint8_t num; /* entries */
+    uint32_t access;
+    uint32_t repeat;
+    int32_t offset; /* DCI steps: offset in the mkey */
+    uint32_t length;
     fuzz_umr_entry_t entries[FUZZ_UMR_MAX_ENTRIES];
 } __attribute__((packed)) fuzz_umr_record_t;
 
@@ -58,7 +62,7 @@ static struct ibv_qp *fuzz_rc;
 static struct ibv_qp_ex *fuzz_rcx;
 static struct mlx5dv_qp_ex *fuzz_rcdv;
 static struct mlx5dv_mkey *fuzz_mkeys[2];
-static struct ibv_mr *fuzz_ro_mr;     /* remote read only */
+static struct ibv_mr *fuzz_ro_mr; /* remote read only */
 static void *fuzz_ro_buf;
 
 static void fuzz_umr_rc_to_rts(void)
@@ -66,13 +70,13 @@ static void fuzz_umr_rc_to_rts(void)
     static const int masks[] = {
         IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-        IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                IBV_QP_MIN_RNR_TIMER,
         IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC |
-        IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_TIMEOUT
+                IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_TIMEOUT
     };
-    static const enum ibv_qp_state states[] = {
-        IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS
-    };
+    static const enum ibv_qp_state states[] = { IBV_QPS_INIT, IBV_QPS_RTR,
+                                                IBV_QPS_RTS };
     struct ibv_qp_attr a;
     unsigned i;
     int ret;
@@ -92,7 +96,7 @@ static void fuzz_umr_rc_to_rts(void)
         a.retry_cnt          = 1;
         a.rnr_retry          = 1;
         a.timeout            = 5;
-        ret = fuzz_emu.modify_qp(fuzz_rc, &a, masks[i]);
+        ret                  = fuzz_emu.modify_qp(fuzz_rc, &a, masks[i]);
         if (ret != 0) {
             dcx_fuzz_fatal("rc qp to state %d: %s", states[i], strerror(ret));
         }
@@ -116,8 +120,8 @@ static void fuzz_umr_rc_drain(void)
             (((count % 1024) == 0) &&
              (dcx_fuzz_now() > start + DCX_FUZZ_MAX_SECONDS))) {
             dcx_fuzz_fatal("the rc qp's umr did not complete after %u "
-                           "polls in %.1f s: a hang", count,
-                           dcx_fuzz_now() - start);
+                           "polls in %.1f s: a hang",
+                           count, dcx_fuzz_now() - start);
         }
         n = ibv_poll_cq(fuzz_rc_cq, 8, wc);
         if (n < 0) {
@@ -125,7 +129,7 @@ static void fuzz_umr_rc_drain(void)
         }
         for (i = 0; i < n; ++i) {
             error |= (wc[i].status != IBV_WC_SUCCESS);
-            done  |= (wc[i].wr_id == FUZZ_UMR_RC_WR_ID);
+            done |= (wc[i].wr_id == FUZZ_UMR_RC_WR_ID);
         }
     }
     if (error) {
@@ -182,8 +186,7 @@ static void fuzz_umr_build(const fuzz_umr_record_t *r)
     uint32_t lkey;
 
     for (i = 0; i < num; ++i) {
-        base              = fuzz_umr_base(r->entries[i].key, r->entries[i].lkey,
-                                          &lkey);
+        base = fuzz_umr_base(r->entries[i].key, r->entries[i].lkey, &lkey);
         il[i].addr        = base + (int64_t)r->entries[i].offset;
         il[i].bytes_count = r->entries[i].count;
         il[i].bytes_skip  = r->entries[i].skip;
@@ -216,10 +219,10 @@ static void fuzz_umr_build(const fuzz_umr_record_t *r)
 
 static void fuzz_umr_dci(const fuzz_umr_record_t *r)
 {
-    struct ibv_qp_ex *qpx       = fuzz_emu.qpx;
-    struct mlx5dv_mkey *mkey    = fuzz_mkeys[r->mkey & 1];
-    uint32_t length             = r->length % 8192;
-    uint64_t local              = (uintptr_t)fuzz_emu.buf;
+    struct ibv_qp_ex *qpx    = fuzz_emu.qpx;
+    struct mlx5dv_mkey *mkey = fuzz_mkeys[r->mkey & 1];
+    uint32_t length          = r->length % 8192;
+    uint64_t local           = (uintptr_t)fuzz_emu.buf;
 
     ibv_wr_start(qpx);
     qpx->wr_id    = 1;
@@ -268,72 +271,72 @@ static void fuzz_umr_write_seeds(const char *dir)
 
     memset(r, 0, sizeof(r));
     /* interleaved: 3 x (8 B, skip 56) then (4 B, skip 12); write, read */
-    r[0].kind               = FUZZ_UMR_INTERLEAVED;
-    r[0].wr_flags           = IBV_SEND_INLINE;
-    r[0].num                = 2;
-    r[0].access             = all;
-    r[0].repeat             = 3;
-    r[0].entries[0].offset  = 3;
-    r[0].entries[0].count   = 8;
-    r[0].entries[0].skip    = 56;
-    r[0].entries[1].offset  = 1000;
-    r[0].entries[1].count   = 4;
-    r[0].entries[1].skip    = 12;
-    r[1].kind               = FUZZ_UMR_DCI_WRITE;
-    r[1].length             = 36;
-    r[2].kind               = FUZZ_UMR_DCI_READ;
-    r[2].offset             = 4;
-    r[2].length             = 20;
-    r[3].kind               = FUZZ_UMR_LOCAL_INV;
+    r[0].kind              = FUZZ_UMR_INTERLEAVED;
+    r[0].wr_flags          = IBV_SEND_INLINE;
+    r[0].num               = 2;
+    r[0].access            = all;
+    r[0].repeat            = 3;
+    r[0].entries[0].offset = 3;
+    r[0].entries[0].count  = 8;
+    r[0].entries[0].skip   = 56;
+    r[0].entries[1].offset = 1000;
+    r[0].entries[1].count  = 4;
+    r[0].entries[1].skip   = 12;
+    r[1].kind              = FUZZ_UMR_DCI_WRITE;
+    r[1].length            = 36;
+    r[2].kind              = FUZZ_UMR_DCI_READ;
+    r[2].offset            = 4;
+    r[2].length            = 20;
+    r[3].kind              = FUZZ_UMR_LOCAL_INV;
     fuzz_umr_write_seed(dir, "interleaved", r, 4);
 
     /* list of two SGEs; gather from it; invalidate */
-    r[0].kind               = FUZZ_UMR_LIST;
-    r[0].mkey               = 1;
-    r[0].repeat             = 0;
-    r[0].entries[0].count   = 100;
-    r[0].entries[1].key     = 1;
-    r[0].entries[1].offset  = 64;
-    r[0].entries[1].count   = 50;
-    r[1].kind               = FUZZ_UMR_DCI_GATHER;
-    r[1].mkey               = 1;
-    r[1].offset             = 90;
-    r[1].length             = 30;
-    r[2].kind               = FUZZ_UMR_LOCAL_INV;
-    r[2].mkey               = 1;
+    r[0].kind              = FUZZ_UMR_LIST;
+    r[0].mkey              = 1;
+    r[0].repeat            = 0;
+    r[0].entries[0].count  = 100;
+    r[0].entries[1].key    = 1;
+    r[0].entries[1].offset = 64;
+    r[0].entries[1].count  = 50;
+    r[1].kind              = FUZZ_UMR_DCI_GATHER;
+    r[1].mkey              = 1;
+    r[1].offset            = 90;
+    r[1].length            = 30;
+    r[2].kind              = FUZZ_UMR_LOCAL_INV;
+    r[2].mkey              = 1;
     fuzz_umr_write_seed(dir, "list", r, 3);
 
     /* interleaved with an entry of zero bytes, gathered (the regression of
      * test/gtest/emu/test_umr.cc: interleaved_zero_byte_entry) */
     memset(r, 0, sizeof(r));
-    r[0].kind               = FUZZ_UMR_INTERLEAVED;
-    r[0].wr_flags           = IBV_SEND_INLINE;
-    r[0].num                = 3;
-    r[0].access             = all;
-    r[0].repeat             = 5;
-    r[0].entries[0].offset  = 100;
-    r[0].entries[0].count   = 4;
-    r[0].entries[0].skip    = 12;
-    r[0].entries[1].offset  = 900;
-    r[0].entries[2].offset  = 2000;
-    r[0].entries[2].count   = 12;
-    r[0].entries[2].skip    = 12;
-    r[1].kind               = FUZZ_UMR_DCI_GATHER;
-    r[1].offset             = 2;
-    r[1].length             = 30;
+    r[0].kind              = FUZZ_UMR_INTERLEAVED;
+    r[0].wr_flags          = IBV_SEND_INLINE;
+    r[0].num               = 3;
+    r[0].access            = all;
+    r[0].repeat            = 5;
+    r[0].entries[0].offset = 100;
+    r[0].entries[0].count  = 4;
+    r[0].entries[0].skip   = 12;
+    r[0].entries[1].offset = 900;
+    r[0].entries[2].offset = 2000;
+    r[0].entries[2].count  = 12;
+    r[0].entries[2].skip   = 12;
+    r[1].kind              = FUZZ_UMR_DCI_GATHER;
+    r[1].offset            = 2;
+    r[1].length            = 30;
     fuzz_umr_write_seed(dir, "zero-byte-entry", r, 2);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    struct ibv_cq *(*create_cq)(struct ibv_context*, int, void*,
-                                struct ibv_comp_channel*, int);
-    struct ibv_qp *(*create_qp)(struct ibv_context*,
-                                struct ibv_qp_init_attr_ex*,
-                                struct mlx5dv_qp_init_attr*);
-    struct ibv_qp_ex *(*qp_to_qp_ex)(struct ibv_qp*);
-    struct mlx5dv_qp_ex *(*qp_ex_to_dv)(struct ibv_qp_ex*);
-    struct mlx5dv_mkey *(*create_mkey)(struct mlx5dv_mkey_init_attr*);
+    struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *,
+                                struct ibv_comp_channel *, int);
+    struct ibv_qp *(*create_qp)(struct ibv_context *,
+                                struct ibv_qp_init_attr_ex *,
+                                struct mlx5dv_qp_init_attr *);
+    struct ibv_qp_ex *(*qp_to_qp_ex)(struct ibv_qp *);
+    struct mlx5dv_qp_ex *(*qp_ex_to_dv)(struct ibv_qp_ex *);
+    struct mlx5dv_mkey *(*create_mkey)(struct mlx5dv_mkey_init_attr *);
     struct mlx5dv_mkey_init_attr mkey_attr;
     struct mlx5dv_qp_init_attr dv_attr;
     struct ibv_qp_init_attr_ex attr;
@@ -367,14 +370,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     attr.cap.max_send_wr     = 16;
     attr.cap.max_send_sge    = 1;
     attr.cap.max_inline_data = 128;
-    attr.comp_mask           = IBV_QP_INIT_ATTR_PD |
-                               IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-    attr.send_ops_flags      = IBV_QP_EX_WITH_LOCAL_INV;
-    dv_attr.comp_mask        = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
-    dv_attr.send_ops_flags   = MLX5DV_QP_EX_WITH_MR_INTERLEAVED |
-                               MLX5DV_QP_EX_WITH_MR_LIST;
+    attr.comp_mask      = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    attr.send_ops_flags = IBV_QP_EX_WITH_LOCAL_INV;
+    dv_attr.comp_mask   = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+    dv_attr.send_ops_flags = MLX5DV_QP_EX_WITH_MR_INTERLEAVED |
+                             MLX5DV_QP_EX_WITH_MR_LIST;
     fuzz_rc = (fuzz_rc_cq == NULL) ? NULL :
-              create_qp(fuzz_emu.ctx, &attr, &dv_attr);
+                                     create_qp(fuzz_emu.ctx, &attr, &dv_attr);
     if ((fuzz_rc == NULL) || ((fuzz_rcx = qp_to_qp_ex(fuzz_rc)) == NULL) ||
         ((fuzz_rcdv = qp_ex_to_dv(fuzz_rcx)) == NULL)) {
         dcx_fuzz_fatal("creating the loopback rc qp failed");
@@ -411,7 +413,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    dcx_fuzz_input_t in = {data, size};
+    dcx_fuzz_input_t in = { data, size };
     fuzz_umr_record_t record;
     unsigned step;
 

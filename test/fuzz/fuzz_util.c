@@ -54,7 +54,7 @@ size_t dcx_fuzz_bytes(dcx_fuzz_input_t *in, void *buf, size_t max)
     size_t n = (in->left < max) ? in->left : max;
 
     memcpy(buf, in->data, n);
-    memset((char*)buf + n, 0, max - n);
+    memset((char *)buf + n, 0, max - n);
     in->data += n;
     in->left -= n;
     return n;
@@ -143,18 +143,18 @@ void dcx_fuzz_iface_open(dcx_fuzz_iface_t *f, const char *const *config,
 
     memset(f, 0, sizeof(*f));
     f->component = dcx_fuzz_component();
-    if ((ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
-                                  &f->async) != UCS_OK) ||
-        (uct_worker_create(f->async, UCS_THREAD_MODE_SINGLE,
-                           &f->worker) != UCS_OK) ||
+    if ((ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &f->async) !=
+         UCS_OK) ||
+        (uct_worker_create(f->async, UCS_THREAD_MODE_SINGLE, &f->worker) !=
+         UCS_OK) ||
         (uct_md_config_read(f->component, NULL, NULL, &md_config) != UCS_OK)) {
         dcx_fuzz_fatal("creating a worker failed");
     }
     status = uct_md_open(f->component, "dcxemu0", md_config, &f->md);
     uct_config_release(md_config);
     if ((status != UCS_OK) ||
-        (uct_md_iface_config_read(f->md, "dcx", NULL, NULL,
-                                  &iface_config) != UCS_OK)) {
+        (uct_md_iface_config_read(f->md, "dcx", NULL, NULL, &iface_config) !=
+         UCS_OK)) {
         dcx_fuzz_fatal("opening memory domain dcxemu0: %s",
                        ucs_status_string(status));
     }
@@ -179,23 +179,22 @@ void dcx_fuzz_iface_open(dcx_fuzz_iface_t *f, const char *const *config,
         }
     }
 
-    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                  UCT_IFACE_PARAM_FIELD_DEVICE |
-                                  UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
+    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                        UCT_IFACE_PARAM_FIELD_DEVICE |
+                        UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
     params.mode.device.tl_name  = "dcx";
     params.mode.device.dev_name = "dcxemu0:1";
     params.rx_headroom          = DCX_FUZZ_RX_HEADROOM;
     if (err_handler != NULL) {
-        params.field_mask       |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
-                                   UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
-                                   UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+        params.field_mask |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                             UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                             UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
         params.err_handler       = err_handler;
         params.err_handler_arg   = err_arg;
         params.err_handler_flags = UCT_CB_FLAG_ASYNC;
     }
-    status = uct_iface_open(f->md, f->worker, &params, iface_config,
-                            &f->iface);
+    status = uct_iface_open(f->md, f->worker, &params, iface_config, &f->iface);
     uct_config_release(iface_config);
     if (status != UCS_OK) {
         dcx_fuzz_fatal("opening a dcx interface: %s",
@@ -205,13 +204,14 @@ void dcx_fuzz_iface_open(dcx_fuzz_iface_t *f, const char *const *config,
     if ((uct_iface_query(f->iface, &f->attr) != UCS_OK) ||
         (f->attr.device_addr_len > sizeof(f->dev_addr)) ||
         (f->attr.iface_addr_len > sizeof(f->iface_addr)) ||
-        (uct_iface_get_device_address(f->iface, (uct_device_addr_t*)
-                                      f->dev_addr) != UCS_OK) ||
-        (uct_iface_get_address(f->iface, (uct_iface_addr_t*)
-                               f->iface_addr) != UCS_OK) ||
+        (uct_iface_get_device_address(f->iface,
+                                      (uct_device_addr_t *)f->dev_addr) !=
+         UCS_OK) ||
+        (uct_iface_get_address(f->iface, (uct_iface_addr_t *)f->iface_addr) !=
+         UCS_OK) ||
         (uct_md_query(f->md, &md_attr) != UCS_OK) ||
         (md_attr.rkey_packed_size >
-         sizeof(((dcx_fuzz_buf_t*)NULL)->packed_rkey))) {
+         sizeof(((dcx_fuzz_buf_t *)NULL)->packed_rkey))) {
         dcx_fuzz_fatal("querying the dcx interface failed");
     }
     f->rkey_packed_size = md_attr.rkey_packed_size;
@@ -243,21 +243,21 @@ double dcx_fuzz_now(void)
 /* What the interface asked of the device when a wait hangs. */
 static void dcx_fuzz_print_tx(dcx_fuzz_iface_t *f)
 {
-    ucs_status_t (*query)(uct_iface_h, uct_dcx_tx_counters_t*) = NULL;
+    ucs_status_t (*query)(uct_iface_h, uct_dcx_tx_counters_t *) = NULL;
     uct_dcx_tx_counters_t tx;
     void *plugin;
 
     plugin = dlopen(DCX_FUZZ_PLUGIN, RTLD_NOW | RTLD_NOLOAD);
     if (plugin != NULL) {
-        query = (ucs_status_t (*)(uct_iface_h, uct_dcx_tx_counters_t*))
+        query = (ucs_status_t(*)(uct_iface_h, uct_dcx_tx_counters_t *))
                 dlsym(plugin, "uct_dcx_iface_query_tx");
     }
     if ((query != NULL) && (query(f->iface, &tx) == UCS_OK)) {
-        fprintf(stderr, "dcx fuzz: interface: %lu work requests, %lu "
+        fprintf(stderr,
+                "dcx fuzz: interface: %lu work requests, %lu "
                 "signaled, %lu cqes, %lu completion requests\n",
                 (unsigned long)tx.work_requests, (unsigned long)tx.signaled,
-                (unsigned long)tx.cqes,
-                (unsigned long)tx.completion_requests);
+                (unsigned long)tx.cqes, (unsigned long)tx.completion_requests);
     }
 }
 
@@ -273,8 +273,8 @@ void dcx_fuzz_wait(dcx_fuzz_iface_t *f, const volatile int *done,
              (dcx_fuzz_now() > start + DCX_FUZZ_MAX_SECONDS))) {
             dcx_fuzz_print_tx(f);
             dcx_fuzz_fatal("%s did not complete after %u progress calls in "
-                           "%.1f s: a hang", what, count,
-                           dcx_fuzz_now() - start);
+                           "%.1f s: a hang",
+                           what, count, dcx_fuzz_now() - start);
         }
         uct_worker_progress(f->worker);
     }
@@ -288,7 +288,7 @@ void dcx_fuzz_progress(dcx_fuzz_iface_t *f, unsigned count)
 
 typedef struct {
     uct_completion_t uct;
-    int              done;
+    int done;
 } dcx_fuzz_comp_t;
 
 static void dcx_fuzz_comp_cb(uct_completion_t *self)
@@ -303,7 +303,7 @@ ucs_status_t dcx_fuzz_ep_flush(dcx_fuzz_iface_t *f, uct_ep_h ep)
     ucs_status_t status;
     unsigned count;
 
-    for (count = 0; ; ++count) {
+    for (count = 0;; ++count) {
         comp.uct.func   = dcx_fuzz_comp_cb;
         comp.uct.count  = 1;
         comp.uct.status = UCS_OK;
@@ -317,7 +317,8 @@ ucs_status_t dcx_fuzz_ep_flush(dcx_fuzz_iface_t *f, uct_ep_h ep)
              (dcx_fuzz_now() > start + DCX_FUZZ_MAX_SECONDS))) {
             dcx_fuzz_print_tx(f);
             dcx_fuzz_fatal("flush found no resource %u times in %.1f s: a "
-                           "hang", count, dcx_fuzz_now() - start);
+                           "hang",
+                           count, dcx_fuzz_now() - start);
         }
         uct_worker_progress(f->worker);
     }

@@ -29,35 +29,46 @@
 #define FUZZ_WR_MAX_SGES    6
 
 enum {
-    FUZZ_WR_SEND, FUZZ_WR_SEND_IMM, FUZZ_WR_WRITE, FUZZ_WR_WRITE_IMM,
-    FUZZ_WR_READ, FUZZ_WR_CSWAP, FUZZ_WR_FADD, FUZZ_WR_LOCAL_INV,
-    FUZZ_WR_SEND_INV, FUZZ_WR_OP_LAST
+    FUZZ_WR_SEND,
+    FUZZ_WR_SEND_IMM,
+    FUZZ_WR_WRITE,
+    FUZZ_WR_WRITE_IMM,
+    FUZZ_WR_READ,
+    FUZZ_WR_CSWAP,
+    FUZZ_WR_FADD,
+    FUZZ_WR_LOCAL_INV,
+    FUZZ_WR_SEND_INV,
+    FUZZ_WR_OP_LAST
 };
 
 enum {
-    FUZZ_WR_DATA_SGE, FUZZ_WR_DATA_SGE_LIST, FUZZ_WR_DATA_INLINE,
-    FUZZ_WR_DATA_INLINE_LIST, FUZZ_WR_DATA_NONE, FUZZ_WR_DATA_LAST
+    FUZZ_WR_DATA_SGE,
+    FUZZ_WR_DATA_SGE_LIST,
+    FUZZ_WR_DATA_INLINE,
+    FUZZ_WR_DATA_INLINE_LIST,
+    FUZZ_WR_DATA_NONE,
+    FUZZ_WR_DATA_LAST
 };
 
 enum {
-    FUZZ_WR_DC_SKIP      = 1,  /* no mlx5dv_wr_set_dc_addr */
-    FUZZ_WR_DC_DCTN      = 2,  /* the fuzzed DCT number */
-    FUZZ_WR_DC_KEY       = 4,  /* the fuzzed DC key */
-    FUZZ_WR_DC_NO_LID    = 8,  /* an address handle to a LID nobody has */
-    FUZZ_WR_LEN_ANY      = 16  /* lengths not reduced modulo 8 KiB */
+    FUZZ_WR_DC_SKIP   = 1, /* no mlx5dv_wr_set_dc_addr */
+    FUZZ_WR_DC_DCTN   = 2, /* the fuzzed DCT number */
+    FUZZ_WR_DC_KEY    = 4, /* the fuzzed DC key */
+    FUZZ_WR_DC_NO_LID = 8, /* an address handle to a LID nobody has */
+    FUZZ_WR_LEN_ANY   = 16 /* lengths not reduced modulo 8 KiB */
 };
 
 /* One work request of the input. */
 typedef struct {
-    uint8_t  op;
-    uint8_t  wr_flags;
-    uint8_t  data;       /* FUZZ_WR_DATA_*, and the SGE count above it */
-    uint8_t  keys;       /* local key (low 4 bits), remote key (high) */
-    uint8_t  dc;         /* FUZZ_WR_DC_*, FUZZ_WR_LEN_ANY */
-    int32_t  loffset;
+    uint8_t op;
+    uint8_t wr_flags;
+    uint8_t data; /* FUZZ_WR_DATA_*, and the SGE count above it */
+    uint8_t keys; /* local key (low 4 bits), remote key (high) */
+    uint8_t dc; /* FUZZ_WR_DC_*, FUZZ_WR_LEN_ANY */
+    int32_t loffset;
     uint32_t length;
-    int32_t  roffset;
-    uint32_t lkey;       /* when the key choice is "fuzzed" */
+    int32_t roffset;
+    uint32_t lkey; /* when the key choice is "fuzzed" */
     uint32_t rkey;
     uint32_t dctn;
     uint64_t dc_key;
@@ -73,8 +84,8 @@ static struct ibv_ah *fuzz_no_lid_ah;
 static uint8_t fuzz_inline_src[4096];
 
 /* A key and the start of the memory it belongs to, by a 4-bit choice. */
-static uint32_t fuzz_wr_key(unsigned choice, int remote, uint32_t fuzzed,
-                            uint64_t *base_p)
+static uint32_t
+fuzz_wr_key(unsigned choice, int remote, uint32_t fuzzed, uint64_t *base_p)
 {
     struct ibv_mr *mr;
 
@@ -183,13 +194,11 @@ static void fuzz_wr_build(const fuzz_wr_record_t *r, uint64_t wr_id)
     }
 
     if (!(r->dc & FUZZ_WR_DC_SKIP)) {
-        mlx5dv_wr_set_dc_addr(fuzz_emu.dv,
-                              (r->dc & FUZZ_WR_DC_NO_LID) ? fuzz_no_lid_ah :
-                                                            fuzz_emu.ah,
-                              (r->dc & FUZZ_WR_DC_DCTN) ? r->dctn :
-                                                          fuzz_emu.dct->qp_num,
-                              (r->dc & FUZZ_WR_DC_KEY) ? r->dc_key :
-                                                         fuzz_emu.dc_key);
+        mlx5dv_wr_set_dc_addr(
+                fuzz_emu.dv,
+                (r->dc & FUZZ_WR_DC_NO_LID) ? fuzz_no_lid_ah : fuzz_emu.ah,
+                (r->dc & FUZZ_WR_DC_DCTN) ? r->dctn : fuzz_emu.dct->qp_num,
+                (r->dc & FUZZ_WR_DC_KEY) ? r->dc_key : fuzz_emu.dc_key);
     }
 }
 
@@ -247,7 +256,7 @@ static void fuzz_wr_write_seeds(const char *dir)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    struct ibv_ah *(*create_ah)(struct ibv_pd*, struct ibv_ah_attr*);
+    struct ibv_ah *(*create_ah)(struct ibv_pd *, struct ibv_ah_attr *);
     struct ibv_ah_attr ah_attr;
     const char *seeds;
     void *lib;
@@ -285,7 +294,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    dcx_fuzz_input_t in = {data, size};
+    dcx_fuzz_input_t in = { data, size };
     fuzz_wr_record_t record;
     unsigned batch, i, count;
     uint64_t wr_id = 0;

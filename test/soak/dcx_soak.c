@@ -70,31 +70,40 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SOAK_MAX_PROCS      16
-#define SOAK_SLOTS          8
-#define SOAK_VIEW_SLOTS     2                    /* slots with a view */
-#define SOAK_SLOT_SIZE      ((size_t)32 * 1024)
-#define SOAK_COUNTERS_SIZE  4096
-#define SOAK_REGION_SIZE    (SOAK_SLOTS * SOAK_SLOT_SIZE + SOAK_COUNTERS_SIZE)
-#define SOAK_LOCAL_SIZE     (2 * SOAK_SLOT_SIZE) /* src and dst, each */
-#define SOAK_AM_ID          11
-#define SOAK_AM_META        ((size_t)24)    /* seq, sender, inc, gen, len */
-#define SOAK_ADDR_MAGIC     0x6b616f73786364ull  /* "dcxsoak" */
-#define SOAK_STATS_MAGIC    0x7374617473786364ull
-#define SOAK_MAX_STATUS     128                  /* -UCS_ERR_LAST */
-#define SOAK_MAX_REPORTS    20                   /* corruption lines per worker */
-#define SOAK_EXIT_HANG      4
-#define SOAK_EXIT_SETUP     5
+#define SOAK_MAX_PROCS     16
+#define SOAK_SLOTS         8
+#define SOAK_VIEW_SLOTS    2 /* slots with a view */
+#define SOAK_SLOT_SIZE     ((size_t)32 * 1024)
+#define SOAK_COUNTERS_SIZE 4096
+#define SOAK_REGION_SIZE   (SOAK_SLOTS * SOAK_SLOT_SIZE + SOAK_COUNTERS_SIZE)
+#define SOAK_LOCAL_SIZE    (2 * SOAK_SLOT_SIZE) /* src and dst, each */
+#define SOAK_AM_ID         11
+#define SOAK_AM_META       ((size_t)24) /* seq, sender, inc, gen, len */
+#define SOAK_ADDR_MAGIC    0x6b616f73786364ull /* "dcxsoak" */
+#define SOAK_STATS_MAGIC   0x7374617473786364ull
+#define SOAK_MAX_STATUS    128 /* -UCS_ERR_LAST */
+#define SOAK_MAX_REPORTS   20 /* corruption lines per worker */
+#define SOAK_EXIT_HANG     4
+#define SOAK_EXIT_SETUP    5
 
 
 /* Operations, as counted (posted and accepted by the transport). */
 typedef enum {
-    SOAK_OP_AM_SHORT, SOAK_OP_AM_BCOPY, SOAK_OP_AM_ZCOPY,
-    SOAK_OP_PUT_SHORT, SOAK_OP_PUT_BCOPY, SOAK_OP_PUT_ZCOPY,
-    SOAK_OP_PUT_STRIDED, SOAK_OP_PUT_VIEW,
-    SOAK_OP_GET_BCOPY, SOAK_OP_GET_ZCOPY, SOAK_OP_GET_STRIDED,
+    SOAK_OP_AM_SHORT,
+    SOAK_OP_AM_BCOPY,
+    SOAK_OP_AM_ZCOPY,
+    SOAK_OP_PUT_SHORT,
+    SOAK_OP_PUT_BCOPY,
+    SOAK_OP_PUT_ZCOPY,
+    SOAK_OP_PUT_STRIDED,
+    SOAK_OP_PUT_VIEW,
+    SOAK_OP_GET_BCOPY,
+    SOAK_OP_GET_ZCOPY,
+    SOAK_OP_GET_STRIDED,
     SOAK_OP_GET_VIEW,
-    SOAK_OP_ATOMIC_POST, SOAK_OP_ATOMIC_FETCH, SOAK_OP_ATOMIC_CSWAP,
+    SOAK_OP_ATOMIC_POST,
+    SOAK_OP_ATOMIC_FETCH,
+    SOAK_OP_ATOMIC_CSWAP,
     SOAK_OP_FLUSH,
     SOAK_OP_LAST
 } soak_op_t;
@@ -121,8 +130,12 @@ static const char *soak_op_names[SOAK_OP_LAST + 1] = {
 
 /* Faults a worker injects through the device model's control API. */
 typedef enum {
-    SOAK_FAULT_DROP, SOAK_FAULT_DROP_ALL, SOAK_FAULT_FORCE_STATUS,
-    SOAK_FAULT_DELAY, SOAK_FAULT_UNREACHABLE, SOAK_FAULT_LAST
+    SOAK_FAULT_DROP,
+    SOAK_FAULT_DROP_ALL,
+    SOAK_FAULT_FORCE_STATUS,
+    SOAK_FAULT_DELAY,
+    SOAK_FAULT_UNREACHABLE,
+    SOAK_FAULT_LAST
 } soak_fault_t;
 
 static const char *soak_fault_names[] = {
@@ -137,15 +150,15 @@ static const char *soak_fault_names[] = {
  * survives the worker's SIGKILL. */
 typedef struct {
     uint64_t magic;
-    int32_t  id, inc;
-    int32_t  pid;
+    int32_t id, inc;
+    int32_t pid;
     uint32_t ready, drained;
     uint64_t heartbeat_ns;
     uint64_t ops[SOAK_OP_LAST];
     uint64_t bytes_verified;
     uint64_t tx_ok, tx_failed;
-    uint64_t ep_errors[SOAK_MAX_STATUS];  /* by -status */
-    uint64_t tx_errors[SOAK_MAX_STATUS];  /* by -status */
+    uint64_t ep_errors[SOAK_MAX_STATUS]; /* by -status */
+    uint64_t tx_errors[SOAK_MAX_STATUS]; /* by -status */
     uint64_t faults[SOAK_FAULT_LAST];
     uint64_t corruptions, hangs;
     uint64_t connects, restarts_seen, am_received;
@@ -156,7 +169,11 @@ typedef struct {
     uint32_t phase;
 } soak_control_t;
 
-enum { SOAK_PHASE_RUN, SOAK_PHASE_DRAIN, SOAK_PHASE_EXIT };
+enum {
+    SOAK_PHASE_RUN,
+    SOAK_PHASE_DRAIN,
+    SOAK_PHASE_EXIT
+};
 
 /* --- shared helpers ------------------------------------------------------ */
 
@@ -171,8 +188,8 @@ static uint64_t soak_now_ns(void)
 static uint64_t soak_mix64(uint64_t x)
 {
     x += 0x9e3779b97f4a7c15ull;
-    x  = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x  = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
 }
 
@@ -231,14 +248,14 @@ static void soak_view_geometry(int sender, int slot, size_t *len,
 /* --- the worker ------------------------------------------------------------ */
 
 typedef enum {
-    SOAK_STEP_RESYNC,  /* put the whole slot, the shadow becomes known */
+    SOAK_STEP_RESYNC, /* put the whole slot, the shadow becomes known */
     SOAK_STEP_WRITE,
     SOAK_STEP_FLUSH,
     SOAK_STEP_READ,
     SOAK_STEP_VERIFY,
-    SOAK_STEP_CTR_READ,   /* fetch-add 0: learn the counter */
+    SOAK_STEP_CTR_READ, /* fetch-add 0: learn the counter */
     SOAK_STEP_ATOMIC,
-    SOAK_STEP_CTR_CHECK,  /* fetch-add 0 after a post, compared */
+    SOAK_STEP_CTR_CHECK, /* fetch-add 0 after a post, compared */
     SOAK_STEP_AM,
     SOAK_STEP_DONE
 } soak_step_t;
@@ -246,91 +263,90 @@ typedef enum {
 typedef struct soak_worker soak_worker_t;
 
 typedef struct {
-    int                slot;
-    int                busy;
-    int                peer;
-    uint64_t           gen;          /* the peer connection it started on */
-    uint64_t           start_ns;
-    soak_step_t        steps[8];
-    int                nsteps, step;
-    int                waiting;      /* for comp */
-    uct_completion_t   comp;
-    ucs_status_t       comp_status;
-    int                comp_done;
-    soak_op_t          last_op;
+    int slot;
+    int busy;
+    int peer;
+    uint64_t gen; /* the peer connection it started on */
+    uint64_t start_ns;
+    soak_step_t steps[8];
+    int nsteps, step;
+    int waiting; /* for comp */
+    uct_completion_t comp;
+    ucs_status_t comp_status;
+    int comp_done;
+    soak_op_t last_op;
     /* data */
-    soak_op_t          wop, rop;
-    size_t             woff, wlen;   /* slot bytes, or view bytes (view ops) */
-    size_t             roff, rlen;
-    size_t             wblk, wstride, wcount; /* local strided source */
-    size_t             rblk, rstride, rcount; /* local strided destination */
-    uint8_t            *src, *dst;
-    uint64_t           key;
+    soak_op_t wop, rop;
+    size_t woff, wlen; /* slot bytes, or view bytes (view ops) */
+    size_t roff, rlen;
+    size_t wblk, wstride, wcount; /* local strided source */
+    size_t rblk, rstride, rcount; /* local strided destination */
+    uint8_t *src, *dst;
+    uint64_t key;
     /* atomics */
-    soak_op_t          aop;
-    uct_atomic_op_t    aopcode;
-    uint64_t           value, compare, result;
+    soak_op_t aop;
+    uct_atomic_op_t aopcode;
+    uint64_t value, compare, result;
     /* messages */
-    size_t             am_len;
-    uint8_t            *am_buf;
+    size_t am_len;
+    uint8_t *am_buf;
 } soak_tx_t;
 
 typedef struct {
-    int                id;
-    int                connected, failed;
-    int                inc;          /* the incarnation we connected to */
-    uint64_t           gen;          /* connections made to this peer */
-    uint64_t           am_seq;
-    unsigned           refs;         /* transactions using the endpoint */
-    uint64_t           retry_ns;
-    uct_ep_h           ep;
-    uint32_t           dctn;
-    uint64_t           region;       /* my region at the peer */
-    uct_rkey_bundle_t  rkey;
-    uct_rkey_bundle_t  view_rkeys[SOAK_VIEW_SLOTS];
-    int                shadow_valid[SOAK_SLOTS];
-    uint8_t            *shadow[SOAK_SLOTS];
-    int                ctr_known[SOAK_SLOTS];
-    uint64_t           ctr[SOAK_SLOTS];
+    int id;
+    int connected, failed;
+    int inc; /* the incarnation we connected to */
+    uint64_t gen; /* connections made to this peer */
+    uint64_t am_seq;
+    unsigned refs; /* transactions using the endpoint */
+    uint64_t retry_ns;
+    uct_ep_h ep;
+    uint32_t dctn;
+    uint64_t region; /* my region at the peer */
+    uct_rkey_bundle_t rkey;
+    uct_rkey_bundle_t view_rkeys[SOAK_VIEW_SLOTS];
+    int shadow_valid[SOAK_SLOTS];
+    uint8_t *shadow[SOAK_SLOTS];
+    int ctr_known[SOAK_SLOTS];
+    uint64_t ctr[SOAK_SLOTS];
     /* what I received from it */
-    int                rx_valid;
-    int                rx_inc;
-    uint64_t           rx_gen, rx_next;
+    int rx_valid;
+    int rx_inc;
+    uint64_t rx_gen, rx_next;
 } soak_peer_t;
 
 struct soak_worker {
-    int                  id, inc, nprocs;
-    const char           *dir;
-    uint64_t             rng;
-    soak_stats_t         *stats;
+    int id, inc, nprocs;
+    const char *dir;
+    uint64_t rng;
+    soak_stats_t *stats;
     volatile soak_control_t *control;
-    unsigned             reports;
+    unsigned reports;
     /* UCT */
-    ucs_async_context_t  *async;
-    uct_worker_h         worker;
-    uct_component_h      component;
-    uct_md_h             md;
-    uct_md_attr_t        md_attr;
-    uct_iface_h          iface;
-    uct_iface_attr_t     attr;
-    uint8_t              *regions;
-    uct_mem_h            regions_memh;
-    uct_mem_h            views[SOAK_MAX_PROCS][SOAK_VIEW_SLOTS];
-    uint8_t              *local;
-    uct_mem_h            local_memh;
-    soak_peer_t          peers[SOAK_MAX_PROCS];
-    soak_tx_t            txs[SOAK_SLOTS];
+    ucs_async_context_t *async;
+    uct_worker_h worker;
+    uct_component_h component;
+    uct_md_h md;
+    uct_md_attr_t md_attr;
+    uct_iface_h iface;
+    uct_iface_attr_t attr;
+    uint8_t *regions;
+    uct_mem_h regions_memh;
+    uct_mem_h views[SOAK_MAX_PROCS][SOAK_VIEW_SLOTS];
+    uint8_t *local;
+    uct_mem_h local_memh;
+    soak_peer_t peers[SOAK_MAX_PROCS];
+    soak_tx_t txs[SOAK_SLOTS];
     /* the dcx extensions and the model's fault control */
-    ucs_status_t         (*view_create)(uct_iface_h, uct_mem_h, void*, size_t,
-                                        size_t, size_t, uct_mem_h*);
-    ucs_status_t         (*view_destroy)(uct_iface_h, uct_mem_h);
-    int                  (*fault_inject)(enum dcxemu_fault_kind, uint32_t,
-                                         uint64_t);
-    int                  (*emu_counters)(int, enum dcxemu_counter_scope,
-                                         struct dcxemu_counters*);
-    uint64_t             next_fault_ns;
-    uint64_t             delay_clear_ns, unreachable_clear_ns;
-    uint32_t             delay_dctn, unreachable_dctn;
+    ucs_status_t (*view_create)(uct_iface_h, uct_mem_h, void *, size_t, size_t,
+                                size_t, uct_mem_h *);
+    ucs_status_t (*view_destroy)(uct_iface_h, uct_mem_h);
+    int (*fault_inject)(enum dcxemu_fault_kind, uint32_t, uint64_t);
+    int (*emu_counters)(int, enum dcxemu_counter_scope,
+                        struct dcxemu_counters *);
+    uint64_t next_fault_ns;
+    uint64_t delay_clear_ns, unreachable_clear_ns;
+    uint32_t delay_dctn, unreachable_dctn;
 };
 
 static uint64_t soak_rand(soak_worker_t *w)
@@ -404,19 +420,20 @@ static int soak_compare(soak_worker_t *w, soak_tx_t *tx, const uint8_t *got,
     for (j = i, wrong = 0; j < len; ++j) {
         wrong += (got[j] != expect[j]);
     }
-    soak_corruption(w, "%s from peer %d slot %d (write %s at %zu+%zu, read "
+    soak_corruption(w,
+                    "%s from peer %d slot %d (write %s at %zu+%zu, read "
                     "%s at %zu+%zu): byte %zu of %zu is 0x%02x, expected "
-                    "0x%02x (%zu bytes differ)", what, tx->peer, tx->slot,
-                    soak_op_names[tx->wop], tx->woff, tx->wlen,
-                    soak_op_names[tx->rop], tx->roff, tx->rlen, i, len,
-                    got[i], expect[i], wrong);
+                    "0x%02x (%zu bytes differ)",
+                    what, tx->peer, tx->slot, soak_op_names[tx->wop], tx->woff,
+                    tx->wlen, soak_op_names[tx->rop], tx->roff, tx->rlen, i,
+                    len, got[i], expect[i], wrong);
     /* report a slot once: forget what it holds */
     w->peers[tx->peer].shadow_valid[tx->slot] = 0;
     return -1;
 }
 
-static ucs_status_t soak_am_handler(void *arg, void *data, size_t length,
-                                    unsigned flags)
+static ucs_status_t
+soak_am_handler(void *arg, void *data, size_t length, unsigned flags)
 {
     soak_worker_t *w = arg;
     uint64_t seq;
@@ -430,54 +447,62 @@ static ucs_status_t soak_am_handler(void *arg, void *data, size_t length,
         return UCS_OK;
     }
     memcpy(&seq, data, 8);
-    memcpy(&sender, (char*)data + 8, 4);
-    memcpy(&inc, (char*)data + 12, 4);
-    memcpy(&gen, (char*)data + 16, 4);
-    memcpy(&len, (char*)data + 20, 4);
+    memcpy(&sender, (char *)data + 8, 4);
+    memcpy(&inc, (char *)data + 12, 4);
+    memcpy(&gen, (char *)data + 16, 4);
+    memcpy(&len, (char *)data + 20, 4);
     if ((sender >= (uint32_t)w->nprocs) || (sender == (uint32_t)w->id) ||
         (len + SOAK_AM_META != length) || (len > sizeof(expect))) {
-        soak_corruption(w, "active message header: sender %u, length %u, "
-                        "message of %zu bytes", sender, len, length);
+        soak_corruption(w,
+                        "active message header: sender %u, length %u, "
+                        "message of %zu bytes",
+                        sender, len, length);
         return UCS_OK;
     }
     p = &w->peers[sender];
     if (!p->rx_valid || (p->rx_inc != (int)inc) || (p->rx_gen != gen)) {
         if (p->rx_valid && (((int)inc < p->rx_inc) ||
                             (((int)inc == p->rx_inc) && (gen < p->rx_gen)))) {
-            soak_corruption(w, "active message from worker %u.%u connection "
+            soak_corruption(w,
+                            "active message from worker %u.%u connection "
                             "%u seq %" PRIu64 " after connection %d.%" PRIu64,
                             sender, inc, gen, seq, p->rx_inc, p->rx_gen);
             return UCS_OK;
         }
         if (seq != 0) {
-            soak_corruption(w, "the first active message of worker %u.%u "
+            soak_corruption(w,
+                            "the first active message of worker %u.%u "
                             "connection %u has seq %" PRIu64 " (lost before "
-                            "it without an error)", sender, inc, gen, seq);
+                            "it without an error)",
+                            sender, inc, gen, seq);
         }
         p->rx_valid = 1;
         p->rx_inc   = inc;
         p->rx_gen   = gen;
     } else if (seq != p->rx_next) {
-        soak_corruption(w, "active message from worker %u.%u connection %u: "
-                        "seq %" PRIu64 ", expected %" PRIu64, sender, inc, gen,
-                        seq, p->rx_next);
+        soak_corruption(w,
+                        "active message from worker %u.%u connection %u: "
+                        "seq %" PRIu64 ", expected %" PRIu64,
+                        sender, inc, gen, seq, p->rx_next);
     }
     p->rx_next = seq + 1;
     soak_pattern(expect, len,
                  soak_mix64(((uint64_t)sender << 56) ^ ((uint64_t)inc << 40) ^
-                            ((uint64_t)gen << 24)) ^ seq);
-    if (memcmp(expect, (char*)data + SOAK_AM_META, len) != 0) {
-        soak_corruption(w, "active message from worker %u.%u connection %u "
-                        "seq %" PRIu64 ": payload differs", sender, inc, gen,
-                        seq);
+                            ((uint64_t)gen << 24)) ^
+                         seq);
+    if (memcmp(expect, (char *)data + SOAK_AM_META, len) != 0) {
+        soak_corruption(w,
+                        "active message from worker %u.%u connection %u "
+                        "seq %" PRIu64 ": payload differs",
+                        sender, inc, gen, seq);
     } else {
         w->stats->bytes_verified += length;
     }
     return UCS_OK;
 }
 
-static ucs_status_t soak_err_handler(void *arg, uct_ep_h ep,
-                                     ucs_status_t status)
+static ucs_status_t
+soak_err_handler(void *arg, uct_ep_h ep, ucs_status_t status)
 {
     soak_worker_t *w = arg;
     int i;
@@ -500,12 +525,13 @@ static void soak_worker_open(soak_worker_t *w)
     char umr_mkeys[16];
     const char *settings[][2] = {
         /* a dead or unreachable peer is found in ~8 ms, not 8 s */
-        {"TIMEOUT", "1ms"}, {"RETRY_COUNT", "7"},
-        {"FC_GRANT_TIMEOUT", "200ms"},
+        { "TIMEOUT", "1ms" },
+        { "RETRY_COUNT", "7" },
+        { "FC_GRANT_TIMEOUT", "200ms" },
         /* the model has 4096 indirect mkeys per fabric: leave room for
          * every process's views, and for a restarted process while its
          * killed incarnation is not yet reaped */
-        {"UMR_MKEYS", umr_mkeys}
+        { "UMR_MKEYS", umr_mkeys }
     };
     uct_component_h *components;
     uct_component_attr_t cattr;
@@ -520,11 +546,14 @@ static void soak_worker_open(soak_worker_t *w)
 
     snprintf(umr_mkeys, sizeof(umr_mkeys), "%d",
              (int)soak_min(256, 3072 / w->nprocs -
-                                SOAK_MAX_PROCS * SOAK_VIEW_SLOTS));
-    soak_check(w, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
-                                           &w->async), "async context");
-    soak_check(w, uct_worker_create(w->async, UCS_THREAD_MODE_SINGLE,
-                                    &w->worker), "worker");
+                                        SOAK_MAX_PROCS * SOAK_VIEW_SLOTS));
+    soak_check(w,
+               ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                        &w->async),
+               "async context");
+    soak_check(w,
+               uct_worker_create(w->async, UCS_THREAD_MODE_SINGLE, &w->worker),
+               "worker");
     soak_check(w, uct_query_components(&components, &num), "components");
     for (i = 0; i < num; ++i) {
         cattr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
@@ -545,8 +574,10 @@ static void soak_worker_open(soak_worker_t *w)
     uct_config_release(md_config);
     soak_check(w, uct_md_query(w->md, &w->md_attr), "md query");
 
-    soak_check(w, uct_md_iface_config_read(w->md, "dcx", NULL, NULL,
-                                           &iface_config), "iface config");
+    soak_check(w,
+               uct_md_iface_config_read(w->md, "dcx", NULL, NULL,
+                                        &iface_config),
+               "iface config");
     for (i = 0; i < sizeof(settings) / sizeof(settings[0]); ++i) {
         /* UCX 1.13 takes the name without the table's prefix, 1.16 and
          * later only with it */
@@ -559,27 +590,30 @@ static void soak_worker_open(soak_worker_t *w)
         soak_check(w, status, settings[i][0]);
     }
     memset(&params, 0, sizeof(params));
-    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                  UCT_IFACE_PARAM_FIELD_DEVICE |
-                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
-                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
-                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                        UCT_IFACE_PARAM_FIELD_DEVICE |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
     params.mode.device.tl_name  = "dcx";
     params.mode.device.dev_name = "dcxemu0:1";
     params.err_handler          = soak_err_handler;
     params.err_handler_arg      = w;
     params.err_handler_flags    = 0;
-    soak_check(w, uct_iface_open(w->md, w->worker, &params, iface_config,
-                                 &w->iface), "iface open");
+    soak_check(w,
+               uct_iface_open(w->md, w->worker, &params, iface_config,
+                              &w->iface),
+               "iface open");
     uct_config_release(iface_config);
     soak_check(w, uct_iface_query(w->iface, &w->attr), "iface query");
     if (!(w->attr.cap.flags & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE)) {
         soak_log(w, "the interface does not handle peer failure");
         exit(SOAK_EXIT_SETUP);
     }
-    soak_check(w, uct_iface_set_am_handler(w->iface, SOAK_AM_ID,
-                                           soak_am_handler, w, 0),
+    soak_check(w,
+               uct_iface_set_am_handler(w->iface, SOAK_AM_ID, soak_am_handler,
+                                        w, 0),
                "am handler");
     uct_iface_progress_enable(w->iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
 
@@ -589,10 +623,10 @@ static void soak_worker_open(soak_worker_t *w)
     if (plugin == NULL) {
         plugin = RTLD_DEFAULT;
     }
-    w->view_create  = (__typeof__(w->view_create))dlsym(plugin,
-                                                  "uct_dcx_mem_view_create");
-    w->view_destroy = (__typeof__(w->view_destroy))dlsym(plugin,
-                                                  "uct_dcx_mem_view_destroy");
+    w->view_create = (__typeof__(w->view_create))
+            dlsym(plugin, "uct_dcx_mem_view_create");
+    w->view_destroy = (__typeof__(w->view_destroy))
+            dlsym(plugin, "uct_dcx_mem_view_destroy");
     if ((w->view_create == NULL) || (w->view_destroy == NULL)) {
         soak_log(w, "the dcx extensions are not visible: run under dcx-run");
         exit(SOAK_EXIT_SETUP);
@@ -603,13 +637,13 @@ static void soak_worker_open(soak_worker_t *w)
     emu     = (emu_lib != NULL) ? dlopen(emu_lib, RTLD_NOW) : NULL;
     if (emu == NULL) {
         soak_log(w, "the device model's fault control is not available "
-                 "(UCX_DCX_EMU_LIB): run under dcx-run --emu");
+                    "(UCX_DCX_EMU_LIB): run under dcx-run --emu");
         exit(SOAK_EXIT_SETUP);
     }
     w->fault_inject = (__typeof__(w->fault_inject))dlsym(emu,
-                                                   "dcxemu_fault_inject");
-    w->emu_counters = (__typeof__(w->emu_counters))dlsym(emu,
-                                                   "dcxemu_counters_read");
+                                                         "dcxemu_fault_inject");
+    w->emu_counters = (__typeof__(w->emu_counters))
+            dlsym(emu, "dcxemu_counters_read");
     if ((w->fault_inject == NULL) || (w->emu_counters == NULL)) {
         soak_log(w, "%s has no fault control", emu_lib);
         exit(SOAK_EXIT_SETUP);
@@ -629,12 +663,13 @@ static void soak_worker_memory(soak_worker_t *w)
     }
     memset(w->regions, 0, size);
     memset(w->local, 0, SOAK_SLOTS * 2 * SOAK_LOCAL_SIZE);
-    soak_check(w, uct_md_mem_reg(w->md, w->regions, size,
-                                 UCT_MD_MEM_ACCESS_ALL, &w->regions_memh),
+    soak_check(w,
+               uct_md_mem_reg(w->md, w->regions, size, UCT_MD_MEM_ACCESS_ALL,
+                              &w->regions_memh),
                "register the regions");
-    soak_check(w, uct_md_mem_reg(w->md, w->local,
-                                 SOAK_SLOTS * 2 * SOAK_LOCAL_SIZE,
-                                 UCT_MD_MEM_ACCESS_ALL, &w->local_memh),
+    soak_check(w,
+               uct_md_mem_reg(w->md, w->local, SOAK_SLOTS * 2 * SOAK_LOCAL_SIZE,
+                              UCT_MD_MEM_ACCESS_ALL, &w->local_memh),
                "register the local buffers");
     for (s = 0; s < w->nprocs; ++s) {
         if (s == w->id) {
@@ -642,10 +677,11 @@ static void soak_worker_memory(soak_worker_t *w)
         }
         for (t = 0; t < SOAK_VIEW_SLOTS; ++t) {
             soak_view_geometry(s, t, &vlen, &vstride, &vcount);
-            soak_check(w, w->view_create(w->iface, w->regions_memh,
-                                         w->regions + s * SOAK_REGION_SIZE +
-                                         t * SOAK_SLOT_SIZE, vlen, vstride,
-                                         vcount, &w->views[s][t]),
+            soak_check(w,
+                       w->view_create(w->iface, w->regions_memh,
+                                      w->regions + s * SOAK_REGION_SIZE +
+                                              t * SOAK_SLOT_SIZE,
+                                      vlen, vstride, vcount, &w->views[s][t]),
                        "view create");
         }
     }
@@ -665,7 +701,7 @@ static void soak_worker_publish(soak_worker_t *w)
 
     size = sizeof(hdr) + dlen + ilen + 8 + klen +
            (size_t)w->nprocs * SOAK_VIEW_SLOTS * klen;
-    buf  = calloc(1, size);
+    buf    = calloc(1, size);
     hdr[0] = SOAK_ADDR_MAGIC;
     hdr[1] = ((uint64_t)w->id << 32) | (uint32_t)w->inc;
     hdr[2] = dlen;
@@ -673,12 +709,13 @@ static void soak_worker_publish(soak_worker_t *w)
     hdr[4] = klen;
     memcpy(buf, hdr, sizeof(hdr));
     off = sizeof(hdr);
-    soak_check(w, uct_iface_get_device_address(w->iface,
-                                               (uct_device_addr_t*)(buf + off)),
+    soak_check(w,
+               uct_iface_get_device_address(w->iface,
+                                            (uct_device_addr_t *)(buf + off)),
                "device address");
     off += dlen;
-    soak_check(w, uct_iface_get_address(w->iface,
-                                        (uct_iface_addr_t*)(buf + off)),
+    soak_check(w,
+               uct_iface_get_address(w->iface, (uct_iface_addr_t *)(buf + off)),
                "iface address");
     off += ilen;
     memcpy(buf + off, &base, 8);
@@ -689,8 +726,9 @@ static void soak_worker_publish(soak_worker_t *w)
     for (s = 0; s < w->nprocs; ++s) {
         for (t = 0; t < SOAK_VIEW_SLOTS; ++t, off += klen) {
             if (s != w->id) {
-                soak_check(w, uct_md_mkey_pack(w->md, w->views[s][t],
-                                               buf + off), "pack a view key");
+                soak_check(w,
+                           uct_md_mkey_pack(w->md, w->views[s][t], buf + off),
+                           "pack a view key");
             }
         }
     }
@@ -759,8 +797,8 @@ static int soak_peer_connect(soak_worker_t *w, soak_peer_t *p)
                            UCT_EP_PARAM_FIELD_DEV_ADDR |
                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
     ep_params.iface      = w->iface;
-    ep_params.dev_addr   = (const uct_device_addr_t*)(buf + off);
-    ep_params.iface_addr = (const uct_iface_addr_t*)(buf + off + dlen);
+    ep_params.dev_addr   = (const uct_device_addr_t *)(buf + off);
+    ep_params.iface_addr = (const uct_iface_addr_t *)(buf + off + dlen);
     /* the DCT number: the first 24 bits of a dcx interface address */
     p->dctn = buf[off + dlen] | ((uint32_t)buf[off + dlen + 1] << 8) |
               ((uint32_t)buf[off + dlen + 2] << 16);
@@ -774,16 +812,17 @@ static int soak_peer_connect(soak_worker_t *w, soak_peer_t *p)
                "rkey unpack");
     off += klen + (size_t)w->id * SOAK_VIEW_SLOTS * klen;
     for (t = 0; t < SOAK_VIEW_SLOTS; ++t, off += klen) {
-        soak_check(w, uct_rkey_unpack(w->component, buf + off,
-                                      &p->view_rkeys[t]), "view rkey unpack");
+        soak_check(w,
+                   uct_rkey_unpack(w->component, buf + off, &p->view_rkeys[t]),
+                   "view rkey unpack");
     }
     free(buf);
 
     if (p->gen > 0 && inc != p->inc) {
         ++w->stats->restarts_seen;
     }
-    p->inc       = inc;
-    p->gen      += 1;
+    p->inc = inc;
+    p->gen += 1;
     p->am_seq    = 0;
     p->connected = 1;
     p->failed    = 0;
@@ -906,7 +945,7 @@ static void soak_tx_plan_data(soak_worker_t *w, soak_tx_t *tx, soak_peer_t *p)
         tx->wop  = SOAK_OP_PUT_ZCOPY;
         tx->wlen = soak_rand_range(w, 1, SOAK_SLOT_SIZE);
     } else if (r <= 9) {
-        tx->wop    = SOAK_OP_PUT_STRIDED;
+        tx->wop     = SOAK_OP_PUT_STRIDED;
         tx->wblk    = soak_rand_range(w, 1, 1024);
         tx->wstride = tx->wblk + soak_rand_range(w, 1, 512);
         tx->wcount  = soak_rand_range(w, 2, 64);
@@ -914,7 +953,7 @@ static void soak_tx_plan_data(soak_worker_t *w, soak_tx_t *tx, soak_peer_t *p)
                (tx->wstride * tx->wcount > SOAK_LOCAL_SIZE)) {
             --tx->wcount;
         }
-        tx->wlen   = tx->wblk * tx->wcount;
+        tx->wlen = tx->wblk * tx->wcount;
     } else if (tx->slot >= SOAK_VIEW_SLOTS) {
         tx->wop  = SOAK_OP_PUT_ZCOPY;
         tx->wlen = soak_rand_range(w, 1, SOAK_SLOT_SIZE);
@@ -949,11 +988,12 @@ static void soak_tx_plan_data(soak_worker_t *w, soak_tx_t *tx, soak_peer_t *p)
     } else {
         tx->roff = tx->woff - soak_min(tx->woff, soak_rand_range(w, 0, 256));
         tx->rlen = soak_min(tx->woff + tx->wlen + soak_rand_range(w, 0, 256),
-                           (size_t)SOAK_SLOT_SIZE) - tx->roff;
+                            (size_t)SOAK_SLOT_SIZE) -
+                   tx->roff;
         if ((r == 0) && (tx->rlen <= w->attr.cap.get.max_bcopy)) {
             tx->rop = SOAK_OP_GET_BCOPY;
         } else if (r == 1) {
-            tx->rop    = SOAK_OP_GET_STRIDED;
+            tx->rop     = SOAK_OP_GET_STRIDED;
             tx->rblk    = soak_rand_range(w, 1, 1024);
             tx->rstride = tx->rblk + soak_rand_range(w, 1, 512);
             tx->rcount  = (tx->rlen + tx->rblk - 1) / tx->rblk;
@@ -977,13 +1017,12 @@ static void soak_tx_plan_data(soak_worker_t *w, soak_tx_t *tx, soak_peer_t *p)
     tx->steps[tx->nsteps++] = SOAK_STEP_VERIFY;
 }
 
-static void soak_tx_plan_atomic(soak_worker_t *w, soak_tx_t *tx,
-                                soak_peer_t *p)
+static void soak_tx_plan_atomic(soak_worker_t *w, soak_tx_t *tx, soak_peer_t *p)
 {
-    static const uct_atomic_op_t post_ops[] = {
-        UCT_ATOMIC_OP_ADD, UCT_ATOMIC_OP_AND, UCT_ATOMIC_OP_OR,
-        UCT_ATOMIC_OP_XOR
-    };
+    static const uct_atomic_op_t post_ops[]  = { UCT_ATOMIC_OP_ADD,
+                                                 UCT_ATOMIC_OP_AND,
+                                                 UCT_ATOMIC_OP_OR,
+                                                 UCT_ATOMIC_OP_XOR };
     static const uct_atomic_op_t fetch_ops[] = {
         UCT_ATOMIC_OP_ADD, UCT_ATOMIC_OP_AND, UCT_ATOMIC_OP_OR,
         UCT_ATOMIC_OP_XOR, UCT_ATOMIC_OP_SWAP
@@ -995,7 +1034,7 @@ static void soak_tx_plan_atomic(soak_worker_t *w, soak_tx_t *tx,
         tx->steps[tx->nsteps++] = SOAK_STEP_CTR_READ;
     }
     tx->steps[tx->nsteps++] = SOAK_STEP_ATOMIC;
-    tx->value = soak_rand(w);
+    tx->value               = soak_rand(w);
     if (r == 0) {
         tx->aop     = SOAK_OP_ATOMIC_POST;
         tx->aopcode = post_ops[soak_rand(w) % 4];
@@ -1015,16 +1054,22 @@ static void soak_tx_plan_atomic(soak_worker_t *w, soak_tx_t *tx,
     }
 }
 
-static uint64_t soak_atomic_apply(uct_atomic_op_t op, uint64_t old,
-                                  uint64_t value)
+static uint64_t
+soak_atomic_apply(uct_atomic_op_t op, uint64_t old, uint64_t value)
 {
     switch (op) {
-    case UCT_ATOMIC_OP_ADD:  return old + value;
-    case UCT_ATOMIC_OP_AND:  return old & value;
-    case UCT_ATOMIC_OP_OR:   return old | value;
-    case UCT_ATOMIC_OP_XOR:  return old ^ value;
-    case UCT_ATOMIC_OP_SWAP: return value;
-    default:                 return old;
+    case UCT_ATOMIC_OP_ADD:
+        return old + value;
+    case UCT_ATOMIC_OP_AND:
+        return old & value;
+    case UCT_ATOMIC_OP_OR:
+        return old | value;
+    case UCT_ATOMIC_OP_XOR:
+        return old ^ value;
+    case UCT_ATOMIC_OP_SWAP:
+        return value;
+    default:
+        return old;
     }
 }
 
@@ -1049,10 +1094,10 @@ static int soak_tx_start(soak_worker_t *w, soak_tx_t *tx)
     tx->step     = 0;
     tx->waiting  = 0;
     tx->start_ns = soak_now_ns();
-    tx->key      = soak_mix64(((uint64_t)w->id << 56) ^
-                              ((uint64_t)w->inc << 40) ^ soak_rand(w));
-    tx->wop      = tx->rop = tx->aop = SOAK_OP_LAST;
-    tx->woff     = tx->wlen = tx->roff = tx->rlen = 0;
+    tx->key = soak_mix64(((uint64_t)w->id << 56) ^ ((uint64_t)w->inc << 40) ^
+                         soak_rand(w));
+    tx->wop = tx->rop = tx->aop = SOAK_OP_LAST;
+    tx->woff = tx->wlen = tx->roff = tx->rlen = 0;
     ++p->refs;
     kind = soak_rand(w) % 10;
     if (kind < 5) {
@@ -1094,10 +1139,11 @@ static ucs_status_t soak_tx_issue(soak_worker_t *w, soak_tx_t *tx)
     uint8_t *shadow  = p->shadow[tx->slot];
     uint64_t slot_ra = p->region + (uint64_t)tx->slot * SOAK_SLOT_SIZE;
     uint64_t ctr_ra  = p->region + SOAK_SLOTS * SOAK_SLOT_SIZE +
-                       (uint64_t)tx->slot * 8;
+                      (uint64_t)tx->slot * 8;
     uct_rkey_t rkey  = p->rkey.rkey;
     uct_rkey_t vrkey = (tx->slot < SOAK_VIEW_SLOTS) ?
-                       p->view_rkeys[tx->slot].rkey : UCT_INVALID_RKEY;
+                               p->view_rkeys[tx->slot].rkey :
+                               UCT_INVALID_RKEY;
     uint64_t meta[3];
     ucs_status_t status;
     uct_iov_t iov;
@@ -1133,23 +1179,23 @@ static ucs_status_t soak_tx_issue(soak_worker_t *w, soak_tx_t *tx)
         case SOAK_OP_PUT_BCOPY:
             tx->am_buf = tx->src;
             tx->am_len = tx->wlen;
-            len        = uct_ep_put_bcopy(p->ep, soak_pack_cb, tx,
-                                          slot_ra + tx->woff, rkey);
-            status     = (len < 0) ? (ucs_status_t)len : UCS_OK;
+            len = uct_ep_put_bcopy(p->ep, soak_pack_cb, tx, slot_ra + tx->woff,
+                                   rkey);
+            status = (len < 0) ? (ucs_status_t)len : UCS_OK;
             break;
         case SOAK_OP_PUT_ZCOPY:
             iov.buffer = tx->src;
             iov.length = tx->wlen;
-            status     = uct_ep_put_zcopy(p->ep, &iov, 1, slot_ra + tx->woff,
-                                          rkey, soak_tx_comp(tx));
+            status = uct_ep_put_zcopy(p->ep, &iov, 1, slot_ra + tx->woff, rkey,
+                                      soak_tx_comp(tx));
             break;
         case SOAK_OP_PUT_STRIDED:
             iov.buffer = tx->src;
             iov.length = tx->wblk;
             iov.stride = tx->wstride;
             iov.count  = tx->wcount;
-            status     = uct_ep_put_zcopy(p->ep, &iov, 1, slot_ra + tx->woff,
-                                          rkey, soak_tx_comp(tx));
+            status = uct_ep_put_zcopy(p->ep, &iov, 1, slot_ra + tx->woff, rkey,
+                                      soak_tx_comp(tx));
             break;
         default: /* SOAK_OP_PUT_VIEW: the view is zero-based */
             iov.buffer = tx->src;
@@ -1193,8 +1239,8 @@ static ucs_status_t soak_tx_issue(soak_worker_t *w, soak_tx_t *tx)
             iov.length = tx->rblk;
             iov.stride = tx->rstride;
             iov.count  = tx->rcount;
-            status     = uct_ep_get_zcopy(p->ep, &iov, 1, slot_ra + tx->roff,
-                                          rkey, soak_tx_comp(tx));
+            status = uct_ep_get_zcopy(p->ep, &iov, 1, slot_ra + tx->roff, rkey,
+                                      soak_tx_comp(tx));
             break;
         case SOAK_OP_GET_VIEW:
             iov.buffer = tx->dst;
@@ -1205,23 +1251,22 @@ static ucs_status_t soak_tx_issue(soak_worker_t *w, soak_tx_t *tx)
         default: /* SOAK_OP_GET_ZCOPY */
             iov.buffer = tx->dst;
             iov.length = tx->rlen;
-            status     = uct_ep_get_zcopy(p->ep, &iov, 1, slot_ra + tx->roff,
-                                          rkey, soak_tx_comp(tx));
+            status = uct_ep_get_zcopy(p->ep, &iov, 1, slot_ra + tx->roff, rkey,
+                                      soak_tx_comp(tx));
             break;
         }
         break;
     case SOAK_STEP_CTR_READ:
     case SOAK_STEP_CTR_CHECK:
         op     = SOAK_OP_ATOMIC_FETCH;
-        status = uct_ep_atomic64_fetch(p->ep, UCT_ATOMIC_OP_ADD, 0,
-                                       &tx->result, ctr_ra, rkey,
-                                       soak_tx_comp(tx));
+        status = uct_ep_atomic64_fetch(p->ep, UCT_ATOMIC_OP_ADD, 0, &tx->result,
+                                       ctr_ra, rkey, soak_tx_comp(tx));
         break;
     case SOAK_STEP_ATOMIC:
         op = tx->aop;
         if (tx->aop == SOAK_OP_ATOMIC_POST) {
-            status = uct_ep_atomic64_post(p->ep, tx->aopcode, tx->value,
-                                          ctr_ra, rkey);
+            status = uct_ep_atomic64_post(p->ep, tx->aopcode, tx->value, ctr_ra,
+                                          rkey);
         } else if (tx->aop == SOAK_OP_ATOMIC_FETCH) {
             status = uct_ep_atomic64_fetch(p->ep, tx->aopcode, tx->value,
                                            &tx->result, ctr_ra, rkey,
@@ -1230,19 +1275,21 @@ static ucs_status_t soak_tx_issue(soak_worker_t *w, soak_tx_t *tx)
             /* one time in four a compare that must fail */
             uint64_t compare = p->ctr[tx->slot] ^ (tx->compare == 0);
             status = uct_ep_atomic_cswap64(p->ep, compare, tx->value, ctr_ra,
-                                           rkey, &tx->result,
-                                           soak_tx_comp(tx));
+                                           rkey, &tx->result, soak_tx_comp(tx));
         }
         break;
     case SOAK_STEP_AM:
         /* built at every try: the sequence is taken when it is accepted */
         if (tx->am_len == 0) {
-            i = soak_rand(w) % 3;
-            max = (i == 0) ? w->attr.cap.am.max_short :
-                  (i == 1) ? w->attr.cap.am.max_bcopy :
-                             soak_min(w->attr.cap.am.max_zcopy, SOAK_LOCAL_SIZE);
-            tx->aop    = (i == 0) ? SOAK_OP_AM_SHORT :
-                         (i == 1) ? SOAK_OP_AM_BCOPY : SOAK_OP_AM_ZCOPY;
+            i       = soak_rand(w) % 3;
+            max     = (i == 0) ?
+                              w->attr.cap.am.max_short :
+                      (i == 1) ?
+                              w->attr.cap.am.max_bcopy :
+                              soak_min(w->attr.cap.am.max_zcopy, SOAK_LOCAL_SIZE);
+            tx->aop = (i == 0) ? SOAK_OP_AM_SHORT :
+                      (i == 1) ? SOAK_OP_AM_BCOPY :
+                                 SOAK_OP_AM_ZCOPY;
             if ((tx->aop == SOAK_OP_AM_ZCOPY) &&
                 (w->attr.cap.am.max_hdr < SOAK_AM_META)) {
                 tx->aop = SOAK_OP_AM_BCOPY;
@@ -1255,18 +1302,18 @@ static ucs_status_t soak_tx_issue(soak_worker_t *w, soak_tx_t *tx)
             max        = soak_min(max, 8192 + SOAK_AM_META);
             tx->am_len = soak_rand_range(w, SOAK_AM_META, max);
         }
-        op = tx->aop;
+        op         = tx->aop;
         tx->am_buf = tx->src;
         meta[0]    = p->am_seq;
         meta[1]    = ((uint64_t)w->inc << 32) | (uint32_t)w->id;
         meta[2]    = ((uint64_t)(tx->am_len - SOAK_AM_META) << 32) |
-                     (uint32_t)p->gen;
+                  (uint32_t)p->gen;
         memcpy(tx->src, meta, SOAK_AM_META);
         soak_pattern(tx->src + SOAK_AM_META, tx->am_len - SOAK_AM_META,
                      soak_mix64(((uint64_t)w->id << 56) ^
                                 ((uint64_t)w->inc << 40) ^
                                 ((uint64_t)(uint32_t)p->gen << 24)) ^
-                     p->am_seq);
+                             p->am_seq);
         if (tx->aop == SOAK_OP_AM_SHORT) {
             status = uct_ep_am_short(p->ep, SOAK_AM_ID, meta[0], tx->src + 8,
                                      tx->am_len - 8);
@@ -1276,9 +1323,8 @@ static ucs_status_t soak_tx_issue(soak_worker_t *w, soak_tx_t *tx)
         } else {
             iov.buffer = tx->src + SOAK_AM_META;
             iov.length = tx->am_len - SOAK_AM_META;
-            status     = uct_ep_am_zcopy(p->ep, SOAK_AM_ID, tx->src,
-                                         SOAK_AM_META, &iov, 1, 0,
-                                         soak_tx_comp(tx));
+            status = uct_ep_am_zcopy(p->ep, SOAK_AM_ID, tx->src, SOAK_AM_META,
+                                     &iov, 1, 0, soak_tx_comp(tx));
         }
         if ((status == UCS_OK) || (status == UCS_INPROGRESS)) {
             ++p->am_seq;
@@ -1301,7 +1347,7 @@ static void soak_tx_step_done(soak_worker_t *w, soak_tx_t *tx)
     soak_peer_t *p  = &w->peers[tx->peer];
     uint8_t *shadow = p->shadow[tx->slot];
     uint8_t expect[SOAK_LOCAL_SIZE];
-    uint64_t *ctr   = &p->ctr[tx->slot];
+    uint64_t *ctr = &p->ctr[tx->slot];
     size_t i;
 
     switch (tx->steps[tx->step]) {
@@ -1325,8 +1371,8 @@ static void soak_tx_step_done(soak_worker_t *w, soak_tx_t *tx)
             }
         } else if (tx->rop == SOAK_OP_GET_VIEW) {
             for (i = 0; i < tx->rlen; ++i) {
-                expect[i] = shadow[soak_view_offset(w->id, tx->slot,
-                                                    tx->roff + i)];
+                expect[i] =
+                        shadow[soak_view_offset(w->id, tx->slot, tx->roff + i)];
             }
             soak_compare(w, tx, tx->dst, expect, tx->rlen, "view get");
         } else {
@@ -1334,15 +1380,16 @@ static void soak_tx_step_done(soak_worker_t *w, soak_tx_t *tx)
         }
         break;
     case SOAK_STEP_CTR_READ:
-        *ctr                    = tx->result;
-        p->ctr_known[tx->slot]  = 1;
+        *ctr                   = tx->result;
+        p->ctr_known[tx->slot] = 1;
         break;
     case SOAK_STEP_CTR_CHECK:
         if (tx->result != *ctr) {
-            soak_corruption(w, "counter %d at peer %d after %s op %d: %#" PRIx64
-                            ", expected %#" PRIx64, tx->slot, tx->peer,
-                            soak_op_names[tx->aop], tx->aopcode, tx->result,
-                            *ctr);
+            soak_corruption(w,
+                            "counter %d at peer %d after %s op %d: %#" PRIx64
+                            ", expected %#" PRIx64,
+                            tx->slot, tx->peer, soak_op_names[tx->aop],
+                            tx->aopcode, tx->result, *ctr);
             p->ctr_known[tx->slot] = 0;
         } else {
             w->stats->bytes_verified += 8;
@@ -1354,10 +1401,11 @@ static void soak_tx_step_done(soak_worker_t *w, soak_tx_t *tx)
             break;
         }
         if (tx->result != *ctr) {
-            soak_corruption(w, "counter %d at peer %d: %s op %d returned %#"
-                            PRIx64 ", expected %#" PRIx64, tx->slot, tx->peer,
-                            soak_op_names[tx->aop], tx->aopcode, tx->result,
-                            *ctr);
+            soak_corruption(w,
+                            "counter %d at peer %d: %s op %d returned %#" PRIx64
+                            ", expected %#" PRIx64,
+                            tx->slot, tx->peer, soak_op_names[tx->aop],
+                            tx->aopcode, tx->result, *ctr);
             p->ctr_known[tx->slot] = 0;
             break;
         }
@@ -1497,8 +1545,8 @@ static void soak_inject(soak_worker_t *w, uint64_t now)
         rc   = w->fault_inject(DCXEMU_FAULT_DCT_UNREACHABLE, dctn, 1);
         if (rc == 0) {
             w->unreachable_dctn     = dctn;
-            w->unreachable_clear_ns = now + soak_rand_range(w, 20, 100) *
-                                            1000000ull;
+            w->unreachable_clear_ns = now +
+                                      soak_rand_range(w, 20, 100) * 1000000ull;
         }
     }
     /* ENOENT: the peer died meanwhile; its DCT is gone */
@@ -1528,12 +1576,12 @@ static void soak_check_checker(soak_worker_t *w, const char *check)
         }
     }
     soak_log(w, "--check corruption: flipping bytes in every sender's "
-             "slots and counters");
+                "slots and counters");
     for (s = 0; s < w->nprocs; ++s) {
         region = w->regions + (size_t)s * SOAK_REGION_SIZE;
         for (t = 0; (s != w->id) && (t < SOAK_SLOTS); ++t) {
-            region[t * SOAK_SLOT_SIZE + 100]            ^= 0x5a;
-            region[t * SOAK_SLOT_SIZE + 20000]          ^= 0x5a;
+            region[t * SOAK_SLOT_SIZE + 100] ^= 0x5a;
+            region[t * SOAK_SLOT_SIZE + 20000] ^= 0x5a;
             region[SOAK_SLOTS * SOAK_SLOT_SIZE + t * 8] ^= 0x5a;
         }
     }
@@ -1594,9 +1642,9 @@ static int soak_worker_main(int id, int inc, int nprocs, const char *dir,
         busy  = 0;
         for (t = 0; t < SOAK_SLOTS; ++t) {
             moved |= soak_tx_advance(w, &w->txs[t]);
-            busy  |= w->txs[t].busy;
+            busy |= w->txs[t].busy;
         }
-        now = soak_now_ns();
+        now                    = soak_now_ns();
         w->stats->heartbeat_ns = now;
         if (now - last_tick > 20000000ull) {
             last_tick = now;
@@ -1605,11 +1653,11 @@ static int soak_worker_main(int id, int inc, int nprocs, const char *dir,
             for (t = 0; t < SOAK_SLOTS; ++t) {
                 if (w->txs[t].busy && (now - w->txs[t].start_ns > hang_ns)) {
                     ++w->stats->hangs;
-                    soak_log(w, "HANG: transaction %d (peer %d, step %d of "
-                             "%d, last %s, %s) outstanding for %.1f s", t,
-                             w->txs[t].peer, w->txs[t].step,
-                             w->txs[t].nsteps,
-                             soak_op_names[w->txs[t].last_op],
+                    soak_log(w,
+                             "HANG: transaction %d (peer %d, step %d of "
+                             "%d, last %s, %s) outstanding for %.1f s",
+                             t, w->txs[t].peer, w->txs[t].step,
+                             w->txs[t].nsteps, soak_op_names[w->txs[t].last_op],
                              w->txs[t].waiting ? "waiting for its completion" :
                                                  "not accepted",
                              (now - w->txs[t].start_ns) / 1e9);
@@ -1655,34 +1703,35 @@ static int soak_worker_main(int id, int inc, int nprocs, const char *dir,
 /* --- the parent ---------------------------------------------------------- */
 
 typedef enum {
-    SOAK_W_RUNNING, SOAK_W_DOWN, SOAK_W_EXITED
+    SOAK_W_RUNNING,
+    SOAK_W_DOWN,
+    SOAK_W_EXITED
 } soak_wstate_t;
 
 typedef struct {
-    pid_t          pid;
-    int            inc;
-    soak_wstate_t  state;
-    uint64_t       started_ns, respawn_ns;
-    soak_stats_t   *stats;
+    pid_t pid;
+    int inc;
+    soak_wstate_t state;
+    uint64_t started_ns, respawn_ns;
+    soak_stats_t *stats;
 } soak_child_t;
 
 typedef struct {
-    int            nprocs;
-    double         seconds, kill_interval, hang_s;
-    uint64_t       seed, rng;
-    const char     *dir, *faults;
-    soak_child_t   children[SOAK_MAX_PROCS];
-    soak_stats_t   *all[4096];            /* every incarnation's stats */
-    int            nall;
-    unsigned       kills, hangs, crashes;
-    int            last_killed;
+    int nprocs;
+    double seconds, kill_interval, hang_s;
+    uint64_t seed, rng;
+    const char *dir, *faults;
+    soak_child_t children[SOAK_MAX_PROCS];
+    soak_stats_t *all[4096]; /* every incarnation's stats */
+    int nall;
+    unsigned kills, hangs, crashes;
+    int last_killed;
     volatile soak_control_t *control;
 } soak_parent_t;
 
 /* Statuses for each worker's DCXEMU_FAULTS, one per worker in turn. */
-static const char *soak_env_statuses[] = {
-    "RETRY_EXC_ERR", "REM_ACCESS_ERR", "REM_OP_ERR", "GENERAL_ERR"
-};
+static const char *soak_env_statuses[] = { "RETRY_EXC_ERR", "REM_ACCESS_ERR",
+                                           "REM_OP_ERR", "GENERAL_ERR" };
 
 static volatile sig_atomic_t soak_interrupted;
 
@@ -1712,13 +1761,12 @@ static int soak_spawn(soak_parent_t *sp, int id, int inc)
         fprintf(stderr, "dcx_soak: cannot create %s: %m\n", path);
         return -1;
     }
-    c->stats->magic = SOAK_STATS_MAGIC;
-    c->stats->id    = id;
-    c->stats->inc   = inc;
+    c->stats->magic     = SOAK_STATS_MAGIC;
+    c->stats->id        = id;
+    c->stats->inc       = inc;
     sp->all[sp->nall++] = c->stats;
-    snprintf(env, sizeof(env), "%s%sstatus=%s:0.0002,seed=%" PRIu64,
-             sp->faults, (sp->faults[0] != '\0') ? "," : "",
-             soak_env_statuses[id % 4],
+    snprintf(env, sizeof(env), "%s%sstatus=%s:0.0002,seed=%" PRIu64, sp->faults,
+             (sp->faults[0] != '\0') ? "," : "", soak_env_statuses[id % 4],
              sp->seed * 1000003 + (uint64_t)id * 1009 + inc);
     snprintf(args[0], sizeof(args[0]), "%d", id);
     snprintf(args[1], sizeof(args[1]), "%d", inc);
@@ -1741,7 +1789,7 @@ static int soak_spawn(soak_parent_t *sp, int id, int inc)
         close(fd);
         setenv("DCXEMU_FAULTS", env, 1);
         execl("/proc/self/exe", "dcx_soak", "--worker", args[0], args[1],
-              args[2], sp->dir, args[3], args[4], (char*)NULL);
+              args[2], sp->dir, args[3], args[4], (char *)NULL);
         _exit(127);
     }
     c->inc        = inc;
@@ -1754,8 +1802,10 @@ static void soak_show_log(soak_parent_t *sp, int id, int inc)
 {
     char cmd[PATH_MAX + 64];
 
-    snprintf(cmd, sizeof(cmd), "tail -n 5 '%s/worker-%d.%d.log' | "
-             "sed 's/^/      | /'", sp->dir, id, inc);
+    snprintf(cmd, sizeof(cmd),
+             "tail -n 5 '%s/worker-%d.%d.log' | "
+             "sed 's/^/      | /'",
+             sp->dir, id, inc);
     fflush(stdout);
     if (system(cmd) != 0) {
         printf("      | (no log)\n");
@@ -1771,16 +1821,18 @@ static void soak_child_exited(soak_parent_t *sp, int id, int status)
     if (WIFEXITED(status) && (WEXITSTATUS(status) == SOAK_EXIT_HANG)) {
         ++sp->hangs;
         printf("dcx_soak: HANG: worker %d.%d found a transaction "
-               "outstanding for more than %g s\n", id, c->inc, sp->hang_s);
+               "outstanding for more than %g s\n",
+               id, c->inc, sp->hang_s);
     } else {
         ++sp->crashes;
         if (WIFSIGNALED(status)) {
             printf("dcx_soak: FAILED: worker %d.%d (pid %d) died of signal "
-                   "%d\n", id, c->inc, (int)c->pid, WTERMSIG(status));
+                   "%d\n",
+                   id, c->inc, (int)c->pid, WTERMSIG(status));
         } else {
             printf("dcx_soak: FAILED: worker %d.%d (pid %d) exited with "
-                   "status %d\n", id, c->inc, (int)c->pid,
-                   WEXITSTATUS(status));
+                   "status %d\n",
+                   id, c->inc, (int)c->pid, WEXITSTATUS(status));
         }
     }
     soak_show_log(sp, id, c->inc);
@@ -1882,14 +1934,14 @@ static void soak_kill_one(soak_parent_t *sp, uint64_t now)
 
 static void soak_sleep_ms(unsigned ms)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000l};
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000l };
 
     nanosleep(&ts, NULL);
 }
 
 /* Wait until every running worker has set *flag (ready or drained). */
-static int soak_wait_all(soak_parent_t *sp, size_t flag_offset,
-                         const char *what)
+static int
+soak_wait_all(soak_parent_t *sp, size_t flag_offset, const char *what)
 {
     uint64_t deadline = soak_now_ns() + (uint64_t)(sp->hang_s * 1e9);
     int id, all;
@@ -1901,7 +1953,7 @@ static int soak_wait_all(soak_parent_t *sp, size_t flag_offset,
         all = 1;
         for (id = 0; id < sp->nprocs; ++id) {
             if ((sp->children[id].state == SOAK_W_RUNNING) &&
-                !*(uint32_t*)((char*)sp->children[id].stats + flag_offset)) {
+                !*(uint32_t *)((char *)sp->children[id].stats + flag_offset)) {
                 all = 0;
             }
         }
@@ -1911,8 +1963,8 @@ static int soak_wait_all(soak_parent_t *sp, size_t flag_offset,
         if (soak_now_ns() > deadline) {
             for (id = 0; id < sp->nprocs; ++id) {
                 if ((sp->children[id].state == SOAK_W_RUNNING) &&
-                    !*(uint32_t*)((char*)sp->children[id].stats +
-                                  flag_offset)) {
+                    !*(uint32_t *)((char *)sp->children[id].stats +
+                                   flag_offset)) {
                     ++sp->hangs;
                     printf("dcx_soak: HANG: worker %d.%d not %s after %g s\n",
                            id, sp->children[id].inc, what, sp->hang_s);
@@ -1945,20 +1997,20 @@ static int soak_report(soak_parent_t *sp, double elapsed)
         for (k = 0; k < SOAK_FAULT_LAST; ++k) {
             sum.faults[k] += sp->all[i]->faults[k];
         }
-        sum.bytes_verified        += sp->all[i]->bytes_verified;
-        sum.tx_ok                 += sp->all[i]->tx_ok;
-        sum.tx_failed             += sp->all[i]->tx_failed;
-        sum.corruptions           += sp->all[i]->corruptions;
-        sum.connects              += sp->all[i]->connects;
-        sum.am_received           += sp->all[i]->am_received;
+        sum.bytes_verified += sp->all[i]->bytes_verified;
+        sum.tx_ok += sp->all[i]->tx_ok;
+        sum.tx_failed += sp->all[i]->tx_failed;
+        sum.corruptions += sp->all[i]->corruptions;
+        sum.connects += sp->all[i]->connects;
+        sum.am_received += sp->all[i]->am_received;
         sum.emu_transport_retries += sp->all[i]->emu_transport_retries;
-        sum.emu_error_cqes        += sp->all[i]->emu_error_cqes;
-        restarts_seen             += sp->all[i]->restarts_seen;
+        sum.emu_error_cqes += sp->all[i]->emu_error_cqes;
+        restarts_seen += sp->all[i]->restarts_seen;
     }
 
     printf("\ndcx_soak: %d processes, %.0f s, seed %" PRIu64 ", %d "
-           "incarnations; logs in %s\n", sp->nprocs, elapsed, sp->seed,
-           sp->nall, sp->dir);
+           "incarnations; logs in %s\n",
+           sp->nprocs, elapsed, sp->seed, sp->nall, sp->dir);
     printf("  %-34s %14s\n", "operation", "count");
     for (k = 0; k < SOAK_OP_LAST; ++k) {
         printf("  %-34s %14" PRIu64 "\n", soak_op_names[k], sum.ops[k]);
@@ -2004,14 +2056,17 @@ static int soak_report(soak_parent_t *sp, double elapsed)
     printf("  %-34s %14" PRIu64 "\n", "device error completions",
            sum.emu_error_cqes);
     printf("  %-34s %14u\n", "processes killed and restarted", sp->kills);
-    printf("  %-34s %14" PRIu64 "\n", "restarts found through ep errors", restarts_seen);
+    printf("  %-34s %14" PRIu64 "\n", "restarts found through ep errors",
+           restarts_seen);
     printf("  %-34s %14" PRIu64 "\n", "connections made", sum.connects);
     printf("  %-34s %14u\n", "workers crashed", sp->crashes);
     printf("  %-34s %14" PRIu64 "\n", "corruptions", sum.corruptions);
     printf("  %-34s %14u\n", "hangs", sp->hangs);
     if (sum.corruptions != 0) {
-        snprintf(cmd, sizeof(cmd), "grep -h CORRUPTION %s/worker-*.log | "
-                 "head -n 20", sp->dir);
+        snprintf(cmd, sizeof(cmd),
+                 "grep -h CORRUPTION %s/worker-*.log | "
+                 "head -n 20",
+                 sp->dir);
         fflush(stdout);
         if (system(cmd) != 0) {
             printf("  (no corruption lines in the logs)\n");
@@ -2022,7 +2077,8 @@ static int soak_report(soak_parent_t *sp, double elapsed)
         printf("dcx_soak: PASS: 0 corruptions, 0 hangs\n");
     } else {
         printf("dcx_soak: FAILED: %" PRIu64 " corruptions, %u hangs, %u "
-               "crashed workers%s\n", sum.corruptions, sp->hangs, sp->crashes,
+               "crashed workers%s\n",
+               sum.corruptions, sp->hangs, sp->crashes,
                soak_interrupted ? ", interrupted" : "");
     }
     return (sum.corruptions == 0) && (sp->hangs == 0) && (sp->crashes == 0) &&
@@ -2051,15 +2107,15 @@ static void soak_usage(void)
 static int soak_parent_main(int argc, char **argv)
 {
     static const struct option options[] = {
-        {"procs", required_argument, NULL, 'n'},
-        {"seconds", required_argument, NULL, 's'},
-        {"dir", required_argument, NULL, 'd'},
-        {"seed", required_argument, NULL, 'r'},
-        {"kill-interval", required_argument, NULL, 'k'},
-        {"hang-seconds", required_argument, NULL, 'h'},
-        {"faults", required_argument, NULL, 'f'},
-        {"check", required_argument, NULL, 'c'},
-        {NULL, 0, NULL, 0}
+        { "procs", required_argument, NULL, 'n' },
+        { "seconds", required_argument, NULL, 's' },
+        { "dir", required_argument, NULL, 'd' },
+        { "seed", required_argument, NULL, 'r' },
+        { "kill-interval", required_argument, NULL, 'k' },
+        { "hang-seconds", required_argument, NULL, 'h' },
+        { "faults", required_argument, NULL, 'f' },
+        { "check", required_argument, NULL, 'c' },
+        { NULL, 0, NULL, 0 }
     };
     soak_parent_t *sp = calloc(1, sizeof(*sp));
     char path[PATH_MAX], tmpl[PATH_MAX];
@@ -2076,13 +2132,27 @@ static int soak_parent_main(int argc, char **argv)
     sp->faults        = "drop=0.001,delay_us=300:0.001";
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
         switch (opt) {
-        case 'n': sp->nprocs        = atoi(optarg); break;
-        case 's': sp->seconds       = atof(optarg); break;
-        case 'd': sp->dir           = optarg; break;
-        case 'r': sp->seed          = strtoull(optarg, NULL, 0); break;
-        case 'k': sp->kill_interval = atof(optarg); break;
-        case 'h': sp->hang_s        = atof(optarg); break;
-        case 'f': sp->faults        = optarg; break;
+        case 'n':
+            sp->nprocs = atoi(optarg);
+            break;
+        case 's':
+            sp->seconds = atof(optarg);
+            break;
+        case 'd':
+            sp->dir = optarg;
+            break;
+        case 'r':
+            sp->seed = strtoull(optarg, NULL, 0);
+            break;
+        case 'k':
+            sp->kill_interval = atof(optarg);
+            break;
+        case 'h':
+            sp->hang_s = atof(optarg);
+            break;
+        case 'f':
+            sp->faults = optarg;
+            break;
         case 'c':
             if (strcmp(optarg, "hang") && strcmp(optarg, "corruption")) {
                 soak_usage();
@@ -2090,12 +2160,13 @@ static int soak_parent_main(int argc, char **argv)
             }
             setenv("DCX_SOAK_CHECK", optarg, 1);
             break;
-        default:  soak_usage(); return 2;
+        default:
+            soak_usage();
+            return 2;
         }
     }
-    if ((optind != argc) || (sp->nprocs < 2) ||
-        (sp->nprocs > SOAK_MAX_PROCS) || !(sp->seconds > 0) ||
-        (sp->kill_interval < 0) || !(sp->hang_s >= 1)) {
+    if ((optind != argc) || (sp->nprocs < 2) || (sp->nprocs > SOAK_MAX_PROCS) ||
+        !(sp->seconds > 0) || (sp->kill_interval < 0) || !(sp->hang_s >= 1)) {
         soak_usage();
         return 2;
     }
@@ -2141,9 +2212,9 @@ static int soak_parent_main(int argc, char **argv)
     }
     start     = soak_now_ns();
     end       = start + (uint64_t)(sp->seconds * 1e9);
-    next_kill = start + (uint64_t)(sp->kill_interval *
-                                   (0.5 + (soak_parent_rand(sp) % 1000) / 1e3) *
-                                   1e9);
+    next_kill = start +
+                (uint64_t)(sp->kill_interval *
+                           (0.5 + (soak_parent_rand(sp) % 1000) / 1e3) * 1e9);
     while (!failed && !soak_interrupted && ((now = soak_now_ns()) < end)) {
         failed = (soak_reap(sp, 0) > 0) || soak_watch(sp, now);
         if ((sp->kill_interval > 0) && (now >= next_kill)) {
@@ -2155,9 +2226,10 @@ static int soak_parent_main(int argc, char **argv)
                        sp->children[sp->last_killed].inc);
             }
             fflush(stdout);
-            next_kill = now + (uint64_t)(sp->kill_interval *
-                                         (0.5 + (soak_parent_rand(sp) % 1000) /
-                                                1e3) * 1e9);
+            next_kill = now +
+                        (uint64_t)(sp->kill_interval *
+                                   (0.5 + (soak_parent_rand(sp) % 1000) / 1e3) *
+                                   1e9);
         }
         for (id = 0; !failed && (id < sp->nprocs); ++id) {
             if ((sp->children[id].state == SOAK_W_DOWN) &&
@@ -2179,8 +2251,8 @@ static int soak_parent_main(int argc, char **argv)
     }
     if (!failed && !soak_interrupted) {
         sp->control->phase = SOAK_PHASE_DRAIN;
-        failed = soak_wait_all(sp, offsetof(soak_stats_t, drained),
-                               "drained") != 0;
+        failed             = soak_wait_all(sp, offsetof(soak_stats_t, drained),
+                                           "drained") != 0;
     }
     sp->control->phase = SOAK_PHASE_EXIT;
     if (!failed && !soak_interrupted) {

@@ -42,14 +42,14 @@ bool poll_until(const std::function<bool()> &cond,
 void fill_data(void *buf, size_t length, uint64_t seq)
 {
     for (size_t i = 0; i < length; ++i) {
-        ((char*)buf)[i] = data_byte(seq, i);
+        ((char *)buf)[i] = data_byte(seq, i);
     }
 }
 
 long check_data(const void *buf, size_t length, uint64_t seq)
 {
     for (size_t i = 0; i < length; ++i) {
-        if (((const char*)buf)[i] != data_byte(seq, i)) {
+        if (((const char *)buf)[i] != data_byte(seq, i)) {
             return (long)i;
         }
     }
@@ -68,7 +68,7 @@ scoped_env::scoped_env(const env_vars &vars)
 {
     for (const auto &kv : vars) {
         const char *old = getenv(kv.first.c_str());
-        m_saved.push_back({kv.first, {old != nullptr, old ? old : ""}});
+        m_saved.push_back({ kv.first, { old != nullptr, old ? old : "" } });
         setenv(kv.first.c_str(), kv.second.c_str(), 1);
     }
 }
@@ -87,7 +87,7 @@ scoped_env::~scoped_env()
 void *emu_sym_ptr(const char *name)
 {
     /* Kept open: the plugin holds the same library for the process's life. */
-    static void *lib = []() -> void* {
+    static void *lib = []() -> void * {
         void *handle = dlopen(getenv("UCX_DCX_EMU_LIB"), RTLD_NOW);
         if (handle == nullptr) {
             ADD_FAILURE() << "the device model is not loaded: " << dlerror();
@@ -152,9 +152,9 @@ static std::vector<std::string> self_cmd(const std::string &exe)
     base = (base != NULL) ? base + 1 : exe.c_str();
     if (!test_argv0.empty() && (strncmp(base, "ld-", 3) == 0) &&
         (realpath(test_argv0.c_str(), prog) != NULL) && (exe != prog)) {
-        return {exe, prog};
+        return { exe, prog };
     }
-    return {exe};
+    return { exe };
 }
 
 child::child(const std::string &role, const std::vector<std::string> &args,
@@ -168,10 +168,10 @@ child::child(const std::string &role, const std::vector<std::string> &args,
     m_pid = fork();
     if (m_pid == 0) {
         argv_s.insert(argv_s.end(),
-                      {"--dcx-child", role, std::to_string(m_to[0]),
-                       std::to_string(m_from[1])});
+                      { "--dcx-child", role, std::to_string(m_to[0]),
+                        std::to_string(m_from[1]) });
         argv_s.insert(argv_s.end(), args.begin(), args.end());
-        std::vector<char*> argv;
+        std::vector<char *> argv;
         for (auto &s : argv_s) {
             argv.push_back(&s[0]);
         }
@@ -223,8 +223,10 @@ bool child::exited(int *status_p)
 
     if ((m_pid > 0) && (waitpid(m_pid, &status, WNOHANG) == m_pid)) {
         m_pid     = -1;
-        *status_p = WIFEXITED(status) ? WEXITSTATUS(status) :
-                    128 + WTERMSIG(status); /* as the shell reports it */
+        *status_p = WIFEXITED(status) ?
+                            WEXITSTATUS(status) :
+                            128 + WTERMSIG(
+                                          status); /* as the shell reports it */
         return true;
     }
     return false;
@@ -241,9 +243,9 @@ void child::kill()
 
 static bool read_full(int fd, void *buf, size_t len, double deadline)
 {
-    char *p = (char*)buf;
+    char *p = (char *)buf;
     while (len > 0) {
-        struct pollfd pfd = {fd, POLLIN, 0};
+        struct pollfd pfd = { fd, POLLIN, 0 };
         int timeout_ms    = (int)((deadline - now_sec()) * 1000);
         if ((timeout_ms <= 0) || (poll(&pfd, 1, timeout_ms) <= 0)) {
             return false;
@@ -252,7 +254,7 @@ static bool read_full(int fd, void *buf, size_t len, double deadline)
         if (n <= 0) {
             return false;
         }
-        p   += n;
+        p += n;
         len -= n;
     }
     return true;
@@ -288,7 +290,7 @@ std::vector<char> recv_msg(int fd, double timeout)
 
 std::vector<char> u64_msg(uint64_t value)
 {
-    return std::vector<char>((char*)&value, (char*)&value + sizeof(value));
+    return std::vector<char>((char *)&value, (char *)&value + sizeof(value));
 }
 
 uint64_t msg_u64(const std::vector<char> &msg)
@@ -301,8 +303,8 @@ uint64_t msg_u64(const std::vector<char> &msg)
 
 std::vector<char> u64s_msg(const std::vector<uint64_t> &values)
 {
-    return std::vector<char>((const char*)values.data(),
-                             (const char*)(values.data() + values.size()));
+    return std::vector<char>((const char *)values.data(),
+                             (const char *)(values.data() + values.size()));
 }
 
 std::vector<uint64_t> msg_u64s(const std::vector<char> &msg)
@@ -315,8 +317,8 @@ std::vector<uint64_t> msg_u64s(const std::vector<char> &msg)
 
 int run_suite(int argc, char **argv, const char *suite, const env_vars &env)
 {
-    std::string fabric  = std::string("dcx-") + suite + "-test-" +
-                          std::to_string(getpid());
+    std::string fabric = std::string("dcx-") + suite + "-test-" +
+                         std::to_string(getpid());
     const char *emu_lib = getenv("DCX_TEST_EMU_LIB");
 
     test_argv0 = argv[0];

@@ -70,7 +70,7 @@ template <typename F> F emu_sym(const char *name)
 /* A role a child process can play: fn(read_fd, write_fd, args) returns
  * the exit code. Children are fresh processes (fork + exec of the test
  * binary): a process may not use a device it inherited through fork. */
-typedef std::function<int(int, int, const std::vector<std::string>&)>
+typedef std::function<int(int, int, const std::vector<std::string> &)>
         child_role_t;
 std::map<std::string, child_role_t> &child_roles();
 
@@ -81,10 +81,10 @@ struct child_role_registrar {
     }
 };
 
-#define DCX_CHILD_ROLE(_name) \
-    static int _name(int, int, const std::vector<std::string>&); \
+#define DCX_CHILD_ROLE(_name)                                               \
+    static int _name(int, int, const std::vector<std::string> &);           \
     static dcx_test::child_role_registrar _name##_registrar(#_name, _name); \
-    static int _name(int in_fd, int out_fd, \
+    static int _name(int in_fd, int out_fd,                                 \
                      const std::vector<std::string> &args)
 
 /* A child process playing a role, with a pipe each way; 'env' is set in the
@@ -93,18 +93,27 @@ class child {
 public:
     child(const std::string &role,
           const std::vector<std::string> &args = std::vector<std::string>(),
-          const env_vars &env = env_vars());
+          const env_vars &env                  = env_vars());
     ~child();
-    int to_fd() const { return m_to[1]; }
-    int from_fd() const { return m_from[0]; }
+    int to_fd() const
+    {
+        return m_to[1];
+    }
+    int from_fd() const
+    {
+        return m_from[0];
+    }
     int wait(double timeout = 60.0); /* exit status, -1 on signal/timeout */
-    bool exited(int *status_p);      /* without waiting or killing */
+    bool exited(int *status_p); /* without waiting or killing */
     void kill();
-    pid_t pid() const { return m_pid; }
+    pid_t pid() const
+    {
+        return m_pid;
+    }
 
 private:
     pid_t m_pid;
-    int   m_to[2], m_from[2];
+    int m_to[2], m_from[2];
 };
 
 /* Length-prefixed messages over a pipe. */

@@ -40,30 +40,54 @@ namespace dcx_test {
 inline const char *wc_status_name(enum ibv_wc_status status)
 {
     switch (status) {
-    case IBV_WC_SUCCESS:            return "IBV_WC_SUCCESS";
-    case IBV_WC_LOC_LEN_ERR:        return "IBV_WC_LOC_LEN_ERR";
-    case IBV_WC_LOC_QP_OP_ERR:      return "IBV_WC_LOC_QP_OP_ERR";
-    case IBV_WC_LOC_EEC_OP_ERR:     return "IBV_WC_LOC_EEC_OP_ERR";
-    case IBV_WC_LOC_PROT_ERR:       return "IBV_WC_LOC_PROT_ERR";
-    case IBV_WC_WR_FLUSH_ERR:       return "IBV_WC_WR_FLUSH_ERR";
-    case IBV_WC_MW_BIND_ERR:        return "IBV_WC_MW_BIND_ERR";
-    case IBV_WC_BAD_RESP_ERR:       return "IBV_WC_BAD_RESP_ERR";
-    case IBV_WC_LOC_ACCESS_ERR:     return "IBV_WC_LOC_ACCESS_ERR";
-    case IBV_WC_REM_INV_REQ_ERR:    return "IBV_WC_REM_INV_REQ_ERR";
-    case IBV_WC_REM_ACCESS_ERR:     return "IBV_WC_REM_ACCESS_ERR";
-    case IBV_WC_REM_OP_ERR:         return "IBV_WC_REM_OP_ERR";
-    case IBV_WC_RETRY_EXC_ERR:      return "IBV_WC_RETRY_EXC_ERR";
-    case IBV_WC_RNR_RETRY_EXC_ERR:  return "IBV_WC_RNR_RETRY_EXC_ERR";
-    case IBV_WC_LOC_RDD_VIOL_ERR:   return "IBV_WC_LOC_RDD_VIOL_ERR";
-    case IBV_WC_REM_INV_RD_REQ_ERR: return "IBV_WC_REM_INV_RD_REQ_ERR";
-    case IBV_WC_REM_ABORT_ERR:      return "IBV_WC_REM_ABORT_ERR";
-    case IBV_WC_INV_EECN_ERR:       return "IBV_WC_INV_EECN_ERR";
-    case IBV_WC_INV_EEC_STATE_ERR:  return "IBV_WC_INV_EEC_STATE_ERR";
-    case IBV_WC_FATAL_ERR:          return "IBV_WC_FATAL_ERR";
-    case IBV_WC_RESP_TIMEOUT_ERR:   return "IBV_WC_RESP_TIMEOUT_ERR";
-    case IBV_WC_GENERAL_ERR:        return "IBV_WC_GENERAL_ERR";
-    case IBV_WC_TM_ERR:             return "IBV_WC_TM_ERR";
-    case IBV_WC_TM_RNDV_INCOMPLETE: return "IBV_WC_TM_RNDV_INCOMPLETE";
+    case IBV_WC_SUCCESS:
+        return "IBV_WC_SUCCESS";
+    case IBV_WC_LOC_LEN_ERR:
+        return "IBV_WC_LOC_LEN_ERR";
+    case IBV_WC_LOC_QP_OP_ERR:
+        return "IBV_WC_LOC_QP_OP_ERR";
+    case IBV_WC_LOC_EEC_OP_ERR:
+        return "IBV_WC_LOC_EEC_OP_ERR";
+    case IBV_WC_LOC_PROT_ERR:
+        return "IBV_WC_LOC_PROT_ERR";
+    case IBV_WC_WR_FLUSH_ERR:
+        return "IBV_WC_WR_FLUSH_ERR";
+    case IBV_WC_MW_BIND_ERR:
+        return "IBV_WC_MW_BIND_ERR";
+    case IBV_WC_BAD_RESP_ERR:
+        return "IBV_WC_BAD_RESP_ERR";
+    case IBV_WC_LOC_ACCESS_ERR:
+        return "IBV_WC_LOC_ACCESS_ERR";
+    case IBV_WC_REM_INV_REQ_ERR:
+        return "IBV_WC_REM_INV_REQ_ERR";
+    case IBV_WC_REM_ACCESS_ERR:
+        return "IBV_WC_REM_ACCESS_ERR";
+    case IBV_WC_REM_OP_ERR:
+        return "IBV_WC_REM_OP_ERR";
+    case IBV_WC_RETRY_EXC_ERR:
+        return "IBV_WC_RETRY_EXC_ERR";
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+        return "IBV_WC_RNR_RETRY_EXC_ERR";
+    case IBV_WC_LOC_RDD_VIOL_ERR:
+        return "IBV_WC_LOC_RDD_VIOL_ERR";
+    case IBV_WC_REM_INV_RD_REQ_ERR:
+        return "IBV_WC_REM_INV_RD_REQ_ERR";
+    case IBV_WC_REM_ABORT_ERR:
+        return "IBV_WC_REM_ABORT_ERR";
+    case IBV_WC_INV_EECN_ERR:
+        return "IBV_WC_INV_EECN_ERR";
+    case IBV_WC_INV_EEC_STATE_ERR:
+        return "IBV_WC_INV_EEC_STATE_ERR";
+    case IBV_WC_FATAL_ERR:
+        return "IBV_WC_FATAL_ERR";
+    case IBV_WC_RESP_TIMEOUT_ERR:
+        return "IBV_WC_RESP_TIMEOUT_ERR";
+    case IBV_WC_GENERAL_ERR:
+        return "IBV_WC_GENERAL_ERR";
+    case IBV_WC_TM_ERR:
+        return "IBV_WC_TM_ERR";
+    case IBV_WC_TM_RNDV_INCOMPLETE:
+        return "IBV_WC_TM_RNDV_INCOMPLETE";
     }
     return nullptr;
 }
@@ -72,14 +96,22 @@ inline const char *wc_status_name(enum ibv_wc_status status)
 inline const char *qp_state_name(enum ibv_qp_state state)
 {
     switch (state) {
-    case IBV_QPS_RESET:   return "IBV_QPS_RESET";
-    case IBV_QPS_INIT:    return "IBV_QPS_INIT";
-    case IBV_QPS_RTR:     return "IBV_QPS_RTR";
-    case IBV_QPS_RTS:     return "IBV_QPS_RTS";
-    case IBV_QPS_SQD:     return "IBV_QPS_SQD";
-    case IBV_QPS_SQE:     return "IBV_QPS_SQE";
-    case IBV_QPS_ERR:     return "IBV_QPS_ERR";
-    case IBV_QPS_UNKNOWN: return "IBV_QPS_UNKNOWN";
+    case IBV_QPS_RESET:
+        return "IBV_QPS_RESET";
+    case IBV_QPS_INIT:
+        return "IBV_QPS_INIT";
+    case IBV_QPS_RTR:
+        return "IBV_QPS_RTR";
+    case IBV_QPS_RTS:
+        return "IBV_QPS_RTS";
+    case IBV_QPS_SQD:
+        return "IBV_QPS_SQD";
+    case IBV_QPS_SQE:
+        return "IBV_QPS_SQE";
+    case IBV_QPS_ERR:
+        return "IBV_QPS_ERR";
+    case IBV_QPS_UNKNOWN:
+        return "IBV_QPS_UNKNOWN";
     }
     return nullptr;
 }
@@ -141,21 +173,21 @@ inline void PrintTo(enum ibv_wc_status status, std::ostream *os)
 
 inline void PrintTo(enum ibv_qp_state state, std::ostream *os)
 {
-    *os << dcx_test::named_value(dcx_test::qp_state_name(state),
-                                 "ibv_qp_state", (long)state);
+    *os << dcx_test::named_value(dcx_test::qp_state_name(state), "ibv_qp_state",
+                                 (long)state);
 }
 
 /* A function or expression that returns an errno (0 on success), or errno
  * itself, against the expected value; a failure names both values, under
  * the expressions as written (a stringified macro argument is not expanded,
  * so "errno" reads as such, not as glibc's expansion of it). */
-#define EXPECT_ERRNO_EQ(_expected, _actual) \
+#define EXPECT_ERRNO_EQ(_expected, _actual)                               \
     GTEST_ASSERT_(::dcx_test::errno_eq(#_expected, #_actual, (_expected), \
-                                       (_actual)), \
+                                       (_actual)),                        \
                   GTEST_NONFATAL_FAILURE_)
-#define ASSERT_ERRNO_EQ(_expected, _actual) \
+#define ASSERT_ERRNO_EQ(_expected, _actual)                               \
     GTEST_ASSERT_(::dcx_test::errno_eq(#_expected, #_actual, (_expected), \
-                                       (_actual)), \
+                                       (_actual)),                        \
                   GTEST_FATAL_FAILURE_)
 
 #endif

@@ -20,7 +20,10 @@ static std::map<std::string, child_fn> &children()
     return m;
 }
 
-child_reg::child_reg(const char *name, child_fn fn) { children()[name] = fn; }
+child_reg::child_reg(const char *name, child_fn fn)
+{
+    children()[name] = fn;
+}
 
 std::string fresh_fabric()
 {
@@ -47,26 +50,30 @@ int run_child_main(int argc, char **argv)
         fprintf(stderr, "unknown child role %s\n", argv[2]);
         return 100;
     }
-    alarm(60);   /* a child never outlives a broken test for long */
+    alarm(60); /* a child never outlives a broken test for long */
     return it->second(argc - 3, argv + 3);
 }
 
 pid_t spawn_io(const std::string &fabric, const std::vector<std::string> &args,
-               const std::vector<std::string> &env, int in_fd, int out_fd, int err_fd)
+               const std::vector<std::string> &env, int in_fd, int out_fd,
+               int err_fd)
 {
     std::vector<std::string> a = { "/proc/self/exe", "--emu-child" };
     a.insert(a.end(), args.begin(), args.end());
     pid_t pid = fork();
     if (pid == 0) {
-        if ((in_fd >= 0 && dup2(in_fd, 0) < 0) || (out_fd >= 0 && dup2(out_fd, 1) < 0) ||
+        if ((in_fd >= 0 && dup2(in_fd, 0) < 0) ||
+            (out_fd >= 0 && dup2(out_fd, 1) < 0) ||
             (err_fd >= 0 && dup2(err_fd, 2) < 0)) {
             _exit(126);
         }
         std::vector<char *> av;
-        for (auto &s : a) av.push_back(const_cast<char *>(s.c_str()));
+        for (auto &s : a)
+            av.push_back(const_cast<char *>(s.c_str()));
         av.push_back(nullptr);
         setenv("DCXEMU_FABRIC", fabric.c_str(), 1);
-        for (auto &e : env) putenv(strdup(e.c_str()));
+        for (auto &e : env)
+            putenv(strdup(e.c_str()));
         execv("/proc/self/exe", av.data());
         _exit(127);
     }
@@ -100,10 +107,10 @@ int wait_child(pid_t pid, int timeout_ms)
 bool read_full(int fd, void *buf, size_t len, int timeout_ms)
 {
     uint64_t end = now_ms() + (uint64_t)timeout_ms;
-    size_t got = 0;
+    size_t got   = 0;
     while (got < len) {
         struct pollfd p = { fd, POLLIN, 0 };
-        int left = (int)(end - now_ms());
+        int left        = (int)(end - now_ms());
         if ((int64_t)(end - now_ms()) <= 0 || poll(&p, 1, left) <= 0) {
             return false;
         }
@@ -121,7 +128,8 @@ bool write_full(int fd, const void *buf, size_t len)
     size_t done = 0;
     while (done < len) {
         ssize_t n = write(fd, (const char *)buf + done, len - done);
-        if (n <= 0) return false;
+        if (n <= 0)
+            return false;
         done += (size_t)n;
     }
     return true;
@@ -129,30 +137,39 @@ bool write_full(int fd, const void *buf, size_t len)
 
 bool dev::open(int index, int cqe, ibv_comp_channel *ch)
 {
-    int n = 0;
+    int n             = 0;
     ibv_device **list = dcxemu_ibv_get_device_list(&n);
-    if (list == nullptr || index >= n) return false;
+    if (list == nullptr || index >= n)
+        return false;
     ctx = dcxemu_ibv_open_device(list[index]);
     dcxemu_ibv_free_device_list(list);
-    if (ctx == nullptr) return false;
+    if (ctx == nullptr)
+        return false;
     ibv_port_attr pa;
-    if (dcxemu_ibv_query_port(ctx, 1, &pa) != 0) return false;
+    if (dcxemu_ibv_query_port(ctx, 1, &pa) != 0)
+        return false;
     lid = pa.lid;
-    pd = dcxemu_ibv_alloc_pd(ctx);
-    cq = dcxemu_ibv_create_cq(ctx, cqe, nullptr, ch, 0);
+    pd  = dcxemu_ibv_alloc_pd(ctx);
+    cq  = dcxemu_ibv_create_cq(ctx, cqe, nullptr, ch, 0);
     return pd != nullptr && cq != nullptr;
 }
 
 void dev::close()
 {
-    if (cq) dcxemu_ibv_destroy_cq(cq);
-    if (pd) dcxemu_ibv_dealloc_pd(pd);
-    if (ctx) dcxemu_ibv_close_device(ctx);
-    cq = nullptr; pd = nullptr; ctx = nullptr;
+    if (cq)
+        dcxemu_ibv_destroy_cq(cq);
+    if (pd)
+        dcxemu_ibv_dealloc_pd(pd);
+    if (ctx)
+        dcxemu_ibv_close_device(ctx);
+    cq  = nullptr;
+    pd  = nullptr;
+    ctx = nullptr;
 }
 
-ibv_qp *create_dci(dev &d, uint32_t max_send_wr, uint32_t sge, uint32_t inl, bool send_ops,
-                   ibv_cq *cq, int sig_all, const mlx5dv_qp_init_attr *mlx5)
+ibv_qp *create_dci(dev &d, uint32_t max_send_wr, uint32_t sge, uint32_t inl,
+                   bool send_ops, ibv_cq *cq, int sig_all,
+                   const mlx5dv_qp_init_attr *mlx5)
 {
     ibv_qp_init_attr_ex a;
     mlx5dv_qp_init_attr dv;
@@ -160,25 +177,28 @@ ibv_qp *create_dci(dev &d, uint32_t max_send_wr, uint32_t sge, uint32_t inl, boo
     memset(&dv, 0, sizeof(dv));
     a.qp_type = IBV_QPT_DRIVER;
     a.send_cq = a.recv_cq = cq ? cq : d.cq;
-    a.pd = d.pd;
-    a.sq_sig_all = sig_all;
-    a.cap.max_send_wr = max_send_wr;
-    a.cap.max_send_sge = sge;
+    a.pd                  = d.pd;
+    a.sq_sig_all          = sig_all;
+    a.cap.max_send_wr     = max_send_wr;
+    a.cap.max_send_sge    = sge;
     a.cap.max_inline_data = inl;
-    a.comp_mask = IBV_QP_INIT_ATTR_PD;
+    a.comp_mask           = IBV_QP_INIT_ATTR_PD;
     if (send_ops) {
         a.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-        a.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+        a.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE |
+                           IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
                            IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-                           IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                           IBV_QP_EX_WITH_RDMA_READ |
+                           IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
                            IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
     }
-    dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC;
+    dv.comp_mask            = MLX5DV_QP_INIT_ATTR_MASK_DC;
     dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
     if (mlx5 != nullptr) {
-        dv.comp_mask |= mlx5->comp_mask & (MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS |
-                                           MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS);
-        dv.send_ops_flags = mlx5->send_ops_flags;
+        dv.comp_mask |= mlx5->comp_mask &
+                        (MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS |
+                         MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS);
+        dv.send_ops_flags           = mlx5->send_ops_flags;
         dv.dc_init_attr.dci_streams = mlx5->dc_init_attr.dci_streams;
     }
     return dcxemu_mlx5dv_create_qp(d.ctx, &a, &dv);
@@ -189,45 +209,55 @@ int dci_to_rts(ibv_qp *qp, uint8_t timeout, uint8_t retry, uint8_t rnr_retry)
     ibv_qp_attr a;
     int r;
     memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_INIT;
+    a.qp_state   = IBV_QPS_INIT;
     a.pkey_index = 0;
-    a.port_num = 1;
-    if ((r = dcxemu_ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT))) return r;
+    a.port_num   = 1;
+    if ((r = dcxemu_ibv_modify_qp(
+                 qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT)))
+        return r;
     memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_4096;
+    a.qp_state         = IBV_QPS_RTR;
+    a.path_mtu         = IBV_MTU_4096;
     a.ah_attr.port_num = 1;
-    if ((r = dcxemu_ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_AV))) return r;
+    if ((r = dcxemu_ibv_modify_qp(qp, &a,
+                                  IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_AV)))
+        return r;
     memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = timeout;
-    a.retry_cnt = retry;
-    a.rnr_retry = rnr_retry;
+    a.qp_state      = IBV_QPS_RTS;
+    a.timeout       = timeout;
+    a.retry_cnt     = retry;
+    a.rnr_retry     = rnr_retry;
     a.max_rd_atomic = 16;
-    a.sq_psn = 0;
-    return dcxemu_ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                        IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_SQ_PSN);
+    a.sq_psn        = 0;
+    return dcxemu_ibv_modify_qp(qp, &a,
+                                IBV_QP_STATE | IBV_QP_TIMEOUT |
+                                        IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                        IBV_QP_MAX_QP_RD_ATOMIC |
+                                        IBV_QP_SQ_PSN);
 }
 
-bool make_dci(dev &d, dci &out, uint16_t dlid, uint32_t max_send_wr, uint8_t timeout,
-              uint8_t retry, uint8_t rnr_retry)
+bool make_dci(dev &d, dci &out, uint16_t dlid, uint32_t max_send_wr,
+              uint8_t timeout, uint8_t retry, uint8_t rnr_retry)
 {
     out.qp = create_dci(d, max_send_wr);
-    if (!out.qp || dci_to_rts(out.qp, timeout, retry, rnr_retry) != 0) return false;
+    if (!out.qp || dci_to_rts(out.qp, timeout, retry, rnr_retry) != 0)
+        return false;
     out.qpx = dcxemu_ibv_qp_to_qp_ex(out.qp);
-    out.dv = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(out.qpx);
+    out.dv  = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(out.qpx);
     ibv_ah_attr ah;
     memset(&ah, 0, sizeof(ah));
-    ah.dlid = dlid;
+    ah.dlid     = dlid;
     ah.port_num = 1;
-    out.ah = dcxemu_ibv_create_ah(d.pd, &ah);
+    out.ah      = dcxemu_ibv_create_ah(d.pd, &ah);
     return out.qpx && out.dv && out.ah;
 }
 
 void destroy_dci(dci &c)
 {
-    if (c.ah) dcxemu_ibv_destroy_ah(c.ah);
-    if (c.qp) dcxemu_ibv_destroy_qp(c.qp);
+    if (c.ah)
+        dcxemu_ibv_destroy_ah(c.ah);
+    if (c.qp)
+        dcxemu_ibv_destroy_qp(c.qp);
     c = dci();
 }
 
@@ -235,7 +265,7 @@ ibv_srq *create_srq(dev &d, uint32_t max_wr, uint32_t max_sge)
 {
     ibv_srq_init_attr a;
     memset(&a, 0, sizeof(a));
-    a.attr.max_wr = max_wr;
+    a.attr.max_wr  = max_wr;
     a.attr.max_sge = max_sge;
     return dcxemu_ibv_create_srq(d.pd, &a);
 }
@@ -247,12 +277,12 @@ ibv_qp *create_dct(dev &d, ibv_srq *srq, uint64_t key, ibv_cq *cq)
     memset(&a, 0, sizeof(a));
     memset(&dv, 0, sizeof(dv));
     a.qp_type = IBV_QPT_DRIVER;
-    a.send_cq = a.recv_cq = cq ? cq : d.cq;
-    a.srq = srq;
-    a.pd = d.pd;
-    a.comp_mask = IBV_QP_INIT_ATTR_PD;
-    dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC;
-    dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCT;
+    a.send_cq = a.recv_cq          = cq ? cq : d.cq;
+    a.srq                          = srq;
+    a.pd                           = d.pd;
+    a.comp_mask                    = IBV_QP_INIT_ATTR_PD;
+    dv.comp_mask                   = MLX5DV_QP_INIT_ATTR_MASK_DC;
+    dv.dc_init_attr.dc_type        = MLX5DV_DCTYPE_DCT;
     dv.dc_init_attr.dct_access_key = key;
     return dcxemu_mlx5dv_create_qp(d.ctx, &a, &dv);
 }
@@ -262,19 +292,22 @@ int dct_to_rtr(ibv_qp *qp, uint32_t access, uint8_t min_rnr_timer)
     ibv_qp_attr a;
     int r;
     memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = 0;
-    a.port_num = 1;
+    a.qp_state        = IBV_QPS_INIT;
+    a.pkey_index      = 0;
+    a.port_num        = 1;
     a.qp_access_flags = access;
-    if ((r = dcxemu_ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                              IBV_QP_ACCESS_FLAGS))) return r;
+    if ((r = dcxemu_ibv_modify_qp(qp, &a,
+                                  IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                                          IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)))
+        return r;
     memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_4096;
-    a.min_rnr_timer = min_rnr_timer;
+    a.qp_state         = IBV_QPS_RTR;
+    a.path_mtu         = IBV_MTU_4096;
+    a.min_rnr_timer    = min_rnr_timer;
     a.ah_attr.port_num = 1;
-    return dcxemu_ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_AV |
-                                        IBV_QP_PATH_MTU);
+    return dcxemu_ibv_modify_qp(qp, &a,
+                                IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER |
+                                        IBV_QP_AV | IBV_QP_PATH_MTU);
 }
 
 int post_recv(ibv_srq *srq, ibv_mr *mr, void *buf, uint32_t len, uint64_t wr_id)
@@ -282,7 +315,7 @@ int post_recv(ibv_srq *srq, ibv_mr *mr, void *buf, uint32_t len, uint64_t wr_id)
     ibv_sge s = { (uintptr_t)buf, len, mr->lkey };
     ibv_recv_wr wr, *bad = nullptr;
     memset(&wr, 0, sizeof(wr));
-    wr.wr_id = wr_id;
+    wr.wr_id   = wr_id;
     wr.sg_list = &s;
     wr.num_sge = 1;
     return ibv_post_srq_recv(srq, &wr, &bad);
@@ -293,8 +326,10 @@ bool poll_one(ibv_cq *cq, ibv_wc *wc, int timeout_ms)
     uint64_t end = now_ms() + (uint64_t)timeout_ms;
     for (;;) {
         int n = ibv_poll_cq(cq, 1, wc);
-        if (n == 1) return true;
-        if (n < 0 || now_ms() > end) return false;
+        if (n == 1)
+            return true;
+        if (n < 0 || now_ms() > end)
+            return false;
         usleep(50);
     }
 }
@@ -309,7 +344,8 @@ bool wait_until(const std::function<bool()> &cond, int timeout_ms)
 {
     uint64_t end = now_ms() + (uint64_t)timeout_ms;
     while (!cond()) {
-        if (now_ms() > end) return false;
+        if (now_ms() > end)
+            return false;
         usleep(100);
     }
     return true;
@@ -318,25 +354,31 @@ bool wait_until(const std::function<bool()> &cond, int timeout_ms)
 uint64_t process_count(size_t field_offset, int dev)
 {
     dcxemu_counters c;
-    if (dcxemu_counters_read(dev, DCXEMU_SCOPE_PROCESS, &c) != 0) return UINT64_MAX;
+    if (dcxemu_counters_read(dev, DCXEMU_SCOPE_PROCESS, &c) != 0)
+        return UINT64_MAX;
     return *(const uint64_t *)((const char *)&c + field_offset);
 }
 
 bool engine_quiescent(dcxemu_engine_state *st, int timeout_ms)
 {
     dcxemu_engine_state s;
-    bool ok = wait_until([&] { return dcxemu_engine_state_read(&s) == 0 && s.quiescent; },
-                         timeout_ms);
-    if (st != nullptr) *st = s;
+    bool ok = wait_until(
+            [&] { return dcxemu_engine_state_read(&s) == 0 && s.quiescent; },
+            timeout_ms);
+    if (st != nullptr)
+        *st = s;
     return ok;
 }
 
 bool engine_idle(int timeout_ms)
 {
     dcxemu_engine_state s;
-    return wait_until([&] {
-        return dcxemu_engine_state_read(&s) == 0 && s.quiescent && s.timers == 0;
-    }, timeout_ms);
+    return wait_until(
+            [&] {
+                return dcxemu_engine_state_read(&s) == 0 && s.quiescent &&
+                       s.timers == 0;
+            },
+            timeout_ms);
 }
 
 void loopback_test::SetUp()
@@ -351,8 +393,8 @@ void loopback_test::SetUp()
     ASSERT_EQ(dct_to_rtr(dct), 0);
     lbuf.assign(1 << 16, 0);
     rbuf.assign(1 << 16, 0);
-    int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-              IBV_ACCESS_REMOTE_ATOMIC;
+    int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+              IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
     lmr = dcxemu_ibv_reg_mr(d.pd, lbuf.data(), lbuf.size(), acc);
     rmr = dcxemu_ibv_reg_mr(d.pd, rbuf.data(), rbuf.size(), acc);
     ASSERT_TRUE(lmr && rmr);
@@ -361,29 +403,52 @@ void loopback_test::SetUp()
 void loopback_test::TearDown()
 {
     destroy_dci(c);
-    if (dct) { EXPECT_EQ(dcxemu_ibv_destroy_qp(dct), 0); }
-    if (srq) { EXPECT_EQ(dcxemu_ibv_destroy_srq(srq), 0); }
-    if (lmr) dcxemu_ibv_dereg_mr(lmr);
-    if (rmr) dcxemu_ibv_dereg_mr(rmr);
-    if (rcq) { EXPECT_EQ(dcxemu_ibv_destroy_cq(rcq), 0); }
+    if (dct) {
+        EXPECT_EQ(dcxemu_ibv_destroy_qp(dct), 0);
+    }
+    if (srq) {
+        EXPECT_EQ(dcxemu_ibv_destroy_srq(srq), 0);
+    }
+    if (lmr)
+        dcxemu_ibv_dereg_mr(lmr);
+    if (rmr)
+        dcxemu_ibv_dereg_mr(rmr);
+    if (rcq) {
+        EXPECT_EQ(dcxemu_ibv_destroy_cq(rcq), 0);
+    }
     d.close();
 }
 
-int post_one(dci &c, wr_op op, uint32_t lkey, void *laddr, uint32_t len, uint32_t rkey,
-             uint64_t raddr, uint32_t dctn, uint64_t key, uint64_t wr_id, unsigned flags,
-             uint64_t a1, uint64_t a2, uint32_t imm)
+int post_one(dci &c, wr_op op, uint32_t lkey, void *laddr, uint32_t len,
+             uint32_t rkey, uint64_t raddr, uint32_t dctn, uint64_t key,
+             uint64_t wr_id, unsigned flags, uint64_t a1, uint64_t a2,
+             uint32_t imm)
 {
     ibv_wr_start(c.qpx);
-    c.qpx->wr_id = wr_id;
+    c.qpx->wr_id    = wr_id;
     c.qpx->wr_flags = flags;
     switch (op) {
-    case OP_WRITE: ibv_wr_rdma_write(c.qpx, rkey, raddr); break;
-    case OP_READ: ibv_wr_rdma_read(c.qpx, rkey, raddr); break;
-    case OP_SEND: ibv_wr_send(c.qpx); break;
-    case OP_SEND_IMM: ibv_wr_send_imm(c.qpx, htonl(imm)); break;
-    case OP_WRITE_IMM: ibv_wr_rdma_write_imm(c.qpx, rkey, raddr, htonl(imm)); break;
-    case OP_CSWAP: ibv_wr_atomic_cmp_swp(c.qpx, rkey, raddr, a1, a2); break;
-    case OP_FADD: ibv_wr_atomic_fetch_add(c.qpx, rkey, raddr, a1); break;
+    case OP_WRITE:
+        ibv_wr_rdma_write(c.qpx, rkey, raddr);
+        break;
+    case OP_READ:
+        ibv_wr_rdma_read(c.qpx, rkey, raddr);
+        break;
+    case OP_SEND:
+        ibv_wr_send(c.qpx);
+        break;
+    case OP_SEND_IMM:
+        ibv_wr_send_imm(c.qpx, htonl(imm));
+        break;
+    case OP_WRITE_IMM:
+        ibv_wr_rdma_write_imm(c.qpx, rkey, raddr, htonl(imm));
+        break;
+    case OP_CSWAP:
+        ibv_wr_atomic_cmp_swp(c.qpx, rkey, raddr, a1, a2);
+        break;
+    case OP_FADD:
+        ibv_wr_atomic_fetch_add(c.qpx, rkey, raddr, a1);
+        break;
     }
     mlx5dv_wr_set_dc_addr(c.dv, c.ah, dctn, key);
     ibv_wr_set_sge(c.qpx, lkey, (uintptr_t)laddr, len);

@@ -28,29 +28,30 @@ struct raw_args {
     bool ext_av = true;
     uint64_t raddr;
     uint32_t rkey;
-    uint64_t a[4] = {};   /* the atomic segment's fields, in order */
-    unsigned aseg = 16;   /* 16 or 32 bytes */
-    unsigned asize = 8;   /* field width in the atomic segment: 4 or 8 */
+    uint64_t a[4]  = {}; /* the atomic segment's fields, in order */
+    unsigned aseg  = 16; /* 16 or 32 bytes */
+    unsigned asize = 8; /* field width in the atomic segment: 4 or 8 */
     uint32_t lkey;
     uint64_t laddr;
     uint32_t byte_count;
-    int ds_delta = 0;     /* to make a malformed ds */
+    int ds_delta = 0; /* to make a malformed ds */
 };
 
 raw_wqe build(const raw_args &r)
 {
     raw_wqe w;
     memset(w.b, 0, sizeof(w.b));
-    auto *ctrl = (mlx5_wqe_ctrl_seg *)w.b;
-    unsigned off = sizeof(*ctrl);
-    auto *av = (mlx5_wqe_av *)(w.b + off);
+    auto *ctrl     = (mlx5_wqe_ctrl_seg *)w.b;
+    unsigned off   = sizeof(*ctrl);
+    auto *av       = (mlx5_wqe_av *)(w.b + off);
     av->key.dc_key = htobe64(r.dc_key);
-    av->dqp_dct = htobe32(r.dctn | (r.ext_av ? (uint32_t)MLX5_EXTENDED_UD_AV : 0u));
-    av->rlid = htobe16(r.lid);
+    av->dqp_dct    = htobe32(r.dctn |
+                             (r.ext_av ? (uint32_t)MLX5_EXTENDED_UD_AV : 0u));
+    av->rlid       = htobe16(r.lid);
     off += r.ext_av ? sizeof(mlx5_wqe_av) : 16;
-    auto *raddr = (mlx5_wqe_raddr_seg *)(w.b + off);
+    auto *raddr  = (mlx5_wqe_raddr_seg *)(w.b + off);
     raddr->raddr = htobe64(r.raddr);
-    raddr->rkey = htobe32(r.rkey);
+    raddr->rkey  = htobe32(r.rkey);
     off += sizeof(*raddr);
     for (unsigned i = 0; i < r.aseg / r.asize; i++) {
         if (r.asize == 4) {
@@ -62,15 +63,16 @@ raw_wqe build(const raw_args &r)
         }
     }
     off += r.aseg;
-    auto *data = (mlx5_wqe_data_seg *)(w.b + off);
+    auto *data       = (mlx5_wqe_data_seg *)(w.b + off);
     data->byte_count = htobe32(r.byte_count);
-    data->lkey = htobe32(r.lkey);
-    data->addr = htobe64(r.laddr);
+    data->lkey       = htobe32(r.lkey);
+    data->addr       = htobe64(r.laddr);
     off += sizeof(*data);
-    w.size = off;
+    w.size                 = off;
     ctrl->opmod_idx_opcode = htobe32((uint32_t)r.opmod << 24 | r.opcode);
-    ctrl->qpn_ds = htobe32(r.qpn << 8 | (uint32_t)((int)(off / 16) + r.ds_delta));
-    ctrl->fm_ce_se = r.signaled ? MLX5_WQE_CTRL_CQ_UPDATE : 0;
+    ctrl->qpn_ds           = htobe32(r.qpn << 8 |
+                                     (uint32_t)((int)(off / 16) + r.ds_delta));
+    ctrl->fm_ce_se         = r.signaled ? MLX5_WQE_CTRL_CQ_UPDATE : 0;
     return w;
 }
 
@@ -82,14 +84,15 @@ ibv_qp *create_raw_dci(dev &d, uint64_t dv_ops, int sig_all = 0)
     memset(&dv, 0, sizeof(dv));
     a.qp_type = IBV_QPT_DRIVER;
     a.send_cq = a.recv_cq = d.cq;
-    a.pd = d.pd;
-    a.sq_sig_all = sig_all;
-    a.cap.max_send_wr = 64;
-    a.cap.max_send_sge = 2;
-    a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    a.pd                  = d.pd;
+    a.sq_sig_all          = sig_all;
+    a.cap.max_send_wr     = 64;
+    a.cap.max_send_sge    = 2;
+    a.comp_mask      = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     a.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
-                       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
-    dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC;
+                       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    dv.comp_mask            = MLX5DV_QP_INIT_ATTR_MASK_DC;
     dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
     if (dv_ops != 0) {
         dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
@@ -99,7 +102,9 @@ ibv_qp *create_raw_dci(dev &d, uint64_t dv_ops, int sig_all = 0)
 }
 
 struct emu_raw_wqe : public loopback_test {
-    emu_raw_wqe() : loopback_test(0x0123456789abcdefull) {}
+    emu_raw_wqe() : loopback_test(0x0123456789abcdefull)
+    {
+    }
     void SetUp() override
     {
         loopback_test::SetUp();
@@ -114,27 +119,30 @@ struct emu_raw_wqe : public loopback_test {
         ASSERT_NE(c.qp, nullptr);
         ASSERT_EQ(dci_to_rts(c.qp, 8, 2), 0);
         c.qpx = dcxemu_ibv_qp_to_qp_ex(c.qp);
-        c.dv = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(c.qpx);
+        c.dv  = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(c.qpx);
         ASSERT_TRUE(c.qpx && c.dv && c.dv->wr_raw_wqe);
     }
     /* A masked 32-bit atomic on rbuf[off], its response in lbuf[0..3]. */
-    raw_args args32(uint8_t opcode, size_t off, uint64_t a0, uint64_t a1 = 0, uint64_t a2 = 0,
-                    uint64_t a3 = 0)
+    raw_args args32(uint8_t opcode, size_t off, uint64_t a0, uint64_t a1 = 0,
+                    uint64_t a2 = 0, uint64_t a3 = 0)
     {
         raw_args r;
-        r.opcode = opcode;
-        r.opmod = OPMOD_EXT32;
-        r.qpn = c.qp->qp_num;
-        r.dc_key = key;
-        r.dctn = dct->qp_num;
-        r.lid = d.lid;
-        r.raddr = (uintptr_t)rbuf.data() + off;
-        r.rkey = rmr->rkey;
-        r.a[0] = a0; r.a[1] = a1; r.a[2] = a2; r.a[3] = a3;
-        r.asize = 4;
-        r.aseg = 16;
-        r.lkey = lmr->lkey;
-        r.laddr = (uintptr_t)lbuf.data();
+        r.opcode     = opcode;
+        r.opmod      = OPMOD_EXT32;
+        r.qpn        = c.qp->qp_num;
+        r.dc_key     = key;
+        r.dctn       = dct->qp_num;
+        r.lid        = d.lid;
+        r.raddr      = (uintptr_t)rbuf.data() + off;
+        r.rkey       = rmr->rkey;
+        r.a[0]       = a0;
+        r.a[1]       = a1;
+        r.a[2]       = a2;
+        r.a[3]       = a3;
+        r.asize      = 4;
+        r.aseg       = 16;
+        r.lkey       = lmr->lkey;
+        r.laddr      = (uintptr_t)lbuf.data();
         r.byte_count = 4;
         return r;
     }
@@ -142,7 +150,7 @@ struct emu_raw_wqe : public loopback_test {
     {
         raw_wqe w = build(r);
         ibv_wr_start(c.qpx);
-        c.qpx->wr_id = wr_id;
+        c.qpx->wr_id    = wr_id;
         c.qpx->wr_flags = wr_flags;
         mlx5dv_wr_raw_wqe(c.dv, w.b);
         return ibv_wr_complete(c.qpx);
@@ -164,15 +172,23 @@ struct emu_raw_wqe : public loopback_test {
         memcpy(&v, lbuf.data(), 4);
         return be32toh(v);
     }
-    uint32_t &word32(size_t off) { return *(uint32_t *)(rbuf.data() + off); }
-    uint64_t &word64(size_t off) { return *(uint64_t *)(rbuf.data() + off); }
+    uint32_t &word32(size_t off)
+    {
+        return *(uint32_t *)(rbuf.data() + off);
+    }
+    uint64_t &word64(size_t off)
+    {
+        return *(uint64_t *)(rbuf.data() + off);
+    }
 };
 
 /* rdma-core v44 mlx5_qp_fill_wr_pfns: a DCI takes RAW_WQE (and MEMCPY) as mlx5 send ops. */
 TEST_F(emu_raw_wqe, dci_accepts_raw_wqe_send_op)
 {
     errno = 0;
-    EXPECT_EQ(create_raw_dci(d, MLX5DV_QP_EX_WITH_RAW_WQE | MLX5DV_QP_EX_WITH_MR_LIST), nullptr);
+    EXPECT_EQ(create_raw_dci(d, MLX5DV_QP_EX_WITH_RAW_WQE |
+                                        MLX5DV_QP_EX_WITH_MR_LIST),
+              nullptr);
     EXPECT_ERRNO_EQ(EOPNOTSUPP, errno);
     /* without the flag the builder is refused, never run */
     make(0);
@@ -188,37 +204,46 @@ TEST_F(emu_raw_wqe, masked_atomics_32)
     /* the neighbouring 4 bytes must never change */
     word32(64) = 40;
     word32(68) = 0x5a5a5a5a;
-    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 64, 2)), 40u);            /* add */
+    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 64, 2)),
+              40u); /* add */
     EXPECT_EQ(word32(64), 42u);
-    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 64, 0xffffffffu)), 42u);  /* add -1 */
+    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 64, 0xffffffffu)),
+              42u); /* add -1 */
     EXPECT_EQ(word32(64), 41u);
     word32(64) = 0xf0f0f0f0u;
     /* xor: masked fetch-add, every bit its own field */
-    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 64, 0xff00ff00u, 0xffffffffu)),
+    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 64, 0xff00ff00u,
+                           0xffffffffu)),
               0xf0f0f0f0u);
     EXPECT_EQ(word32(64), 0x0ff00ff0u);
     /* and: swap_mask = ~v, swap = v, compare_mask 0 */
-    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_CS, 64, 0x00ffff00u, 0, ~0x00ffff00u, 0)),
+    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_CS, 64, 0x00ffff00u, 0,
+                           ~0x00ffff00u, 0)),
               0x0ff00ff0u);
     EXPECT_EQ(word32(64), 0x00f00f00u);
     /* or: swap_mask = v */
-    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_CS, 64, 0x80000001u, 0, 0x80000001u, 0)),
+    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_CS, 64, 0x80000001u, 0,
+                           0x80000001u, 0)),
               0x00f00f00u);
     EXPECT_EQ(word32(64), 0x80f00f01u);
     /* swap: swap_mask all ones */
-    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_CS, 64, 7, 0, 0xffffffffu, 0)),
+    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_CS, 64, 7, 0, 0xffffffffu,
+                           0)),
               0x80f00f01u);
     EXPECT_EQ(word32(64), 7u);
     /* compare-swap: a failed compare leaves memory alone, returns the old value */
-    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_CS, 64, 99, 8, 0xffffffffu, 0xffffffffu)),
+    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_CS, 64, 99, 8, 0xffffffffu,
+                           0xffffffffu)),
               7u);
     EXPECT_EQ(word32(64), 7u);
-    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_CS, 64, 99, 7, 0xffffffffu, 0xffffffffu)),
+    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_CS, 64, 99, 7, 0xffffffffu,
+                           0xffffffffu)),
               7u);
     EXPECT_EQ(word32(64), 99u);
     /* compare under a mask: only the low byte is compared */
     word32(64) = 0x12345678u;
-    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_CS, 64, 0xaa, 0xff000078u, 0xff, 0xff)),
+    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_CS, 64, 0xaa, 0xff000078u,
+                           0xff, 0xff)),
               0x12345678u);
     EXPECT_EQ(word32(64), 0x123456aau);
     EXPECT_EQ(word32(68), 0x5a5a5a5au);
@@ -232,34 +257,37 @@ TEST_F(emu_raw_wqe, masked_fetch_add_field_boundary)
 {
     /* four byte fields (boundary = the top bit of each): no carry leaves a byte */
     word32(0) = 0x01ff7fffu;
-    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 0x01010101u, 0x80808080u)),
+    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 0x01010101u,
+                           0x80808080u)),
               0x01ff7fffu);
     EXPECT_EQ(word32(0), 0x02008000u);
     /* 64-bit: two 32-bit fields */
-    raw_args r = args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 8, 1, 0x8000000080000000ull);
-    r.opmod = OPMOD_EXT64;
-    r.asize = 8;
+    raw_args r   = args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 8, 1,
+                          0x8000000080000000ull);
+    r.opmod      = OPMOD_EXT64;
+    r.asize      = 8;
     r.byte_count = 8;
-    word64(8) = 0x00000005ffffffffull;
+    word64(8)    = 0x00000005ffffffffull;
     ibv_wc wc;
     ASSERT_EQ(post(r), 0);
     ASSERT_TRUE(poll_one(d.cq, &wc));
     EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
     EXPECT_EQ(wc.byte_len, 8u);
-    EXPECT_EQ(*(uint64_t *)lbuf.data(), 0x00000005ffffffffull);   /* 8-byte: host order */
+    EXPECT_EQ(*(uint64_t *)lbuf.data(),
+              0x00000005ffffffffull); /* 8-byte: host order */
     EXPECT_EQ(word64(8), 0x0000000500000000ull);
 }
 
 TEST_F(emu_raw_wqe, masked_compare_swap_64)
 {
     /* 32-byte segment: swap, compare, swap_mask, compare_mask */
-    raw_args r = args32(MLX5_OPCODE_ATOMIC_MASKED_CS, 16, 0xffff0000ffff0000ull, 0,
-                        0xffffffff00000000ull, 0);
-    r.opmod = OPMOD_EXT64;
-    r.asize = 8;
-    r.aseg = 32;
+    raw_args r = args32(MLX5_OPCODE_ATOMIC_MASKED_CS, 16, 0xffff0000ffff0000ull,
+                        0, 0xffffffff00000000ull, 0);
+    r.opmod    = OPMOD_EXT64;
+    r.asize    = 8;
+    r.aseg     = 32;
     r.byte_count = 8;
-    word64(16) = 0x1111111122222222ull;
+    word64(16)   = 0x1111111122222222ull;
     ibv_wc wc;
     ASSERT_EQ(post(r), 0);
     ASSERT_TRUE(poll_one(d.cq, &wc));
@@ -272,12 +300,12 @@ TEST_F(emu_raw_wqe, masked_compare_swap_64)
 TEST_F(emu_raw_wqe, standard_atomics_and_base_av)
 {
     /* opmod 0: the ordinary 8-byte atomics, here with a 16-byte (base) address vector */
-    raw_args r = args32(MLX5_OPCODE_ATOMIC_FA, 24, 5);
-    r.opmod = 0;
-    r.asize = 8;
+    raw_args r   = args32(MLX5_OPCODE_ATOMIC_FA, 24, 5);
+    r.opmod      = 0;
+    r.asize      = 8;
     r.byte_count = 8;
-    r.ext_av = false;
-    word64(24) = 10;
+    r.ext_av     = false;
+    word64(24)   = 10;
     ibv_wc wc;
     ASSERT_EQ(post(r), 0);
     ASSERT_TRUE(poll_one(d.cq, &wc));
@@ -285,8 +313,8 @@ TEST_F(emu_raw_wqe, standard_atomics_and_base_av)
     EXPECT_EQ(*(uint64_t *)lbuf.data(), 10u);
     EXPECT_EQ(word64(24), 15u);
     r.opcode = MLX5_OPCODE_ATOMIC_CS;
-    r.a[0] = 77;   /* swap */
-    r.a[1] = 15;   /* compare */
+    r.a[0]   = 77; /* swap */
+    r.a[1]   = 15; /* compare */
     ASSERT_EQ(post(r), 0);
     ASSERT_TRUE(poll_one(d.cq, &wc));
     EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
@@ -304,8 +332,9 @@ TEST_F(emu_raw_wqe, signaled_by_control_segment)
     ASSERT_EQ(post(r, 2, 0), 0);
     ibv_wc wc;
     ASSERT_TRUE(poll_one(d.cq, &wc));
-    EXPECT_EQ(wc.wr_id, 2u);   /* 1 wrote none: it would precede 2 (per-QP order) */
-    EXPECT_TRUE(cq_empty_now(d.cq));   /* 2 was the last WR */
+    EXPECT_EQ(wc.wr_id,
+              2u); /* 1 wrote none: it would precede 2 (per-QP order) */
+    EXPECT_TRUE(cq_empty_now(d.cq)); /* 2 was the last WR */
     EXPECT_EQ(word32(0), 2u);
 }
 
@@ -314,28 +343,34 @@ TEST_F(emu_raw_wqe, signaled_by_control_segment)
  * response length not the operand size, another QP's number. */
 TEST_F(emu_raw_wqe, malformed_wqe_loc_qp_op_err)
 {
-    struct { const char *what; raw_args r; } bad[7];
+    struct {
+        const char *what;
+        raw_args r;
+    } bad[7];
     bad[0] = { "opcode", args32(0x13, 0, 1) };
     bad[1] = { "opmod 16B", args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 1) };
-    bad[1].r.opmod = 0x0a;     /* 16-byte operands: not in the atomic caps */
-    bad[1].r.byte_count = 8;   /* so that only the opmod is wrong for an 8-byte reading */
-    bad[2] = { "ds", args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 1) };
+    bad[1].r.opmod = 0x0a; /* 16-byte operands: not in the atomic caps */
+    bad[1].r.byte_count =
+            8; /* so that only the opmod is wrong for an 8-byte reading */
+    bad[2]            = { "ds", args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 1) };
     bad[2].r.ds_delta = 1;
     bad[3] = { "byte_count", args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 1) };
     bad[3].r.byte_count = 8;
-    bad[4] = { "qpn", args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 1) };
+    bad[4]              = { "qpn", args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 1) };
     bad[5] = { "standard 4B", args32(MLX5_OPCODE_ATOMIC_FA, 0, 1) };
-    bad[5].r.opmod = 0;   /* a standard atomic is 8 bytes: a 4-byte response is malformed */
+    bad[5].r.opmod =
+            0; /* a standard atomic is 8 bytes: a 4-byte response is malformed */
     bad[6] = { "masked opmod 0", args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 1) };
-    bad[6].r.opmod = 0;   /* a masked atomic needs the extended opmod */
+    bad[6].r.opmod      = 0; /* a masked atomic needs the extended opmod */
     bad[6].r.byte_count = 8;
     for (auto &b : bad) {
         SCOPED_TRACE(b.what);
         make(MLX5DV_QP_EX_WITH_RAW_WQE);
         raw_args r = b.r;
-        r.qpn = c.qp->qp_num ^ (strcmp(b.what, "qpn") == 0 ? 1 : 0);   /* the new DCI's */
+        r.qpn      = c.qp->qp_num ^
+                (strcmp(b.what, "qpn") == 0 ? 1 : 0); /* the new DCI's */
         r.signaled = false;
-        word32(0) = 5;
+        word32(0)  = 5;
         ASSERT_EQ(post(r, 9), 0);
         ibv_wc wc;
         ASSERT_TRUE(poll_one(d.cq, &wc));
@@ -352,13 +387,15 @@ TEST_F(emu_raw_wqe, malformed_wqe_loc_qp_op_err)
 TEST_F(emu_raw_wqe, misaligned_rem_inv_req)
 {
     word32(0) = 1;
-    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 2, 1), IBV_WC_REM_INV_REQ_ERR), 0xeeeeeeeeu);
+    EXPECT_EQ(run32(args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 2, 1),
+                    IBV_WC_REM_INV_REQ_ERR),
+              0xeeeeeeeeu);
     EXPECT_EQ(word32(0), 1u);
     make(MLX5DV_QP_EX_WITH_RAW_WQE);
     /* 8-byte masked atomic on a 4-byte aligned address */
-    raw_args r = args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 4, 1);
-    r.opmod = OPMOD_EXT64;
-    r.asize = 8;
+    raw_args r   = args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 4, 1);
+    r.opmod      = OPMOD_EXT64;
+    r.asize      = 8;
     r.byte_count = 8;
     ASSERT_EQ(post(r), 0);
     ibv_wc wc;
@@ -374,7 +411,7 @@ TEST_F(emu_raw_wqe, address_and_keys_checked)
     r.dc_key ^= 1;
     EXPECT_EQ(run32(r, IBV_WC_RETRY_EXC_ERR), 0xeeeeeeeeu);
     make(MLX5DV_QP_EX_WITH_RAW_WQE);
-    r = args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 1);
+    r     = args32(MLX5_OPCODE_ATOMIC_MASKED_FA, 0, 1);
     r.lid = (uint16_t)(d.lid + 7);
     run32(r, IBV_WC_RETRY_EXC_ERR);
     make(MLX5DV_QP_EX_WITH_RAW_WQE);
@@ -389,30 +426,33 @@ TEST_F(emu_raw_wqe, address_and_keys_checked)
 }
 
 /* DEVX QUERY_HCA_CAP, atomic page: what UCX's mlx5 md reads (ib_mlx5dv_md.c). */
-int query_atomic_caps(ibv_context *ctx, uint16_t *ops, uint16_t *size_qp, uint16_t *size_dc,
-                      uint8_t *mode8b)
+int query_atomic_caps(ibv_context *ctx, uint16_t *ops, uint16_t *size_qp,
+                      uint16_t *size_dc, uint8_t *mode8b)
 {
     uint8_t in[16] = {}, out[16 + 4096] = {};
-    in[0] = 0x01;   /* QUERY_HCA_CAP 0x100 */
-    in[7] = (3 << 1) | 1;
-    int ret = dcxemu_mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out));
-    if (ret != 0) return ret;
+    in[0]   = 0x01; /* QUERY_HCA_CAP 0x100 */
+    in[7]   = (3 << 1) | 1;
+    int ret = dcxemu_mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out,
+                                             sizeof(out));
+    if (ret != 0)
+        return ret;
     const uint8_t *p = out + 16;
-    *ops = (uint16_t)(p[0x12] << 8 | p[0x13]);
-    *size_qp = (uint16_t)(p[0x16] << 8 | p[0x17]);
-    *size_dc = (uint16_t)(p[0x1a] << 8 | p[0x1b]);
-    *mode8b = p[8] >> 6;
+    *ops             = (uint16_t)(p[0x12] << 8 | p[0x13]);
+    *size_qp         = (uint16_t)(p[0x16] << 8 | p[0x17]);
+    *size_dc         = (uint16_t)(p[0x1a] << 8 | p[0x1b]);
+    *mode8b          = p[8] >> 6;
     return 0;
 }
 
 ibv_context *open_devx()
 {
-    int n = 0;
+    int n             = 0;
     ibv_device **list = dcxemu_ibv_get_device_list(&n);
-    if (list == nullptr || n < 1) return nullptr;
+    if (list == nullptr || n < 1)
+        return nullptr;
     mlx5dv_context_attr a;
     memset(&a, 0, sizeof(a));
-    a.flags = MLX5DV_CONTEXT_FLAGS_DEVX;
+    a.flags          = MLX5DV_CONTEXT_FLAGS_DEVX;
     ibv_context *ctx = dcxemu_mlx5dv_open_device(list[0], &a);
     dcxemu_ibv_free_device_list(list);
     return ctx;
@@ -431,20 +471,24 @@ TEST(emu_devx, query_atomic_caps)
     ibv_context *ctx = open_devx();
     ASSERT_NE(ctx, nullptr);
     ASSERT_EQ(query_atomic_caps(ctx, &ops, &qp, &dc, &mode), 0);
-    EXPECT_EQ(ops, 0xf);   /* CS, FA, masked CS, masked FA */
-    EXPECT_EQ(qp, 0xc);    /* 4 and 8 bytes */
+    EXPECT_EQ(ops, 0xf); /* CS, FA, masked CS, masked FA */
+    EXPECT_EQ(qp, 0xc); /* 4 and 8 bytes */
     EXPECT_EQ(dc, 0xc);
-    EXPECT_EQ(mode, 1);    /* 8-byte responses in host order */
+    EXPECT_EQ(mode, 1); /* 8-byte responses in host order */
     /* any other command: firmware status BAD_OP (EINVAL without DEVX) */
     uint8_t in[16] = {}, out[64] = {};
     in[0] = 0x01;
     in[1] = 0x01;
-    EXPECT_ERRNO_EQ(EREMOTEIO, dcxemu_mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)));
+    EXPECT_ERRNO_EQ(EREMOTEIO,
+                    dcxemu_mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out,
+                                                   sizeof(out)));
     EXPECT_EQ(out[0], 0x02);
     /* QUERY_HCA_CAP into less than the whole output: BAD_OUTPUT_LEN */
     in[1] = 0x00;
     in[7] = (3 << 1) | 1;
-    EXPECT_ERRNO_EQ(EREMOTEIO, dcxemu_mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)));
+    EXPECT_ERRNO_EQ(EREMOTEIO,
+                    dcxemu_mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out,
+                                                   sizeof(out)));
     EXPECT_EQ(out[0], 0x51);
     EXPECT_EQ(dcxemu_ibv_close_device(ctx), 0);
 }
@@ -456,50 +500,61 @@ TEST(emu_devx, query_atomic_caps)
 EMU_CHILD(extatomics)
 {
     ibv_context *ctx = open_devx();
-    if (ctx == nullptr) return 2;
+    if (ctx == nullptr)
+        return 2;
     uint16_t ops, qp, dc;
     uint8_t mode;
-    if (query_atomic_caps(ctx, &ops, &qp, &dc, &mode) != 0) return 3;
+    if (query_atomic_caps(ctx, &ops, &qp, &dc, &mode) != 0)
+        return 3;
     dcxemu_ibv_close_device(ctx);
     if (ops == 0 && qp == 0 && dc == 0) {
         return 11;
     }
     bool offered = (ops & 0xc) == 0xc;
     dev d;
-    if (!d.open()) return 4;
+    if (!d.open())
+        return 4;
     ibv_srq *srq = create_srq(d);
-    ibv_qp *dct = create_dct(d, srq, 3);
-    if (dct == nullptr || dct_to_rtr(dct) != 0) return 5;
+    ibv_qp *dct  = create_dct(d, srq, 3);
+    if (dct == nullptr || dct_to_rtr(dct) != 0)
+        return 5;
     dci c;
     c.qp = create_raw_dci(d, MLX5DV_QP_EX_WITH_RAW_WQE);
-    if (c.qp == nullptr && errno == EOPNOTSUPP) return 14; /* no builder */
-    if (c.qp == nullptr || dci_to_rts(c.qp) != 0) return 6;
+    if (c.qp == nullptr && errno == EOPNOTSUPP)
+        return 14; /* no builder */
+    if (c.qp == nullptr || dci_to_rts(c.qp) != 0)
+        return 6;
     c.qpx = dcxemu_ibv_qp_to_qp_ex(c.qp);
-    c.dv = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(c.qpx);
+    c.dv  = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(c.qpx);
     static uint32_t buf[4];
-    ibv_mr *mr = dcxemu_ibv_reg_mr(d.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE |
-                                   IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_REMOTE_WRITE);
-    if (mr == nullptr) return 7;
+    ibv_mr *mr = dcxemu_ibv_reg_mr(d.pd, buf, sizeof(buf),
+                                   IBV_ACCESS_LOCAL_WRITE |
+                                           IBV_ACCESS_REMOTE_ATOMIC |
+                                           IBV_ACCESS_REMOTE_WRITE);
+    if (mr == nullptr)
+        return 7;
     raw_args r;
-    r.opcode = MLX5_OPCODE_ATOMIC_MASKED_FA;
-    r.opmod = OPMOD_EXT32;
-    r.qpn = c.qp->qp_num;
-    r.dc_key = 3;
-    r.dctn = dct->qp_num;
-    r.lid = d.lid;
-    r.raddr = (uintptr_t)&buf[0];
-    r.rkey = mr->rkey;
-    r.a[0] = 1;
-    r.asize = 4;
-    r.lkey = mr->lkey;
-    r.laddr = (uintptr_t)&buf[2];
+    r.opcode     = MLX5_OPCODE_ATOMIC_MASKED_FA;
+    r.opmod      = OPMOD_EXT32;
+    r.qpn        = c.qp->qp_num;
+    r.dc_key     = 3;
+    r.dctn       = dct->qp_num;
+    r.lid        = d.lid;
+    r.raddr      = (uintptr_t)&buf[0];
+    r.rkey       = mr->rkey;
+    r.a[0]       = 1;
+    r.asize      = 4;
+    r.lkey       = mr->lkey;
+    r.laddr      = (uintptr_t)&buf[2];
     r.byte_count = 4;
-    raw_wqe w = build(r);
+    raw_wqe w    = build(r);
     ibv_wr_start(c.qpx);
     mlx5dv_wr_raw_wqe(c.dv, w.b);
-    if (ibv_wr_complete(c.qpx) != 0) return 8;
+    if (ibv_wr_complete(c.qpx) != 0)
+        return 8;
     ibv_wc wc;
-    if (!poll_one(d.cq, &wc)) return 9;
+    if (!poll_one(d.cq, &wc))
+        return 9;
     int ret;
     if (offered) {
         ret = (wc.status == IBV_WC_SUCCESS && buf[0] == 1) ? 0 : 12;
@@ -517,7 +572,7 @@ EMU_CHILD(extatomics)
 int run_child(const std::vector<std::string> &env)
 {
     pid_t p = spawn(fresh_fabric(), { "extatomics" }, env);
-    int st = wait_child(p, 20000);
+    int st  = wait_child(p, 20000);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 1000;
 }
 

@@ -10,7 +10,9 @@ using namespace emu;
 namespace {
 
 struct emu_streams : public loopback_test {
-    emu_streams() : loopback_test(0x5151515151515151ull) {}
+    emu_streams() : loopback_test(0x5151515151515151ull)
+    {
+    }
 
     /* A DCI with 2^log_conc streams, 2^log_err of them allowed in error (streams: false, a
      * DCI without the streams attribute). */
@@ -22,30 +24,31 @@ struct emu_streams : public loopback_test {
                       (streams ? MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS : 0);
         x.send_ops_flags = MLX5DV_QP_EX_WITH_RAW_WQE;
         x.dc_init_attr.dci_streams.log_num_concurent = log_conc;
-        x.dc_init_attr.dci_streams.log_num_errored = log_err;
+        x.dc_init_attr.dci_streams.log_num_errored   = log_err;
         return create_dci(d, 64, 1, 64, true, nullptr, 0, &x);
     }
     void make(uint8_t log_conc, uint8_t log_err, bool streams = true)
     {
         c.qp = create(log_conc, log_err, streams);
         ASSERT_NE(c.qp, nullptr);
-        ASSERT_EQ(dci_to_rts(c.qp), 0);   /* rnr_retry 7: RNR waits forever */
+        ASSERT_EQ(dci_to_rts(c.qp), 0); /* rnr_retry 7: RNR waits forever */
         c.qpx = dcxemu_ibv_qp_to_qp_ex(c.qp);
-        c.dv = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(c.qpx);
+        c.dv  = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(c.qpx);
         ibv_ah_attr ah;
         memset(&ah, 0, sizeof(ah));
-        ah.dlid = d.lid;
+        ah.dlid     = d.lid;
         ah.port_num = 1;
-        c.ah = dcxemu_ibv_create_ah(d.pd, &ah);
+        c.ah        = dcxemu_ibv_create_ah(d.pd, &ah);
         ASSERT_TRUE(c.qpx && c.dv && c.ah);
     }
     /* One WR on a stream: a WRITE of len bytes from lbuf+loff to rbuf+roff (rkey: the target
      * key, or a bad one), or a SEND of len bytes. */
-    int post(uint16_t stream, bool send, size_t loff, uint32_t len, size_t roff, uint64_t wr_id,
-             uint32_t rkey = 0, unsigned flags = IBV_SEND_SIGNALED)
+    int post(uint16_t stream, bool send, size_t loff, uint32_t len, size_t roff,
+             uint64_t wr_id, uint32_t rkey = 0,
+             unsigned flags = IBV_SEND_SIGNALED)
     {
         ibv_wr_start(c.qpx);
-        c.qpx->wr_id = wr_id;
+        c.qpx->wr_id    = wr_id;
         c.qpx->wr_flags = flags;
         if (send) {
             ibv_wr_send(c.qpx);
@@ -56,7 +59,8 @@ struct emu_streams : public loopback_test {
         ibv_wr_set_sge(c.qpx, lmr->lkey, (uintptr_t)lbuf.data() + loff, len);
         return ibv_wr_complete(c.qpx);
     }
-    int write(uint16_t stream, size_t off, char v, uint64_t wr_id, uint32_t rkey = 0)
+    int write(uint16_t stream, size_t off, char v, uint64_t wr_id,
+              uint32_t rkey = 0)
     {
         memset(lbuf.data() + off, v, 8);
         return post(stream, false, off, 8, off, wr_id, rkey);
@@ -81,10 +85,10 @@ struct emu_streams : public loopback_test {
     {
         alignas(64) uint8_t b[64];
         memset(b, 0, sizeof(b));
-        auto *ctrl = (mlx5_wqe_ctrl_seg *)b;
-        ctrl->opmod_idx_opcode = htobe32(MLX5_OPCODE_NOP);
-        ctrl->qpn_ds = htobe32((c.qp->qp_num << 8) | 1);
-        ctrl->fm_ce_se = MLX5_WQE_CTRL_CQ_UPDATE;
+        auto *ctrl                  = (mlx5_wqe_ctrl_seg *)b;
+        ctrl->opmod_idx_opcode      = htobe32(MLX5_OPCODE_NOP);
+        ctrl->qpn_ds                = htobe32((c.qp->qp_num << 8) | 1);
+        ctrl->fm_ce_se              = MLX5_WQE_CTRL_CQ_UPDATE;
         ctrl->dci_stream_channel_id = htobe16(stream);
         ibv_wr_start(c.qpx);
         c.qpx->wr_id = wr_id;
@@ -96,7 +100,8 @@ struct emu_streams : public loopback_test {
     {
         uint64_t r0 = PROCESS_COUNT(rnr_retries);
         ASSERT_EQ(post(s, true, 0, 8, 0, wr_id), 0);
-        ASSERT_TRUE(wait_until([&] { return PROCESS_COUNT(rnr_retries) > r0; }));
+        ASSERT_TRUE(
+                wait_until([&] { return PROCESS_COUNT(rnr_retries) > r0; }));
     }
 };
 
@@ -123,12 +128,12 @@ TEST_F(emu_streams, caps_reported)
 
 TEST_F(emu_streams, bad_stream_id_refused)
 {
-    make(2, 0);   /* streams 0..3 */
+    make(2, 0); /* streams 0..3 */
     EXPECT_EQ(write(3, 0, 1, 1), 0);
     expect_cqe(1, IBV_WC_SUCCESS);
     EXPECT_EQ(write(4, 0, 2, 2), EINVAL);
     EXPECT_EQ(write(0xffff, 0, 2, 3), EINVAL);
-    EXPECT_TRUE(cq_empty_now(d.cq));   /* nothing refused was posted */
+    EXPECT_TRUE(cq_empty_now(d.cq)); /* nothing refused was posted */
     EXPECT_EQ(rbuf[0], 1);
     EXPECT_EQ(hw_state(), IBV_QPS_RTS);
     destroy_dci(c);
@@ -145,13 +150,14 @@ TEST_F(emu_streams, stalled_stream_does_not_hold_back_others)
 {
     make(1, 0);
     stall(0, 1);
-    ASSERT_EQ(write(0, 64, 0x11, 2), 0);    /* behind the stalled SEND, same stream */
-    ASSERT_EQ(write(1, 128, 0x22, 3), 0);   /* another stream */
+    ASSERT_EQ(write(0, 64, 0x11, 2),
+              0); /* behind the stalled SEND, same stream */
+    ASSERT_EQ(write(1, 128, 0x22, 3), 0); /* another stream */
     ASSERT_EQ(write(1, 192, 0x33, 4), 0);
     ASSERT_TRUE(wait_until([&] { return rbuf[192] == 0x33; }));
     EXPECT_EQ(rbuf[128], 0x22);
-    EXPECT_EQ(rbuf[64], 0);                  /* stream 0 keeps its order */
-    EXPECT_TRUE(cq_empty_now(d.cq));         /* the head of the queue is not done */
+    EXPECT_EQ(rbuf[64], 0); /* stream 0 keeps its order */
+    EXPECT_TRUE(cq_empty_now(d.cq)); /* the head of the queue is not done */
     ASSERT_EQ(post_recv(srq, rmr, rbuf.data() + 1024, 64, 10), 0);
     for (uint64_t id = 1; id <= 4; id++) {
         expect_cqe(id, IBV_WC_SUCCESS);
@@ -168,7 +174,7 @@ TEST_F(emu_streams, order_within_stream)
     make(2, 0);
     for (int i = 0; i < 24; i++) {
         /* each stream writes its own word over and over: the last value must stay */
-        uint16_t s = (uint16_t)(i % 4);
+        uint16_t s         = (uint16_t)(i % 4);
         lbuf[1024 + i * 8] = (char)(i + 1);
         ASSERT_EQ(post(s, false, 1024 + i * 8, 1, s * 8, i + 1), 0);
     }
@@ -186,7 +192,7 @@ TEST_F(emu_streams, order_within_stream)
     }
     ASSERT_EQ(write(3, 512, 0x77, 104), 0);
     ASSERT_TRUE(wait_until([&] { return rbuf[512] == 0x77; }));
-    EXPECT_EQ(rbuf[16], (char)23);   /* stream 2's writes have not run */
+    EXPECT_EQ(rbuf[16], (char)23); /* stream 2's writes have not run */
     ASSERT_EQ(post_recv(srq, rmr, rbuf.data() + 4096, 64, 10), 0);
     for (uint64_t id = 100; id <= 104; id++) {
         expect_cqe(id, IBV_WC_SUCCESS);
@@ -198,14 +204,14 @@ TEST_F(emu_streams, order_within_stream)
  * while at most 2^log_num_errored streams are in error; one more and the DCI goes to ERR. */
 TEST_F(emu_streams, errored_streams_then_dci_error)
 {
-    make(2, 1);   /* 4 streams, 2 may be in error */
+    make(2, 1); /* 4 streams, 2 may be in error */
     ASSERT_EQ(write(1, 0, 1, 1, rmr->rkey + 7), 0);
     expect_cqe(1, IBV_WC_REM_ACCESS_ERR);
     EXPECT_EQ(hw_state(), IBV_QPS_RTS);
-    ASSERT_EQ(write(1, 8, 2, 2), 0);   /* stream 1 is in error: flushed */
+    ASSERT_EQ(write(1, 8, 2, 2), 0); /* stream 1 is in error: flushed */
     expect_cqe(2, IBV_WC_WR_FLUSH_ERR);
     EXPECT_EQ(rbuf[8], 0);
-    ASSERT_EQ(write(0, 16, 3, 3), 0);   /* stream 0 goes on */
+    ASSERT_EQ(write(0, 16, 3, 3), 0); /* stream 0 goes on */
     expect_cqe(3, IBV_WC_SUCCESS);
     EXPECT_EQ(rbuf[16], 3);
     /* a second stream in error: still at the limit */
@@ -240,7 +246,7 @@ TEST_F(emu_streams, errored_streams_then_dci_error)
  * stream posted between them run. */
 TEST_F(emu_streams, queued_wqes_of_errored_stream_flush)
 {
-    make(1, 0);   /* 2 streams, 1 may be in error */
+    make(1, 0); /* 2 streams, 1 may be in error */
     stall(0, 1);
     ASSERT_EQ(write(1, 8, 2, 2, rmr->rkey + 7), 0);
     ASSERT_EQ(write(1, 16, 3, 3), 0);

@@ -12,7 +12,7 @@ namespace {
 struct emu_thread : public ::testing::Test {
     dev d;
     ibv_srq *srq = nullptr;
-    ibv_qp *dct = nullptr;
+    ibv_qp *dct  = nullptr;
     std::vector<char> buf;
     ibv_mr *mr = nullptr;
     void SetUp() override
@@ -22,8 +22,9 @@ struct emu_thread : public ::testing::Test {
         dct = create_dct(d, srq, 11);
         ASSERT_EQ(dct_to_rtr(dct), 0);
         buf.assign(1 << 16, 0);
-        mr = dcxemu_ibv_reg_mr(d.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE |
-                               IBV_ACCESS_REMOTE_WRITE);
+        mr = dcxemu_ibv_reg_mr(d.pd, buf.data(), buf.size(),
+                               IBV_ACCESS_LOCAL_WRITE |
+                                       IBV_ACCESS_REMOTE_WRITE);
         ASSERT_NE(mr, nullptr);
     }
     void TearDown() override
@@ -40,7 +41,7 @@ TEST_F(emu_thread, shared_dci_posting_and_legacy_polling)
     dci c;
     ASSERT_TRUE(make_dci(d, c, d.lid, 64));
     const int P = 4, K = 500;
-    std::atomic<int> done{0}, bad{0};
+    std::atomic<int> done{ 0 }, bad{ 0 };
     std::vector<std::vector<uint64_t>> seen(2);
     std::vector<std::thread> th;
     for (int p = 0; p < P; p++) {
@@ -49,12 +50,15 @@ TEST_F(emu_thread, shared_dci_posting_and_legacy_polling)
                 uint64_t id = (uint64_t)p << 32 | (uint64_t)i;
                 int r;
                 uint64_t end = now_ms() + 10000;
-                while ((r = post_one(c, OP_WRITE, mr->lkey, buf.data() + 64 * p, 64, mr->rkey,
-                                     (uintptr_t)buf.data() + 32768 + 64 * p, dct->qp_num, 11, id)) == ENOMEM &&
+                while ((r = post_one(c, OP_WRITE, mr->lkey, buf.data() + 64 * p,
+                                     64, mr->rkey,
+                                     (uintptr_t)buf.data() + 32768 + 64 * p,
+                                     dct->qp_num, 11, id)) == ENOMEM &&
                        now_ms() < end) {
-                    usleep(20);   /* SQ full until the pollers free slots */
+                    usleep(20); /* SQ full until the pollers free slots */
                 }
-                if (r != 0) bad++;
+                if (r != 0)
+                    bad++;
             }
         });
     }
@@ -65,19 +69,22 @@ TEST_F(emu_thread, shared_dci_posting_and_legacy_polling)
                 ibv_wc wc[8];
                 int n = ibv_poll_cq(d.cq, 8, wc);
                 for (int i = 0; i < n; i++) {
-                    if (wc[i].status != IBV_WC_SUCCESS) bad++;
+                    if (wc[i].status != IBV_WC_SUCCESS)
+                        bad++;
                     seen[q].push_back(wc[i].wr_id);
                 }
                 done += n > 0 ? n : 0;
             }
         });
     }
-    for (auto &t : th) t.join();
+    for (auto &t : th)
+        t.join();
     EXPECT_EQ(bad.load(), 0);
     EXPECT_EQ(done.load(), P * K);
     std::set<uint64_t> all(seen[0].begin(), seen[0].end());
     all.insert(seen[1].begin(), seen[1].end());
-    EXPECT_EQ(all.size(), (size_t)(P * K));   /* each CQE delivered exactly once */
+    EXPECT_EQ(all.size(),
+              (size_t)(P * K)); /* each CQE delivered exactly once */
     destroy_dci(c);
 }
 
@@ -85,8 +92,8 @@ TEST_F(emu_thread, ex_cq_concurrent_pollers)
 {
     ibv_cq_init_attr_ex ca;
     memset(&ca, 0, sizeof(ca));
-    ca.cqe = 4096;
-    ca.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM;
+    ca.cqe        = 4096;
+    ca.wc_flags   = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM;
     ibv_cq_ex *cq = dcxemu_ibv_create_cq_ex(d.ctx, &ca);
     ASSERT_NE(cq, nullptr);
     const int T = 3, K = 300;
@@ -96,26 +103,28 @@ TEST_F(emu_thread, ex_cq_concurrent_pollers)
         ASSERT_NE(cs[i].qp, nullptr);
         ASSERT_EQ(dci_to_rts(cs[i].qp), 0);
         cs[i].qpx = dcxemu_ibv_qp_to_qp_ex(cs[i].qp);
-        cs[i].dv = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(cs[i].qpx);
+        cs[i].dv  = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(cs[i].qpx);
         ibv_ah_attr ah;
         memset(&ah, 0, sizeof(ah));
-        ah.dlid = d.lid;
+        ah.dlid     = d.lid;
         ah.port_num = 1;
-        cs[i].ah = dcxemu_ibv_create_ah(d.pd, &ah);
+        cs[i].ah    = dcxemu_ibv_create_ah(d.pd, &ah);
     }
-    std::atomic<int> got{0}, bad{0};
+    std::atomic<int> got{ 0 }, bad{ 0 };
     std::vector<std::thread> th;
     for (int i = 0; i < T; i++) {
         th.emplace_back([&, i] {
             for (int k = 0; k < K; k++) {
                 uint64_t end = now_ms() + 10000;
                 int r;
-                while ((r = post_one(cs[i], OP_WRITE, mr->lkey, buf.data(), 8, mr->rkey,
-                                     (uintptr_t)buf.data() + 100, dct->qp_num, 11, (uint64_t)k)) == ENOMEM &&
+                while ((r = post_one(cs[i], OP_WRITE, mr->lkey, buf.data(), 8,
+                                     mr->rkey, (uintptr_t)buf.data() + 100,
+                                     dct->qp_num, 11, (uint64_t)k)) == ENOMEM &&
                        now_ms() < end) {
                     usleep(20);
                 }
-                if (r) bad++;
+                if (r)
+                    bad++;
             }
         });
     }
@@ -124,10 +133,13 @@ TEST_F(emu_thread, ex_cq_concurrent_pollers)
             uint64_t end = now_ms() + 20000;
             while (got.load() < T * K && now_ms() < end) {
                 ibv_poll_cq_attr pa = { 0 };
-                if (ibv_start_poll(cq, &pa) != 0) continue;
+                if (ibv_start_poll(cq, &pa) != 0)
+                    continue;
                 int n = 0;
                 do {
-                    if (cq->status != IBV_WC_SUCCESS || ibv_wc_read_opcode(cq) != IBV_WC_RDMA_WRITE) bad++;
+                    if (cq->status != IBV_WC_SUCCESS ||
+                        ibv_wc_read_opcode(cq) != IBV_WC_RDMA_WRITE)
+                        bad++;
                     n++;
                 } while (ibv_next_poll(cq) == 0);
                 ibv_end_poll(cq);
@@ -135,10 +147,12 @@ TEST_F(emu_thread, ex_cq_concurrent_pollers)
             }
         });
     }
-    for (auto &t : th) t.join();
+    for (auto &t : th)
+        t.join();
     EXPECT_EQ(bad.load(), 0);
     EXPECT_EQ(got.load(), T * K);
-    for (auto &c : cs) destroy_dci(c);
+    for (auto &c : cs)
+        destroy_dci(c);
     EXPECT_EQ(dcxemu_ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
 }
 

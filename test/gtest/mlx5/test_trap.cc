@@ -582,7 +582,7 @@ INSTANTIATE_TEST_SUITE_P(Encodings, TrapStore, ::testing::ValuesIn(store_cases),
 /* ---- the decoder alone, on a made-up context */
 
 class X86Decode : public ::testing::Test {
-  protected:
+protected:
     void SetUp() override
     {
         memset(&uc, 0, sizeof(uc));

@@ -20,9 +20,9 @@ extern "C" {
 
 namespace {
 
-const uint32_t QPN = 0x123456;
+const uint32_t QPN     = 0x123456;
 const uint32_t MAX_WQE = 1024; /* bytes a WQE may take (the decoder's limit) */
-const uint8_t JUNK = 0x5a;     /* what the queue holds outside the WQE under test */
+const uint8_t JUNK = 0x5a; /* what the queue holds outside the WQE under test */
 
 /* The 4-byte inline segment header (libmlx5's wqe.h is not a public header) */
 struct mlx5_wqe_inline_seg_t {
@@ -38,16 +38,17 @@ struct sq {
     uint8_t *q, *qend, *ctrl = nullptr, *cur = nullptr;
     unsigned size = 0; /* bytes of the WQE so far */
 
-    explicit sq(uint32_t wqebbs) : mem(wqebbs * MLX5_SEND_WQE_BB, JUNK), cnt(wqebbs)
+    explicit sq(uint32_t wqebbs)
+        : mem(wqebbs * MLX5_SEND_WQE_BB, JUNK), cnt(wqebbs)
     {
-        q = mem.data();
+        q    = mem.data();
         qend = q + mem.size();
     }
     void start(uint32_t wqebb)
     {
         ctrl = q + wqebb * MLX5_SEND_WQE_BB;
         memset(ctrl, 0, sizeof(mlx5_wqe_ctrl_seg));
-        cur = ctrl + sizeof(mlx5_wqe_ctrl_seg);
+        cur  = ctrl + sizeof(mlx5_wqe_ctrl_seg);
         size = sizeof(mlx5_wqe_ctrl_seg);
     }
     void *next(size_t len)
@@ -62,12 +63,15 @@ struct sq {
         size += len;
         return p;
     }
-    template <class T> T *seg() { return (T *)next(sizeof(T)); }
+    template <class T> T *seg()
+    {
+        return (T *)next(sizeof(T));
+    }
     /* an inline segment holding data, padded to 16 bytes */
     void inl(const void *data, uint32_t len)
     {
-        auto *h = (mlx5_wqe_inline_seg_t *)next(4);
-        h->byte_count = htobe32(len | MLX5_INLINE_SEG);
+        auto *h          = (mlx5_wqe_inline_seg_t *)next(4);
+        h->byte_count    = htobe32(len | MLX5_INLINE_SEG);
         const uint8_t *d = (const uint8_t *)data;
         for (uint32_t i = 0; i < len; i++) {
             if (cur == qend) {
@@ -88,61 +92,70 @@ struct sq {
     {
         mlx5dv_set_data_seg(seg<mlx5_wqe_data_seg>(), len, lkey, addr);
     }
-    uint8_t ds() const { return (uint8_t)(size / 16); }
-    void finish(uint16_t pi, uint8_t opcode, uint8_t opmod, uint8_t fm_ce_se, uint32_t imm)
+    uint8_t ds() const
     {
-        mlx5dv_set_ctrl_seg((mlx5_wqe_ctrl_seg *)ctrl, pi, opcode, opmod, QPN, fm_ce_se, ds(), 0,
-                            imm);
+        return (uint8_t)(size / 16);
+    }
+    void finish(uint16_t pi, uint8_t opcode, uint8_t opmod, uint8_t fm_ce_se,
+                uint32_t imm)
+    {
+        mlx5dv_set_ctrl_seg((mlx5_wqe_ctrl_seg *)ctrl, pi, opcode, opmod, QPN,
+                            fm_ce_se, ds(), 0, imm);
     }
 };
 
 /* What an address handle holds and mlx5dv_wr_set_dc_addr copies: libmlx5's mlx5_create_ah */
 struct ah_attr {
-    uint16_t dlid = 0x2a;
-    uint8_t sl = 5;
-    uint8_t static_rate = 3;
+    uint16_t dlid         = 0x2a;
+    uint8_t sl            = 5;
+    uint8_t static_rate   = 3;
     uint8_t src_path_bits = 0;
-    bool global = false;
+    bool global           = false;
     uint8_t sgid_index = 0, hop_limit = 0, tclass = 0;
     uint32_t flow_label = 0;
-    uint8_t dgid[16] = {};
-    uint8_t dmac[6] = {};
+    uint8_t dgid[16]    = {};
+    uint8_t dmac[6]     = {};
 };
 
-const uint32_t DCTN = 0xabcde;
+const uint32_t DCTN   = 0xabcde;
 const uint64_t DC_KEY = 0x1122334455667788ull;
 
 /* The extended datagram segment of a libmlx5 DCI WQE (IB link layer) */
 void set_dc_av(sq &s, const ah_attr &a)
 {
-    auto *d = s.seg<mlx5_wqe_datagram_seg>();
-    uint32_t gfl = a.global ? (1u << 30 | (uint32_t)a.sgid_index << 20 | a.flow_label) : 0;
-    mlx5dv_set_dgram_seg(d, DC_KEY, DCTN, 1, (uint8_t)(a.static_rate << 4 | (a.sl & 0xf)),
-                         a.src_path_bits, a.dlid, (uint8_t *)a.dmac, a.global ? a.tclass : 0,
-                         a.global ? a.hop_limit : 0, gfl, (uint8_t *)a.dgid);
+    auto *d      = s.seg<mlx5_wqe_datagram_seg>();
+    uint32_t gfl = a.global ? (1u << 30 | (uint32_t)a.sgid_index << 20 |
+                               a.flow_label) :
+                              0;
+    mlx5dv_set_dgram_seg(d, DC_KEY, DCTN, 1,
+                         (uint8_t)(a.static_rate << 4 | (a.sl & 0xf)),
+                         a.src_path_bits, a.dlid, (uint8_t *)a.dmac,
+                         a.global ? a.tclass : 0, a.global ? a.hop_limit : 0,
+                         gfl, (uint8_t *)a.dgid);
 }
 
 /* UCX's compact (link-local) AV: 16 bytes, no extension bit */
 void set_compact_av(sq &s, uint16_t rlid, uint8_t sl)
 {
-    auto *av = (mlx5_wqe_av *)s.next(16);
-    av->key.dc_key = htobe64(DC_KEY);
-    av->dqp_dct = htobe32(DCTN);
+    auto *av         = (mlx5_wqe_av *)s.next(16);
+    av->key.dc_key   = htobe64(DC_KEY);
+    av->dqp_dct      = htobe32(DCTN);
     av->stat_rate_sl = sl;
-    av->rlid = htobe16(rlid);
+    av->rlid         = htobe16(rlid);
 }
 
 void set_raddr(sq &s, uint64_t raddr, uint32_t rkey)
 {
-    auto *r = s.seg<mlx5_wqe_raddr_seg>();
+    auto *r  = s.seg<mlx5_wqe_raddr_seg>();
     r->raddr = htobe64(raddr);
-    r->rkey = htobe32(rkey);
+    r->rkey  = htobe32(rkey);
 }
 
 struct wqe_test : public ::testing::Test {
-    std::unique_ptr<dcxemu_mlx5_wqe> w{new dcxemu_mlx5_wqe};
+    std::unique_ptr<dcxemu_mlx5_wqe> w{ new dcxemu_mlx5_wqe };
 
-    int decode(const sq &s, uint32_t wqebb, dcxemu_mlx5_qp_kind kind, uint32_t max = MAX_WQE)
+    int decode(const sq &s, uint32_t wqebb, dcxemu_mlx5_qp_kind kind,
+               uint32_t max = MAX_WQE)
     {
         memset(w.get(), 0xcc, sizeof(*w)); /* nothing left from before counts */
         return dcxemu_mlx5_wqe_decode(s.q, s.cnt, wqebb, kind, max, w.get());
@@ -162,7 +175,18 @@ struct wqe_test : public ::testing::Test {
 
 /* ---- every opcode on an RC QP and a DCI, as libmlx5's ibv_wr_* builders write it */
 
-enum class op { send, send_imm, send_inv, write, write_imm, read, cs, fa, nop, local_inv };
+enum class op {
+    send,
+    send_imm,
+    send_inv,
+    write,
+    write_imm,
+    read,
+    cs,
+    fa,
+    nop,
+    local_inv
+};
 
 struct op_case {
     op o;
@@ -171,42 +195,46 @@ struct op_case {
 };
 
 const op_case op_cases[] = {
-    {op::send, MLX5_OPCODE_SEND, "send"},
-    {op::send_imm, MLX5_OPCODE_SEND_IMM, "send_imm"},
-    {op::send_inv, MLX5_OPCODE_SEND_INVAL, "send_inv"},
-    {op::write, MLX5_OPCODE_RDMA_WRITE, "write"},
-    {op::write_imm, MLX5_OPCODE_RDMA_WRITE_IMM, "write_imm"},
-    {op::read, MLX5_OPCODE_RDMA_READ, "read"},
-    {op::cs, MLX5_OPCODE_ATOMIC_CS, "atomic_cs"},
-    {op::fa, MLX5_OPCODE_ATOMIC_FA, "atomic_fa"},
-    {op::nop, MLX5_OPCODE_NOP, "nop"},
-    {op::local_inv, MLX5_OPCODE_UMR, "local_inv"},
+    { op::send, MLX5_OPCODE_SEND, "send" },
+    { op::send_imm, MLX5_OPCODE_SEND_IMM, "send_imm" },
+    { op::send_inv, MLX5_OPCODE_SEND_INVAL, "send_inv" },
+    { op::write, MLX5_OPCODE_RDMA_WRITE, "write" },
+    { op::write_imm, MLX5_OPCODE_RDMA_WRITE_IMM, "write_imm" },
+    { op::read, MLX5_OPCODE_RDMA_READ, "read" },
+    { op::cs, MLX5_OPCODE_ATOMIC_CS, "atomic_cs" },
+    { op::fa, MLX5_OPCODE_ATOMIC_FA, "atomic_fa" },
+    { op::nop, MLX5_OPCODE_NOP, "nop" },
+    { op::local_inv, MLX5_OPCODE_UMR, "local_inv" },
 };
 
-const uint32_t IMM_BE = 0xdeadbeef; /* an imm_data as the caller gives it (already big-endian) */
+const uint32_t IMM_BE =
+        0xdeadbeef; /* an imm_data as the caller gives it (already big-endian) */
 const uint32_t INV_RKEY = 0x4455;
-const uint64_t RADDR = 0x7f0000001000ull;
-const uint32_t RKEY = 0x9876;
+const uint64_t RADDR    = 0x7f0000001000ull;
+const uint32_t RKEY     = 0x9876;
 
 /* One WQE at wqebb: _common_wqe_init, the builder, wr_set_sge (two SGEs for send/write/read,
  * the 8-byte response for atomics), mlx5dv_wr_set_dc_addr on a DCI, _common_wqe_finalize */
-void build_op(sq &s, uint32_t wqebb, uint16_t pi, const op_case &c, bool dci, const ah_attr &a)
+void build_op(sq &s, uint32_t wqebb, uint16_t pi, const op_case &c, bool dci,
+              const ah_attr &a)
 {
-    uint32_t imm = 0;
+    uint32_t imm     = 0;
     uint8_t fm_ce_se = MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_SOLICITED;
     s.start(wqebb);
     switch (c.o) {
     case op::local_inv: {
         /* _build_umr_wqe with an empty bind: UMR control, mkey context (free), nothing else */
-        imm = htobe32(INV_RKEY);
-        auto *uc = s.seg<mlx5_wqe_umr_ctrl_seg>();
-        uc->flags = MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET | MLX5_WQE_UMR_CTRL_FLAG_INLINE |
+        imm       = htobe32(INV_RKEY);
+        auto *uc  = s.seg<mlx5_wqe_umr_ctrl_seg>();
+        uc->flags = MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET |
+                    MLX5_WQE_UMR_CTRL_FLAG_INLINE |
                     MLX5_WQE_UMR_CTRL_FLAG_CHECK_QPN;
-        uc->mkey_mask = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY |
+        uc->mkey_mask = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE |
+                                MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY |
                                 MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN);
-        auto *mk = s.seg<mlx5_wqe_mkey_context_seg>();
-        mk->qpn_mkey = htobe32((INV_RKEY & 0xff) | 0xffffff00);
-        mk->free = MLX5_WQE_MKEY_CONTEXT_FREE;
+        auto *mk      = s.seg<mlx5_wqe_mkey_context_seg>();
+        mk->qpn_mkey  = htobe32((INV_RKEY & 0xff) | 0xffffff00);
+        mk->free      = MLX5_WQE_MKEY_CONTEXT_FREE;
         s.finish(pi, c.opcode, 0, fm_ce_se, imm);
         return;
     }
@@ -215,7 +243,8 @@ void build_op(sq &s, uint32_t wqebb, uint16_t pi, const op_case &c, bool dci, co
         if (dci) {
             set_dc_av(s, a);
         }
-        s.finish(pi, c.opcode, 0, MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_FENCE, 0);
+        s.finish(pi, c.opcode, 0, MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_FENCE,
+                 0);
         *(uint32_t *)s.next(16) = htobe32(MLX5_INLINE_SEG);
         s.size -= 16; /* not in ds */
         return;
@@ -236,18 +265,19 @@ void build_op(sq &s, uint32_t wqebb, uint16_t pi, const op_case &c, bool dci, co
     default:
         break;
     }
-    if (c.o == op::write || c.o == op::write_imm || c.o == op::read || c.o == op::cs ||
-        c.o == op::fa) {
+    if (c.o == op::write || c.o == op::write_imm || c.o == op::read ||
+        c.o == op::cs || c.o == op::fa) {
         set_raddr(s, RADDR, RKEY);
     }
     if (c.o == op::cs || c.o == op::fa) {
         auto *at = s.seg<mlx5_wqe_atomic_seg>();
         if (c.o == op::cs) {
             at->swap_add = htobe64(0x1111222233334444ull);
-            at->compare = htobe64(0x5555666677778888ull);
+            at->compare  = htobe64(0x5555666677778888ull);
         } else {
             at->swap_add = htobe64(0x10);
-            at->compare = 0xffffffffffffffffull; /* libmlx5 leaves it as it was */
+            at->compare =
+                    0xffffffffffffffffull; /* libmlx5 leaves it as it was */
         }
         s.data(8, 0x77, 0x600000);
     } else {
@@ -260,31 +290,35 @@ void build_op(sq &s, uint32_t wqebb, uint16_t pi, const op_case &c, bool dci, co
 TEST_F(wqe_test, every_opcode_rc_and_dci)
 {
     ah_attr a;
-    for (bool dci : {false, true}) {
+    for (bool dci : { false, true }) {
         for (const op_case &c : op_cases) {
             SCOPED_TRACE(std::string(c.name) + (dci ? " dci" : " rc"));
             sq s(8);
             build_op(s, 2, 0x1234, c, dci, a);
             const uint8_t ds = s.ds();
-            ASSERT_EQ(decode(s, 2, dci ? DCXEMU_MLX5_QP_DCI : DCXEMU_MLX5_QP_RC), 0);
+            ASSERT_EQ(decode(s, 2,
+                             dci ? DCXEMU_MLX5_QP_DCI : DCXEMU_MLX5_QP_RC),
+                      0);
             EXPECT_EQ(w->opcode, c.opcode);
             EXPECT_EQ(w->opmod, 0);
             EXPECT_EQ(w->wqe_index, 0x1234);
             EXPECT_EQ(w->qpn, QPN);
             EXPECT_EQ(w->ds, ds);
             EXPECT_EQ(w->num_wqebb, (ds * 16u + 63) / 64);
-            bool local = c.o == op::local_inv;
-            bool remote = c.o == op::write || c.o == op::write_imm || c.o == op::read ||
-                          c.o == op::cs || c.o == op::fa;
+            bool local  = c.o == op::local_inv;
+            bool remote = c.o == op::write || c.o == op::write_imm ||
+                          c.o == op::read || c.o == op::cs || c.o == op::fa;
             bool atomic = c.o == op::cs || c.o == op::fa;
             if (c.o == op::nop) {
-                EXPECT_EQ(w->fm_ce_se, MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_FENCE);
+                EXPECT_EQ(w->fm_ce_se,
+                          MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_FENCE);
                 EXPECT_EQ(w->ds, dci ? 4 : 1);
                 EXPECT_EQ(w->num_sge, 0u);
                 EXPECT_FALSE(w->is_inline);
                 continue;
             }
-            EXPECT_EQ(w->fm_ce_se, MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_SOLICITED);
+            EXPECT_EQ(w->fm_ce_se,
+                      MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_SOLICITED);
             if (dci && !local) {
                 expect_av(a);
             } else {
@@ -312,9 +346,10 @@ TEST_F(wqe_test, every_opcode_rc_and_dci)
                 EXPECT_EQ(w->umr.num_entries, 0u);
                 EXPECT_EQ(w->umr.qpn, 0xffffffu);
                 EXPECT_EQ(w->umr.tag, INV_RKEY & 0xff);
-                EXPECT_EQ(w->umr.mkey_mask, (uint64_t)(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE |
-                                                       MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY |
-                                                       MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN));
+                EXPECT_EQ(w->umr.mkey_mask,
+                          (uint64_t)(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE |
+                                     MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY |
+                                     MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN));
                 EXPECT_EQ(w->ds, 8);
                 EXPECT_EQ(w->num_sge, 0u);
                 continue;
@@ -331,7 +366,8 @@ TEST_F(wqe_test, every_opcode_rc_and_dci)
                     EXPECT_EQ(w->compare_mask, UINT64_MAX);
                 } else {
                     EXPECT_EQ(w->swap_add, 0x10u);
-                    EXPECT_EQ(w->compare, 0u); /* a standard FA has no compare operand */
+                    EXPECT_EQ(w->compare,
+                              0u); /* a standard FA has no compare operand */
                 }
                 ASSERT_EQ(w->num_sge, 1u);
                 EXPECT_EQ(w->sge[0].length, 8u);
@@ -355,7 +391,7 @@ TEST_F(wqe_test, ud_send_and_refused_opcodes)
 {
     sq s(4);
     s.start(0);
-    auto *d = s.seg<mlx5_wqe_datagram_seg>();
+    auto *d        = s.seg<mlx5_wqe_datagram_seg>();
     uint8_t mac[6] = {}, gid[16] = {};
     mlx5dv_set_dgram_seg(d, 0, 0x321, 1, 0, 0, 7, mac, 0, 0, 0, gid);
     d->av.key.qkey.qkey = htobe32(0x11111111);
@@ -376,7 +412,8 @@ TEST_F(wqe_test, ud_send_and_refused_opcodes)
         SCOPED_TRACE(c.name);
         sq t(8);
         build_op(t, 0, 0, c, true, a);
-        EXPECT_EQ(decode(t, 0, DCXEMU_MLX5_QP_UD), MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+        EXPECT_EQ(decode(t, 0, DCXEMU_MLX5_QP_UD),
+                  MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
     }
 }
 
@@ -385,10 +422,10 @@ TEST_F(wqe_test, ud_send_and_refused_opcodes)
 TEST_F(wqe_test, extended_av_with_grh)
 {
     ah_attr a;
-    a.global = true;
+    a.global     = true;
     a.sgid_index = 3;
-    a.hop_limit = 64;
-    a.tclass = 0x28;
+    a.hop_limit  = 64;
+    a.tclass     = 0x28;
     a.flow_label = 0xabcde;
     for (int i = 0; i < 16; i++) {
         a.dgid[i] = (uint8_t)(0xf0 + i);
@@ -402,7 +439,8 @@ TEST_F(wqe_test, extended_av_with_grh)
     set_raddr(s, RADDR, RKEY);
     s.data(4096, 5, 0x8000);
     s.finish(1, MLX5_OPCODE_RDMA_WRITE, 0, 0, 0);
-    ((mlx5_wqe_ctrl_seg *)s.ctrl)->dci_stream_channel_id = htobe16(0x105); /* set_dc_addr_stream */
+    ((mlx5_wqe_ctrl_seg *)s.ctrl)->dci_stream_channel_id = htobe16(
+            0x105); /* set_dc_addr_stream */
     ASSERT_EQ(decode(s, 1, DCXEMU_MLX5_QP_DCI), 0);
     expect_av(a);
     EXPECT_EQ(w->stream_id, 0x105);
@@ -513,7 +551,7 @@ TEST_F(wqe_test, wqe_wraps_with_many_sges)
 /* UCX's am_zcopy: a header inline ahead of pointer segments */
 TEST_F(wqe_test, inline_header_then_pointers)
 {
-    uint8_t hdr[13] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+    uint8_t hdr[13] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 };
     ah_attr a;
     sq s(8);
     s.start(0);
@@ -565,12 +603,12 @@ struct masked_case {
 TEST_F(wqe_test, masked_atomics_4_and_8_bytes)
 {
     const masked_case cases[] = {
-        {MLX5_OPCODE_ATOMIC_MASKED_CS, 4, "cs32"},
-        {MLX5_OPCODE_ATOMIC_MASKED_FA, 4, "fa32"},
-        {MLX5_OPCODE_ATOMIC_MASKED_CS, 8, "cs64"},
-        {MLX5_OPCODE_ATOMIC_MASKED_FA, 8, "fa64"},
+        { MLX5_OPCODE_ATOMIC_MASKED_CS, 4, "cs32" },
+        { MLX5_OPCODE_ATOMIC_MASKED_FA, 4, "fa32" },
+        { MLX5_OPCODE_ATOMIC_MASKED_CS, 8, "cs64" },
+        { MLX5_OPCODE_ATOMIC_MASKED_FA, 8, "fa64" },
     };
-    for (bool dci : {false, true}) {
+    for (bool dci : { false, true }) {
         for (const masked_case &c : cases) {
             SCOPED_TRACE(std::string(c.name) + (dci ? " dci" : " rc"));
             sq s(4);
@@ -583,18 +621,18 @@ TEST_F(wqe_test, masked_atomics_4_and_8_bytes)
             bool cs = c.opcode == MLX5_OPCODE_ATOMIC_MASKED_CS;
             if (c.size == 4) {
                 uint32_t *v = (uint32_t *)s.next(16);
-                v[0] = htobe32(0xa1a2a3a4);
-                v[1] = htobe32(0xb1b2b3b4);
+                v[0]        = htobe32(0xa1a2a3a4);
+                v[1]        = htobe32(0xb1b2b3b4);
                 if (cs) {
                     v[2] = htobe32(0xc1c2c3c4);
                     v[3] = htobe32(0xd1d2d3d4);
                 }
             } else {
                 uint64_t *v = (uint64_t *)s.next(16);
-                v[0] = htobe64(0xa1a2a3a4a5a6a7a8ull);
-                v[1] = htobe64(0xb1b2b3b4b5b6b7b8ull);
+                v[0]        = htobe64(0xa1a2a3a4a5a6a7a8ull);
+                v[1]        = htobe64(0xb1b2b3b4b5b6b7b8ull);
                 if (cs) {
-                    v = (uint64_t *)s.next(16);
+                    v    = (uint64_t *)s.next(16);
                     v[0] = htobe64(0xc1c2c3c4c5c6c7c8ull);
                     v[1] = htobe64(0xd1d2d3d4d5d6d7d8ull);
                 }
@@ -602,7 +640,9 @@ TEST_F(wqe_test, masked_atomics_4_and_8_bytes)
             s.data(c.size, 0x55, 0x4000);
             uint8_t opmod = (uint8_t)(8 | (c.size == 4 ? 0 : 1));
             s.finish(3, c.opcode, opmod, MLX5_WQE_CTRL_CQ_UPDATE, 0);
-            ASSERT_EQ(decode(s, 3, dci ? DCXEMU_MLX5_QP_DCI : DCXEMU_MLX5_QP_RC), 0);
+            ASSERT_EQ(decode(s, 3,
+                             dci ? DCXEMU_MLX5_QP_DCI : DCXEMU_MLX5_QP_RC),
+                      0);
             EXPECT_EQ(w->opmod, opmod);
             EXPECT_TRUE(w->has_atomic);
             EXPECT_TRUE(w->masked);
@@ -636,24 +676,27 @@ TEST_F(wqe_test, ucx_atomic_encodings)
         const char *name;
         unsigned size;
         uint8_t opcode;
-        uint64_t swap, compare, swap_mask, compare_mask; /* host order, as UCX computes them */
+        uint64_t swap, compare, swap_mask,
+                compare_mask; /* host order, as UCX computes them */
     } ops[] = {
-        {"add64", 8, MLX5_OPCODE_ATOMIC_FA, V, 0, 0, 0},
-        {"add32", 4, MLX5_OPCODE_ATOMIC_MASKED_FA, V, 0, 0, 0},
-        {"xor64", 8, MLX5_OPCODE_ATOMIC_MASKED_FA, V, UINT64_MAX, 0, 0},
-        {"xor32", 4, MLX5_OPCODE_ATOMIC_MASKED_FA, V, UINT64_MAX, 0, 0},
-        {"and64", 8, MLX5_OPCODE_ATOMIC_MASKED_CS, V, 0, ~V, 0},
-        {"or32", 4, MLX5_OPCODE_ATOMIC_MASKED_CS, V, 0, V, 0},
-        {"swap64", 8, MLX5_OPCODE_ATOMIC_MASKED_CS, V, 0, UINT64_MAX, 0},
-        {"swap32", 4, MLX5_OPCODE_ATOMIC_MASKED_CS, V, 0, UINT64_MAX, 0},
-        {"cswap64", 8, MLX5_OPCODE_ATOMIC_CS, V, C, 0, 0},
-        {"cswap32", 4, MLX5_OPCODE_ATOMIC_MASKED_CS, V, C, UINT64_MAX, UINT64_MAX},
+        { "add64", 8, MLX5_OPCODE_ATOMIC_FA, V, 0, 0, 0 },
+        { "add32", 4, MLX5_OPCODE_ATOMIC_MASKED_FA, V, 0, 0, 0 },
+        { "xor64", 8, MLX5_OPCODE_ATOMIC_MASKED_FA, V, UINT64_MAX, 0, 0 },
+        { "xor32", 4, MLX5_OPCODE_ATOMIC_MASKED_FA, V, UINT64_MAX, 0, 0 },
+        { "and64", 8, MLX5_OPCODE_ATOMIC_MASKED_CS, V, 0, ~V, 0 },
+        { "or32", 4, MLX5_OPCODE_ATOMIC_MASKED_CS, V, 0, V, 0 },
+        { "swap64", 8, MLX5_OPCODE_ATOMIC_MASKED_CS, V, 0, UINT64_MAX, 0 },
+        { "swap32", 4, MLX5_OPCODE_ATOMIC_MASKED_CS, V, 0, UINT64_MAX, 0 },
+        { "cswap64", 8, MLX5_OPCODE_ATOMIC_CS, V, C, 0, 0 },
+        { "cswap32", 4, MLX5_OPCODE_ATOMIC_MASKED_CS, V, C, UINT64_MAX,
+          UINT64_MAX },
     };
     for (const auto &o : ops) {
         SCOPED_TRACE(o.name);
         bool masked = o.opcode == MLX5_OPCODE_ATOMIC_MASKED_CS ||
                       o.opcode == MLX5_OPCODE_ATOMIC_MASKED_FA;
-        bool cs = o.opcode == MLX5_OPCODE_ATOMIC_MASKED_CS || o.opcode == MLX5_OPCODE_ATOMIC_CS;
+        bool cs = o.opcode == MLX5_OPCODE_ATOMIC_MASKED_CS ||
+                  o.opcode == MLX5_OPCODE_ATOMIC_CS;
         uint64_t m = o.size == 4 ? UINT32_MAX : UINT64_MAX;
         sq s(4);
         s.start(2);
@@ -661,16 +704,16 @@ TEST_F(wqe_test, ucx_atomic_encodings)
         set_raddr(s, RADDR, RKEY);
         if (o.size == 4) {
             uint32_t *v = (uint32_t *)s.next(16);
-            v[0] = htobe32((uint32_t)o.swap);
-            v[1] = htobe32((uint32_t)o.compare);
-            v[2] = htobe32((uint32_t)o.swap_mask);
-            v[3] = htobe32((uint32_t)o.compare_mask);
+            v[0]        = htobe32((uint32_t)o.swap);
+            v[1]        = htobe32((uint32_t)o.compare);
+            v[2]        = htobe32((uint32_t)o.swap_mask);
+            v[3]        = htobe32((uint32_t)o.compare_mask);
         } else {
             uint64_t *v = (uint64_t *)s.next(16);
-            v[0] = htobe64(o.swap);
-            v[1] = htobe64(o.compare);
+            v[0]        = htobe64(o.swap);
+            v[1]        = htobe64(o.compare);
             if (masked && cs) {
-                v = (uint64_t *)s.next(16);
+                v    = (uint64_t *)s.next(16);
                 v[0] = htobe64(o.swap_mask);
                 v[1] = htobe64(o.compare_mask);
             }
@@ -684,14 +727,17 @@ TEST_F(wqe_test, ucx_atomic_encodings)
         EXPECT_EQ(w->swap_add, o.swap & m);
         if (cs && !masked) {
             EXPECT_EQ(w->compare, o.compare);
-            EXPECT_EQ(w->swap_mask, UINT64_MAX); /* a standard CS compares and swaps all bits */
+            EXPECT_EQ(
+                    w->swap_mask,
+                    UINT64_MAX); /* a standard CS compares and swaps all bits */
             EXPECT_EQ(w->compare_mask, UINT64_MAX);
         } else if (cs) {
             EXPECT_EQ(w->compare, o.compare & m);
             EXPECT_EQ(w->swap_mask, o.swap_mask & m);
             EXPECT_EQ(w->compare_mask, o.compare_mask & m);
         } else {
-            EXPECT_EQ(w->compare, masked ? o.compare & m : 0); /* the field boundary */
+            EXPECT_EQ(w->compare,
+                      masked ? o.compare & m : 0); /* the field boundary */
             EXPECT_EQ(w->swap_mask, 0u);
             EXPECT_EQ(w->compare_mask, 0u);
         }
@@ -707,16 +753,17 @@ const uint32_t MKEY = 0x00abcd07; /* index 0xabcd, tag 7 */
 void umr_begin(sq &s, uint32_t wqebb, uint32_t access)
 {
     s.start(wqebb);
-    auto *uc = s.seg<mlx5_wqe_umr_ctrl_seg>();
-    uc->flags = MLX5_WQE_UMR_CTRL_FLAG_INLINE;
-    uc->mkey_mask = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY |
-                            MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE |
-                            MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ |
-                            MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE |
-                            MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC |
-                            MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN);
-    auto *mk = s.seg<mlx5_wqe_mkey_context_seg>();
-    mk->qpn_mkey = htobe32(0xffffff00 | (MKEY & 0xff));
+    auto *uc         = s.seg<mlx5_wqe_umr_ctrl_seg>();
+    uc->flags        = MLX5_WQE_UMR_CTRL_FLAG_INLINE;
+    uc->mkey_mask    = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE |
+                               MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY |
+                               MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE |
+                               MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ |
+                               MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE |
+                               MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC |
+                               MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN);
+    auto *mk         = s.seg<mlx5_wqe_mkey_context_seg>();
+    mk->qpn_mkey     = htobe32(0xffffff00 | (MKEY & 0xff));
     mk->access_flags = (uint8_t)access;
 }
 
@@ -733,34 +780,40 @@ mlx5_wqe_mkey_context_seg *umr_mkc(sq &s)
 
 void umr_list(sq &s, uint32_t wqebb, const std::vector<ibv_sge> &l)
 {
-    umr_begin(s, wqebb, MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_WRITE |
-                                MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ |
-                                MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE);
+    umr_begin(s, wqebb,
+              MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_WRITE |
+                      MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ |
+                      MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE);
     uint64_t len = 0;
     for (const ibv_sge &e : l) {
-        auto *k = s.seg<mlx5_wqe_umr_klm_seg>();
-        k->address = htobe64(e.addr);
-        k->mkey = htobe32(e.lkey);
+        auto *k       = s.seg<mlx5_wqe_umr_klm_seg>();
+        k->address    = htobe64(e.addr);
+        k->mkey       = htobe32(e.lkey);
         k->byte_count = htobe32(e.length);
         len += e.length;
     }
     for (size_t i = l.size(); i % 4 != 0; i++) {
         s.seg<mlx5_wqe_umr_klm_seg>();
     }
-    umr_mkc(s)->len = htobe64(len);
-    umr_ctrl(s)->klm_octowords = htobe16((uint16_t)((l.size() * 16 + 63) / 64 * 4));
+    umr_mkc(s)->len            = htobe64(len);
+    umr_ctrl(s)->klm_octowords = htobe16(
+            (uint16_t)((l.size() * 16 + 63) / 64 * 4));
     s.finish((uint16_t)wqebb, MLX5_OPCODE_UMR, 0,
-             MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE | MLX5_WQE_CTRL_CQ_UPDATE, htobe32(MKEY));
+             MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE | MLX5_WQE_CTRL_CQ_UPDATE,
+             htobe32(MKEY));
 }
 
 TEST_F(wqe_test, umr_klm_list)
 {
-    for (size_t n : {1, 3, 4, 5, 9}) {
-        for (uint32_t at : {0u, 6u}) { /* at 6 of 8: the KLM list starts the queue */
-            SCOPED_TRACE("n=" + std::to_string(n) + " at=" + std::to_string(at));
+    for (size_t n : { 1, 3, 4, 5, 9 }) {
+        for (uint32_t at :
+             { 0u, 6u }) { /* at 6 of 8: the KLM list starts the queue */
+            SCOPED_TRACE("n=" + std::to_string(n) +
+                         " at=" + std::to_string(at));
             std::vector<ibv_sge> l;
             for (size_t i = 0; i < n; i++) {
-                l.push_back({0x100000 + 0x1000 * i, (uint32_t)(100 + i), 0x300 + (uint32_t)i});
+                l.push_back({ 0x100000 + 0x1000 * i, (uint32_t)(100 + i),
+                              0x300 + (uint32_t)i });
             }
             sq s(8);
             umr_list(s, at, l);
@@ -773,7 +826,8 @@ TEST_F(wqe_test, umr_klm_list)
             EXPECT_EQ(w->umr.free, 0);
             EXPECT_EQ(w->umr.flags, MLX5_WQE_UMR_CTRL_FLAG_INLINE);
             EXPECT_TRUE(w->umr.mkey_mask & MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN);
-            EXPECT_FALSE(w->umr.mkey_mask & MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR);
+            EXPECT_FALSE(w->umr.mkey_mask &
+                         MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR);
             EXPECT_EQ(w->umr.access_flags, (uint32_t)(IBV_ACCESS_LOCAL_WRITE |
                                                       IBV_ACCESS_REMOTE_READ |
                                                       IBV_ACCESS_REMOTE_WRITE));
@@ -799,41 +853,46 @@ TEST_F(wqe_test, umr_repeat_block)
     struct {
         uint64_t addr;
         uint32_t bytes, skip, lkey;
-    } data[] = {{0x200000, 64, 192, 0x501}, {0x300000, 16, 0, 0x502}, {0x400000, 8, 56, 0x503}};
+    } data[]              = { { 0x200000, 64, 192, 0x501 },
+                              { 0x300000, 16, 0, 0x502 },
+                              { 0x400000, 8, 56, 0x503 } };
     const uint32_t repeat = 100, n = 3;
-    for (uint32_t at : {0u, 6u}) {
+    for (uint32_t at : { 0u, 6u }) {
         SCOPED_TRACE("at=" + std::to_string(at));
         sq s(8);
-        umr_begin(s, at, MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_ATOMIC |
-                                 MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ);
-        auto *rb = s.seg<mlx5_wqe_umr_repeat_block_seg>();
+        umr_begin(s, at,
+                  MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_ATOMIC |
+                          MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ);
+        auto *rb    = s.seg<mlx5_wqe_umr_repeat_block_seg>();
         uint32_t bc = 0;
         for (uint32_t i = 0; i < n; i++) {
-            auto *e = s.seg<mlx5_wqe_umr_repeat_ent_seg>();
-            e->va = htobe64(data[i].addr);
+            auto *e       = s.seg<mlx5_wqe_umr_repeat_ent_seg>();
+            e->va         = htobe64(data[i].addr);
             e->byte_count = htobe16((uint16_t)data[i].bytes);
-            e->stride = htobe16((uint16_t)(data[i].bytes + data[i].skip));
-            e->memkey = htobe32(data[i].lkey);
+            e->stride     = htobe16((uint16_t)(data[i].bytes + data[i].skip));
+            e->memkey     = htobe32(data[i].lkey);
             bc += data[i].bytes;
         }
         for (uint32_t i = n + 1; i % 4 != 0; i++) {
             s.seg<mlx5_wqe_umr_repeat_ent_seg>();
         }
-        rb->op = htobe32(0x400);
-        rb->num_ent = htobe16(n);
-        rb->repeat_count = htobe32(repeat);
-        rb->byte_count = htobe32(bc);
-        umr_mkc(s)->len = htobe64((uint64_t)bc * repeat);
-        umr_ctrl(s)->klm_octowords = htobe16((uint16_t)(((n + 1) * 16 + 63) / 64 * 4));
-        s.finish(0, MLX5_OPCODE_UMR, 0, MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE, htobe32(MKEY));
+        rb->op                     = htobe32(0x400);
+        rb->num_ent                = htobe16(n);
+        rb->repeat_count           = htobe32(repeat);
+        rb->byte_count             = htobe32(bc);
+        umr_mkc(s)->len            = htobe64((uint64_t)bc * repeat);
+        umr_ctrl(s)->klm_octowords = htobe16(
+                (uint16_t)(((n + 1) * 16 + 63) / 64 * 4));
+        s.finish(0, MLX5_OPCODE_UMR, 0, MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE,
+                 htobe32(MKEY));
         ASSERT_EQ(s.ds(), 12);
         ASSERT_EQ(decode(s, at, DCXEMU_MLX5_QP_RC), 0);
         EXPECT_TRUE(w->umr.interleaved);
         EXPECT_EQ(w->umr.repeat_count, repeat);
         EXPECT_EQ(w->umr.byte_count, bc);
         EXPECT_EQ(w->umr.len, (uint64_t)bc * repeat);
-        EXPECT_EQ(w->umr.access_flags,
-                  (uint32_t)(IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_REMOTE_READ));
+        EXPECT_EQ(w->umr.access_flags, (uint32_t)(IBV_ACCESS_REMOTE_ATOMIC |
+                                                  IBV_ACCESS_REMOTE_READ));
         ASSERT_EQ(w->umr.num_entries, n);
         for (uint32_t i = 0; i < n; i++) {
             EXPECT_EQ(w->umr.ent[i].va, data[i].addr);
@@ -850,26 +909,29 @@ TEST_F(wqe_test, umr_bind_mw)
     const uint32_t mw_rkey = 0x00333344, new_rkey = 0x00333345, mr_lkey = 0x777;
     sq s(4);
     s.start(3); /* the mkey context and the KLM wrap to the queue start */
-    auto *uc = s.seg<mlx5_wqe_umr_ctrl_seg>();
-    uc->flags = MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET | MLX5_WQE_UMR_CTRL_FLAG_INLINE |
+    auto *uc  = s.seg<mlx5_wqe_umr_ctrl_seg>();
+    uc->flags = MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET |
+                MLX5_WQE_UMR_CTRL_FLAG_INLINE |
                 MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE;
-    uc->mkey_mask = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY |
-                            MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN | MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN |
-                            MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR |
-                            MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE |
-                            MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ |
-                            MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE |
-                            MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC);
+    uc->mkey_mask     = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE |
+                                MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY |
+                                MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN |
+                                MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN |
+                                MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR |
+                                MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE |
+                                MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ |
+                                MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE |
+                                MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC);
     uc->klm_octowords = htobe16(4);
-    auto *mk = s.seg<mlx5_wqe_mkey_context_seg>();
-    mk->qpn_mkey = htobe32((new_rkey & 0xff) | QPN << 8);
-    mk->access_flags = MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE;
-    mk->start_addr = htobe64(0x5000);
-    mk->len = htobe64(0x800);
-    auto *k = (mlx5_wqe_umr_klm_seg *)s.next(64);
-    k->byte_count = htobe32(0x800);
-    k->mkey = htobe32(mr_lkey);
-    k->address = htobe64(0x5000);
+    auto *mk          = s.seg<mlx5_wqe_mkey_context_seg>();
+    mk->qpn_mkey      = htobe32((new_rkey & 0xff) | QPN << 8);
+    mk->access_flags  = MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE;
+    mk->start_addr    = htobe64(0x5000);
+    mk->len           = htobe64(0x800);
+    auto *k           = (mlx5_wqe_umr_klm_seg *)s.next(64);
+    k->byte_count     = htobe32(0x800);
+    k->mkey           = htobe32(mr_lkey);
+    k->address        = htobe64(0x5000);
     s.finish(3, MLX5_OPCODE_UMR, 0, MLX5_WQE_CTRL_CQ_UPDATE, htobe32(mw_rkey));
     ASSERT_EQ(s.ds(), 12);
     ASSERT_EQ(decode(s, 3, DCXEMU_MLX5_QP_RC), 0);
@@ -889,10 +951,11 @@ TEST_F(wqe_test, umr_bind_mw)
 /* The PRM's LOCAL_INVAL opcode: the key in the control segment's imm */
 TEST_F(wqe_test, local_inval_opcode)
 {
-    for (auto kind : {DCXEMU_MLX5_QP_RC, DCXEMU_MLX5_QP_DCI}) {
+    for (auto kind : { DCXEMU_MLX5_QP_RC, DCXEMU_MLX5_QP_DCI }) {
         sq s(2);
         s.start(1);
-        s.finish(1, MLX5_OPCODE_LOCAL_INVAL, 0, MLX5_WQE_CTRL_CQ_UPDATE, htobe32(0x4242));
+        s.finish(1, MLX5_OPCODE_LOCAL_INVAL, 0, MLX5_WQE_CTRL_CQ_UPDATE,
+                 htobe32(0x4242));
         ASSERT_EQ(decode(s, 1, kind), 0);
         EXPECT_EQ(w->opcode, MLX5_OPCODE_LOCAL_INVAL);
         EXPECT_EQ(w->umr.mkey, 0x4242u);
@@ -905,8 +968,8 @@ TEST_F(wqe_test, local_inval_opcode)
 TEST_F(wqe_test, never_reads_past_ds)
 {
     long pg = sysconf(_SC_PAGESIZE);
-    auto *m = (uint8_t *)mmap(nullptr, 2 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                              -1, 0);
+    auto *m = (uint8_t *)mmap(nullptr, 2 * pg, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(m, MAP_FAILED);
     ASSERT_EQ(mprotect(m + pg, pg, PROT_NONE), 0);
     sq s(2);
@@ -914,14 +977,15 @@ TEST_F(wqe_test, never_reads_past_ds)
     set_compact_av(s, 1, 0);
     set_raddr(s, RADDR, RKEY);
     uint32_t *v = (uint32_t *)s.next(16);
-    v[0] = htobe32(1);
-    v[1] = htobe32(0x80808080);
+    v[0]        = htobe32(1);
+    v[1]        = htobe32(0x80808080);
     s.data(4, 3, 0x1000);
     s.finish(0, MLX5_OPCODE_ATOMIC_MASKED_FA, 8, MLX5_WQE_CTRL_CQ_UPDATE, 0);
     uint8_t *b = m + pg - s.size;
     memcpy(b, s.ctrl, s.size);
     memset(w.get(), 0, sizeof(*w));
-    EXPECT_EQ(dcxemu_mlx5_wqe_decode(b, 2, 0, DCXEMU_MLX5_QP_DCI, 128, w.get()), 0);
+    EXPECT_EQ(dcxemu_mlx5_wqe_decode(b, 2, 0, DCXEMU_MLX5_QP_DCI, 128, w.get()),
+              0);
     EXPECT_EQ(w->num_sge, 1u);
     EXPECT_EQ(w->compare, 0x80808080u);
     munmap(m, 2 * pg);
@@ -944,7 +1008,7 @@ TEST_F(wqe_test, malformed)
         EXPECT_EQ(decode(s, 0, DCXEMU_MLX5_QP_RC), ERR);
         EXPECT_EQ(w->qpn, QPN); /* filled as far as it got */
     }
-    for (uint8_t opcode : {0x02, 0x13, 0x0e, 0x20, 0x28, 0x2f, 0x80}) {
+    for (uint8_t opcode : { 0x02, 0x13, 0x0e, 0x20, 0x28, 0x2f, 0x80 }) {
         SCOPED_TRACE("opcode " + std::to_string(opcode));
         sq s(2);
         s.start(0);
@@ -986,7 +1050,8 @@ TEST_F(wqe_test, malformed)
         s.start(0);
         s.inl(data, 40);
         s.finish(0, MLX5_OPCODE_SEND, 0, 0, 0);
-        ((mlx5_wqe_ctrl_seg *)s.ctrl)->qpn_ds = htobe32(QPN << 8 | (s.ds() - 1));
+        ((mlx5_wqe_ctrl_seg *)s.ctrl)->qpn_ds = htobe32(QPN << 8 |
+                                                        (s.ds() - 1));
         EXPECT_EQ(decode(s, 0, DCXEMU_MLX5_QP_RC), ERR);
     }
     {
@@ -1018,14 +1083,17 @@ TEST_F(wqe_test, malformed)
     }
     {
         SCOPED_TRACE("atomic on a WQE too short");
-        for (int cut : {1, 2}) { /* without the atomic segment; without the raddr one too */
+        for (int cut :
+             { 1,
+               2 }) { /* without the atomic segment; without the raddr one too */
             sq s(4);
             s.start(0);
             set_raddr(s, RADDR, RKEY);
             s.seg<mlx5_wqe_atomic_seg>();
             s.data(8, 1, 2);
             s.finish(0, MLX5_OPCODE_ATOMIC_FA, 0, 0, 0);
-            ((mlx5_wqe_ctrl_seg *)s.ctrl)->qpn_ds = htobe32(QPN << 8 | (uint32_t)(4 - 1 - cut));
+            ((mlx5_wqe_ctrl_seg *)s.ctrl)->qpn_ds = htobe32(
+                    QPN << 8 | (uint32_t)(4 - 1 - cut));
             EXPECT_EQ(decode(s, 0, DCXEMU_MLX5_QP_RC), ERR);
         }
         /* an 8-byte masked CS needs 32 bytes of atomic segment */
@@ -1038,10 +1106,11 @@ TEST_F(wqe_test, malformed)
     }
     {
         SCOPED_TRACE("atomic opmods");
-        for (auto c : std::vector<std::pair<uint8_t, uint8_t>>{{MLX5_OPCODE_ATOMIC_FA, 8},
-                                                               {MLX5_OPCODE_ATOMIC_MASKED_FA, 0},
-                                                               {MLX5_OPCODE_ATOMIC_MASKED_FA, 0x0a},
-                                                               {MLX5_OPCODE_ATOMIC_MASKED_CS, 1}}) {
+        for (auto c : std::vector<std::pair<uint8_t, uint8_t>>{
+                     { MLX5_OPCODE_ATOMIC_FA, 8 },
+                     { MLX5_OPCODE_ATOMIC_MASKED_FA, 0 },
+                     { MLX5_OPCODE_ATOMIC_MASKED_FA, 0x0a },
+                     { MLX5_OPCODE_ATOMIC_MASKED_CS, 1 } }) {
             sq s(4);
             s.start(0);
             set_raddr(s, RADDR, RKEY);
@@ -1052,19 +1121,20 @@ TEST_F(wqe_test, malformed)
         }
     }
     {
-        SCOPED_TRACE("UMR: a BSF, an indirect list, a repeat block longer than its translation");
+        SCOPED_TRACE("UMR: a BSF, an indirect list, a repeat block longer than "
+                     "its translation");
         sq s(8);
-        umr_list(s, 0, {{0x1000, 16, 1}});
+        umr_list(s, 0, { { 0x1000, 16, 1 } });
         umr_ctrl(s)->bsf_octowords = htobe16(4);
         EXPECT_EQ(decode(s, 0, DCXEMU_MLX5_QP_RC), ERR);
         sq t(8);
-        umr_list(t, 0, {{0x1000, 16, 1}});
+        umr_list(t, 0, { { 0x1000, 16, 1 } });
         umr_ctrl(t)->flags = 0;
         EXPECT_EQ(decode(t, 0, DCXEMU_MLX5_QP_RC), ERR);
         sq u(8);
-        umr_list(u, 0, {{0x1000, 16, 1}});
-        auto *rb = (mlx5_wqe_umr_repeat_block_seg *)(u.ctrl + 128);
-        rb->op = htobe32(0x400);
+        umr_list(u, 0, { { 0x1000, 16, 1 } });
+        auto *rb    = (mlx5_wqe_umr_repeat_block_seg *)(u.ctrl + 128);
+        rb->op      = htobe32(0x400);
         rb->num_ent = htobe16(4); /* 1 + 4 entries in 4 octowords */
         EXPECT_EQ(decode(u, 0, DCXEMU_MLX5_QP_RC), ERR);
         rb->num_ent = htobe16(3);
@@ -1079,9 +1149,15 @@ TEST_F(wqe_test, malformed)
         sq s(4);
         s.start(0);
         s.finish(0, MLX5_OPCODE_NOP, 0, 0, 0);
-        EXPECT_EQ(dcxemu_mlx5_wqe_decode(s.q, 3, 0, DCXEMU_MLX5_QP_RC, MAX_WQE, w.get()), ERR);
-        EXPECT_EQ(dcxemu_mlx5_wqe_decode(s.q, 4, 4, DCXEMU_MLX5_QP_RC, MAX_WQE, w.get()), ERR);
-        EXPECT_EQ(dcxemu_mlx5_wqe_decode(s.q, 4, 0, DCXEMU_MLX5_QP_RC, MAX_WQE, w.get()), 0);
+        EXPECT_EQ(dcxemu_mlx5_wqe_decode(s.q, 3, 0, DCXEMU_MLX5_QP_RC, MAX_WQE,
+                                         w.get()),
+                  ERR);
+        EXPECT_EQ(dcxemu_mlx5_wqe_decode(s.q, 4, 4, DCXEMU_MLX5_QP_RC, MAX_WQE,
+                                         w.get()),
+                  ERR);
+        EXPECT_EQ(dcxemu_mlx5_wqe_decode(s.q, 4, 0, DCXEMU_MLX5_QP_RC, MAX_WQE,
+                                         w.get()),
+                  0);
     }
 }
 
@@ -1089,7 +1165,8 @@ TEST_F(wqe_test, malformed)
 
 /* mlx5_post_recv: stride 16 * max_gs (a power of two), zero-length SGEs dropped, an
  * MLX5_INVALID_LKEY entry after a short list */
-void post_recv(uint8_t *buf, uint32_t stride, uint32_t ind, const std::vector<ibv_sge> &l)
+void post_recv(uint8_t *buf, uint32_t stride, uint32_t ind,
+               const std::vector<ibv_sge> &l)
 {
     auto *scat = (mlx5_wqe_data_seg *)(buf + ind * stride);
     uint32_t j = 0;
@@ -1100,8 +1177,8 @@ void post_recv(uint8_t *buf, uint32_t stride, uint32_t ind, const std::vector<ib
     }
     if (j < stride / 16) {
         scat[j].byte_count = 0;
-        scat[j].lkey = htobe32(MLX5_INVALID_LKEY);
-        scat[j].addr = 0;
+        scat[j].lkey       = htobe32(MLX5_INVALID_LKEY);
+        scat[j].addr       = 0;
     }
 }
 
@@ -1109,9 +1186,13 @@ TEST(rq_wqe, ring)
 {
     const uint32_t stride = 64, n = 8;
     std::vector<uint8_t> buf(stride * n, JUNK);
-    post_recv(buf.data(), stride, 5, {{0x1000, 100, 7}, {0x2000, 0, 7}, {0x3000, 300, 8}});
+    post_recv(buf.data(), stride, 5,
+              { { 0x1000, 100, 7 }, { 0x2000, 0, 7 }, { 0x3000, 300, 8 } });
     post_recv(buf.data(), stride, 6,
-              {{0x1000, 1, 1}, {0x2000, 2, 2}, {0x3000, 3, 3}, {0x4000, 4, 4}});
+              { { 0x1000, 1, 1 },
+                { 0x2000, 2, 2 },
+                { 0x3000, 3, 3 },
+                { 0x4000, 4, 4 } });
     dcxemu_mlx5_sge sge[8];
     uint32_t num = 99;
     ASSERT_EQ(dcxemu_mlx5_rq_wqe_read(buf.data(), stride, 5, 4, sge, &num), 0);
@@ -1152,21 +1233,23 @@ TEST(rq_wqe, srq_list)
         uint32_t i = 0;
         for (; i < l.size(); i++) {
             scat[i].byte_count = htobe32(l[i].length);
-            scat[i].lkey = htobe32(l[i].lkey);
-            scat[i].addr = htobe64(l[i].addr);
+            scat[i].lkey       = htobe32(l[i].lkey);
+            scat[i].addr       = htobe64(l[i].addr);
         }
         if (i < max_gs) {
             scat[i].byte_count = 0;
-            scat[i].lkey = htobe32(MLX5_INVALID_LKEY);
-            scat[i].addr = 0;
+            scat[i].lkey       = htobe32(MLX5_INVALID_LKEY);
+            scat[i].addr       = 0;
         }
     };
-    post(2, {{0xa000, 64, 3}, {0xb000, 0, 4}});
-    post(3, {{0xc000, 1, 5}, {0xd000, 2, 6}, {0xe000, 3, 7}});
+    post(2, { { 0xa000, 64, 3 }, { 0xb000, 0, 4 } });
+    post(3, { { 0xc000, 1, 5 }, { 0xd000, 2, 6 }, { 0xe000, 3, 7 } });
     dcxemu_mlx5_sge sge[4];
-    uint32_t num = 99;
+    uint32_t num  = 99;
     uint16_t next = 0;
-    ASSERT_EQ(dcxemu_mlx5_srq_wqe_read(buf.data(), stride, 2, 4, sge, &num, &next), 0);
+    ASSERT_EQ(dcxemu_mlx5_srq_wqe_read(buf.data(), stride, 2, 4, sge, &num,
+                                       &next),
+              0);
     EXPECT_EQ(next, 3);
     ASSERT_EQ(num, 2u);
     EXPECT_EQ(sge[0].addr, 0xa000u);
@@ -1174,14 +1257,18 @@ TEST(rq_wqe, srq_list)
     EXPECT_EQ(sge[0].lkey, 3u);
     EXPECT_EQ(sge[1].length, 0u);
     EXPECT_EQ(sge[1].lkey, 4u);
-    ASSERT_EQ(dcxemu_mlx5_srq_wqe_read(buf.data(), stride, 3, 4, sge, &num, &next), 0);
+    ASSERT_EQ(dcxemu_mlx5_srq_wqe_read(buf.data(), stride, 3, 4, sge, &num,
+                                       &next),
+              0);
     EXPECT_EQ(next, 4);
     ASSERT_EQ(num, 3u);
     EXPECT_EQ(sge[2].addr, 0xe000u);
-    EXPECT_EQ(dcxemu_mlx5_srq_wqe_read(buf.data(), stride, 3, 2, sge, &num, &next),
+    EXPECT_EQ(dcxemu_mlx5_srq_wqe_read(buf.data(), stride, 3, 2, sge, &num,
+                                       &next),
               MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
-    EXPECT_EQ(dcxemu_mlx5_srq_wqe_read(buf.data(), 16, 0, 2, sge, &num, &next),
-              MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR); /* a stride without data segments */
+    EXPECT_EQ(
+            dcxemu_mlx5_srq_wqe_read(buf.data(), 16, 0, 2, sge, &num, &next),
+            MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR); /* a stride without data segments */
 }
 
 } // namespace

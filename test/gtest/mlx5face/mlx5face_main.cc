@@ -100,7 +100,7 @@ counters::counters()
 counters counters::operator-(const counters &o) const
 {
     counters d(*this);
-    uint64_t *a = (uint64_t *)&d.c;
+    uint64_t *a       = (uint64_t *)&d.c;
     const uint64_t *b = (const uint64_t *)&o.c;
 
     for (size_t i = 0; i < sizeof(c) / sizeof(uint64_t); i++) {
@@ -188,23 +188,20 @@ ibv_qp *create_dci(device &d, ibv_cq *cq, uint32_t max_send_wr, bool raw,
     a.cap.max_send_wr     = max_send_wr;
     a.cap.max_send_sge    = 2;
     a.cap.max_inline_data = 128;
-    a.comp_mask           = IBV_QP_INIT_ATTR_PD |
-                            IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-    a.send_ops_flags      = IBV_QP_EX_WITH_RDMA_WRITE |
-                            IBV_QP_EX_WITH_SEND |
-                            IBV_QP_EX_WITH_SEND_WITH_IMM |
-                            IBV_QP_EX_WITH_RDMA_READ |
-                            IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-                            IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
-    dv.comp_mask               = MLX5DV_QP_INIT_ATTR_MASK_DC;
-    dv.dc_init_attr.dc_type    = MLX5DV_DCTYPE_DCI;
+    a.comp_mask      = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    a.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND |
+                       IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+                       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    dv.comp_mask            = MLX5DV_QP_INIT_ATTR_MASK_DC;
+    dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
     if (raw) {
-        dv.comp_mask     |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+        dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
         dv.send_ops_flags = MLX5DV_QP_EX_WITH_RAW_WQE;
     }
     if (streams != nullptr) {
-        dv.comp_mask                 |= MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
-        dv.dc_init_attr.dci_streams   = *streams;
+        dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
+        dv.dc_init_attr.dci_streams = *streams;
     }
     return d.v->create_qp(d.ctx, &a, &dv);
 }
@@ -215,18 +212,19 @@ int dci_to_rts(device &d, ibv_qp *qp, uint8_t timeout, uint8_t retry)
     int r;
 
     memset(&a, 0, sizeof(a));
-    a.qp_state   = IBV_QPS_INIT;
-    a.port_num   = 1;
-    if ((r = d.v->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-                                            IBV_QP_PORT)) != 0) {
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    if ((r = d.v->modify_qp(qp, &a,
+                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT)) !=
+        0) {
         return r;
     }
     memset(&a, 0, sizeof(a));
     a.qp_state         = IBV_QPS_RTR;
     a.path_mtu         = IBV_MTU_4096;
     a.ah_attr.port_num = 1;
-    if ((r = d.v->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PATH_MTU |
-                                            IBV_QP_AV)) != 0) {
+    if ((r = d.v->modify_qp(qp, &a,
+                            IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_AV)) != 0) {
         return r;
     }
     memset(&a, 0, sizeof(a));
@@ -235,10 +233,10 @@ int dci_to_rts(device &d, ibv_qp *qp, uint8_t timeout, uint8_t retry)
     a.retry_cnt     = retry;
     a.rnr_retry     = 7;
     a.max_rd_atomic = 16;
-    return d.v->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-                                          IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                          IBV_QP_MAX_QP_RD_ATOMIC |
-                                          IBV_QP_SQ_PSN);
+    return d.v->modify_qp(qp, &a,
+                          IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
+                                  IBV_QP_SQ_PSN);
 }
 
 ibv_qp *create_dct(device &d, ibv_cq *cq, ibv_srq *srq, uint64_t key)
@@ -270,9 +268,9 @@ int dct_to_rtr(device &d, ibv_qp *qp)
     a.port_num        = 1;
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                         IBV_ACCESS_REMOTE_ATOMIC;
-    if ((r = d.v->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-                                            IBV_QP_PORT |
-                                            IBV_QP_ACCESS_FLAGS)) != 0) {
+    if ((r = d.v->modify_qp(qp, &a,
+                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                    IBV_QP_ACCESS_FLAGS)) != 0) {
         return r;
     }
     memset(&a, 0, sizeof(a));
@@ -280,12 +278,12 @@ int dct_to_rtr(device &d, ibv_qp *qp)
     a.path_mtu         = IBV_MTU_4096;
     a.min_rnr_timer    = 1;
     a.ah_attr.port_num = 1;
-    return d.v->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER |
-                                          IBV_QP_AV | IBV_QP_PATH_MTU);
+    return d.v->modify_qp(qp, &a,
+                          IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_AV |
+                                  IBV_QP_PATH_MTU);
 }
 
-bool target::create(device &dev, size_t len, uint64_t key,
-                    ibv_comp_channel *ch)
+bool target::create(device &dev, size_t len, uint64_t key, ibv_comp_channel *ch)
 {
     ibv_srq_init_attr sa;
 
@@ -326,7 +324,7 @@ void target::destroy()
 
 int target::post_recv(uint64_t wr_id, size_t off, uint32_t len)
 {
-    ibv_sge sge = {mem.addr(off), len, mem.mr->lkey};
+    ibv_sge sge = { mem.addr(off), len, mem.mr->lkey };
     ibv_recv_wr wr, *bad = nullptr;
 
     memset(&wr, 0, sizeof(wr));
@@ -382,8 +380,7 @@ void initiator::destroy()
 /* ibv_wr_start, the operation (op), the DC address, the data (data), then
  * ibv_wr_complete: as dcx posts a WR on a DCI. */
 template <typename Op, typename Data>
-static int post(initiator &i, uint64_t wr_id, unsigned flags, Op op,
-                Data data)
+static int post(initiator &i, uint64_t wr_id, unsigned flags, Op op, Data data)
 {
     ibv_wr_start(i.qpx);
     i.qpx->wr_id    = wr_id;
@@ -398,8 +395,7 @@ int initiator::write(uint64_t wr_id, size_t loff, uint32_t len, uint32_t rkey,
                      uint64_t raddr, unsigned flags)
 {
     return post(
-            *this, wr_id, flags,
-            [&] { ibv_wr_rdma_write(qpx, rkey, raddr); },
+            *this, wr_id, flags, [&] { ibv_wr_rdma_write(qpx, rkey, raddr); },
             [&] { ibv_wr_set_sge(qpx, mem.mr->lkey, mem.addr(loff), len); });
 }
 
@@ -416,8 +412,7 @@ int initiator::read(uint64_t wr_id, size_t loff, uint32_t len, uint32_t rkey,
                     uint64_t raddr, unsigned flags)
 {
     return post(
-            *this, wr_id, flags,
-            [&] { ibv_wr_rdma_read(qpx, rkey, raddr); },
+            *this, wr_id, flags, [&] { ibv_wr_rdma_read(qpx, rkey, raddr); },
             [&] { ibv_wr_set_sge(qpx, mem.mr->lkey, mem.addr(loff), len); });
 }
 
@@ -451,9 +446,8 @@ int initiator::send_inline(uint64_t wr_id, const void *data, uint32_t len,
             [&] { ibv_wr_set_inline_data(qpx, (void *)data, len); });
 }
 
-int initiator::cswap(uint64_t wr_id, size_t loff, uint32_t rkey,
-                     uint64_t raddr, uint64_t compare, uint64_t swap,
-                     unsigned flags)
+int initiator::cswap(uint64_t wr_id, size_t loff, uint32_t rkey, uint64_t raddr,
+                     uint64_t compare, uint64_t swap, unsigned flags)
 {
     return post(
             *this, wr_id, flags,
@@ -481,9 +475,9 @@ int initiator::raw(uint64_t wr_id, const void *wqe)
 
 std::vector<uint64_t> completion_msg(const completion &c)
 {
-    return {c.wr_id,  (uint64_t)c.status, (uint64_t)c.opcode, c.byte_len,
-            c.imm,    c.src_qp,           c.vendor_err,       c.qp_num,
-            c.wc_flags};
+    return { c.wr_id,   (uint64_t)c.status, (uint64_t)c.opcode, c.byte_len,
+             c.imm,     c.src_qp,           c.vendor_err,       c.qp_num,
+             c.wc_flags };
 }
 
 completion msg_completion(const std::vector<uint64_t> &v, size_t at)
@@ -511,8 +505,7 @@ bool poll_legacy(ibv_cq *cq, completion *c, double timeout)
     int n = 0;
 
     if (!dcx_test::poll_until([&] { return n != 0; },
-                              [&] { n = ibv_poll_cq(cq, 1, &wc); },
-                              timeout) ||
+                              [&] { n = ibv_poll_cq(cq, 1, &wc); }, timeout) ||
         (n != 1)) {
         return false;
     }
@@ -548,7 +541,7 @@ static completion read_ex(ibv_cq_ex *cq)
 bool poll_ex_n(ibv_cq_ex *cq, unsigned n, std::vector<completion> *out,
                double timeout)
 {
-    double deadline = dcx_test::now_sec() + timeout;
+    double deadline       = dcx_test::now_sec() + timeout;
     ibv_poll_cq_attr attr = {};
     int ret;
 
@@ -630,7 +623,7 @@ raw_fadd make_raw_fadd(uint32_t qpn, bool signaled, uint64_t dc_key,
     r->raddr = htobe64(raddr);
     r->rkey  = htobe32(rkey);
     off += sizeof(*r);
-    uint64_t ops[2] = {htobe64(add), htobe64(boundary)};
+    uint64_t ops[2] = { htobe64(add), htobe64(boundary) };
     memcpy(w.b + off, ops, sizeof(ops));
     off += sizeof(ops);
     auto *data       = (mlx5_wqe_data_seg *)(w.b + off);
@@ -657,7 +650,7 @@ static int find_face(struct dl_phdr_info *info, size_t size, void *arg)
 int main(int argc, char **argv)
 {
     if (dl_iterate_phdr(find_face, nullptr) == 0) {
-        const char *old = getenv("LD_PRELOAD");
+        const char *old     = getenv("LD_PRELOAD");
         std::string preload = FACE_LIB;
         std::string fabric  = "dcx-mlx5face-test-" + std::to_string(getpid());
         int status;
@@ -672,7 +665,7 @@ int main(int argc, char **argv)
         char exe[PATH_MAX];
         ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
         exe[(len > 0) ? len : 0] = '\0';
-        pid_t pid = fork();
+        pid_t pid                = fork();
         if (pid == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL); /* killed with its parent */
             execv((len > 0) ? exe : "/proc/self/exe", argv);
@@ -684,8 +677,7 @@ int main(int argc, char **argv)
             return 127;
         }
         (void)dcxemu_fabric_remove(fabric.c_str());
-        return WIFEXITED(status) ? WEXITSTATUS(status) :
-                                   128 + WTERMSIG(status);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
     return dcx_test::run_suite(argc, argv, "mlx5face", dcx_test::env_vars());
 }

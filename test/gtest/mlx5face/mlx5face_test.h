@@ -61,15 +61,18 @@ struct counters {
     dcxemu_counters c;
     counters();
     counters operator-(const counters &o) const;
-    uint64_t wr(dcxemu_counter_op op) const { return c.wr[op]; }
+    uint64_t wr(dcxemu_counter_op op) const
+    {
+        return c.wr[op];
+    }
 };
 
 /* Device 0 opened through a face, with a PD. */
 struct device {
-    const verbs *v = nullptr;
+    const verbs *v   = nullptr;
     ibv_context *ctx = nullptr;
-    ibv_pd *pd = nullptr;
-    uint16_t lid = 0;
+    ibv_pd *pd       = nullptr;
+    uint16_t lid     = 0;
     bool open(const verbs &verbs);
     void close();
 };
@@ -77,13 +80,22 @@ struct device {
 /* Registered memory, filled with zeros. */
 struct memory {
     std::vector<char> buf;
-    ibv_mr *mr = nullptr;
+    ibv_mr *mr     = nullptr;
     const verbs *v = nullptr;
     bool reg(device &d, size_t len);
     void dereg();
-    char *ptr(size_t off = 0) { return buf.data() + off; }
-    uint64_t addr(size_t off = 0) { return (uintptr_t)ptr(off); }
-    uint64_t &word(size_t off) { return *(uint64_t *)ptr(off); }
+    char *ptr(size_t off = 0)
+    {
+        return buf.data() + off;
+    }
+    uint64_t addr(size_t off = 0)
+    {
+        return (uintptr_t)ptr(off);
+    }
+    uint64_t &word(size_t off)
+    {
+        return *(uint64_t *)ptr(off);
+    }
 };
 
 const int MR_ACCESS = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
@@ -93,31 +105,34 @@ const uint64_t DC_KEY = 0x0123456789abcdefull;
 /* A DCT with its SRQ and receive CQ (an ibv_cq_ex where the face makes it,
  * so that both poll APIs can read it). */
 struct target {
-    device *d = nullptr;
-    ibv_cq *cq = nullptr;
+    device *d      = nullptr;
+    ibv_cq *cq     = nullptr;
     ibv_cq_ex *cqx = nullptr;
-    ibv_srq *srq = nullptr;
-    ibv_qp *dct = nullptr;
+    ibv_srq *srq   = nullptr;
+    ibv_qp *dct    = nullptr;
     memory mem;
     bool create(device &dev, size_t len = 65536, uint64_t key = DC_KEY,
                 ibv_comp_channel *ch = nullptr);
     void destroy();
-    uint32_t dctn() const { return dct->qp_num; }
+    uint32_t dctn() const
+    {
+        return dct->qp_num;
+    }
     int post_recv(uint64_t wr_id, size_t off, uint32_t len);
 };
 
 /* A DCI in RTS with its send CQ and an address handle to the LID. */
 struct initiator {
-    device *d = nullptr;
-    ibv_cq *cq = nullptr;
-    ibv_cq_ex *cqx = nullptr;
-    ibv_qp *qp = nullptr;
-    ibv_qp_ex *qpx = nullptr;
+    device *d        = nullptr;
+    ibv_cq *cq       = nullptr;
+    ibv_cq_ex *cqx   = nullptr;
+    ibv_qp *qp       = nullptr;
+    ibv_qp_ex *qpx   = nullptr;
     mlx5dv_qp_ex *dv = nullptr;
-    ibv_ah *ah = nullptr;
+    ibv_ah *ah       = nullptr;
     memory mem;
     uint32_t dctn = 0;
-    uint64_t key = DC_KEY;
+    uint64_t key  = DC_KEY;
     bool create(device &dev, uint16_t dlid, uint32_t max_send_wr = 64,
                 uint8_t timeout = 10, uint8_t retry = 3, bool raw = false,
                 ibv_comp_channel *ch = nullptr, size_t len = 65536);
@@ -145,7 +160,7 @@ struct initiator {
 /* The DCI QP's create attributes, as the tests make them; streams: a DCI
  * with these streams (mlx5dv_create_qp(3)). */
 ibv_qp *create_dci(device &d, ibv_cq *cq, uint32_t max_send_wr, bool raw,
-                   int sig_all = 0,
+                   int sig_all                       = 0,
                    const mlx5dv_dci_streams *streams = nullptr);
 int dci_to_rts(device &d, ibv_qp *qp, uint8_t timeout = 10, uint8_t retry = 3);
 ibv_qp *create_dct(device &d, ibv_cq *cq, ibv_srq *srq, uint64_t key);
@@ -177,8 +192,14 @@ bool cq_empty(ibv_cq *cq);
 struct sq_view {
     mlx5dv_qp dv;
     bool init(ibv_qp *qp);
-    uint16_t pi() const { return (uint16_t)be32toh(dv.dbrec[MLX5_SND_DBR]); }
-    uint32_t mask() const { return dv.sq.wqe_cnt - 1; }
+    uint16_t pi() const
+    {
+        return (uint16_t)be32toh(dv.dbrec[MLX5_SND_DBR]);
+    }
+    uint32_t mask() const
+    {
+        return dv.sq.wqe_cnt - 1;
+    }
     /* Decode the WQE at basic block pi with the device's decoder. */
     int decode(uint16_t pi, dcxemu_mlx5_wqe *w) const;
 };

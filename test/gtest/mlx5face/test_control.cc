@@ -18,8 +18,14 @@ namespace {
 struct mlx5face_control : public ::testing::Test {
     device d;
 
-    void SetUp() override { ASSERT_TRUE(d.open(face_verbs())); }
-    void TearDown() override { d.close(); }
+    void SetUp() override
+    {
+        ASSERT_TRUE(d.open(face_verbs()));
+    }
+    void TearDown() override
+    {
+        d.close();
+    }
 };
 
 uint32_t live_qps()
@@ -35,14 +41,14 @@ uint32_t live_qps()
 TEST_F(mlx5face_control, device_and_port)
 {
     dcxemu_port_desc desc;
-    int n        = 0;
-    bool found   = false;
+    int n             = 0;
+    bool found        = false;
     ibv_device **list = ibv_get_device_list(&n);
 
     ASSERT_NE(nullptr, list);
     for (int i = 0; i < n; i++) {
-        found = found || (std::string(ibv_get_device_name(list[i])) ==
-                          "dcxemu_mlx5_0");
+        found = found ||
+                (std::string(ibv_get_device_name(list[i])) == "dcxemu_mlx5_0");
         EXPECT_TRUE(mlx5dv_is_supported(list[i])); /* libmlx5 drives it */
     }
     ibv_free_device_list(list);
@@ -113,8 +119,8 @@ TEST_F(mlx5face_control, objects_and_states)
     EXPECT_EQ(this, cq->cq_context);
     ibv_cq_init_attr_ex ca;
     memset(&ca, 0, sizeof(ca));
-    ca.cqe      = 16;
-    ca.wc_flags = IBV_WC_EX_WITH_BYTE_LEN;
+    ca.cqe         = 16;
+    ca.wc_flags    = IBV_WC_EX_WITH_BYTE_LEN;
     ibv_cq_ex *cqx = ibv_create_cq_ex(d.ctx, &ca);
     ASSERT_NE(nullptr, cqx);
 
@@ -122,7 +128,7 @@ TEST_F(mlx5face_control, objects_and_states)
     memset(&sa, 0, sizeof(sa));
     sa.attr.max_wr  = 32;
     sa.attr.max_sge = 1;
-    ibv_srq *srq = ibv_create_srq(d.pd, &sa);
+    ibv_srq *srq    = ibv_create_srq(d.pd, &sa);
     ASSERT_NE(nullptr, srq);
     ibv_srq_attr sq;
     ASSERT_EQ(0, ibv_query_srq(srq, &sq));
@@ -147,8 +153,9 @@ TEST_F(mlx5face_control, objects_and_states)
 
     ibv_qp_attr qa;
     ibv_qp_init_attr qi;
-    ASSERT_EQ(0, ibv_query_qp(dci, &qa, IBV_QP_STATE | IBV_QP_TIMEOUT |
-                                                IBV_QP_RETRY_CNT, &qi));
+    ASSERT_EQ(0, ibv_query_qp(dci, &qa,
+                              IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT,
+                              &qi));
     EXPECT_EQ(IBV_QPS_RTS, qa.qp_state);
     EXPECT_EQ(12, qa.timeout);
     EXPECT_EQ(5, qa.retry_cnt);
@@ -205,7 +212,7 @@ TEST_F(mlx5face_control, completion_channel_busy)
  * opens 257, each with its channel): the kernel sets no limit of its own. */
 TEST_F(mlx5face_control, many_completion_channels)
 {
-    std::vector<ibv_comp_channel*> chs;
+    std::vector<ibv_comp_channel *> chs;
     for (int i = 0; i < 300; ++i) {
         ibv_comp_channel *ch = ibv_create_comp_channel(d.ctx);
         ASSERT_NE(nullptr, ch) << "channel " << i << ": " << strerror(errno);
@@ -227,8 +234,8 @@ TEST_F(mlx5face_control, invalid_arguments)
     ASSERT_EQ(0, ibv_query_device(d.ctx, &da));
 
     errno = 0;
-    EXPECT_EQ(nullptr, ibv_create_cq(d.ctx, da.max_cqe + 1, nullptr, nullptr,
-                                     0));
+    EXPECT_EQ(nullptr,
+              ibv_create_cq(d.ctx, da.max_cqe + 1, nullptr, nullptr, 0));
     EXPECT_ERRNO_EQ(EINVAL, errno);
 
     ibv_cq_init_attr_ex ca;
@@ -303,7 +310,7 @@ TEST_F(mlx5face_control, descriptor_duplicates)
     ASSERT_GE(hi_fd, 100);
     ASSERT_EQ(0, close(d2.ctx->cmd_fd));
     d2.ctx->cmd_fd = dup_fd;
-    ibv_cq *cq = ibv_create_cq(d2.ctx, 8, nullptr, nullptr, 0);
+    ibv_cq *cq     = ibv_create_cq(d2.ctx, 8, nullptr, nullptr, 0);
     ASSERT_NE(nullptr, cq);
     ibv_qp *dci = create_dci(d2, cq, 16, false);
     ASSERT_NE(nullptr, dci);

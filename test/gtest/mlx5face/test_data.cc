@@ -25,30 +25,41 @@ struct remote {
 /* The DCT side of a test, in this process or in a child. */
 class peer {
 public:
-    virtual ~peer() {}
+    virtual ~peer()
+    {
+    }
     virtual remote where() = 0;
     /* n receives of len bytes each, at off + k * len, wr_id + k */
-    virtual void post_recv(unsigned n, uint64_t wr_id, size_t off,
-                           uint32_t len) = 0;
-    virtual std::vector<completion> poll_recv(unsigned n, bool ex) = 0;
-    virtual std::vector<char> read(size_t off, size_t len) = 0;
-    virtual void set_word(size_t off, uint64_t value) = 0;
-    virtual dcxemu_counters counters_now() = 0;
-    virtual bool same_process() = 0;
+    virtual void
+    post_recv(unsigned n, uint64_t wr_id, size_t off, uint32_t len) = 0;
+    virtual std::vector<completion> poll_recv(unsigned n, bool ex)  = 0;
+    virtual std::vector<char> read(size_t off, size_t len)          = 0;
+    virtual void set_word(size_t off, uint64_t value)               = 0;
+    virtual dcxemu_counters counters_now()                          = 0;
+    virtual bool same_process()                                     = 0;
 };
 
 class local_peer : public peer {
 public:
-    explicit local_peer(device &d) { EXPECT_TRUE(m_t.create(d, 1 << 17)); }
-    ~local_peer() { m_t.destroy(); }
-    target &t() { return m_t; }
+    explicit local_peer(device &d)
+    {
+        EXPECT_TRUE(m_t.create(d, 1 << 17));
+    }
+    ~local_peer()
+    {
+        m_t.destroy();
+    }
+    target &t()
+    {
+        return m_t;
+    }
 
     remote where() override
     {
-        return {m_t.d->lid, m_t.dctn(), m_t.mem.mr->rkey, m_t.mem.addr()};
+        return { m_t.d->lid, m_t.dctn(), m_t.mem.mr->rkey, m_t.mem.addr() };
     }
-    void post_recv(unsigned n, uint64_t wr_id, size_t off,
-                   uint32_t len) override
+    void
+    post_recv(unsigned n, uint64_t wr_id, size_t off, uint32_t len) override
     {
         for (unsigned k = 0; k < n; k++) {
             EXPECT_EQ(0, m_t.post_recv(wr_id + k, off + k * len, len));
@@ -76,14 +87,27 @@ public:
     {
         m_t.mem.word(off) = value;
     }
-    dcxemu_counters counters_now() override { return counters().c; }
-    bool same_process() override { return true; }
+    dcxemu_counters counters_now() override
+    {
+        return counters().c;
+    }
+    bool same_process() override
+    {
+        return true;
+    }
 
 private:
     target m_t;
 };
 
-enum { CMD_EXIT, CMD_RECV, CMD_POLL, CMD_READ, CMD_SET, CMD_COUNTERS };
+enum {
+    CMD_EXIT,
+    CMD_RECV,
+    CMD_POLL,
+    CMD_READ,
+    CMD_SET,
+    CMD_COUNTERS
+};
 
 /* The DCT side in a child process of its own, driven over its pipes. */
 class child_peer : public peer {
@@ -93,23 +117,26 @@ public:
         auto v = dcx_test::msg_u64s(dcx_test::recv_msg(m_child.from_fd()));
         EXPECT_EQ(4u, v.size());
         if (v.size() == 4) {
-            m_where = {(uint16_t)v[0], (uint32_t)v[1], (uint32_t)v[2], v[3]};
+            m_where = { (uint16_t)v[0], (uint32_t)v[1], (uint32_t)v[2], v[3] };
         }
     }
     ~child_peer()
     {
-        cmd({CMD_EXIT});
+        cmd({ CMD_EXIT });
         EXPECT_EQ(0, m_child.wait());
     }
-    remote where() override { return m_where; }
-    void post_recv(unsigned n, uint64_t wr_id, size_t off,
-                   uint32_t len) override
+    remote where() override
     {
-        EXPECT_EQ(0u, dcx_test::msg_u64(cmd({CMD_RECV, n, wr_id, off, len})));
+        return m_where;
+    }
+    void
+    post_recv(unsigned n, uint64_t wr_id, size_t off, uint32_t len) override
+    {
+        EXPECT_EQ(0u, dcx_test::msg_u64(cmd({ CMD_RECV, n, wr_id, off, len })));
     }
     std::vector<completion> poll_recv(unsigned n, bool ex) override
     {
-        auto v = dcx_test::msg_u64s(cmd({CMD_POLL, n, ex}));
+        auto v = dcx_test::msg_u64s(cmd({ CMD_POLL, n, ex }));
         std::vector<completion> out;
         for (size_t at = 0; at + 9 <= v.size(); at += 9) {
             out.push_back(msg_completion(v, at));
@@ -119,17 +146,20 @@ public:
     }
     std::vector<char> read(size_t off, size_t len) override
     {
-        return cmd({CMD_READ, off, len});
+        return cmd({ CMD_READ, off, len });
     }
     void set_word(size_t off, uint64_t value) override
     {
-        cmd({CMD_SET, off, value});
+        cmd({ CMD_SET, off, value });
     }
-    bool same_process() override { return false; }
+    bool same_process() override
+    {
+        return false;
+    }
     dcxemu_counters counters_now() override
     {
         dcxemu_counters c;
-        std::vector<char> m = cmd({CMD_COUNTERS});
+        std::vector<char> m = cmd({ CMD_COUNTERS });
         memset(&c, 0, sizeof(c));
         EXPECT_EQ(sizeof(c), m.size());
         memcpy(&c, m.data(), std::min(sizeof(c), m.size()));
@@ -167,8 +197,8 @@ static void serve_target(device &d, int in_fd, int out_fd)
 {
     local_peer p(d);
     remote r = p.where();
-    dcx_test::send_msg(out_fd, dcx_test::u64s_msg({r.lid, r.dctn, r.rkey,
-                                                   r.addr}));
+    dcx_test::send_msg(out_fd,
+                       dcx_test::u64s_msg({ r.lid, r.dctn, r.rkey, r.addr }));
     for (;;) {
         auto v = dcx_test::msg_u64s(dcx_test::recv_msg(in_fd, 120.0));
         std::vector<char> reply;
@@ -211,8 +241,14 @@ namespace {
 struct mlx5face_data : public ::testing::Test {
     device d;
 
-    void SetUp() override { ASSERT_TRUE(d.open(face_verbs())); }
-    void TearDown() override { d.close(); }
+    void SetUp() override
+    {
+        ASSERT_TRUE(d.open(face_verbs()));
+    }
+    void TearDown() override
+    {
+        d.close();
+    }
 
     completion next(initiator &i, bool ex)
     {
@@ -439,7 +475,7 @@ TEST_F(mlx5face_data, missing_dct_retry_exceeded)
 TEST_F(mlx5face_data, completion_events)
 {
     local_peer p(d);
-    remote r = p.where();
+    remote r             = p.where();
     ibv_comp_channel *ch = ibv_create_comp_channel(d.ctx);
     ASSERT_NE(nullptr, ch);
     initiator i;
@@ -450,7 +486,7 @@ TEST_F(mlx5face_data, completion_events)
     for (uint64_t id = 1; id <= 2; id++) {
         ASSERT_EQ(0, ibv_req_notify_cq(i.cq, 0));
         ASSERT_EQ(0, i.write(id, 0, 64, r.rkey, r.addr));
-        struct pollfd pfd = {ch->fd, POLLIN, 0};
+        struct pollfd pfd = { ch->fd, POLLIN, 0 };
         ASSERT_EQ(1, poll(&pfd, 1, 10000));
         ibv_cq *ev_cq = nullptr;
         void *ev_ctx  = nullptr;
@@ -464,7 +500,7 @@ TEST_F(mlx5face_data, completion_events)
     /* not armed: the completion comes, the event does not */
     ASSERT_EQ(0, i.write(3, 0, 64, r.rkey, r.addr));
     EXPECT_EQ(3u, next(i, false).wr_id);
-    struct pollfd pfd = {ch->fd, POLLIN, 0};
+    struct pollfd pfd = { ch->fd, POLLIN, 0 };
     EXPECT_EQ(0, poll(&pfd, 1, 100));
     EXPECT_EQ(3u, (counters() - c0).wr(DCXEMU_CNT_OP_WRITE));
 
@@ -482,8 +518,8 @@ TEST_F(mlx5face_data, solicited_only_events)
     ASSERT_TRUE(t.create(d, 65536, DC_KEY, ch));
     initiator i;
     ASSERT_TRUE(i.create(d, d.lid));
-    i.dctn = t.dctn();
-    struct pollfd pfd = {ch->fd, POLLIN, 0};
+    i.dctn            = t.dctn();
+    struct pollfd pfd = { ch->fd, POLLIN, 0 };
 
     ASSERT_EQ(0, t.post_recv(1, 0, 64));
     ASSERT_EQ(0, t.post_recv(2, 64, 64));

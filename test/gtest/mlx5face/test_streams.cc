@@ -10,17 +10,18 @@ namespace {
 
 bool wait_for(const std::function<bool()> &cond)
 {
-    return dcx_test::poll_until(cond, [] {}, 10.0);
+    return dcx_test::poll_until(
+            cond, [] {}, 10.0);
 }
 
 struct mlx5face_streams : public ::testing::Test {
     device d;
     target t;
-    ibv_cq *cq      = nullptr;
-    ibv_qp *qp      = nullptr;
-    ibv_qp_ex *qpx  = nullptr;
+    ibv_cq *cq       = nullptr;
+    ibv_qp *qp       = nullptr;
+    ibv_qp_ex *qpx   = nullptr;
     mlx5dv_qp_ex *dv = nullptr;
-    ibv_ah *ah      = nullptr;
+    ibv_ah *ah       = nullptr;
     memory mem;
     sq_view v;
 
@@ -49,7 +50,7 @@ struct mlx5face_streams : public ::testing::Test {
     }
     ibv_qp *create(uint8_t log_conc, uint8_t log_err, bool streams = true)
     {
-        mlx5dv_dci_streams st = {log_conc, log_err};
+        mlx5dv_dci_streams st = { log_conc, log_err };
         return create_dci(d, cq, 64, false, 0, streams ? &st : nullptr);
     }
     void make(uint8_t log_conc, uint8_t log_err, bool streams = true)
@@ -57,7 +58,7 @@ struct mlx5face_streams : public ::testing::Test {
         ibv_ah_attr aa;
         qp = create(log_conc, log_err, streams);
         ASSERT_NE(nullptr, qp) << strerror(errno);
-        ASSERT_EQ(0, dci_to_rts(d, qp));   /* rnr_retry 7: RNR waits */
+        ASSERT_EQ(0, dci_to_rts(d, qp)); /* rnr_retry 7: RNR waits */
         qpx = ibv_qp_to_qp_ex(qp);
         dv  = mlx5dv_qp_ex_from_ibv_qp_ex(qpx);
         memset(&aa, 0, sizeof(aa));
@@ -68,8 +69,8 @@ struct mlx5face_streams : public ::testing::Test {
         ASSERT_TRUE(v.init(qp));
     }
     /* A WRITE of 8 bytes of v at off (or a SEND of 8 bytes) on a stream. */
-    int post(uint16_t stream, bool send, size_t off, char val,
-             uint64_t wr_id, uint32_t rkey = 0)
+    int post(uint16_t stream, bool send, size_t off, char val, uint64_t wr_id,
+             uint32_t rkey = 0)
     {
         memset(mem.ptr(off), val, 8);
         ibv_wr_start(qpx);
@@ -128,7 +129,7 @@ TEST_F(mlx5face_streams, stream_id_from_the_control_segment)
     uint64_t r0 = counters().c.rnr_retries;
     make(2, 0);
     uint16_t pi = v.pi();
-    ASSERT_EQ(0, post(2, true, 0, 1, 1));   /* no receive yet: RNR */
+    ASSERT_EQ(0, post(2, true, 0, 1, 1)); /* no receive yet: RNR */
     ASSERT_EQ(0, v.decode(pi, &w));
     EXPECT_EQ(2u, w.stream_id);
     ASSERT_TRUE(wait_for([&] { return counters().c.rnr_retries > r0; }));
@@ -138,8 +139,8 @@ TEST_F(mlx5face_streams, stream_id_from_the_control_segment)
     ASSERT_EQ(0, v.decode(pi, &w));
     EXPECT_EQ(3u, w.stream_id);
     ASSERT_TRUE(wait_for([&] { return *t.mem.ptr(128) == 0x22; }));
-    EXPECT_EQ(0, *t.mem.ptr(64));   /* behind the stalled SEND */
-    EXPECT_TRUE(cq_empty(cq));      /* CQEs in send-queue order */
+    EXPECT_EQ(0, *t.mem.ptr(64)); /* behind the stalled SEND */
+    EXPECT_TRUE(cq_empty(cq)); /* CQEs in send-queue order */
     ASSERT_EQ(0, t.post_recv(10, 1024, 64));
     for (uint64_t id = 1; id <= 3; id++) {
         expect_cqe(id, IBV_WC_SUCCESS);
@@ -151,7 +152,7 @@ TEST_F(mlx5face_streams, stream_id_from_the_control_segment)
  * DCI goes to ERR. */
 TEST_F(mlx5face_streams, errored_streams)
 {
-    make(2, 0);   /* 4 streams, 1 may be in error */
+    make(2, 0); /* 4 streams, 1 may be in error */
     ASSERT_EQ(0, post(1, false, 0, 1, 1, t.mem.mr->rkey ^ 0x100));
     expect_cqe(1, IBV_WC_REM_ACCESS_ERR);
     EXPECT_EQ(IBV_QPS_RTS, state());

@@ -95,8 +95,7 @@ struct mlx5face_wqe : public ::testing::Test {
 
     /* Post through post(), decode what libmlx5 wrote, check the control
      * and datagram segments; the caller checks the rest. */
-    template <typename F>
-    dcxemu_mlx5_wqe *posted(F post, bool signaled = true)
+    template <typename F> dcxemu_mlx5_wqe *posted(F post, bool signaled = true)
     {
         uint16_t pi0 = v.pi();
 
@@ -123,7 +122,8 @@ struct mlx5face_wqe : public ::testing::Test {
 
         memset(&c, 0, sizeof(c));
         EXPECT_TRUE(poll_ex(i.cqx, &c));
-        EXPECT_EQ(status, c.status) << ibv_wc_status_str((ibv_wc_status)c.status);
+        EXPECT_EQ(status, c.status)
+                << ibv_wc_status_str((ibv_wc_status)c.status);
         return c;
     }
 
@@ -174,9 +174,8 @@ TEST_F(mlx5face_wqe, rdma_write_sge_and_inline)
 {
     counters c0;
     dcx_test::fill_data(i.mem.ptr(), 256, 1);
-    auto *w = posted([&] {
-        return i.write(1, 0, 256, t.mem.mr->rkey, t.mem.addr(64));
-    });
+    auto *w = posted(
+            [&] { return i.write(1, 0, 256, t.mem.mr->rkey, t.mem.addr(64)); });
     EXPECT_EQ(MLX5_OPCODE_RDMA_WRITE, w->opcode);
     EXPECT_EQ(6, w->ds); /* ctrl, datagram (3), raddr, data */
     EXPECT_TRUE(w->has_raddr);
@@ -187,9 +186,9 @@ TEST_F(mlx5face_wqe, rdma_write_sge_and_inline)
     EXPECT_EQ(-1, dcx_test::check_data(t.mem.ptr(64), 256, 1));
 
     std::vector<char> data = dcx_test::data_vector(100, 2);
-    w = posted([&] {
+    w                      = posted([&] {
         return i.write_inline(2, data.data(), 100, t.mem.mr->rkey,
-                              t.mem.addr(1024));
+                                                   t.mem.addr(1024));
     });
     EXPECT_EQ(MLX5_OPCODE_RDMA_WRITE, w->opcode);
     EXPECT_EQ((16 + 48 + 16 + 112) / 16, w->ds); /* 4 + 100 bytes, padded */
@@ -213,9 +212,8 @@ TEST_F(mlx5face_wqe, send_and_send_imm)
     std::vector<char> data = dcx_test::data_vector(40, 3);
     dcx_test::fill_data(i.mem.ptr(), 300, 4);
 
-    auto *w = posted([&] {
-        return i.send_inline(1, data.data(), 40, false, 0);
-    });
+    auto *w = posted(
+            [&] { return i.send_inline(1, data.data(), 40, false, 0); });
     EXPECT_EQ(MLX5_OPCODE_SEND, w->opcode);
     EXPECT_FALSE(w->has_raddr);
     EXPECT_EQ((16 + 48 + 48) / 16, w->ds);
@@ -241,7 +239,7 @@ TEST_F(mlx5face_wqe, send_and_send_imm)
     done();
 
     /* what arrived, in order, in the SRQ's buffers */
-    const uint32_t lens[] = {40, 40, 300, 300};
+    const uint32_t lens[] = { 40, 40, 300, 300 };
     for (int k = 0; k < 4; k++) {
         completion r;
         ASSERT_TRUE(poll_legacy(t.cq, &r));
@@ -261,9 +259,8 @@ TEST_F(mlx5face_wqe, read_and_atomics)
 {
     counters c0;
     dcx_test::fill_data(t.mem.ptr(512), 128, 5);
-    auto *w = posted([&] {
-        return i.read(1, 0, 128, t.mem.mr->rkey, t.mem.addr(512));
-    });
+    auto *w = posted(
+            [&] { return i.read(1, 0, 128, t.mem.mr->rkey, t.mem.addr(512)); });
     EXPECT_EQ(MLX5_OPCODE_RDMA_READ, w->opcode);
     EXPECT_EQ(t.mem.addr(512), w->raddr);
     EXPECT_EQ(t.mem.mr->rkey, w->rkey);
@@ -274,7 +271,7 @@ TEST_F(mlx5face_wqe, read_and_atomics)
     EXPECT_EQ(-1, dcx_test::check_data(i.mem.ptr(), 128, 5));
 
     t.mem.word(8) = 41;
-    w = posted([&] {
+    w             = posted([&] {
         return i.cswap(2, 16, t.mem.mr->rkey, t.mem.addr(8), 41, 0x77);
     });
     EXPECT_EQ(MLX5_OPCODE_ATOMIC_CS, w->opcode);
@@ -314,12 +311,12 @@ TEST_F(mlx5face_wqe, raw_masked_fetch_add)
 {
     counters c0;
     t.mem.word(0) = 0x00000005ffffffffull;
-    raw_fadd r = make_raw_fadd(i.qp->qp_num, true, DC_KEY, t.dctn(), d.lid,
-                               t.mem.addr(0), t.mem.mr->rkey, 1,
-                               0x8000000080000000ull, i.mem.mr->lkey,
-                               i.mem.addr(32));
-    uint16_t pi0 = v.pi();
-    auto *w      = posted([&] { return i.raw(9, r.b); });
+    raw_fadd r    = make_raw_fadd(i.qp->qp_num, true, DC_KEY, t.dctn(), d.lid,
+                                  t.mem.addr(0), t.mem.mr->rkey, 1,
+                                  0x8000000080000000ull, i.mem.mr->lkey,
+                                  i.mem.addr(32));
+    uint16_t pi0  = v.pi();
+    auto *w       = posted([&] { return i.raw(9, r.b); });
     EXPECT_EQ(MLX5_OPCODE_ATOMIC_MASKED_FA, w->opcode);
     EXPECT_EQ(0x09, w->opmod);
     EXPECT_EQ(r.size / 16, w->ds);
@@ -349,15 +346,13 @@ TEST_F(mlx5face_wqe, raw_masked_fetch_add)
 TEST_F(mlx5face_wqe, wraps_the_end_of_the_queue)
 {
     std::vector<char> fill = dcx_test::data_vector(100, 6);
-    uint64_t id = 1;
+    uint64_t id            = 1;
     /* 3-block inline writes to reach an odd block, 2-block ones after */
     while ((v.pi() & v.mask()) != v.mask()) {
         uint32_t left = v.mask() - (v.pi() & v.mask());
-        int ret       = (left & 1) ?
-                                i.write_inline(id, fill.data(), 100,
-                                               t.mem.mr->rkey, t.mem.addr(0)) :
-                                i.write(id, 0, 8, t.mem.mr->rkey,
-                                        t.mem.addr(0));
+        int ret       = (left & 1) ? i.write_inline(id, fill.data(), 100,
+                                                    t.mem.mr->rkey, t.mem.addr(0)) :
+                                     i.write(id, 0, 8, t.mem.mr->rkey, t.mem.addr(0));
         ASSERT_EQ(0, ret);
         ASSERT_EQ(id, done().wr_id);
         id++;
@@ -393,8 +388,8 @@ TEST_F(mlx5face_wqe, unsignaled_retired_by_wqe_counter)
             ASSERT_EQ(0, i.write(k, 64 * k, 64, t.mem.mr->rkey,
                                  t.mem.addr(64 * k), 0));
         }
-        ASSERT_EQ(0, i.write(100 + round, 0, 64, t.mem.mr->rkey,
-                             t.mem.addr(0)));
+        ASSERT_EQ(0,
+                  i.write(100 + round, 0, 64, t.mem.mr->rkey, t.mem.addr(0)));
         completion c = done();
         EXPECT_EQ(100u + round, c.wr_id);
         EXPECT_EQ(IBV_WC_RDMA_WRITE, c.opcode);
@@ -412,7 +407,7 @@ TEST_F(mlx5face_wqe, malformed_wqes_complete_in_error)
 {
     const struct {
         uint8_t opcode, ds;
-    } bad[] = {{MLX5_OPCODE_RDMA_WRITE, 0}, {0x3f, 6}};
+    } bad[] = { { MLX5_OPCODE_RDMA_WRITE, 0 }, { 0x3f, 6 } };
 
     for (const auto &b : bad) {
         SCOPED_TRACE("opcode " + std::to_string(b.opcode) + " ds " +
@@ -461,11 +456,12 @@ TEST_F(mlx5face_wqe, malformed_wqes_complete_in_error)
  * QP keeps working. */
 TEST_F(mlx5face_wqe, garbage_harms_nobody)
 {
-    volatile uint64_t *page =
-            (volatile uint64_t *)((uintptr_t)v.dv.bf.reg & ~(uintptr_t)4095);
-    page[0]                           = 0xdeadbeefdeadbeefull;
-    page[0x100 / 8]                   = 0x0123456789abcdefull;
-    *(volatile uint64_t *)v.dv.bf.reg = htobe64(0xffffff00ull); /* QP 0xffffff */
+    volatile uint64_t *page = (volatile uint64_t *)((uintptr_t)v.dv.bf.reg &
+                                                    ~(uintptr_t)4095);
+    page[0]                 = 0xdeadbeefdeadbeefull;
+    page[0x100 / 8]         = 0x0123456789abcdefull;
+    *(volatile uint64_t *)v.dv.bf.reg = htobe64(
+            0xffffff00ull); /* QP 0xffffff */
 
     counters c0;
     uint16_t pi = v.pi();

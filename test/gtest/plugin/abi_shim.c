@@ -17,10 +17,10 @@
 /* The public layout of ucs_class_t (ucs/type/class.h). */
 typedef struct {
     const char *name;
-    size_t     size;
-    void       *superclass;
-    void       *init;
-    void       *cleanup;
+    size_t size;
+    void *superclass;
+    void *init;
+    void *cleanup;
 } shim_class_t;
 
 extern shim_class_t uct_iface_t_class;
@@ -29,7 +29,7 @@ void uct_base_iface_t_init(void);
 /* Interposes libuct's class object for every user in the process. */
 SHIM_EXPORT shim_class_t uct_base_iface_t_class = {
     "uct_base_iface_t", 1280 + 64, &uct_iface_t_class,
-    (void*)uct_base_iface_t_init, NULL
+    (void *)uct_base_iface_t_init, NULL
 };
 
 __attribute__((constructor)) static void shim_init(void)
@@ -38,8 +38,9 @@ __attribute__((constructor)) static void shim_init(void)
     shim_class_t *real;
 
     /* Keep libuct's own cleanup so that interfaces still close. */
-    real = (libuct == NULL) ? NULL :
-           (shim_class_t*)dlsym(libuct, "uct_base_iface_t_class");
+    real = (libuct == NULL) ?
+                   NULL :
+                   (shim_class_t *)dlsym(libuct, "uct_base_iface_t_class");
     if ((real != NULL) && (real != &uct_base_iface_t_class)) {
         uct_base_iface_t_class.cleanup = real->cleanup;
     }
@@ -49,8 +50,8 @@ __attribute__((constructor)) static void shim_init(void)
 
 #if DCX_SHIM_VERSION
 
-SHIM_EXPORT void ucp_get_version(unsigned *major, unsigned *minor,
-                                 unsigned *release)
+SHIM_EXPORT void
+ucp_get_version(unsigned *major, unsigned *minor, unsigned *release)
 {
     *major   = 1;
     *minor   = 99;

@@ -17,7 +17,7 @@ namespace {
 
 bool host_has_rdma_devices()
 {
-    DIR *dir = opendir("/sys/class/infiniband");
+    DIR *dir   = opendir("/sys/class/infiniband");
     bool found = false;
     if (dir == NULL) {
         return false;
@@ -31,8 +31,8 @@ bool host_has_rdma_devices()
 
 void expect_all_slots_filled(const uct_dcx_verbs_ops_t &ops)
 {
-    void *const *slot = reinterpret_cast<void *const*>(&ops);
-    size_t n          = sizeof(ops) / sizeof(void*);
+    void *const *slot = reinterpret_cast<void *const *>(&ops);
+    size_t n          = sizeof(ops) / sizeof(void *);
     for (size_t i = 0; i < n; ++i) {
         EXPECT_NE(nullptr, slot[i]) << "slot " << i;
     }
@@ -76,8 +76,7 @@ TEST(hw_binding, without_libmlx5)
     uct_dcx_binding_t binding;
 
     ASSERT_EQ(UCS_OK, uct_dcx_hw_binding_open(UCT_DCX_HW_VERBS_LIB,
-                                              "libmlx5-absent.so.1",
-                                              &binding));
+                                              "libmlx5-absent.so.1", &binding));
     EXPECT_FALSE(binding.dv);
     EXPECT_EQ(nullptr, binding.mlx5_handle);
     expect_all_slots_filled(binding.ops);
@@ -85,13 +84,13 @@ TEST(hw_binding, without_libmlx5)
     /* The mlx5dv slots answer as rdma-core does for a missing provider. */
     EXPECT_FALSE(binding.ops.mlx5dv_is_supported(nullptr));
     errno = 0;
-    EXPECT_EQ(nullptr, binding.ops.mlx5dv_create_qp(nullptr, nullptr,
-                                                    nullptr));
+    EXPECT_EQ(nullptr, binding.ops.mlx5dv_create_qp(nullptr, nullptr, nullptr));
     EXPECT_ERRNO_EQ(EOPNOTSUPP, errno);
     errno = 0;
     EXPECT_EQ(nullptr, binding.ops.mlx5dv_open_device(nullptr, nullptr));
     EXPECT_ERRNO_EQ(EOPNOTSUPP, errno);
-    EXPECT_ERRNO_EQ(EOPNOTSUPP, binding.ops.mlx5dv_query_device(nullptr, nullptr));
+    EXPECT_ERRNO_EQ(EOPNOTSUPP,
+                    binding.ops.mlx5dv_query_device(nullptr, nullptr));
 
     /* No DC device without mlx5, whatever the host has. */
     EXPECT_EQ(0u, uct_dcx_devices_scan(&binding, devices, 4));
@@ -126,13 +125,14 @@ TEST(hw_binding, ucx_info_without_rdma_core)
     int status;
     std::string out = dcx_test::run(
             "UCX_LOG_LEVEL=debug UCX_DCX_VERBS_LIB=libibverbs-absent.so.1 "
-            "LD_PRELOAD=" + dcx_test::plugin_path() + " ucx_info -d",
+            "LD_PRELOAD=" +
+                    dcx_test::plugin_path() + " ucx_info -d",
             &status);
 
     EXPECT_EQ(0, status) << out;
-    EXPECT_NE(std::string::npos,
-              out.find("no hardware devices: cannot load "
-                       "libibverbs-absent.so.1")) << out;
+    EXPECT_NE(std::string::npos, out.find("no hardware devices: cannot load "
+                                          "libibverbs-absent.so.1"))
+            << out;
     EXPECT_EQ(1u, dcx_test::count(out, "Component: dcx")) << out;
 }
 
@@ -141,12 +141,13 @@ TEST(hw_binding, ucx_info_without_libmlx5)
     int status;
     std::string out = dcx_test::run(
             "UCX_LOG_LEVEL=debug UCX_DCX_MLX5_LIB=libmlx5-absent.so.1 "
-            "LD_PRELOAD=" + dcx_test::plugin_path() + " ucx_info -d",
+            "LD_PRELOAD=" +
+                    dcx_test::plugin_path() + " ucx_info -d",
             &status);
 
     EXPECT_EQ(0, status) << out;
-    EXPECT_NE(std::string::npos,
-              out.find("cannot load libmlx5-absent.so.1")) << out;
+    EXPECT_NE(std::string::npos, out.find("cannot load libmlx5-absent.so.1"))
+            << out;
     EXPECT_NE(std::string::npos, out.find("DC needs mlx5")) << out;
     EXPECT_EQ(1u, dcx_test::count(out, "Component: dcx")) << out;
 }
@@ -167,14 +168,15 @@ TEST(emu_binding, missing_library_is_an_error_not_a_crash)
 TEST(emu_binding, ucx_info_with_missing_model)
 {
     int status;
-    std::string out = dcx_test::run(
-            "UCX_DCX_EMU=y UCX_DCX_EMU_LIB=libdcxemu-absent.so.0 "
-            "LD_PRELOAD=" + dcx_test::plugin_path() + " ucx_info -d",
-            &status);
+    std::string out =
+            dcx_test::run("UCX_DCX_EMU=y UCX_DCX_EMU_LIB=libdcxemu-absent.so.0 "
+                          "LD_PRELOAD=" +
+                                  dcx_test::plugin_path() + " ucx_info -d",
+                          &status);
 
     EXPECT_EQ(0, status) << out;
-    EXPECT_NE(std::string::npos,
-              out.find("cannot load the software DC device "
-                       "libdcxemu-absent.so.0")) << out;
+    EXPECT_NE(std::string::npos, out.find("cannot load the software DC device "
+                                          "libdcxemu-absent.so.0"))
+            << out;
     EXPECT_EQ(1u, dcx_test::count(out, "Component: dcx")) << out;
 }

@@ -58,9 +58,9 @@ uct_component_h load_plugin()
 struct plugin_copy {
     std::string dir, plugin;
 
-    plugin_copy() :
-        dir(P_tmpdir "/dcx-plugin-copy-" + std::to_string(getpid())),
-        plugin(dir + "/libuct_dcx.so")
+    plugin_copy()
+        : dir(P_tmpdir "/dcx-plugin-copy-" + std::to_string(getpid())),
+          plugin(dir + "/libuct_dcx.so")
     {
         std::string src_dir = dcx_test::plugin_path();
 
@@ -124,7 +124,7 @@ TEST(registration, second_copy_warns_in_ucx_info)
     plugin_copy copy;
     int status;
     std::string out = dcx_test::run("LD_PRELOAD=" + dcx_test::plugin_path() +
-                                    ":" + copy.plugin + " ucx_info -d",
+                                            ":" + copy.plugin + " ucx_info -d",
                                     &status);
 
     EXPECT_EQ(0, status) << out;
@@ -162,8 +162,8 @@ TEST(registration, component_without_devices)
     ASSERT_EQ(UCS_OK, uct_md_open(dcx, "dcx", md_config, &md));
     uct_config_release(md_config);
 
-    ASSERT_EQ(UCS_OK, uct_md_query_tl_resources(md, &tl_resources,
-                                                &num_tl_resources));
+    ASSERT_EQ(UCS_OK,
+              uct_md_query_tl_resources(md, &tl_resources, &num_tl_resources));
     EXPECT_EQ(0u, num_tl_resources);
     uct_release_tl_resource_list(tl_resources);
 
@@ -216,7 +216,7 @@ protected:
     }
 
     uct_component_h m_dcx = nullptr;
-    uct_md_h        m_md  = nullptr;
+    uct_md_h m_md         = nullptr;
 };
 
 TEST_F(config, iface_defaults)

@@ -48,7 +48,7 @@ inline size_t count(const std::string &haystack, const std::string &needle)
 {
     size_t n = 0;
     for (size_t pos = haystack.find(needle); pos != std::string::npos;
-         pos = haystack.find(needle, pos + needle.size())) {
+         pos        = haystack.find(needle, pos + needle.size())) {
         ++n;
     }
     return n;

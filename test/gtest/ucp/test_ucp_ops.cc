@@ -21,17 +21,24 @@ namespace {
 const uint64_t all_features = UCP_FEATURE_TAG | UCP_FEATURE_STREAM |
                               UCP_FEATURE_AM | UCP_FEATURE_RMA |
                               UCP_FEATURE_AMO64;
-const size_t region_size    = 4 << 20;
-const unsigned am_id        = 5;
+const size_t region_size = 4 << 20;
+const unsigned am_id     = 5;
 
 /* Commands from the parent to a ucp_peer child (first word of a message). */
 enum peer_cmd : uint64_t {
-    CMD_QUIT, CMD_TAG_ECHO, CMD_STREAM_ECHO, CMD_AM_COUNT, CMD_CHECK_REGION,
-    CMD_FILL_REGION, CMD_READ_U64, CMD_TAG_SEND
+    CMD_QUIT,
+    CMD_TAG_ECHO,
+    CMD_STREAM_ECHO,
+    CMD_AM_COUNT,
+    CMD_CHECK_REGION,
+    CMD_FILL_REGION,
+    CMD_READ_U64,
+    CMD_TAG_SEND
 };
 
-const std::vector<size_t> tag_sizes = {1, 8, 200, 4000, 8100, 20000, 65536,
-                                       300001, 1 << 20, 4 << 20};
+const std::vector<size_t> tag_sizes = {
+    1, 8, 200, 4000, 8100, 20000, 65536, 300001, 1 << 20, 4 << 20
+};
 
 /* Waits with ucp_worker_arm + ucp_worker_wait (wakeup mode) or by busy
  * progress. Wakeup waits are bounded by the parent, which kills a child
@@ -65,7 +72,10 @@ bool peer_wait_for(ucp_entity &e, bool wakeup,
 struct req_set {
     std::vector<ucs_status_ptr_t> reqs;
 
-    void add(ucs_status_ptr_t r) { reqs.push_back(r); }
+    void add(ucs_status_ptr_t r)
+    {
+        reqs.push_back(r);
+    }
     bool done() const
     {
         for (auto r : reqs) {
@@ -102,21 +112,21 @@ struct req_set {
 /* Active messages received by a peer: header = {seq, length}. */
 struct am_state {
     ucp_worker_h worker;
-    uint64_t     count = 0, bad = 0, bytes = 0;
-    int          pending = 0;
-    std::vector<std::vector<char>*> rndv_bufs;
+    uint64_t count = 0, bad = 0, bytes = 0;
+    int pending = 0;
+    std::vector<std::vector<char> *> rndv_bufs;
 };
 
 struct am_rndv_ctx {
-    am_state          *st;
+    am_state *st;
     std::vector<char> *buf;
-    uint64_t          seq;
+    uint64_t seq;
 };
 
 void am_rndv_done(void *request, ucs_status_t status, size_t length,
                   void *user_data)
 {
-    am_rndv_ctx *ctx = (am_rndv_ctx*)user_data;
+    am_rndv_ctx *ctx = (am_rndv_ctx *)user_data;
     if ((status != UCS_OK) || (length != ctx->buf->size()) ||
         (check_data(ctx->buf->data(), length, ctx->seq) >= 0)) {
         ++ctx->st->bad;
@@ -133,7 +143,7 @@ ucs_status_t am_recv(void *arg, const void *header, size_t header_length,
                      void *data, size_t length,
                      const ucp_am_recv_param_t *param)
 {
-    am_state *st = (am_state*)arg;
+    am_state *st = (am_state *)arg;
     uint64_t hdr[2];
 
     if (header_length != sizeof(hdr)) {
@@ -150,12 +160,12 @@ ucs_status_t am_recv(void *arg, const void *header, size_t header_length,
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
         auto *buf = new std::vector<char>(length);
         st->rndv_bufs.push_back(buf);
-        am_rndv_ctx *ctx = new am_rndv_ctx{st, buf, hdr[0]};
+        am_rndv_ctx *ctx       = new am_rndv_ctx{ st, buf, hdr[0] };
         ucp_request_param_t rp = {};
-        rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+        rp.op_attr_mask        = UCP_OP_ATTR_FIELD_CALLBACK |
                           UCP_OP_ATTR_FIELD_USER_DATA;
-        rp.cb.recv_am   = am_rndv_done;
-        rp.user_data    = ctx;
+        rp.cb.recv_am = am_rndv_done;
+        rp.user_data  = ctx;
         ++st->pending;
         ucs_status_ptr_t r = ucp_am_recv_data_nbx(st->worker, data, buf->data(),
                                                   length, &rp);
@@ -182,19 +192,18 @@ void tag_recv_cb(void *request, ucs_status_t status,
 {
 }
 
-ucs_status_ptr_t tag_send(ucp_ep_h ep, const void *buf, size_t len,
-                          ucp_tag_t tag)
+ucs_status_ptr_t
+tag_send(ucp_ep_h ep, const void *buf, size_t len, ucp_tag_t tag)
 {
     ucp_request_param_t p = {};
     return ucp_tag_send_nbx(ep, buf, len, tag, &p);
 }
 
-ucs_status_ptr_t tag_recv(ucp_worker_h w, void *buf, size_t len,
-                          ucp_tag_t tag)
+ucs_status_ptr_t tag_recv(ucp_worker_h w, void *buf, size_t len, ucp_tag_t tag)
 {
     ucp_request_param_t p = {};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
-    p.cb.recv      = tag_recv_cb;
+    p.op_attr_mask        = UCP_OP_ATTR_FIELD_CALLBACK;
+    p.cb.recv             = tag_recv_cb;
     return ucp_tag_recv_nbx(w, buf, len, tag, (ucp_tag_t)-1, &p);
 }
 
@@ -217,7 +226,7 @@ DCX_CHILD_ROLE(ucp_peer)
     am.worker = e.worker();
 
     ucp_am_handler_param_t hp = {};
-    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+    hp.field_mask             = UCP_AM_HANDLER_PARAM_FIELD_ID |
                     UCP_AM_HANDLER_PARAM_FIELD_CB |
                     UCP_AM_HANDLER_PARAM_FIELD_ARG;
     hp.id  = am_id;
@@ -238,7 +247,7 @@ DCX_CHILD_ROLE(ucp_peer)
 
     for (;;) {
         /* Keep progressing while waiting for a command. */
-        struct pollfd pfd = {in_fd, POLLIN, 0};
+        struct pollfd pfd = { in_fd, POLLIN, 0 };
         double deadline   = now_sec() + 120;
         while (poll(&pfd, 1, 0) == 0) {
             e.progress();
@@ -284,10 +293,10 @@ DCX_CHILD_ROLE(ucp_peer)
         }
         case CMD_STREAM_ECHO: {
             std::vector<char> buf(cmd[1]);
-            size_t got = 0;
+            size_t got            = 0;
             ucp_request_param_t p = {};
-            p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-            p.flags        = UCP_STREAM_RECV_FLAG_WAITALL;
+            p.op_attr_mask        = UCP_OP_ATTR_FIELD_FLAGS;
+            p.flags               = UCP_STREAM_RECV_FLAG_WAITALL;
             ucs_status_ptr_t r = ucp_stream_recv_nbx(ep, buf.data(), buf.size(),
                                                      &got, &p);
             req_set rs;
@@ -316,13 +325,14 @@ DCX_CHILD_ROLE(ucp_peer)
             if (!peer_wait_for(e, wakeup, [&] {
                     return (am.count >= cmd[1]) && (am.pending == 0);
                 })) {
-                fprintf(stderr, "ucp_peer: %lu of %lu active messages (%d data "
-                        "receives pending, %lu bad)\n", am.count, cmd[1],
-                        am.pending, am.bad);
+                fprintf(stderr,
+                        "ucp_peer: %lu of %lu active messages (%d data "
+                        "receives pending, %lu bad)\n",
+                        am.count, cmd[1], am.pending, am.bad);
                 bad = ~0ull;
                 break;
             }
-            bad = am.bad + ((am.count != cmd[1]) ? 1000000 : 0);
+            bad      = am.bad + ((am.count != cmd[1]) ? 1000000 : 0);
             am.count = am.bad = 0;
             for (auto b : am.rndv_bufs) {
                 delete b;
@@ -331,7 +341,7 @@ DCX_CHILD_ROLE(ucp_peer)
             break;
         case CMD_CHECK_REGION: {
             long off = check_data(region.ptr() + cmd[3], cmd[2], cmd[1]);
-            bad = (off < 0) ? 0 : off + 1;
+            bad      = (off < 0) ? 0 : off + 1;
             break;
         }
         case CMD_FILL_REGION:
@@ -399,8 +409,8 @@ ucs_status_t contend(ucp_entity &e, ucp_ep_h ep, uint64_t raddr,
         uint64_t cur = 0;
         for (int tries = 0;; ++tries) {
             uint64_t result = cur + 1;
-            status = atomic64(e, ep, UCP_ATOMIC_OP_CSWAP, cur, &result,
-                              raddr + 8, rkey);
+            status          = atomic64(e, ep, UCP_ATOMIC_OP_CSWAP, cur, &result,
+                                       raddr + 8, rkey);
             if (status != UCS_OK) {
                 return status;
             }
@@ -430,7 +440,7 @@ DCX_CHILD_ROLE(amo_client)
         return 3;
     }
     std::vector<char> packed = recv_msg(in_fd);
-    uint64_t raddr = msg_u64(recv_msg(in_fd));
+    uint64_t raddr           = msg_u64(recv_msg(in_fd));
     ucp_rkey_h rkey;
     if (ucp_ep_rkey_unpack(ep, packed.data(), &rkey) != UCS_OK) {
         return 4;
@@ -454,15 +464,15 @@ DCX_CHILD_ROLE(amo_client)
 struct peer_hello {
     std::vector<char> address;
     std::vector<char> packed_rkey;
-    uint64_t          raddr = 0;
+    uint64_t raddr = 0;
 };
 
 /* Connects to a ucp_peer child and sends it this worker's address (it then
  * connects back): the endpoint's status; what the peer said in *hello. */
-ucs_status_t connect_peer(ucp_entity &e, child &peer, ucp_ep_h *ep_p,
-                          peer_hello *hello = nullptr,
-                          ucp_err_handling_mode_t err_mode =
-                                  UCP_ERR_HANDLING_MODE_NONE)
+ucs_status_t
+connect_peer(ucp_entity &e, child &peer, ucp_ep_h *ep_p,
+             peer_hello *hello                = nullptr,
+             ucp_err_handling_mode_t err_mode = UCP_ERR_HANDLING_MODE_NONE)
 {
     peer_hello h;
 
@@ -487,8 +497,8 @@ protected:
     {
         m_wakeup = wakeup;
         m_peer.reset(new child("ucp_peer",
-                               wakeup ? std::vector<std::string>{"wakeup"}
-                                      : std::vector<std::string>{},
+                               wakeup ? std::vector<std::string>{ "wakeup" } :
+                                        std::vector<std::string>{},
                                peer_env));
         m_e.reset(new ucp_entity(all_features, wakeup));
         ASSERT_TRUE(m_e->ok());
@@ -497,14 +507,14 @@ protected:
         m_peer_addr   = hello.address;
         m_packed_rkey = hello.packed_rkey;
         m_raddr       = hello.raddr;
-        ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(m_ep, m_packed_rkey.data(),
-                                             &m_rkey));
+        ASSERT_EQ(UCS_OK,
+                  ucp_ep_rkey_unpack(m_ep, m_packed_rkey.data(), &m_rkey));
     }
 
     void TearDown() override
     {
         if (m_peer) {
-            send_msg(m_peer->to_fd(), u64s_msg({CMD_QUIT}));
+            send_msg(m_peer->to_fd(), u64s_msg({ CMD_QUIT }));
         }
         if (m_rkey != nullptr) {
             ucp_rkey_destroy(m_rkey);
@@ -523,7 +533,7 @@ protected:
     uint64_t command(const std::vector<uint64_t> &cmd, double timeout = 60)
     {
         send_msg(m_peer->to_fd(), u64s_msg(cmd));
-        struct pollfd pfd = {m_peer->from_fd(), POLLIN, 0};
+        struct pollfd pfd = { m_peer->from_fd(), POLLIN, 0 };
         double deadline   = now_sec() + timeout;
         while (poll(&pfd, 1, 0) == 0) {
             m_e->progress();
@@ -557,8 +567,8 @@ protected:
                 continue;
             }
             EXPECT_EQ(UCS_OK, status);
-            struct pollfd pfd = {efd, POLLIN, 0};
-            int ms = (int)((deadline - now_sec()) * 1000);
+            struct pollfd pfd = { efd, POLLIN, 0 };
+            int ms            = (int)((deadline - now_sec()) * 1000);
             if (poll(&pfd, 1, ms > 0 ? ms : 0) > 0) {
                 ++m_wakeups;
             }
@@ -568,7 +578,7 @@ protected:
 
     void tag_echo(const std::vector<size_t> &sizes)
     {
-        std::vector<uint64_t> cmd = {CMD_TAG_ECHO};
+        std::vector<uint64_t> cmd = { CMD_TAG_ECHO };
         std::vector<std::vector<char>> out(sizes.size()), in(sizes.size());
         req_set rs;
 
@@ -587,27 +597,28 @@ protected:
             EXPECT_EQ(-1, check_data(in[i].data(), sizes[i], 1000 + i))
                     << "echo of " << sizes[i] << " B";
         }
-        struct pollfd pfd = {m_peer->from_fd(), POLLIN, 0};
+        struct pollfd pfd = { m_peer->from_fd(), POLLIN, 0 };
         ASSERT_TRUE(m_e->wait_for([&] { return poll(&pfd, 1, 0) > 0; }, 30));
         EXPECT_EQ(0u, msg_u64(recv_msg(m_peer->from_fd())))
                 << "messages the peer found wrong";
     }
 
-    std::unique_ptr<child>      m_peer;
-    std::vector<char>           m_peer_addr, m_packed_rkey;
+    std::unique_ptr<child> m_peer;
+    std::vector<char> m_peer_addr, m_packed_rkey;
     std::unique_ptr<ucp_entity> m_e;
-    ucp_ep_h                    m_ep    = nullptr;
-    ucp_rkey_h                  m_rkey  = nullptr;
-    uint64_t                    m_raddr = 0;
-    bool                        m_wakeup = false;
-    int                         m_wakeups = 0; /* event fd signals seen */
+    ucp_ep_h m_ep     = nullptr;
+    ucp_rkey_h m_rkey = nullptr;
+    uint64_t m_raddr  = 0;
+    bool m_wakeup     = false;
+    int m_wakeups     = 0; /* event fd signals seen */
 };
 
 TEST_F(ucp_pair, transport_is_dcx)
 {
     ASSERT_NO_FATAL_FAILURE(start());
     std::string info = ucp_entity::ep_info(m_ep);
-    EXPECT_NE(std::string::npos, info.find(std::string("dcx/") + emu_dev_name)) << info;
+    EXPECT_NE(std::string::npos, info.find(std::string("dcx/") + emu_dev_name))
+            << info;
     /* No lane of another transport (UCX_TLS=dcx). */
     EXPECT_EQ(std::string::npos, info.find("self/")) << info;
     EXPECT_EQ(std::string::npos, info.find("tcp/")) << info;
@@ -615,7 +626,8 @@ TEST_F(ucp_pair, transport_is_dcx)
 
 TEST_F(ucp_pair, tag_eager_and_rndv_get_zcopy)
 {
-    scoped_env env(env_vars{{"UCX_RNDV_SCHEME", "get_zcopy"}, {"UCX_RNDV_THRESH", "8k"}});
+    scoped_env env(env_vars{ { "UCX_RNDV_SCHEME", "get_zcopy" },
+                             { "UCX_RNDV_THRESH", "8k" } });
     ASSERT_NO_FATAL_FAILURE(start());
     ASSERT_NO_FATAL_FAILURE(tag_echo(tag_sizes));
     /* again, with registrations cached */
@@ -624,7 +636,8 @@ TEST_F(ucp_pair, tag_eager_and_rndv_get_zcopy)
 
 TEST_F(ucp_pair, tag_eager_and_rndv_put_zcopy)
 {
-    scoped_env env(env_vars{{"UCX_RNDV_SCHEME", "put_zcopy"}, {"UCX_RNDV_THRESH", "8k"}});
+    scoped_env env(env_vars{ { "UCX_RNDV_SCHEME", "put_zcopy" },
+                             { "UCX_RNDV_THRESH", "8k" } });
     ASSERT_NO_FATAL_FAILURE(start());
     ASSERT_NO_FATAL_FAILURE(tag_echo(tag_sizes));
 }
@@ -645,21 +658,21 @@ TEST_F(ucp_pair, stream)
     const size_t total = (1 << 20) + 123;
     std::vector<char> out(total), in(total, 0);
     fill_data(out.data(), total, 77);
-    send_msg(m_peer->to_fd(), u64s_msg({CMD_STREAM_ECHO, total, 77}));
+    send_msg(m_peer->to_fd(), u64s_msg({ CMD_STREAM_ECHO, total, 77 }));
 
     req_set rs;
-    size_t chunks[] = {1, 100, 5000, 70000, 300000};
+    size_t chunks[] = { 1, 100, 5000, 70000, 300000 };
     size_t off      = 0;
     for (size_t c = 0; off < total; ++c) {
-        size_t len = std::min(chunks[c % 5], total - off);
+        size_t len            = std::min(chunks[c % 5], total - off);
         ucp_request_param_t p = {};
         rs.add(ucp_stream_send_nbx(m_ep, out.data() + off, len, &p));
         off += len;
     }
-    size_t got = 0;
+    size_t got            = 0;
     ucp_request_param_t p = {};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags        = UCP_STREAM_RECV_FLAG_WAITALL;
+    p.op_attr_mask        = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags               = UCP_STREAM_RECV_FLAG_WAITALL;
     ucs_status_ptr_t r = ucp_stream_recv_nbx(m_ep, in.data(), total, &got, &p);
     rs.add(r);
     ASSERT_TRUE(wait_reqs(rs)) << "stream timed out";
@@ -669,7 +682,7 @@ TEST_F(ucp_pair, stream)
     ASSERT_EQ(UCS_OK, rs.finish());
     EXPECT_EQ(total, got);
     EXPECT_EQ(-1, check_data(in.data(), total, 78));
-    struct pollfd pfd = {m_peer->from_fd(), POLLIN, 0};
+    struct pollfd pfd = { m_peer->from_fd(), POLLIN, 0 };
     ASSERT_TRUE(m_e->wait_for([&] { return poll(&pfd, 1, 0) > 0; }, 30));
     EXPECT_EQ(0u, msg_u64(recv_msg(m_peer->from_fd())));
 }
@@ -684,7 +697,7 @@ static void am_send_all(ucp_ep_h ep, req_set &rs,
     for (size_t i = 0; i < sizes.size(); ++i) {
         bufs[i].resize(sizes[i]);
         fill_data(bufs[i].data(), sizes[i], 500 + i);
-        hdrs[i] = {500 + i, sizes[i]};
+        hdrs[i]               = { 500 + i, sizes[i] };
         ucp_request_param_t p = {};
         rs.add(ucp_am_send_nbx(ep, am_id, hdrs[i].data(), 16, bufs[i].data(),
                                sizes[i], &p));
@@ -693,17 +706,17 @@ static void am_send_all(ucp_ep_h ep, req_set &rs,
 
 TEST_F(ucp_pair, am_eager_and_rndv)
 {
-    scoped_env env(env_vars{{"UCX_RNDV_THRESH", "16k"}});
+    scoped_env env(env_vars{ { "UCX_RNDV_THRESH", "16k" } });
     ASSERT_NO_FATAL_FAILURE(start());
-    std::vector<size_t> sizes = {0, 1, 64, 3000, 8000, 16000, 40000, 1 << 20,
-                                 3 << 20, 17};
+    std::vector<size_t> sizes = { 0,     1,     64,      3000,    8000,
+                                  16000, 40000, 1 << 20, 3 << 20, 17 };
     std::vector<std::vector<char>> bufs;
     std::vector<std::vector<uint64_t>> hdrs;
     req_set rs;
     am_send_all(m_ep, rs, bufs, hdrs, sizes);
     ASSERT_TRUE(wait_reqs(rs)) << "am sends timed out";
     ASSERT_EQ(UCS_OK, rs.finish());
-    EXPECT_EQ(0u, command({CMD_AM_COUNT, sizes.size()}));
+    EXPECT_EQ(0u, command({ CMD_AM_COUNT, sizes.size() }));
 }
 
 TEST_F(ucp_pair, rma_put_get)
@@ -720,7 +733,7 @@ TEST_F(ucp_pair, rma_put_get)
     ASSERT_TRUE(wait_reqs(rs));
     ASSERT_EQ(UCS_OK, rs.finish());
     ASSERT_EQ(UCS_OK, m_e->wait(ucp_ep_flush_nbx(m_ep, &p)));
-    EXPECT_EQ(0u, command({CMD_CHECK_REGION, 31, len, 0}));
+    EXPECT_EQ(0u, command({ CMD_CHECK_REGION, 31, len, 0 }));
 
     std::vector<std::vector<char>> small(20);
     for (size_t i = 0; i < small.size(); ++i) {
@@ -733,19 +746,19 @@ TEST_F(ucp_pair, rma_put_get)
     ASSERT_TRUE(wait_reqs(rs));
     ASSERT_EQ(UCS_OK, rs.finish());
     for (size_t i = 0; i < small.size(); ++i) {
-        EXPECT_EQ(0u, command({CMD_CHECK_REGION, 40 + i, small[i].size(),
-                               i * 4096}));
+        EXPECT_EQ(0u, command({ CMD_CHECK_REGION, 40 + i, small[i].size(),
+                                i * 4096 }));
     }
 
     /* The peer fills its region; read it with gets of several sizes. */
-    EXPECT_EQ(0u, command({CMD_FILL_REGION, 90, len, 0}));
+    EXPECT_EQ(0u, command({ CMD_FILL_REGION, 90, len, 0 }));
     std::vector<char> in(len, 0);
     rs.add(ucp_get_nbx(m_ep, in.data(), len, m_raddr, m_rkey, &p));
     ASSERT_TRUE(wait_reqs(rs));
     ASSERT_EQ(UCS_OK, rs.finish());
     EXPECT_EQ(-1, check_data(in.data(), len, 90));
 
-    EXPECT_EQ(0u, command({CMD_FILL_REGION, 91, 100000, 12345}));
+    EXPECT_EQ(0u, command({ CMD_FILL_REGION, 91, 100000, 12345 }));
     std::vector<char> part(100000, 0);
     for (size_t off = 0; off < part.size(); off += 10000) {
         rs.add(ucp_get_nbx(m_ep, part.data() + off, 10000,
@@ -762,14 +775,16 @@ TEST_F(ucp_pair, rma_put_get)
  * fetched value is unique and the totals are exact. */
 TEST_F(ucp_pair, atomics_device_mode_under_contention)
 {
-    scoped_env env(env_vars{{"UCX_ATOMIC_MODE", "device"}});
+    scoped_env env(env_vars{ { "UCX_ATOMIC_MODE", "device" } });
     ASSERT_NO_FATAL_FAILURE(start());
     const uint64_t count = 1000;
     const int nclients   = 2;
 
     std::string info = ucp_entity::ep_info(m_ep);
-    EXPECT_NE(std::string::npos, info.find(" amo#")) << "no device atomic lane: " << info;
-    EXPECT_NE(std::string::npos, info.find(std::string("dcx/") + emu_dev_name)) << info;
+    EXPECT_NE(std::string::npos, info.find(" amo#"))
+            << "no device atomic lane: " << info;
+    EXPECT_NE(std::string::npos, info.find(std::string("dcx/") + emu_dev_name))
+            << info;
 
     std::vector<std::unique_ptr<child>> clients;
     for (int i = 0; i < nclients; ++i) {
@@ -790,7 +805,7 @@ TEST_F(ucp_pair, atomics_device_mode_under_contention)
     std::multiset<uint64_t> fetched(mine.begin(), mine.end());
 
     for (auto &c : clients) {
-        struct pollfd pfd = {c->from_fd(), POLLIN, 0};
+        struct pollfd pfd = { c->from_fd(), POLLIN, 0 };
         ASSERT_TRUE(m_e->wait_for([&] { return poll(&pfd, 1, 0) > 0; }, 120));
         for (uint64_t v : msg_u64s(recv_msg(c->from_fd()))) {
             fetched.insert(v);
@@ -805,15 +820,15 @@ TEST_F(ucp_pair, atomics_device_mode_under_contention)
             << "a fetched value was returned twice (lost atomicity)";
     EXPECT_EQ(0u, *fetched.begin());
     EXPECT_EQ(total - 1, *fetched.rbegin());
-    EXPECT_EQ(total, command({CMD_READ_U64, 0}));
-    EXPECT_EQ(total, command({CMD_READ_U64, 8}));
+    EXPECT_EQ(total, command({ CMD_READ_U64, 0 }));
+    EXPECT_EQ(total, command({ CMD_READ_U64, 8 }));
 
     /* Swap, and the other 64-bit operations UCP offers, checked by value. */
     const uint64_t mask = 0xff00ff00ff00ff00ull;
     uint64_t result     = 0;
-    ASSERT_EQ(UCS_OK, atomic64(*m_e, m_ep, UCP_ATOMIC_OP_SWAP,
-                               0x1234567890abcdefull, &result, m_raddr,
-                               m_rkey));
+    ASSERT_EQ(UCS_OK,
+              atomic64(*m_e, m_ep, UCP_ATOMIC_OP_SWAP, 0x1234567890abcdefull,
+                       &result, m_raddr, m_rkey));
     EXPECT_EQ(total, result);
     ASSERT_EQ(UCS_OK, atomic64(*m_e, m_ep, UCP_ATOMIC_OP_AND, mask, &result,
                                m_raddr, m_rkey));
@@ -822,15 +837,15 @@ TEST_F(ucp_pair, atomics_device_mode_under_contention)
                                m_raddr, m_rkey));
     EXPECT_EQ(0x1234567890abcdefull & mask, result);
     ucp_request_param_t np = {};
-    np.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
-    np.datatype     = ucp_dt_make_contig(8);
-    uint64_t orbits = 0x3;
-    ASSERT_EQ(UCS_OK, m_e->wait(ucp_atomic_op_nbx(m_ep, UCP_ATOMIC_OP_OR,
-                                                  &orbits, 1, m_raddr, m_rkey,
-                                                  &np)));
+    np.op_attr_mask        = UCP_OP_ATTR_FIELD_DATATYPE;
+    np.datatype            = ucp_dt_make_contig(8);
+    uint64_t orbits        = 0x3;
+    ASSERT_EQ(UCS_OK,
+              m_e->wait(ucp_atomic_op_nbx(m_ep, UCP_ATOMIC_OP_OR, &orbits, 1,
+                                          m_raddr, m_rkey, &np)));
     ASSERT_EQ(UCS_OK, m_e->wait(ucp_ep_flush_nbx(m_ep, &np)));
     EXPECT_EQ(((0x1234567890abcdefull & mask) ^ 0x11) | 0x3,
-              command({CMD_READ_U64, 0}));
+              command({ CMD_READ_U64, 0 }));
 }
 
 /* A peer and a client on devices without atomics (DCXEMU_ATOMIC_CAP=none,
@@ -841,23 +856,23 @@ TEST_F(ucp_pair, atomics_device_mode_under_contention)
 TEST_F(ucp_pair, atomics_emulated_on_device_without_atomics)
 {
     ASSERT_NO_FATAL_FAILURE(
-            start(false, env_vars{{"DCXEMU_ATOMIC_CAP", "none"}}));
+            start(false, env_vars{ { "DCXEMU_ATOMIC_CAP", "none" } }));
     const uint64_t count = 200;
     std::unique_ptr<child> client;
     {
-        scoped_env env(env_vars{{"DCXEMU_ATOMIC_CAP", "none"}});
+        scoped_env env(env_vars{ { "DCXEMU_ATOMIC_CAP", "none" } });
         client.reset(new child("amo_client"));
     }
     send_msg(client->to_fd(), m_peer_addr);
     send_msg(client->to_fd(), m_packed_rkey);
     send_msg(client->to_fd(), u64_msg(m_raddr));
     std::vector<char> lane = recv_msg(client->from_fd());
-    ASSERT_FALSE(lane.empty()) << "the client has no endpoint: exit "
-                               << client->wait(5);
+    ASSERT_FALSE(lane.empty())
+            << "the client has no endpoint: exit " << client->wait(5);
     EXPECT_EQ(0u, msg_u64(lane)) << "a device atomic lane without atomics";
     send_msg(client->to_fd(), u64_msg(count));
 
-    struct pollfd pfd = {client->from_fd(), POLLIN, 0};
+    struct pollfd pfd = { client->from_fd(), POLLIN, 0 };
     ASSERT_TRUE(m_e->wait_for([&] { return poll(&pfd, 1, 0) > 0; }, 120));
     std::vector<uint64_t> fetched = msg_u64s(recv_msg(client->from_fd()));
     send_msg(client->to_fd(), u64_msg(0));
@@ -868,23 +883,23 @@ TEST_F(ucp_pair, atomics_emulated_on_device_without_atomics)
     for (uint64_t i = 0; i < count; ++i) {
         EXPECT_EQ(i, fetched[i]);
     }
-    EXPECT_EQ(count, command({CMD_READ_U64, 0}));
-    EXPECT_EQ(count, command({CMD_READ_U64, 8}));
+    EXPECT_EQ(count, command({ CMD_READ_U64, 0 }));
+    EXPECT_EQ(count, command({ CMD_READ_U64, 8 }));
 }
 
 /* Wakeup mode: both sides sleep instead of polling (the peer in
  * ucp_worker_wait, this process in poll() on the worker's event fd). */
 TEST_F(ucp_pair, wakeup_mode)
 {
-    scoped_env env(env_vars{{"UCX_RNDV_THRESH", "8k"}});
+    scoped_env env(env_vars{ { "UCX_RNDV_THRESH", "8k" } });
     ASSERT_NO_FATAL_FAILURE(start(true));
-    ASSERT_NO_FATAL_FAILURE(tag_echo({1, 100, 5000, 100000, 1 << 20}));
+    ASSERT_NO_FATAL_FAILURE(tag_echo({ 1, 100, 5000, 100000, 1 << 20 }));
 
     /* Deterministic sleep: arm the idle worker with a receive posted, only
      * then ask the peer to send; the event fd must signal. */
     int efd;
     ASSERT_EQ(UCS_OK, ucp_worker_get_efd(m_e->worker(), &efd));
-    for (size_t len : {64, 200000}) {
+    for (size_t len : { 64, 200000 }) {
         std::vector<char> in(len, 0);
         req_set rs;
         rs.add(tag_recv(m_e->worker(), in.data(), len, 3000));
@@ -896,14 +911,14 @@ TEST_F(ucp_pair, wakeup_mode)
             status = ucp_worker_arm(m_e->worker());
         } while ((status == UCS_ERR_BUSY) && (now_sec() < deadline));
         ASSERT_EQ(UCS_OK, status);
-        send_msg(m_peer->to_fd(), u64s_msg({CMD_TAG_SEND, len, 600 + len}));
-        struct pollfd pfd = {efd, POLLIN, 0};
+        send_msg(m_peer->to_fd(), u64s_msg({ CMD_TAG_SEND, len, 600 + len }));
+        struct pollfd pfd = { efd, POLLIN, 0 };
         ASSERT_EQ(1, poll(&pfd, 1, 10000))
                 << "no wakeup on the event fd for a " << len << " B message";
         ASSERT_TRUE(wait_reqs(rs)) << "receive after the wakeup timed out";
         ASSERT_EQ(UCS_OK, rs.finish());
         EXPECT_EQ(-1, check_data(in.data(), len, 600 + len));
-        struct pollfd cfd = {m_peer->from_fd(), POLLIN, 0};
+        struct pollfd cfd = { m_peer->from_fd(), POLLIN, 0 };
         ASSERT_TRUE(m_e->wait_for([&] { return poll(&cfd, 1, 0) > 0; }, 30));
         EXPECT_EQ(0u, msg_u64(recv_msg(m_peer->from_fd())));
     }
@@ -911,17 +926,18 @@ TEST_F(ucp_pair, wakeup_mode)
     std::vector<std::vector<char>> bufs;
     std::vector<std::vector<uint64_t>> hdrs;
     req_set rs;
-    am_send_all(m_ep, rs, bufs, hdrs, {10, 20000, 300000});
+    am_send_all(m_ep, rs, bufs, hdrs, { 10, 20000, 300000 });
     ASSERT_TRUE(wait_reqs(rs));
     ASSERT_EQ(UCS_OK, rs.finish());
-    EXPECT_EQ(0u, command({CMD_AM_COUNT, 3}));
+    EXPECT_EQ(0u, command({ CMD_AM_COUNT, 3 }));
 }
 
 /* A peer that is killed. */
 class ucp_peer_failure : public testing::Test {
 protected:
-    scoped_env m_env{{{"UCX_DCX_TIMEOUT", "10ms"}, {"UCX_DCX_RETRY_COUNT", "2"},
-                      {"DCXEMU_TIME_SCALE", "0.01"}}};
+    scoped_env m_env{ { { "UCX_DCX_TIMEOUT", "10ms" },
+                        { "UCX_DCX_RETRY_COUNT", "2" },
+                        { "DCXEMU_TIME_SCALE", "0.01" } } };
 };
 
 /* With UCP_ERR_HANDLING_MODE_PEER, a killed peer must be reported to the
@@ -953,7 +969,7 @@ TEST_F(ucp_peer_failure, killed_peer_reported)
  * UCP's keepalive over dcx and reported to the error handler. */
 TEST_F(ucp_peer_failure, idle_peer_found_by_keepalive)
 {
-    scoped_env ka(env_vars{{"UCX_KEEPALIVE_INTERVAL", "50ms"}});
+    scoped_env ka(env_vars{ { "UCX_KEEPALIVE_INTERVAL", "50ms" } });
     child victim("ucp_peer");
     ucp_entity e(all_features);
     ASSERT_TRUE(e.ok());
@@ -989,21 +1005,21 @@ TEST_F(ucp_peer_failure, survivor_unaffected)
     ASSERT_EQ(UCS_OK, connect_peer(e, *victim, &vep, &vhello));
     uint64_t vaddr = vhello.raddr;
     ucp_rkey_h rkey;
-    ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(vep, vhello.packed_rkey.data(),
-                                         &rkey));
+    ASSERT_EQ(UCS_OK,
+              ucp_ep_rkey_unpack(vep, vhello.packed_rkey.data(), &rkey));
     ASSERT_EQ(UCS_OK, connect_peer(e, survivor, &sep));
 
     auto echo = [&](child &c, ucp_ep_h ep, size_t len) {
         std::vector<char> out(len), in(len, 0);
         fill_data(out.data(), len, 0);
-        send_msg(c.to_fd(), u64s_msg({CMD_TAG_ECHO, len}));
+        send_msg(c.to_fd(), u64s_msg({ CMD_TAG_ECHO, len }));
         req_set rs;
         rs.add(tag_send(ep, out.data(), len, 100));
         rs.add(tag_recv(e.worker(), in.data(), len, 2000));
         EXPECT_TRUE(e.wait_for([&] { return rs.done(); }, 30));
         EXPECT_EQ(UCS_OK, rs.finish());
         EXPECT_EQ(-1, check_data(in.data(), len, 1000));
-        struct pollfd pfd = {c.from_fd(), POLLIN, 0};
+        struct pollfd pfd = { c.from_fd(), POLLIN, 0 };
         EXPECT_TRUE(e.wait_for([&] { return poll(&pfd, 1, 0) > 0; }, 30));
         EXPECT_EQ(0u, msg_u64(recv_msg(c.from_fd())));
     };
@@ -1026,12 +1042,12 @@ TEST_F(ucp_peer_failure, survivor_unaffected)
     EXPECT_NE(UCS_OK, status) << "a put to a dead peer succeeded";
     printf("put to the killed peer: %s\n", ucs_status_string(status));
 
-    for (size_t len : {8, 5000, 300000}) {
+    for (size_t len : { 8, 5000, 300000 }) {
         echo(survivor, sep, len);
     }
     ucp_rkey_destroy(rkey);
     e.disconnect(vep, true);
-    send_msg(survivor.to_fd(), u64s_msg({CMD_QUIT}));
+    send_msg(survivor.to_fd(), u64s_msg({ CMD_QUIT }));
     e.disconnect(sep, true);
     EXPECT_EQ(0, survivor.wait(30));
 }
@@ -1059,5 +1075,5 @@ TEST_F(ucp_pair, rma_worker_flush_with_pending_ops)
     EXPECT_TRUE(rs.done()) << "worker flush completed before the puts";
     ASSERT_TRUE(m_e->wait_for([&] { return rs.done(); }, 30));
     ASSERT_EQ(UCS_OK, rs.finish());
-    EXPECT_EQ(0u, command({CMD_CHECK_REGION, 55, region_size, 0}));
+    EXPECT_EQ(0u, command({ CMD_CHECK_REGION, 55, region_size, 0 }));
 }

@@ -9,5 +9,5 @@
 int main(int argc, char **argv)
 {
     dcx_test::select_test_device();
-    return dcx_test::run_suite(argc, argv, "ucp", {{"UCX_TLS", "dcx"}});
+    return dcx_test::run_suite(argc, argv, "ucp", { { "UCX_TLS", "dcx" } });
 }

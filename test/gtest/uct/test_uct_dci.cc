@@ -44,8 +44,8 @@ unsigned dci_outstanding(const uct_dcx_iface_t *iface, uint16_t index)
 struct dci_put : pending_put {
     uint16_t dci = 0;
 
-    dci_put(uct_ep_h ep, uint64_t addr, uct_rkey_t rkey, uint64_t value) :
-        pending_put(ep, addr, rkey, value)
+    dci_put(uct_ep_h ep, uint64_t addr, uct_rkey_t rkey, uint64_t value)
+        : pending_put(ep, addr, rkey, value)
     {
         req.func = [](uct_pending_req_t *self) {
             dci_put *put        = ucs_container_of(self, dci_put, req);
@@ -66,12 +66,13 @@ struct dci_put : pending_put {
  * given back is the next one taken (the free stack). */
 TEST(uct_dci, dcs_take_lowest_first_give_back_lifo)
 {
-    entity e({{"TX_POLICY", "dcs"}, {"NUM_DCI", "4"}});
+    entity e({ { "TX_POLICY", "dcs" }, { "NUM_DCI", "4" } });
     uct_dcx_iface_t *iface = dcx_iface(e);
     uint16_t index;
 
     ASSERT_EQ(4u, iface->tx.pool.size);
-    EXPECT_EQ(1u, iface->tx.pool.num_created) << "only DCI 0 with the interface";
+    EXPECT_EQ(1u, iface->tx.pool.num_created)
+            << "only DCI 0 with the interface";
     EXPECT_TRUE(iface->tx.dci_policy->is_idle(iface));
 
     for (uint16_t expected = 0; expected < 4; ++expected) {
@@ -103,13 +104,13 @@ TEST(uct_dci, dcs_take_lowest_first_give_back_lifo)
  * it back once everything completed. */
 TEST(uct_dci, dcs_endpoint_holds_while_busy)
 {
-    entity sender({{"TX_POLICY", "dcs"}, {"NUM_DCI", "2"}});
+    entity sender({ { "TX_POLICY", "dcs" }, { "NUM_DCI", "2" } });
     entity receiver;
     buffer target(receiver, 64);
     rkey rk(target.packed_rkey());
-    uct_dcx_iface_t *iface = dcx_iface(sender);
-    std::vector<entity*> both = {&sender, &receiver};
-    uint64_t value = 7;
+    uct_dcx_iface_t *iface     = dcx_iface(sender);
+    std::vector<entity *> both = { &sender, &receiver };
+    uint64_t value             = 7;
 
     uct_ep_h a = sender.connect(receiver);
     uct_ep_h b = sender.connect(receiver);
@@ -137,8 +138,8 @@ TEST(uct_dci, dcs_endpoint_holds_while_busy)
  * DCI comes back when the grant completes. */
 TEST(uct_dci, dcs_grant_takes_no_holder)
 {
-    entity e({{"TX_POLICY", "dcs"}, {"NUM_DCI", "2"}});
-    uct_dcx_iface_t *iface                = dcx_iface(e);
+    entity e({ { "TX_POLICY", "dcs" }, { "NUM_DCI", "2" } });
+    uct_dcx_iface_t *iface                 = dcx_iface(e);
     const uct_dcx_dci_policy_ops_t *policy = iface->tx.dci_policy;
     uint16_t index;
 
@@ -171,30 +172,32 @@ TEST(uct_dci, dcs_grant_takes_no_holder)
 TEST(uct_dci, dcs_quota_yields_at_quota)
 {
     const unsigned quota = 6;
-    entity sender({{"TX_POLICY", "dcs_quota"}, {"NUM_DCI", "1"},
-                   {"QUOTA", std::to_string(quota)}, {"TX_QUEUE_LEN", "64"}});
+    entity sender({ { "TX_POLICY", "dcs_quota" },
+                    { "NUM_DCI", "1" },
+                    { "QUOTA", std::to_string(quota) },
+                    { "TX_QUEUE_LEN", "64" } });
     entity receiver;
     buffer target(receiver, 64);
     rkey rk(target.packed_rkey());
-    uct_dcx_iface_t *iface = dcx_iface(sender);
-    std::vector<entity*> both = {&sender, &receiver};
-    uint64_t value = 1;
-    unsigned sent = 0;
+    uct_dcx_iface_t *iface     = dcx_iface(sender);
+    std::vector<entity *> both = { &sender, &receiver };
+    uint64_t value             = 1;
+    unsigned sent              = 0;
 
     ASSERT_EQ(quota, iface->tx.quota);
     EXPECT_TRUE(uct_dcx_iface_dci_quota(iface));
-    uct_ep_h busy = sender.connect(receiver);
+    uct_ep_h busy   = sender.connect(receiver);
     uct_ep_h waiter = sender.connect(receiver);
 
     /* Alone, the holder is not held to its quota. */
     for (unsigned i = 0; i < quota + 2; ++i) {
-        ASSERT_EQ(UCS_OK, uct_ep_put_short(busy, &value, 8, target.addr(),
-                                           rk.get()));
+        ASSERT_EQ(UCS_OK,
+                  uct_ep_put_short(busy, &value, 8, target.addr(), rk.get()));
     }
     ASSERT_TRUE(iface_flushed(both, sender));
 
-    ASSERT_EQ(UCS_OK, uct_ep_put_short(busy, &value, 8, target.addr(),
-                                       rk.get()));
+    ASSERT_EQ(UCS_OK,
+              uct_ep_put_short(busy, &value, 8, target.addr(), rk.get()));
     dci_put ctx(waiter, target.addr() + 8, rk.get(), 2);
     ASSERT_EQ(UCS_ERR_NO_RESOURCE,
               uct_ep_put_short(waiter, &value, 8, ctx.addr, ctx.rkey));
@@ -226,13 +229,13 @@ TEST(uct_dci, rand_endpoints_share)
 {
     const int num_eps = 8;
     failure_record failures;
-    entity sender({{"TX_POLICY", "rand"}, {"NUM_DCI", "2"}}, record_failure,
-                  &failures);
+    entity sender({ { "TX_POLICY", "rand" }, { "NUM_DCI", "2" } },
+                  record_failure, &failures);
     entity receiver;
     buffer target(receiver, 8 * num_eps);
     rkey rk(target.packed_rkey());
-    uct_dcx_iface_t *iface = dcx_iface(sender);
-    std::vector<entity*> both = {&sender, &receiver};
+    uct_dcx_iface_t *iface     = dcx_iface(sender);
+    std::vector<entity *> both = { &sender, &receiver };
     std::vector<uct_ep_h> eps;
     std::vector<int> users(2, 0);
     uint64_t value = 3;

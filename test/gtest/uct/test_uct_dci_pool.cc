@@ -146,7 +146,7 @@ TEST_F(dci_pool, random_against_model)
     std::vector<uint16_t> model; /* idle, top last */
     std::vector<uint16_t> taken;
     unsigned created = 3, model_size = size;
-    bool stopped     = false; /* the pool stops growing at 8 */
+    bool stopped = false; /* the pool stops growing at 8 */
 
     init(size, created);
     for (unsigned i = 0; i < size; ++i) {

@@ -27,9 +27,9 @@ namespace {
 /* The device model the plugin loaded into this process. */
 struct fault_api {
     int (*inject)(enum dcxemu_fault_kind, uint32_t, uint64_t) = nullptr;
-    int (*clear_all)(void)                                     = nullptr;
+    int (*clear_all)(void)                                    = nullptr;
     int (*counters)(int, enum dcxemu_counter_scope,
-                    struct dcxemu_counters*)                   = nullptr;
+                    struct dcxemu_counters *)                 = nullptr;
 
     fault_api()
     {
@@ -61,12 +61,12 @@ struct am_seq {
 
 ucs_status_t am_seq_cb(void *arg, void *data, size_t length, unsigned flags)
 {
-    am_seq *s = (am_seq*)arg;
+    am_seq *s = (am_seq *)arg;
     uint64_t v;
 
     memcpy(&v, data, sizeof(v));
-    s->bad  += (v != s->next);
-    s->next  = v + 1;
+    s->bad += (v != s->next);
+    s->next = v + 1;
     return UCS_OK;
 }
 
@@ -82,10 +82,11 @@ TEST(uct_faults, lost_grant_is_requested_again)
     const int count         = 64;
     const unsigned grant_ms = 200; /* FC_GRANT_TIMEOUT */
     entity receiver(quick_timeout(1));
-    entity sender(config_t{{"FC_WND_SIZE", "8"}, {"FC_REQ_THRESH", "0"},
-                           {"FC_GRANT_TIMEOUT",
-                            std::to_string(grant_ms) + "ms"}});
-    std::vector<entity*> both = {&sender, &receiver};
+    entity sender(config_t{
+            { "FC_WND_SIZE", "8" },
+            { "FC_REQ_THRESH", "0" },
+            { "FC_GRANT_TIMEOUT", std::to_string(grant_ms) + "ms" } });
+    std::vector<entity *> both = { &sender, &receiver };
     am_seq seq;
 
     ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(receiver.iface(), 3, am_seq_cb,
@@ -100,9 +101,10 @@ TEST(uct_faults, lost_grant_is_requested_again)
 
     double start = now_sec();
     for (int i = 0; i < count; ++i) {
-        ASSERT_EQ(UCS_OK, retry(both, [&] {
-            return uct_ep_am_short(ep, 3, i, NULL, 0);
-        })) << "message " << i;
+        ASSERT_EQ(UCS_OK,
+                  retry(both,
+                        [&] { return uct_ep_am_short(ep, 3, i, NULL, 0); }))
+                << "message " << i;
     }
     ASSERT_TRUE(wait_for(both, [&] { return seq.next >= (uint64_t)count; }));
     double elapsed = now_sec() - start;
@@ -119,8 +121,8 @@ TEST(uct_faults, lost_grant_is_requested_again)
     uint64_t retries = after.transport_retries - before.transport_retries;
     uint64_t errors  = after.error_cqes - before.error_cqes;
     EXPECT_GE(retries + errors, 2u)
-            << "the fault did not act: " << retries << " retries, "
-            << errors << " error completions";
+            << "the fault did not act: " << retries << " retries, " << errors
+            << " error completions";
     EXPECT_GE(elapsed, 0.9 * grant_ms / 1000)
             << retries << " retries, " << errors << " error completions";
     ASSERT_TRUE(iface_flushed(both, sender));
@@ -138,7 +140,7 @@ TEST(uct_faults, unreachable_dct_fails_only_its_endpoint)
     entity gone, alive;
     buffer buf_gone(gone, 4096), buf_alive(alive, 4096);
     rkey rk_gone(buf_gone.packed_rkey()), rk_alive(buf_alive.packed_rkey());
-    std::vector<entity*> all = {&sender, &gone, &alive};
+    std::vector<entity *> all = { &sender, &gone, &alive };
     uct_ep_h ep_gone = sender.connect(gone), ep_alive = sender.connect(alive);
 
     ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE, iface_dctn(gone), 1));
@@ -147,11 +149,13 @@ TEST(uct_faults, unreachable_dct_fails_only_its_endpoint)
                                        rk_gone.get()));
     for (uint64_t i = 0; i < 100; ++i) {
         ASSERT_EQ(UCS_OK, retry(all, [&] {
-            return uct_ep_put_short(ep_alive, &i, 8, buf_alive.addr() + 8 * i,
-                                    rk_alive.get());
-        }));
+                      return uct_ep_put_short(ep_alive, &i, 8,
+                                              buf_alive.addr() + 8 * i,
+                                              rk_alive.get());
+                  }));
     }
-    ASSERT_TRUE(wait_for(all, [&] { return !f.eps.empty(); }, 30));
+    ASSERT_TRUE(wait_for(
+            all, [&] { return !f.eps.empty(); }, 30));
     ASSERT_TRUE(iface_flushed(all, sender));
 
     ASSERT_EQ(1u, f.eps.size());
@@ -179,12 +183,12 @@ TEST(uct_faults, keepalive_behind_unsignaled_tail_finds_dead_peer)
     entity peer;
     buffer buf(peer, 4096);
     rkey rk(buf.packed_rkey());
-    std::vector<entity*> all = {&sender, &peer};
-    uct_ep_h ep = sender.connect(peer);
+    std::vector<entity *> all = { &sender, &peer };
+    uct_ep_h ep               = sender.connect(peer);
 
     for (uint64_t i = 1; i <= 3; ++i) {
-        ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &i, 8, buf.addr() + 8 * i,
-                                           rk.get()));
+        ASSERT_EQ(UCS_OK,
+                  uct_ep_put_short(ep, &i, 8, buf.addr() + 8 * i, rk.get()));
     }
     ASSERT_TRUE(wait_for(all, [&] {
         uint64_t v = buf.word(3);
@@ -194,7 +198,8 @@ TEST(uct_faults, keepalive_behind_unsignaled_tail_finds_dead_peer)
 
     ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE, iface_dctn(peer), 1));
     ASSERT_EQ(UCS_OK, uct_ep_check(ep, 0, NULL));
-    ASSERT_TRUE(wait_for(all, [&] { return !f.eps.empty(); }, 30))
+    ASSERT_TRUE(wait_for(
+            all, [&] { return !f.eps.empty(); }, 30))
             << "the keepalive did not find the dead peer";
     ASSERT_EQ(1u, f.eps.size());
     EXPECT_EQ(ep, f.eps[0]);
@@ -213,18 +218,19 @@ TEST(uct_faults, destroyed_dct_fails_only_its_endpoint)
     entity alive;
     buffer buf_alive(alive, 4096);
     rkey rk_alive(buf_alive.packed_rkey());
-    uct_ep_h ep_doomed = sender.connect(*doomed);
-    uct_ep_h ep_alive  = sender.connect(alive);
-    std::vector<entity*> all = {&sender, &alive};
+    uct_ep_h ep_doomed        = sender.connect(*doomed);
+    uct_ep_h ep_alive         = sender.connect(alive);
+    std::vector<entity *> all = { &sender, &alive };
 
     doomed.reset();
     ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_doomed, 1, 0, NULL, 0));
     uint64_t value = 99;
     ASSERT_EQ(UCS_OK, retry(all, [&] {
-        return uct_ep_put_short(ep_alive, &value, 8, buf_alive.addr(),
-                                rk_alive.get());
-    }));
-    ASSERT_TRUE(wait_for(all, [&] { return !f.eps.empty(); }, 30));
+                  return uct_ep_put_short(ep_alive, &value, 8, buf_alive.addr(),
+                                          rk_alive.get());
+              }));
+    ASSERT_TRUE(wait_for(
+            all, [&] { return !f.eps.empty(); }, 30));
     ASSERT_TRUE(iface_flushed(all, sender));
     ASSERT_EQ(1u, f.eps.size());
     EXPECT_EQ(ep_doomed, f.eps[0]);
@@ -247,19 +253,20 @@ TEST(uct_faults, wrong_rkey_fails_only_its_endpoint)
     std::vector<char> wrong_packed = live.packed_rkey();
     wrong_packed[0] ^= 0x5a; /* the key's tag: the key format stays valid */
     rkey stale(wrong_packed), rk_other(buf_other.packed_rkey());
-    uct_ep_h ep_bad   = sender.connect(target);
-    uct_ep_h ep_other = sender.connect(other);
-    std::vector<entity*> all = {&sender, &target, &other};
+    uct_ep_h ep_bad           = sender.connect(target);
+    uct_ep_h ep_other         = sender.connect(other);
+    std::vector<entity *> all = { &sender, &target, &other };
 
     uint64_t value = 0xbad;
-    ASSERT_EQ(UCS_OK, uct_ep_put_short(ep_bad, &value, 8, live.addr(),
-                                       stale.get()));
+    ASSERT_EQ(UCS_OK,
+              uct_ep_put_short(ep_bad, &value, 8, live.addr(), stale.get()));
     value = 0x600d;
     ASSERT_EQ(UCS_OK, retry(all, [&] {
-        return uct_ep_put_short(ep_other, &value, 8, buf_other.addr(),
-                                rk_other.get());
-    }));
-    ASSERT_TRUE(wait_for(all, [&] { return !f.eps.empty(); }, 30));
+                  return uct_ep_put_short(ep_other, &value, 8, buf_other.addr(),
+                                          rk_other.get());
+              }));
+    ASSERT_TRUE(wait_for(
+            all, [&] { return !f.eps.empty(); }, 30));
     ASSERT_TRUE(iface_flushed(all, sender));
     ASSERT_EQ(1u, f.eps.size());
     EXPECT_EQ(ep_bad, f.eps[0]);
@@ -282,8 +289,8 @@ TEST(uct_faults, dropped_deliveries_are_retried)
     entity target;
     buffer buf(target, 4096);
     rkey rk(buf.packed_rkey());
-    uct_ep_h ep = sender.connect(target);
-    std::vector<entity*> all = {&sender, &target};
+    uct_ep_h ep                   = sender.connect(target);
+    std::vector<entity *> all     = { &sender, &target };
     struct dcxemu_counters before = {}, after = {};
 
     ASSERT_EQ(0, api.counters(0, DCXEMU_SCOPE_PROCESS, &before));
@@ -308,12 +315,13 @@ TEST(uct_faults, rand_error_fails_sharers_and_resets_dci)
     fault_api api;
     ASSERT_NE(nullptr, api.inject);
     failure_record f;
-    entity sender(quick_timeout(1, {{"TX_POLICY", "rand"}, {"NUM_DCI", "1"}}),
+    entity sender(quick_timeout(1, { { "TX_POLICY", "rand" },
+                                     { "NUM_DCI", "1" } }),
                   record_failure, &f);
     entity gone, other;
     buffer buf_gone(gone, 4096), buf_other(other, 4096);
     rkey rk_gone(buf_gone.packed_rkey()), rk_other(buf_other.packed_rkey());
-    std::vector<entity*> all = {&sender, &gone, &other};
+    std::vector<entity *> all = { &sender, &gone, &other };
     uct_ep_h ep_gone = sender.connect(gone), ep_other = sender.connect(other);
 
     EXPECT_FALSE(sender.attr().cap.flags &
@@ -340,11 +348,11 @@ TEST(uct_faults, rand_error_fails_sharers_and_resets_dci)
 
     /* A new endpoint on the reset DCI works. */
     uct_ep_h ep_new = sender.connect(other);
-    value = 77;
+    value           = 77;
     ASSERT_EQ(UCS_OK, retry(all, [&] {
-        return uct_ep_put_short(ep_new, &value, 8, buf_other.addr(),
-                                rk_other.get());
-    }));
+                  return uct_ep_put_short(ep_new, &value, 8, buf_other.addr(),
+                                          rk_other.get());
+              }));
     ASSERT_TRUE(iface_flushed(all, sender, 30));
     uint64_t got = buf_other.word(0);
     EXPECT_EQ(77u, got);
@@ -360,8 +368,7 @@ std::vector<std::string> logged_failures;
 
 /* Keeps the messages about failed DCIs ("dcx: dci ..."). */
 ucs_log_func_rc_t catch_dci_failure(const char *file, unsigned line,
-                                    const char *function,
-                                    ucs_log_level_t level,
+                                    const char *function, ucs_log_level_t level,
                                     const ucs_log_component_config_t *comp,
                                     const char *message, va_list ap)
 {
@@ -391,9 +398,9 @@ TEST(uct_faults, error_completion_reports_vendor_error)
     entity bad;
     buffer buf_bad(bad, 4096), src(sender, 4096);
     rkey rk_bad(buf_bad.packed_rkey());
-    std::vector<entity*> all = {&sender, &bad};
-    uct_ep_h ep_bad = sender.connect(bad);
-    ucs_log_level_t saved = ucs_global_opts.log_component.log_level;
+    std::vector<entity *> all = { &sender, &bad };
+    uct_ep_h ep_bad           = sender.connect(bad);
+    ucs_log_level_t saved     = ucs_global_opts.log_component.log_level;
 
     ASSERT_EQ(0, api.inject(DCXEMU_FAULT_FORCE_STATUS, iface_dctn(bad),
                             IBV_WC_REM_OP_ERR));
@@ -401,11 +408,12 @@ TEST(uct_faults, error_completion_reports_vendor_error)
     ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_DIAG;
     ucs_log_push_handler(catch_dci_failure);
     test_comp comp;
-    uct_iov_t iov = {src.ptr(), 4096, src.memh(), 0, 1};
+    uct_iov_t iov       = { src.ptr(), 4096, src.memh(), 0, 1 };
     ucs_status_t status = uct_ep_put_zcopy(ep_bad, &iov, 1, buf_bad.addr(),
                                            rk_bad.get(), &comp.uct);
-    bool done = (status == UCS_INPROGRESS) &&
-                wait_for(all, [&] { return comp.done != 0; }, 30);
+    bool done           = (status == UCS_INPROGRESS) &&
+                wait_for(
+                        all, [&] { return comp.done != 0; }, 30);
     ucs_log_pop_handler();
     ucs_global_opts.log_component.log_level = saved;
 
@@ -414,8 +422,7 @@ TEST(uct_faults, error_completion_reports_vendor_error)
     EXPECT_EQ(UCS_ERR_CONNECTION_RESET, comp.status);
     ASSERT_EQ(1u, logged_failures.size());
     /* mlx5's syndrome for a remote operation error */
-    EXPECT_NE(std::string::npos,
-              logged_failures[0].find("(vendor error 0x14)"))
+    EXPECT_NE(std::string::npos, logged_failures[0].find("(vendor error 0x14)"))
             << logged_failures[0];
     ASSERT_TRUE(iface_flushed(all, sender, 30));
     uct_ep_destroy(ep_bad);
@@ -431,28 +438,30 @@ TEST(uct_faults, forced_status_fails_only_its_endpoint)
     fault_api api;
     ASSERT_NE(nullptr, api.inject);
     failure_record f;
-    entity sender(config_t{{"NUM_DCI", "2"}}, record_failure, &f);
+    entity sender(config_t{ { "NUM_DCI", "2" } }, record_failure, &f);
     entity bad, good;
     buffer buf_bad(bad, 4096), buf_good(good, 4096), src(sender, 4096);
     rkey rk_bad(buf_bad.packed_rkey()), rk_good(buf_good.packed_rkey());
-    std::vector<entity*> all = {&sender, &bad, &good};
+    std::vector<entity *> all = { &sender, &bad, &good };
     uct_ep_h ep_bad = sender.connect(bad), ep_good = sender.connect(good);
 
     ASSERT_EQ(0, api.inject(DCXEMU_FAULT_FORCE_STATUS, iface_dctn(bad),
                             IBV_WC_REM_OP_ERR));
     memset(src.ptr(), 0x3c, 4096);
     test_comp comp;
-    uct_iov_t iov = {src.ptr(), 4096, src.memh(), 0, 1};
+    uct_iov_t iov       = { src.ptr(), 4096, src.memh(), 0, 1 };
     ucs_status_t status = uct_ep_put_zcopy(ep_bad, &iov, 1, buf_bad.addr(),
                                            rk_bad.get(), &comp.uct);
     ASSERT_EQ(UCS_INPROGRESS, status);
     for (uint64_t i = 0; i < 50; ++i) {
         ASSERT_EQ(UCS_OK, retry(all, [&] {
-            return uct_ep_put_short(ep_good, &i, 8, buf_good.addr() + 8 * i,
-                                    rk_good.get());
-        }));
+                      return uct_ep_put_short(ep_good, &i, 8,
+                                              buf_good.addr() + 8 * i,
+                                              rk_good.get());
+                  }));
     }
-    ASSERT_TRUE(wait_for(all, [&] { return comp.done != 0; }, 30));
+    ASSERT_TRUE(wait_for(
+            all, [&] { return comp.done != 0; }, 30));
     EXPECT_EQ(UCS_ERR_CONNECTION_RESET, comp.status);
     ASSERT_TRUE(iface_flushed(all, sender, 30));
     ASSERT_EQ(1u, f.eps.size());
@@ -468,8 +477,8 @@ TEST(uct_faults, forced_status_fails_only_its_endpoint)
     uct_ep_h ep_again = sender.connect(bad);
     test_comp comp2;
     status = retry(all, [&] {
-        return uct_ep_put_zcopy(ep_again, &iov, 1, buf_bad.addr(),
-                                rk_bad.get(), &comp2.uct);
+        return uct_ep_put_zcopy(ep_again, &iov, 1, buf_bad.addr(), rk_bad.get(),
+                                &comp2.uct);
     });
     status = wait_comp(all, status, comp2);
     EXPECT_EQ(UCS_OK, status);
@@ -484,8 +493,8 @@ namespace {
 /* One completion per operation: count 1, so a second call shows as -1. */
 struct cancel_comp {
     uct_completion_t uct;
-    int              calls  = 0;
-    ucs_status_t     status = UCS_INPROGRESS;
+    int calls           = 0;
+    ucs_status_t status = UCS_INPROGRESS;
 };
 
 void cancel_comp_cb(uct_completion_t *self)
@@ -498,7 +507,7 @@ void cancel_comp_cb(uct_completion_t *self)
 
 void unpack_count_cb(void *arg, const void *data, size_t length)
 {
-    ++*(int*)arg;
+    ++*(int *)arg;
 }
 
 /* Zero-copy puts, a get_bcopy and a fetching atomic to a DCT that does not
@@ -506,12 +515,11 @@ void unpack_count_cb(void *arg, const void *data, size_t length)
  * all outstanding when the caller destroys the endpoint or the interface. */
 struct stuck_ops {
     static const int num_zcopy = 8;
-    cancel_comp      zcopy[num_zcopy], get, amo;
-    int              unpacked = 0;
-    uint64_t         result   = 0x5e7u;
+    cancel_comp zcopy[num_zcopy], get, amo;
+    int unpacked    = 0;
+    uint64_t result = 0x5e7u;
 
-    void post(uct_ep_h ep, const buffer &src, const buffer &dst,
-              const rkey &rk)
+    void post(uct_ep_h ep, const buffer &src, const buffer &dst, const rkey &rk)
     {
         for (cancel_comp *c : all()) {
             c->uct.func   = cancel_comp_cb;
@@ -519,7 +527,7 @@ struct stuck_ops {
             c->uct.status = UCS_OK;
         }
         for (int i = 0; i < num_zcopy; ++i) {
-            uct_iov_t iov = {src.ptr() + 256 * i, 256, src.memh(), 0, 1};
+            uct_iov_t iov = { src.ptr() + 256 * i, 256, src.memh(), 0, 1 };
             ASSERT_EQ(UCS_INPROGRESS,
                       uct_ep_put_zcopy(ep, &iov, 1, dst.addr() + 256 * i,
                                        rk.get(), &zcopy[i].uct));
@@ -529,13 +537,12 @@ struct stuck_ops {
                                    dst.addr(), rk.get(), &get.uct));
         ASSERT_EQ(UCS_INPROGRESS,
                   uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 1, &result,
-                                        dst.addr() + 4096, rk.get(),
-                                        &amo.uct));
+                                        dst.addr() + 4096, rk.get(), &amo.uct));
     }
 
-    std::vector<cancel_comp*> all()
+    std::vector<cancel_comp *> all()
     {
-        std::vector<cancel_comp*> v = {&get, &amo};
+        std::vector<cancel_comp *> v = { &get, &amo };
         for (cancel_comp &c : zcopy) {
             v.push_back(&c);
         }
@@ -569,8 +576,8 @@ TEST(uct_faults, ep_destroy_cancels_outstanding_ops)
     buffer dst(receiver, 8192);
     rkey rk(dst.packed_rkey());
     std::unique_ptr<buffer> src(new buffer(*sender, 4096, 0x11));
-    std::vector<entity*> both = {sender.get(), &receiver};
-    uct_ep_h ep = sender->connect(receiver);
+    std::vector<entity *> both = { sender.get(), &receiver };
+    uct_ep_h ep                = sender->connect(receiver);
     stuck_ops ops;
 
     ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE, iface_dctn(receiver),
@@ -634,7 +641,7 @@ TEST(uct_faults, flush_cancel_completes_outstanding_ops)
     fault_api api;
     ASSERT_NE(nullptr, api.inject);
 
-    for (const char *policy : {"dcs_quota", "dcs", "rand"}) {
+    for (const char *policy : { "dcs_quota", "dcs", "rand" }) {
         SCOPED_TRACE(policy);
         failure_record f;
         /* dcs policies: one try lasts longer than the wait below (1000 s,
@@ -642,20 +649,21 @@ TEST(uct_faults, flush_cancel_completes_outstanding_ops)
          * for the transport timeout cannot complete within it. rand: the
          * cancel is seen at once, before the peer answers again. */
         bool rand_policy = std::string(policy) == "rand";
-        entity sender(config_t{{"TX_POLICY", policy}, {"NUM_DCI", "1"},
-                               {"TIMEOUT", rand_policy ? "1s" : "1000s"}},
+        entity sender(config_t{ { "TX_POLICY", policy },
+                                { "NUM_DCI", "1" },
+                                { "TIMEOUT", rand_policy ? "1s" : "1000s" } },
                       record_failure, &f);
         entity stuck, other;
         buffer dst(stuck, 8192), dst_other(other, 4096);
         rkey rk(dst.packed_rkey()), rk_other(dst_other.packed_rkey());
         buffer src(sender, 4096, 0x33);
-        std::vector<entity*> all = {&sender, &stuck, &other};
-        uct_ep_h ep = sender.connect(stuck);
+        std::vector<entity *> all = { &sender, &stuck, &other };
+        uct_ep_h ep               = sender.connect(stuck);
         stuck_ops ops;
         cancel_comp flush;
 
-        ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE,
-                                iface_dctn(stuck), 1));
+        ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE, iface_dctn(stuck),
+                                1));
         ops.post(ep, src, dst, rk);
         sender.progress();
         for (cancel_comp *c : ops.all()) {
@@ -673,22 +681,23 @@ TEST(uct_faults, flush_cancel_completes_outstanding_ops)
             ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE,
                                     iface_dctn(stuck), 0));
         }
-        ASSERT_TRUE(wait_for(all, [&] { return flush.calls > 0; }, 30))
+        ASSERT_TRUE(wait_for(
+                all, [&] { return flush.calls > 0; }, 30))
                 << "cancel waited for the timeout";
         ops.expect_cancelled("after the flush");
         EXPECT_EQ(1, flush.calls);
         EXPECT_TRUE(f.eps.empty()) << "a cancel was reported as a failure";
         uct_ep_destroy(ep);
-        ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE,
-                                iface_dctn(stuck), 0));
+        ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DCT_UNREACHABLE, iface_dctn(stuck),
+                                0));
 
         /* The (only) DCI serves the next endpoint. */
         uct_ep_h ep_other = sender.connect(other);
         uint64_t value    = 0xc0ffee;
         ASSERT_EQ(UCS_OK, retry(all, [&] {
-            return uct_ep_put_short(ep_other, &value, 8, dst_other.addr(),
-                                    rk_other.get());
-        }));
+                      return uct_ep_put_short(ep_other, &value, 8,
+                                              dst_other.addr(), rk_other.get());
+                  }));
         ASSERT_TRUE(iface_flushed(all, sender, 30));
         uint64_t got = dst_other.word(0);
         EXPECT_EQ(0xc0ffeeu, got);
@@ -707,27 +716,29 @@ namespace {
  * while the local-only registration is cached, takes puts. */
 void check_registration_rights(const char *rcache)
 {
-    std::unique_ptr<scoped_env> env(new scoped_env(
-            {{"UCX_DCX_RCACHE", rcache}, {"UCX_DCX_REG_ACCESS", "requested"}}));
+    std::unique_ptr<scoped_env> env(
+            new scoped_env({ { "UCX_DCX_RCACHE", rcache },
+                             { "UCX_DCX_REG_ACCESS", "requested" } }));
     failure_record f;
     entity sender(config_t(), record_failure, &f);
     entity target;
     env.reset();
-    std::vector<entity*> all = {&sender, &target};
+    std::vector<entity *> all = { &sender, &target };
     buffer local(target, 4096, 0,
                  UCT_MD_MEM_ACCESS_LOCAL_READ | UCT_MD_MEM_ACCESS_LOCAL_WRITE);
     buffer get_only(target, 4096, 0, UCT_MD_MEM_ACCESS_REMOTE_GET);
     uint64_t value = 0xbad, got;
 
-    for (const buffer *b : {&local, &get_only}) {
+    for (const buffer *b : { &local, &get_only }) {
         rkey rk(b->packed_rkey());
-        uct_ep_h ep = sender.connect(target);
+        uct_ep_h ep   = sender.connect(target);
         size_t before = f.eps.size();
-        ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &value, 8, b->addr(),
-                                           rk.get()));
-        ASSERT_TRUE(wait_for(all, [&] { return f.eps.size() > before; },
-                             30)) << "a put into memory without put rights "
-                                     "succeeded (RCACHE=" << rcache << ")";
+        ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &value, 8, b->addr(), rk.get()));
+        ASSERT_TRUE(wait_for(
+                all, [&] { return f.eps.size() > before; }, 30))
+                << "a put into memory without put rights "
+                   "succeeded (RCACHE="
+                << rcache << ")";
         EXPECT_EQ(ep, f.eps.back());
         EXPECT_EQ(UCS_ERR_CONNECTION_RESET, f.statuses.back());
         got = b->word(0);
@@ -747,8 +758,9 @@ void check_registration_rights(const char *rcache)
         size_t before = f.eps.size();
         value         = 0x600d;
         ASSERT_EQ(UCS_OK, retry(all, [&] {
-            return uct_ep_put_short(ep, &value, 8, local.addr(), rk.get());
-        }));
+                      return uct_ep_put_short(ep, &value, 8, local.addr(),
+                                              rk.get());
+                  }));
         ASSERT_TRUE(iface_flushed(all, sender));
         EXPECT_EQ(before, f.eps.size());
         got = local.word(0);
@@ -778,14 +790,14 @@ void put_into_local_only(const char *reg_access, bool *arrived)
 {
     env_vars vars;
     if (reg_access != NULL) {
-        vars.push_back({"UCX_DCX_REG_ACCESS", reg_access});
+        vars.push_back({ "UCX_DCX_REG_ACCESS", reg_access });
     }
     std::unique_ptr<scoped_env> env(new scoped_env(vars));
     failure_record f;
     entity sender(config_t(), record_failure, &f);
     entity target;
     env.reset();
-    std::vector<entity*> all = {&sender, &target};
+    std::vector<entity *> all = { &sender, &target };
     buffer local(target, 4096, 0,
                  UCT_MD_MEM_ACCESS_LOCAL_READ | UCT_MD_MEM_ACCESS_LOCAL_WRITE);
     rkey rk(local.packed_rkey());
@@ -797,7 +809,7 @@ void put_into_local_only(const char *reg_access, bool *arrived)
         return !f.eps.empty() ||
                (uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK);
     }));
-    got = local.word(0);
+    got      = local.word(0);
     *arrived = f.eps.empty() && (got == value);
     EXPECT_TRUE(*arrived || (got == 0)) << "a failed put wrote the memory";
     uct_ep_destroy(ep);
@@ -831,16 +843,16 @@ struct hostile_am_record {
     std::vector<size_t> lengths;
 };
 
-ucs_status_t hostile_am_handler(void *arg, void *data, size_t length,
-                                unsigned flags)
+ucs_status_t
+hostile_am_handler(void *arg, void *data, size_t length, unsigned flags)
 {
-    ((hostile_am_record*)arg)->lengths.push_back(length);
+    ((hostile_am_record *)arg)->lengths.push_back(length);
     return UCS_OK;
 }
 
 void hostile_progress(void *arg)
 {
-    ((entity*)arg)->progress();
+    ((entity *)arg)->progress();
 }
 
 } // namespace
@@ -856,9 +868,9 @@ TEST(uct_faults, receive_without_immediate_is_dropped)
 
     ASSERT_NE(nullptr, receiver.iface());
     for (uint8_t id = 0; id < UCT_AM_ID_MAX; ++id) {
-        ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(receiver.iface(), id,
-                                                   hostile_am_handler, &rec,
-                                                   0));
+        ASSERT_EQ(UCS_OK,
+                  uct_iface_set_am_handler(receiver.iface(), id,
+                                           hostile_am_handler, &rec, 0));
     }
     if (!opened) {
         dcx_fuzz_emu_open(&peer, 4096, 1, 1);
@@ -881,9 +893,9 @@ TEST(uct_faults, receive_without_immediate_is_dropped)
         ASSERT_EQ(0, ibv_wr_complete(peer.qpx));
         EXPECT_EQ(0, dcx_fuzz_emu_drain(&peer, hostile_progress, &receiver))
                 << "the message did not arrive";
-        std::vector<entity*> me = {&receiver};
-        wait_for(me, [&] { return rec.lengths.size() > (size_t)with_imm; },
-                 1.0);
+        std::vector<entity *> me = { &receiver };
+        wait_for(
+                me, [&] { return rec.lengths.size() > (size_t)with_imm; }, 1.0);
         EXPECT_EQ((size_t)with_imm, rec.lengths.size())
                 << (with_imm ? "a message with an id was not delivered" :
                                "a message without immediate data was "
@@ -893,13 +905,13 @@ TEST(uct_faults, receive_without_immediate_is_dropped)
 
 namespace {
 
-#define FATAL_CHECK(_cond, _code) \
-    do { \
-        if (!(_cond)) { \
+#define FATAL_CHECK(_cond, _code)                                        \
+    do {                                                                 \
+        if (!(_cond)) {                                                  \
             fprintf(stderr, "device_fatal child: %s failed (line %d)\n", \
-                    #_cond, __LINE__); \
-            return (_code); \
-        } \
+                    #_cond, __LINE__);                                   \
+            return (_code);                                              \
+        }                                                                \
     } while (0)
 
 } // namespace
@@ -920,9 +932,9 @@ DCX_CHILD_ROLE(device_fatal)
     auto device_fatal = emu_sym<fatal_fn_t>("dcxemu_device_fatal");
     FATAL_CHECK(device_fatal != nullptr, 3);
 
-    entity sender(config_t{{"TX_POLICY", policy}}, record_failure, &f);
+    entity sender(config_t{ { "TX_POLICY", policy } }, record_failure, &f);
     entity receiver;
-    std::vector<entity*> both = {&sender, &receiver};
+    std::vector<entity *> both = { &sender, &receiver };
     buffer dst(receiver, 8192);
     rkey rk(dst.packed_rkey());
     buffer src(sender, 4096, 0x33);
@@ -931,22 +943,24 @@ DCX_CHILD_ROLE(device_fatal)
     FATAL_CHECK((busy != nullptr) && (idle != nullptr), 4);
 
     /* Everything to the receiver's DCT waits 5 s before it executes. */
-    FATAL_CHECK(api.inject(DCXEMU_FAULT_DELAY, iface_dctn(receiver),
-                           5000000) == 0, 5);
+    FATAL_CHECK(api.inject(DCXEMU_FAULT_DELAY, iface_dctn(receiver), 5000000) ==
+                        0,
+                5);
     const int num_zcopy = 4;
     cancel_comp zcopy[num_zcopy], flush;
     for (int i = 0; i < num_zcopy; ++i) {
         zcopy[i].uct.func   = cancel_comp_cb;
         zcopy[i].uct.count  = 1;
         zcopy[i].uct.status = UCS_OK;
-        uct_iov_t iov = {src.ptr() + 256 * i, 256, src.memh(), 0, 1};
+        uct_iov_t iov       = { src.ptr() + 256 * i, 256, src.memh(), 0, 1 };
         FATAL_CHECK(uct_ep_put_zcopy(busy, &iov, 1, dst.addr() + 256 * i,
-                                     rk.get(), &zcopy[i].uct) ==
-                    UCS_INPROGRESS, 6);
+                                     rk.get(), &zcopy[i].uct) == UCS_INPROGRESS,
+                    6);
     }
     uint64_t value = 7;
     FATAL_CHECK(uct_ep_put_short(busy, &value, 8, dst.addr() + 4096,
-                                 rk.get()) == UCS_OK, 7);
+                                 rk.get()) == UCS_OK,
+                7);
     flush.uct.func   = cancel_comp_cb;
     flush.uct.count  = 1;
     flush.uct.status = UCS_OK;
@@ -959,7 +973,9 @@ DCX_CHILD_ROLE(device_fatal)
     /* The busy endpoint fails through the error handler, its operations and
      * its flush complete with the error: nothing waits for completions that
      * never come. */
-    FATAL_CHECK(wait_for(both, [&] { return flush.calls > 0; }, 10), 11);
+    FATAL_CHECK(wait_for(
+                        both, [&] { return flush.calls > 0; }, 10),
+                11);
     if ((policy != "rand") && (policy != "hw_dcs")) {
         /* (rand, hw_dcs: endpoints sharing a DCI learn at their next
          * operation) */
@@ -968,25 +984,31 @@ DCX_CHILD_ROLE(device_fatal)
     }
     for (int i = 0; i < num_zcopy; ++i) {
         FATAL_CHECK((zcopy[i].calls == 1) &&
-                    (zcopy[i].status == UCS_ERR_IO_ERROR), 14);
+                            (zcopy[i].status == UCS_ERR_IO_ERROR),
+                    14);
     }
     FATAL_CHECK(flush.status == UCS_ERR_IO_ERROR, 15);
 
     /* New work is refused with the error, on the failed endpoint, on the
      * idle one (which fails now) and on one created after the failure. */
     FATAL_CHECK(uct_ep_put_short(busy, &value, 8, dst.addr(), rk.get()) ==
-                UCS_ERR_IO_ERROR, 16);
+                        UCS_ERR_IO_ERROR,
+                16);
     FATAL_CHECK(uct_ep_put_short(idle, &value, 8, dst.addr(), rk.get()) ==
-                UCS_ERR_IO_ERROR, 17);
+                        UCS_ERR_IO_ERROR,
+                17);
     FATAL_CHECK((f.eps.size() == 2) && (f.eps[0] == busy) &&
-                (f.eps[1] == idle) && (f.statuses[0] == UCS_ERR_IO_ERROR) &&
-                (f.statuses[1] == UCS_ERR_IO_ERROR), 18);
+                        (f.eps[1] == idle) &&
+                        (f.statuses[0] == UCS_ERR_IO_ERROR) &&
+                        (f.statuses[1] == UCS_ERR_IO_ERROR),
+                18);
     FATAL_CHECK(uct_ep_am_short(idle, 1, 0, NULL, 0) == UCS_ERR_IO_ERROR, 19);
     FATAL_CHECK(uct_ep_flush(idle, 0, NULL) == UCS_ERR_IO_ERROR, 20);
     uct_ep_h late = sender.connect(receiver);
     FATAL_CHECK(late != nullptr, 21);
     FATAL_CHECK(uct_ep_put_short(late, &value, 8, dst.addr(), rk.get()) ==
-                UCS_ERR_IO_ERROR, 22);
+                        UCS_ERR_IO_ERROR,
+                22);
 
     /* The interface flushes: nothing of it is left outstanding. */
     FATAL_CHECK(iface_flushed(both, sender, 10), 23);
@@ -1005,8 +1027,8 @@ DCX_CHILD_ROLE(device_fatal)
  * waiting for completions that never come; later sends are refused. */
 TEST(uct_faults, device_fatal_fails_endpoints_and_flushes)
 {
-    for (const char *policy : {"dcs", "dcs_quota", "rand", "hw_dcs"}) {
-        child c("device_fatal", {policy});
+    for (const char *policy : { "dcs", "dcs_quota", "rand", "hw_dcs" }) {
+        child c("device_fatal", { policy });
         EXPECT_EQ(0, c.wait(60)) << "policy " << policy;
     }
 }
@@ -1019,7 +1041,7 @@ DCX_CHILD_ROLE(rd_atomic_dc)
 {
     setenv("UCX_DCX_DEVX", args.empty() ? "try" : args[0].c_str(), 1);
     entity sender, receiver;
-    std::vector<entity*> both = {&sender, &receiver};
+    std::vector<entity *> both = { &sender, &receiver };
     buffer dst(receiver, 4096, 0x44), src(sender, 4096);
     rkey rk(dst.packed_rkey());
     uct_ep_h ep = sender.connect(receiver);
@@ -1032,15 +1054,18 @@ DCX_CHILD_ROLE(rd_atomic_dc)
         gets[i].uct.func   = cancel_comp_cb;
         gets[i].uct.count  = 1;
         gets[i].uct.status = UCS_OK;
-        uct_iov_t iov = {src.ptr() + 128 * i, 128, src.memh(), 0, 1};
-        FATAL_CHECK(retry(both, [&] {
-            return uct_ep_get_zcopy(ep, &iov, 1, dst.addr() + 128 * i,
-                                    rk.get(), &gets[i].uct);
-        }) == UCS_INPROGRESS, 3);
+        uct_iov_t iov      = { src.ptr() + 128 * i, 128, src.memh(), 0, 1 };
+        FATAL_CHECK(retry(both,
+                          [&] {
+                              return uct_ep_get_zcopy(ep, &iov, 1,
+                                                      dst.addr() + 128 * i,
+                                                      rk.get(), &gets[i].uct);
+                          }) == UCS_INPROGRESS,
+                    3);
     }
-    amo.uct.func   = cancel_comp_cb;
-    amo.uct.count  = 1;
-    amo.uct.status = UCS_OK;
+    amo.uct.func        = cancel_comp_cb;
+    amo.uct.count       = 1;
+    amo.uct.status      = UCS_OK;
     ucs_status_t status = retry(both, [&] {
         return uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 1, &result,
                                      dst.addr() + 2048, rk.get(), &amo.uct);
@@ -1050,14 +1075,18 @@ DCX_CHILD_ROLE(rd_atomic_dc)
         amo.calls  = 1;
         amo.status = UCS_OK;
     }
-    FATAL_CHECK(wait_for(both, [&] {
-        for (auto &g : gets) {
-            if (g.calls == 0) {
-                return false;
-            }
-        }
-        return amo.calls > 0;
-    }, 20), 5);
+    FATAL_CHECK(wait_for(
+                        both,
+                        [&] {
+                            for (auto &g : gets) {
+                                if (g.calls == 0) {
+                                    return false;
+                                }
+                            }
+                            return amo.calls > 0;
+                        },
+                        20),
+                5);
     for (auto &g : gets) {
         FATAL_CHECK(g.status == UCS_OK, 6);
     }
@@ -1074,9 +1103,9 @@ DCX_CHILD_ROLE(rd_atomic_dc)
  * it the DCI finds it (the device refuses more with EINVAL). */
 TEST(uct_faults, dc_rd_atomic_depth_below_rc_limit)
 {
-    for (const char *devx : {"try", "no"}) {
+    for (const char *devx : { "try", "no" }) {
         /* Only children attach to the device anew. */
-        child c("rd_atomic_dc", {devx}, {{"DCXEMU_LOG_MAX_RA_DC", "1"}});
+        child c("rd_atomic_dc", { devx }, { { "DCXEMU_LOG_MAX_RA_DC", "1" } });
         EXPECT_EQ(0, c.wait(60)) << "UCX_DCX_DEVX=" << devx;
     }
 }
@@ -1087,8 +1116,7 @@ int dci_refusals = 0;
 
 /* Counts the diagnostics of DCIs the device refused as too large. */
 ucs_log_func_rc_t count_dci_refusal(const char *file, unsigned line,
-                                    const char *function,
-                                    ucs_log_level_t level,
+                                    const char *function, ucs_log_level_t level,
                                     const ucs_log_component_config_t *comp,
                                     const char *message, va_list ap)
 {
@@ -1113,20 +1141,21 @@ TEST(uct_faults, dci_queue_beyond_wqebb_limit_is_shortened)
 {
     ucs_log_level_t level = ucs_global_opts.log_component.log_level;
     ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_DIAG;
-    dci_refusals = 0;
+    dci_refusals                            = 0;
     ucs_log_push_handler(count_dci_refusal);
     {
-        entity sender(config_t{{"TX_QUEUE_LEN", "32768"}, {"NUM_DCI", "2"}});
+        entity sender(
+                config_t{ { "TX_QUEUE_LEN", "32768" }, { "NUM_DCI", "2" } });
         entity receiver;
-        std::vector<entity*> both = {&sender, &receiver};
+        std::vector<entity *> both = { &sender, &receiver };
         buffer dst(receiver, 8 * 256);
         rkey rk(dst.packed_rkey());
         uct_ep_h ep = sender.connect(receiver);
         for (uint64_t i = 0; i < 256; ++i) {
             ASSERT_EQ(UCS_OK, retry(both, [&] {
-                return uct_ep_put_short(ep, &i, 8, dst.addr() + 8 * i,
-                                        rk.get());
-            }));
+                          return uct_ep_put_short(ep, &i, 8, dst.addr() + 8 * i,
+                                                  rk.get());
+                      }));
         }
         ASSERT_TRUE(iface_flushed(both, sender));
         for (uint64_t i = 0; i < 256; ++i) {
@@ -1152,26 +1181,25 @@ TEST(uct_faults, hw_dcs_stalled_peer_holds_back_only_its_stream)
     fault_api api;
     ASSERT_NE(nullptr, api.inject);
 
-    for (const char *channels : {"32", "1"}) {
+    for (const char *channels : { "32", "1" }) {
         SCOPED_TRACE(std::string("NUM_DCI_CHANNELS=") + channels);
         const bool streams = std::string(channels) != "1";
-        entity sender(config_t{{"TX_POLICY", "hw_dcs"},
-                               {"NUM_DCI_CHANNELS", channels}});
+        entity sender(config_t{ { "TX_POLICY", "hw_dcs" },
+                                { "NUM_DCI_CHANNELS", channels } });
         entity slow, fast;
         buffer dst_slow(slow, 4096), dst_fast(fast, 4096);
         rkey rk_slow(dst_slow.packed_rkey()), rk_fast(dst_fast.packed_rkey());
         buffer src(sender, 4096, 0x5a);
-        std::vector<entity*> all = {&sender, &slow, &fast};
-        uct_ep_h ep_slow = sender.connect(slow);
-        uct_ep_h ep_fast = sender.connect(fast);
+        std::vector<entity *> all = { &sender, &slow, &fast };
+        uct_ep_h ep_slow          = sender.connect(slow);
+        uct_ep_h ep_fast          = sender.connect(fast);
         cancel_comp comp_slow, comp_fast;
 
-        comp_slow.uct = {cancel_comp_cb, 1, UCS_OK};
-        comp_fast.uct = {cancel_comp_cb, 1, UCS_OK};
+        comp_slow.uct = { cancel_comp_cb, 1, UCS_OK };
+        comp_fast.uct = { cancel_comp_cb, 1, UCS_OK };
         /* Everything to the slow peer's DCT waits 4 s before it executes. */
-        ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DELAY, iface_dctn(slow),
-                                4000000));
-        uct_iov_t iov = {src.ptr(), 256, src.memh(), 0, 1};
+        ASSERT_EQ(0, api.inject(DCXEMU_FAULT_DELAY, iface_dctn(slow), 4000000));
+        uct_iov_t iov = { src.ptr(), 256, src.memh(), 0, 1 };
         ASSERT_EQ(UCS_INPROGRESS,
                   uct_ep_put_zcopy(ep_slow, &iov, 1, dst_slow.addr(),
                                    rk_slow.get(), &comp_slow.uct));

@@ -69,11 +69,14 @@ protected:
         }
     }
 
-    uct_dcx_tx_counters_t counters() { return tx_counters(m_sender->iface()); }
+    uct_dcx_tx_counters_t counters()
+    {
+        return tx_counters(m_sender->iface());
+    }
 
     std::unique_ptr<buffer> m_target;
-    std::unique_ptr<rkey>   m_rkey;
-    std::vector<uct_ep_h>   m_eps;
+    std::unique_ptr<rkey> m_rkey;
+    std::vector<uct_ep_h> m_eps;
 };
 
 /* A stream of puts asks for one completion per window, and the device
@@ -104,7 +107,7 @@ TEST_P(uct_moderation, off_signals_every_request)
 {
     const unsigned count = 200;
 
-    ASSERT_NO_FATAL_FAILURE(start({{"TX_CQ_MODERATION", "1"}}));
+    ASSERT_NO_FATAL_FAILURE(start({ { "TX_CQ_MODERATION", "1" } }));
     uct_ep_h ep = connect();
     ASSERT_NO_FATAL_FAILURE(put_range(ep, 0, count));
     ASSERT_EQ(UCS_OK, flush_ep(all(), ep));
@@ -123,8 +126,8 @@ TEST_P(uct_moderation, window_capped_by_queue)
 {
     const unsigned count = 1000;
 
-    ASSERT_NO_FATAL_FAILURE(start({{"TX_CQ_MODERATION", "100000"},
-                                   {"TX_QUEUE_LEN", "32"}}));
+    ASSERT_NO_FATAL_FAILURE(start(
+            { { "TX_CQ_MODERATION", "100000" }, { "TX_QUEUE_LEN", "32" } }));
     uct_ep_h ep = connect();
     ASSERT_NO_FATAL_FAILURE(put_range(ep, 0, count));
     ASSERT_EQ(UCS_OK, flush_ep(all(), ep));
@@ -145,10 +148,10 @@ TEST_P(uct_moderation, send_cq_holds_every_dci_full)
 {
     const unsigned num_dci = 7, queue_len = 256;
 
-    ASSERT_NO_FATAL_FAILURE(start({{"NUM_DCI", std::to_string(num_dci)},
-                                   {"TX_QUEUE_LEN",
-                                    std::to_string(queue_len)},
-                                   {"TX_CQ_MODERATION", "0"}}));
+    ASSERT_NO_FATAL_FAILURE(
+            start({ { "NUM_DCI", std::to_string(num_dci) },
+                    { "TX_QUEUE_LEN", std::to_string(queue_len) },
+                    { "TX_CQ_MODERATION", "0" } }));
     std::vector<uct_ep_h> eps;
     for (unsigned i = 0; i < 4 * num_dci; ++i) {
         eps.push_back(connect());
@@ -194,7 +197,7 @@ TEST_P(uct_moderation, flush_retires_unsignaled_tail)
  * back (a flushed signaled request retires them). */
 TEST_P(uct_moderation, flush_cancel_after_unsignaled_tail_ran)
 {
-    ASSERT_NO_FATAL_FAILURE(start({{"NUM_DCI", "1"}}));
+    ASSERT_NO_FATAL_FAILURE(start({ { "NUM_DCI", "1" } }));
     uct_ep_h ep1 = connect(), ep2 = connect();
     ASSERT_NO_FATAL_FAILURE(put_range(ep1, 0, 3));
     ASSERT_TRUE(wait_for(all(), [&] {
@@ -228,7 +231,7 @@ TEST_P(uct_moderation, iface_flush_retires_unsignaled_tail)
  * back: another endpoint that retries (without pending requests) gets it. */
 TEST_P(uct_moderation, dci_returns_for_retrying_endpoint)
 {
-    ASSERT_NO_FATAL_FAILURE(start({{"NUM_DCI", "1"}}));
+    ASSERT_NO_FATAL_FAILURE(start({ { "NUM_DCI", "1" } }));
     uct_ep_h ep1 = connect(), ep2 = connect();
     ASSERT_NO_FATAL_FAILURE(put_range(ep1, 0, 3));
     ASSERT_NO_FATAL_FAILURE(put_range(ep2, 3, 3));
@@ -239,7 +242,7 @@ TEST_P(uct_moderation, dci_returns_for_retrying_endpoint)
 /* A pending request waiting for the DCI held by an unsignaled tail runs. */
 TEST_P(uct_moderation, pending_request_gets_the_dci)
 {
-    ASSERT_NO_FATAL_FAILURE(start({{"NUM_DCI", "1"}}));
+    ASSERT_NO_FATAL_FAILURE(start({ { "NUM_DCI", "1" } }));
     uct_ep_h ep1 = connect(), ep2 = connect();
     ASSERT_NO_FATAL_FAILURE(put_range(ep1, 0, 3));
 
@@ -261,7 +264,7 @@ TEST_P(uct_moderation, pending_request_gets_the_dci)
  * returns to the pool. */
 TEST_P(uct_moderation, destroyed_endpoint_returns_its_dci)
 {
-    ASSERT_NO_FATAL_FAILURE(start({{"NUM_DCI", "1"}}));
+    ASSERT_NO_FATAL_FAILURE(start({ { "NUM_DCI", "1" } }));
     uct_ep_h ep1 = m_sender->connect(*m_receiver);
     ASSERT_NE(nullptr, ep1);
     ASSERT_NO_FATAL_FAILURE(put_range(ep1, 0, 3));
@@ -288,7 +291,7 @@ TEST_P(uct_moderation, send_wakeup_with_unsignaled_tail)
                                               UCT_EVENT_SEND_COMP);
     ASSERT_TRUE((status == UCS_OK) || (status == UCS_ERR_BUSY));
     if (status == UCS_OK) {
-        struct pollfd pfd = {fd, POLLIN, 0};
+        struct pollfd pfd = { fd, POLLIN, 0 };
         EXPECT_EQ(1, poll(&pfd, 1, 10000)) << "no send-completion wakeup";
     }
     ASSERT_EQ(UCS_OK, flush_ep(all(), ep));
@@ -301,9 +304,7 @@ TEST_P(uct_moderation, ep_check_signals)
     ASSERT_NO_FATAL_FAILURE(start());
     uct_ep_h ep = connect();
     ASSERT_NO_FATAL_FAILURE(put_range(ep, 0, 3));
-    ASSERT_EQ(UCS_OK, retry(all(), [&] {
-        return uct_ep_check(ep, 0, NULL);
-    }));
+    ASSERT_EQ(UCS_OK, retry(all(), [&] { return uct_ep_check(ep, 0, NULL); }));
     EXPECT_EQ(1u, counters().signaled);
     ASSERT_TRUE(iface_flushed(all(), *m_sender));
     EXPECT_EQ(0u, counters().completion_requests);
@@ -315,19 +316,19 @@ TEST_P(uct_moderation, ep_check_signals)
  * them; cancelled once when their endpoint goes. */
 namespace {
 
-const int    num_ops  = 8;
-const size_t length   = 4096;
-const int    flush_id = 100; /* the flush's entry in the log */
+const int num_ops   = 8;
+const size_t length = 4096;
+const int flush_id  = 100; /* the flush's entry in the log */
 
 struct ordered_comp {
     uct_completion_t uct;
     std::vector<int> *log;
-    int              id;
-    int              calls;
-    ucs_status_t     status;
+    int id;
+    int calls;
+    ucs_status_t status;
 
-    ordered_comp(std::vector<int> *l, int i) :
-        log(l), id(i), calls(0), status(UCS_INPROGRESS)
+    ordered_comp(std::vector<int> *l, int i)
+        : log(l), id(i), calls(0), status(UCS_INPROGRESS)
     {
         uct.func   = cb;
         uct.count  = 1;
@@ -367,8 +368,8 @@ protected:
     void put_all(uct_ep_h ep)
     {
         for (int i = 0; i < num_ops; ++i) {
-            uct_iov_t iov = {m_source->ptr() + i * length, length,
-                             m_source->memh(), length, 1};
+            uct_iov_t iov       = { m_source->ptr() + i * length, length,
+                                    m_source->memh(), length, 1 };
             ucs_status_t status = retry(all(), [&] {
                 return uct_ep_put_zcopy(ep, &iov, 1,
                                         m_target->addr() + i * length,
@@ -381,13 +382,14 @@ protected:
     /* Progress a while longer: nothing may be called again. */
     void settle()
     {
-        wait_for(all(), [] { return false; }, 0.2);
+        wait_for(
+                all(), [] { return false; }, 0.2);
     }
 
-    std::unique_ptr<buffer>                    m_source;
+    std::unique_ptr<buffer> m_source;
     std::vector<std::unique_ptr<ordered_comp>> m_comps;
-    std::unique_ptr<ordered_comp>              m_flush_comp;
-    std::vector<int>                           m_log;
+    std::unique_ptr<ordered_comp> m_flush_comp;
+    std::vector<int> m_log;
 };
 
 TEST_P(uct_moderation_zcopy, completions_in_order_before_flush)
@@ -447,8 +449,7 @@ TEST_P(uct_moderation_zcopy, flush_cancel_calls_each_once)
         EXPECT_EQ(1, m_comps[i]->calls) << "put " << i;
         EXPECT_TRUE((m_comps[i]->status == UCS_OK) ||
                     (m_comps[i]->status == UCS_ERR_CANCELED))
-                << "put " << i << ": "
-                << ucs_status_string(m_comps[i]->status);
+                << "put " << i << ": " << ucs_status_string(m_comps[i]->status);
     }
     /* Every put's completion before the flush's. */
     ASSERT_FALSE(m_log.empty());
@@ -468,11 +469,11 @@ namespace {
 
 struct posting_comp {
     uct_completion_t uct;
-    uct_ep_h         ep;
-    uct_rkey_t       rkey;
-    uint64_t         addr;
-    ucs_status_t     posted;
-    int              calls;
+    uct_ep_h ep;
+    uct_rkey_t rkey;
+    uint64_t addr;
+    ucs_status_t posted;
+    int calls;
 
     static void cb(uct_completion_t *self)
     {
@@ -498,11 +499,11 @@ TEST_P(uct_moderation_zcopy, flush_not_held_by_work_from_a_callback)
     pc.posted     = UCS_INPROGRESS;
     pc.calls      = 0;
 
-    uct_iov_t iov = {m_source->ptr(), length, m_source->memh(), length, 1};
+    uct_iov_t iov = { m_source->ptr(), length, m_source->memh(), length, 1 };
     ASSERT_EQ(UCS_INPROGRESS, retry(all(), [&] {
-        return uct_ep_put_zcopy(ep, &iov, 1, m_target->addr(), m_rkey->get(),
-                                &pc.uct);
-    }));
+                  return uct_ep_put_zcopy(ep, &iov, 1, m_target->addr(),
+                                          m_rkey->get(), &pc.uct);
+              }));
     ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep, 0, &m_flush_comp->uct));
     ASSERT_TRUE(wait_for(all(), [&] { return m_flush_comp->calls > 0; }))
             << "the flush waited for work posted after it";
@@ -515,9 +516,7 @@ TEST_P(uct_moderation_zcopy, flush_not_held_by_work_from_a_callback)
 }
 
 INSTANTIATE_TEST_SUITE_P(policy, uct_moderation_zcopy,
-                         testing::Values("dcs", "dcs_quota", "rand",
-                                         "hw_dcs"));
+                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs"));
 
 INSTANTIATE_TEST_SUITE_P(policy, uct_moderation,
-                         testing::Values("dcs", "dcs_quota", "rand",
-                                         "hw_dcs"));
+                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs"));

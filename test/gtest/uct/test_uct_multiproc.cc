@@ -22,7 +22,7 @@ struct am_counter {
 
 ucs_status_t count_am(void *arg, void *data, size_t length, unsigned flags)
 {
-    am_counter *c = (am_counter*)arg;
+    am_counter *c = (am_counter *)arg;
     uint64_t seq;
 
     memcpy(&seq, data, sizeof(seq));
@@ -31,7 +31,7 @@ ucs_status_t count_am(void *arg, void *data, size_t length, unsigned flags)
         ++c->bad;
     }
     for (size_t i = 8; i < length; ++i) {
-        if (((char*)data)[i] != (char)(seq + i)) {
+        if (((char *)data)[i] != (char)(seq + i)) {
             ++c->bad;
             break;
         }
@@ -66,7 +66,7 @@ DCX_CHILD_ROLE(passive_peer)
     for (;;) {
         e.progress();
         if (expected == ~0ull) {
-            struct timeval tv = {0, 0};
+            struct timeval tv = { 0, 0 };
             fd_set fds;
             FD_ZERO(&fds);
             FD_SET(in_fd, &fds);
@@ -98,25 +98,25 @@ TEST(uct_multiproc, put_get_am_between_processes)
     uct_ep_h ep;
     ASSERT_EQ(UCS_OK, e.connect(recv_msg(peer.from_fd()), &ep));
     rkey rk(recv_msg(peer.from_fd()));
-    uint64_t remote_addr = msg_u64(recv_msg(peer.from_fd()));
-    std::vector<entity*> me = {&e};
+    uint64_t remote_addr     = msg_u64(recv_msg(peer.from_fd()));
+    std::vector<entity *> me = { &e };
 
     for (size_t i = 0; i < length; ++i) {
         local.ptr()[i] = (char)(i * 13 + 5);
     }
 
     /* put_zcopy of 1 MiB, then read it back with get_zcopy. */
-    uct_iov_t iov = {local.ptr(), length, local.memh(), 0, 1};
+    uct_iov_t iov = { local.ptr(), length, local.memh(), 0, 1 };
     test_comp put_comp;
     ucs_status_t status = retry(me, [&] {
         return uct_ep_put_zcopy(ep, &iov, 1, remote_addr, rk.get(),
                                 &put_comp.uct);
     });
-    status = wait_comp(me, status, put_comp);
+    status              = wait_comp(me, status, put_comp);
     ASSERT_EQ(UCS_OK, status);
 
     buffer back(e, length);
-    uct_iov_t back_iov = {back.ptr(), length, back.memh(), 0, 1};
+    uct_iov_t back_iov = { back.ptr(), length, back.memh(), 0, 1 };
     test_comp get_comp;
     status = retry(me, [&] {
         return uct_ep_get_zcopy(ep, &back_iov, 1, remote_addr, rk.get(),
@@ -135,8 +135,8 @@ TEST(uct_multiproc, put_get_am_between_processes)
             payload[i] = (char)(seq + 8 + i);
         }
         ASSERT_EQ(UCS_OK, retry(me, [&] {
-            return uct_ep_am_short(ep, 7, seq, payload, plen);
-        }));
+                      return uct_ep_am_short(ep, 7, seq, payload, plen);
+                  }));
     }
     send_msg(peer.to_fd(), u64_msg(num_am));
 
@@ -159,20 +159,19 @@ DCX_CHILD_ROLE(adder)
     entity e;
     uct_ep_h ep;
 
-    if ((e.iface() == nullptr) ||
-        (e.connect(recv_msg(in_fd), &ep) != UCS_OK)) {
+    if ((e.iface() == nullptr) || (e.connect(recv_msg(in_fd), &ep) != UCS_OK)) {
         return 2;
     }
     rkey rk(recv_msg(in_fd));
-    uint64_t addr = msg_u64(recv_msg(in_fd));
-    int count     = std::stoi(args.at(0));
-    std::vector<entity*> me = {&e};
+    uint64_t addr            = msg_u64(recv_msg(in_fd));
+    int count                = std::stoi(args.at(0));
+    std::vector<entity *> me = { &e };
     uint64_t results[64];
     test_comp comps[64];
 
     for (int i = 0; i < count; ++i) {
-        test_comp &comp = comps[i % 64];
-        comp = test_comp();
+        test_comp &comp     = comps[i % 64];
+        comp                = test_comp();
         ucs_status_t status = retry(me, [&] {
             return uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 1,
                                          &results[i % 64], addr, rk.get(),
@@ -196,11 +195,11 @@ TEST(uct_multiproc, atomics_under_contention)
     entity e;
     buffer word(e, 8);
     std::vector<std::unique_ptr<child>> children;
-    std::vector<entity*> me = {&e};
+    std::vector<entity *> me = { &e };
 
     memset(word.ptr(), 0, 8);
     for (int i = 0; i < num_children; ++i) {
-        children.emplace_back(new child("adder", {std::to_string(count)}));
+        children.emplace_back(new child("adder", { std::to_string(count) }));
         send_msg(children.back()->to_fd(), e.address());
         send_msg(children.back()->to_fd(), word.packed_rkey());
         send_msg(children.back()->to_fd(), u64_msg(word.addr()));
@@ -210,7 +209,8 @@ TEST(uct_multiproc, atomics_under_contention)
         /* The parent's CPU is not needed for one-sided atomics, but it
          * keeps its receive queue serviced. */
         int status = -1;
-        EXPECT_TRUE(wait_for(me, [&] { return c->exited(&status); }, 60));
+        EXPECT_TRUE(wait_for(
+                me, [&] { return c->exited(&status); }, 60));
         EXPECT_EQ(0, status);
     }
     uint64_t value = word.word(0);
@@ -223,7 +223,7 @@ DCX_CHILD_ROLE(sleeper)
 {
     entity e;
     buffer buf(e, 4096);
-    struct pollfd in = {in_fd, POLLIN, 0};
+    struct pollfd in = { in_fd, POLLIN, 0 };
 
     send_msg(out_fd, e.address());
     send_msg(out_fd, buf.packed_rkey());
@@ -250,15 +250,16 @@ TEST(uct_multiproc, dead_peer_fails_only_its_endpoint)
     uint64_t addr_dead = msg_u64(recv_msg(victim.from_fd()));
     ASSERT_EQ(UCS_OK, e.connect(recv_msg(survivor.from_fd()), &ep_alive));
     rkey rk_alive(recv_msg(survivor.from_fd()));
-    uint64_t addr_alive = msg_u64(recv_msg(survivor.from_fd()));
-    std::vector<entity*> me = {&e};
+    uint64_t addr_alive      = msg_u64(recv_msg(survivor.from_fd()));
+    std::vector<entity *> me = { &e };
 
     victim.kill();
 
     uint64_t value = 42;
-    ASSERT_EQ(UCS_OK, uct_ep_put_short(ep_dead, &value, 8, addr_dead,
-                                       rk_dead.get()));
-    ASSERT_TRUE(wait_for(me, [&] { return !failures.eps.empty(); }, 60))
+    ASSERT_EQ(UCS_OK,
+              uct_ep_put_short(ep_dead, &value, 8, addr_dead, rk_dead.get()));
+    ASSERT_TRUE(wait_for(
+            me, [&] { return !failures.eps.empty(); }, 60))
             << "no failure reported for a dead peer";
     EXPECT_EQ(ep_dead, failures.eps[0]);
     EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, failures.statuses[0]);
@@ -272,7 +273,7 @@ TEST(uct_multiproc, dead_peer_fails_only_its_endpoint)
         return uct_ep_atomic64_fetch(ep_alive, UCT_ATOMIC_OP_ADD, 1, &result,
                                      addr_alive, rk_alive.get(), &comp.uct);
     });
-    status = wait_comp(me, status, comp);
+    status              = wait_comp(me, status, comp);
     EXPECT_EQ(UCS_OK, status);
     EXPECT_EQ(1u, failures.eps.size());
 
@@ -292,13 +293,13 @@ TEST(uct_multiproc, masked_atomics_only_to_a_peer_that_takes_them)
     if (e.attr().cap.atomic32.fop_flags == 0) {
         GTEST_SKIP() << "no masked atomics here (RoCE)";
     }
-    child plain("sleeper", {}, {{"DCXEMU_EXT_ATOMICS", "0"}});
+    child plain("sleeper", {}, { { "DCXEMU_EXT_ATOMICS", "0" } });
     uct_ep_h ep;
 
     ASSERT_EQ(UCS_OK, e.connect(recv_msg(plain.from_fd()), &ep));
     rkey rk(recv_msg(plain.from_fd()));
-    uint64_t addr = msg_u64(recv_msg(plain.from_fd()));
-    std::vector<entity*> me = {&e};
+    uint64_t addr            = msg_u64(recv_msg(plain.from_fd()));
+    std::vector<entity *> me = { &e };
 
     uint32_t result32 = 0;
     test_comp c32;
@@ -337,18 +338,23 @@ TEST(uct_multiproc, ep_check_detects_dead_idle_peer)
     ASSERT_EQ(UCS_OK, e.connect(recv_msg(survivor.from_fd()), &ep_alive));
     recv_msg(survivor.from_fd());
     recv_msg(survivor.from_fd());
-    std::vector<entity*> me = {&e};
+    std::vector<entity *> me = { &e };
 
     /* Both peers answer while alive. */
-    ASSERT_EQ(UCS_OK, retry(me, [&] { return uct_ep_check(ep_dead, 0, NULL); }));
-    ASSERT_EQ(UCS_OK, retry(me, [&] { return uct_ep_check(ep_alive, 0, NULL); }));
+    ASSERT_EQ(UCS_OK,
+              retry(me, [&] { return uct_ep_check(ep_dead, 0, NULL); }));
+    ASSERT_EQ(UCS_OK,
+              retry(me, [&] { return uct_ep_check(ep_alive, 0, NULL); }));
     ASSERT_TRUE(iface_flushed(me, e));
     EXPECT_TRUE(failures.eps.empty());
 
     victim.kill();
-    ASSERT_EQ(UCS_OK, retry(me, [&] { return uct_ep_check(ep_dead, 0, NULL); }));
-    ASSERT_EQ(UCS_OK, retry(me, [&] { return uct_ep_check(ep_alive, 0, NULL); }));
-    ASSERT_TRUE(wait_for(me, [&] { return !failures.eps.empty(); }, 60))
+    ASSERT_EQ(UCS_OK,
+              retry(me, [&] { return uct_ep_check(ep_dead, 0, NULL); }));
+    ASSERT_EQ(UCS_OK,
+              retry(me, [&] { return uct_ep_check(ep_alive, 0, NULL); }));
+    ASSERT_TRUE(wait_for(
+            me, [&] { return !failures.eps.empty(); }, 60))
             << "keepalive did not notice the dead peer";
     ASSERT_TRUE(iface_flushed(me, e));
     ASSERT_EQ(1u, failures.eps.size());
@@ -366,17 +372,19 @@ TEST(uct_multiproc, ep_check_detects_dead_idle_peer)
 TEST(uct_multiproc, strided_put_get_between_processes)
 {
     child peer("passive_peer");
-    entity e(config_t{{"UMR_PACK_THRESH", "0"}});
+    entity e(config_t{ { "UMR_PACK_THRESH", "0" } });
     uct_ep_h ep;
     ASSERT_EQ(UCS_OK, e.connect(recv_msg(peer.from_fd()), &ep));
     rkey rk(recv_msg(peer.from_fd()));
-    uint64_t raddr = msg_u64(recv_msg(peer.from_fd()));
-    std::vector<entity*> me = {&e};
+    uint64_t raddr           = msg_u64(recv_msg(peer.from_fd()));
+    std::vector<entity *> me = { &e };
 
-    struct shape { size_t len, stride, count, off; };
+    struct shape {
+        size_t len, stride, count, off;
+    };
     const std::vector<shape> shapes = {
-        {1, 2, 4000, 1}, {8, 64, 4096, 3}, {1000, 1024, 300, 5},
-        {65535, 65535, 2, 0}, {3000, 70000, 5, 7}, {64, 100000, 10, 2},
+        { 1, 2, 4000, 1 },      { 8, 64, 4096, 3 },    { 1000, 1024, 300, 5 },
+        { 65535, 65535, 2, 0 }, { 3000, 70000, 5, 7 }, { 64, 100000, 10, 2 },
     };
     auto run = [&](bool get, uct_iov_t *iov, size_t cnt, uint64_t addr) {
         test_comp comp;
@@ -386,7 +394,7 @@ TEST(uct_multiproc, strided_put_get_between_processes)
                          uct_ep_put_zcopy(ep, iov, cnt, addr, rk.get(),
                                           &comp.uct);
         });
-        status = wait_comp(me, status, comp);
+        status              = wait_comp(me, status, comp);
         return status;
     };
 
@@ -400,10 +408,11 @@ TEST(uct_multiproc, strided_put_get_between_processes)
         }
         memset(dst.ptr(), 0, span);
 
-        uct_iov_t siov = {src.ptr() + s.off, s.len, src.memh(), s.stride,
-                          (unsigned)s.count};
-        ASSERT_EQ(UCS_OK, run(false, &siov, 1, raddr)) << s.len << "@" << s.stride;
-        uct_iov_t fiov = {flat.ptr(), total, flat.memh(), 0, 1};
+        uct_iov_t siov = { src.ptr() + s.off, s.len, src.memh(), s.stride,
+                           (unsigned)s.count };
+        ASSERT_EQ(UCS_OK, run(false, &siov, 1, raddr))
+                << s.len << "@" << s.stride;
+        uct_iov_t fiov = { flat.ptr(), total, flat.memh(), 0, 1 };
         ASSERT_EQ(UCS_OK, run(true, &fiov, 1, raddr));
         for (size_t b = 0; b < s.count; ++b) {
             ASSERT_EQ(0, memcmp(src.ptr() + s.off + b * s.stride,
@@ -411,8 +420,8 @@ TEST(uct_multiproc, strided_put_get_between_processes)
                     << "put " << s.len << "@" << s.stride << " block " << b;
         }
 
-        uct_iov_t diov = {dst.ptr() + s.off, s.len, dst.memh(), s.stride,
-                          (unsigned)s.count};
+        uct_iov_t diov = { dst.ptr() + s.off, s.len, dst.memh(), s.stride,
+                           (unsigned)s.count };
         ASSERT_EQ(UCS_OK, run(true, &diov, 1, raddr));
         for (size_t b = 0; b < s.count; ++b) {
             ASSERT_EQ(0, memcmp(src.ptr() + s.off + b * s.stride,

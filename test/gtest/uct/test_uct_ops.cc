@@ -23,15 +23,15 @@ namespace {
 
 struct am_record {
     std::vector<std::vector<char>> messages;
-    std::vector<void*>             kept;      /* descriptors kept */
-    bool                           keep = false;
+    std::vector<void *> kept; /* descriptors kept */
+    bool keep = false;
 };
 
 ucs_status_t am_handler(void *arg, void *data, size_t length, unsigned flags)
 {
-    am_record *rec = (am_record*)arg;
+    am_record *rec = (am_record *)arg;
 
-    rec->messages.emplace_back((char*)data, (char*)data + length);
+    rec->messages.emplace_back((char *)data, (char *)data + length);
     if (rec->keep && (flags & UCT_CB_PARAM_FLAG_DESC)) {
         rec->kept.push_back(data);
         return UCS_INPROGRESS;
@@ -45,7 +45,10 @@ ucs_status_t am_handler(void *arg, void *data, size_t length, unsigned flags)
 class uct_ops : public testing::TestWithParam<std::string>,
                 protected entity_pair {
 protected:
-    virtual config_t sender_config() { return {{"TX_POLICY", GetParam()}}; }
+    virtual config_t sender_config()
+    {
+        return { { "TX_POLICY", GetParam() } };
+    }
 
     void SetUp() override
     {
@@ -54,7 +57,7 @@ protected:
          * out on a stream that only a stream DCI has. */
         bool hw_dcs = GetParam() == "hw_dcs";
 
-        ASSERT_NO_FATAL_FAILURE(open_pair({{"TX_POLICY", GetParam()}},
+        ASSERT_NO_FATAL_FAILURE(open_pair({ { "TX_POLICY", GetParam() } },
                                           sender_config(), !hw_dcs));
         if (hw_dcs) {
             uct_ep_h first = m_sender->connect(*m_receiver);
@@ -82,7 +85,10 @@ protected:
     /* Whether the port is RoCE (the device address flags: a GID follows).
      * dcx offers no masked atomics there: the raw WQE's address vector would
      * need the peer's Ethernet address. */
-    bool roce() { return m_receiver->address()[3] & 1; }
+    bool roce()
+    {
+        return m_receiver->address()[3] & 1;
+    }
 
     /* A fetching atomic (32 or 64 bits, by T) on the fixture's endpoint,
      * waited for: the old value. */
@@ -93,10 +99,12 @@ protected:
         test_comp comp;
         ucs_status_t status = retry(all(), [&] {
             return (sizeof(T) == 4) ?
-                   uct_ep_atomic32_fetch(m_ep, op, value, (uint32_t*)&result,
-                                         addr, rk, &comp.uct) :
-                   uct_ep_atomic64_fetch(m_ep, op, value, (uint64_t*)&result,
-                                         addr, rk, &comp.uct);
+                           uct_ep_atomic32_fetch(m_ep, op, value,
+                                                 (uint32_t *)&result, addr, rk,
+                                                 &comp.uct) :
+                           uct_ep_atomic64_fetch(m_ep, op, value,
+                                                 (uint64_t *)&result, addr, rk,
+                                                 &comp.uct);
         });
 
         EXPECT_EQ(UCS_OK, wait_comp(all(), status, comp)) << "op " << op;
@@ -111,10 +119,12 @@ protected:
         test_comp comp;
         ucs_status_t status = retry(all(), [&] {
             return (sizeof(T) == 4) ?
-                   uct_ep_atomic_cswap32(m_ep, compare, swap, addr, rk,
-                                         (uint32_t*)&result, &comp.uct) :
-                   uct_ep_atomic_cswap64(m_ep, compare, swap, addr, rk,
-                                         (uint64_t*)&result, &comp.uct);
+                           uct_ep_atomic_cswap32(m_ep, compare, swap, addr, rk,
+                                                 (uint32_t *)&result,
+                                                 &comp.uct) :
+                           uct_ep_atomic_cswap64(m_ep, compare, swap, addr, rk,
+                                                 (uint64_t *)&result,
+                                                 &comp.uct);
         });
 
         EXPECT_EQ(UCS_OK, wait_comp(all(), status, comp)) << "compare-swap";
@@ -126,18 +136,20 @@ protected:
     void atomic_post(uct_atomic_op_t op, T value, uint64_t addr, uct_rkey_t rk)
     {
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
-            return (sizeof(T) == 4) ?
-                   uct_ep_atomic32_post(m_ep, op, value, addr, rk) :
-                   uct_ep_atomic64_post(m_ep, op, value, addr, rk);
-        }));
+                      return (sizeof(T) == 4) ?
+                                     uct_ep_atomic32_post(m_ep, op, value, addr,
+                                                          rk) :
+                                     uct_ep_atomic64_post(m_ep, op, value, addr,
+                                                          rk);
+                  }));
         ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
     }
 
     void wait_am(size_t count)
     {
-        ASSERT_TRUE(wait_for(all(), [&] {
-            return m_am.messages.size() >= count;
-        })) << "received " << m_am.messages.size() << " of " << count;
+        ASSERT_TRUE(
+                wait_for(all(), [&] { return m_am.messages.size() >= count; }))
+                << "received " << m_am.messages.size() << " of " << count;
     }
 
     am_record m_am;
@@ -161,22 +173,25 @@ TEST_P(uct_ops, capabilities)
               !!(attr.cap.flags & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE));
     EXPECT_FALSE(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_EP);
     EXPECT_GE(attr.cap.am.max_short, 64u);
-    EXPECT_GE(attr.cap.am.max_bcopy, 64u);   /* UCP_MIN_BCOPY */
+    EXPECT_GE(attr.cap.am.max_bcopy, 64u); /* UCP_MIN_BCOPY */
     EXPECT_EQ(SIZE_MAX, attr.max_num_eps);
     EXPECT_LT(attr.iface_addr_len, 64u);
     EXPECT_LT(attr.device_addr_len, 32u);
     EXPECT_TRUE(attr.cap.atomic64.fop_flags & UCS_BIT(UCT_ATOMIC_OP_CSWAP));
     /* 32-bit: every op UCP uses, as masked atomics (the model reports them
      * in its DEVX atomic capabilities, as mlx5 does) */
-    const uint64_t ops32 = UCS_BIT(UCT_ATOMIC_OP_ADD) | UCS_BIT(UCT_ATOMIC_OP_AND) |
-                           UCS_BIT(UCT_ATOMIC_OP_OR) | UCS_BIT(UCT_ATOMIC_OP_XOR);
+    const uint64_t ops32 = UCS_BIT(UCT_ATOMIC_OP_ADD) |
+                           UCS_BIT(UCT_ATOMIC_OP_AND) |
+                           UCS_BIT(UCT_ATOMIC_OP_OR) |
+                           UCS_BIT(UCT_ATOMIC_OP_XOR);
     if (roce()) {
         EXPECT_EQ(0u, attr.cap.atomic32.op_flags);
         EXPECT_EQ(0u, attr.cap.atomic32.fop_flags);
         return;
     }
     EXPECT_EQ(ops32, attr.cap.atomic32.op_flags);
-    EXPECT_EQ(ops32 | UCS_BIT(UCT_ATOMIC_OP_SWAP) | UCS_BIT(UCT_ATOMIC_OP_CSWAP),
+    EXPECT_EQ(ops32 | UCS_BIT(UCT_ATOMIC_OP_SWAP) |
+                      UCS_BIT(UCT_ATOMIC_OP_CSWAP),
               attr.cap.atomic32.fop_flags);
 }
 
@@ -185,14 +200,14 @@ TEST_P(uct_ops, put_short)
     buffer target(*m_receiver, 4096);
     rkey rk(target.packed_rkey());
 
-    for (size_t length : {size_t(0), size_t(1), size_t(8), size_t(100),
-                          m_sender->attr().cap.put.max_short}) {
+    for (size_t length : { size_t(0), size_t(1), size_t(8), size_t(100),
+                           m_sender->attr().cap.put.max_short }) {
         std::vector<char> data = data_vector(length, length);
         memset(target.ptr(), 0, target.length());
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
-            return uct_ep_put_short(m_ep, data.data(), length, target.addr(),
-                                    rk.get());
-        }));
+                      return uct_ep_put_short(m_ep, data.data(), length,
+                                              target.addr(), rk.get());
+                  }));
         ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
         EXPECT_EQ(data, std::vector<char>(target.ptr(), target.ptr() + length))
                 << length;
@@ -216,16 +231,16 @@ TEST_P(uct_ops, put_bcopy)
     buffer target(*m_receiver, 16384);
     rkey rk(target.packed_rkey());
 
-    for (size_t length : {size_t(1), size_t(1000),
-                          m_sender->attr().cap.put.max_bcopy}) {
+    for (size_t length :
+         { size_t(1), size_t(1000), m_sender->attr().cap.put.max_bcopy }) {
         std::vector<char> data = data_vector(length, 3);
-        pack_arg arg = {data.data(), length};
+        pack_arg arg           = { data.data(), length };
         ssize_t packed;
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
-            packed = uct_ep_put_bcopy(m_ep, pack_cb, &arg, target.addr(),
-                                      rk.get());
-            return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
-        }));
+                      packed = uct_ep_put_bcopy(m_ep, pack_cb, &arg,
+                                                target.addr(), rk.get());
+                      return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
+                  }));
         EXPECT_EQ((ssize_t)length, packed);
         ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
         EXPECT_EQ(0, memcmp(data.data(), target.ptr(), length)) << length;
@@ -244,7 +259,7 @@ TEST_P(uct_ops, put_zcopy_iov)
 
     memcpy(source.ptr(), data.data(), length);
     /* Three pieces and an empty entry, which must be skipped. */
-    size_t cuts[] = {0, 100, 100, 70000, length};
+    size_t cuts[] = { 0, 100, 100, 70000, length };
     for (int i = 0; i < 4; ++i) {
         iov[i].buffer = source.ptr() + cuts[i];
         iov[i].length = cuts[i + 1] - cuts[i];
@@ -266,7 +281,7 @@ TEST_P(uct_ops, get_bcopy)
     buffer source(*m_receiver, 8192);
     rkey rk(source.packed_rkey());
 
-    for (size_t length : {size_t(1), size_t(64), size_t(8192)}) {
+    for (size_t length : { size_t(1), size_t(64), size_t(8192) }) {
         std::vector<char> data = data_vector(length, 5), got(length);
         test_comp comp;
         memcpy(source.ptr(), data.data(), length);
@@ -286,7 +301,7 @@ TEST_P(uct_ops, get_zcopy)
     buffer dest(*m_sender, length);
     rkey rk(source.packed_rkey());
     std::vector<char> data = data_vector(length, 11);
-    uct_iov_t iov = {dest.ptr(), length, dest.memh(), 0, 1};
+    uct_iov_t iov          = { dest.ptr(), length, dest.memh(), 0, 1 };
     test_comp comp;
 
     memcpy(source.ptr(), data.data(), length);
@@ -304,41 +319,40 @@ TEST_P(uct_ops, am_short_and_iov)
     uint64_t header           = 0x1122334455667788ull;
 
     ASSERT_EQ(UCS_OK, retry(all(), [&] {
-        return uct_ep_am_short(m_ep, 5, header, payload.data(),
-                               payload.size());
-    }));
+                  return uct_ep_am_short(m_ep, 5, header, payload.data(),
+                                         payload.size());
+              }));
     ASSERT_NO_FATAL_FAILURE(wait_am(1));
     ASSERT_EQ(sizeof(header) + payload.size(), m_am.messages[0].size());
     EXPECT_EQ(0, memcmp(&header, m_am.messages[0].data(), sizeof(header)));
-    EXPECT_EQ(0, memcmp(payload.data(),
-                        m_am.messages[0].data() + sizeof(header),
-                        payload.size()));
+    EXPECT_EQ(0,
+              memcmp(payload.data(), m_am.messages[0].data() + sizeof(header),
+                     payload.size()));
 
-    uct_iov_t iov[3] = {
-        {payload.data(), 10, UCT_MEM_HANDLE_NULL, 0, 1},
-        {payload.data() + 10, 0, UCT_MEM_HANDLE_NULL, 0, 1},
-        {payload.data() + 10, 30, UCT_MEM_HANDLE_NULL, 0, 1}
-    };
+    uct_iov_t iov[3] = { { payload.data(), 10, UCT_MEM_HANDLE_NULL, 0, 1 },
+                         { payload.data() + 10, 0, UCT_MEM_HANDLE_NULL, 0, 1 },
+                         { payload.data() + 10, 30, UCT_MEM_HANDLE_NULL, 0,
+                           1 } };
     ASSERT_EQ(UCS_OK, retry(all(), [&] {
-        return uct_ep_am_short_iov(m_ep, 5, iov, 3);
-    }));
+                  return uct_ep_am_short_iov(m_ep, 5, iov, 3);
+              }));
     ASSERT_NO_FATAL_FAILURE(wait_am(2));
     EXPECT_EQ(payload, m_am.messages[1]);
 }
 
 TEST_P(uct_ops, am_bcopy_keep_descriptor)
 {
-    const size_t length = m_sender->attr().cap.am.max_bcopy;
+    const size_t length    = m_sender->attr().cap.am.max_bcopy;
     std::vector<char> data = data_vector(length, 2);
-    pack_arg arg = {data.data(), length};
+    pack_arg arg           = { data.data(), length };
 
     m_am.keep = true;
     for (int i = 0; i < 3; ++i) {
         ssize_t packed;
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
-            packed = uct_ep_am_bcopy(m_ep, 5, pack_cb, &arg, 0);
-            return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
-        }));
+                      packed = uct_ep_am_bcopy(m_ep, 5, pack_cb, &arg, 0);
+                      return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
+                  }));
         EXPECT_EQ((ssize_t)length, packed);
     }
     ASSERT_NO_FATAL_FAILURE(wait_am(3));
@@ -355,10 +369,9 @@ TEST_P(uct_ops, am_zcopy)
     buffer source(*m_sender, length);
     std::vector<char> data = data_vector(length, 4);
     char header[20];
-    uct_iov_t iov[2] = {
-        {source.ptr(), 1000, source.memh(), 0, 1},
-        {source.ptr() + 1000, length - 1000, source.memh(), 0, 1}
-    };
+    uct_iov_t iov[2] = { { source.ptr(), 1000, source.memh(), 0, 1 },
+                         { source.ptr() + 1000, length - 1000, source.memh(), 0,
+                           1 } };
     test_comp comp;
 
     memcpy(source.ptr(), data.data(), length);
@@ -381,8 +394,8 @@ TEST_P(uct_ops, am_many_in_order)
 
     for (int i = 0; i < count; ++i) {
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
-            return uct_ep_am_short(m_ep, 5, i, NULL, 0);
-        }));
+                      return uct_ep_am_short(m_ep, 5, i, NULL, 0);
+                  }));
     }
     ASSERT_NO_FATAL_FAILURE(wait_am(count));
     for (int i = 0; i < count; ++i) {
@@ -396,8 +409,8 @@ TEST_P(uct_ops, atomics)
 {
     buffer target(*m_receiver, 64);
     rkey rk(target.packed_rkey());
-    uint64_t *word = (uint64_t*)target.ptr();
-    auto fetch = [&](uct_atomic_op_t op, uint64_t value) {
+    uint64_t *word = (uint64_t *)target.ptr();
+    auto fetch     = [&](uct_atomic_op_t op, uint64_t value) {
         return atomic_fetch<uint64_t>(op, value, target.addr(), rk.get());
     };
     auto post = [&](uct_atomic_op_t op, uint64_t value) {
@@ -444,8 +457,8 @@ TEST_P(uct_ops, atomics64_masked_one_request)
     }
     buffer target(*m_receiver, 64);
     rkey rk(target.packed_rkey());
-    uint64_t *word = (uint64_t*)target.ptr();
-    auto fetch = [&](uct_atomic_op_t op, uint64_t value) {
+    uint64_t *word = (uint64_t *)target.ptr();
+    auto fetch     = [&](uct_atomic_op_t op, uint64_t value) {
         uint64_t before = tx_counters(m_sender->iface()).work_requests;
         uint64_t result = atomic_fetch<uint64_t>(op, value, target.addr(),
                                                  rk.get());
@@ -457,7 +470,8 @@ TEST_P(uct_ops, atomics64_masked_one_request)
     *word = 0xf0f0f0f0f0f0f0f0ull;
     EXPECT_EQ(0xf0f0f0f0f0f0f0f0ull, fetch(UCT_ATOMIC_OP_OR, 0x0f));
     EXPECT_EQ(0xf0f0f0f0f0f0f0ffull, *word);
-    EXPECT_EQ(0xf0f0f0f0f0f0f0ffull, fetch(UCT_ATOMIC_OP_AND, 0xff00000000ffffffull));
+    EXPECT_EQ(0xf0f0f0f0f0f0f0ffull,
+              fetch(UCT_ATOMIC_OP_AND, 0xff00000000ffffffull));
     EXPECT_EQ(0xf000000000f0f0ffull, *word);
     EXPECT_EQ(0xf000000000f0f0ffull,
               fetch(UCT_ATOMIC_OP_XOR, 0x8000000000000001ull));
@@ -473,9 +487,9 @@ TEST_P(uct_ops, atomics32)
     }
     buffer target(*m_receiver, 64);
     rkey rk(target.packed_rkey());
-    uint32_t *word  = (uint32_t*)target.ptr() + 1; /* second half of a word */
-    uint32_t *other = (uint32_t*)target.ptr();
-    auto fetch = [&](uct_atomic_op_t op, uint32_t value) {
+    uint32_t *word  = (uint32_t *)target.ptr() + 1; /* second half of a word */
+    uint32_t *other = (uint32_t *)target.ptr();
+    auto fetch      = [&](uct_atomic_op_t op, uint32_t value) {
         return atomic_fetch<uint32_t>(op, value, target.addr() + 4, rk.get());
     };
     auto post = [&](uct_atomic_op_t op, uint32_t value) {
@@ -504,8 +518,8 @@ TEST_P(uct_ops, atomics32)
     ASSERT_NO_FATAL_FAILURE(post(UCT_ATOMIC_OP_XOR, 0x0e000e00u));
     EXPECT_EQ(0xfu, *word);
 
-    EXPECT_EQ(0xfu, atomic_cswap<uint32_t>(0xf, 0x80000000u,
-                                           target.addr() + 4, rk.get()));
+    EXPECT_EQ(0xfu, atomic_cswap<uint32_t>(0xf, 0x80000000u, target.addr() + 4,
+                                           rk.get()));
     EXPECT_EQ(0x80000000u, *word);
     /* no swap: the compare failed */
     EXPECT_EQ(0x80000000u,
@@ -552,8 +566,8 @@ TEST_P(uct_ops, malformed_address)
     /* Unknown interface address version. */
     address[1 + dev_len + 3] = (char)0x0f;
     EXPECT_FALSE(uct_iface_is_reachable(
-            m_sender->iface(), (const uct_device_addr_t*)&address[1],
-            (const uct_iface_addr_t*)&address[1 + dev_len]));
+            m_sender->iface(), (const uct_device_addr_t *)&address[1],
+            (const uct_iface_addr_t *)&address[1 + dev_len]));
     EXPECT_EQ(UCS_ERR_UNREACHABLE, m_sender->connect(address, &ep));
 
     address = m_receiver->address();
@@ -579,13 +593,13 @@ TEST_P(uct_ops, null_truncated_garbage_address)
 
     params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
                         UCT_EP_PARAM_FIELD_IFACE_ADDR;
-    params.iface      = m_sender->iface();
-    const uct_device_addr_t *dev = (const uct_device_addr_t*)&good[1];
-    const uct_iface_addr_t *ifa  = (const uct_iface_addr_t*)&good[1 + dev_len];
+    params.iface                 = m_sender->iface();
+    const uct_device_addr_t *dev = (const uct_device_addr_t *)&good[1];
+    const uct_iface_addr_t *ifa  = (const uct_iface_addr_t *)&good[1 + dev_len];
     const struct {
         const uct_device_addr_t *dev;
-        const uct_iface_addr_t  *iface;
-    } nulls[] = {{nullptr, ifa}, {dev, nullptr}, {nullptr, nullptr}};
+        const uct_iface_addr_t *iface;
+    } nulls[] = { { nullptr, ifa }, { dev, nullptr }, { nullptr, nullptr } };
     for (const auto &n : nulls) {
         params.dev_addr   = n.dev;
         params.iface_addr = n.iface;
@@ -598,10 +612,11 @@ TEST_P(uct_ops, null_truncated_garbage_address)
         std::vector<char> t(good.size(), 0);
         t[0] = good[0];
         std::copy(good.begin() + 1, good.begin() + 1 + cut, t.begin() + 1);
-        EXPECT_EQ(UCS_ERR_UNREACHABLE, m_sender->connect(t, &ep)) << "cut at " << cut;
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, m_sender->connect(t, &ep))
+                << "cut at " << cut;
     }
 
-    for (char fill : {(char)0x00, (char)0xff, (char)0x5a}) {
+    for (char fill : { (char)0x00, (char)0xff, (char)0x5a }) {
         std::vector<char> t(good.size(), fill);
         t[0] = good[0];
         EXPECT_EQ(UCS_ERR_UNREACHABLE, m_sender->connect(t, &ep)) << (int)fill;
@@ -637,10 +652,10 @@ TEST_P(uct_ops, iface_flush)
 
     for (int i = 0; i < 100; ++i) {
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
-            return uct_ep_put_short(m_ep, data.data(), 256,
-                                    target.addr() + 256 * (i % 200),
-                                    rk.get());
-        }));
+                      return uct_ep_put_short(m_ep, data.data(), 256,
+                                              target.addr() + 256 * (i % 200),
+                                              rk.get());
+                  }));
     }
     ASSERT_TRUE(iface_flushed(all(), *m_sender));
     EXPECT_EQ(0, memcmp(data.data(), target.ptr() + 256 * 99, 256));
@@ -651,8 +666,9 @@ class uct_ops_one_dci : public uct_ops {
 protected:
     config_t sender_config() override
     {
-        return {{"NUM_DCI", "1"}, {"TX_QUEUE_LEN", "16"},
-                {"TX_POLICY", GetParam()}};
+        return { { "NUM_DCI", "1" },
+                 { "TX_QUEUE_LEN", "16" },
+                 { "TX_POLICY", GetParam() } };
     }
 };
 
@@ -664,7 +680,7 @@ TEST_P(uct_ops_one_dci, pending_with_dci_exhaustion)
     std::vector<std::unique_ptr<rkey>> rkeys;
     std::vector<uct_ep_h> eps;
     std::vector<pending_put> ctxs(num_eps * per_ep);
-    std::vector<entity*> everybody = all();
+    std::vector<entity *> everybody = all();
 
     for (int i = 0; i < num_eps; ++i) {
         peers.emplace_back(new entity());
@@ -678,8 +694,8 @@ TEST_P(uct_ops_one_dci, pending_with_dci_exhaustion)
     for (int j = 0; j < per_ep; ++j) {
         for (int i = 0; i < num_eps; ++i) {
             pending_put &ctx = ctxs[j * num_eps + i];
-            ctx = pending_put(eps[i], targets[i]->addr() + 8 * j,
-                              rkeys[i]->get(), 1000 * i + j);
+            ctx              = pending_put(eps[i], targets[i]->addr() + 8 * j,
+                                           rkeys[i]->get(), 1000 * i + j);
             ucs_status_t status = ctx.run();
             if (status == UCS_OK) {
                 continue;
@@ -688,9 +704,7 @@ TEST_P(uct_ops_one_dci, pending_with_dci_exhaustion)
             status = uct_ep_pending_add(eps[i], &ctx.req, 0);
             if (status == UCS_ERR_BUSY) {
                 /* Resources came back meanwhile: send it now. */
-                ASSERT_EQ(UCS_OK, retry(everybody, [&] {
-                    return ctx.run();
-                }));
+                ASSERT_EQ(UCS_OK, retry(everybody, [&] { return ctx.run(); }));
             } else {
                 ASSERT_EQ(UCS_OK, status);
                 ++queued;
@@ -727,14 +741,13 @@ TEST_P(uct_ops_one_dci, pending_purge)
 
     /* Fill the single DCI's queue. */
     do {
-        status = uct_ep_put_short(m_ep, &ctx.value, 8, target.addr(),
-                                  rk.get());
+        status = uct_ep_put_short(m_ep, &ctx.value, 8, target.addr(), rk.get());
     } while (status == UCS_OK);
     ASSERT_EQ(UCS_ERR_NO_RESOURCE, status);
     ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &ctx.req, 0));
-    uct_ep_pending_purge(m_ep, [](uct_pending_req_t *req, void *arg) {
-        ++*(int*)arg;
-    }, &purged);
+    uct_ep_pending_purge(
+            m_ep, [](uct_pending_req_t *req, void *arg) { ++*(int *)arg; },
+            &purged);
     EXPECT_EQ(1, purged);
     /* the puts land in target before it goes away */
     ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
@@ -742,11 +755,11 @@ TEST_P(uct_ops_one_dci, pending_purge)
 
 struct pending_flush_ctx {
     uct_pending_req_t req;
-    uct_completion_t  comp;
-    uct_ep_h          ep;
-    const uint64_t    *target;  /* where the queued put lands */
-    uint64_t          seen;     /* target value when the flush completed */
-    int               done;
+    uct_completion_t comp;
+    uct_ep_h ep;
+    const uint64_t *target; /* where the queued put lands */
+    uint64_t seen; /* target value when the flush completed */
+    int done;
 };
 
 static ucs_status_t pending_flush(uct_pending_req_t *req)
@@ -782,14 +795,14 @@ TEST_P(uct_ops_one_dci, flush_queued_behind_pending)
     EXPECT_EQ(UCS_ERR_NO_RESOURCE, uct_ep_flush(m_ep, 0, NULL));
     EXPECT_EQ(UCS_INPROGRESS, uct_iface_flush(m_sender->iface(), 0, NULL));
 
-    flush.req.func    = pending_flush;
-    flush.ep          = m_ep;
-    flush.target      = (const uint64_t*)target.ptr();
-    flush.comp.func   = [](uct_completion_t *comp) {
+    flush.req.func  = pending_flush;
+    flush.ep        = m_ep;
+    flush.target    = (const uint64_t *)target.ptr();
+    flush.comp.func = [](uct_completion_t *comp) {
         pending_flush_ctx *ctx = ucs_container_of(comp, pending_flush_ctx,
                                                   comp);
-        ctx->seen = *ctx->target;
-        ctx->done = 1;
+        ctx->seen              = *ctx->target;
+        ctx->done              = 1;
     };
     flush.comp.count  = 1;
     flush.comp.status = UCS_OK;
@@ -806,8 +819,8 @@ TEST_P(uct_ops_one_dci, flush_queued_behind_pending)
 
 struct pending_am_ctx {
     uct_pending_req_t req;
-    uct_ep_h          ep;
-    int               done;
+    uct_ep_h ep;
+    int done;
 };
 
 static ucs_status_t pending_am(uct_pending_req_t *req)
@@ -823,9 +836,9 @@ static ucs_status_t pending_am(uct_pending_req_t *req)
 
 struct comp_am_ctx {
     uct_completion_t uct;
-    uct_ep_h         ep;
-    ucs_status_t     sent;
-    int              done;
+    uct_ep_h ep;
+    ucs_status_t sent;
+    int done;
 };
 
 /* UCX's test_uct_pending.send_ooo_with_comp: a send from a completion
@@ -835,22 +848,22 @@ struct comp_am_ctx {
 TEST_P(uct_ops_one_dci, completion_send_after_pending)
 {
     buffer src(*m_sender, 32, 'z');
-    uct_iov_t iov       = {src.ptr(), src.length(), src.memh(), 0, 1};
+    uct_iov_t iov       = { src.ptr(), src.length(), src.memh(), 0, 1 };
     uint64_t zhdr       = 0;
     pending_am_ctx pend = {};
     comp_am_ctx comp    = {};
     ucs_status_t status;
 
-    comp.uct.func   = [](uct_completion_t *self) {
+    comp.uct.func = [](uct_completion_t *self) {
         comp_am_ctx *ctx = ucs_container_of(self, comp_am_ctx, uct);
-        ctx->sent = uct_ep_am_short(ctx->ep, 5, 3, NULL, 0);
-        ctx->done = 1;
+        ctx->sent        = uct_ep_am_short(ctx->ep, 5, 3, NULL, 0);
+        ctx->done        = 1;
     };
     comp.uct.count  = 1;
     comp.uct.status = UCS_OK;
     comp.ep         = m_ep;
-    status = uct_ep_am_zcopy(m_ep, 5, &zhdr, sizeof(zhdr), &iov, 1, 0,
-                             &comp.uct);
+    status          = uct_ep_am_zcopy(m_ep, 5, &zhdr, sizeof(zhdr), &iov, 1, 0,
+                                      &comp.uct);
     ASSERT_EQ(UCS_INPROGRESS, status);
 
     /* Fill the DCI behind the zero-copy message, then queue one. */
@@ -872,7 +885,7 @@ TEST_P(uct_ops_one_dci, completion_send_after_pending)
     ASSERT_NO_FATAL_FAILURE(wait_am(expected));
     int pending_at = -1, comp_at = -1;
     for (size_t i = 0; i < m_am.messages.size(); ++i) {
-        uint64_t hdr = *(const uint64_t*)m_am.messages[i].data();
+        uint64_t hdr = *(const uint64_t *)m_am.messages[i].data();
         if (hdr == 2) {
             pending_at = i;
         } else if (hdr == 3) {
@@ -899,9 +912,9 @@ TEST_P(uct_ops, wakeup_on_receive)
     }));
     EXPECT_FALSE(fd_readable(fd, 0));
 
-    ASSERT_EQ(UCS_OK, retry({m_sender.get()}, [&] {
-        return uct_ep_am_short(m_ep, 5, 42, NULL, 0);
-    }));
+    ASSERT_EQ(UCS_OK, retry({ m_sender.get() }, [&] {
+                  return uct_ep_am_short(m_ep, 5, 42, NULL, 0);
+              }));
 
     /* Only the sender makes progress: the receiver sleeps on its fd. */
     bool woke = false;
@@ -923,8 +936,8 @@ TEST_P(uct_ops, wakeup_on_send_completion)
     int fd;
 
     ASSERT_EQ(UCS_OK, uct_iface_event_fd_get(m_sender->iface(), &fd));
-    ASSERT_EQ(UCS_OK, uct_ep_put_short(m_ep, &value, 8, target.addr(),
-                                       rk.get()));
+    ASSERT_EQ(UCS_OK,
+              uct_ep_put_short(m_ep, &value, 8, target.addr(), rk.get()));
     /* Armed with the completion possibly already there: it still fires. */
     ucs_status_t status = uct_iface_event_arm(m_sender->iface(),
                                               UCT_EVENT_SEND_COMP);
@@ -933,7 +946,7 @@ TEST_P(uct_ops, wakeup_on_send_completion)
         EXPECT_TRUE(fd_readable(fd, 5000)) << "no send-completion wakeup";
     }
     ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
-    EXPECT_EQ(7u, *(uint64_t*)target.ptr());
+    EXPECT_EQ(7u, *(uint64_t *)target.ptr());
 }
 
 /* Active-message flow control with a small window. */
@@ -943,8 +956,9 @@ protected:
 
     config_t sender_config() override
     {
-        return {{"FC_WND_SIZE", std::to_string(window)},
-                {"FC_REQ_THRESH", "0"}, {"TX_POLICY", GetParam()}};
+        return { { "FC_WND_SIZE", std::to_string(window) },
+                 { "FC_REQ_THRESH", "0" },
+                 { "TX_POLICY", GetParam() } };
     }
 };
 
@@ -970,20 +984,24 @@ TEST_P(uct_ops_fc, window_enforced_then_granted)
 
     /* The pending request is dispatched by the grant. */
     pending_put pctx(m_ep, 0, 0, sent);
-    pctx.req.func = [](uct_pending_req_t *req) { /* an AM, not a put */
-        pending_put *ctx = ucs_container_of(req, pending_put, req);
-        ucs_status_t st  = uct_ep_am_short(ctx->ep, 5, ctx->value, NULL, 0);
-        ctx->done       |= (st == UCS_OK);
-        return st;
-    };
+    pctx.req.func =
+            [](uct_pending_req_t *req) { /* an AM, not a put */
+                                         pending_put *ctx = ucs_container_of(
+                                                 req, pending_put, req);
+                                         ucs_status_t st = uct_ep_am_short(
+                                                 ctx->ep, 5, ctx->value, NULL,
+                                                 0);
+                                         ctx->done |= (st == UCS_OK);
+                                         return st;
+            };
     ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &pctx.req, 0));
     ASSERT_TRUE(wait_for(all(), [&] { return pctx.done != 0; }));
     ++sent;
 
     for (; sent < count; ++sent) {
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
-            return uct_ep_am_short(m_ep, 5, sent, NULL, 0);
-        }));
+                      return uct_ep_am_short(m_ep, 5, sent, NULL, 0);
+                  }));
     }
     ASSERT_NO_FATAL_FAILURE(wait_am(count));
     ASSERT_EQ((size_t)count, m_am.messages.size()) << "extra messages";
@@ -1001,7 +1019,7 @@ TEST_P(uct_ops_fc, all_am_kinds_counted)
     const int rounds = 100;
     buffer src(*m_sender, 64, 'z');
     std::vector<char> data = data_vector(64, 3);
-    pack_arg parg          = {data.data(), data.size()};
+    pack_arg parg          = { data.data(), data.size() };
     uct_iov_t iov          = {};
 
     iov.buffer = src.ptr();
@@ -1011,12 +1029,12 @@ TEST_P(uct_ops_fc, all_am_kinds_counted)
     for (int i = 0; i < rounds; ++i) {
         test_comp comp;
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
-            return uct_ep_am_short(m_ep, 5, i, data.data(), 8);
-        }));
+                      return uct_ep_am_short(m_ep, 5, i, data.data(), 8);
+                  }));
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
-            ssize_t len = uct_ep_am_bcopy(m_ep, 5, pack_cb, &parg, 0);
-            return (len < 0) ? (ucs_status_t)len : UCS_OK;
-        }));
+                      ssize_t len = uct_ep_am_bcopy(m_ep, 5, pack_cb, &parg, 0);
+                      return (len < 0) ? (ucs_status_t)len : UCS_OK;
+                  }));
         ucs_status_t status = retry(all(), [&] {
             return uct_ep_am_zcopy(m_ep, 5, NULL, 0, &iov, 1, 0, &comp.uct);
         });
@@ -1038,18 +1056,15 @@ TEST_P(uct_ops_fc, all_am_kinds_counted)
 }
 
 INSTANTIATE_TEST_SUITE_P(policy, uct_ops,
-                         testing::Values("dcs", "dcs_quota", "rand",
-                                         "hw_dcs"));
+                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs"));
 INSTANTIATE_TEST_SUITE_P(policy, uct_ops_one_dci,
-                         testing::Values("dcs", "dcs_quota", "rand",
-                                         "hw_dcs"));
+                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs"));
 INSTANTIATE_TEST_SUITE_P(policy, uct_ops_fc,
-                         testing::Values("dcs", "dcs_quota", "rand",
-                                         "hw_dcs"));
+                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs"));
 
 namespace {
 
-std::atomic<int> srq_limit_logged{0};
+std::atomic<int> srq_limit_logged{ 0 };
 
 ucs_log_func_rc_t catch_srq_limit(const char *file, unsigned line,
                                   const char *function, ucs_log_level_t level,
@@ -1071,33 +1086,34 @@ ucs_log_func_rc_t catch_srq_limit(const char *file, unsigned line,
  * (its receive queue below the armed limit) is reported. */
 TEST(uct_events, srq_limit_reported)
 {
-    entity receiver(config_t{{"RX_QUEUE_LEN", "64"}});
+    entity receiver(config_t{ { "RX_QUEUE_LEN", "64" } });
     entity sender;
-    uct_ep_h ep = sender.connect(receiver);
-    std::vector<entity*> me = {&sender};
-    ucs_log_level_t saved   = ucs_global_opts.log_component.log_level;
+    uct_ep_h ep              = sender.connect(receiver);
+    std::vector<entity *> me = { &sender };
+    ucs_log_level_t saved    = ucs_global_opts.log_component.log_level;
 
     ASSERT_NE(nullptr, ep);
     am_record rec;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(receiver.iface(), 1,
-                                               am_handler, &rec, 0));
-    srq_limit_logged                          = 0;
-    ucs_global_opts.log_component.log_level   = UCS_LOG_LEVEL_DIAG;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(receiver.iface(), 1, am_handler,
+                                               &rec, 0));
+    srq_limit_logged                        = 0;
+    ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_DIAG;
     ucs_log_push_handler(catch_srq_limit);
 
     /* The receiver does not progress: its buffers run out. */
     for (int i = 0; i < 60; ++i) {
         ASSERT_EQ(UCS_OK, retry(me, [&] {
-            return uct_ep_am_short(ep, 1, i, NULL, 0);
-        }));
+                      return uct_ep_am_short(ep, 1, i, NULL, 0);
+                  }));
     }
-    bool seen = wait_for(me, [&] { return srq_limit_logged > 0; }, 10);
+    bool seen = wait_for(
+            me, [&] { return srq_limit_logged > 0; }, 10);
 
     ucs_log_pop_handler();
     ucs_global_opts.log_component.log_level = saved;
     EXPECT_TRUE(seen) << "no srq-limit event was reported";
 
-    std::vector<entity*> both = {&sender, &receiver};
+    std::vector<entity *> both = { &sender, &receiver };
     ASSERT_TRUE(wait_for(both, [&] {
         return (rec.messages.size() == 60) &&
                (uct_iface_flush(sender.iface(), 0, NULL) == UCS_OK);
@@ -1110,15 +1126,17 @@ TEST(uct_events, srq_limit_reported)
 TEST(uct_policy, dcs_quota_no_starvation)
 {
     const int num_waiters = 8, max_busy = 200000;
-    entity sender({{"NUM_DCI", "1"}, {"TX_QUEUE_LEN", "64"},
-                   {"TX_POLICY", "dcs_quota"}, {"QUOTA", "8"}});
+    entity sender({ { "NUM_DCI", "1" },
+                    { "TX_QUEUE_LEN", "64" },
+                    { "TX_POLICY", "dcs_quota" },
+                    { "QUOTA", "8" } });
     entity receiver;
     buffer target(receiver, 8 * (num_waiters + 1));
     rkey rk(target.packed_rkey());
     std::vector<pending_put> ctxs(num_waiters);
     std::vector<uct_ep_h> eps;
-    std::vector<entity*> both = {&sender, &receiver};
-    uint64_t value = 1;
+    std::vector<entity *> both = { &sender, &receiver };
+    uint64_t value             = 1;
     int busy_sent = 0, waiters_done = 0;
 
     uct_ep_h busy = sender.connect(receiver);
@@ -1167,12 +1185,12 @@ TEST(uct_policy, dcs_quota_no_starvation)
 
 struct fair_ctx {
     uct_pending_req_t req;
-    uct_ep_h          ep;
-    uint64_t          addr;
-    uct_rkey_t        rkey;
-    bool              pending;
-    int               sends;
-    int               *num_pending;
+    uct_ep_h ep;
+    uint64_t addr;
+    uct_rkey_t rkey;
+    bool pending;
+    int sends;
+    int *num_pending;
 };
 
 static ucs_status_t fair_put_now(fair_ctx *ctx)
@@ -1231,12 +1249,14 @@ static bool fair_send_or_queue(fair_ctx *ctx)
 TEST(uct_policy, dcs_quota_fair_pending)
 {
     const int num_eps = 16, iters = 2000;
-    entity sender({{"NUM_DCI", "1"}, {"TX_QUEUE_LEN", "64"},
-                   {"TX_POLICY", "dcs_quota"}, {"QUOTA", "32"}});
+    entity sender({ { "NUM_DCI", "1" },
+                    { "TX_QUEUE_LEN", "64" },
+                    { "TX_POLICY", "dcs_quota" },
+                    { "QUOTA", "32" } });
     entity receiver;
     buffer target(receiver, 8 * num_eps);
     rkey rk(target.packed_rkey());
-    std::vector<entity*> both = {&sender, &receiver};
+    std::vector<entity *> both = { &sender, &receiver };
     std::vector<fair_ctx> ctxs(num_eps);
     int num_pending = 0;
 
@@ -1275,8 +1295,8 @@ TEST(uct_policy, dcs_quota_fair_pending)
         max_sends = std::max(max_sends, ctx.sends);
     }
     EXPECT_LT(0, min_sends) << "an endpoint starved (max " << max_sends << ")";
-    EXPECT_GE(min_sends * 2, max_sends) << "unfair: " << min_sends << " .. "
-                                        << max_sends;
+    EXPECT_GE(min_sends * 2, max_sends)
+            << "unfair: " << min_sends << " .. " << max_sends;
 
     ASSERT_TRUE(wait_for(both, [&] {
         return (num_pending == 0) &&
@@ -1317,8 +1337,8 @@ DCX_CHILD_ROLE(no_atomics_device)
         UCS_OK) {
         return 13;
     }
-    std::vector<entity*> all = {&sender, &receiver};
-    uct_ep_h ep              = sender.connect(receiver);
+    std::vector<entity *> all = { &sender, &receiver };
+    uct_ep_h ep               = sender.connect(receiver);
     buffer target(receiver, 8192), src(sender, 8192);
     rkey rk(target.packed_rkey());
     std::vector<char> small = data_vector(64, 3), big = data_vector(8192, 4);
@@ -1330,7 +1350,7 @@ DCX_CHILD_ROLE(no_atomics_device)
         }) != UCS_OK) {
         return 14;
     }
-    uct_iov_t iov = {src.ptr() + 64, big.size() - 64, src.memh(), 0, 1};
+    uct_iov_t iov = { src.ptr() + 64, big.size() - 64, src.memh(), 0, 1 };
     test_comp comp;
     ucs_status_t status = retry(all, [&] {
         return uct_ep_put_zcopy(ep, &iov, 1, target.addr() + 64, rk.get(),
@@ -1344,9 +1364,11 @@ DCX_CHILD_ROLE(no_atomics_device)
         return 17;
     }
 
-    if ((retry(all, [&] {
-            return uct_ep_am_short(ep, 5, 0x42, small.data(), small.size());
-        }) != UCS_OK) ||
+    if ((retry(all,
+               [&] {
+                   return uct_ep_am_short(ep, 5, 0x42, small.data(),
+                                          small.size());
+               }) != UCS_OK) ||
         !wait_for(all, [&] { return am.messages.size() == 1; }) ||
         (am.messages[0].size() != 8 + small.size()) ||
         (memcmp(am.messages[0].data() + 8, small.data(), small.size()) != 0)) {
@@ -1357,9 +1379,8 @@ DCX_CHILD_ROLE(no_atomics_device)
     test_comp acomp;
     if ((uct_ep_atomic64_post(ep, UCT_ATOMIC_OP_ADD, 1, target.addr(),
                               rk.get()) != UCS_ERR_UNSUPPORTED) ||
-        (uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 1, &result,
-                               target.addr(), rk.get(), &acomp.uct) !=
-         UCS_ERR_UNSUPPORTED) ||
+        (uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 1, &result, target.addr(),
+                               rk.get(), &acomp.uct) != UCS_ERR_UNSUPPORTED) ||
         (uct_ep_atomic_cswap64(ep, 0, 1, target.addr(), rk.get(), &result,
                                &acomp.uct) != UCS_ERR_UNSUPPORTED)) {
         return 19;
@@ -1390,17 +1411,16 @@ DCX_CHILD_ROLE(no_ext_atomics_device)
         return 11;
     }
 
-    std::vector<entity*> all = {&sender, &receiver};
-    uct_ep_h ep              = sender.connect(receiver);
+    std::vector<entity *> all = { &sender, &receiver };
+    uct_ep_h ep               = sender.connect(receiver);
     buffer target(receiver, 64);
     rkey rk(target.packed_rkey());
     uint32_t result;
     test_comp acomp;
     if ((uct_ep_atomic32_post(ep, UCT_ATOMIC_OP_ADD, 1, target.addr(),
                               rk.get()) != UCS_ERR_UNSUPPORTED) ||
-        (uct_ep_atomic32_fetch(ep, UCT_ATOMIC_OP_ADD, 1, &result,
-                               target.addr(), rk.get(), &acomp.uct) !=
-         UCS_ERR_UNSUPPORTED) ||
+        (uct_ep_atomic32_fetch(ep, UCT_ATOMIC_OP_ADD, 1, &result, target.addr(),
+                               rk.get(), &acomp.uct) != UCS_ERR_UNSUPPORTED) ||
         (uct_ep_atomic_cswap32(ep, 0, 1, target.addr(), rk.get(), &result,
                                &acomp.uct) != UCS_ERR_UNSUPPORTED)) {
         return 12;
@@ -1415,7 +1435,7 @@ DCX_CHILD_ROLE(no_ext_atomics_device)
     if (wait_comp(all, status, comp) != UCS_OK) {
         return 13;
     }
-    if ((result64 != 0) || (*(uint64_t*)target.ptr() != 3)) {
+    if ((result64 != 0) || (*(uint64_t *)target.ptr() != 3)) {
         return 15;
     }
     /* without masked atomics a 64-bit or is a compare-swap loop: still
@@ -1428,7 +1448,7 @@ DCX_CHILD_ROLE(no_ext_atomics_device)
     if (wait_comp(all, status, ocomp) != UCS_OK) {
         return 16;
     }
-    if ((result64 != 3) || (*(uint64_t*)target.ptr() != 0x13)) {
+    if ((result64 != 3) || (*(uint64_t *)target.ptr() != 0x13)) {
         return 17;
     }
     uct_ep_destroy(ep);
@@ -1437,7 +1457,7 @@ DCX_CHILD_ROLE(no_ext_atomics_device)
 
 TEST(uct_no_atomics, no_masked_atomics_no_atomic32)
 {
-    child c("no_ext_atomics_device", {}, {{"DCXEMU_EXT_ATOMICS", "0"}});
+    child c("no_ext_atomics_device", {}, { { "DCXEMU_EXT_ATOMICS", "0" } });
     EXPECT_EQ(0, c.wait());
 }
 
@@ -1447,13 +1467,13 @@ TEST(uct_no_atomics, no_masked_atomics_no_atomic32)
  * offers what it can post without raw WQEs, as on a device without them. */
 TEST(uct_no_atomics, provider_without_raw_wqe_builder)
 {
-    child c("no_ext_atomics_device", {}, {{"DCXEMU_RAW_WQE", "0"}});
+    child c("no_ext_atomics_device", {}, { { "DCXEMU_RAW_WQE", "0" } });
     EXPECT_EQ(0, c.wait());
 }
 
 TEST(uct_no_atomics, iface_opens_without_device_atomics)
 {
-    child c("no_atomics_device", {}, {{"DCXEMU_ATOMIC_CAP", "none"}});
+    child c("no_atomics_device", {}, { { "DCXEMU_ATOMIC_CAP", "none" } });
     EXPECT_EQ(0, c.wait());
 }
 
@@ -1469,14 +1489,14 @@ DCX_CHILD_ROLE(pkey_device)
         return 10;
     }
 
-    std::vector<entity*> all = {&sender, &receiver};
-    uct_ep_h ep              = sender.connect(receiver);
+    std::vector<entity *> all = { &sender, &receiver };
+    uct_ep_h ep               = sender.connect(receiver);
     buffer target(receiver, 4096), local(sender, 4096);
     rkey rk(target.packed_rkey());
     std::vector<char> data = data_vector(64, 7);
     if (retry(all, [&] {
-            return uct_ep_put_short(ep, data.data(), data.size(),
-                                    target.addr(), rk.get());
+            return uct_ep_put_short(ep, data.data(), data.size(), target.addr(),
+                                    rk.get());
         }) != UCS_OK) {
         return 11;
     }
@@ -1494,9 +1514,9 @@ TEST(uct_pkey, first_full_member_when_index_0_is_limited)
 {
     /* index 0: the default partition, limited membership */
     child c("pkey_device", {},
-            {{"DCXEMU_LINK_LAYER", "infiniband"},
-             {"DCXEMU_PKEY_TABLE", "0x7fff,0xffff"},
-             {"DCXEMU_TIME_SCALE", "0.01"}});
+            { { "DCXEMU_LINK_LAYER", "infiniband" },
+              { "DCXEMU_PKEY_TABLE", "0x7fff,0xffff" },
+              { "DCXEMU_TIME_SCALE", "0.01" } });
     EXPECT_EQ(0, c.wait());
 }
 
@@ -1505,23 +1525,23 @@ TEST(uct_pkey, configured_partition_full_member_first)
     /* UCX_DCX_PKEY=0x5: the full member at index 2, not the limited one
      * before it (two limited members cannot talk) */
     child c("pkey_device", {},
-            {{"DCXEMU_LINK_LAYER", "infiniband"},
-             {"DCXEMU_PKEY_TABLE", "0x7fff,0x0005,0x8005"},
-             {"UCX_DCX_PKEY", "0x5"},
-             {"DCXEMU_TIME_SCALE", "0.01"}});
+            { { "DCXEMU_LINK_LAYER", "infiniband" },
+              { "DCXEMU_PKEY_TABLE", "0x7fff,0x0005,0x8005" },
+              { "UCX_DCX_PKEY", "0x5" },
+              { "DCXEMU_TIME_SCALE", "0.01" } });
     EXPECT_EQ(0, c.wait());
 }
 
 TEST(uct_pkey, configured_partition_absent_or_invalid)
 {
     child absent("pkey_device", {},
-                 {{"DCXEMU_LINK_LAYER", "infiniband"},
-             {"DCXEMU_PKEY_TABLE", "0xffff,0x8005"},
-                  {"UCX_DCX_PKEY", "0x6"}});
+                 { { "DCXEMU_LINK_LAYER", "infiniband" },
+                   { "DCXEMU_PKEY_TABLE", "0xffff,0x8005" },
+                   { "UCX_DCX_PKEY", "0x6" } });
     EXPECT_EQ(10, absent.wait());
     child invalid("pkey_device", {},
-                  {{"DCXEMU_LINK_LAYER", "infiniband"},
-                   {"UCX_DCX_PKEY", "0x8000"}});
+                  { { "DCXEMU_LINK_LAYER", "infiniband" },
+                    { "UCX_DCX_PKEY", "0x8000" } });
     EXPECT_EQ(10, invalid.wait());
 }
 
@@ -1542,8 +1562,8 @@ DCX_CHILD_ROLE(small_wqe_device)
         return 11;
     }
 
-    std::vector<entity*> all = {&sender, &receiver};
-    uct_ep_h ep              = sender.connect(receiver);
+    std::vector<entity *> all = { &sender, &receiver };
+    uct_ep_h ep               = sender.connect(receiver);
     buffer target(receiver, 4096);
     rkey rk(target.packed_rkey());
     std::vector<char> data = data_vector(max_short, 5);
@@ -1567,7 +1587,7 @@ DCX_CHILD_ROLE(small_wqe_device)
 
 TEST(uct_small_wqe, dci_asks_for_less_inline_until_the_device_agrees)
 {
-    child c("small_wqe_device", {}, {{"DCXEMU_MAX_WQE_SIZE", "256"}});
+    child c("small_wqe_device", {}, { { "DCXEMU_MAX_WQE_SIZE", "256" } });
     EXPECT_EQ(0, c.wait());
 }
 
@@ -1593,7 +1613,7 @@ struct foreign_iface {
         ASSERT_EQ(UCS_OK, uct_query_components(&components, &num));
         for (unsigned i = 0; i < num; ++i) {
             uct_component_attr_t attr = {};
-            attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+            attr.field_mask           = UCT_COMPONENT_ATTR_FIELD_NAME;
             ASSERT_EQ(UCS_OK, uct_component_query(components[i], &attr));
             if (!strcmp(attr.name, "self")) {
                 self = components[i];
@@ -1602,10 +1622,11 @@ struct foreign_iface {
         uct_release_component_list(components);
         ASSERT_NE(nullptr, self) << "UCX has no self transport";
 
-        ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
-                                                   &async));
-        ASSERT_EQ(UCS_OK, uct_worker_create(async, UCS_THREAD_MODE_SINGLE,
-                                            &worker));
+        ASSERT_EQ(UCS_OK,
+                  ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                           &async));
+        ASSERT_EQ(UCS_OK,
+                  uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &worker));
         ASSERT_EQ(UCS_OK, uct_md_config_read(self, NULL, NULL, &md_config));
         ASSERT_EQ(UCS_OK, uct_md_open(self, "self", md_config, &md));
         uct_config_release(md_config);
@@ -1613,13 +1634,13 @@ struct foreign_iface {
         ASSERT_GT(num_tls, 0u);
         ASSERT_EQ(UCS_OK, uct_md_iface_config_read(md, tls[0].tl_name, NULL,
                                                    NULL, &iface_config));
-        params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                      UCT_IFACE_PARAM_FIELD_DEVICE;
+        params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                            UCT_IFACE_PARAM_FIELD_DEVICE;
         params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
         params.mode.device.tl_name  = tls[0].tl_name;
         params.mode.device.dev_name = tls[0].dev_name;
-        ucs_status_t status = uct_iface_open(md, worker, &params,
-                                             iface_config, &iface);
+        ucs_status_t status = uct_iface_open(md, worker, &params, iface_config,
+                                             &iface);
         uct_config_release(iface_config);
         uct_release_tl_resource_list(tls);
         ASSERT_EQ(UCS_OK, status);
@@ -1649,12 +1670,12 @@ struct foreign_iface {
  * nothing is read from it as if it were dcx's. */
 TEST(uct_public_api, foreign_interface_is_refused)
 {
-    typedef ucs_status_t (*query_umr_t)(uct_iface_h, uct_dcx_umr_counters_t*);
-    typedef ucs_status_t (*query_tx_t)(uct_iface_h, uct_dcx_tx_counters_t*);
-    typedef ucs_status_t (*view_create_t)(uct_iface_h, uct_mem_h, void*,
-                                          size_t, size_t, size_t, uct_mem_h*);
-    typedef ucs_status_t (*view_create_iov_t)(uct_iface_h, const uct_iov_t*,
-                                              size_t, uct_mem_h*);
+    typedef ucs_status_t (*query_umr_t)(uct_iface_h, uct_dcx_umr_counters_t *);
+    typedef ucs_status_t (*query_tx_t)(uct_iface_h, uct_dcx_tx_counters_t *);
+    typedef ucs_status_t (*view_create_t)(uct_iface_h, uct_mem_h, void *,
+                                          size_t, size_t, size_t, uct_mem_h *);
+    typedef ucs_status_t (*view_create_iov_t)(uct_iface_h, const uct_iov_t *,
+                                              size_t, uct_mem_h *);
     typedef ucs_status_t (*view_destroy_t)(uct_iface_h, uct_mem_h);
     ASSERT_NE(nullptr, dcx_component()); /* loads the plugin */
     entity dcx;
@@ -1667,7 +1688,7 @@ TEST(uct_public_api, foreign_interface_is_refused)
     auto view_create     = plugin_sym<view_create_t>("uct_dcx_mem_view_create");
     auto view_create_iov = plugin_sym<view_create_iov_t>(
             "uct_dcx_mem_view_create_iov");
-    auto view_destroy    = plugin_sym<view_destroy_t>("uct_dcx_mem_view_destroy");
+    auto view_destroy = plugin_sym<view_destroy_t>("uct_dcx_mem_view_destroy");
     ASSERT_TRUE(query_umr && query_tx && view_create && view_create_iov &&
                 view_destroy);
 
@@ -1676,17 +1697,17 @@ TEST(uct_public_api, foreign_interface_is_refused)
     uct_dcx_tx_counters_t tx;
     uct_iov_t iov = {};
     uct_mem_h view;
-    iov.buffer    = mem.ptr();
-    iov.length    = 16;
-    iov.memh      = mem.memh();
-    iov.stride    = 64;
-    iov.count     = 4;
+    iov.buffer = mem.ptr();
+    iov.length = 16;
+    iov.memh   = mem.memh();
+    iov.stride = 64;
+    iov.count  = 4;
 
     /* The dcx interface is accepted ... */
     EXPECT_EQ(UCS_OK, query_umr(dcx.iface(), &umr));
     EXPECT_EQ(UCS_OK, query_tx(dcx.iface(), &tx));
     /* ... another transport's and none are not. */
-    for (uct_iface_h iface : {other.iface, (uct_iface_h)nullptr}) {
+    for (uct_iface_h iface : { other.iface, (uct_iface_h) nullptr }) {
         EXPECT_EQ(UCS_ERR_INVALID_PARAM, query_umr(iface, &umr));
         EXPECT_EQ(UCS_ERR_INVALID_PARAM, query_tx(iface, &tx));
         EXPECT_EQ(UCS_ERR_INVALID_PARAM,
@@ -1703,13 +1724,18 @@ TEST(uct_public_api, foreign_interface_is_refused)
  * a non-fatal failure, so a printer that is not picked up fails here. */
 TEST(uct_print, status_names_in_failures)
 {
-    EXPECT_EQ(::testing::PrintToString(UCS_ERR_TIMED_OUT), "UCS_ERR_TIMED_OUT (-20)");
+    EXPECT_EQ(::testing::PrintToString(UCS_ERR_TIMED_OUT),
+              "UCS_ERR_TIMED_OUT (-20)");
     EXPECT_EQ(::testing::PrintToString(UCS_OK), "UCS_OK (0)");
-    EXPECT_EQ(::testing::PrintToString(UCS_ERR_ENDPOINT_TIMEOUT), "UCS_ERR_ENDPOINT_TIMEOUT (-80)");
+    EXPECT_EQ(::testing::PrintToString(UCS_ERR_ENDPOINT_TIMEOUT),
+              "UCS_ERR_ENDPOINT_TIMEOUT (-80)");
     EXPECT_EQ(::testing::PrintToString((ucs_status_t)-45), "ucs_status_t -45");
-    std::vector<ucs_status_t> sts = {UCS_INPROGRESS, UCS_ERR_CONNECTION_RESET};
-    EXPECT_EQ(::testing::PrintToString(sts), "{ UCS_INPROGRESS (1), UCS_ERR_CONNECTION_RESET (-25) }");
+    std::vector<ucs_status_t> sts = { UCS_INPROGRESS,
+                                      UCS_ERR_CONNECTION_RESET };
+    EXPECT_EQ(::testing::PrintToString(sts),
+              "{ UCS_INPROGRESS (1), UCS_ERR_CONNECTION_RESET (-25) }");
     EXPECT_NONFATAL_FAILURE(EXPECT_EQ(UCS_OK, UCS_ERR_NO_RESOURCE),
                             "Which is: UCS_ERR_NO_RESOURCE (-2)");
-    EXPECT_NONFATAL_FAILURE(EXPECT_EQ(UCS_OK, UCS_ERR_IO_ERROR), "Which is: UCS_OK (0)");
+    EXPECT_NONFATAL_FAILURE(EXPECT_EQ(UCS_OK, UCS_ERR_IO_ERROR),
+                            "Which is: UCS_OK (0)");
 }

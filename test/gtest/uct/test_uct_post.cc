@@ -41,14 +41,14 @@ ucs_status_t open_with_post(const char *post)
     uct_md_h md                = nullptr;
     ucs_status_t status;
 
-    EXPECT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
-                                               &async));
-    EXPECT_EQ(UCS_OK, uct_worker_create(async, UCS_THREAD_MODE_SINGLE,
-                                        &worker));
-    EXPECT_EQ(UCS_OK, uct_md_config_read(dcx_component(), NULL, NULL,
-                                         &md_config));
-    EXPECT_EQ(UCS_OK, uct_md_open(dcx_component(), emu_md_name, md_config,
-                                  &md));
+    EXPECT_EQ(UCS_OK,
+              ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async));
+    EXPECT_EQ(UCS_OK,
+              uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &worker));
+    EXPECT_EQ(UCS_OK,
+              uct_md_config_read(dcx_component(), NULL, NULL, &md_config));
+    EXPECT_EQ(UCS_OK,
+              uct_md_open(dcx_component(), emu_md_name, md_config, &md));
     uct_config_release(md_config);
     EXPECT_EQ(UCS_OK, uct_md_iface_config_read(md, "dcx", NULL, NULL, &config));
     status = uct_config_modify(config, "POST", post);
@@ -57,9 +57,9 @@ ucs_status_t open_with_post(const char *post)
     }
     EXPECT_EQ(UCS_OK, status);
 
-    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                  UCT_IFACE_PARAM_FIELD_DEVICE |
-                                  UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
+    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                        UCT_IFACE_PARAM_FIELD_DEVICE |
+                        UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
     params.mode.device.tl_name  = "dcx";
     params.mode.device.dev_name = emu_dev_name;
@@ -83,7 +83,7 @@ struct am_count {
 
 ucs_status_t am_handler(void *arg, void *data, size_t length, unsigned flags)
 {
-    am_count *c = (am_count*)arg;
+    am_count *c = (am_count *)arg;
 
     ++c->count;
     c->bytes += length;
@@ -110,7 +110,7 @@ class uct_post_wrap : public testing::Test, protected entity_pair {
 protected:
     void SetUp() override
     {
-        config_t config = {{"NUM_DCI", "1"}, {"TX_QUEUE_LEN", "16"}};
+        config_t config = { { "NUM_DCI", "1" }, { "TX_QUEUE_LEN", "16" } };
 
         ASSERT_NO_FATAL_FAILURE(open_pair(config, config));
         ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_receiver->iface(), 7,
@@ -125,8 +125,7 @@ TEST_F(uct_post_wrap, mixed_shapes_wrap_the_send_queue)
     const uct_iface_attr_t &attr = m_sender->attr();
     const size_t slot            = 512;
     const unsigned rounds        = 60;
-    const size_t max_short       = std::min<size_t>(attr.cap.put.max_short,
-                                                    slot);
+    const size_t max_short = std::min<size_t>(attr.cap.put.max_short, slot);
     buffer target(*m_receiver, slot * 8 * rounds);
     buffer source(*m_sender, slot * 4);
     buffer words(*m_receiver, 64);
@@ -139,26 +138,27 @@ TEST_F(uct_post_wrap, mixed_shapes_wrap_the_send_queue)
     ASSERT_GT(max_short, 64u) << "inline data of several basic blocks";
     memset(words.ptr(), 0, words.length());
     for (unsigned r = 0; r < rounds; ++r) {
-        char *base  = target.ptr() + r * slot * 8;
-        size_t off  = base - target.ptr();
+        char *base = target.ptr() + r * slot * 8;
+        size_t off = base - target.ptr();
         /* inline put: 1 .. max_short bytes, so WQEs of 2 to many blocks */
-        size_t len  = 1 + (r * 37) % max_short;
-        auto data   = data_vector(len, r);
+        size_t len = 1 + (r * 37) % max_short;
+        auto data  = data_vector(len, r);
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
-            return uct_ep_put_short(m_ep, data.data(), len,
-                                    target.addr() + off, rk.get());
-        }));
+                      return uct_ep_put_short(m_ep, data.data(), len,
+                                              target.addr() + off, rk.get());
+                  }));
         memcpy(&expect[off], data.data(), len);
 
         /* bcopy put: one data segment */
         auto bdata   = data_vector(slot - r, r + 1000);
-        pack_arg arg = {bdata.data(), bdata.size()};
+        pack_arg arg = { bdata.data(), bdata.size() };
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
-            ssize_t packed = uct_ep_put_bcopy(m_ep, pack_cb, &arg,
-                                              target.addr() + off + slot,
-                                              rk.get());
-            return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
-        }));
+                      ssize_t packed = uct_ep_put_bcopy(m_ep, pack_cb, &arg,
+                                                        target.addr() + off +
+                                                                slot,
+                                                        rk.get());
+                      return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
+                  }));
         memcpy(&expect[off + slot], bdata.data(), bdata.size());
 
         /* zcopy put: a gather list of three entries */
@@ -174,8 +174,9 @@ TEST_F(uct_post_wrap, mixed_shapes_wrap_the_send_queue)
         }
         test_comp zcomp;
         ucs_status_t status = retry(all(), [&] {
-            return uct_ep_put_zcopy(m_ep, iov, 3, target.addr() + off + 2 * slot,
-                                    rk.get(), &zcomp.uct);
+            return uct_ep_put_zcopy(m_ep, iov, 3,
+                                    target.addr() + off + 2 * slot, rk.get(),
+                                    &zcomp.uct);
         });
         ASSERT_EQ(UCS_OK, wait_comp(all(), status, zcomp));
         size_t at = off + 2 * slot;
@@ -186,33 +187,36 @@ TEST_F(uct_post_wrap, mixed_shapes_wrap_the_send_queue)
 
         /* active messages: inline and bcopy */
         uint64_t header = r;
-        auto payload    = data_vector(
-                1 + (r * 13) % (attr.cap.am.max_short - sizeof(header)),
-                r + 3000);
+        auto payload    = data_vector(1 + (r * 13) % (attr.cap.am.max_short -
+                                                   sizeof(header)),
+                                      r + 3000);
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
-            return uct_ep_am_short(m_ep, 7, header, payload.data(),
-                                   payload.size());
-        }));
+                      return uct_ep_am_short(m_ep, 7, header, payload.data(),
+                                             payload.size());
+                  }));
         am_bytes += sizeof(header) + payload.size();
-        pack_arg am_arg = {payload.data(), payload.size()};
+        pack_arg am_arg = { payload.data(), payload.size() };
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
-            ssize_t packed = uct_ep_am_bcopy(m_ep, 7, pack_cb, &am_arg, 0);
-            return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
-        }));
+                      ssize_t packed = uct_ep_am_bcopy(m_ep, 7, pack_cb,
+                                                       &am_arg, 0);
+                      return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
+                  }));
         am_bytes += payload.size();
 
         /* a device atomic and a masked 32-bit one, when offered */
         ASSERT_EQ(UCS_OK, retry(all(), [&] {
-            return uct_ep_atomic64_post(m_ep, UCT_ATOMIC_OP_ADD, r + 1,
-                                        words.addr(), wrk.get());
-        }));
+                      return uct_ep_atomic64_post(m_ep, UCT_ATOMIC_OP_ADD,
+                                                  r + 1, words.addr(),
+                                                  wrk.get());
+                  }));
         sum += r + 1;
         if (attr.cap.atomic32.op_flags & UCS_BIT(UCT_ATOMIC_OP_XOR)) {
             ASSERT_EQ(UCS_OK, retry(all(), [&] {
-                return uct_ep_atomic32_post(m_ep, UCT_ATOMIC_OP_XOR,
-                                            0x9e3779b9u * (r + 1),
-                                            words.addr() + 8, wrk.get());
-            }));
+                          return uct_ep_atomic32_post(m_ep, UCT_ATOMIC_OP_XOR,
+                                                      0x9e3779b9u * (r + 1),
+                                                      words.addr() + 8,
+                                                      wrk.get());
+                      }));
             xor32 ^= 0x9e3779b9u * (r + 1);
         }
 
@@ -247,35 +251,36 @@ TEST_F(uct_post_wrap, mixed_shapes_wrap_the_send_queue)
 class uct_post_rx : public testing::Test, protected entity_pair {
 protected:
     struct received {
-        uint8_t           id;
+        uint8_t id;
         std::vector<char> data;
     };
 
     struct handler_arg {
         uct_post_rx *self;
-        uint8_t     id;
+        uint8_t id;
     };
 
     void SetUp() override
     {
-        config_t receiver = {{"RX_QUEUE_LEN", "16"}};
+        config_t receiver = { { "RX_QUEUE_LEN", "16" } };
 
         ASSERT_NO_FATAL_FAILURE(open_pair(receiver, config_t()));
         for (handler_arg &arg : m_args) {
             arg.self = this;
-            ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_receiver->iface(),
-                                                       arg.id, record, &arg,
-                                                       0));
+            ASSERT_EQ(UCS_OK,
+                      uct_iface_set_am_handler(m_receiver->iface(), arg.id,
+                                               record, &arg, 0));
         }
     }
 
     static ucs_status_t
     record(void *arg, void *data, size_t length, unsigned flags)
     {
-        handler_arg *h = (handler_arg*)arg;
+        handler_arg *h = (handler_arg *)arg;
 
         h->self->m_received.push_back(
-                {h->id, std::vector<char>((char*)data, (char*)data + length)});
+                { h->id,
+                  std::vector<char>((char *)data, (char *)data + length) });
         return UCS_OK;
     }
 
@@ -285,8 +290,9 @@ protected:
         return wait_for(all(), [&] { return m_received.size() >= count; });
     }
 
-    handler_arg           m_args[3] = {{nullptr, 0}, {nullptr, 17},
-                                       {nullptr, UCT_AM_ID_MAX - 1}};
+    handler_arg m_args[3] = { { nullptr, 0 },
+                              { nullptr, 17 },
+                              { nullptr, UCT_AM_ID_MAX - 1 } };
     std::vector<received> m_received;
 };
 
@@ -306,14 +312,15 @@ TEST_F(uct_post_rx, stream_wraps_the_srq_and_the_cq)
 
         if (i % 2) {
             uint64_t header = i;
-            size_t length   = (i * 7) % (attr.cap.am.max_short -
-                                         sizeof(header) + 1);
-            auto payload    = data_vector(length, i);
+            size_t length   = (i * 7) %
+                            (attr.cap.am.max_short - sizeof(header) + 1);
+            auto payload = data_vector(length, i);
 
             ASSERT_EQ(UCS_OK, retry(all(), [&] {
-                return uct_ep_am_short(m_ep, id, header, payload.data(),
-                                       payload.size());
-            }));
+                          return uct_ep_am_short(m_ep, id, header,
+                                                 payload.data(),
+                                                 payload.size());
+                      }));
             data.resize(sizeof(header));
             memcpy(data.data(), &header, sizeof(header));
             data.insert(data.end(), payload.begin(), payload.end());
@@ -323,14 +330,15 @@ TEST_F(uct_post_rx, stream_wraps_the_srq_and_the_cq)
                             (i % 7 == 0)  ? attr.cap.am.max_bcopy :
                                             (i * 131) % attr.cap.am.max_bcopy;
             data          = data_vector(length, i);
-            pack_arg arg  = {data.data(), data.size()};
+            pack_arg arg  = { data.data(), data.size() };
 
             ASSERT_EQ(UCS_OK, retry(all(), [&] {
-                ssize_t packed = uct_ep_am_bcopy(m_ep, id, pack_cb, &arg, 0);
-                return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
-            }));
+                          ssize_t packed = uct_ep_am_bcopy(m_ep, id, pack_cb,
+                                                           &arg, 0);
+                          return (packed < 0) ? (ucs_status_t)packed : UCS_OK;
+                      }));
         }
-        expect.push_back({id, data});
+        expect.push_back({ id, data });
     }
 
     ASSERT_EQ(UCS_OK, flush_ep(all(), m_ep));
@@ -357,9 +365,9 @@ TEST_F(uct_post_rx, every_arm_wakes_the_receiver)
         }));
         EXPECT_FALSE(fd_readable(fd, 0)) << "round " << r;
 
-        ASSERT_EQ(UCS_OK, retry({m_sender.get()}, [&] {
-            return uct_ep_am_short(m_ep, 17, r, NULL, 0);
-        }));
+        ASSERT_EQ(UCS_OK, retry({ m_sender.get() }, [&] {
+                      return uct_ep_am_short(m_ep, 17, r, NULL, 0);
+                  }));
 
         /* Only the sender progresses: the receiver sleeps on its fd. */
         bool woke = false;
@@ -377,7 +385,7 @@ TEST_F(uct_post_rx, every_arm_wakes_the_receiver)
 
 namespace {
 
-std::atomic<int> rx_len_errors{0};
+std::atomic<int> rx_len_errors{ 0 };
 
 /* The receiver's account of a receive that failed for its length. */
 ucs_log_func_rc_t catch_rx_len_error(const char *file, unsigned line,
@@ -398,7 +406,7 @@ ucs_log_func_rc_t catch_rx_len_error(const char *file, unsigned line,
 
 ucs_status_t count_failure(void *arg, uct_ep_h ep, ucs_status_t status)
 {
-    ++*(std::atomic<int>*)arg;
+    ++*(std::atomic<int> *)arg;
     return UCS_OK;
 }
 
@@ -411,28 +419,27 @@ ucs_status_t count_failure(void *arg, uct_ep_h ep, ucs_status_t status)
 TEST(uct_post_rx_error, too_long_message_is_a_receive_error)
 {
     const size_t seg = 1024;
-    std::atomic<int> failures{0};
-    entity receiver(config_t{{"SEG_SIZE", std::to_string(seg)},
-                             {"RX_QUEUE_LEN", "16"}});
+    std::atomic<int> failures{ 0 };
+    entity receiver(config_t{ { "SEG_SIZE", std::to_string(seg) },
+                              { "RX_QUEUE_LEN", "16" } });
     entity bad(config_t(), count_failure, &failures), good;
-    std::vector<entity*> all = {&bad, &good, &receiver};
-    ucs_log_level_t saved    = ucs_global_opts.log_component.log_level;
+    std::vector<entity *> all = { &bad, &good, &receiver };
+    ucs_log_level_t saved     = ucs_global_opts.log_component.log_level;
     am_count am;
 
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(receiver.iface(), 9,
-                                               am_handler, &am, 0));
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(receiver.iface(), 9, am_handler,
+                                               &am, 0));
     ASSERT_GT(bad.attr().cap.am.max_bcopy, 2 * seg);
     uct_ep_h ep_bad = bad.connect(receiver), ep_good = good.connect(receiver);
 
     rx_len_errors                           = 0;
     ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_DEBUG;
     ucs_log_push_handler(catch_rx_len_error);
-    auto big     = data_vector(2 * seg, 1);
-    pack_arg arg = {big.data(), big.size()};
+    auto big       = data_vector(2 * seg, 1);
+    pack_arg arg   = { big.data(), big.size() };
     ssize_t packed = uct_ep_am_bcopy(ep_bad, 9, pack_cb, &arg, 0);
-    bool seen      = wait_for(all, [&] {
-        return (rx_len_errors > 0) && (failures > 0);
-    });
+    bool seen      = wait_for(all,
+                              [&] { return (rx_len_errors > 0) && (failures > 0); });
     ucs_log_pop_handler();
     ucs_global_opts.log_component.log_level = saved;
     EXPECT_EQ((ssize_t)big.size(), packed);
@@ -444,11 +451,11 @@ TEST(uct_post_rx_error, too_long_message_is_a_receive_error)
     size_t bytes         = 0;
     for (unsigned i = 0; i < count; ++i) {
         auto data  = data_vector(1 + (i * 61) % seg, i);
-        pack_arg a = {data.data(), data.size()};
+        pack_arg a = { data.data(), data.size() };
         ASSERT_EQ(UCS_OK, retry(all, [&] {
-            ssize_t n = uct_ep_am_bcopy(ep_good, 9, pack_cb, &a, 0);
-            return (n < 0) ? (ucs_status_t)n : UCS_OK;
-        }));
+                      ssize_t n = uct_ep_am_bcopy(ep_good, 9, pack_cb, &a, 0);
+                      return (n < 0) ? (ucs_status_t)n : UCS_OK;
+                  }));
         bytes += data.size();
     }
     ASSERT_TRUE(wait_for(all, [&] { return am.count >= count; }));

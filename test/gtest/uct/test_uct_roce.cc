@@ -19,19 +19,19 @@ using namespace dcx_test;
 namespace {
 
 /* The device address: lid (2 bytes), flags, then the GID on RoCE. */
-const size_t   dev_addr_flags_offset = 2;
-const size_t   dev_addr_gid_offset   = 3;
-const uint8_t  flag_global           = 1;
-const uint8_t  flag_roce_v2          = 2;
-const uint8_t  flag_ipv4             = 4;
+const size_t dev_addr_flags_offset = 2;
+const size_t dev_addr_gid_offset   = 3;
+const uint8_t flag_global          = 1;
+const uint8_t flag_roce_v2         = 2;
+const uint8_t flag_ipv4            = 4;
 
 /* Run a role in a child on a RoCE port with two routers; this process's
  * environment is restored (the suite itself may run in RoCE mode). */
-int run_roce(const std::string &role,
-             const std::vector<std::string> &args = {})
+int run_roce(const std::string &role, const std::vector<std::string> &args = {})
 {
-    child c(role, args, {{"DCXEMU_LINK_LAYER", "ethernet"},
-                         {"DCXEMU_ROCE_ROUTERS", "2"}});
+    child c(role, args,
+            { { "DCXEMU_LINK_LAYER", "ethernet" },
+              { "DCXEMU_ROCE_ROUTERS", "2" } });
     return c.wait(90);
 }
 
@@ -41,9 +41,8 @@ int check_dev_addr(const entity &e, uint8_t flags, const uint8_t tail[6])
 {
     const std::vector<char> &a = e.dev_addr();
     if ((a.size() != dev_addr_gid_offset + 16) ||
-        ((uint8_t)a[dev_addr_flags_offset] != flags) ||
-        (a[0] != 0) || (a[1] != 0) ||
-        memcmp(a.data() + dev_addr_gid_offset + 10, tail, 6)) {
+        ((uint8_t)a[dev_addr_flags_offset] != flags) || (a[0] != 0) ||
+        (a[1] != 0) || memcmp(a.data() + dev_addr_gid_offset + 10, tail, 6)) {
         return 1;
     }
     return 0;
@@ -53,21 +52,23 @@ int check_dev_addr(const entity &e, uint8_t flags, const uint8_t tail[6])
  * the failed step. */
 int exchange(entity &a, entity &b)
 {
-    std::vector<entity*> all = {&a, &b};
+    std::vector<entity *> all = { &a, &b };
     buffer target(b, 4096, 0), local(a, 4096, 0);
     rkey rk(target.packed_rkey());
-    uct_ep_h ep = a.connect(b);
+    uct_ep_h ep    = a.connect(b);
     uint64_t value = 0x1234abcd;
     int am_count   = 0;
 
     if (ep == nullptr) {
         return 1;
     }
-    if (uct_iface_set_am_handler(b.iface(), 7,
-            [](void *arg, void *data, size_t length, unsigned flags) {
-                ++*(int*)arg;
-                return UCS_OK;
-            }, &am_count, 0) != UCS_OK) {
+    if (uct_iface_set_am_handler(
+                b.iface(), 7,
+                [](void *arg, void *data, size_t length, unsigned flags) {
+                    ++*(int *)arg;
+                    return UCS_OK;
+                },
+                &am_count, 0) != UCS_OK) {
         return 2;
     }
     if (retry(all, [&] {
@@ -84,7 +85,7 @@ int exchange(entity &a, entity &b)
     }
 
     test_comp gcomp;
-    uct_iov_t iov = {local.ptr(), 64, local.memh(), 0, 1};
+    uct_iov_t iov       = { local.ptr(), 64, local.memh(), 0, 1 };
     ucs_status_t status = retry(all, [&] {
         return uct_ep_get_zcopy(ep, &iov, 1, target.addr(), rk.get(),
                                 &gcomp.uct);
@@ -100,7 +101,8 @@ int exchange(entity &a, entity &b)
         UCS_OK) {
         return 9;
     }
-    if (!wait_for(all, [&] { return am_count == 1; }, 30)) {
+    if (!wait_for(
+                all, [&] { return am_count == 1; }, 30)) {
         return 10;
     }
     uct_ep_destroy(ep);
@@ -111,18 +113,19 @@ int exchange(entity &a, entity &b)
  * that dies on the way makes it (a short retry budget in a's config). */
 int put_times_out(entity &a, failure_record &f, entity &b)
 {
-    std::vector<entity*> all = {&a, &b};
+    std::vector<entity *> all = { &a, &b };
     buffer target(b, 4096, 0);
     rkey rk(target.packed_rkey());
     uct_ep_h ep    = a.connect(b);
     uint64_t value = 5;
 
     if ((ep == nullptr) ||
-        (uct_ep_put_short(ep, &value, sizeof(value), target.addr(),
-                          rk.get()) != UCS_OK)) {
+        (uct_ep_put_short(ep, &value, sizeof(value), target.addr(), rk.get()) !=
+         UCS_OK)) {
         return 1;
     }
-    if (!wait_for(all, [&] { return !f.eps.empty(); }, 30)) {
+    if (!wait_for(
+                all, [&] { return !f.eps.empty(); }, 30)) {
         return 2;
     }
     if ((f.eps[0] != ep) || (f.statuses[0] != UCS_ERR_ENDPOINT_TIMEOUT)) {
@@ -138,7 +141,7 @@ int put_times_out(entity &a, failure_record &f, entity &b)
  * table, not index 0) and a hop limit that crosses the routers both ways. */
 DCX_CHILD_ROLE(roce_default_gid)
 {
-    static const uint8_t v4[6] = {0xff, 0xff, 198, 51, 100, 1};
+    static const uint8_t v4[6] = { 0xff, 0xff, 198, 51, 100, 1 };
     entity a, b;
 
     if ((a.iface() == nullptr) || (b.iface() == nullptr)) {
@@ -147,10 +150,9 @@ DCX_CHILD_ROLE(roce_default_gid)
     if (check_dev_addr(a, flag_global | flag_roce_v2 | flag_ipv4, v4) != 0) {
         return 11;
     }
-    if (!uct_iface_is_reachable(a.iface(),
-                                (const uct_device_addr_t*)b.dev_addr().data(),
-                                (const uct_iface_addr_t*)
-                                b.iface_addr().data())) {
+    if (!uct_iface_is_reachable(
+                a.iface(), (const uct_device_addr_t *)b.dev_addr().data(),
+                (const uct_iface_addr_t *)b.iface_addr().data())) {
         return 12;
     }
     int ret = exchange(a, b);
@@ -167,9 +169,10 @@ TEST(uct_roce, default_gid_is_roce_v2_ipv4)
  * table makes the interface fail to open. */
 DCX_CHILD_ROLE(roce_gid_index)
 {
-    static const uint8_t v4[6] = {0xff, 0xff, 198, 51, 100, 1};
+    static const uint8_t v4[6] = { 0xff, 0xff, 198, 51, 100, 1 };
     {
-        entity a(config_t{{"GID_INDEX", "1"}}), b(config_t{{"GID_INDEX", "1"}});
+        entity a(config_t{ { "GID_INDEX", "1" } }),
+                b(config_t{ { "GID_INDEX", "1" } });
         if ((a.iface() == nullptr) || (b.iface() == nullptr)) {
             return 10;
         }
@@ -187,7 +190,8 @@ DCX_CHILD_ROLE(roce_gid_index)
         }
     }
     {
-        entity a(config_t{{"GID_INDEX", "2"}}), b(config_t{{"GID_INDEX", "2"}});
+        entity a(config_t{ { "GID_INDEX", "2" } }),
+                b(config_t{ { "GID_INDEX", "2" } });
         if ((a.iface() == nullptr) || (b.iface() == nullptr)) {
             return 30;
         }
@@ -200,7 +204,7 @@ DCX_CHILD_ROLE(roce_gid_index)
         }
     }
     {
-        entity empty(config_t{{"GID_INDEX", "4"}});
+        entity empty(config_t{ { "GID_INDEX", "4" } });
         if (empty.iface() != nullptr) {
             return 50;
         }
@@ -217,18 +221,16 @@ TEST(uct_roce, gid_index_config)
  * are not reachable, both ways. */
 DCX_CHILD_ROLE(roce_mixed_versions)
 {
-    entity v1(config_t{{"GID_INDEX", "2"}}), v2;
+    entity v1(config_t{ { "GID_INDEX", "2" } }), v2;
     if ((v1.iface() == nullptr) || (v2.iface() == nullptr)) {
         return 10;
     }
-    if (uct_iface_is_reachable(v1.iface(),
-                               (const uct_device_addr_t*)v2.dev_addr().data(),
-                               (const uct_iface_addr_t*)
-                               v2.iface_addr().data()) ||
-        uct_iface_is_reachable(v2.iface(),
-                               (const uct_device_addr_t*)v1.dev_addr().data(),
-                               (const uct_iface_addr_t*)
-                               v1.iface_addr().data())) {
+    if (uct_iface_is_reachable(
+                v1.iface(), (const uct_device_addr_t *)v2.dev_addr().data(),
+                (const uct_iface_addr_t *)v2.iface_addr().data()) ||
+        uct_iface_is_reachable(
+                v2.iface(), (const uct_device_addr_t *)v1.dev_addr().data(),
+                (const uct_iface_addr_t *)v1.iface_addr().data())) {
         return 11;
     }
     return 0;
@@ -247,7 +249,7 @@ DCX_CHILD_ROLE(roce_hop_limit)
     const config_t short_retry = quick_timeout(1);
     {
         failure_record f;
-        config_t c = short_retry;
+        config_t c     = short_retry;
         c["HOP_LIMIT"] = "2";
         entity sender(c, record_failure, &f), receiver;
         int ret = put_times_out(sender, f, receiver);
@@ -258,21 +260,23 @@ DCX_CHILD_ROLE(roce_hop_limit)
     {
         failure_record f;
         entity sender(short_retry, record_failure, &f),
-               receiver(config_t{{"HOP_LIMIT", "2"}});
+                receiver(config_t{ { "HOP_LIMIT", "2" } });
         int ret = put_times_out(sender, f, receiver);
         if (ret != 0) {
             return 20 + ret;
         }
     }
     {
-        entity sender(config_t{{"HOP_LIMIT", "3"}}), receiver(config_t{{"HOP_LIMIT", "3"}});
+        entity sender(config_t{ { "HOP_LIMIT", "3" } }),
+                receiver(config_t{ { "HOP_LIMIT", "3" } });
         int ret = exchange(sender, receiver);
         if (ret != 0) {
             return 30 + ret;
         }
     }
     {
-        entity bad(config_t{{"HOP_LIMIT", "256"}}), bad_tc(config_t{{"TRAFFIC_CLASS", "256"}});
+        entity bad(config_t{ { "HOP_LIMIT", "256" } }),
+                bad_tc(config_t{ { "TRAFFIC_CLASS", "256" } });
         if ((bad.iface() != nullptr) || (bad_tc.iface() != nullptr)) {
             return 40;
         }
@@ -294,7 +298,7 @@ namespace {
  * DCT's responses. args[0]: the class expected. */
 DCX_CHILD_ROLE(roce_port_tclass)
 {
-    typedef int (*tclass_read_fn)(int*, int*);
+    typedef int (*tclass_read_fn)(int *, int *);
     tclass_read_fn tclass_read = emu_sym<tclass_read_fn>("dcxemu_tclass_read");
     int expected               = atoi(args.at(0).c_str());
     int request = -1, response = -1;
@@ -321,17 +325,17 @@ DCX_CHILD_ROLE(roce_port_tclass)
 
 TEST(uct_roce, traffic_class_from_the_port)
 {
-    child configured("roce_port_tclass", {"96"},
-                     {{"DCXEMU_LINK_LAYER", "ethernet"},
-                      {"DCXEMU_ROCE_TCLASS", "96"}});
+    child configured("roce_port_tclass", { "96" },
+                     { { "DCXEMU_LINK_LAYER", "ethernet" },
+                       { "DCXEMU_ROCE_TCLASS", "96" } });
     EXPECT_EQ(0, configured.wait(90));
-    child unset("roce_port_tclass", {"106"},
-                {{"DCXEMU_LINK_LAYER", "ethernet"}});
+    child unset("roce_port_tclass", { "106" },
+                { { "DCXEMU_LINK_LAYER", "ethernet" } });
     EXPECT_EQ(0, unset.wait(90));
-    child forced("roce_port_tclass", {"8"},
-                 {{"DCXEMU_LINK_LAYER", "ethernet"},
-                  {"DCXEMU_ROCE_TCLASS", "96"},
-                  {"UCX_DCX_TRAFFIC_CLASS", "8"}});
+    child forced("roce_port_tclass", { "8" },
+                 { { "DCXEMU_LINK_LAYER", "ethernet" },
+                   { "DCXEMU_ROCE_TCLASS", "96" },
+                   { "UCX_DCX_TRAFFIC_CLASS", "8" } });
     EXPECT_EQ(0, forced.wait(90));
 }
 
@@ -363,16 +367,16 @@ DCX_CHILD_ROLE(ib_global)
         return 10 + ret;
     }
 
-    std::vector<entity*> all = {&sender, &receiver};
-    uct_ep_h ep = sender.connect(receiver);
+    std::vector<entity *> all = { &sender, &receiver };
+    uct_ep_h ep               = sender.connect(receiver);
     buffer target(receiver, 64, 0);
     rkey rk(target.packed_rkey());
-    uint32_t *word32 = (uint32_t*)target.ptr();
-    uint64_t *word64 = (uint64_t*)target.ptr() + 1;
+    uint32_t *word32  = (uint32_t *)target.ptr();
+    uint64_t *word64  = (uint64_t *)target.ptr() + 1;
     uint32_t result32 = 0;
     uint64_t result64 = 0;
-    *word32 = 40;
-    *word64 = 7;
+    *word32           = 40;
+    *word64           = 7;
     /* masked atomics stay on with a GRH, where the provider has them */
     const bool masked = !args.empty() && (args[0] == "masked");
     if (!(sender.attr().cap.atomic32.fop_flags & UCS_BIT(UCT_ATOMIC_OP_ADD))) {
@@ -407,23 +411,24 @@ DCX_CHILD_ROLE(ib_global)
 static std::vector<std::string> ib_global_args()
 {
     entity plain;
-    return (plain.iface() != nullptr) &&
-                           (plain.attr().cap.atomic32.fop_flags &
-                            UCS_BIT(UCT_ATOMIC_OP_ADD)) ?
-                   std::vector<std::string>{"masked"} :
+    return (plain.iface() != nullptr) && (plain.attr().cap.atomic32.fop_flags &
+                                          UCS_BIT(UCT_ATOMIC_OP_ADD)) ?
+                   std::vector<std::string>{ "masked" } :
                    std::vector<std::string>{};
 }
 
 TEST(uct_ib_global, grh_required_port)
 {
     child c("ib_global", ib_global_args(),
-            {{"DCXEMU_LINK_LAYER", "infiniband"}, {"DCXEMU_GRH_REQUIRED", "1"}});
+            { { "DCXEMU_LINK_LAYER", "infiniband" },
+              { "DCXEMU_GRH_REQUIRED", "1" } });
     EXPECT_EQ(0, c.wait(90));
 }
 
 TEST(uct_ib_global, is_global_config)
 {
     child c("ib_global", ib_global_args(),
-            {{"DCXEMU_LINK_LAYER", "infiniband"}, {"UCX_DCX_IS_GLOBAL", "y"}});
+            { { "DCXEMU_LINK_LAYER", "infiniband" },
+              { "UCX_DCX_IS_GLOBAL", "y" } });
     EXPECT_EQ(0, c.wait(90));
 }

@@ -48,27 +48,26 @@ struct stream_pack_arg {
 
 size_t stream_pack(void *dest, void *arg)
 {
-    stream_pack_arg *a = (stream_pack_arg*)arg;
-    stream_hdr hdr     = {a->sender, a->seq};
+    stream_pack_arg *a = (stream_pack_arg *)arg;
+    stream_hdr hdr     = { a->sender, a->seq };
     size_t length      = stream_length(a->seq);
 
     memcpy(dest, &hdr, sizeof(hdr));
     for (size_t i = sizeof(hdr); i < length; ++i) {
-        ((char*)dest)[i] = stream_byte(a->sender, a->seq, i);
+        ((char *)dest)[i] = stream_byte(a->sender, a->seq, i);
     }
     return length;
 }
 
 struct stream_checker {
-    std::vector<uint32_t> next;   /* expected sequence per sender */
-    uint64_t              total = 0;
-    uint64_t              bad   = 0;
+    std::vector<uint32_t> next; /* expected sequence per sender */
+    uint64_t total = 0;
+    uint64_t bad   = 0;
 };
 
-ucs_status_t stream_check(void *arg, void *data, size_t length,
-                          unsigned flags)
+ucs_status_t stream_check(void *arg, void *data, size_t length, unsigned flags)
 {
-    stream_checker *c = (stream_checker*)arg;
+    stream_checker *c = (stream_checker *)arg;
     stream_hdr hdr;
 
     memcpy(&hdr, data, sizeof(hdr));
@@ -77,7 +76,7 @@ ucs_status_t stream_check(void *arg, void *data, size_t length,
         ++c->bad;
     } else {
         for (size_t i = sizeof(hdr); i < length; ++i) {
-            if (((char*)data)[i] != stream_byte(hdr.sender, hdr.seq, i)) {
+            if (((char *)data)[i] != stream_byte(hdr.sender, hdr.seq, i)) {
                 ++c->bad;
                 break;
             }
@@ -91,7 +90,7 @@ ucs_status_t stream_check(void *arg, void *data, size_t length,
 /* Send QPs and DCTs this process holds on the device model. */
 dcxemu_objects device_objects()
 {
-    typedef int (*read_fn_t)(struct dcxemu_objects*);
+    typedef int (*read_fn_t)(struct dcxemu_objects *);
     static read_fn_t read_fn = emu_sym<read_fn_t>("dcxemu_objects_read");
     dcxemu_objects o         = {};
 
@@ -107,20 +106,19 @@ dcxemu_objects device_objects()
  * keeps serving (grants, completions) until the parent says goodbye. */
 DCX_CHILD_ROLE(am_streamer)
 {
-    entity e(config_t{{"FC_WND_SIZE", "32"}});
+    entity e(config_t{ { "FC_WND_SIZE", "32" } });
     uct_ep_h ep;
 
-    if ((e.iface() == nullptr) ||
-        (e.connect(recv_msg(in_fd), &ep) != UCS_OK)) {
+    if ((e.iface() == nullptr) || (e.connect(recv_msg(in_fd), &ep) != UCS_OK)) {
         return 2;
     }
 
-    uint32_t id             = std::stoul(args.at(0));
-    uint32_t count          = std::stoul(args.at(1));
-    std::vector<entity*> me = {&e};
+    uint32_t id              = std::stoul(args.at(0));
+    uint32_t count           = std::stoul(args.at(1));
+    std::vector<entity *> me = { &e };
 
     for (uint32_t seq = 0; seq < count; ++seq) {
-        stream_pack_arg arg = {id, seq};
+        stream_pack_arg arg = { id, seq };
         ucs_status_t status = retry(me, [&] {
             ssize_t len = uct_ep_am_bcopy(ep, 9, stream_pack, &arg, 0);
             return (len < 0) ? (ucs_status_t)len : UCS_OK;
@@ -136,7 +134,7 @@ DCX_CHILD_ROLE(am_streamer)
 
     /* Stay reachable until the parent has everything. */
     for (;;) {
-        struct timeval tv = {0, 1000};
+        struct timeval tv = { 0, 1000 };
         fd_set fds;
         e.progress();
         FD_ZERO(&fds);
@@ -157,10 +155,10 @@ DCX_CHILD_ROLE(am_streamer)
 TEST(uct_scale, many_to_one_16_senders_no_loss)
 {
     const uint32_t num_senders = 16, count = 1000;
-    entity receiver(config_t{{"RX_QUEUE_LEN", "512"}});
+    entity receiver(config_t{ { "RX_QUEUE_LEN", "512" } });
     stream_checker checker;
     std::vector<std::unique_ptr<child>> children;
-    std::vector<entity*> me = {&receiver};
+    std::vector<entity *> me = { &receiver };
 
     ASSERT_NE(nullptr, receiver.iface());
     checker.next.resize(num_senders, 0);
@@ -168,16 +166,16 @@ TEST(uct_scale, many_to_one_16_senders_no_loss)
                                                stream_check, &checker, 0));
 
     for (uint32_t i = 0; i < num_senders; ++i) {
-        children.emplace_back(new child("am_streamer",
-                                        {std::to_string(i),
-                                         std::to_string(count)}));
+        children.emplace_back(
+                new child("am_streamer",
+                          { std::to_string(i), std::to_string(count) }));
         send_msg(children.back()->to_fd(), receiver.address());
     }
 
-    EXPECT_TRUE(wait_for(me, [&] {
-        return checker.total >= (uint64_t)num_senders * count;
-    }, 300)) << "received " << checker.total << " of "
-             << num_senders * count;
+    EXPECT_TRUE(wait_for(
+            me, [&] { return checker.total >= (uint64_t)num_senders * count; },
+            300))
+            << "received " << checker.total << " of " << num_senders * count;
 
     for (auto &c : children) {
         std::vector<char> done = recv_msg(c->from_fd(), 60);
@@ -186,8 +184,8 @@ TEST(uct_scale, many_to_one_16_senders_no_loss)
     }
     for (size_t i = 0; i < children.size(); ++i) {
         int status = -1;
-        EXPECT_TRUE(wait_for(me, [&] { return children[i]->exited(&status); },
-                             60));
+        EXPECT_TRUE(wait_for(
+                me, [&] { return children[i]->exited(&status); }, 60));
         EXPECT_EQ(0, status) << "sender " << i;
     }
 
@@ -204,19 +202,19 @@ TEST(uct_scale, many_to_one_16_senders_no_loss)
 TEST(uct_scale, ten_thousand_endpoints)
 {
     const int num_peers = 64, num_eps = 10000, num_dci = 16;
-    const int per_peer  = (num_eps + num_peers - 1) / num_peers;
+    const int per_peer = (num_eps + num_peers - 1) / num_peers;
     std::vector<std::unique_ptr<entity>> peers;
     std::vector<std::unique_ptr<buffer>> targets;
     std::vector<std::unique_ptr<rkey>> rkeys;
     std::vector<uct_ep_h> eps(num_eps);
-    entity sender(config_t{{"NUM_DCI", std::to_string(num_dci)}});
-    std::vector<entity*> everybody = {&sender};
+    entity sender(config_t{ { "NUM_DCI", std::to_string(num_dci) } });
+    std::vector<entity *> everybody = { &sender };
 
     ASSERT_NE(nullptr, sender.iface());
     for (int p = 0; p < num_peers; ++p) {
-        peers.emplace_back(new entity({{"NUM_DCI", "1"},
-                                       {"RX_QUEUE_LEN", "16"},
-                                       {"TX_QUEUE_LEN", "16"}}));
+        peers.emplace_back(new entity({ { "NUM_DCI", "1" },
+                                        { "RX_QUEUE_LEN", "16" },
+                                        { "TX_QUEUE_LEN", "16" } }));
         ASSERT_NE(nullptr, peers.back()->iface());
         targets.emplace_back(new buffer(*peers.back(), 8 * per_peer));
         rkeys.emplace_back(new rkey(targets.back()->packed_rkey()));
@@ -235,12 +233,14 @@ TEST(uct_scale, ten_thousand_endpoints)
 
     for (int i = 0; i < num_eps; ++i) {
         uint64_t value = 0x5ca1e000000000ull + i;
-        uint64_t addr  = targets[i % num_peers]->addr() +
-                         8 * (i / num_peers);
-        ASSERT_EQ(UCS_OK, retry(everybody, [&] {
-            return uct_ep_put_short(eps[i], &value, 8, addr,
-                                    rkeys[i % num_peers]->get());
-        })) << "endpoint " << i;
+        uint64_t addr  = targets[i % num_peers]->addr() + 8 * (i / num_peers);
+        ASSERT_EQ(UCS_OK, retry(everybody,
+                                [&] {
+                                    return uct_ep_put_short(
+                                            eps[i], &value, 8, addr,
+                                            rkeys[i % num_peers]->get());
+                                }))
+                << "endpoint " << i;
     }
     ASSERT_TRUE(iface_flushed(everybody, sender, 120));
 
@@ -262,14 +262,15 @@ TEST(uct_scale, ten_thousand_endpoints)
     EXPECT_EQ((uint32_t)(1 + num_peers), objs_after.dcts);
     printf("[ scale    ] QPs of this process: %u send QPs before the "
            "endpoints, %u after them, %u after their traffic (at most %d "
-           "DCIs + %d peer DCIs), %u DCTs\n", objs_before.qps,
-           objs_connected.qps, objs_after.qps, num_dci, num_peers,
-           objs_after.dcts);
+           "DCIs + %d peer DCIs), %u DCTs\n",
+           objs_before.qps, objs_connected.qps, objs_after.qps, num_dci,
+           num_peers, objs_after.dcts);
 
     RecordProperty("heap_bytes_per_endpoint", std::to_string(per_ep));
     printf("[ scale    ] %d endpoints to %d DCTs: %.1f heap bytes per "
            "endpoint of %zu B (pool slots, peer table and allocator "
-           "included)\n", num_eps, num_peers, per_ep, sizeof(uct_dcx_ep_t));
+           "included)\n",
+           num_eps, num_peers, per_ep, sizeof(uct_dcx_ep_t));
     /* The endpoint (its size depends on the UCX release's base endpoint) in
      * a pool slot with the pool's header, plus its share of the pool chunks
      * and of the shared peer records. */
@@ -290,13 +291,13 @@ TEST(uct_scale, dcis_created_on_demand)
     const int num_peers = 150;
     std::vector<std::unique_ptr<entity>> peers;
     entity sender;
-    std::vector<entity*> everybody = {&sender};
+    std::vector<entity *> everybody = { &sender };
     std::vector<uint64_t> got(num_peers, 0);
 
     ASSERT_NE(nullptr, sender.iface());
     dcxemu_objects objs_before = device_objects();
     for (int p = 0; p < num_peers; ++p) {
-        peers.emplace_back(new entity(config_t{{"RX_QUEUE_LEN", "16"}}));
+        peers.emplace_back(new entity(config_t{ { "RX_QUEUE_LEN", "16" } }));
         ASSERT_NE(nullptr, peers.back()->iface()) << "interface " << p;
         everybody.push_back(peers.back().get());
     }
@@ -313,10 +314,13 @@ TEST(uct_scale, dcis_created_on_demand)
         eps.push_back(sender.connect(*peers[p]));
         ASSERT_NE(nullptr, eps.back());
         uint64_t value = 0xdc1000 + p;
-        ASSERT_EQ(UCS_OK, retry(everybody, [&] {
-            return uct_ep_put_short(eps[p], &value, 8, targets[p]->addr(),
-                                    rkeys[p]->get());
-        })) << "peer " << p;
+        ASSERT_EQ(UCS_OK, retry(everybody,
+                                [&] {
+                                    return uct_ep_put_short(eps[p], &value, 8,
+                                                            targets[p]->addr(),
+                                                            rkeys[p]->get());
+                                }))
+                << "peer " << p;
     }
     ASSERT_TRUE(iface_flushed(everybody, sender, 60));
     for (int p = 0; p < num_peers; ++p) {

@@ -21,7 +21,10 @@ using namespace dcx_test;
 
 namespace {
 
-char local_byte(size_t i)  { return (char)(i * 7 + 3); }
+char local_byte(size_t i)
+{
+    return (char)(i * 7 + 3);
+}
 
 } // namespace
 
@@ -31,8 +34,8 @@ protected:
     void start(config_t sender_extra = config_t())
     {
         sender_extra["TX_POLICY"] = GetParam();
-        ASSERT_NO_FATAL_FAILURE(open_pair({{"TX_POLICY", GetParam()}},
-                                          sender_extra));
+        ASSERT_NO_FATAL_FAILURE(
+                open_pair({ { "TX_POLICY", GetParam() } }, sender_extra));
         m_local.reset(new buffer(*m_sender, 64 * 1024));
         for (size_t i = 0; i < m_local->length(); ++i) {
             m_local->ptr()[i] = local_byte(i);
@@ -46,7 +49,7 @@ protected:
     uct_iface_attr_v2_t query_v2()
     {
         uct_iface_attr_v2_t attr = {};
-        attr.field_mask = UCT_IFACE_ATTR_FIELD_CAP_FLAGS |
+        attr.field_mask          = UCT_IFACE_ATTR_FIELD_CAP_FLAGS |
                           UCT_IFACE_ATTR_FIELD_MAX_PUT_SGL_ZCOPY_COUNT;
         EXPECT_EQ(UCS_OK, uct_iface_query_v2(m_sender->iface(), &attr));
         return attr;
@@ -110,18 +113,18 @@ protected:
     }
 
     std::unique_ptr<buffer> m_local, m_remote[2];
-    std::unique_ptr<rkey>   m_rkey[2];
-    std::vector<void*>      m_buffers;
-    std::vector<size_t>     m_lengths, m_counts, m_strides;
-    std::vector<uct_mem_h>  m_memhs;
-    std::vector<uint64_t>   m_raddrs;
+    std::unique_ptr<rkey> m_rkey[2];
+    std::vector<void *> m_buffers;
+    std::vector<size_t> m_lengths, m_counts, m_strides;
+    std::vector<uct_mem_h> m_memhs;
+    std::vector<uint64_t> m_raddrs;
     std::vector<uct_rkey_t> m_rkeys;
 };
 
 /* Offered, with the count the device can carry in one batch. */
 TEST_P(uct_sgl, capability)
 {
-    ASSERT_NO_FATAL_FAILURE(start({{"TX_QUEUE_LEN", "256"}}));
+    ASSERT_NO_FATAL_FAILURE(start({ { "TX_QUEUE_LEN", "256" } }));
     uct_iface_attr_v2_t attr = query_v2();
     EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_V2_PUT_SGL_ZCOPY);
     EXPECT_GE(attr.max_put_sgl_zcopy_count, 64u);
@@ -154,7 +157,7 @@ TEST_P(uct_sgl, scattered_elements_one_completion)
 TEST_P(uct_sgl, counts_and_strides)
 {
     ASSERT_NO_FATAL_FAILURE(start());
-    add(0, 8, 0, 0, 16, 64);       /* 16 blocks of 8 B, 64 apart */
+    add(0, 8, 0, 0, 16, 64); /* 16 blocks of 8 B, 64 apart */
     add(4096, 100, 1, 512, 3, 300);
     add(8192, 32, 0, 8192, 1, 0);
     ASSERT_EQ(UCS_OK, put_sgl_wait(true));
@@ -173,8 +176,8 @@ TEST_P(uct_sgl, counts_and_strides)
 TEST_P(uct_sgl, adjacent_blocks_one_write)
 {
     ASSERT_NO_FATAL_FAILURE(start());
-    add(0, 16, 0, 1024, 32, 16);   /* 32 adjacent blocks: one write */
-    add(2048, 8, 1, 0, 4, 24);     /* 4 separate blocks */
+    add(0, 16, 0, 1024, 32, 16); /* 32 adjacent blocks: one write */
+    add(2048, 8, 1, 0, 4, 24); /* 4 separate blocks */
     uint64_t before = tx_counters(m_sender->iface()).work_requests;
     ASSERT_EQ(UCS_OK, put_sgl_wait(true));
     EXPECT_EQ(5u, tx_counters(m_sender->iface()).work_requests - before);
@@ -197,8 +200,13 @@ TEST_P(uct_sgl, empty_elements)
     ASSERT_NO_FATAL_FAILURE(check(1, 64, 64, 16));
     EXPECT_EQ(1u, tx_counters(m_sender->iface()).work_requests);
 
-    m_buffers.clear(); m_lengths.clear(); m_memhs.clear(); m_raddrs.clear();
-    m_rkeys.clear(); m_counts.clear(); m_strides.clear();
+    m_buffers.clear();
+    m_lengths.clear();
+    m_memhs.clear();
+    m_raddrs.clear();
+    m_rkeys.clear();
+    m_counts.clear();
+    m_strides.clear();
     add(0, 0, 0, 0);
     EXPECT_EQ(UCS_OK, put_sgl(NULL));
     EXPECT_EQ(UCS_OK, uct_ep_put_sgl_zcopy(m_ep, NULL, NULL, NULL, NULL, NULL,
@@ -215,8 +223,12 @@ TEST_P(uct_sgl, bad_input)
     }
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, put_sgl(NULL)) << "count > max";
 
-    m_buffers.resize(2); m_lengths.resize(2); m_memhs.resize(2);
-    m_raddrs.resize(2); m_rkeys.resize(2); m_counts.resize(2);
+    m_buffers.resize(2);
+    m_lengths.resize(2);
+    m_memhs.resize(2);
+    m_raddrs.resize(2);
+    m_rkeys.resize(2);
+    m_counts.resize(2);
     m_strides.resize(2);
     m_memhs[1] = UCT_MEM_HANDLE_NULL;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, put_sgl(NULL)) << "no memh";
@@ -231,9 +243,9 @@ TEST_P(uct_sgl, bad_input)
     m_lengths[1] = 8;
 
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_ep_put_sgl_zcopy(m_ep, m_buffers.data(), NULL,
-                                   m_memhs.data(), m_raddrs.data(),
-                                   m_rkeys.data(), NULL, NULL, 2, NULL))
+              uct_ep_put_sgl_zcopy(m_ep, m_buffers.data(), NULL, m_memhs.data(),
+                                   m_raddrs.data(), m_rkeys.data(), NULL, NULL,
+                                   2, NULL))
             << "NULL lengths";
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_ep_put_sgl_zcopy(m_ep, m_buffers.data(), m_lengths.data(),
@@ -244,8 +256,13 @@ TEST_P(uct_sgl, bad_input)
     EXPECT_TRUE(remote_untouched());
 
     /* The endpoint still works. */
-    m_buffers.clear(); m_lengths.clear(); m_memhs.clear(); m_raddrs.clear();
-    m_rkeys.clear(); m_counts.clear(); m_strides.clear();
+    m_buffers.clear();
+    m_lengths.clear();
+    m_memhs.clear();
+    m_raddrs.clear();
+    m_rkeys.clear();
+    m_counts.clear();
+    m_strides.clear();
     add(256, 64, 1, 4096);
     ASSERT_EQ(UCS_OK, put_sgl_wait());
     ASSERT_NO_FATAL_FAILURE(check(1, 4096, 256, 64));
@@ -257,7 +274,10 @@ TEST_P(uct_sgl, bad_input)
  * runs. */
 class uct_sgl_merge : public uct_sgl {
 protected:
-    uct_dcx_umr_counters_t umr() { return umr_counters(m_sender->iface()); }
+    uct_dcx_umr_counters_t umr()
+    {
+        return umr_counters(m_sender->iface());
+    }
 
     uint64_t wrs_of_put()
     {
@@ -295,13 +315,13 @@ TEST_P(uct_sgl_merge, gaps_and_registrations_cut_runs)
 {
     ASSERT_NO_FATAL_FAILURE(start());
     for (size_t i = 0; i < 4; ++i) {
-        add(i * 256, 32, 0, i * 32);          /* run 1: remote 0, 0..127 */
+        add(i * 256, 32, 0, i * 32); /* run 1: remote 0, 0..127 */
     }
     for (size_t i = 0; i < 4; ++i) {
-        add(2048 + i * 256, 32, 1, i * 32);   /* run 2: other registration */
+        add(2048 + i * 256, 32, 1, i * 32); /* run 2: other registration */
     }
-    add(4096, 32, 1, 1024);                   /* alone: a gap before it */
-    add(4352, 32, 1, 1024 + 64);              /* alone: a gap again */
+    add(4096, 32, 1, 1024); /* alone: a gap before it */
+    add(4352, 32, 1, 1024 + 64); /* alone: a gap again */
     EXPECT_EQ(4u, wrs_of_put());
     for (size_t i = 0; i < 4; ++i) {
         ASSERT_NO_FATAL_FAILURE(check(0, i * 32, i * 256, 32));
@@ -319,21 +339,26 @@ TEST_P(uct_sgl_merge, more_elements_than_one_list)
     ASSERT_EQ(UCS_OK, put_sgl_wait());
     size_t list = umr().max_pieces;
     ASSERT_GT(list, 1u);
-    size_t n = std::min<size_t>(2 * list + 3,
+    size_t n        = std::min<size_t>(2 * list + 3,
                                 query_v2().max_put_sgl_zcopy_count);
     size_t expected = (n + list - 1) / list;
 
     /* Unevenly spaced pieces (gaps of 12 and 4 bytes): lists, not one
      * interleaved mkey. */
-    m_buffers.clear(); m_lengths.clear(); m_memhs.clear(); m_raddrs.clear();
-    m_rkeys.clear(); m_counts.clear(); m_strides.clear();
+    m_buffers.clear();
+    m_lengths.clear();
+    m_memhs.clear();
+    m_raddrs.clear();
+    m_rkeys.clear();
+    m_counts.clear();
+    m_strides.clear();
     for (size_t i = 0; i < n; ++i) {
         add(i * 24 + (i % 2) * 4, 16, 0, 4096 + i * 16);
     }
     EXPECT_EQ(expected, wrs_of_put()) << n << " elements, lists of " << list;
     for (size_t i = 0; i < n; ++i) {
-        ASSERT_NO_FATAL_FAILURE(check(0, 4096 + i * 16, i * 24 + (i % 2) * 4,
-                                      16));
+        ASSERT_NO_FATAL_FAILURE(
+                check(0, 4096 + i * 16, i * 24 + (i % 2) * 4, 16));
     }
 }
 
@@ -348,11 +373,16 @@ TEST_P(uct_sgl_merge, evenly_spaced_one_interleaved_write)
     ASSERT_EQ(UCS_OK, put_sgl_wait());
     size_t list = umr().max_pieces;
     size_t n    = std::min<size_t>(3 * list + 1,
-                                   query_v2().max_put_sgl_zcopy_count);
+                                query_v2().max_put_sgl_zcopy_count);
     ASSERT_GT(n, list);
 
-    m_buffers.clear(); m_lengths.clear(); m_memhs.clear(); m_raddrs.clear();
-    m_rkeys.clear(); m_counts.clear(); m_strides.clear();
+    m_buffers.clear();
+    m_lengths.clear();
+    m_memhs.clear();
+    m_raddrs.clear();
+    m_rkeys.clear();
+    m_counts.clear();
+    m_strides.clear();
     for (size_t i = 0; i < n; ++i) {
         add(100 + i * 40, 16, 0, 8192 + i * 16);
     }
@@ -367,8 +397,8 @@ TEST_P(uct_sgl_merge, evenly_spaced_one_interleaved_write)
     memset(m_remote[0]->ptr(), 0, m_remote[0]->length());
     EXPECT_EQ(1u, wrs_of_put());
     ASSERT_NO_FATAL_FAILURE(check(0, 8192, 100, 16));
-    ASSERT_NO_FATAL_FAILURE(check(0, 8192 + (n - 1) * 16,
-                                  100 + (n - 1) * 40, 16));
+    ASSERT_NO_FATAL_FAILURE(
+            check(0, 8192 + (n - 1) * 16, 100 + (n - 1) * 40, 16));
     EXPECT_EQ(c1.umrs, umr().umrs) << "the layout was not found in the cache";
 }
 
@@ -376,7 +406,7 @@ TEST_P(uct_sgl_merge, evenly_spaced_one_interleaved_write)
  * also with UMR off. */
 TEST_P(uct_sgl_merge, contiguous_on_both_sides_one_plain_write)
 {
-    ASSERT_NO_FATAL_FAILURE(start({{"UMR", "no"}}));
+    ASSERT_NO_FATAL_FAILURE(start({ { "UMR", "no" } }));
     for (size_t i = 0; i < 40; ++i) {
         add(512 + i * 24, 24, 1, 2048 + i * 24);
     }
@@ -387,7 +417,7 @@ TEST_P(uct_sgl_merge, contiguous_on_both_sides_one_plain_write)
 
 TEST_P(uct_sgl_merge, without_umr_one_write_each)
 {
-    ASSERT_NO_FATAL_FAILURE(start({{"UMR", "no"}}));
+    ASSERT_NO_FATAL_FAILURE(start({ { "UMR", "no" } }));
     for (size_t i = 0; i < 8; ++i) {
         add(i * 100, 40, 0, i * 40);
     }
@@ -398,8 +428,7 @@ TEST_P(uct_sgl_merge, without_umr_one_write_each)
 }
 
 INSTANTIATE_TEST_SUITE_P(policy, uct_sgl_merge,
-                         testing::Values("dcs", "dcs_quota", "rand",
-                                         "hw_dcs"));
+                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs"));
 
 /* A peer process exposes a zeroed buffer and, when told, sends it back
  * whole, so the parent checks every byte: written ones and untouched ones. */
@@ -415,7 +444,7 @@ DCX_CHILD_ROLE(sgl_target)
     send_msg(out_fd, e.address());
     send_msg(out_fd, buf.packed_rkey());
     uint64_t addr = buf.addr();
-    send_msg(out_fd, std::vector<char>((char*)&addr, (char*)&addr + 8));
+    send_msg(out_fd, std::vector<char>((char *)&addr, (char *)&addr + 8));
     recv_msg(in_fd, 120); /* the parent flushed */
     send_msg(out_fd, std::vector<char>(buf.ptr(), buf.ptr() + buf.length()));
     recv_msg(in_fd, 120); /* the parent is done */
@@ -429,7 +458,7 @@ TEST(uct_sgl_multiproc, pieces_land_in_another_process)
     child peer("sgl_target");
     entity e;
     buffer local(e, 64 * 1024);
-    std::vector<entity*> me = {&e};
+    std::vector<entity *> me = { &e };
     uct_ep_h ep;
 
     for (size_t i = 0; i < local.length(); ++i) {
@@ -445,14 +474,14 @@ TEST(uct_sgl_multiproc, pieces_land_in_another_process)
     /* expected[] mirrors the peer's buffer. */
     std::vector<char> expected(64 * 1024, 0);
     struct call {
-        std::vector<void*>      buffers;
-        std::vector<size_t>     lengths, counts, strides;
-        std::vector<uct_mem_h>  memhs;
-        std::vector<uint64_t>   raddrs;
+        std::vector<void *> buffers;
+        std::vector<size_t> lengths, counts, strides;
+        std::vector<uct_mem_h> memhs;
+        std::vector<uint64_t> raddrs;
         std::vector<uct_rkey_t> rkeys;
     } calls[3];
-    auto add = [&](call &c, size_t loff, size_t len, size_t roff,
-                   size_t count, size_t stride) {
+    auto add = [&](call &c, size_t loff, size_t len, size_t roff, size_t count,
+                   size_t stride) {
         c.buffers.push_back(local.ptr() + loff);
         c.lengths.push_back(len);
         c.memhs.push_back(local.memh());
@@ -465,13 +494,13 @@ TEST(uct_sgl_multiproc, pieces_land_in_another_process)
                    local.ptr() + loff + b * stride, len);
         }
     };
-    for (size_t i = 0; i < 40; ++i) {          /* one run: merged */
+    for (size_t i = 0; i < 40; ++i) { /* one run: merged */
         add(calls[0], 30000 - i * 700, 48, i * 48, 1, 0);
     }
-    for (size_t i = 0; i < 40; ++i) {          /* scattered, out of order */
+    for (size_t i = 0; i < 40; ++i) { /* scattered, out of order */
         add(calls[1], i * 300, 7 + i, 8192 + ((i * 17) % 40) * 128, 1, 0);
     }
-    add(calls[2], 40000, 24, 20000, 10, 100);  /* strided blocks */
+    add(calls[2], 40000, 24, 20000, 10, 100); /* strided blocks */
     add(calls[2], 50000, 500, 30000, 1, 0);
 
     for (int k = 0; k < 3; ++k) {
@@ -485,7 +514,7 @@ TEST(uct_sgl_multiproc, pieces_land_in_another_process)
                                         (k == 2) ? c.strides.data() : NULL,
                                         c.buffers.size(), &comp.uct);
         });
-        status = wait_comp(me, status, comp);
+        status              = wait_comp(me, status, comp);
         ASSERT_EQ(UCS_OK, status) << "call " << k;
     }
     ASSERT_TRUE(iface_flushed(me, e));
@@ -504,7 +533,7 @@ TEST(uct_sgl_multiproc, pieces_land_in_another_process)
 /* Disabled: not offered, and the call refuses. */
 TEST_P(uct_sgl, disabled)
 {
-    ASSERT_NO_FATAL_FAILURE(start({{"PUT_SGL", "n"}}));
+    ASSERT_NO_FATAL_FAILURE(start({ { "PUT_SGL", "n" } }));
     uct_iface_attr_v2_t attr = query_v2();
     EXPECT_FALSE(attr.cap.flags & UCT_IFACE_FLAG_V2_PUT_SGL_ZCOPY);
     EXPECT_EQ(0u, attr.max_put_sgl_zcopy_count);
@@ -517,10 +546,10 @@ TEST_P(uct_sgl, disabled)
  * goes out whole once completions free it. */
 TEST_P(uct_sgl, waits_for_room)
 {
-    ASSERT_NO_FATAL_FAILURE(start({{"TX_QUEUE_LEN", "64"}}));
+    ASSERT_NO_FATAL_FAILURE(start({ { "TX_QUEUE_LEN", "64" } }));
     size_t max = query_v2().max_put_sgl_zcopy_count;
     ASSERT_GE(max, 16u);
-    uint64_t v = 1;
+    uint64_t v    = 1;
     size_t posted = 0;
     /* Fill the queue without progress. */
     while (uct_ep_put_short(m_ep, &v, 8, m_remote[1]->addr(),
@@ -543,11 +572,11 @@ TEST_P(uct_sgl, pending_until_the_batch_fits)
 {
     struct pending_sgl {
         uct_pending_req_t req;
-        uct_sgl           *test;
-        int               done;
+        uct_sgl *test;
+        int done;
     } p;
 
-    ASSERT_NO_FATAL_FAILURE(start({{"TX_QUEUE_LEN", "64"}}));
+    ASSERT_NO_FATAL_FAILURE(start({ { "TX_QUEUE_LEN", "64" } }));
     size_t max = query_v2().max_put_sgl_zcopy_count;
     ASSERT_GE(max, 8u);
     /* Leave half a batch of free slots (no progress meanwhile). */
@@ -568,7 +597,7 @@ TEST_P(uct_sgl, pending_until_the_batch_fits)
     p.req.func = [](uct_pending_req_t *req) -> ucs_status_t {
         pending_sgl *ps     = ucs_container_of(req, pending_sgl, req);
         ucs_status_t status = ps->test->put_sgl(NULL);
-        ps->done           += (status == UCS_INPROGRESS) || (status == UCS_OK);
+        ps->done += (status == UCS_INPROGRESS) || (status == UCS_OK);
         return UCS_STATUS_IS_ERR(status) ? status : UCS_OK;
     };
     ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &p.req, 0))
@@ -582,8 +611,7 @@ TEST_P(uct_sgl, pending_until_the_batch_fits)
 }
 
 INSTANTIATE_TEST_SUITE_P(policy, uct_sgl,
-                         testing::Values("dcs", "dcs_quota", "rand",
-                                         "hw_dcs"));
+                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs"));
 
 #else
 

@@ -64,7 +64,7 @@ config_t quick_timeout(unsigned retry_count, config_t extra)
  * without the table's prefix, 1.16 and later only with it (DCX_...). */
 static ucs_status_t
 config_by_name(const std::string &name,
-               const std::function<ucs_status_t(const char*)> &op)
+               const std::function<ucs_status_t(const char *)> &op)
 {
     ucs_status_t status = op(name.c_str());
 
@@ -98,9 +98,13 @@ std::string iface_config(const std::string &name)
         return value;
     }
     if (uct_md_iface_config_read(md, "dcx", NULL, NULL, &config) == UCS_OK) {
-        EXPECT_EQ(UCS_OK, config_by_name(name, [&](const char *n) {
-            return uct_config_get(config, n, value, sizeof(value));
-        })) << "no dcx configuration variable " << name;
+        EXPECT_EQ(UCS_OK,
+                  config_by_name(name,
+                                 [&](const char *n) {
+                                     return uct_config_get(config, n, value,
+                                                           sizeof(value));
+                                 }))
+                << "no dcx configuration variable " << name;
         uct_config_release(config);
     } else {
         ADD_FAILURE() << "cannot read the dcx interface configuration";
@@ -128,39 +132,43 @@ entity::entity(const config_t &config, uct_error_handler_t err_handler,
 
     EXPECT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
                                                &m_async));
-    EXPECT_EQ(UCS_OK, uct_worker_create(m_async, UCS_THREAD_MODE_SINGLE,
-                                        &m_worker));
+    EXPECT_EQ(UCS_OK,
+              uct_worker_create(m_async, UCS_THREAD_MODE_SINGLE, &m_worker));
     m_md = open_md();
     if (m_md == nullptr) {
         return;
     }
 
-    EXPECT_EQ(UCS_OK, uct_md_iface_config_read(m_md, "dcx", NULL, NULL,
-                                               &iface_config));
+    EXPECT_EQ(UCS_OK,
+              uct_md_iface_config_read(m_md, "dcx", NULL, NULL, &iface_config));
     for (const auto &kv : config) {
-        EXPECT_EQ(UCS_OK, config_by_name(kv.first, [&](const char *name) {
-            return uct_config_modify(iface_config, name, kv.second.c_str());
-        })) << kv.first << "=" << kv.second;
+        EXPECT_EQ(UCS_OK, config_by_name(kv.first,
+                                         [&](const char *name) {
+                                             return uct_config_modify(
+                                                     iface_config, name,
+                                                     kv.second.c_str());
+                                         }))
+                << kv.first << "=" << kv.second;
     }
 
-    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                  UCT_IFACE_PARAM_FIELD_DEVICE |
-                                  UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
+    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                        UCT_IFACE_PARAM_FIELD_DEVICE |
+                        UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
     params.mode.device.tl_name  = "dcx";
     params.mode.device.dev_name = emu_dev_name;
     params.rx_headroom          = rx_headroom;
     if (err_handler != nullptr) {
-        params.field_mask       |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
-                                   UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
-                                   UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+        params.field_mask |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                             UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                             UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
         params.err_handler       = err_handler;
         params.err_handler_arg   = err_arg;
         params.err_handler_flags = UCT_CB_FLAG_ASYNC;
     }
 
-    EXPECT_EQ(UCS_OK, uct_iface_open(m_md, m_worker, &params, iface_config,
-                                     &m_iface));
+    EXPECT_EQ(UCS_OK,
+              uct_iface_open(m_md, m_worker, &params, iface_config, &m_iface));
     uct_config_release(iface_config);
     if (m_iface == nullptr) {
         return;
@@ -170,9 +178,10 @@ entity::entity(const config_t &config, uct_error_handler_t err_handler,
     m_dev_addr.resize(m_attr.device_addr_len);
     m_iface_addr.resize(m_attr.iface_addr_len);
     EXPECT_EQ(UCS_OK, uct_iface_get_device_address(
-                              m_iface, (uct_device_addr_t*)m_dev_addr.data()));
-    EXPECT_EQ(UCS_OK, uct_iface_get_address(
-                              m_iface, (uct_iface_addr_t*)m_iface_addr.data()));
+                              m_iface, (uct_device_addr_t *)m_dev_addr.data()));
+    EXPECT_EQ(UCS_OK,
+              uct_iface_get_address(m_iface,
+                                    (uct_iface_addr_t *)m_iface_addr.data()));
     uct_iface_progress_enable(m_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
 }
 
@@ -214,12 +223,11 @@ ucs_status_t entity::connect(const std::vector<char> &address, uct_ep_h *ep_p)
     uct_ep_params_t params = {};
     size_t dev_len         = (unsigned char)address.at(0);
 
-    params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
-                        UCT_EP_PARAM_FIELD_DEV_ADDR |
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
                         UCT_EP_PARAM_FIELD_IFACE_ADDR;
     params.iface      = m_iface;
-    params.dev_addr   = (const uct_device_addr_t*)&address[1];
-    params.iface_addr = (const uct_iface_addr_t*)&address[1 + dev_len];
+    params.dev_addr   = (const uct_device_addr_t *)&address[1];
+    params.iface_addr = (const uct_iface_addr_t *)&address[1 + dev_len];
     return uct_ep_create(&params, ep_p);
 }
 
@@ -235,12 +243,13 @@ unsigned entity::progress()
     return uct_worker_progress(m_worker);
 }
 
-buffer::buffer(const entity &e, size_t length, char fill, unsigned flags) :
-    m_md(e.md()), m_length(length), m_memh(UCT_MEM_HANDLE_NULL)
+buffer::buffer(const entity &e, size_t length, char fill, unsigned flags)
+    : m_md(e.md()), m_length(length), m_memh(UCT_MEM_HANDLE_NULL)
 {
     uct_md_attr_t attr;
 
-    EXPECT_EQ(0, posix_memalign((void**)&m_ptr, 4096, std::max(length, (size_t)64)));
+    EXPECT_EQ(0, posix_memalign((void **)&m_ptr, 4096,
+                                std::max(length, (size_t)64)));
     memset(m_ptr, fill, length);
     EXPECT_EQ(UCS_OK, uct_md_mem_reg(m_md, m_ptr, std::max(length, (size_t)64),
                                      flags, &m_memh));
@@ -271,8 +280,8 @@ buffer::~buffer()
 
 rkey::rkey(const std::vector<char> &packed)
 {
-    EXPECT_EQ(UCS_OK, uct_rkey_unpack(dcx_component(), packed.data(),
-                                      &m_bundle));
+    EXPECT_EQ(UCS_OK,
+              uct_rkey_unpack(dcx_component(), packed.data(), &m_bundle));
 }
 
 rkey::~rkey()
@@ -280,17 +289,18 @@ rkey::~rkey()
     uct_rkey_release(dcx_component(), &m_bundle);
 }
 
-static void progress_all(const std::vector<entity*> &entities)
+static void progress_all(const std::vector<entity *> &entities)
 {
     for (entity *e : entities) {
         e->progress();
     }
 }
 
-bool wait_for(const std::vector<entity*> &entities,
+bool wait_for(const std::vector<entity *> &entities,
               const std::function<bool()> &cond, double timeout)
 {
-    return poll_until(cond, [&] { progress_all(entities); }, timeout);
+    return poll_until(
+            cond, [&] { progress_all(entities); }, timeout);
 }
 
 static void test_comp_cb(uct_completion_t *self)
@@ -308,8 +318,8 @@ test_comp::test_comp() : status(UCS_INPROGRESS), done(0)
 }
 
 pending_put::pending_put(uct_ep_h ep, uint64_t addr, uct_rkey_t rkey,
-                         uint64_t value) :
-    ep(ep), addr(addr), rkey(rkey), value(value), done(0)
+                         uint64_t value)
+    : ep(ep), addr(addr), rkey(rkey), value(value), done(0)
 {
     req.func = [](uct_pending_req_t *self) {
         return ucs_container_of(self, pending_put, req)->run();
@@ -325,19 +335,20 @@ ucs_status_t pending_put::run()
     return status;
 }
 
-ucs_status_t wait_comp(const std::vector<entity*> &entities,
+ucs_status_t wait_comp(const std::vector<entity *> &entities,
                        ucs_status_t status, test_comp &comp, double timeout)
 {
     if (status != UCS_INPROGRESS) {
         return status;
     }
-    if (!wait_for(entities, [&] { return comp.done != 0; }, timeout)) {
+    if (!wait_for(
+                entities, [&] { return comp.done != 0; }, timeout)) {
         return UCS_ERR_TIMED_OUT;
     }
     return comp.status;
 }
 
-ucs_status_t flush_ep(const std::vector<entity*> &entities, uct_ep_h ep,
+ucs_status_t flush_ep(const std::vector<entity *> &entities, uct_ep_h ep,
                       unsigned flags, double timeout)
 {
     test_comp comp;
@@ -348,15 +359,16 @@ ucs_status_t flush_ep(const std::vector<entity*> &entities, uct_ep_h ep,
     return wait_comp(entities, status, comp, timeout);
 }
 
-bool iface_flushed(const std::vector<entity*> &entities, const entity &e,
+bool iface_flushed(const std::vector<entity *> &entities, const entity &e,
                    double timeout)
 {
-    return wait_for(entities, [&] {
-        return uct_iface_flush(e.iface(), 0, NULL) == UCS_OK;
-    }, timeout);
+    return wait_for(
+            entities,
+            [&] { return uct_iface_flush(e.iface(), 0, NULL) == UCS_OK; },
+            timeout);
 }
 
-ucs_status_t retry(const std::vector<entity*> &entities,
+ucs_status_t retry(const std::vector<entity *> &entities,
                    const std::function<ucs_status_t()> &op)
 {
     ucs_status_t status = UCS_ERR_NO_RESOURCE;
@@ -391,7 +403,7 @@ void entity_pair::close_pair()
 
 ucs_status_t record_failure(void *arg, uct_ep_h ep, ucs_status_t status)
 {
-    failure_record *rec = (failure_record*)arg;
+    failure_record *rec = (failure_record *)arg;
     rec->eps.push_back(ep);
     rec->statuses.push_back(status);
     return UCS_OK;

@@ -54,16 +54,31 @@ config_t quick_timeout(unsigned retry_count, config_t extra = config_t());
 /* One UCT worker + interface on the model device. */
 class entity {
 public:
-    explicit entity(const config_t &config = config_t(),
+    explicit entity(const config_t &config          = config_t(),
                     uct_error_handler_t err_handler = nullptr,
-                    void *err_arg = nullptr);
+                    void *err_arg                   = nullptr);
     ~entity();
 
-    uct_iface_h iface() const { return m_iface; }
-    uct_md_h md() const { return m_md; }
-    const uct_iface_attr_t &attr() const { return m_attr; }
-    const std::vector<char> &dev_addr() const { return m_dev_addr; }
-    const std::vector<char> &iface_addr() const { return m_iface_addr; }
+    uct_iface_h iface() const
+    {
+        return m_iface;
+    }
+    uct_md_h md() const
+    {
+        return m_md;
+    }
+    const uct_iface_attr_t &attr() const
+    {
+        return m_attr;
+    }
+    const std::vector<char> &dev_addr() const
+    {
+        return m_dev_addr;
+    }
+    const std::vector<char> &iface_addr() const
+    {
+        return m_iface_addr;
+    }
 
     /* All addresses in one blob (to send to another process). */
     std::vector<char> address() const;
@@ -78,12 +93,12 @@ public:
     void close_iface();
 
 private:
-    ucs_async_context_t *m_async  = nullptr;
-    uct_worker_h        m_worker  = nullptr;
-    uct_md_h            m_md      = nullptr;
-    uct_iface_h         m_iface   = nullptr;
-    uct_iface_attr_t    m_attr;
-    std::vector<char>   m_dev_addr, m_iface_addr;
+    ucs_async_context_t *m_async = nullptr;
+    uct_worker_h m_worker        = nullptr;
+    uct_md_h m_md                = nullptr;
+    uct_iface_h m_iface          = nullptr;
+    uct_iface_attr_t m_attr;
+    std::vector<char> m_dev_addr, m_iface_addr;
 };
 
 /* A registered buffer and its packed / unpacked remote key. */
@@ -93,19 +108,34 @@ public:
            unsigned flags = UCT_MD_MEM_ACCESS_ALL);
     ~buffer();
 
-    char *ptr() const { return m_ptr; }
-    size_t length() const { return m_length; }
-    uct_mem_h memh() const { return m_memh; }
-    uint64_t addr() const { return (uintptr_t)m_ptr; }
+    char *ptr() const
+    {
+        return m_ptr;
+    }
+    size_t length() const
+    {
+        return m_length;
+    }
+    uct_mem_h memh() const
+    {
+        return m_memh;
+    }
+    uint64_t addr() const
+    {
+        return (uintptr_t)m_ptr;
+    }
     /* The 64-bit word at word index i (reads any alignment). */
     uint64_t word(size_t i) const;
-    const std::vector<char> &packed_rkey() const { return m_packed; }
+    const std::vector<char> &packed_rkey() const
+    {
+        return m_packed;
+    }
 
 private:
-    uct_md_h          m_md;
-    char              *m_ptr;
-    size_t            m_length;
-    uct_mem_h         m_memh;
+    uct_md_h m_md;
+    char *m_ptr;
+    size_t m_length;
+    uct_mem_h m_memh;
     std::vector<char> m_packed;
 };
 
@@ -114,26 +144,29 @@ class rkey {
 public:
     explicit rkey(const std::vector<char> &packed);
     ~rkey();
-    uct_rkey_t get() const { return m_bundle.rkey; }
+    uct_rkey_t get() const
+    {
+        return m_bundle.rkey;
+    }
 
 private:
     uct_rkey_bundle_t m_bundle;
 };
 
 /* Progress the entities until cond() or the timeout (seconds). */
-bool wait_for(const std::vector<entity*> &entities,
+bool wait_for(const std::vector<entity *> &entities,
               const std::function<bool()> &cond, double timeout = 20.0);
 
 /* The bcopy callbacks: pack_cb copies a pack_arg's bytes out, unpack_cb
  * copies what arrived into the buffer it is given. */
 struct pack_arg {
     const char *src;
-    size_t     length;
+    size_t length;
 };
 
 static inline size_t pack_cb(void *dest, void *arg)
 {
-    pack_arg *p = (pack_arg*)arg;
+    pack_arg *p = (pack_arg *)arg;
 
     memcpy(dest, p->src, p->length);
     return p->length;
@@ -147,36 +180,36 @@ static inline void unpack_cb(void *arg, const void *data, size_t length)
 /* A completion that counts down. */
 struct test_comp {
     uct_completion_t uct;
-    ucs_status_t     status;
-    int              done;
+    ucs_status_t status;
+    int done;
     test_comp();
 };
 
 /* The status of an operation that returned 'status' with 'comp' as its
  * completion: waits (progressing the entities) if it is in progress;
  * UCS_ERR_TIMED_OUT if it did not complete in time. */
-ucs_status_t wait_comp(const std::vector<entity*> &entities,
+ucs_status_t wait_comp(const std::vector<entity *> &entities,
                        ucs_status_t status, test_comp &comp,
                        double timeout = 20.0);
 
 /* uct_ep_flush (retried while out of resources), waited for: its status. */
-ucs_status_t flush_ep(const std::vector<entity*> &entities, uct_ep_h ep,
+ucs_status_t flush_ep(const std::vector<entity *> &entities, uct_ep_h ep,
                       unsigned flags = 0, double timeout = 20.0);
 
 /* Whether the entity's interface flushed (uct_iface_flush returned UCS_OK)
  * within the timeout, progressing the entities meanwhile. */
-bool iface_flushed(const std::vector<entity*> &entities, const entity &e,
+bool iface_flushed(const std::vector<entity *> &entities, const entity &e,
                    double timeout = 20.0);
 
 /* A pending request that puts the 8-byte 'value' at 'addr' when it runs;
  * 'done' once the put went. */
 struct pending_put {
     uct_pending_req_t req;
-    uct_ep_h          ep;
-    uint64_t          addr;
-    uct_rkey_t        rkey;
-    uint64_t          value;
-    int               done;
+    uct_ep_h ep;
+    uint64_t addr;
+    uct_rkey_t rkey;
+    uint64_t value;
+    int done;
 
     pending_put(uct_ep_h ep = nullptr, uint64_t addr = 0, uct_rkey_t rkey = 0,
                 uint64_t value = 0);
@@ -186,7 +219,7 @@ struct pending_put {
 
 /* Endpoint failures reported to an entity's error handler. */
 struct failure_record {
-    std::vector<uct_ep_h>     eps;
+    std::vector<uct_ep_h> eps;
     std::vector<ucs_status_t> statuses;
 };
 
@@ -198,7 +231,10 @@ ucs_status_t record_failure(void *arg, uct_ep_h ep, ucs_status_t status);
  * of a derived fixture go before these (C++ destroys them first). */
 class entity_pair {
 protected:
-    ~entity_pair() { close_pair(); }
+    ~entity_pair()
+    {
+        close_pair();
+    }
 
     /* Asserts: call it in ASSERT_NO_FATAL_FAILURE (SetUp() too). */
     void open_pair(const config_t &receiver_config,
@@ -206,13 +242,13 @@ protected:
     /* Destroys the endpoint, then the interfaces. */
     void close_pair();
 
-    std::vector<entity*> all() const
+    std::vector<entity *> all() const
     {
-        return {m_sender.get(), m_receiver.get()};
+        return { m_sender.get(), m_receiver.get() };
     }
 
     std::unique_ptr<entity> m_sender, m_receiver;
-    uct_ep_h                m_ep = nullptr;
+    uct_ep_h m_ep = nullptr;
 };
 
 /* A function of the plugin's public API (include/uct/ib/dcx/dcx.h), looked
@@ -231,10 +267,9 @@ template <typename F> F plugin_sym(const char *name)
 }
 
 /* A query of the plugin's public API: its result, zero if it failed. */
-template <typename T>
-T plugin_query(const char *symbol, uct_iface_h iface)
+template <typename T> T plugin_query(const char *symbol, uct_iface_h iface)
 {
-    typedef ucs_status_t (*query_fn_t)(uct_iface_h, T*);
+    typedef ucs_status_t (*query_fn_t)(uct_iface_h, T *);
     query_fn_t query = plugin_sym<query_fn_t>(symbol);
     T result         = {};
 
@@ -247,8 +282,7 @@ T plugin_query(const char *symbol, uct_iface_h iface)
 /* The send-side counters of a dcx interface. */
 static inline uct_dcx_tx_counters_t tx_counters(uct_iface_h iface)
 {
-    return plugin_query<uct_dcx_tx_counters_t>("uct_dcx_iface_query_tx",
-                                               iface);
+    return plugin_query<uct_dcx_tx_counters_t>("uct_dcx_iface_query_tx", iface);
 }
 
 /* The UMR counters of a dcx interface. */
@@ -268,12 +302,12 @@ unsigned long iface_config_ulong(const std::string &name);
 /* Whether @a fd becomes readable within @a timeout_ms. */
 static inline bool fd_readable(int fd, int timeout_ms)
 {
-    struct pollfd pfd = {fd, POLLIN, 0};
+    struct pollfd pfd = { fd, POLLIN, 0 };
     return poll(&pfd, 1, timeout_ms) == 1;
 }
 
 /* Retry an operation while it returns UCS_ERR_NO_RESOURCE. */
-ucs_status_t retry(const std::vector<entity*> &entities,
+ucs_status_t retry(const std::vector<entity *> &entities,
                    const std::function<ucs_status_t()> &op);
 
 } // namespace dcx_test

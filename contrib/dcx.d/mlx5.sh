@@ -107,6 +107,16 @@ mlx5_perftest() {
     mlx5_pair "$counter" "$min" -- "$test" -d dcxemu_mlx5_0 -p $((20000 + RANDOM % 20000)) "$@"
 }
 
+# perftest's DC initiator with DCI streams (--log_dci_streams=3): libmlx5
+# asks the face for a DCI with 8 streams (the face's trace says so) and
+# every write goes out on one of them.
+mlx5_perftest_streams() {
+    local -x DCXEMU_MLX5_TRACE=1
+    mlx5_perftest write 1000 ib_write_bw -c DC -n 1000 -s 65536 --log_dci_streams=3 || return 1
+    grep -q 'CREATE_QP: a DCI with 8 streams' "$MLX5_PAIR_LOG.client" ||
+        { echo "the face's trace shows no DCI with streams"; return 1; }
+}
+
 # ucx_perftest over a UCX transport on the face. UCX's own mlx5 transports
 # run without DEVX objects (UCX_IB_MLX5_DEVX=n): the face creates QPs
 # through the verbs commands libmlx5 sends.
@@ -194,6 +204,7 @@ suite_mlx5() {
     check mlx5-perftest-rc-write_bw   mlx5_perftest write 1000 ib_write_bw -c RC -n 1000 -s 1048576
     check mlx5-perftest-dc-write_lat  mlx5_perftest write $((2 * n)) ib_write_lat -c DC -n $n
     check mlx5-perftest-dc-write_bw   mlx5_perftest write 1000 ib_write_bw -c DC -n 1000 -s 1048576
+    check mlx5-perftest-dc-write_bw-streams mlx5_perftest_streams
     check mlx5-perftest-dc-read_lat   mlx5_perftest read $n ib_read_lat -c DC -n $n
     check mlx5-perftest-dc-send_lat   mlx5_perftest recv_cqes $((2 * 1000)) ib_send_lat -c DC -n 1000
     check mlx5-perftest-dc-atomic_lat mlx5_perftest atomic_fa $n ib_atomic_lat -c DC -n $n

@@ -356,6 +356,11 @@ static struct ibv_qp *qp_model_create(struct face_file *f, struct face_qp *qp,
                     u->dci_streams.log_num_concurent;
             dv.dc_init_attr.dci_streams.log_num_errored =
                     u->dci_streams.log_num_errored;
+            if (face_trace) {
+                face_log("CREATE_QP: a DCI with %u streams, %u may fail",
+                         1u << u->dci_streams.log_num_concurent,
+                         1u << u->dci_streams.log_num_errored);
+            }
         }
         /* masked atomics and NOPs arrive as raw WQEs */
         dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;

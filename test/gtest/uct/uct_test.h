@@ -168,13 +168,17 @@ static inline size_t pack_cb(void *dest, void *arg)
 {
     pack_arg *p = (pack_arg *)arg;
 
-    memcpy(dest, p->src, p->length);
+    if (p->length > 0) { /* an empty message's source may be NULL */
+        memcpy(dest, p->src, p->length);
+    }
     return p->length;
 }
 
 static inline void unpack_cb(void *arg, const void *data, size_t length)
 {
-    memcpy(arg, data, length);
+    if (length > 0) {
+        memcpy(arg, data, length);
+    }
 }
 
 /* A completion that counts down. */

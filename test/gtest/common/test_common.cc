@@ -121,7 +121,14 @@ static int run_child_role(int argc, char **argv)
     }
 
     std::vector<std::string> args(argv + 5, argv + argc);
-    return it->second(atoi(argv[3]), atoi(argv[4]), args);
+    int ret = it->second(atoi(argv[3]), atoi(argv[4]), args);
+    /* A role's exit status is its result: an EXPECT that failed in it must
+     * not pass unseen behind a 0. */
+    if ((ret == 0) && ::testing::Test::HasFailure()) {
+        fprintf(stderr, "child role %s: a check failed (above)\n", argv[2]);
+        return 126;
+    }
+    return ret;
 }
 
 /* The test binary's own path: resolved before fork, because tools that run

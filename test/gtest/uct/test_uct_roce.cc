@@ -204,7 +204,8 @@ DCX_CHILD_ROLE(roce_gid_index)
         }
     }
     {
-        entity empty(config_t{ { "GID_INDEX", "4" } });
+        entity empty(config_t{ { "GID_INDEX", "4" } },
+                     entity::open_fails{ UCS_ERR_INVALID_PARAM });
         if (empty.iface() != nullptr) {
             return 50;
         }
@@ -275,8 +276,10 @@ DCX_CHILD_ROLE(roce_hop_limit)
         }
     }
     {
-        entity bad(config_t{ { "HOP_LIMIT", "256" } }),
-                bad_tc(config_t{ { "TRAFFIC_CLASS", "256" } });
+        entity bad(config_t{ { "HOP_LIMIT", "256" } },
+                   entity::open_fails{ UCS_ERR_INVALID_PARAM }),
+                bad_tc(config_t{ { "TRAFFIC_CLASS", "256" } },
+                       entity::open_fails{ UCS_ERR_INVALID_PARAM });
         if ((bad.iface() != nullptr) || (bad_tc.iface() != nullptr)) {
             return 40;
         }

@@ -127,6 +127,18 @@ unsigned long iface_config_ulong(const std::string &name)
 entity::entity(const config_t &config, uct_error_handler_t err_handler,
                void *err_arg)
 {
+    init(config, err_handler, err_arg, UCS_OK);
+}
+
+entity::entity(const config_t &config, open_fails expected)
+{
+    EXPECT_NE(UCS_OK, expected.status);
+    init(config, nullptr, nullptr, expected.status);
+}
+
+void entity::init(const config_t &config, uct_error_handler_t err_handler,
+                  void *err_arg, ucs_status_t expected_open_status)
+{
     uct_iface_config_t *iface_config;
     uct_iface_params_t params = {};
 
@@ -167,10 +179,14 @@ entity::entity(const config_t &config, uct_error_handler_t err_handler,
         params.err_handler_flags = UCT_CB_FLAG_ASYNC;
     }
 
-    EXPECT_EQ(UCS_OK,
+    EXPECT_EQ(expected_open_status,
               uct_iface_open(m_md, m_worker, &params, iface_config, &m_iface));
     uct_config_release(iface_config);
     if (m_iface == nullptr) {
+        return;
+    }
+    if (expected_open_status != UCS_OK) {
+        close_iface();
         return;
     }
 

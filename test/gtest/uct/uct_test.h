@@ -54,9 +54,16 @@ config_t quick_timeout(unsigned retry_count, config_t extra = config_t());
 /* One UCT worker + interface on the model device. */
 class entity {
 public:
+    /* The interface is expected not to open, with this status (a test of a
+     * refused setting): no test failure is reported when it does not. */
+    struct open_fails {
+        ucs_status_t status;
+    };
+
     explicit entity(const config_t &config          = config_t(),
                     uct_error_handler_t err_handler = nullptr,
                     void *err_arg                   = nullptr);
+    entity(const config_t &config, open_fails expected);
     ~entity();
 
     uct_iface_h iface() const
@@ -93,6 +100,9 @@ public:
     void close_iface();
 
 private:
+    void init(const config_t &config, uct_error_handler_t err_handler,
+              void *err_arg, ucs_status_t expected_open_status);
+
     ucs_async_context_t *m_async = nullptr;
     uct_worker_h m_worker        = nullptr;
     uct_md_h m_md                = nullptr;

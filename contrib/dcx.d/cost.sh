@@ -371,7 +371,7 @@ COST_MLX5_COUNT=${DCX_COST_COUNT:-2000}
 # poll[TL] (of the caller).
 cost_mlx5_poll() {
     local tl out cqes
-    for tl in dcx dcx_direct dc_mlx5; do
+    for tl in "${COST_MLX5_TLS[@]}"; do
         out="mlx5.poll.$tl"
         COST_MLX5_TOGGLE=cost_progress_tx \
             cost_mlx5_callgrind "$out" "$tl" put_zcopy trap "$COST_COUNT" "$COST_WARMUP"
@@ -421,13 +421,12 @@ bench_cost_mlx5() {
     [ ${#refused[@]} -eq 0 ] ||
         die "refused posts (tries > 1) in ${refused[*]}: their counts include the refused tries"
     cost_mlx5_poll
-    for tl in dcx dcx_direct dc_mlx5; do
+    for tl in "${COST_MLX5_TLS[@]}"; do
         post[poll_cqe.$tl]=${poll[$tl]}
     done
-    post[poll_cqe.rc_mlx5]=-
     echo
     say "side by side: posting instructions per operation; goals dcx <= 1.5 x dc_mlx5 for put_short and am_short, dcx_direct < dc_mlx5"
-    note "poll_cqe: the sender's progress per send CQE it polled (a put_zcopy stream, every one signaled; rc_mlx5 not measured)"
+    note "poll_cqe: the sender's progress per send CQE it polled (a put_zcopy stream, every one signaled)"
     printf '  %-10s %8s %10s %8s %8s %12s %-6s %15s %-6s\n' op dcx dcx_direct dc_mlx5 rc_mlx5 dcx/dc_mlx5 result direct/dc_mlx5 result
     for op in "${COST_MLX5_OPS[@]}" poll_cqe; do
         dcx=${post[$op.dcx]} dd=${post[$op.dcx_direct]} dc=${post[$op.dc_mlx5]} rc=${post[$op.rc_mlx5]}

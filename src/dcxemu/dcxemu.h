@@ -394,6 +394,12 @@ DCXEMU_API int dcxemu_qp_wake_owner(struct ibv_qp *qp); /* its own RQ */
 DCXEMU_API int dcxemu_poll_cq_solicited(struct ibv_cq *cq, int num_entries,
                                         struct ibv_wc *wc, uint8_t *solicited);
 
+/* Between ibv_wr_start and ibv_wr_complete of a QP of this library: a WR
+ * for a WQE the caller could not decode (the mlx5 face).  It executes nothing
+ * and completes with IBV_WC_LOC_QP_OP_ERR when its turn comes (after every
+ * older WR), and its QP goes to ERR; wr_id is the QP's at the call. */
+DCXEMU_API void dcxemu_wr_malformed(struct ibv_qp_ex *qpx);
+
 /* A function this process's engine thread runs every time it wakes, and at
  * least every interval_ns (0: only when woken).  One hook per process; NULL
  * removes it.  0 or an errno value. */

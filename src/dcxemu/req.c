@@ -583,8 +583,12 @@ static int streams_progress(struct dcxemu_qp *qp)
             continue;
         }
         if (w->stream_id >= ss->num) {
-            /* a raw WQE naming a stream the DCI does not have: the DCI's
-             * error, not a stream's */
+            /* a raw WQE naming a stream the DCI does not have, or a WQE the
+             * face could not decode: the DCI's error, not a stream's, once
+             * every older WQE is done; nothing later runs before it */
+            if (older_waits) {
+                break;
+            }
             memset(&a->o, 0, sizeof(a->o));
             fail(&a->o, IBV_WC_LOC_QP_OP_ERR, SYND_LOC_QP_OP);
             a->done = 1;

@@ -504,6 +504,29 @@ static void b_raw_wqe(struct mlx5dv_qp_ex *d, const void *wqe)
     w->data_setters = w->addr_setters = 1; /* a raw WQE is complete by itself */
 }
 
+/* A WQE the mlx5 face could not decode, or one the model refused: a WR of the
+ * batch that executes nothing and completes with LOC_QP_OP_ERR when its turn
+ * comes, behind every older WR, and moves the QP to ERR (on a DCI with streams
+ * too: it names no stream).  Its CQE then comes in send-queue order, as the
+ * HCA completes a WQE it cannot parse. */
+DCXEMU_API void dcxemu_wr_malformed(struct ibv_qp_ex *q)
+{
+    struct dcxemu_qp *qp = QP(q);
+    struct dcxemu_wqe *w;
+    wr_new(q, DCXEMU_OP_CMP_SWP);
+    if (qp->batch_err) {
+        return;
+    }
+    w               = qp->cur;
+    w->raw          = 1;
+    w->raw_bad      = 1;
+    w->flags        = 0; /* an error completion is written unsignaled too */
+    w->num_sge      = 0;
+    w->dctn         = 0; /* no target: no target's delay holds it */
+    w->stream_id    = UINT16_MAX;
+    w->data_setters = w->addr_setters = 1;
+}
+
 /* A DCI created without MLX5DV_QP_EX_WITH_RAW_WQE: rdma-core leaves the pointer
  * NULL; the model refuses the call instead of crashing. */
 static void b_raw_wqe_unrequested(struct mlx5dv_qp_ex *d, const void *wqe)

@@ -136,7 +136,9 @@ struct face_qp {
     uint16_t rq_taken; /* receive WQEs handed to the model */
     pthread_mutex_t rq_lock;
     uint16_t backstop_pi; /* the send record when the engine last looked */
-    int in_error; /* the face failed a WQE: what follows is flushed */
+    int in_error; /* a bad WQE was logged (once per QP) */
+    int failed_now; /* the face failed a WQE itself (the model refused its
+                       failure): what follows is flushed */
     struct face_wqe_info *wqe; /* per WQE basic block index */
     struct dcxemu_mlx5_wqe *dec; /* the WQE being decoded (large: not on a
                                     signal stack) */

@@ -9,8 +9,8 @@
  * WQE's index as its work request ID: the model's completion then carries
  * the index libmlx5 expects in the CQE's wqe_counter.  A WQE that cannot be
  * decoded, or that the model refuses, completes in error with the syndrome
- * hardware reports (local QP operation error) and the QP goes to the error
- * state, flushing what follows.
+ * hardware reports (local QP operation error), in its turn behind older WQEs,
+ * and the QP goes to the error state, flushing what follows.
  */
 #define _GNU_SOURCE
 #include "face.h"
@@ -196,23 +196,19 @@ wqe_post(struct face_qp *qp, const struct dcxemu_mlx5_wqe *w, uint32_t wqebb)
     return ibv_wr_complete(x);
 }
 
-/* A WQE the model never executes: its error CQE, then the QP in error.  Once
- * the QP is in error, what follows is flushed (a bad WQE then is only logged
- * once: garbage in a queue must not flood the log). */
-static void
-wqe_fail(struct face_qp *qp, uint16_t index, uint8_t opcode, uint8_t syndrome)
+/* A WQE the model never executes, failed at once: its error CQE, then the QP
+ * in error.  Only where the model refused even to hold its failure (see
+ * wqe_bad). */
+static void wqe_fail_now(struct face_qp *qp, uint16_t index, uint8_t opcode)
 {
     struct dcxemu_mlx5_cqe_info ci;
     struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
-    FACE_STAT(bad_wqes, 1);
-    if (qp->in_error) {
+    uint8_t syndrome     = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+    if (qp->failed_now) {
         syndrome = MLX5_CQE_SYNDROME_WR_FLUSH_ERR;
     } else {
-        face_log("QP 0x%x: WQE %u (opcode 0x%x) completes in error, "
-                 "syndrome 0x%x",
-                 qp->qpn, index, opcode, syndrome);
         (void)dcxemu_ibv_modify_qp(qp->qp, &a, IBV_QP_STATE);
-        qp->in_error = 1;
+        qp->failed_now = 1;
     }
     if (qp->send_cq == NULL) {
         return;
@@ -225,6 +221,35 @@ wqe_fail(struct face_qp *qp, uint16_t index, uint8_t opcode, uint8_t syndrome)
     ci.wqe_counter = index;
     ci.syndrome    = syndrome;
     face_cq_write_now(qp->send_cq, &ci);
+}
+
+/* A WQE that cannot be decoded (the decoder's only syndrome is a local QP
+ * operation error), or that the model refused: the model holds its failure
+ * as a WR of its own, which completes with that error when its turn comes,
+ * so its CQE follows those of older WQEs still waiting in the model (RNR,
+ * deferred execution, delays), as the HCA completes in send-queue order; the
+ * QP goes to ERR then and the model flushes what follows.  A bad WQE is
+ * logged once per QP: garbage in a queue must not flood the log. */
+static void wqe_bad(struct face_qp *qp, uint16_t index, uint8_t opcode)
+{
+    struct ibv_qp_ex *x = qp->qpx;
+    FACE_STAT(bad_wqes, 1);
+    if (!qp->in_error) {
+        face_log("QP 0x%x: WQE %u (opcode 0x%x) completes in error, "
+                 "syndrome 0x%x",
+                 qp->qpn, index, opcode, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+        qp->in_error = 1;
+    }
+    if (!qp->failed_now) {
+        ibv_wr_start(x);
+        x->wr_id    = index;
+        x->wr_flags = 0;
+        dcxemu_wr_malformed(x);
+        if (ibv_wr_complete(x) == 0) {
+            return;
+        }
+    }
+    wqe_fail_now(qp, index, opcode);
 }
 
 /* Take every WQE the doorbell record shows (sq_lock held); how many. */
@@ -242,10 +267,9 @@ static unsigned sq_take(struct face_qp *qp, uint16_t pi)
         uint32_t n = synd == 0 && w->num_wqebb != 0 ? w->num_wqebb : 1;
         qp->wqe[wqebb].opcode = w->opcode;
         if (synd != 0) {
-            wqe_fail(qp, (uint16_t)qp->sq_pi, w->opcode, (uint8_t)synd);
+            wqe_bad(qp, (uint16_t)qp->sq_pi, w->opcode);
         } else if (wqe_post(qp, w, wqebb) != 0) {
-            wqe_fail(qp, w->wqe_index, w->opcode,
-                     MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+            wqe_bad(qp, w->wqe_index, w->opcode);
         }
         qp->sq_pi = (uint16_t)(qp->sq_pi + n);
         count++;
@@ -296,6 +320,7 @@ void face_sq_reset(struct face_qp *qp)
     qp->sq_pi       = 0;
     qp->backstop_pi = 0;
     qp->in_error    = 0;
+    qp->failed_now  = 0;
     pthread_mutex_unlock(&qp->sq_lock);
     pthread_mutex_lock(&qp->rq_lock);
     qp->rq_taken = 0;

@@ -182,6 +182,31 @@ TEST_F(mlx5face_streams, stream_id_out_of_range)
     EXPECT_EQ(IBV_QPS_ERR, state());
 }
 
+/* A WQE the device refuses completes in its turn: behind an older SEND
+ * stalled on RNR on another stream, which then executes instead of being
+ * flushed; a WQE of a third stream posted after the refused one waits
+ * behind it and is flushed.  Then the DCI is in ERR. */
+TEST_F(mlx5face_streams, refused_wqe_completes_in_its_turn)
+{
+    uint64_t r0 = counters().c.rnr_retries;
+    make(1, 0);
+    ASSERT_EQ(0, post(0, true, 0, 1, 1)); /* no receive yet: RNR */
+    ASSERT_TRUE(wait_for([&] { return counters().c.rnr_retries > r0; }));
+    ASSERT_EQ(0, post(1, false, 64, 0x11, 2));
+    ASSERT_TRUE(wait_for([&] { return *t.mem.ptr(64) == 0x11; }));
+    ASSERT_EQ(0, post(5, false, 128, 0x22, 3)); /* no stream 5 */
+    ASSERT_EQ(0, post(1, false, 192, 0x33, 4));
+    EXPECT_TRUE(cq_empty(cq)); /* CQEs in send-queue order */
+    ASSERT_EQ(0, t.post_recv(10, 1024, 64));
+    expect_cqe(1, IBV_WC_SUCCESS);
+    expect_cqe(2, IBV_WC_SUCCESS);
+    expect_cqe(3, IBV_WC_LOC_QP_OP_ERR);
+    expect_cqe(4, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(0, *t.mem.ptr(128));
+    EXPECT_EQ(0, *t.mem.ptr(192));
+    EXPECT_EQ(IBV_QPS_ERR, state());
+}
+
 /* libmlx5 writes a stream id on a DCI without streams too (perftest counts
  * one up per WQE): the DCI ignores it, as the HCA does. */
 TEST_F(mlx5face_streams, stream_id_ignored_without_streams)

@@ -450,6 +450,36 @@ TEST_F(mlx5face_wqe, malformed_wqes_complete_in_error)
     }
 }
 
+/* mlx5 completes in send-queue order: a malformed WQE behind a WQE the
+ * device still holds (here a write delayed on its way to the DCT) completes
+ * after it, and the write is not flushed by it: it executes. */
+TEST_F(mlx5face_wqe, malformed_wqe_completes_after_older_wqes)
+{
+    counters c0;
+    dcx_test::fill_data(i.mem.ptr(), 64, 11);
+    ASSERT_EQ(0, dcxemu_fault_inject(DCXEMU_FAULT_DELAY, t.dctn(), 200000));
+    ASSERT_EQ(0, i.write(21, 0, 64, t.mem.mr->rkey, t.mem.addr(128)));
+    ring_own_wqe(0x3f, 6);
+    completion c;
+    ASSERT_TRUE(poll_legacy(i.cq, &c));
+    EXPECT_EQ(21u, c.wr_id);
+    EXPECT_EQ(IBV_WC_SUCCESS, c.status)
+            << ibv_wc_status_str((ibv_wc_status)c.status);
+    EXPECT_EQ(-1, dcx_test::check_data(t.mem.ptr(128), 64, 11));
+    ASSERT_TRUE(poll_legacy(i.cq, &c));
+    EXPECT_EQ(IBV_WC_LOC_QP_OP_ERR, c.status)
+            << ibv_wc_status_str((ibv_wc_status)c.status);
+    EXPECT_EQ(i.qp->qp_num, c.qp_num);
+    EXPECT_TRUE(cq_empty(i.cq));
+    ibv_qp_attr qa;
+    ibv_qp_init_attr qi;
+    ASSERT_EQ(0, ibv_query_qp(i.qp, &qa, IBV_QP_STATE, &qi));
+    EXPECT_EQ(IBV_QPS_ERR, qa.qp_state);
+    EXPECT_EQ(1u, (counters() - c0).wr(DCXEMU_CNT_OP_WRITE));
+
+    EXPECT_EQ(0, dcxemu_fault_inject(DCXEMU_FAULT_DELAY, t.dctn(), 0));
+}
+
 /* Garbage harms nobody: stores anywhere in the UAR page, a doorbell that
  * names no QP, and a doorbell record far ahead of what was written complete
  * the QP's WQEs in error or flush them (at most a CQ overrun), and another

@@ -170,7 +170,7 @@ mlx5_uar_scans() {
     env "${MLX5_ENV[@]}" timeout -k 5 60 ibv_rc_pingpong -d dcxemu_mlx5_0 -g 0 -n 50 -p $port \
         > "$log.server" 2>&1 &
     spid=$!
-    sleep 0.5
+    wait_listening $port $spid || { cat "$log.server"; return 1; }
     env "${MLX5_ENV[@]}" DCXEMU_MLX5_STATS=1 timeout -k 5 60 ibv_rc_pingpong -d dcxemu_mlx5_0 \
         -g 0 -n 50 -p $port localhost > "$log.client" 2>&1 || rc=$?
     wait $spid || rc=1

@@ -79,7 +79,7 @@ ucp_perftest_pair() {
             timeout -k 5 "$E2E_TIMEOUT" "$DCX_PREFIX/bin/dcx-run" $FACE_RUN \
             ucx_perftest "${PERFTEST_OPTS[@]}" -p $port > "$log.server" 2>&1 &
         spid=$!
-        sleep 0.3
+        wait_listening $port $spid >/dev/null || true # the client reports it
         if DCXEMU_FABRIC="$fabric" DCXEMU_KEEP_FABRIC=1 UCX_TLS=dcx UCX_LOG_LEVEL=debug \
                timeout -k 5 "$E2E_TIMEOUT" "$DCX_PREFIX/bin/dcx-run" $FACE_RUN \
                ucx_perftest "${PERFTEST_OPTS[@]}" -p $port "$@" localhost > "$log.client" 2>&1; then
@@ -215,7 +215,7 @@ perftest_control_without_dcx() {
     UCX_TLS=dcx timeout -k 5 30 ucx_perftest "${PERFTEST_OPTS[@]}" -p $port \
         > "$DCX_LOGS/control.server" 2>&1 &
     spid=$!
-    sleep 0.3
+    wait_listening $port $spid || { cat "$DCX_LOGS/control.server"; return 1; }
     out=$(UCX_TLS=dcx timeout -k 5 30 ucx_perftest "${PERFTEST_OPTS[@]}" -p $port \
           -t tag_lat -n 10 localhost 2>&1) || rc=$?
     wait $spid 2>/dev/null || true
@@ -261,7 +261,7 @@ plugin_path_perftest() {
         UCX_LOG_LEVEL=info timeout -k 5 "$E2E_TIMEOUT" ucx_perftest "${PERFTEST_OPTS[@]}"
     "$@" -p $port > "$log.server" 2>&1 &
     spid=$!
-    sleep 0.3
+    wait_listening $port $spid >/dev/null || true # the client reports it
     "$@" -p $port -t tag_bw -s 65536 -n 500 -w 50 localhost > "$log.client" 2>&1 || rc=$?
     wait $spid || src=$?
     cat "$log.server" "$log.client" > "$log.both"

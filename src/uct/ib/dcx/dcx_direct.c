@@ -4,10 +4,13 @@
  * Direct posting: dcx's own WQE writer for its DCIs and CQE parser for the
  * send CQ (see dcx_direct.h). The bytes are those libmlx5 writes for the
  * same work requests (mlx5dv.h's segment layouts): a control segment, the
- * DC address vector (the extended 48-byte form, copied from the address
- * handle as libmlx5 does), then remote-address, atomic, inline or data
- * segments; a WQE spans 64-byte basic blocks and continues at the start of
- * the queue where it passes the end.
+ * DC address vector, then remote-address, atomic, inline or data segments;
+ * a WQE spans 64-byte basic blocks and continues at the start of the queue
+ * where it passes the end. The address vector is the compact 16-byte base
+ * form where the address handle has nothing for the extended part (no GRH:
+ * InfiniBand without a global address), as UCX's dc_mlx5 writes it, and the
+ * extended 48-byte form (libmlx5's, always) otherwise: two units of 16
+ * bytes less per WQE on the common path.
  */
 #include "dcx_direct.h"
 #include "dcx_direct_cq.h"
@@ -24,12 +27,21 @@
 #include <string.h>
 
 
-/* A WQE begins with its control segment and the DC address vector: one
- * basic block, so the segments after it start at a basic block too. */
+/* A WQE begins with its control segment and the DC address vector. The
+ * segments after it are written where the compact (base) address vector
+ * ends, before the address vector is known (dcx sets it last); an extended
+ * one moves them up by the extension (uct_dcx_direct_av_extend). */
+#define UCT_DCX_DIRECT_AV_BASE_SIZE 16
+#define UCT_DCX_DIRECT_AV_EXT_SIZE \
+    (sizeof(struct mlx5_wqe_av) - UCT_DCX_DIRECT_AV_BASE_SIZE)
 #define UCT_DCX_DIRECT_DC_HDR_SIZE \
-    (sizeof(struct mlx5_wqe_ctrl_seg) + sizeof(struct mlx5_wqe_datagram_seg))
-_Static_assert(UCT_DCX_DIRECT_DC_HDR_SIZE == MLX5_SEND_WQE_BB,
-               "a DC WQE's header is one basic block");
+    (sizeof(struct mlx5_wqe_ctrl_seg) + UCT_DCX_DIRECT_AV_BASE_SIZE)
+_Static_assert(sizeof(struct mlx5_wqe_datagram_seg) ==
+                       UCT_DCX_DIRECT_AV_BASE_SIZE + UCT_DCX_DIRECT_AV_EXT_SIZE,
+               "the extended address vector is the whole datagram segment");
+_Static_assert(UCT_DCX_DIRECT_DC_HDR_SIZE + UCT_DCX_DIRECT_AV_EXT_SIZE ==
+                       MLX5_SEND_WQE_BB,
+               "an extended DC WQE header is one basic block");
 
 #define UCT_DCX_DIRECT_DS(_size) ((_size) / 16)
 
@@ -72,7 +84,8 @@ struct uct_dcx_direct {
     uct_dcx_direct_sq_t *last_sq; /* of the last CQE */
     khash_t(uct_dcx_direct_sq) sqs; /* by QP number */
     struct ibv_ah *av_ah; /* the last address handle used ... */
-    const struct mlx5_wqe_av *av; /* ... and its address vector */
+    const struct mlx5_wqe_av *av; /* ... its address vector */
+    int av_compact; /* ... and whether its base form carries it all */
 };
 
 
@@ -169,7 +182,6 @@ uct_dcx_direct_wqe_begin(uct_dcx_direct_sq_t *sq, uint8_t opcode, __be32 imm)
     unsigned flags = sq->qpx.wr_flags;
     struct mlx5_wqe_ctrl_seg *ctrl;
     uint32_t idx;
-    void *seg;
 
     if (ucs_unlikely(sq->ctrl != NULL)) {
         uct_dcx_direct_wqe_finish(sq); /* the previous WQE of a batch */
@@ -190,11 +202,8 @@ uct_dcx_direct_wqe_begin(uct_dcx_direct_sq_t *sq, uint8_t opcode, __be32 imm)
     sq->ds   = UCT_DCX_DIRECT_DS(UCT_DCX_DIRECT_DC_HDR_SIZE);
     ++sq->nreq;
 
-    seg = UCS_PTR_BYTE_OFFSET(ctrl, UCT_DCX_DIRECT_DC_HDR_SIZE);
-    if (ucs_unlikely(seg == sq->qend)) {
-        seg = sq->buf;
-    }
-    return seg;
+    /* within the control segment's basic block: never the queue's end */
+    return UCS_PTR_BYTE_OFFSET(ctrl, UCT_DCX_DIRECT_DC_HDR_SIZE);
 }
 
 static UCS_F_ALWAYS_INLINE void
@@ -246,7 +255,7 @@ uct_dcx_direct_wqe_atomic(uct_dcx_direct_sq_t *sq, uint8_t opcode,
     struct mlx5_wqe_raddr_seg *raddr = uct_dcx_direct_wqe_begin(sq, opcode, 0);
     struct mlx5_wqe_atomic_seg *atomic;
 
-    /* Both segments fit in the basic block after the header. */
+    /* Both segments fit in the control segment's basic block. */
     raddr->raddr     = htobe64(remote_addr);
     raddr->rkey      = htobe32(rkey);
     raddr->reserved  = 0;
@@ -446,10 +455,13 @@ static void uct_dcx_direct_wr_set_sge_list(struct ibv_qp_ex *qpx,
     }
 }
 
-/* The address vector of an address handle, as libmlx5 keeps it. */
+/* The address vector of an address handle, as libmlx5 keeps it, and
+ * whether its base form carries all of it: not marked extended, nothing in
+ * the extended part (no GRH, no RoCE addresses). */
 static UCS_F_NOINLINE const struct mlx5_wqe_av *
 uct_dcx_direct_av_lookup(uct_dcx_direct_t *direct, struct ibv_ah *ah)
 {
+    static const uint8_t zero_ext[UCT_DCX_DIRECT_AV_EXT_SIZE] = {};
     struct mlx5dv_obj obj  = {};
     struct mlx5dv_ah dv_ah = {};
 
@@ -458,9 +470,35 @@ uct_dcx_direct_av_lookup(uct_dcx_direct_t *direct, struct ibv_ah *ah)
     if (direct->ops->mlx5dv_init_obj(&obj, MLX5DV_OBJ_AH) != 0) {
         return NULL;
     }
-    direct->av_ah = ah;
-    direct->av    = dv_ah.av;
+    direct->av_ah      = ah;
+    direct->av         = dv_ah.av;
+    direct->av_compact =
+            !(dv_ah.av->dqp_dct & htobe32(MLX5_EXTENDED_UD_AV)) &&
+            !memcmp(UCS_PTR_BYTE_OFFSET(dv_ah.av, UCT_DCX_DIRECT_AV_BASE_SIZE),
+                    zero_ext, sizeof(zero_ext));
     return dv_ah.av;
+}
+
+/* An extended address vector: the segments written after the compact one
+ * move up by the extension (continuing at the queue's start past its end),
+ * last first. */
+static UCS_F_NOINLINE void uct_dcx_direct_av_extend(uct_dcx_direct_sq_t *sq)
+{
+    size_t qsize = UCS_PTR_BYTE_DIFF(sq->buf, sq->qend);
+    size_t base  = UCS_PTR_BYTE_DIFF(sq->buf, sq->ctrl);
+    unsigned i;
+
+    for (i = sq->ds; i-- > UCT_DCX_DIRECT_DS(UCT_DCX_DIRECT_DC_HDR_SIZE);) {
+        memcpy(UCS_PTR_BYTE_OFFSET(sq->buf,
+                                   (base + i * 16 + UCT_DCX_DIRECT_AV_EXT_SIZE) %
+                                           qsize),
+               UCS_PTR_BYTE_OFFSET(sq->buf, (base + i * 16) % qsize), 16);
+    }
+    sq->seg = UCS_PTR_BYTE_OFFSET(sq->buf,
+                                  (UCS_PTR_BYTE_DIFF(sq->buf, sq->seg) +
+                                   UCT_DCX_DIRECT_AV_EXT_SIZE) %
+                                          qsize);
+    sq->ds += UCT_DCX_DIRECT_DS(UCT_DCX_DIRECT_AV_EXT_SIZE);
 }
 
 static void
@@ -483,8 +521,14 @@ uct_dcx_direct_wr_set_dc_addr(struct mlx5dv_qp_ex *mqpx, struct ibv_ah *ah,
     }
 
     dgram = UCS_PTR_BYTE_OFFSET(sq->ctrl, sizeof(struct mlx5_wqe_ctrl_seg));
-    memcpy(&dgram->av, av, sizeof(dgram->av));
-    dgram->av.dqp_dct |= htobe32(remote_dctn | MLX5_EXTENDED_UD_AV);
+    if (ucs_likely(direct->av_compact)) {
+        memcpy(&dgram->av, av, UCT_DCX_DIRECT_AV_BASE_SIZE);
+        dgram->av.dqp_dct |= htobe32(remote_dctn);
+    } else {
+        uct_dcx_direct_av_extend(sq);
+        memcpy(&dgram->av, av, sizeof(dgram->av));
+        dgram->av.dqp_dct |= htobe32(remote_dctn | MLX5_EXTENDED_UD_AV);
+    }
     dgram->av.key.dc_key = htobe64(remote_dc_key);
 }
 

@@ -16,6 +16,7 @@
 #include "dcx_direct_cq.h"
 
 #include <ucs/datastruct/khash.h>
+#include <ucs/datastruct/list.h>
 #include <ucs/debug/assert.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -24,6 +25,8 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <string.h>
 
 
@@ -49,6 +52,29 @@ _Static_assert(UCT_DCX_DIRECT_DC_HDR_SIZE + UCT_DCX_DIRECT_AV_EXT_SIZE ==
 KHASH_MAP_INIT_INT(uct_dcx_direct_sq, uct_dcx_direct_sq_t *)
 
 
+/* A doorbell / BlueFlame register (a bfreg of libmlx5) and the half of it
+ * the next doorbell goes to. The half alternates per register, not per
+ * queue: libmlx5 keeps it in the register's struct mlx5_bf and UCX in its
+ * uct_ib_mlx5_mmio_reg_t, and QPs share registers (beyond a context's
+ * dedicated ones every QP gets a shared one). So every DCI on a register,
+ * in any interface of the process, uses one state; the lock keeps a
+ * doorbell and its toggle whole where interfaces of several threads ring
+ * one register (libmlx5 locks a shared register, UCX's DB_LOCK mode), and
+ * is uncontended otherwise: dcx cannot tell a dedicated register from a
+ * shared one that another interface will be given later. */
+typedef struct uct_dcx_direct_bfreg {
+    ucs_list_link_t list; /* in uct_dcx_direct_bfregs */
+    void *reg;
+    unsigned size; /* BlueFlame buffer (each half), 0: none */
+    unsigned offset; /* the half the next doorbell goes to */
+    unsigned refs; /* DCIs on the register */
+    int lock;
+} uct_dcx_direct_bfreg_t;
+
+static pthread_mutex_t uct_dcx_direct_bfregs_lock = PTHREAD_MUTEX_INITIALIZER;
+static UCS_LIST_HEAD(uct_dcx_direct_bfregs);
+
+
 struct uct_dcx_direct_sq {
     struct ibv_qp_ex qpx; /* the DCI's builders: dci->qpx */
     struct mlx5dv_qp_ex mqpx; /* ... and dci->mqpx */
@@ -57,9 +83,7 @@ struct uct_dcx_direct_sq {
     void *qend;
     uint64_t *wrid; /* by basic block: work request id of the WQE there */
     volatile __be32 *dbrec; /* the send queue's doorbell record */
-    void *bf_reg; /* doorbell / BlueFlame register */
-    unsigned bf_size; /* BlueFlame buffer, 0: none */
-    unsigned bf_offset; /* the half the next doorbell goes to */
+    uct_dcx_direct_bfreg_t *bf; /* doorbell / BlueFlame register */
     uint32_t wqe_mask; /* basic blocks - 1 */
     uint32_t qpn;
     size_t max_inline;
@@ -614,19 +638,40 @@ static void uct_dcx_direct_bf_copy(uct_dcx_direct_sq_t *sq,
     } while (size > 0);
 }
 
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_direct_bfreg_lock(uct_dcx_direct_bfreg_t *bf)
+{
+    while (ucs_unlikely(__atomic_exchange_n(&bf->lock, 1, __ATOMIC_ACQUIRE))) {
+        while (__atomic_load_n(&bf->lock, __ATOMIC_RELAXED)) {
+            sched_yield(); /* the holder may be preempted: two cores */
+        }
+    }
+}
+
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_direct_bfreg_unlock(uct_dcx_direct_bfreg_t *bf)
+{
+    __atomic_store_n(&bf->lock, 0, __ATOMIC_RELEASE);
+}
+
 /* The doorbell: the record says how far the device may take WQEs, the
  * store to the UAR tells it to look (the first 8 bytes of the batch's last
- * control segment), or a single inline WQE goes whole through BlueFlame. */
+ * control segment), or a single inline WQE goes whole through BlueFlame;
+ * the write-combining buffer is flushed before the half toggles, inside
+ * the register's lock, as libmlx5 does. */
 static UCS_F_ALWAYS_INLINE void uct_dcx_direct_doorbell(uct_dcx_direct_sq_t *sq)
 {
-    volatile uint64_t *reg = UCS_PTR_BYTE_OFFSET(sq->bf_reg, sq->bf_offset);
+    uct_dcx_direct_bfreg_t *bf = sq->bf;
+    volatile uint64_t *reg;
 
     UCT_DCX_DIRECT_TO_DEVICE_FENCE();
     *sq->dbrec = htobe32(sq->pi & 0xffff);
 
+    uct_dcx_direct_bfreg_lock(bf);
     UCT_DCX_DIRECT_MMIO_WC_START();
-    if ((sq->bf_size > 0) && (sq->nreq == 1) && sq->inl && (sq->last_ds > 1) &&
-        (sq->last_ds <= sq->bf_size / 16)) {
+    reg = UCS_PTR_BYTE_OFFSET(bf->reg, bf->offset);
+    if ((bf->size > 0) && (sq->nreq == 1) && sq->inl && (sq->last_ds > 1) &&
+        (sq->last_ds <= bf->size / 16)) {
         uct_dcx_direct_bf_copy(sq, reg, (const uint64_t *)sq->last_ctrl,
                                ucs_div_round_up(sq->last_ds * 16,
                                                 MLX5_SEND_WQE_BB) *
@@ -635,7 +680,8 @@ static UCS_F_ALWAYS_INLINE void uct_dcx_direct_doorbell(uct_dcx_direct_sq_t *sq)
         *reg = *(const uint64_t *)sq->last_ctrl;
     }
     UCT_DCX_DIRECT_MMIO_FLUSH();
-    sq->bf_offset ^= sq->bf_size;
+    bf->offset ^= bf->size;
+    uct_dcx_direct_bfreg_unlock(bf);
 }
 
 static int uct_dcx_direct_wr_complete(struct ibv_qp_ex *qpx)
@@ -806,6 +852,54 @@ void uct_dcx_direct_destroy(uct_dcx_direct_t *direct)
 
 /* --- a DCI's send queue -------------------------------------------------- */
 
+/* The state of the register at @a reg, shared with the DCIs already on it. */
+static ucs_status_t
+uct_dcx_direct_bfreg_get(void *reg, unsigned size,
+                         uct_dcx_direct_bfreg_t **bf_p, const char **reason_p)
+{
+    ucs_status_t status = UCS_OK;
+    uct_dcx_direct_bfreg_t *bf;
+
+    pthread_mutex_lock(&uct_dcx_direct_bfregs_lock);
+    ucs_list_for_each(bf, &uct_dcx_direct_bfregs, list) {
+        if (bf->reg == reg) {
+            if (bf->size != size) {
+                *reason_p = "two sizes of BlueFlame buffer for one doorbell "
+                            "register";
+                status    = UCS_ERR_UNSUPPORTED;
+            } else {
+                ++bf->refs;
+            }
+            goto out;
+        }
+    }
+
+    bf = ucs_calloc(1, sizeof(*bf), "dcx direct bfreg");
+    if (bf == NULL) {
+        *reason_p = "out of memory";
+        status    = UCS_ERR_NO_MEMORY;
+        goto out;
+    }
+    bf->reg  = reg;
+    bf->size = size;
+    bf->refs = 1;
+    ucs_list_add_tail(&uct_dcx_direct_bfregs, &bf->list);
+out:
+    pthread_mutex_unlock(&uct_dcx_direct_bfregs_lock);
+    *bf_p = bf;
+    return status;
+}
+
+static void uct_dcx_direct_bfreg_put(uct_dcx_direct_bfreg_t *bf)
+{
+    pthread_mutex_lock(&uct_dcx_direct_bfregs_lock);
+    if (--bf->refs == 0) {
+        ucs_list_del(&bf->list);
+        ucs_free(bf);
+    }
+    pthread_mutex_unlock(&uct_dcx_direct_bfregs_lock);
+}
+
 ucs_status_t
 uct_dcx_direct_sq_create(uct_dcx_direct_t *direct, struct ibv_qp *qp,
                          size_t max_inline, unsigned max_sge,
@@ -814,7 +908,9 @@ uct_dcx_direct_sq_create(uct_dcx_direct_t *direct, struct ibv_qp *qp,
 {
     struct mlx5dv_qp dv_qp = {};
     struct mlx5dv_obj obj  = {};
+    uct_dcx_direct_bfreg_t *bf;
     uct_dcx_direct_sq_t *sq;
+    ucs_status_t status;
     khiter_t it;
     int ret;
 
@@ -831,9 +927,15 @@ uct_dcx_direct_sq_create(uct_dcx_direct_t *direct, struct ibv_qp *qp,
         return UCS_ERR_UNSUPPORTED;
     }
 
+    status = uct_dcx_direct_bfreg_get(dv_qp.bf.reg, dv_qp.bf.size, &bf,
+                                      reason_p);
+    if (status != UCS_OK) {
+        return status;
+    }
+
     sq = ucs_calloc(1, sizeof(*sq), "dcx direct sq");
     if (sq == NULL) {
-        goto err_no_memory;
+        goto err_put_bfreg;
     }
     sq->wrid = ucs_calloc(dv_qp.sq.wqe_cnt, sizeof(*sq->wrid),
                           "dcx direct wrid");
@@ -852,9 +954,7 @@ uct_dcx_direct_sq_create(uct_dcx_direct_t *direct, struct ibv_qp *qp,
     sq->qend       = UCS_PTR_BYTE_OFFSET(dv_qp.sq.buf,
                                          (size_t)dv_qp.sq.wqe_cnt * MLX5_SEND_WQE_BB);
     sq->dbrec      = &dv_qp.dbrec[MLX5_SND_DBR];
-    sq->bf_reg     = dv_qp.bf.reg;
-    sq->bf_size    = dv_qp.bf.size;
-    sq->bf_offset  = 0;
+    sq->bf         = bf;
     sq->wqe_mask   = dv_qp.sq.wqe_cnt - 1;
     sq->qpn        = qp->qp_num;
     sq->max_inline = max_inline;
@@ -890,7 +990,8 @@ err_free_wrid:
     ucs_free(sq->wrid);
 err_free_sq:
     ucs_free(sq);
-err_no_memory:
+err_put_bfreg:
+    uct_dcx_direct_bfreg_put(bf);
     *reason_p = "out of memory";
     return UCS_ERR_NO_MEMORY;
 }
@@ -907,6 +1008,7 @@ void uct_dcx_direct_sq_destroy(uct_dcx_direct_sq_t *sq)
     if (direct->last_sq == sq) {
         direct->last_sq = NULL;
     }
+    uct_dcx_direct_bfreg_put(sq->bf);
     ucs_free(sq->wrid);
     ucs_free(sq);
 }

@@ -10,34 +10,277 @@
  * bf_reg_size 0 every send doorbell is one 8-byte store of the first half of
  * the last WQE's control segment (the QP number is in it) at offset 0x800, and
  * a CQ arm is one store at 0x20 of the arm word and the CQ number.
+ *
+ * With BlueFlame (DCXEMU_MLX5_BF) a page holds libmlx5's bfregs at 0x800 +
+ * k * bf_reg_size, each of two halves that doorbells alternate between.  A
+ * store at the start of a half is a doorbell, or the first of the stores of
+ * a BlueFlame copy of the WQE (both begin with the WQE's control segment):
+ * the device takes the WQEs the doorbell record shows at once, as for any
+ * doorbell, and keeps the bytes; the stores after it fill the half in
+ * ascending order, and once the WQE's basic blocks are all there the copy
+ * is checked against the WQE in the send queue.  Producer bugs are logged
+ * and counted, never executed differently: a copy unlike the queue's WQE
+ * (bf_mismatches), a doorbell to the half the last one used (bf_same_half;
+ * not the first register, libmlx5's bfreg 0, which has no BlueFlame and no
+ * halves), stores that continue no copy, pass the WQE's end or leave a copy
+ * unfinished (bf_errors).
  */
 #define _GNU_SOURCE
 #include "face.h"
 #include "trap.h"
 
 #include <endian.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define UAR_CQ_DOORBELL 0x20 /* MLX5_CQ_DOORBELL */
 #define UAR_SQ_DOORBELL 0x800 /* MLX5_BF_OFFSET */
+#define UAR_LOG_MAX     16 /* lines per kind of producer bug */
 
-static void uar_store(void *arg, void *addr, uint64_t value)
+unsigned face_bf_reg_size(void)
+{
+    const char *env = getenv("DCXEMU_MLX5_BF");
+    char *end;
+    unsigned long v;
+
+    if ((env == NULL) || (*env == '\0') || !strcmp(env, "0")) {
+        return 0;
+    }
+    if (!strcmp(env, "1")) {
+        return FACE_BF_REG_MAX; /* ConnectX: 256 bytes a half */
+    }
+    v = strtoul(env, &end, 0);
+    if ((*end != '\0') || (v < 128) || (v > FACE_BF_REG_MAX) ||
+        (v & (v - 1))) {
+        face_log("DCXEMU_MLX5_BF=%s: not 0, 1 or a register size of 128, 256 "
+                 "or 512 bytes; no BlueFlame",
+                 env);
+        return 0;
+    }
+    return (unsigned)v;
+}
+
+void face_bf_init(struct face_file *f, unsigned reg_size, unsigned low_lat)
+{
+    f->bf_half       = reg_size / 2;
+    f->bfreg_low_lat = low_lat < FACE_TOT_BFREGS ? low_lat : FACE_TOT_BFREGS - 1;
+    for (unsigned i = 0; i < FACE_UAR_PAGES * FACE_BFREGS_PER_UAR; i++) {
+        f->bf[i].last_half = -1;
+    }
+}
+
+/* As the kernel (mlx5_ib alloc_bfreg): a free low-latency register, else
+ * the least used of the shared ones, else the first, which has none; in
+ * libmlx5's numbering, two of four per UAR. */
+uint32_t face_bfreg_get(struct face_file *f, int *bfreg)
+{
+    unsigned first_hi = FACE_TOT_BFREGS - f->bfreg_low_lat, n = 0;
+
+    pthread_mutex_lock(&f->bf_lock);
+    for (unsigned i = first_hi; (n == 0) && (i < FACE_TOT_BFREGS); i++) {
+        n = f->bfreg_qps[i] == 0 ? i : 0;
+    }
+    for (unsigned i = 1; (n == 0) && (i < first_hi); i++) {
+        if ((n == 0) || (f->bfreg_qps[i] < f->bfreg_qps[n])) {
+            n = i;
+        }
+    }
+    for (unsigned i = n + 1; (n != 0) && (n < first_hi) && (i < first_hi);
+         i++) {
+        if (f->bfreg_qps[i] < f->bfreg_qps[n]) {
+            n = i;
+        }
+    }
+    f->bfreg_qps[n]++;
+    pthread_mutex_unlock(&f->bf_lock);
+    *bfreg = (int)n;
+    return n / 2 * FACE_BFREGS_PER_UAR + n % 2;
+}
+
+void face_bfreg_put(struct face_file *f, int bfreg)
+{
+    if (bfreg < 0) {
+        return;
+    }
+    pthread_mutex_lock(&f->bf_lock);
+    f->bfreg_qps[bfreg]--;
+    pthread_mutex_unlock(&f->bf_lock);
+}
+
+/* A producer bug: a line for the first few of each kind, a count of all. */
+static void __attribute__((format(printf, 2, 3)))
+uar_bf_bug(_Atomic uint64_t *count, const char *fmt, ...)
+{
+    char line[256];
+    va_list ap;
+
+    if (atomic_fetch_add_explicit(count, 1, memory_order_relaxed) <
+        UAR_LOG_MAX) {
+        va_start(ap, fmt);
+        vsnprintf(line, sizeof(line), fmt, ap);
+        va_end(ap);
+        face_log("%s", line);
+    }
+}
+
+/* The UAR page (libmlx5's UAR index) that addr is in, -1: none. */
+static int uar_page(struct face_file *f, uintptr_t addr, long page_size)
+{
+    uintptr_t base = addr & ~(uintptr_t)(page_size - 1);
+
+    for (int i = 0; i < FACE_UAR_PAGES; i++) {
+        if (__atomic_load_n(&f->uar_page[i], __ATOMIC_RELAXED) == base) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* A store into a BlueFlame register's half: 1 when it is a doorbell (of QP
+ * *qpn_p). */
+static int uar_bf_store(struct face_file *f, unsigned bfregn, unsigned h,
+                        unsigned off, const uint8_t *bytes, unsigned size,
+                        uint32_t *qpn_p)
+{
+    struct face_bf *bf = &f->bf[bfregn];
+    uint32_t qpn = 0, ds, check_qpn = 0, check_len = 0;
+    uint8_t check[FACE_BF_REG_MAX / 2];
+    __be32 w[2];
+    int mism;
+
+    FACE_STAT(bf_stores, 1);
+    pthread_mutex_lock(&f->bf_lock);
+    if (off == 0) {
+        /* a doorbell: the last copy is done (only 8 bytes: it was one) */
+        if ((bf->half[h].got > 8) && (bf->half[h].got < bf->half[h].need)) {
+            uar_bf_bug(&face_stats.bf_errors,
+                       "QP 0x%x: BlueFlame copy left unfinished (%u of %u "
+                       "bytes)",
+                       bf->half[h].qpn, bf->half[h].got, bf->half[h].need);
+        }
+        if ((bfregn != 0) && (bf->last_half == (int)h)) {
+            memcpy(w, bytes, sizeof(w));
+            uar_bf_bug(&face_stats.bf_same_half,
+                       "bfreg %u: a doorbell to half %u, the half the last "
+                       "one used (the producer did not toggle), QP 0x%x",
+                       bfregn, h, be32toh(w[1]) >> 8);
+        }
+        bf->last_half = (int)h;
+        memcpy(w, bytes, sizeof(w));
+        qpn = be32toh(w[1]) >> 8;
+        ds  = be32toh(w[1]) & 0x3f;
+        bf->half[h].qpn  = qpn;
+        bf->half[h].need = (ds * 16 + 63) / 64 * 64;
+        bf->half[h].got  = 0;
+        if (bf->half[h].need > f->bf_half) {
+            bf->half[h].need = 0; /* a doorbell; a copy of it would not fit */
+        }
+    } else if ((bf->half[h].got == 0) || (off != bf->half[h].got)) {
+        uar_bf_bug(&face_stats.bf_errors,
+                   "bfreg %u: a store at byte %u of half %u continues no "
+                   "BlueFlame copy",
+                   bfregn, off, h);
+        goto out;
+    }
+    if (off + size > bf->half[h].need) {
+        if (off > 0) {
+            uar_bf_bug(&face_stats.bf_errors,
+                       "QP 0x%x: a BlueFlame store past the WQE's end (%u of "
+                       "%u bytes)",
+                       bf->half[h].qpn, off + size, bf->half[h].need);
+        }
+        bf->half[h].got = off == 0 ? 8 : 0; /* no copy (8: a doorbell) */
+        goto out;
+    }
+    memcpy(bf->half[h].buf + off, bytes, size);
+    bf->half[h].got = off + size;
+    if (bf->half[h].got == bf->half[h].need) {
+        check_qpn = bf->half[h].qpn;
+        check_len = bf->half[h].need;
+        memcpy(check, bf->half[h].buf, check_len);
+        bf->half[h].got = 0;
+    }
+out:
+    pthread_mutex_unlock(&f->bf_lock);
+    if (check_len != 0) {
+        /* the WQEs were taken at the first store: the copy's WQE is one */
+        mism = face_sq_bf_check(f, check_qpn, check, check_len);
+        if (mism == 0) {
+            FACE_STAT(bf_copies, 1);
+        } else {
+            uar_bf_bug(&face_stats.bf_mismatches,
+                       "QP 0x%x: BlueFlame copy of %u bytes unlike the WQE in "
+                       "the send queue (byte %u differs; -1: no such QP)",
+                       check_qpn, check_len, (unsigned)(mism - 1));
+        }
+    }
+    *qpn_p = qpn;
+    return off == 0;
+}
+
+static void uar_store(void *arg, void *addr, uint64_t value,
+                      const uint8_t *bytes, unsigned size)
 {
     struct face_file *f = arg;
-    uintptr_t off = (uintptr_t)addr & (uintptr_t)(sysconf(_SC_PAGESIZE) - 1);
-    uint32_t hi   = be32toh((uint32_t)(value >> 32));
+    long page_size      = sysconf(_SC_PAGESIZE);
+    uintptr_t off       = (uintptr_t)addr & (uintptr_t)(page_size - 1);
+    uint32_t hi         = be32toh((uint32_t)(value >> 32));
+    unsigned reg, k;
+    uint32_t qpn;
+    int page;
+
     if (off == UAR_CQ_DOORBELL) {
         FACE_STAT(arm_doorbells, 1);
         face_cq_arm(f, hi & 0xffffff);
-    } else if (off >= UAR_SQ_DOORBELL) {
+    } else if (off >= UAR_SQ_DOORBELL && f->bf_half == 0) {
         FACE_STAT(sq_doorbells, 1);
         face_sq_ring(f, hi >> 8);
+    } else if (off >= UAR_SQ_DOORBELL) {
+        reg  = (unsigned)(off - UAR_SQ_DOORBELL);
+        k    = reg / (2 * f->bf_half);
+        page = uar_page(f, (uintptr_t)addr, page_size);
+        if ((page < 0) || (k >= FACE_BFREGS_PER_UAR) ||
+            ((reg % f->bf_half) + size > f->bf_half) ||
+            (((reg % f->bf_half) == 0) && (size < 8))) {
+            uar_bf_bug(&face_stats.bf_errors,
+                       "a store of %u bytes at UAR offset 0x%x (page %d) is "
+                       "no doorbell and no BlueFlame copy",
+                       size, (unsigned)off, page);
+            return;
+        }
+        if ((unsigned)page * FACE_BFREGS_PER_UAR + k >=
+            FACE_UAR_PAGES * FACE_BFREGS_PER_UAR) {
+            return;
+        }
+        if (uar_bf_store(f, (unsigned)page * FACE_BFREGS_PER_UAR + k,
+                         (reg / f->bf_half) & 1, reg % f->bf_half, bytes, size,
+                         &qpn)) {
+            FACE_STAT(sq_doorbells, 1);
+            face_sq_ring(f, qpn);
+        }
     }
 }
 
 /* Register one mapping of file f's pages (the table of files is locked). */
+/* Which UAR page (its offset in the file) each page of a mapping is: the
+ * pages are trapped as one region where adjacent, but libmlx5 maps them one
+ * by one, at descending addresses. */
+static void uar_pages(struct face_file *f, unsigned long start,
+                      unsigned long end, unsigned long file_off)
+{
+    unsigned long ps = (unsigned long)sysconf(_SC_PAGESIZE), idx;
+
+    for (unsigned long a = start; a < end; a += ps) {
+        idx = (file_off + (a - start)) / ps;
+        if (idx < FACE_UAR_PAGES) {
+            __atomic_store_n(&f->uar_page[idx], a, __ATOMIC_RELAXED);
+        }
+    }
+}
+
 static void uar_add(struct face_file *f, void *addr, size_t len)
 {
     int slot = -1, err;
@@ -87,16 +330,21 @@ void face_uar_scan(void)
     unsigned long rstart = 0, rend = 0, rino = 0;
     int more;
     do {
-        unsigned long start = 0, end = 0, ino = 0;
+        unsigned long start = 0, end = 0, ino = 0, foff = 0;
         more    = fgets(line, sizeof(line), maps) != NULL;
         path[0] = '\0';
         if (more && strstr(line, "dcxemu-uverbs") == NULL) {
             continue; /* not the face's: no need to parse it */
         }
-        if (more && (sscanf(line, "%lx-%lx %*s %*s %*s %lu %255s", &start, &end,
-                            &ino, path) < 3 ||
+        if (more && (sscanf(line, "%lx-%lx %*s %lx %*s %lu %255s", &start,
+                            &end, &foff, &ino, path) < 4 ||
                      strstr(path, "dcxemu-uverbs") == NULL)) {
             continue;
+        }
+        for (int i = 0; more && i < face_files_hwm; i++) {
+            if (face_files[i] != NULL && face_files[i]->ino == (ino_t)ino) {
+                uar_pages(face_files[i], start, end, foff);
+            }
         }
         if (more && ino == rino && start == rend) {
             rend = end;
@@ -134,5 +382,6 @@ void face_uar_forget(struct face_file *f)
             dcxemu_trap_forget(f->uar[i].addr);
             f->uar[i].addr = NULL;
         }
+        __atomic_store_n(&f->uar_page[i], 0, __ATOMIC_RELAXED);
     }
 }

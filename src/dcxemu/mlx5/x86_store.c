@@ -276,14 +276,47 @@ x86_form0f(x86_insn_t *in, uint8_t op, x86_src_t *src, unsigned *size)
     }
 }
 
+/* The signal frame's XSAVE image after the FXSAVE one (the kernel marks it
+ * in the FXSAVE area's software bytes): the upper 128 bits of ymm n, zero
+ * when the AVX state is in its initial configuration.  0, or -1 when the
+ * frame carries no AVX state. */
+#define X86_FP_XSTATE_MAGIC1 0x46505853u
+#define X86_XSAVE_HDR_OFFSET 512
+#define X86_XSAVE_YMM_OFFSET 576
+#define X86_XFEATURE_YMM     (1ull << 2)
+
+static int
+x86_ymm_high(const struct _libc_fpstate *fp, unsigned n, uint8_t *out)
+{
+    const uint8_t *img = (const uint8_t *)fp;
+    uint64_t xfeatures, xstate_bv;
+    uint32_t magic1;
+
+    /* sw_reserved: magic1, extended_size, xfeatures, xstate_size */
+    memcpy(&magic1, &fp->__glibc_reserved1[12], sizeof(magic1));
+    memcpy(&xfeatures, &fp->__glibc_reserved1[14], sizeof(xfeatures));
+    if ((magic1 != X86_FP_XSTATE_MAGIC1) || !(xfeatures & X86_XFEATURE_YMM)) {
+        return -1;
+    }
+    memcpy(&xstate_bv, img + X86_XSAVE_HDR_OFFSET, sizeof(xstate_bv));
+    if (!(xstate_bv & X86_XFEATURE_YMM)) {
+        memset(out, 0, 16);
+    } else {
+        memcpy(out, img + X86_XSAVE_YMM_OFFSET + 16 * n, 16);
+    }
+    return 0;
+}
+
 static uint64_t x86_greg(const ucontext_t *uc, int n)
 {
     return (uint64_t)uc->uc_mcontext.gregs[x86_gregs[n]];
 }
 
-/* The value of a register operand: the low 64 bits of it. */
+/* The value of a register operand: the low 64 bits of it, and for an
+ * xmm/ymm register its @a size bytes. */
 static dcxemu_x86_status_t x86_value(const x86_insn_t *in, const ucontext_t *uc,
-                                     x86_src_t src, uint64_t *value)
+                                     x86_src_t src, unsigned size,
+                                     uint64_t *value, uint8_t *bytes)
 {
     const struct _libc_fpstate *fp = uc->uc_mcontext.fpregs;
     const struct _libc_fpxreg *st;
@@ -305,6 +338,10 @@ static dcxemu_x86_status_t x86_value(const x86_insn_t *in, const ucontext_t *uc,
         }
         *value = fp->_xmm[in->reg].element[0] |
                  ((uint64_t)fp->_xmm[in->reg].element[1] << 32);
+        memcpy(bytes, &fp->_xmm[in->reg], 16);
+        if ((size == 32) && (x86_ymm_high(fp, in->reg, bytes + 16) != 0)) {
+            return DCXEMU_X86_NO_FPREGS;
+        }
         return DCXEMU_X86_OK;
     case X86_SRC_MM:
         if (fp == NULL) {
@@ -377,7 +414,7 @@ dcxemu_x86_status_t dcxemu_x86_store_decode(const uint8_t *code, size_t avail,
         }
         value = (uint64_t)immv;
     } else {
-        status = x86_value(&in, uc, src, &value);
+        status = x86_value(&in, uc, src, size, &value, st->bytes);
         if (status != DCXEMU_X86_OK) {
             return status;
         }
@@ -389,6 +426,9 @@ dcxemu_x86_status_t dcxemu_x86_store_decode(const uint8_t *code, size_t avail,
     st->addr += (in.base >= 0) ? x86_greg(uc, in.base) : 0;
     st->addr += (in.index >= 0) ? x86_greg(uc, in.index) << in.scale : 0;
     st->value  = (size < 8) ? value & ((1ull << (8 * size)) - 1) : value;
+    if (size <= 8) {
+        memcpy(st->bytes, &st->value, sizeof(st->value)); /* little-endian */
+    }
     st->size   = size;
     st->length = (unsigned)in.pos;
     st->fpregs = (src == X86_SRC_XMM) || (src == X86_SRC_MM);

@@ -23,13 +23,15 @@ typedef enum {
     DCXEMU_X86_EVEX, /* EVEX (AVX-512) */
     DCXEMU_X86_OPCODE, /* not a store it knows */
     DCXEMU_X86_REGISTER, /* mod=3: the destination is a register */
-    DCXEMU_X86_NO_FPREGS /* an SSE/MMX store without saved FP registers */
+    DCXEMU_X86_NO_FPREGS /* an SSE/MMX store without saved FP registers, or
+                            a 256-bit one without the saved AVX state */
 } dcxemu_x86_status_t;
 
 /* A decoded store. */
 typedef struct dcxemu_x86_store {
     uint64_t addr; /* effective address */
     uint64_t value; /* the stored value's low 64 bits, zero-extended */
+    uint8_t bytes[32]; /* the bytes it writes, in memory order */
     unsigned size; /* bytes it writes: 1, 2, 4, 8, 16 or 32 */
     unsigned length; /* bytes of the instruction */
     int fpregs; /* the value came from an xmm/ymm or mm register */

@@ -107,7 +107,8 @@ struct seen_t {
     std::atomic<uint64_t> sum{ 0 };
 };
 
-void record(void *arg, void *addr, uint64_t value)
+void record(void *arg, void *addr, uint64_t value, const uint8_t * = nullptr,
+            unsigned = 8)
 {
     seen_t *s = (seen_t *)arg;
     s->addr   = (uintptr_t)addr;
@@ -766,7 +767,8 @@ TEST(Trap, Nested)
     dcxemu_trap_remove(outer.base, PAGE);
     ASSERT_EQ(0, dcxemu_trap_add(
                          outer.base, PAGE,
-                         [](void *arg, void *addr, uint64_t value) {
+                         [](void *arg, void *addr, uint64_t value, const uint8_t *,
+                            unsigned) {
                              ctx_t *c = (ctx_t *)arg;
                              *(volatile uint64_t *)c->inner->base = value + 1;
                              record(&c->seen, addr, value);
@@ -898,7 +900,8 @@ TEST(Trap, AltStack)
     dcxemu_trap_remove(r.base, PAGE);
     ASSERT_EQ(0, dcxemu_trap_add(
                          r.base, PAGE,
-                         [](void *arg, void *addr, uint64_t value) {
+                         [](void *arg, void *addr, uint64_t value, const uint8_t *,
+                            unsigned) {
                              ctx_t *c = (ctx_t *)arg;
                              volatile char deep[64 * 1024];
                              memset((char *)deep, 1, sizeof(deep));

@@ -53,8 +53,7 @@ unsigned face_bf_reg_size(void)
         return FACE_BF_REG_MAX; /* ConnectX: 256 bytes a half */
     }
     v = strtoul(env, &end, 0);
-    if ((*end != '\0') || (v < 128) || (v > FACE_BF_REG_MAX) ||
-        (v & (v - 1))) {
+    if ((*end != '\0') || (v < 128) || (v > FACE_BF_REG_MAX) || (v & (v - 1))) {
         face_log("DCXEMU_MLX5_BF=%s: not 0, 1 or a register size of 128, 256 "
                  "or 512 bytes; no BlueFlame",
                  env);
@@ -66,7 +65,8 @@ unsigned face_bf_reg_size(void)
 void face_bf_init(struct face_file *f, unsigned reg_size, unsigned low_lat)
 {
     f->bf_half       = reg_size / 2;
-    f->bfreg_low_lat = low_lat < FACE_TOT_BFREGS ? low_lat : FACE_TOT_BFREGS - 1;
+    f->bfreg_low_lat = low_lat < FACE_TOT_BFREGS ? low_lat :
+                                                   FACE_TOT_BFREGS - 1;
     for (unsigned i = 0; i < FACE_UAR_PAGES * FACE_BFREGS_PER_UAR; i++) {
         f->bf[i].last_half = -1;
     }
@@ -170,8 +170,8 @@ static int uar_bf_store(struct face_file *f, unsigned bfregn, unsigned h,
         }
         bf->last_half = (int)h;
         memcpy(w, bytes, sizeof(w));
-        qpn = be32toh(w[1]) >> 8;
-        ds  = be32toh(w[1]) & 0x3f;
+        qpn              = be32toh(w[1]) >> 8;
+        ds               = be32toh(w[1]) & 0x3f;
         bf->half[h].qpn  = qpn;
         bf->half[h].need = (ds * 16 + 63) / 64 * 64;
         bf->half[h].got  = 0;
@@ -336,8 +336,8 @@ void face_uar_scan(void)
         if (more && strstr(line, "dcxemu-uverbs") == NULL) {
             continue; /* not the face's: no need to parse it */
         }
-        if (more && (sscanf(line, "%lx-%lx %*s %lx %*s %lu %255s", &start,
-                            &end, &foff, &ino, path) < 4 ||
+        if (more && (sscanf(line, "%lx-%lx %*s %lx %*s %lu %255s", &start, &end,
+                            &foff, &ino, path) < 4 ||
                      strstr(path, "dcxemu-uverbs") == NULL)) {
             continue;
         }

@@ -425,7 +425,7 @@ dcxemu_x86_status_t dcxemu_x86_store_decode(const uint8_t *code, size_t avail,
     st->addr += in.riprel ? rip + in.pos : 0;
     st->addr += (in.base >= 0) ? x86_greg(uc, in.base) : 0;
     st->addr += (in.index >= 0) ? x86_greg(uc, in.index) << in.scale : 0;
-    st->value  = (size < 8) ? value & ((1ull << (8 * size)) - 1) : value;
+    st->value = (size < 8) ? value & ((1ull << (8 * size)) - 1) : value;
     if (size <= 8) {
         memcpy(st->bytes, &st->value, sizeof(st->value)); /* little-endian */
     }

@@ -60,13 +60,13 @@ int fake_init_obj(struct mlx5dv_obj *obj, uint64_t type)
         return 0;
     }
     if (type == MLX5DV_OBJ_QP) {
-        fake_qp *q               = fake->qps.at(obj->qp.in);
-        obj->qp.out->dbrec       = q->dbrec;
-        obj->qp.out->sq.buf      = q->buf;
-        obj->qp.out->sq.wqe_cnt  = wqe_cnt;
-        obj->qp.out->sq.stride   = MLX5_SEND_WQE_BB;
-        obj->qp.out->bf.reg      = q->reg;
-        obj->qp.out->bf.size     = bf_size;
+        fake_qp *q              = fake->qps.at(obj->qp.in);
+        obj->qp.out->dbrec      = q->dbrec;
+        obj->qp.out->sq.buf     = q->buf;
+        obj->qp.out->sq.wqe_cnt = wqe_cnt;
+        obj->qp.out->sq.stride  = MLX5_SEND_WQE_BB;
+        obj->qp.out->bf.reg     = q->reg;
+        obj->qp.out->bf.size    = bf_size;
         return 0;
     }
     if (type == MLX5DV_OBJ_AH) {
@@ -86,8 +86,8 @@ protected:
         memset(m_regs, 0, sizeof(m_regs));
         m_sqs.reserve(8); /* add_sq hands out references into it */
         m_ops.mlx5dv_init_obj = fake_init_obj;
-        ASSERT_EQ(UCS_OK, uct_dcx_direct_create(&m_ops, &m_objs.cq, &m_direct,
-                                                &reason))
+        ASSERT_EQ(UCS_OK,
+                  uct_dcx_direct_create(&m_ops, &m_objs.cq, &m_direct, &reason))
                 << reason;
 
         /* libmlx5's address vectors: no GRH, and a global one */
@@ -128,17 +128,17 @@ protected:
     {
         const char *reason = nullptr;
         m_qps.emplace_back(new fake_qp);
-        fake_qp *q     = m_qps.back().get();
-        q->qp.qp_num   = qpn;
-        q->qp.qp_type  = IBV_QPT_DRIVER;
-        q->reg         = &m_regs[reg][0x800];
+        fake_qp *q         = m_qps.back().get();
+        q->qp.qp_num       = qpn;
+        q->qp.qp_type      = IBV_QPT_DRIVER;
+        q->reg             = &m_regs[reg][0x800];
         m_objs.qps[&q->qp] = q;
         memset(q->buf, 0xee, sizeof(q->buf));
 
         sq s = { q, nullptr, nullptr, nullptr, 0 };
-        EXPECT_EQ(UCS_OK, uct_dcx_direct_sq_create(m_direct, &q->qp, 128, 4,
-                                                   &s.sq, &s.qpx, &s.mqpx,
-                                                   &reason))
+        EXPECT_EQ(UCS_OK,
+                  uct_dcx_direct_sq_create(m_direct, &q->qp, 128, 4, &s.sq,
+                                           &s.qpx, &s.mqpx, &reason))
                 << reason;
         m_sqs.push_back(s);
         return m_sqs.back();
@@ -188,8 +188,8 @@ protected:
     }
 
     /* Check the raddr and inline segments at @a off of the WQE. */
-    static void check_data(const sq &s, unsigned idx, size_t off,
-                           uint64_t raddr)
+    static void
+    check_data(const sq &s, unsigned idx, size_t off, uint64_t raddr)
     {
         std::vector<uint8_t> seg = wqe(s, idx, off, 32);
         struct mlx5_wqe_raddr_seg r;
@@ -263,10 +263,10 @@ TEST_F(uct_direct, extended_av_with_grh_wraps_the_queue)
  * on another register starts at its own first half. */
 TEST_F(uct_direct, dcis_on_one_register_alternate_halves)
 {
-    sq &a     = add_sq(0, 0x300);
-    sq &b     = add_sq(0, 0x301);
-    sq &c     = add_sq(1, 0x302);
-    sq *order[] = { &a, &b, &b, &a, &a, &b };
+    sq &a         = add_sq(0, 0x300);
+    sq &b         = add_sq(0, 0x301);
+    sq &c         = add_sq(1, 0x302);
+    sq *order[]   = { &a, &b, &b, &a, &a, &b };
     unsigned half = 0, n = 0;
 
     for (sq *s : order) {
@@ -274,9 +274,9 @@ TEST_F(uct_direct, dcis_on_one_register_alternate_halves)
         snprintf(data, sizeof(data), "wqe%05u", n++);
         unsigned idx = put_short(*s, &m_ah_compact, false, data, 8);
         /* a single inline WQE of one basic block: a BlueFlame copy of it */
-        EXPECT_EQ(0, memcmp(&m_regs[0][0x800 + half * bf_size],
-                            &s->q->buf[idx * MLX5_SEND_WQE_BB],
-                            MLX5_SEND_WQE_BB))
+        EXPECT_EQ(0,
+                  memcmp(&m_regs[0][0x800 + half * bf_size],
+                         &s->q->buf[idx * MLX5_SEND_WQE_BB], MLX5_SEND_WQE_BB))
                 << "post " << n << " to half " << half;
         half ^= 1;
     }

@@ -486,16 +486,16 @@ static UCS_F_NOINLINE const struct mlx5_wqe_av *
 uct_dcx_direct_av_lookup(uct_dcx_direct_t *direct, struct ibv_ah *ah)
 {
     static const uint8_t zero_ext[UCT_DCX_DIRECT_AV_EXT_SIZE] = {};
-    struct mlx5dv_obj obj  = {};
-    struct mlx5dv_ah dv_ah = {};
+    struct mlx5dv_obj obj                                     = {};
+    struct mlx5dv_ah dv_ah                                    = {};
 
     obj.ah.in  = ah;
     obj.ah.out = &dv_ah;
     if (direct->ops->mlx5dv_init_obj(&obj, MLX5DV_OBJ_AH) != 0) {
         return NULL;
     }
-    direct->av_ah      = ah;
-    direct->av         = dv_ah.av;
+    direct->av_ah = ah;
+    direct->av    = dv_ah.av;
     direct->av_compact =
             !(dv_ah.av->dqp_dct & htobe32(MLX5_EXTENDED_UD_AV)) &&
             !memcmp(UCS_PTR_BYTE_OFFSET(dv_ah.av, UCT_DCX_DIRECT_AV_BASE_SIZE),
@@ -513,9 +513,9 @@ static UCS_F_NOINLINE void uct_dcx_direct_av_extend(uct_dcx_direct_sq_t *sq)
     unsigned i;
 
     for (i = sq->ds; i-- > UCT_DCX_DIRECT_DS(UCT_DCX_DIRECT_DC_HDR_SIZE);) {
-        memcpy(UCS_PTR_BYTE_OFFSET(sq->buf,
-                                   (base + i * 16 + UCT_DCX_DIRECT_AV_EXT_SIZE) %
-                                           qsize),
+        memcpy(UCS_PTR_BYTE_OFFSET(sq->buf, (base + i * 16 +
+                                             UCT_DCX_DIRECT_AV_EXT_SIZE) %
+                                                    qsize),
                UCS_PTR_BYTE_OFFSET(sq->buf, (base + i * 16) % qsize), 16);
     }
     sq->seg = UCS_PTR_BYTE_OFFSET(sq->buf,
@@ -853,9 +853,9 @@ void uct_dcx_direct_destroy(uct_dcx_direct_t *direct)
 /* --- a DCI's send queue -------------------------------------------------- */
 
 /* The state of the register at @a reg, shared with the DCIs already on it. */
-static ucs_status_t
-uct_dcx_direct_bfreg_get(void *reg, unsigned size,
-                         uct_dcx_direct_bfreg_t **bf_p, const char **reason_p)
+static ucs_status_t uct_dcx_direct_bfreg_get(void *reg, unsigned size,
+                                             uct_dcx_direct_bfreg_t **bf_p,
+                                             const char **reason_p)
 {
     ucs_status_t status = UCS_OK;
     uct_dcx_direct_bfreg_t *bf;

@@ -163,7 +163,9 @@ struct face_mkey {
 struct face_bf {
     int last_half; /* -1: none yet */
     struct {
-        uint32_t got; /* bytes written, from the start of the half */
+        int live; /* a doorbell began a copy that fits the half */
+        int checked; /* all of it came and was checked */
+        uint32_t filled; /* the 8-byte words written */
         uint32_t need; /* the WQE's bytes, in whole basic blocks */
         uint32_t qpn;
         uint8_t buf[FACE_BF_REG_MAX / 2];

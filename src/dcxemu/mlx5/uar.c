@@ -139,69 +139,100 @@ static int uar_page(struct face_file *f, uintptr_t addr, long page_size)
     return -1;
 }
 
-/* A store into a BlueFlame register's half: 1 when it is a doorbell (of QP
- * *qpn_p). */
+/* The 8-byte words of a half that bytes [off, off + size) cover. */
+static uint32_t uar_words(unsigned off, unsigned size)
+{
+    uint64_t m = ((1ull << (size / 8)) - 1) << (off / 8);
+    return (uint32_t)m;
+}
+
+/* Whether a store writes the record's already written bytes as they are
+ * (a write-combining buffer takes a rewrite: glibc's memcpy copies 64 bytes
+ * with two overlapping stores) and stays within its WQE. */
+static int uar_bf_merges(const struct face_bf *bf, unsigned h, unsigned off,
+                         const uint8_t *bytes, unsigned size)
+{
+    uint32_t both = bf->half[h].filled & uar_words(off, size);
+
+    if (!bf->half[h].live || (off + size > bf->half[h].need)) {
+        return 0;
+    }
+    for (unsigned w = off / 8; w < (off + size) / 8; w++) {
+        if ((both & (1u << w)) &&
+            memcmp(bf->half[h].buf + 8 * w, bytes + 8 * w - off, 8)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A store into a BlueFlame register's half (8-byte aligned, whole words):
+ * 1 when it is a doorbell (of QP *qpn_p). */
 static int uar_bf_store(struct face_file *f, unsigned bfregn, unsigned h,
                         unsigned off, const uint8_t *bytes, unsigned size,
                         uint32_t *qpn_p)
 {
     struct face_bf *bf = &f->bf[bfregn];
-    uint32_t qpn = 0, ds, check_qpn = 0, check_len = 0;
+    uint32_t check_qpn = 0, check_len = 0, ds, all;
     uint8_t check[FACE_BF_REG_MAX / 2];
+    int doorbell = 0, mism;
     __be32 w[2];
-    int mism;
 
     FACE_STAT(bf_stores, 1);
     pthread_mutex_lock(&f->bf_lock);
-    if (off == 0) {
-        /* a doorbell: the last copy is done (only 8 bytes: it was one) */
-        if ((bf->half[h].got > 8) && (bf->half[h].got < bf->half[h].need)) {
+    if (uar_bf_merges(bf, h, off, bytes, size)) {
+        /* the copy goes on (or a word of it is written again) */
+    } else if (off == 0) {
+        /* a doorbell; the copy before it is done (only its first word: it
+         * was a doorbell too) */
+        if (bf->half[h].live && !bf->half[h].checked &&
+            (bf->half[h].filled & ~1u)) {
             uar_bf_bug(&face_stats.bf_errors,
-                       "QP 0x%x: BlueFlame copy left unfinished (%u of %u "
-                       "bytes)",
-                       bf->half[h].qpn, bf->half[h].got, bf->half[h].need);
+                       "QP 0x%x: BlueFlame copy left unfinished (words 0x%x "
+                       "of %u bytes)",
+                       bf->half[h].qpn, bf->half[h].filled, bf->half[h].need);
         }
+        memcpy(w, bytes, sizeof(w));
         if ((bfregn != 0) && (bf->last_half == (int)h)) {
-            memcpy(w, bytes, sizeof(w));
             uar_bf_bug(&face_stats.bf_same_half,
                        "bfreg %u: a doorbell to half %u, the half the last "
                        "one used (the producer did not toggle), QP 0x%x",
                        bfregn, h, be32toh(w[1]) >> 8);
         }
-        bf->last_half = (int)h;
-        memcpy(w, bytes, sizeof(w));
-        qpn              = be32toh(w[1]) >> 8;
-        ds               = be32toh(w[1]) & 0x3f;
-        bf->half[h].qpn  = qpn;
-        bf->half[h].need = (ds * 16 + 63) / 64 * 64;
-        bf->half[h].got  = 0;
-        if (bf->half[h].need > f->bf_half) {
-            bf->half[h].need = 0; /* a doorbell; a copy of it would not fit */
+        bf->last_half      = (int)h;
+        ds                 = be32toh(w[1]) & 0x3f;
+        bf->half[h].qpn    = be32toh(w[1]) >> 8;
+        bf->half[h].need   = (ds * 16 + 63) / 64 * 64;
+        bf->half[h].filled = 0;
+        bf->half[h].live   = (bf->half[h].need <= f->bf_half) &&
+                           (size <= bf->half[h].need);
+        bf->half[h].checked = 0;
+        doorbell            = 1;
+        *qpn_p              = bf->half[h].qpn;
+        if (!bf->half[h].live) {
+            goto out; /* a copy of this WQE would not fit: a doorbell */
         }
-    } else if ((bf->half[h].got == 0) || (off != bf->half[h].got)) {
+    } else {
         uar_bf_bug(&face_stats.bf_errors,
-                   "bfreg %u: a store at byte %u of half %u continues no "
-                   "BlueFlame copy",
+                   !bf->half[h].live ?
+                           "bfreg %u: a store at byte %u of half %u continues "
+                           "no BlueFlame copy" :
+                   (off + size > bf->half[h].need) ?
+                           "bfreg %u: a store at byte %u of half %u passes the "
+                           "WQE its copy holds" :
+                           "bfreg %u: a store at byte %u of half %u writes a "
+                           "BlueFlame copy over with other bytes",
                    bfregn, off, h);
         goto out;
     }
-    if (off + size > bf->half[h].need) {
-        if (off > 0) {
-            uar_bf_bug(&face_stats.bf_errors,
-                       "QP 0x%x: a BlueFlame store past the WQE's end (%u of "
-                       "%u bytes)",
-                       bf->half[h].qpn, off + size, bf->half[h].need);
-        }
-        bf->half[h].got = off == 0 ? 8 : 0; /* no copy (8: a doorbell) */
-        goto out;
-    }
     memcpy(bf->half[h].buf + off, bytes, size);
-    bf->half[h].got = off + size;
-    if (bf->half[h].got == bf->half[h].need) {
-        check_qpn = bf->half[h].qpn;
-        check_len = bf->half[h].need;
+    bf->half[h].filled |= uar_words(off, size);
+    all = uar_words(0, bf->half[h].need);
+    if (!bf->half[h].checked && ((bf->half[h].filled & all) == all)) {
+        bf->half[h].checked = 1;
+        check_qpn           = bf->half[h].qpn;
+        check_len           = bf->half[h].need;
         memcpy(check, bf->half[h].buf, check_len);
-        bf->half[h].got = 0;
     }
 out:
     pthread_mutex_unlock(&f->bf_lock);
@@ -213,12 +244,11 @@ out:
         } else {
             uar_bf_bug(&face_stats.bf_mismatches,
                        "QP 0x%x: BlueFlame copy of %u bytes unlike the WQE in "
-                       "the send queue (byte %u differs; -1: no such QP)",
-                       check_qpn, check_len, (unsigned)(mism - 1));
+                       "the send queue (byte %d differs; -1: no such QP)",
+                       check_qpn, check_len, mism - 1);
         }
     }
-    *qpn_p = qpn;
-    return off == 0;
+    return doorbell;
 }
 
 static void uar_store(void *arg, void *addr, uint64_t value,
@@ -243,8 +273,8 @@ static void uar_store(void *arg, void *addr, uint64_t value,
         k    = reg / (2 * f->bf_half);
         page = uar_page(f, (uintptr_t)addr, page_size);
         if ((page < 0) || (k >= FACE_BFREGS_PER_UAR) ||
-            ((reg % f->bf_half) + size > f->bf_half) ||
-            (((reg % f->bf_half) == 0) && (size < 8))) {
+            ((reg % f->bf_half) + size > f->bf_half) || (size % 8 != 0) ||
+            (reg % 8 != 0)) {
             uar_bf_bug(&face_stats.bf_errors,
                        "a store of %u bytes at UAR offset 0x%x (page %d) is "
                        "no doorbell and no BlueFlame copy",

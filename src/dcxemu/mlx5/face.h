@@ -307,6 +307,9 @@ void face_sq_ring(struct face_file *f, uint32_t qpn); /* a send doorbell */
 int face_sq_bf_check(struct face_file *f, uint32_t qpn, const uint8_t *bytes,
                      uint32_t len);
 int face_sq_compare(struct face_qp *qp, const uint8_t *bytes, uint32_t len);
+/* The doorbell record shows WQEs the device has not taken (1), or not. */
+int face_sq_pending(struct face_file *f, uint32_t qpn);
+int face_sq_untaken(struct face_qp *qp);
 uint32_t face_cq_events_read(struct face_cq *cq);
 int face_channel_new(void); /* a completion channel: its read end */
 int face_channel_wfd(int rfd); /* its write end, -1: not a channel */

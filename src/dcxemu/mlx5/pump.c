@@ -571,6 +571,19 @@ int face_sq_bf_check(struct face_file *f, uint32_t qpn, const uint8_t *bytes,
     return r;
 }
 
+int face_sq_pending(struct face_file *f, uint32_t qpn)
+{
+    struct face_qp *qp;
+    int r = 0;
+    pthread_rwlock_rdlock(&pump_lock);
+    qp = qp_by_num(f, qpn);
+    if (qp != NULL && !qp->is_dct) {
+        r = face_sq_untaken(qp);
+    }
+    pthread_rwlock_unlock(&pump_lock);
+    return r;
+}
+
 void face_sq_ring(struct face_file *f, uint32_t qpn)
 {
     struct face_qp *qp;

@@ -289,6 +289,11 @@ unsigned face_sq_backstop(struct face_qp *qp)
     return count;
 }
 
+int face_sq_untaken(struct face_qp *qp)
+{
+    return sq_dbrec(qp) != __atomic_load_n(&qp->sq_pi, __ATOMIC_RELAXED);
+}
+
 /* A BlueFlame copy against the WQE its control segment names (the index in
  * it), in the send queue: 0, or the first differing byte + 1. */
 int face_sq_compare(struct face_qp *qp, const uint8_t *bytes, uint32_t len)

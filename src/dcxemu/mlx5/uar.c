@@ -146,15 +146,22 @@ static uint32_t uar_words(unsigned off, unsigned size)
     return (uint32_t)m;
 }
 
-/* Whether a store writes the record's already written bytes as they are
- * (a write-combining buffer takes a rewrite: glibc's memcpy copies 64 bytes
- * with two overlapping stores) and stays within its WQE. */
+/* Whether a store goes on with the record's copy: it stays within its WQE
+ * and writes the words already written as they are (a write-combining
+ * buffer takes a rewrite: glibc's memcpy copies 64 bytes with two
+ * overlapping stores).  At the start of the half only a rewrite of more
+ * than the first word, with nothing new in the doorbell record, is one: a
+ * WQE of the same first bytes (its queue reset) is a doorbell. */
 static int uar_bf_merges(const struct face_bf *bf, unsigned h, unsigned off,
-                         const uint8_t *bytes, unsigned size)
+                         const uint8_t *bytes, unsigned size, int pending)
 {
-    uint32_t both = bf->half[h].filled & uar_words(off, size);
+    uint32_t words = uar_words(off, size);
+    uint32_t both  = bf->half[h].filled & words;
 
     if (!bf->half[h].live || (off + size > bf->half[h].need)) {
+        return 0;
+    }
+    if ((off == 0) && ((size <= 8) || (both != words) || pending)) {
         return 0;
     }
     for (unsigned w = off / 8; w < (off + size) / 8; w++) {
@@ -175,12 +182,16 @@ static int uar_bf_store(struct face_file *f, unsigned bfregn, unsigned h,
     struct face_bf *bf = &f->bf[bfregn];
     uint32_t check_qpn = 0, check_len = 0, ds, all;
     uint8_t check[FACE_BF_REG_MAX / 2];
-    int doorbell = 0, mism;
+    int doorbell = 0, pending = 0, mism;
     __be32 w[2];
 
     FACE_STAT(bf_stores, 1);
+    if ((off == 0) && (size > 8)) {
+        memcpy(w, bytes, sizeof(w));
+        pending = face_sq_pending(f, be32toh(w[1]) >> 8);
+    }
     pthread_mutex_lock(&f->bf_lock);
-    if (uar_bf_merges(bf, h, off, bytes, size)) {
+    if (uar_bf_merges(bf, h, off, bytes, size, pending)) {
         /* the copy goes on (or a word of it is written again) */
     } else if (off == 0) {
         /* a doorbell; the copy before it is done (only its first word: it

@@ -26,7 +26,6 @@
 #include <endian.h>
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <string.h>
 
 
@@ -72,6 +71,14 @@ typedef struct uct_dcx_direct_bfreg {
 } uct_dcx_direct_bfreg_t;
 
 static pthread_mutex_t uct_dcx_direct_bfregs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#if defined(__x86_64__)
+#define UCT_DCX_DIRECT_CPU_RELAX() asm volatile("pause" ::: "memory")
+#elif defined(__aarch64__)
+#define UCT_DCX_DIRECT_CPU_RELAX() asm volatile("yield" ::: "memory")
+#else
+#define UCT_DCX_DIRECT_CPU_RELAX() __sync_synchronize()
+#endif
 static UCS_LIST_HEAD(uct_dcx_direct_bfregs);
 
 
@@ -525,35 +532,70 @@ static UCS_F_NOINLINE void uct_dcx_direct_av_extend(uct_dcx_direct_sq_t *sq)
     sq->ds += UCT_DCX_DIRECT_DS(UCT_DCX_DIRECT_AV_EXT_SIZE);
 }
 
+/* The extended address vector: the segments written after the compact one
+ * move up, then the whole vector. */
+static UCS_F_NOINLINE void
+uct_dcx_direct_dc_addr_ext(uct_dcx_direct_sq_t *sq,
+                           const struct mlx5_wqe_av *av, uint32_t remote_dctn,
+                           uint64_t remote_dc_key)
+{
+    struct mlx5_wqe_datagram_seg *dgram =
+            UCS_PTR_BYTE_OFFSET(sq->ctrl, sizeof(struct mlx5_wqe_ctrl_seg));
+
+    uct_dcx_direct_av_extend(sq);
+    memcpy(&dgram->av, av, sizeof(dgram->av));
+    dgram->av.dqp_dct |= htobe32(remote_dctn | MLX5_EXTENDED_UD_AV);
+    dgram->av.key.dc_key = htobe64(remote_dc_key);
+}
+
+/* The address vector after the control segment: the compact one in place,
+ * the extended one out of line (a tail call: the common path saves no
+ * registers). */
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_direct_dc_addr(uct_dcx_direct_sq_t *sq, const struct mlx5_wqe_av *av,
+                       int compact, uint32_t remote_dctn,
+                       uint64_t remote_dc_key)
+{
+    struct mlx5_wqe_datagram_seg *dgram =
+            UCS_PTR_BYTE_OFFSET(sq->ctrl, sizeof(struct mlx5_wqe_ctrl_seg));
+
+    if (ucs_unlikely(!compact)) {
+        uct_dcx_direct_dc_addr_ext(sq, av, remote_dctn, remote_dc_key);
+        return;
+    }
+    memcpy(&dgram->av, av, UCT_DCX_DIRECT_AV_BASE_SIZE);
+    dgram->av.dqp_dct |= htobe32(remote_dctn);
+    dgram->av.key.dc_key = htobe64(remote_dc_key);
+}
+
+/* An address handle other than the last one: its address vector first. */
+static UCS_F_NOINLINE void
+uct_dcx_direct_dc_addr_lookup(uct_dcx_direct_sq_t *sq, struct ibv_ah *ah,
+                              uint32_t remote_dctn, uint64_t remote_dc_key)
+{
+    const struct mlx5_wqe_av *av = uct_dcx_direct_av_lookup(sq->direct, ah);
+
+    if (av == NULL) {
+        sq->err = sq->err ?: EINVAL;
+        return;
+    }
+    uct_dcx_direct_dc_addr(sq, av, sq->direct->av_compact, remote_dctn,
+                           remote_dc_key);
+}
+
 static void
 uct_dcx_direct_wr_set_dc_addr(struct mlx5dv_qp_ex *mqpx, struct ibv_ah *ah,
                               uint32_t remote_dctn, uint64_t remote_dc_key)
 {
     uct_dcx_direct_sq_t *sq = ucs_container_of(mqpx, uct_dcx_direct_sq_t, mqpx);
     uct_dcx_direct_t *direct = sq->direct;
-    struct mlx5_wqe_datagram_seg *dgram;
-    const struct mlx5_wqe_av *av;
 
-    if (ucs_likely(ah == direct->av_ah)) {
-        av = direct->av;
-    } else {
-        av = uct_dcx_direct_av_lookup(direct, ah);
-        if (av == NULL) {
-            sq->err = sq->err ?: EINVAL;
-            return;
-        }
+    if (ucs_unlikely(ah != direct->av_ah)) {
+        uct_dcx_direct_dc_addr_lookup(sq, ah, remote_dctn, remote_dc_key);
+        return;
     }
-
-    dgram = UCS_PTR_BYTE_OFFSET(sq->ctrl, sizeof(struct mlx5_wqe_ctrl_seg));
-    if (ucs_likely(direct->av_compact)) {
-        memcpy(&dgram->av, av, UCT_DCX_DIRECT_AV_BASE_SIZE);
-        dgram->av.dqp_dct |= htobe32(remote_dctn);
-    } else {
-        uct_dcx_direct_av_extend(sq);
-        memcpy(&dgram->av, av, sizeof(dgram->av));
-        dgram->av.dqp_dct |= htobe32(remote_dctn | MLX5_EXTENDED_UD_AV);
-    }
-    dgram->av.key.dc_key = htobe64(remote_dc_key);
+    uct_dcx_direct_dc_addr(sq, direct->av, direct->av_compact, remote_dctn,
+                           remote_dc_key);
 }
 
 /* The same on a DCI stream: the control segment names it, as libmlx5
@@ -643,7 +685,7 @@ uct_dcx_direct_bfreg_lock(uct_dcx_direct_bfreg_t *bf)
 {
     while (ucs_unlikely(__atomic_exchange_n(&bf->lock, 1, __ATOMIC_ACQUIRE))) {
         while (__atomic_load_n(&bf->lock, __ATOMIC_RELAXED)) {
-            sched_yield(); /* the holder may be preempted: two cores */
+            UCT_DCX_DIRECT_CPU_RELAX(); /* a spin, as libmlx5's: no call */
         }
     }
 }

@@ -189,6 +189,10 @@ suite_mlx5() {
     # through real rdma-core: control path, golden WQEs, data and errors,
     # events, and the same scenario through both faces
     run_gtest mlx5face "$DCX_BUILD/test/gtest/mlx5face/dcxemu_mlx5face_gtest"
+    # again with BlueFlame: libmlx5 copies its single inline WQEs into the
+    # registers, the face checks each copy and the halves
+    DCXEMU_MLX5_BF=1 run_gtest mlx5face-blueflame \
+        "$DCX_BUILD/test/gtest/mlx5face/dcxemu_mlx5face_gtest"
     check mlx5-ibv_devices mlx5_devices
     check mlx5-ibv_devinfo mlx5_devinfo
     check mlx5-uar-scans mlx5_uar_scans

@@ -145,6 +145,7 @@ struct face_qp {
     void *raw; /* a raw WQE, unwrapped */
     uint32_t max_wqe_bytes;
     pthread_mutex_t sq_lock;
+    int bfreg; /* the register given to it, compact numbering; -1: none */
 };
 
 /* A DEVX CREATE_MKEY object: the model's indirect mkey.  Also on its file's
@@ -154,6 +155,23 @@ struct face_mkey {
     struct face_obj obj;
     struct mlx5dv_mkey *mkey;
     struct face_mkey *next;
+};
+
+/* A BlueFlame register (a bfreg) as the device sees it: the half the last
+ * doorbell went to, and per half the copy being written into it. */
+#define FACE_BFREGS_PER_UAR 4 /* libmlx5's numbering: 2, then 2 fast-path */
+#define FACE_BF_REG_MAX     512 /* 4 in the 2 KiB after MLX5_BF_OFFSET */
+
+struct face_bf {
+    int last_half; /* -1: none yet */
+    struct {
+        int live; /* a doorbell began a copy that fits the half */
+        int checked; /* all of it came and was checked */
+        uint32_t filled; /* the 8-byte words written */
+        uint32_t need; /* the WQE's bytes, in whole basic blocks */
+        uint32_t qpn;
+        uint8_t buf[FACE_BF_REG_MAX / 2];
+    } half[2];
 };
 
 /* One open of /dev/infiniband/uverbsN. */
@@ -173,6 +191,14 @@ struct face_file {
         size_t len;
         int seen; /* still mapped at the last scan */
     } uar[FACE_UAR_PAGES]; /* where the application mapped the UAR pages */
+    unsigned long uar_page[FACE_UAR_PAGES]; /* each UAR page's address */
+    /* BlueFlame (DCXEMU_MLX5_BF): each half's size, 0: none; the registers'
+     * state by libmlx5's bfreg number; the registers given to QPs */
+    unsigned bf_half;
+    struct face_bf bf[FACE_UAR_PAGES * FACE_BFREGS_PER_UAR];
+    pthread_mutex_t bf_lock;
+    uint16_t bfreg_qps[FACE_TOT_BFREGS];
+    unsigned bfreg_low_lat; /* the last ones, each for one QP */
     struct face_obj **objs;
     uint32_t nobjs;
     uint32_t cap;
@@ -247,6 +273,13 @@ int face_cq_busy(struct face_file *f, struct face_cq *cq);
 /* ---- uar.c: UAR pages and their doorbells */
 void face_uar_scan(void);
 void face_uar_forget(struct face_file *f);
+/* DCXEMU_MLX5_BF: the BlueFlame register size GET_CONTEXT reports, 0: none */
+unsigned face_bf_reg_size(void);
+void face_bf_init(struct face_file *f, unsigned reg_size, unsigned low_lat);
+/* A register for a new QP, as the kernel gives them: libmlx5's bfreg index
+ * for CREATE_QP's response; *bfreg what face_bfreg_put takes back. */
+uint32_t face_bfreg_get(struct face_file *f, int *bfreg);
+void face_bfreg_put(struct face_file *f, int bfreg);
 
 /* ---- sq.c: send WQEs into the model */
 unsigned face_sq_doorbell(struct face_qp *qp); /* WQEs taken */
@@ -271,6 +304,14 @@ void face_cq_write_now(struct face_cq *cq,
                        const struct dcxemu_mlx5_cqe_info *ci);
 void face_cq_arm(struct face_file *f, uint32_t cqn); /* an arm doorbell */
 void face_sq_ring(struct face_file *f, uint32_t qpn); /* a send doorbell */
+/* A BlueFlame copy against the WQE it names in the QP's send queue: 0 when
+ * they match, else the first differing byte + 1 (-1: no such QP). */
+int face_sq_bf_check(struct face_file *f, uint32_t qpn, const uint8_t *bytes,
+                     uint32_t len);
+int face_sq_compare(struct face_qp *qp, const uint8_t *bytes, uint32_t len);
+/* The doorbell record shows WQEs the device has not taken (1), or not. */
+int face_sq_pending(struct face_file *f, uint32_t qpn);
+int face_sq_untaken(struct face_qp *qp);
 uint32_t face_cq_events_read(struct face_cq *cq);
 int face_channel_new(void); /* a completion channel: its read end */
 int face_channel_wfd(int rfd); /* its write end, -1: not a channel */
@@ -293,6 +334,11 @@ struct face_stats {
     _Atomic uint64_t recv_wqes; /* receive WQEs taken */
     _Atomic uint64_t commands; /* uverbs commands served */
     _Atomic uint64_t uar_scans; /* scans of the process's mappings for UARs */
+    _Atomic uint64_t bf_copies; /* BlueFlame copies completed and checked */
+    _Atomic uint64_t bf_stores; /* stores into BlueFlame buffers */
+    _Atomic uint64_t bf_mismatches; /* copies unlike the WQE in the queue */
+    _Atomic uint64_t bf_errors; /* stray, overlong or unfinished copies */
+    _Atomic uint64_t bf_same_half; /* doorbells to the half just used */
 };
 extern struct face_stats face_stats;
 #define FACE_STAT(_f, _n) \

@@ -198,6 +198,7 @@ static int cdev_open(int dev, int flags)
     f->async_rfd = -1;
     pthread_mutex_init(&f->lock, NULL);
     pthread_mutex_init(&f->mkey_lock, NULL);
+    pthread_mutex_init(&f->bf_lock, NULL);
     pthread_mutex_lock(&face_files_lock);
     for (int i = 0; i < FACE_MAX_FILES && slot < 0; i++) {
         if (face_files[i] == NULL) {
@@ -538,6 +539,25 @@ __attribute__((constructor)) static void face_init(void)
 
 struct face_stats face_stats;
 
+/* A counter of the face by its name in struct face_stats (for tests, which
+ * find it with dlsym); 0 for a name it does not have. */
+FACE_API uint64_t dcxemu_mlx5_face_counter(const char *name)
+{
+#define FACE_COUNTER(_f)                    \
+    if (strcmp(name, #_f) == 0) {           \
+        return atomic_load(&face_stats._f); \
+    }
+    FACE_COUNTER(sq_doorbells)
+    FACE_COUNTER(wqes)
+    FACE_COUNTER(bf_stores)
+    FACE_COUNTER(bf_copies)
+    FACE_COUNTER(bf_mismatches)
+    FACE_COUNTER(bf_errors)
+    FACE_COUNTER(bf_same_half)
+#undef FACE_COUNTER
+    return 0;
+}
+
 __attribute__((destructor)) static void face_fini(void)
 {
     const char *st = getenv("DCXEMU_MLX5_STATS");
@@ -545,7 +565,9 @@ __attribute__((destructor)) static void face_fini(void)
         face_log("send doorbells %llu, arm doorbells %llu, WQEs %llu (found "
                  "by the backstop %llu, failed %llu), receive WQEs %llu, "
                  "CQEs %llu, events %llu, commands %llu (mappings scanned "
-                 "%llu times)",
+                 "%llu times); BlueFlame: stores %llu, copies checked %llu, "
+                 "unlike the WQE %llu, doorbells to the last half %llu, "
+                 "other errors %llu",
                  (unsigned long long)face_stats.sq_doorbells,
                  (unsigned long long)face_stats.arm_doorbells,
                  (unsigned long long)face_stats.wqes,
@@ -555,7 +577,12 @@ __attribute__((destructor)) static void face_fini(void)
                  (unsigned long long)face_stats.cqes,
                  (unsigned long long)face_stats.events,
                  (unsigned long long)face_stats.commands,
-                 (unsigned long long)face_stats.uar_scans);
+                 (unsigned long long)face_stats.uar_scans,
+                 (unsigned long long)face_stats.bf_stores,
+                 (unsigned long long)face_stats.bf_copies,
+                 (unsigned long long)face_stats.bf_mismatches,
+                 (unsigned long long)face_stats.bf_same_half,
+                 (unsigned long long)face_stats.bf_errors);
     }
     if (getpid() == sysfs_owner) {
         face_sysfs_remove(); /* a forked child leaves its parent's tree */

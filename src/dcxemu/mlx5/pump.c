@@ -557,6 +557,33 @@ void face_pump_all(void)
  * WQEs posted so far are taken first: a device reads them from host memory
  * when a message arrives, so a send to a DCT of this process must find
  * them (no RNR where hardware has none). */
+int face_sq_bf_check(struct face_file *f, uint32_t qpn, const uint8_t *bytes,
+                     uint32_t len)
+{
+    struct face_qp *qp;
+    int r = -1;
+    pthread_rwlock_rdlock(&pump_lock);
+    qp = qp_by_num(f, qpn);
+    if (qp != NULL && !qp->is_dct) {
+        r = face_sq_compare(qp, bytes, len);
+    }
+    pthread_rwlock_unlock(&pump_lock);
+    return r;
+}
+
+int face_sq_pending(struct face_file *f, uint32_t qpn)
+{
+    struct face_qp *qp;
+    int r = 0;
+    pthread_rwlock_rdlock(&pump_lock);
+    qp = qp_by_num(f, qpn);
+    if (qp != NULL && !qp->is_dct) {
+        r = face_sq_untaken(qp);
+    }
+    pthread_rwlock_unlock(&pump_lock);
+    return r;
+}
+
 void face_sq_ring(struct face_file *f, uint32_t qpn)
 {
     struct face_qp *qp;

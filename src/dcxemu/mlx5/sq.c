@@ -313,6 +313,31 @@ unsigned face_sq_backstop(struct face_qp *qp)
     return count;
 }
 
+int face_sq_untaken(struct face_qp *qp)
+{
+    return sq_dbrec(qp) != __atomic_load_n(&qp->sq_pi, __ATOMIC_RELAXED);
+}
+
+/* A BlueFlame copy against the WQE its control segment names (the index in
+ * it), in the send queue: 0, or the first differing byte + 1. */
+int face_sq_compare(struct face_qp *qp, const uint8_t *bytes, uint32_t len)
+{
+    __be32 opmod_idx_opcode;
+    uint32_t idx, i;
+    const uint8_t *q;
+
+    memcpy(&opmod_idx_opcode, bytes, sizeof(opmod_idx_opcode));
+    idx = (be32toh(opmod_idx_opcode) >> 8) & 0xffff;
+    for (i = 0; i < len; i++) {
+        q = (const uint8_t *)qp->sq_buf +
+            64 * ((idx + i / 64) & (qp->sq_wqebb_cnt - 1)) + i % 64;
+        if (*q != bytes[i]) {
+            return (int)i + 1;
+        }
+    }
+    return 0;
+}
+
 /* RESET: libmlx5 starts its queue over, and so does the face. */
 void face_sq_reset(struct face_qp *qp)
 {

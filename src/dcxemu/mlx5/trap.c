@@ -65,6 +65,8 @@ typedef struct {
     void *arg;
     void *addr;
     uint64_t value;
+    const uint8_t *bytes;
+    unsigned size;
 } trap_call_t;
 
 /* A line of diagnostics, formatted without stdio (the handler writes it). */
@@ -445,7 +447,7 @@ static void trap_call_off_altstack(void *p)
     memset(&off, 0, sizeof(off));
     off.ss_flags = SS_DISABLE;
     sigaltstack(&off, &saved);
-    c->fn(c->arg, c->addr, c->value);
+    c->fn(c->arg, c->addr, c->value, c->bytes, c->size);
     sigaltstack(&saved, NULL);
 }
 
@@ -464,7 +466,7 @@ static void trap_call(const ucontext_t *uc, trap_call_t *c)
     if ((uc->uc_stack.ss_flags & SS_DISABLE) || RUNNING_ON_VALGRIND ||
         (here - ss >= uc->uc_stack.ss_size) ||
         (rsp - ss < uc->uc_stack.ss_size)) {
-        c->fn(c->arg, c->addr, c->value);
+        c->fn(c->arg, c->addr, c->value, c->bytes, c->size);
         return;
     }
     /* below the stored-from code's red zone, with room to spare */
@@ -509,6 +511,8 @@ static void trap_handler(int sig, siginfo_t *si, void *ctx)
     uc->uc_mcontext.gregs[REG_RIP] += st.length;
     call.addr  = si->si_addr;
     call.value = st.value;
+    call.bytes = st.bytes;
+    call.size  = st.size;
     trap_call(uc, &call);
     atomic_fetch_add_explicit(&trap_stores, 1, memory_order_relaxed);
 out:

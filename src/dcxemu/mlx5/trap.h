@@ -27,11 +27,13 @@ extern "C" {
 
 /* Called for each trapped store, synchronously in the thread that stored:
  * addr is the store's address, value its value (zero-extended when narrower
- * than 8 bytes, the low 8 bytes when wider).  It runs inside the SIGSEGV
+ * than 8 bytes, the low 8 bytes when wider), bytes the size bytes it wrote
+ * in memory order (16 or 32 for SSE/AVX stores).  It runs inside the SIGSEGV
  * handler, interrupting the code that stored (so it must not take a lock that
  * code may hold), on that code's stack even when the handler runs on an
  * alternate signal stack. */
-typedef void (*dcxemu_trap_fn)(void *arg, void *addr, uint64_t value);
+typedef void (*dcxemu_trap_fn)(void *arg, void *addr, uint64_t value,
+                               const uint8_t *bytes, unsigned size);
 
 /* Install the SIGSEGV handler (once; the handler installed before becomes the
  * application's, chained to).  Returns 0 or an errno value. */

@@ -159,8 +159,11 @@ static int cmd_get_context(struct face_file *f, const struct face_cmd *c)
     resp.async_fd         = (uint32_t)pfd[0];
     resp.num_comp_vectors = 1;
     memset(&uresp, 0, sizeof(uresp));
-    uresp.qp_tab_size     = 1u << 18;
-    uresp.bf_reg_size     = 0; /* no BlueFlame: a doorbell is one store */
+    uresp.qp_tab_size = 1u << 18;
+    /* BlueFlame only when asked (DCXEMU_MLX5_BF): else a doorbell is one
+     * store, and libmlx5 copies no WQE */
+    uresp.bf_reg_size = face_bf_reg_size();
+    face_bf_init(f, uresp.bf_reg_size, req.num_low_latency_bfregs);
     uresp.tot_bfregs      = FACE_TOT_BFREGS;
     uresp.cache_line_size = 64;
     uresp.max_sq_desc_sz  = (uint16_t)desc.max_wqe_size;

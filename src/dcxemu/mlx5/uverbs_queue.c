@@ -477,6 +477,7 @@ int face_cmd_create_qp(struct face_file *f, const struct face_cmd *c)
     }
     qp->qpn = qp->qp->qp_num;
     pthread_mutex_init(&qp->sq_lock, NULL);
+    qp->bfreg = -1;
     pthread_mutex_init(&qp->rq_lock, NULL);
     memset(&resp, 0, sizeof(resp));
     resp.base.qp_handle       = qp->obj.handle;
@@ -488,7 +489,9 @@ int face_cmd_create_qp(struct face_file *f, const struct face_cmd *c)
     resp.base.max_inline_data = r.max_inline_data;
     resp.response_length      = sizeof(resp);
     memset(&uresp, 0, sizeof(uresp));
-    uresp.bfreg_index = 0; /* every QP rings the first UAR's doorbell */
+    /* with BlueFlame a register as the kernel gives it, else every QP
+     * rings the first UAR's doorbell */
+    uresp.bfreg_index = f->bf_half ? face_bfreg_get(f, &qp->bfreg) : 0;
     face_resp_out(c->resp, c->resp_len, &resp,
                   ex ? sizeof(resp) : sizeof(resp.base));
     face_resp_out(c->uresp, c->uresp_len, &uresp, sizeof(uresp));
@@ -662,6 +665,7 @@ static int qp_free(struct face_qp *qp, uint32_t *events)
         return err;
     }
     *events = face_async_events_read(&qp->obj);
+    face_bfreg_put(qp->obj.file, qp->bfreg);
     pthread_mutex_destroy(&qp->sq_lock);
     pthread_mutex_destroy(&qp->rq_lock);
     free(qp->wqe);

@@ -1,10 +1,13 @@
 /* x86-64 store decoder: the moves a compiler emits for a doorbell (REX.W 89 in
- * libmlx5 and UCX), their narrower and immediate forms, and the SSE, MMX and
- * VEX stores of memcpy-like code.  Anything else is refused with a reason:
- * the trap must never guess what an instruction wrote. */
+ * libmlx5 and UCX), their narrower and immediate forms, and the SSE, MMX,
+ * VEX and EVEX stores of memcpy-like code (glibc's memcpy copies a
+ * BlueFlame WQE with 64-byte zmm stores where the CPU has AVX-512).
+ * Anything else is refused with a reason: the trap must never guess what an
+ * instruction wrote. */
 #define _GNU_SOURCE
 #include "x86_store.h"
 
+#include <cpuid.h>
 #include <string.h>
 
 /* The gregs slot of each register number of the encoding (rax..r15). */
@@ -36,8 +39,11 @@ typedef struct {
     int has_rex; /* a REX byte (changes the byte registers) */
     unsigned simd; /* the SSE mandatory prefix (or VEX.pp): 0, 66, f2, f3 */
     int osize; /* a 66 prefix: 16-bit operands */
-    int vex; /* VEX-encoded */
+    int vex; /* VEX- or EVEX-encoded */
     int vex_l; /* VEX.L: 256-bit */
+    unsigned vlen; /* EVEX: the vector's bytes (16, 32, 64), else 0 */
+    unsigned reg_hi; /* EVEX.R': 16 more to the register number */
+    unsigned disp8_n; /* EVEX: what an 8-bit displacement counts in */
     /* the ModRM memory operand */
     unsigned reg;
     int base; /* register number, -1: none */
@@ -144,6 +150,37 @@ static dcxemu_x86_status_t x86_vex(x86_insn_t *in, uint8_t first, uint8_t *op)
     return x86_byte(in, op) ? DCXEMU_X86_OK : DCXEMU_X86_TRUNCATED;
 }
 
+/* An EVEX prefix (the 62 already read): register extension bits (R' gives
+ * registers 16-31), mandatory prefix and vector length; only map 0f, and
+ * neither masking (which bytes a masked store writes depends on a k
+ * register) nor broadcast or rounding.  Returns the opcode. */
+static dcxemu_x86_status_t x86_evex(x86_insn_t *in, uint8_t *op)
+{
+    uint8_t p0, p1, p2;
+    unsigned ll;
+    if (in->has_rex || in->simd || in->osize) {
+        return DCXEMU_X86_OPCODE; /* #UD before EVEX */
+    }
+    if (!x86_byte(in, &p0) || !x86_byte(in, &p1) || !x86_byte(in, &p2)) {
+        return DCXEMU_X86_TRUNCATED;
+    }
+    ll = (p2 >> 5) & 3;
+    if (((p0 & 0x0c) != 0) || !(p1 & 0x04) || ((p0 & 3) != 1)) {
+        return DCXEMU_X86_OPCODE; /* reserved bits, or not map 0f */
+    }
+    if (((p2 & 0x07) != 0) || (p2 & 0x10) || (ll == 3)) {
+        return DCXEMU_X86_EVEX;
+    }
+    in->rex = ((p0 & 0x80) ? 0 : X86_REX_R) | ((p0 & 0x40) ? 0 : X86_REX_X) |
+              ((p0 & 0x20) ? 0 : X86_REX_B) | ((p1 & 0x80) ? X86_REX_W : 0);
+    in->reg_hi = (p0 & 0x10) ? 0 : 16;
+    in->vex    = 1;
+    in->vex_l  = ll != 0;
+    in->vlen   = 16u << ll;
+    in->simd   = (const unsigned[]){ 0, 0x66, 0xf3, 0xf2 }[p1 & 3];
+    return x86_byte(in, op) ? DCXEMU_X86_OK : DCXEMU_X86_TRUNCATED;
+}
+
 /* ModRM, SIB and displacement of a memory operand. */
 static dcxemu_x86_status_t x86_modrm(x86_insn_t *in)
 {
@@ -152,9 +189,9 @@ static dcxemu_x86_status_t x86_modrm(x86_insn_t *in)
     if (!x86_byte(in, &modrm)) {
         return DCXEMU_X86_TRUNCATED;
     }
-    mod       = modrm >> 6;
-    rm        = modrm & 7;
-    in->reg   = ((modrm >> 3) & 7) | ((in->rex & X86_REX_R) ? 8 : 0);
+    mod     = modrm >> 6;
+    rm      = modrm & 7;
+    in->reg = ((modrm >> 3) & 7) | ((in->rex & X86_REX_R) ? 8 : 0) | in->reg_hi;
     in->index = -1;
     in->scale = 0;
     in->disp  = 0;
@@ -183,8 +220,11 @@ static dcxemu_x86_status_t x86_modrm(x86_insn_t *in)
         in->base = rm | ((in->rex & X86_REX_B) ? 8 : 0);
     }
     if (mod == 1) {
-        return x86_signed(in, 1, &in->disp) ? DCXEMU_X86_OK :
-                                              DCXEMU_X86_TRUNCATED;
+        if (!x86_signed(in, 1, &in->disp)) {
+            return DCXEMU_X86_TRUNCATED;
+        }
+        in->disp *= in->disp8_n; /* EVEX: compressed (disp8 * N) */
+        return DCXEMU_X86_OK;
     }
     if (mod == 2) {
         return x86_signed(in, 4, &in->disp) ? DCXEMU_X86_OK :
@@ -225,7 +265,7 @@ static dcxemu_x86_status_t x86_form1(x86_insn_t *in, uint8_t op, x86_src_t *src,
 static dcxemu_x86_status_t
 x86_form0f(x86_insn_t *in, uint8_t op, x86_src_t *src, unsigned *size)
 {
-    unsigned vec  = in->vex_l ? 32 : 16;
+    unsigned vec  = in->vlen ? in->vlen : in->vex_l ? 32 : 16;
     unsigned wide = (in->rex & X86_REX_W) ? 8 : 4;
     *src          = X86_SRC_XMM;
     switch (op) {
@@ -244,8 +284,11 @@ x86_form0f(x86_insn_t *in, uint8_t op, x86_src_t *src, unsigned *size)
             return DCXEMU_X86_OK;
         }
         *size = vec;
-        return (in->simd == 0x66 || in->simd == 0xf3) ? DCXEMU_X86_OK :
-                                                        DCXEMU_X86_OPCODE;
+        /* EVEX f2: vmovdqu8, vmovdqu16 */
+        return (in->simd == 0x66 || in->simd == 0xf3 ||
+                (in->simd == 0xf2 && in->vlen)) ?
+                       DCXEMU_X86_OK :
+                       DCXEMU_X86_OPCODE;
     case 0xe7: /* movntdq; movntq from mm */
         if (in->simd == 0 && !in->vex) {
             *src  = X86_SRC_MM;
@@ -276,14 +319,73 @@ x86_form0f(x86_insn_t *in, uint8_t op, x86_src_t *src, unsigned *size)
     }
 }
 
+/* The signal frame's XSAVE image after the FXSAVE one (the kernel marks it
+ * in the FXSAVE area's software bytes, and writes it in the standard form:
+ * each component at the offset CPUID leaf 0xd gives).  len bytes of
+ * component comp from byte off, zero when the component is in its initial
+ * configuration.  0, or -1 when the frame does not carry it. */
+#define X86_FP_XSTATE_MAGIC1 0x46505853u
+#define X86_XSAVE_HDR_OFFSET 512
+#define X86_XCOMP_YMM        2 /* upper 128 bits of ymm0-15 */
+#define X86_XCOMP_ZMM_HI256  6 /* upper 256 bits of zmm0-15 */
+#define X86_XCOMP_HI16_ZMM   7 /* zmm16-31 */
+
+static int x86_xstate(const struct _libc_fpstate *fp, unsigned comp,
+                      unsigned off, unsigned len, uint8_t *out)
+{
+    const uint8_t *img = (const uint8_t *)fp;
+    uint64_t xfeatures, xstate_bv;
+    unsigned eax, ebx, ecx, edx;
+    uint32_t magic1, xstate_size;
+
+    /* sw_reserved: magic1, extended_size, xfeatures, xstate_size */
+    memcpy(&magic1, &fp->__glibc_reserved1[12], sizeof(magic1));
+    memcpy(&xfeatures, &fp->__glibc_reserved1[14], sizeof(xfeatures));
+    memcpy(&xstate_size, &fp->__glibc_reserved1[16], sizeof(xstate_size));
+    if ((magic1 != X86_FP_XSTATE_MAGIC1) || !(xfeatures & (1ull << comp)) ||
+        !__get_cpuid_count(0xd, comp, &eax, &ebx, &ecx, &edx) ||
+        (ebx + off + len > xstate_size)) {
+        return -1;
+    }
+    memcpy(&xstate_bv, img + X86_XSAVE_HDR_OFFSET, sizeof(xstate_bv));
+    if (!(xstate_bv & (1ull << comp))) {
+        memset(out, 0, len);
+    } else {
+        memcpy(out, img + ebx + off, len);
+    }
+    return 0;
+}
+
+/* The size bytes of vector register n (0-31): xmm from the FXSAVE image,
+ * the rest from the XSAVE components. */
+static int x86_vector(const struct _libc_fpstate *fp, unsigned n, unsigned size,
+                      uint8_t *out)
+{
+    if (n >= 16) {
+        return x86_xstate(fp, X86_XCOMP_HI16_ZMM, 64 * (n - 16), size, out);
+    }
+    memcpy(out, &fp->_xmm[n], (size < 16) ? size : 16);
+    if ((size > 16) &&
+        (x86_xstate(fp, X86_XCOMP_YMM, 16 * n, 16, out + 16) != 0)) {
+        return -1;
+    }
+    if ((size > 32) &&
+        (x86_xstate(fp, X86_XCOMP_ZMM_HI256, 32 * n, 32, out + 32) != 0)) {
+        return -1;
+    }
+    return 0;
+}
+
 static uint64_t x86_greg(const ucontext_t *uc, int n)
 {
     return (uint64_t)uc->uc_mcontext.gregs[x86_gregs[n]];
 }
 
-/* The value of a register operand: the low 64 bits of it. */
+/* The value of a register operand: the low 64 bits of it, and for an
+ * xmm/ymm register its @a size bytes. */
 static dcxemu_x86_status_t x86_value(const x86_insn_t *in, const ucontext_t *uc,
-                                     x86_src_t src, uint64_t *value)
+                                     x86_src_t src, unsigned size,
+                                     uint64_t *value, uint8_t *bytes)
 {
     const struct _libc_fpstate *fp = uc->uc_mcontext.fpregs;
     const struct _libc_fpxreg *st;
@@ -303,8 +405,10 @@ static dcxemu_x86_status_t x86_value(const x86_insn_t *in, const ucontext_t *uc,
         if (fp == NULL) {
             return DCXEMU_X86_NO_FPREGS;
         }
-        *value = fp->_xmm[in->reg].element[0] |
-                 ((uint64_t)fp->_xmm[in->reg].element[1] << 32);
+        if (x86_vector(fp, in->reg, (size > 8) ? size : 8, bytes) != 0) {
+            return DCXEMU_X86_NO_FPREGS;
+        }
+        memcpy(value, bytes, sizeof(*value));
         return DCXEMU_X86_OK;
     case X86_SRC_MM:
         if (fp == NULL) {
@@ -335,19 +439,23 @@ dcxemu_x86_status_t dcxemu_x86_store_decode(const uint8_t *code, size_t avail,
     uint8_t op;
 
     memset(&in, 0, sizeof(in));
-    in.code  = code;
-    in.avail = avail;
-    status   = x86_prefixes(&in);
+    in.code    = code;
+    in.avail   = avail;
+    in.disp8_n = 1;
+    status     = x86_prefixes(&in);
     if (status != DCXEMU_X86_OK) {
         return status;
     }
     if (!x86_byte(&in, &op)) {
         return DCXEMU_X86_TRUNCATED;
     }
-    if (op == 0x62) {
-        return DCXEMU_X86_EVEX; /* 64-bit mode: always EVEX, never BOUND */
-    }
-    if (op == 0xc4 || op == 0xc5) {
+    if (op == 0x62) { /* 64-bit mode: always EVEX, never BOUND */
+        status = x86_evex(&in, &op);
+        if (status == DCXEMU_X86_OK) {
+            status = x86_form0f(&in, op, &src, &size);
+        }
+        in.disp8_n = size; /* full-vector and scalar moves: N = size */
+    } else if (op == 0xc4 || op == 0xc5) {
         status = x86_vex(&in, op, &op);
         if (status == DCXEMU_X86_OK) {
             status = x86_form0f(&in, op, &src, &size);
@@ -377,7 +485,7 @@ dcxemu_x86_status_t dcxemu_x86_store_decode(const uint8_t *code, size_t avail,
         }
         value = (uint64_t)immv;
     } else {
-        status = x86_value(&in, uc, src, &value);
+        status = x86_value(&in, uc, src, size, &value, st->bytes);
         if (status != DCXEMU_X86_OK) {
             return status;
         }
@@ -388,7 +496,10 @@ dcxemu_x86_status_t dcxemu_x86_store_decode(const uint8_t *code, size_t avail,
     st->addr += in.riprel ? rip + in.pos : 0;
     st->addr += (in.base >= 0) ? x86_greg(uc, in.base) : 0;
     st->addr += (in.index >= 0) ? x86_greg(uc, in.index) << in.scale : 0;
-    st->value  = (size < 8) ? value & ((1ull << (8 * size)) - 1) : value;
+    st->value = (size < 8) ? value & ((1ull << (8 * size)) - 1) : value;
+    if (size <= 8) {
+        memcpy(st->bytes, &st->value, sizeof(st->value)); /* little-endian */
+    }
     st->size   = size;
     st->length = (unsigned)in.pos;
     st->fpregs = (src == X86_SRC_XMM) || (src == X86_SRC_MM);
@@ -405,7 +516,7 @@ const char *dcxemu_x86_status_str(dcxemu_x86_status_t status)
     case DCXEMU_X86_PREFIX:
         return "unsupported prefix (fs/gs, addr32 or lock)";
     case DCXEMU_X86_EVEX:
-        return "EVEX (AVX-512) instruction";
+        return "EVEX (AVX-512) store with a mask, broadcast or rounding";
     case DCXEMU_X86_OPCODE:
         return "not a store the trap knows";
     case DCXEMU_X86_REGISTER:

@@ -20,17 +20,20 @@ typedef enum {
     DCXEMU_X86_OK = 0,
     DCXEMU_X86_TRUNCATED, /* needs more bytes than given */
     DCXEMU_X86_PREFIX, /* a prefix it does not handle (fs/gs, 67, lock) */
-    DCXEMU_X86_EVEX, /* EVEX (AVX-512) */
+    DCXEMU_X86_EVEX, /* EVEX (AVX-512) with a mask, broadcast or rounding */
     DCXEMU_X86_OPCODE, /* not a store it knows */
     DCXEMU_X86_REGISTER, /* mod=3: the destination is a register */
-    DCXEMU_X86_NO_FPREGS /* an SSE/MMX store without saved FP registers */
+    DCXEMU_X86_NO_FPREGS /* an SSE/MMX store without saved FP registers, or
+                            a wider one without the saved AVX (AVX-512)
+                            state */
 } dcxemu_x86_status_t;
 
 /* A decoded store. */
 typedef struct dcxemu_x86_store {
     uint64_t addr; /* effective address */
     uint64_t value; /* the stored value's low 64 bits, zero-extended */
-    unsigned size; /* bytes it writes: 1, 2, 4, 8, 16 or 32 */
+    uint8_t bytes[64]; /* the bytes it writes, in memory order */
+    unsigned size; /* bytes it writes: 1, 2, 4, 8, 16, 32 or 64 */
     unsigned length; /* bytes of the instruction */
     int fpregs; /* the value came from an xmm/ymm or mm register */
 } dcxemu_x86_store_t;

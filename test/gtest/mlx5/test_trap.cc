@@ -105,13 +105,20 @@ struct seen_t {
     std::atomic<uintptr_t> addr{ 0 };
     std::atomic<uint64_t> value{ 0 };
     std::atomic<uint64_t> sum{ 0 };
+    uint8_t bytes[64]; /* of the last store (one thread at a time) */
+    std::atomic<unsigned> size{ 0 };
 };
 
-void record(void *arg, void *addr, uint64_t value)
+void record(void *arg, void *addr, uint64_t value,
+            const uint8_t *bytes = nullptr, unsigned size = 8)
 {
     seen_t *s = (seen_t *)arg;
     s->addr   = (uintptr_t)addr;
     s->value  = value;
+    if (bytes != nullptr) {
+        memcpy(s->bytes, bytes, size);
+    }
+    s->size = size;
     s->sum += value;
     ++s->count;
 }
@@ -574,6 +581,138 @@ TEST_P(TrapStore, TrapsOnce)
     }
 }
 
+/* ---- BlueFlame copies: every byte of the wide stores libmlx5, UCX and
+ * memcpy-like code use, ymm's upper half from the signal frame's XSAVE
+ * image */
+
+/* ymm2 = (V, HI, HI, 0): xmm2 as LOAD_XMM makes it, xmm15 above it */
+#define LOAD_YMM LOAD_XMM " vinsertf128 $1, %%xmm15, %%ymm2, %%ymm2\n"
+#define STORE_YMM(name, bytes)                               \
+    void name(char *p, int &done)                            \
+    {                                                        \
+        __asm__ volatile(LOAD_YMM bytes "\n vzeroupper" DONE \
+                         : [done] "=&r"(done)                \
+                         : "a"(p), [lo] "r"(V), [hi] "r"(HI) \
+                         : "xmm2", "xmm15", "memory");       \
+    }
+
+STORE_YMM(st_vmovdqu_ymm, ".byte 0xc5,0xfe,0x7f,0x10")
+STORE_YMM(st_vmovdqa_ymm, ".byte 0xc5,0xfd,0x7f,0x10")
+STORE_YMM(st_vmovntdq_ymm, ".byte 0xc5,0xfd,0xe7,0x10")
+STORE_YMM(st_vmovaps_ymm2, ".byte 0xc5,0xfc,0x29,0x10")
+STORE_YMM(st_vmovups_ymm, ".byte 0xc5,0xfc,0x11,0x10")
+
+/* what the zmm stores store: the ymm cases' 32 bytes, then 32 more */
+const uint64_t wide_words[8] = { V, HI, HI, 0, V ^ 1, HI ^ 1, 1, 2 };
+
+/* glibc's memcpy of 64 to 128 bytes with AVX-512: vmovdqu64 %zmm16,(%rdi)
+ * and vmovdqu64 %zmm17,-0x40(%rdi,%rdx,1) (disp8 * 64) */
+__attribute__((target("avx512f"))) void st_vmovdqu64_zmm(char *p, int &done)
+{
+    __asm__ volatile("vmovdqu64 (%[src]), %%zmm16\n"
+                     ".byte 0x62,0xe1,0xfe,0x48,0x7f,0x00\n" DONE
+                     : [done] "=&r"(done)
+                     : "a"(p), [src] "r"(wide_words)
+                     : "xmm16", "memory");
+}
+
+__attribute__((target("avx512f"))) void
+st_vmovdqu64_zmm17_disp8(char *p, int &done)
+{
+    __asm__ volatile("vmovdqu64 (%[src]), %%zmm17\n"
+                     ".byte 0x62,0xe1,0xfe,0x48,0x7f,0x4c,0x10,0xff\n" DONE
+                     : [done] "=&r"(done)
+                     : "a"(p), "d"(128ul), [src] "r"(wide_words)
+                     : "xmm17", "memory");
+}
+
+__attribute__((target("avx512f"))) void st_vmovdqa64_zmm2(char *p, int &done)
+{
+    __asm__ volatile("vmovdqu64 (%[src]), %%zmm2\n"
+                     ".byte 0x62,0xf1,0xfd,0x48,0x7f,0x10\n vzeroupper" DONE
+                     : [done] "=&r"(done)
+                     : "a"(p), [src] "r"(wide_words)
+                     : "xmm2", "memory");
+}
+
+__attribute__((target("avx512f"))) void st_vmovntdq_zmm(char *p, int &done)
+{
+    __asm__ volatile("vmovdqu64 (%[src]), %%zmm18\n"
+                     ".byte 0x62,0xe1,0x7d,0x48,0xe7,0x10\n" DONE
+                     : [done] "=&r"(done)
+                     : "a"(p), [src] "r"(wide_words)
+                     : "xmm18", "memory");
+}
+
+struct wide_case {
+    const char *name;
+    void (*store)(char *p, int &done);
+    unsigned size;
+    bool avx;
+    bool avx512;
+    size_t offset;
+};
+
+std::ostream &operator<<(std::ostream &os, const wide_case &c)
+{
+    return os << c.name;
+}
+
+const wide_case wide_cases[] = {
+    { "movaps", st_movaps, 16, false },
+    { "movups", st_movups, 16, false },
+    { "movapd", st_movapd, 16, false },
+    { "movntps", st_movntps, 16, false },
+    { "movdqa", st_movdqa, 16, false },
+    { "movdqu", st_movdqu, 16, false },
+    { "movntdq", st_movntdq, 16, false },
+    { "vmovdqa", st_vmovdqa, 16, true },
+    { "vmovdqu", st_vmovdqu, 16, true },
+    { "vmovntdq", st_vmovntdq, 16, true },
+    { "vmovdqu_ymm", st_vmovdqu_ymm, 32, true },
+    { "vmovdqa_ymm", st_vmovdqa_ymm, 32, true },
+    { "vmovntdq_ymm", st_vmovntdq_ymm, 32, true },
+    { "vmovaps_ymm", st_vmovaps_ymm2, 32, true },
+    { "vmovups_ymm", st_vmovups_ymm, 32, true },
+    { "vmovdqu64_zmm16", st_vmovdqu64_zmm, 64, true, true },
+    { "vmovdqu64_zmm17_disp8", st_vmovdqu64_zmm17_disp8, 64, true, true, 64 },
+    { "vmovdqa64_zmm2", st_vmovdqa64_zmm2, 64, true, true },
+    { "vmovntdq_zmm18", st_vmovntdq_zmm, 64, true, true },
+};
+
+class TrapWideStore : public ::testing::TestWithParam<wide_case> {};
+
+TEST_P(TrapWideStore, EveryByte)
+{
+    const wide_case &c = GetParam();
+    int done           = 0;
+
+    SKIP_IF_RW();
+    if (c.avx && !have_avx()) {
+        GTEST_SKIP() << "no AVX";
+    }
+    if (c.avx512 && !have_avx512f()) {
+        GTEST_SKIP() << "no AVX-512";
+    }
+    if (RUNNING_ON_VALGRIND) {
+        GTEST_SKIP() << "valgrind passes no xmm values: refused";
+    }
+    region_t r;
+    c.store(r.base, done);
+    EXPECT_EQ(1, done);
+    ASSERT_EQ(1u, r.seen.count.load());
+    EXPECT_EQ(c.size, r.seen.size.load());
+    EXPECT_EQ((uintptr_t)r.base + c.offset, r.seen.addr.load());
+    EXPECT_EQ(V, r.seen.value.load());
+    EXPECT_EQ(0, memcmp(wide_words, r.seen.bytes, c.size));
+}
+
+INSTANTIATE_TEST_SUITE_P(Encodings, TrapWideStore,
+                         ::testing::ValuesIn(wide_cases),
+                         [](const ::testing::TestParamInfo<wide_case> &i) {
+                             return std::string(i.param.name);
+                         });
+
 INSTANTIATE_TEST_SUITE_P(Encodings, TrapStore, ::testing::ValuesIn(store_cases),
                          [](const ::testing::TestParamInfo<store_case> &i) {
                              return std::string(i.param.name);
@@ -658,7 +797,11 @@ TEST_F(X86Decode, Refusals)
     EXPECT_EQ(DCXEMU_X86_OPCODE, decode({ 0x0f, 0x17, 0x10 })); /* movhps */
     EXPECT_EQ(DCXEMU_X86_OPCODE, decode({ 0xc7, 0x08, 0, 0, 0, 0 })); /* /1 */
     EXPECT_EQ(DCXEMU_X86_OPCODE, decode({ 0x66, 0xc5, 0xf8, 0x11, 0x10 }));
-    EXPECT_EQ(DCXEMU_X86_EVEX, decode({ 0x62, 0xf1, 0xfe, 0x48, 0x7f, 0x00 }));
+    /* a masked store: which bytes it writes depends on k1 */
+    EXPECT_EQ(DCXEMU_X86_EVEX, decode({ 0x62, 0xf1, 0xfe, 0x49, 0x7f, 0x00 }));
+    /* a zmm store without the AVX-512 state in the frame */
+    EXPECT_EQ(DCXEMU_X86_NO_FPREGS,
+              decode({ 0x62, 0xf1, 0xfe, 0x48, 0x7f, 0x00 }));
     EXPECT_EQ(DCXEMU_X86_PREFIX, decode({ 0x64, 0x48, 0x89, 0x08 }));
     EXPECT_EQ(DCXEMU_X86_PREFIX, decode({ 0x67, 0x48, 0x89, 0x08 }));
     EXPECT_EQ(DCXEMU_X86_PREFIX, decode({ 0xf0, 0x48, 0x89, 0x08 }));
@@ -766,7 +909,8 @@ TEST(Trap, Nested)
     dcxemu_trap_remove(outer.base, PAGE);
     ASSERT_EQ(0, dcxemu_trap_add(
                          outer.base, PAGE,
-                         [](void *arg, void *addr, uint64_t value) {
+                         [](void *arg, void *addr, uint64_t value,
+                            const uint8_t *, unsigned) {
                              ctx_t *c = (ctx_t *)arg;
                              *(volatile uint64_t *)c->inner->base = value + 1;
                              record(&c->seen, addr, value);
@@ -898,7 +1042,8 @@ TEST(Trap, AltStack)
     dcxemu_trap_remove(r.base, PAGE);
     ASSERT_EQ(0, dcxemu_trap_add(
                          r.base, PAGE,
-                         [](void *arg, void *addr, uint64_t value) {
+                         [](void *arg, void *addr, uint64_t value,
+                            const uint8_t *, unsigned) {
                              ctx_t *c = (ctx_t *)arg;
                              volatile char deep[64 * 1024];
                              memset((char *)deep, 1, sizeof(deep));
@@ -1144,9 +1289,12 @@ void rf_movhps(char *p)
     __asm__ volatile(".byte 0x0f,0x17,0x10" ::"a"(p) : "memory");
 }
 
-void rf_evex(char *p)
+/* vmovdqu64 %zmm0,(%rax){%k1}, every element selected */
+__attribute__((target("avx512f"))) void rf_evex(char *p)
 {
-    __asm__ volatile(".byte 0x62,0xf1,0xfe,0x48,0x7f,0x00" ::"a"(p) : "memory");
+    __asm__ volatile("kxnorw %%k1, %%k1, %%k1\n"
+                     ".byte 0x62,0xf1,0xfe,0x49,0x7f,0x00" ::"a"(p)
+                     : "k1", "memory");
 }
 
 /* fs-relative: fs:0 holds the fs base in glibc */

@@ -5,6 +5,7 @@
  * queue: they complete in error and nothing else is disturbed. */
 #include "mlx5face_test.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -541,4 +542,68 @@ TEST_F(mlx5face_wqe, doorbell_store_runs_the_device)
         EXPECT_EQ(IBV_WC_SUCCESS, c.status);
     }
     EXPECT_EQ(16u, (counters() - c0).wr(DCXEMU_CNT_OP_WRITE));
+}
+
+/* BlueFlame (DCXEMU_MLX5_BF; the mlx5 suite runs these tests with it too):
+ * libmlx5's single inline WQEs go whole through the register, alternating
+ * its halves, and every copy matches the WQE in the send queue; a producer
+ * that rings the half it just used, copies other bytes than the WQE's or
+ * stores where no copy goes is counted, never trusted. */
+TEST_F(mlx5face_wqe, blueflame_copies_and_producer_bugs)
+{
+    auto counter = (uint64_t(*)(const char *))dlsym(RTLD_DEFAULT,
+                                                    "dcxemu_mlx5_face_counter");
+    ASSERT_NE(nullptr, counter);
+    if (v.dv.bf.size == 0) {
+        GTEST_SKIP() << "no BlueFlame (DCXEMU_MLX5_BF unset)";
+    }
+    if (!doorbell_synchronous()) {
+        GTEST_SKIP() << "doorbell stores are not trapped or execution is "
+                        "deferred";
+    }
+    EXPECT_EQ(256u, v.dv.bf.size);
+
+    uint64_t copies = counter("bf_copies"), same = counter("bf_same_half");
+    uint64_t mism = counter("bf_mismatches"), errs = counter("bf_errors");
+    for (uint64_t id = 1; id <= 16; id++) {
+        uint64_t data = 0x1122334455667700ull | id;
+        ASSERT_EQ(0, i.write_inline(id, &data, sizeof(data), t.mem.mr->rkey,
+                                    t.mem.addr()));
+        completion c;
+        ASSERT_TRUE(cqe_now(i.cq, &c)) << "WQE " << id;
+        EXPECT_EQ(IBV_WC_SUCCESS, c.status);
+    }
+    EXPECT_EQ(copies + 16, counter("bf_copies"));
+    EXPECT_EQ(same, counter("bf_same_half"));
+    EXPECT_EQ(mism, counter("bf_mismatches"));
+    EXPECT_EQ(errs, counter("bf_errors"));
+
+    /* two doorbells of our own to one half: the second one did not toggle */
+    ring_own_wqe(MLX5_OPCODE_NOP, 1);
+    ring_own_wqe(MLX5_OPCODE_NOP, 1);
+    EXPECT_LE(same + 1, counter("bf_same_half"));
+
+    /* a copy of one basic block unlike the WQE in the queue */
+    uint16_t pi = v.pi();
+    auto *ctrl  = (mlx5_wqe_ctrl_seg *)((char *)v.dv.sq.buf +
+                                       (pi & v.mask()) * 64u);
+    uint64_t copy[8];
+    memset(ctrl, 0, 64);
+    ctrl->opmod_idx_opcode = htobe32((uint32_t)pi << 8 | MLX5_OPCODE_NOP);
+    ctrl->qpn_ds           = htobe32(i.qp->qp_num << 8 | 1);
+    ctrl->fm_ce_se         = MLX5_WQE_CTRL_CQ_UPDATE;
+    memcpy(copy, ctrl, 64);
+    copy[7] = 0x5a5a5a5a5a5a5a5aull;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    v.dv.dbrec[MLX5_SND_DBR] = htobe32((uint16_t)(pi + 1));
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    volatile uint64_t *half = (volatile uint64_t *)((char *)v.dv.bf.reg + 256);
+    for (unsigned w = 0; w < 8; w++) {
+        half[w] = copy[w];
+    }
+    EXPECT_EQ(mism + 1, counter("bf_mismatches"));
+
+    /* a store over the checked copy with other bytes */
+    half[4] = 0x7777777777777777ull;
+    EXPECT_EQ(errs + 1, counter("bf_errors"));
 }

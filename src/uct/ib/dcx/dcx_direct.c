@@ -4,15 +4,19 @@
  * Direct posting: dcx's own WQE writer for its DCIs and CQE parser for the
  * send CQ (see dcx_direct.h). The bytes are those libmlx5 writes for the
  * same work requests (mlx5dv.h's segment layouts): a control segment, the
- * DC address vector (the extended 48-byte form, copied from the address
- * handle as libmlx5 does), then remote-address, atomic, inline or data
- * segments; a WQE spans 64-byte basic blocks and continues at the start of
- * the queue where it passes the end.
+ * DC address vector, then remote-address, atomic, inline or data segments;
+ * a WQE spans 64-byte basic blocks and continues at the start of the queue
+ * where it passes the end. The address vector is the compact 16-byte base
+ * form where the address handle has nothing for the extended part (no GRH:
+ * InfiniBand without a global address), as UCX's dc_mlx5 writes it, and the
+ * extended 48-byte form (libmlx5's, always) otherwise: two units of 16
+ * bytes less per WQE on the common path.
  */
 #include "dcx_direct.h"
 #include "dcx_direct_cq.h"
 
 #include <ucs/datastruct/khash.h>
+#include <ucs/datastruct/list.h>
 #include <ucs/debug/assert.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -21,20 +25,61 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 
-/* A WQE begins with its control segment and the DC address vector: one
- * basic block, so the segments after it start at a basic block too. */
+/* A WQE begins with its control segment and the DC address vector. The
+ * segments after it are written where the compact (base) address vector
+ * ends, before the address vector is known (dcx sets it last); an extended
+ * one moves them up by the extension (uct_dcx_direct_av_extend). */
+#define UCT_DCX_DIRECT_AV_BASE_SIZE 16
+#define UCT_DCX_DIRECT_AV_EXT_SIZE \
+    (sizeof(struct mlx5_wqe_av) - UCT_DCX_DIRECT_AV_BASE_SIZE)
 #define UCT_DCX_DIRECT_DC_HDR_SIZE \
-    (sizeof(struct mlx5_wqe_ctrl_seg) + sizeof(struct mlx5_wqe_datagram_seg))
-_Static_assert(UCT_DCX_DIRECT_DC_HDR_SIZE == MLX5_SEND_WQE_BB,
-               "a DC WQE's header is one basic block");
+    (sizeof(struct mlx5_wqe_ctrl_seg) + UCT_DCX_DIRECT_AV_BASE_SIZE)
+_Static_assert(sizeof(struct mlx5_wqe_datagram_seg) ==
+                       UCT_DCX_DIRECT_AV_BASE_SIZE + UCT_DCX_DIRECT_AV_EXT_SIZE,
+               "the extended address vector is the whole datagram segment");
+_Static_assert(UCT_DCX_DIRECT_DC_HDR_SIZE + UCT_DCX_DIRECT_AV_EXT_SIZE ==
+                       MLX5_SEND_WQE_BB,
+               "an extended DC WQE header is one basic block");
 
 #define UCT_DCX_DIRECT_DS(_size) ((_size) / 16)
 
 
 KHASH_MAP_INIT_INT(uct_dcx_direct_sq, uct_dcx_direct_sq_t *)
+
+
+/* A doorbell / BlueFlame register (a bfreg of libmlx5) and the half of it
+ * the next doorbell goes to. The half alternates per register, not per
+ * queue: libmlx5 keeps it in the register's struct mlx5_bf and UCX in its
+ * uct_ib_mlx5_mmio_reg_t, and QPs share registers (beyond a context's
+ * dedicated ones every QP gets a shared one). So every DCI on a register,
+ * in any interface of the process, uses one state; the lock keeps a
+ * doorbell and its toggle whole where interfaces of several threads ring
+ * one register (libmlx5 locks a shared register, UCX's DB_LOCK mode), and
+ * is uncontended otherwise: dcx cannot tell a dedicated register from a
+ * shared one that another interface will be given later. */
+typedef struct uct_dcx_direct_bfreg {
+    ucs_list_link_t list; /* in uct_dcx_direct_bfregs */
+    void *reg;
+    unsigned size; /* BlueFlame buffer (each half), 0: none */
+    unsigned offset; /* the half the next doorbell goes to */
+    unsigned refs; /* DCIs on the register */
+    int lock;
+} uct_dcx_direct_bfreg_t;
+
+static pthread_mutex_t uct_dcx_direct_bfregs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#if defined(__x86_64__)
+#define UCT_DCX_DIRECT_CPU_RELAX() asm volatile("pause" ::: "memory")
+#elif defined(__aarch64__)
+#define UCT_DCX_DIRECT_CPU_RELAX() asm volatile("yield" ::: "memory")
+#else
+#define UCT_DCX_DIRECT_CPU_RELAX() __sync_synchronize()
+#endif
+static UCS_LIST_HEAD(uct_dcx_direct_bfregs);
 
 
 struct uct_dcx_direct_sq {
@@ -45,9 +90,7 @@ struct uct_dcx_direct_sq {
     void *qend;
     uint64_t *wrid; /* by basic block: work request id of the WQE there */
     volatile __be32 *dbrec; /* the send queue's doorbell record */
-    void *bf_reg; /* doorbell / BlueFlame register */
-    unsigned bf_size; /* BlueFlame buffer, 0: none */
-    unsigned bf_offset; /* the half the next doorbell goes to */
+    uct_dcx_direct_bfreg_t *bf; /* doorbell / BlueFlame register */
     uint32_t wqe_mask; /* basic blocks - 1 */
     uint32_t qpn;
     size_t max_inline;
@@ -72,7 +115,8 @@ struct uct_dcx_direct {
     uct_dcx_direct_sq_t *last_sq; /* of the last CQE */
     khash_t(uct_dcx_direct_sq) sqs; /* by QP number */
     struct ibv_ah *av_ah; /* the last address handle used ... */
-    const struct mlx5_wqe_av *av; /* ... and its address vector */
+    const struct mlx5_wqe_av *av; /* ... its address vector */
+    int av_compact; /* ... and whether its base form carries it all */
 };
 
 
@@ -169,7 +213,6 @@ uct_dcx_direct_wqe_begin(uct_dcx_direct_sq_t *sq, uint8_t opcode, __be32 imm)
     unsigned flags = sq->qpx.wr_flags;
     struct mlx5_wqe_ctrl_seg *ctrl;
     uint32_t idx;
-    void *seg;
 
     if (ucs_unlikely(sq->ctrl != NULL)) {
         uct_dcx_direct_wqe_finish(sq); /* the previous WQE of a batch */
@@ -190,11 +233,8 @@ uct_dcx_direct_wqe_begin(uct_dcx_direct_sq_t *sq, uint8_t opcode, __be32 imm)
     sq->ds   = UCT_DCX_DIRECT_DS(UCT_DCX_DIRECT_DC_HDR_SIZE);
     ++sq->nreq;
 
-    seg = UCS_PTR_BYTE_OFFSET(ctrl, UCT_DCX_DIRECT_DC_HDR_SIZE);
-    if (ucs_unlikely(seg == sq->qend)) {
-        seg = sq->buf;
-    }
-    return seg;
+    /* within the control segment's basic block: never the queue's end */
+    return UCS_PTR_BYTE_OFFSET(ctrl, UCT_DCX_DIRECT_DC_HDR_SIZE);
 }
 
 static UCS_F_ALWAYS_INLINE void
@@ -246,7 +286,7 @@ uct_dcx_direct_wqe_atomic(uct_dcx_direct_sq_t *sq, uint8_t opcode,
     struct mlx5_wqe_raddr_seg *raddr = uct_dcx_direct_wqe_begin(sq, opcode, 0);
     struct mlx5_wqe_atomic_seg *atomic;
 
-    /* Both segments fit in the basic block after the header. */
+    /* Both segments fit in the control segment's basic block. */
     raddr->raddr     = htobe64(remote_addr);
     raddr->rkey      = htobe32(rkey);
     raddr->reserved  = 0;
@@ -446,12 +486,15 @@ static void uct_dcx_direct_wr_set_sge_list(struct ibv_qp_ex *qpx,
     }
 }
 
-/* The address vector of an address handle, as libmlx5 keeps it. */
+/* The address vector of an address handle, as libmlx5 keeps it, and
+ * whether its base form carries all of it: not marked extended, nothing in
+ * the extended part (no GRH, no RoCE addresses). */
 static UCS_F_NOINLINE const struct mlx5_wqe_av *
 uct_dcx_direct_av_lookup(uct_dcx_direct_t *direct, struct ibv_ah *ah)
 {
-    struct mlx5dv_obj obj  = {};
-    struct mlx5dv_ah dv_ah = {};
+    static const uint8_t zero_ext[UCT_DCX_DIRECT_AV_EXT_SIZE] = {};
+    struct mlx5dv_obj obj                                     = {};
+    struct mlx5dv_ah dv_ah                                    = {};
 
     obj.ah.in  = ah;
     obj.ah.out = &dv_ah;
@@ -460,7 +503,84 @@ uct_dcx_direct_av_lookup(uct_dcx_direct_t *direct, struct ibv_ah *ah)
     }
     direct->av_ah = ah;
     direct->av    = dv_ah.av;
+    direct->av_compact =
+            !(dv_ah.av->dqp_dct & htobe32(MLX5_EXTENDED_UD_AV)) &&
+            !memcmp(UCS_PTR_BYTE_OFFSET(dv_ah.av, UCT_DCX_DIRECT_AV_BASE_SIZE),
+                    zero_ext, sizeof(zero_ext));
     return dv_ah.av;
+}
+
+/* An extended address vector: the segments written after the compact one
+ * move up by the extension (continuing at the queue's start past its end),
+ * last first. */
+static UCS_F_NOINLINE void uct_dcx_direct_av_extend(uct_dcx_direct_sq_t *sq)
+{
+    size_t qsize = UCS_PTR_BYTE_DIFF(sq->buf, sq->qend);
+    size_t base  = UCS_PTR_BYTE_DIFF(sq->buf, sq->ctrl);
+    unsigned i;
+
+    for (i = sq->ds; i-- > UCT_DCX_DIRECT_DS(UCT_DCX_DIRECT_DC_HDR_SIZE);) {
+        memcpy(UCS_PTR_BYTE_OFFSET(sq->buf, (base + i * 16 +
+                                             UCT_DCX_DIRECT_AV_EXT_SIZE) %
+                                                    qsize),
+               UCS_PTR_BYTE_OFFSET(sq->buf, (base + i * 16) % qsize), 16);
+    }
+    sq->seg = UCS_PTR_BYTE_OFFSET(sq->buf,
+                                  (UCS_PTR_BYTE_DIFF(sq->buf, sq->seg) +
+                                   UCT_DCX_DIRECT_AV_EXT_SIZE) %
+                                          qsize);
+    sq->ds += UCT_DCX_DIRECT_DS(UCT_DCX_DIRECT_AV_EXT_SIZE);
+}
+
+/* The extended address vector: the segments written after the compact one
+ * move up, then the whole vector. */
+static UCS_F_NOINLINE void
+uct_dcx_direct_dc_addr_ext(uct_dcx_direct_sq_t *sq,
+                           const struct mlx5_wqe_av *av, uint32_t remote_dctn,
+                           uint64_t remote_dc_key)
+{
+    struct mlx5_wqe_datagram_seg *dgram =
+            UCS_PTR_BYTE_OFFSET(sq->ctrl, sizeof(struct mlx5_wqe_ctrl_seg));
+
+    uct_dcx_direct_av_extend(sq);
+    memcpy(&dgram->av, av, sizeof(dgram->av));
+    dgram->av.dqp_dct |= htobe32(remote_dctn | MLX5_EXTENDED_UD_AV);
+    dgram->av.key.dc_key = htobe64(remote_dc_key);
+}
+
+/* The address vector after the control segment: the compact one in place,
+ * the extended one out of line (a tail call: the common path saves no
+ * registers). */
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_direct_dc_addr(uct_dcx_direct_sq_t *sq, const struct mlx5_wqe_av *av,
+                       int compact, uint32_t remote_dctn,
+                       uint64_t remote_dc_key)
+{
+    struct mlx5_wqe_datagram_seg *dgram =
+            UCS_PTR_BYTE_OFFSET(sq->ctrl, sizeof(struct mlx5_wqe_ctrl_seg));
+
+    if (ucs_unlikely(!compact)) {
+        uct_dcx_direct_dc_addr_ext(sq, av, remote_dctn, remote_dc_key);
+        return;
+    }
+    memcpy(&dgram->av, av, UCT_DCX_DIRECT_AV_BASE_SIZE);
+    dgram->av.dqp_dct |= htobe32(remote_dctn);
+    dgram->av.key.dc_key = htobe64(remote_dc_key);
+}
+
+/* An address handle other than the last one: its address vector first. */
+static UCS_F_NOINLINE void
+uct_dcx_direct_dc_addr_lookup(uct_dcx_direct_sq_t *sq, struct ibv_ah *ah,
+                              uint32_t remote_dctn, uint64_t remote_dc_key)
+{
+    const struct mlx5_wqe_av *av = uct_dcx_direct_av_lookup(sq->direct, ah);
+
+    if (av == NULL) {
+        sq->err = sq->err ?: EINVAL;
+        return;
+    }
+    uct_dcx_direct_dc_addr(sq, av, sq->direct->av_compact, remote_dctn,
+                           remote_dc_key);
 }
 
 static void
@@ -469,23 +589,13 @@ uct_dcx_direct_wr_set_dc_addr(struct mlx5dv_qp_ex *mqpx, struct ibv_ah *ah,
 {
     uct_dcx_direct_sq_t *sq = ucs_container_of(mqpx, uct_dcx_direct_sq_t, mqpx);
     uct_dcx_direct_t *direct = sq->direct;
-    struct mlx5_wqe_datagram_seg *dgram;
-    const struct mlx5_wqe_av *av;
 
-    if (ucs_likely(ah == direct->av_ah)) {
-        av = direct->av;
-    } else {
-        av = uct_dcx_direct_av_lookup(direct, ah);
-        if (av == NULL) {
-            sq->err = sq->err ?: EINVAL;
-            return;
-        }
+    if (ucs_unlikely(ah != direct->av_ah)) {
+        uct_dcx_direct_dc_addr_lookup(sq, ah, remote_dctn, remote_dc_key);
+        return;
     }
-
-    dgram = UCS_PTR_BYTE_OFFSET(sq->ctrl, sizeof(struct mlx5_wqe_ctrl_seg));
-    memcpy(&dgram->av, av, sizeof(dgram->av));
-    dgram->av.dqp_dct |= htobe32(remote_dctn | MLX5_EXTENDED_UD_AV);
-    dgram->av.key.dc_key = htobe64(remote_dc_key);
+    uct_dcx_direct_dc_addr(sq, direct->av, direct->av_compact, remote_dctn,
+                           remote_dc_key);
 }
 
 /* The same on a DCI stream: the control segment names it, as libmlx5
@@ -570,19 +680,40 @@ static void uct_dcx_direct_bf_copy(uct_dcx_direct_sq_t *sq,
     } while (size > 0);
 }
 
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_direct_bfreg_lock(uct_dcx_direct_bfreg_t *bf)
+{
+    while (ucs_unlikely(__atomic_exchange_n(&bf->lock, 1, __ATOMIC_ACQUIRE))) {
+        while (__atomic_load_n(&bf->lock, __ATOMIC_RELAXED)) {
+            UCT_DCX_DIRECT_CPU_RELAX(); /* a spin, as libmlx5's: no call */
+        }
+    }
+}
+
+static UCS_F_ALWAYS_INLINE void
+uct_dcx_direct_bfreg_unlock(uct_dcx_direct_bfreg_t *bf)
+{
+    __atomic_store_n(&bf->lock, 0, __ATOMIC_RELEASE);
+}
+
 /* The doorbell: the record says how far the device may take WQEs, the
  * store to the UAR tells it to look (the first 8 bytes of the batch's last
- * control segment), or a single inline WQE goes whole through BlueFlame. */
+ * control segment), or a single inline WQE goes whole through BlueFlame;
+ * the write-combining buffer is flushed before the half toggles, inside
+ * the register's lock, as libmlx5 does. */
 static UCS_F_ALWAYS_INLINE void uct_dcx_direct_doorbell(uct_dcx_direct_sq_t *sq)
 {
-    volatile uint64_t *reg = UCS_PTR_BYTE_OFFSET(sq->bf_reg, sq->bf_offset);
+    uct_dcx_direct_bfreg_t *bf = sq->bf;
+    volatile uint64_t *reg;
 
     UCT_DCX_DIRECT_TO_DEVICE_FENCE();
     *sq->dbrec = htobe32(sq->pi & 0xffff);
 
+    uct_dcx_direct_bfreg_lock(bf);
     UCT_DCX_DIRECT_MMIO_WC_START();
-    if ((sq->bf_size > 0) && (sq->nreq == 1) && sq->inl && (sq->last_ds > 1) &&
-        (sq->last_ds <= sq->bf_size / 16)) {
+    reg = UCS_PTR_BYTE_OFFSET(bf->reg, bf->offset);
+    if ((bf->size > 0) && (sq->nreq == 1) && sq->inl && (sq->last_ds > 1) &&
+        (sq->last_ds <= bf->size / 16)) {
         uct_dcx_direct_bf_copy(sq, reg, (const uint64_t *)sq->last_ctrl,
                                ucs_div_round_up(sq->last_ds * 16,
                                                 MLX5_SEND_WQE_BB) *
@@ -591,7 +722,8 @@ static UCS_F_ALWAYS_INLINE void uct_dcx_direct_doorbell(uct_dcx_direct_sq_t *sq)
         *reg = *(const uint64_t *)sq->last_ctrl;
     }
     UCT_DCX_DIRECT_MMIO_FLUSH();
-    sq->bf_offset ^= sq->bf_size;
+    bf->offset ^= bf->size;
+    uct_dcx_direct_bfreg_unlock(bf);
 }
 
 static int uct_dcx_direct_wr_complete(struct ibv_qp_ex *qpx)
@@ -762,6 +894,54 @@ void uct_dcx_direct_destroy(uct_dcx_direct_t *direct)
 
 /* --- a DCI's send queue -------------------------------------------------- */
 
+/* The state of the register at @a reg, shared with the DCIs already on it. */
+static ucs_status_t uct_dcx_direct_bfreg_get(void *reg, unsigned size,
+                                             uct_dcx_direct_bfreg_t **bf_p,
+                                             const char **reason_p)
+{
+    ucs_status_t status = UCS_OK;
+    uct_dcx_direct_bfreg_t *bf;
+
+    pthread_mutex_lock(&uct_dcx_direct_bfregs_lock);
+    ucs_list_for_each(bf, &uct_dcx_direct_bfregs, list) {
+        if (bf->reg == reg) {
+            if (bf->size != size) {
+                *reason_p = "two sizes of BlueFlame buffer for one doorbell "
+                            "register";
+                status    = UCS_ERR_UNSUPPORTED;
+            } else {
+                ++bf->refs;
+            }
+            goto out;
+        }
+    }
+
+    bf = ucs_calloc(1, sizeof(*bf), "dcx direct bfreg");
+    if (bf == NULL) {
+        *reason_p = "out of memory";
+        status    = UCS_ERR_NO_MEMORY;
+        goto out;
+    }
+    bf->reg  = reg;
+    bf->size = size;
+    bf->refs = 1;
+    ucs_list_add_tail(&uct_dcx_direct_bfregs, &bf->list);
+out:
+    pthread_mutex_unlock(&uct_dcx_direct_bfregs_lock);
+    *bf_p = bf;
+    return status;
+}
+
+static void uct_dcx_direct_bfreg_put(uct_dcx_direct_bfreg_t *bf)
+{
+    pthread_mutex_lock(&uct_dcx_direct_bfregs_lock);
+    if (--bf->refs == 0) {
+        ucs_list_del(&bf->list);
+        ucs_free(bf);
+    }
+    pthread_mutex_unlock(&uct_dcx_direct_bfregs_lock);
+}
+
 ucs_status_t
 uct_dcx_direct_sq_create(uct_dcx_direct_t *direct, struct ibv_qp *qp,
                          size_t max_inline, unsigned max_sge,
@@ -770,7 +950,9 @@ uct_dcx_direct_sq_create(uct_dcx_direct_t *direct, struct ibv_qp *qp,
 {
     struct mlx5dv_qp dv_qp = {};
     struct mlx5dv_obj obj  = {};
+    uct_dcx_direct_bfreg_t *bf;
     uct_dcx_direct_sq_t *sq;
+    ucs_status_t status;
     khiter_t it;
     int ret;
 
@@ -787,9 +969,15 @@ uct_dcx_direct_sq_create(uct_dcx_direct_t *direct, struct ibv_qp *qp,
         return UCS_ERR_UNSUPPORTED;
     }
 
+    status = uct_dcx_direct_bfreg_get(dv_qp.bf.reg, dv_qp.bf.size, &bf,
+                                      reason_p);
+    if (status != UCS_OK) {
+        return status;
+    }
+
     sq = ucs_calloc(1, sizeof(*sq), "dcx direct sq");
     if (sq == NULL) {
-        goto err_no_memory;
+        goto err_put_bfreg;
     }
     sq->wrid = ucs_calloc(dv_qp.sq.wqe_cnt, sizeof(*sq->wrid),
                           "dcx direct wrid");
@@ -808,9 +996,7 @@ uct_dcx_direct_sq_create(uct_dcx_direct_t *direct, struct ibv_qp *qp,
     sq->qend       = UCS_PTR_BYTE_OFFSET(dv_qp.sq.buf,
                                          (size_t)dv_qp.sq.wqe_cnt * MLX5_SEND_WQE_BB);
     sq->dbrec      = &dv_qp.dbrec[MLX5_SND_DBR];
-    sq->bf_reg     = dv_qp.bf.reg;
-    sq->bf_size    = dv_qp.bf.size;
-    sq->bf_offset  = 0;
+    sq->bf         = bf;
     sq->wqe_mask   = dv_qp.sq.wqe_cnt - 1;
     sq->qpn        = qp->qp_num;
     sq->max_inline = max_inline;
@@ -846,7 +1032,8 @@ err_free_wrid:
     ucs_free(sq->wrid);
 err_free_sq:
     ucs_free(sq);
-err_no_memory:
+err_put_bfreg:
+    uct_dcx_direct_bfreg_put(bf);
     *reason_p = "out of memory";
     return UCS_ERR_NO_MEMORY;
 }
@@ -863,6 +1050,7 @@ void uct_dcx_direct_sq_destroy(uct_dcx_direct_sq_t *sq)
     if (direct->last_sq == sq) {
         direct->last_sq = NULL;
     }
+    uct_dcx_direct_bfreg_put(sq->bf);
     ucs_free(sq->wrid);
     ucs_free(sq);
 }

@@ -387,7 +387,8 @@ cmd_bench() {
     emu) bench_emu ;;
     cost) bench_cost "${@:2}" ;;
     sgl) bench_sgl ;;
-    *)   die "unknown benchmark '$what' (benchmarks: uct umr emu cost sgl proto)" ;;
+    policies) bench_policies ;;
+    *)   die "unknown benchmark '$what' (benchmarks: uct umr emu cost sgl policies proto)" ;;
     esac
     note "saved $BENCH_CSV"
 }

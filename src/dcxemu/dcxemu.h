@@ -196,6 +196,8 @@ DCXEMU_API int dcxemu_ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
                                    int attr_mask,
                                    struct ibv_qp_init_attr *init_attr);
 DCXEMU_API int dcxemu_ibv_destroy_qp(struct ibv_qp *qp);
+DCXEMU_API int
+dcxemu_mlx5dv_dci_stream_id_reset(struct ibv_qp *qp, uint16_t stream_id);
 DCXEMU_API struct ibv_qp_ex *dcxemu_ibv_qp_to_qp_ex(struct ibv_qp *qp);
 DCXEMU_API struct mlx5dv_qp_ex *
 dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex *qp);

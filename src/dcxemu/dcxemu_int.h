@@ -668,6 +668,7 @@ int dcxemu_streams_create(struct dcxemu_qp *qp, uint8_t log_conc,
 void dcxemu_streams_reset(struct dcxemu_qp *qp);
 void dcxemu_streams_free(struct dcxemu_qp *qp);
 uint32_t dcxemu_streams_num(const struct dcxemu_qp *qp); /* 1 without */
+int dcxemu_streams_reset_one(struct dcxemu_qp *qp, uint32_t stream_id);
 /* srq.c: an RC QP's own receive queue (caps sized and written back) */
 int dcxemu_rq_create(struct dcxemu_qp *qp, struct ibv_qp_cap *cap);
 void dcxemu_rq_destroy(struct dcxemu_qp *qp);

@@ -473,6 +473,39 @@ dcxemu_ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
     return 0;
 }
 
+/* mlx5dv_dci_stream_id_reset(3) as libmlx5 serves it (an RTS2RTS_QP command
+ * naming the DCI's stream channel): EOPNOTSUPP unless the QP is in RTS as
+ * software last knew it, EINVAL for a QP that is no DCI; the device refuses
+ * a stream the DCI does not have and a DCI gone to ERR (EINVAL). */
+DCXEMU_API int
+dcxemu_mlx5dv_dci_stream_id_reset(struct ibv_qp *ibqp, uint16_t stream_id)
+{
+    struct dcxemu_qp *qp = (struct dcxemu_qp *)ibqp;
+    int err;
+    if (ibqp == NULL) {
+        return EINVAL;
+    }
+    if ((err = dcxemu_usable()) != 0) {
+        return err;
+    }
+    if (ibqp->state != IBV_QPS_RTS) {
+        return EOPNOTSUPP;
+    }
+    if (qp->is_dct || qp->is_rc || ibqp->qp_type != IBV_QPT_DRIVER) {
+        return EINVAL;
+    }
+    if (dcxemu_is_fatal(qp->ctx->dev_index)) {
+        return EIO;
+    }
+    pthread_mutex_lock(&qp->exec_lock);
+    err = dcxemu_streams_reset_one(qp, stream_id);
+    pthread_mutex_unlock(&qp->exec_lock);
+    if (err == 0) {
+        dcxemu_qp_progress(qp); /* WQEs of the stream queued meanwhile */
+    }
+    return err;
+}
+
 DCXEMU_API int dcxemu_ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
                                    int mask, struct ibv_qp_init_attr *init)
 {

@@ -520,6 +520,25 @@ static void stream_error(struct dcxemu_qp *qp, struct stream *s)
     }
 }
 
+/* mlx5dv_dci_stream_id_reset(3), exec_lock held: stream @stream_id leaves
+ * the error state (one in error no more) and runs its later WQEs again. The
+ * device refuses a stream the DCI does not have, and a DCI gone to ERR. */
+int dcxemu_streams_reset_one(struct dcxemu_qp *qp, uint32_t stream_id)
+{
+    struct dcxemu_streams *ss = qp->streams;
+    struct stream *s;
+    if (ss == NULL || stream_id >= ss->num ||
+        atomic_load(&qp->hw_state) != IBV_QPS_RTS) {
+        return EINVAL;
+    }
+    s = &ss->s[stream_id];
+    if (s->errored) {
+        s->errored = 0;
+        ss->num_errored--;
+    }
+    return 0;
+}
+
 /* Run the head WQE of its stream; 1 if it waits (*next lowered to when it
  * may go on, 0 kept for never). */
 static int stream_run(struct dcxemu_qp *qp, struct stream *s,

@@ -293,3 +293,48 @@ TEST_F(emu_streams, raw_wqe_stream_ignored_without_streams)
 }
 
 } // namespace
+
+/* mlx5dv_dci_stream_id_reset(3): an errored stream, its WRs flushed, runs again after a reset,
+ * and counts as in error no more, so a DCI at its limit stays in RTS at the next stream error.
+ * Refused: a stream the DCI does not have, a DCI gone to ERR (EINVAL, the firmware's), a QP
+ * not in RTS as software knows it (EOPNOTSUPP, libmlx5's). */
+TEST_F(emu_streams, stream_id_reset_ends_stream_error)
+{
+    make(2, 0); /* 4 streams, 1 may be in error */
+    ASSERT_EQ(write(1, 0, 1, 1, rmr->rkey + 7), 0);
+    expect_cqe(1, IBV_WC_REM_ACCESS_ERR);
+    ASSERT_EQ(write(1, 8, 2, 2), 0);
+    expect_cqe(2, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(dcxemu_mlx5dv_dci_stream_id_reset(c.qp, 1), 0);
+    ASSERT_EQ(write(1, 16, 3, 3), 0);
+    expect_cqe(3, IBV_WC_SUCCESS);
+    EXPECT_EQ(rbuf[16], 3);
+    EXPECT_EQ(dcxemu_mlx5dv_dci_stream_id_reset(c.qp, 2), 0) << "not in error";
+    EXPECT_EQ(dcxemu_mlx5dv_dci_stream_id_reset(c.qp, 4), EINVAL) << "no such";
+
+    /* stream 1 counts no more: another stream in error is within the limit */
+    ASSERT_EQ(write(2, 24, 4, 4, rmr->rkey + 7), 0);
+    expect_cqe(4, IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(hw_state(), IBV_QPS_RTS);
+    EXPECT_EQ(dcxemu_mlx5dv_dci_stream_id_reset(c.qp, 2), 0);
+    ASSERT_EQ(write(3, 32, 5, 5, rmr->rkey + 7), 0);
+    expect_cqe(5, IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(hw_state(), IBV_QPS_RTS);
+
+    /* two in error: the DCI goes to ERR, which no stream reset undoes */
+    ASSERT_EQ(write(0, 40, 6, 6, rmr->rkey + 7), 0);
+    expect_cqe(6, IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(dcxemu_mlx5dv_dci_stream_id_reset(c.qp, 0), EINVAL);
+    EXPECT_EQ(hw_state(), IBV_QPS_ERR); /* software learns it */
+    EXPECT_EQ(dcxemu_mlx5dv_dci_stream_id_reset(c.qp, 0), EOPNOTSUPP);
+}
+
+/* A stream reset on a DCI without streams is refused, and so is one on a DCT (in RTR: libmlx5
+ * checks the state first). */
+TEST_F(emu_streams, stream_id_reset_refused_without_streams)
+{
+    make(2, 0, false);
+    EXPECT_EQ(dcxemu_mlx5dv_dci_stream_id_reset(c.qp, 0), EINVAL);
+    EXPECT_EQ(dcxemu_mlx5dv_dci_stream_id_reset(dct, 0), EOPNOTSUPP);
+    EXPECT_EQ(dcxemu_mlx5dv_dci_stream_id_reset(nullptr, 0), EINVAL);
+}

@@ -282,3 +282,149 @@ TEST(uct_dci, rand_endpoints_share)
         uct_ep_destroy(ep);
     }
 }
+
+/* dcs_hybrid: endpoints take pool DCIs as under dcs_quota; one that finds
+ * the pool empty goes, instead of waiting, to the next stream of the
+ * stream DCI past the pool's, and stays there once the pool has DCIs
+ * again. A grant that finds the pool empty goes there too. */
+TEST(uct_dci, dcs_hybrid_empty_pool_moves_to_stream)
+{
+    entity sender({ { "TX_POLICY", "dcs_hybrid" }, { "NUM_DCI", "2" } });
+    entity receiver;
+    buffer target(receiver, 64);
+    rkey rk(target.packed_rkey());
+    uct_dcx_iface_t *iface     = dcx_iface(sender);
+    std::vector<entity *> both = { &sender, &receiver };
+    std::vector<uct_ep_h> eps;
+    uint64_t value = 5;
+    uint16_t index;
+
+    if (iface->tx.stream_dci == UCT_DCX_NO_STREAM_DCI) {
+        GTEST_SKIP() << "no DCI streams (device or rdma-core)";
+    }
+    EXPECT_EQ(2, iface->tx.stream_dci) << "past the pool's";
+    EXPECT_TRUE(iface->tx.dcis[2].shared);
+    EXPECT_FALSE(iface->tx.dcis[0].shared);
+    EXPECT_FALSE(uct_dcx_iface_dci_shared(iface));
+    EXPECT_TRUE(uct_dcx_iface_dci_quota(iface));
+    EXPECT_GT(iface->tx.num_streams, 1u);
+
+    for (int i = 0; i < 4; ++i) {
+        eps.push_back(sender.connect(receiver));
+        ASSERT_EQ(UCS_OK, uct_ep_put_short(eps.back(), &value, 8,
+                                           target.addr() + 8 * i, rk.get()));
+    }
+    EXPECT_EQ(0, dcx_ep(eps[0])->dci);
+    EXPECT_EQ(1, dcx_ep(eps[1])->dci);
+    EXPECT_EQ(0, dcx_ep(eps[0])->stream) << "a pool DCI has no streams";
+    EXPECT_EQ(2, dcx_ep(eps[2])->dci);
+    EXPECT_EQ(2, dcx_ep(eps[3])->dci);
+    EXPECT_EQ(0, dcx_ep(eps[2])->stream);
+    EXPECT_EQ(1, dcx_ep(eps[3])->stream) << "streams in turn";
+    EXPECT_EQ(0u, iface->tx.pool.num_waiters) << "nobody waits";
+    EXPECT_EQ(2u, iface->tx.dcis[2].posted);
+    EXPECT_EQ(NULL, iface->tx.dcis[2].ep) << "shared: no holder";
+
+    /* With the pool empty a grant goes out on the stream DCI, and neither
+     * takes nor gives back a pool DCI. */
+    ASSERT_EQ(UCS_OK, iface->tx.dci_policy->grant_get(iface, &index));
+    EXPECT_EQ(2, index);
+    iface->tx.dci_policy->grant_abort(iface, index);
+    EXPECT_EQ(0u, iface->tx.pool.num_free);
+
+    EXPECT_FALSE(iface->tx.dci_policy->is_idle(iface));
+    ASSERT_TRUE(iface_flushed(both, sender));
+    EXPECT_TRUE(iface->tx.dci_policy->is_idle(iface));
+    EXPECT_EQ(2u, iface->tx.pool.num_free);
+    EXPECT_EQ(UCT_DCX_EP_NO_DCI, dcx_ep(eps[0])->dci);
+    EXPECT_EQ(2, dcx_ep(eps[2])->dci) << "stays on the stream DCI";
+
+    /* The pool has DCIs again: a new endpoint takes one. */
+    eps.push_back(sender.connect(receiver));
+    ASSERT_EQ(UCS_OK,
+              uct_ep_put_short(eps.back(), &value, 8, target.addr(), rk.get()));
+    EXPECT_LT(dcx_ep(eps.back())->dci, 2);
+    ASSERT_EQ(UCS_OK,
+              uct_ep_put_short(eps[3], &value, 8, target.addr(), rk.get()));
+    ASSERT_TRUE(iface_flushed(both, sender));
+    for (uct_ep_h ep : eps) {
+        uct_ep_destroy(ep);
+    }
+}
+
+/* dcs_hybrid: an error on the stream DCI fails the endpoints on it (a new
+ * generation, as under rand), not those holding pool DCIs; it serves the
+ * endpoints that come after. */
+TEST(uct_dci, dcs_hybrid_stream_dci_error_fails_its_endpoints)
+{
+    failure_record failures;
+    entity sender({ { "TX_POLICY", "dcs_hybrid" }, { "NUM_DCI", "1" } },
+                  record_failure, &failures);
+    entity receiver;
+    buffer target(receiver, 64);
+    rkey rk(target.packed_rkey());
+    uct_dcx_iface_t *iface     = dcx_iface(sender);
+    std::vector<entity *> both = { &sender, &receiver };
+    uint64_t value             = 9;
+
+    if (iface->tx.stream_dci == UCT_DCX_NO_STREAM_DCI) {
+        GTEST_SKIP() << "no DCI streams (device or rdma-core)";
+    }
+    uct_ep_h pooled = sender.connect(receiver);
+    uct_ep_h on_dci = sender.connect(receiver);
+    ASSERT_EQ(UCS_OK,
+              uct_ep_put_short(pooled, &value, 8, target.addr(), rk.get()));
+    ASSERT_EQ(UCS_OK,
+              uct_ep_put_short(on_dci, &value, 8, target.addr(), rk.get()));
+    ASSERT_EQ(iface->tx.stream_dci, dcx_ep(on_dci)->dci);
+    ASSERT_TRUE(iface_flushed(both, sender));
+
+    iface->tx.dci_policy->dci_error(iface,
+                                    &iface->tx.dcis[iface->tx.stream_dci],
+                                    UCS_ERR_ENDPOINT_TIMEOUT);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT,
+              uct_ep_put_short(on_dci, &value, 8, target.addr(), rk.get()));
+    EXPECT_EQ(UCS_OK,
+              uct_ep_put_short(pooled, &value, 8, target.addr(), rk.get()));
+    ASSERT_EQ(1u, failures.eps.size());
+    EXPECT_EQ(on_dci, failures.eps[0]);
+
+    uct_ep_h later = sender.connect(receiver);
+    ASSERT_EQ(UCS_OK,
+              uct_ep_put_short(later, &value, 8, target.addr(), rk.get()));
+    EXPECT_EQ(iface->tx.stream_dci, dcx_ep(later)->dci);
+    ASSERT_TRUE(iface_flushed(both, sender));
+    uct_ep_destroy(later);
+    uct_ep_destroy(on_dci);
+    uct_ep_destroy(pooled);
+}
+
+/* dcs_hybrid without DCI streams (NUM_DCI_CHANNELS 1): no stream DCI, an
+ * endpoint that finds the pool empty waits as under dcs_quota, and peer
+ * failure handling is offered as there. */
+TEST(uct_dci, dcs_hybrid_without_streams_waits)
+{
+    entity sender({ { "TX_POLICY", "dcs_hybrid" },
+                    { "NUM_DCI", "1" },
+                    { "NUM_DCI_CHANNELS", "1" } });
+    entity receiver;
+    buffer target(receiver, 64);
+    rkey rk(target.packed_rkey());
+    uct_dcx_iface_t *iface     = dcx_iface(sender);
+    std::vector<entity *> both = { &sender, &receiver };
+    uint64_t value             = 4;
+
+    EXPECT_EQ(UCT_DCX_NO_STREAM_DCI, iface->tx.stream_dci);
+    EXPECT_EQ(1u, iface->tx.num_streams);
+    EXPECT_TRUE(sender.attr().cap.flags &
+                UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE);
+    uct_ep_h a = sender.connect(receiver);
+    uct_ep_h b = sender.connect(receiver);
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(a, &value, 8, target.addr(), rk.get()));
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE,
+              uct_ep_put_short(b, &value, 8, target.addr(), rk.get()));
+    EXPECT_EQ(UCT_DCX_EP_NO_DCI, dcx_ep(b)->dci);
+    ASSERT_TRUE(iface_flushed(both, sender));
+    uct_ep_destroy(b);
+    uct_ep_destroy(a);
+}

@@ -932,7 +932,13 @@ DCX_CHILD_ROLE(device_fatal)
     auto device_fatal = emu_sym<fatal_fn_t>("dcxemu_device_fatal");
     FATAL_CHECK(device_fatal != nullptr, 3);
 
-    entity sender(config_t{ { "TX_POLICY", policy } }, record_failure, &f);
+    /* dcs_hybrid: the busy endpoint holds the pool's only DCI, so the
+     * others go to the stream DCI. */
+    config_t config{ { "TX_POLICY", policy } };
+    if (policy == "dcs_hybrid") {
+        config["NUM_DCI"] = "1";
+    }
+    entity sender(config, record_failure, &f);
     entity receiver;
     std::vector<entity *> both = { &sender, &receiver };
     buffer dst(receiver, 8192);
@@ -1027,7 +1033,8 @@ DCX_CHILD_ROLE(device_fatal)
  * waiting for completions that never come; later sends are refused. */
 TEST(uct_faults, device_fatal_fails_endpoints_and_flushes)
 {
-    for (const char *policy : { "dcs", "dcs_quota", "rand", "hw_dcs" }) {
+    for (const char *policy :
+         { "dcs", "dcs_quota", "rand", "hw_dcs", "dcs_hybrid" }) {
         child c("device_fatal", { policy });
         EXPECT_EQ(0, c.wait(60)) << "policy " << policy;
     }

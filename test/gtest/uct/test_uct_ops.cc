@@ -55,20 +55,61 @@ protected:
         /* hw_dcs: the fixture's endpoint on DCI stream 1 (one made and
          * destroyed before it takes stream 0), so that every operation goes
          * out on a stream that only a stream DCI has. */
-        bool hw_dcs = GetParam() == "hw_dcs";
+        bool hw_dcs     = GetParam() == "hw_dcs";
+        bool hybrid     = GetParam() == "dcs_hybrid";
+        config_t config = sender_config();
 
+        /* dcs_hybrid: a pool of one DCI, which another endpoint holds when
+         * the fixture's first asks, so that it goes to the stream DCI. */
+        if (hybrid) {
+            config["NUM_DCI"] = "1";
+        }
         ASSERT_NO_FATAL_FAILURE(open_pair({ { "TX_POLICY", GetParam() } },
-                                          sender_config(), !hw_dcs));
+                                          config, !hw_dcs && !hybrid));
         if (hw_dcs) {
             uct_ep_h first = m_sender->connect(*m_receiver);
             ASSERT_NE(nullptr, first);
             uct_ep_destroy(first);
             m_ep = m_sender->connect(*m_receiver);
             ASSERT_NE(nullptr, m_ep);
+        } else if (hybrid) {
+            ASSERT_NO_FATAL_FAILURE(join_stream_dci());
         }
         ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_receiver->iface(), 5,
                                                    am_handler, &m_am, 0));
     }
+
+    /* dcs_hybrid: the fixture's endpoint on stream 1 of the stream DCI.
+     * A keepalive takes the pool's only DCI (its completion is not polled
+     * yet, so the DCI stays taken); the next two endpoints' keepalives find
+     * the pool empty and take streams 0 and 1 for good. Without DCI streams
+     * (rdma-core before 37) there is no stream DCI: the second keepalive
+     * waits, and the fixture's endpoint is an ordinary one. */
+    void join_stream_dci()
+    {
+        uct_ep_h holder = m_sender->connect(*m_receiver);
+        uct_ep_h first  = m_sender->connect(*m_receiver);
+        ucs_status_t status;
+
+        ASSERT_NE(nullptr, holder);
+        ASSERT_NE(nullptr, first);
+        m_ep = m_sender->connect(*m_receiver);
+        ASSERT_NE(nullptr, m_ep);
+        ASSERT_EQ(UCS_OK, uct_ep_check(holder, 0, NULL));
+        status = uct_ep_check(first, 0, NULL);
+        if (status == UCS_OK) {
+            m_stream_dci = true;
+            ASSERT_EQ(UCS_OK, uct_ep_check(m_ep, 0, NULL));
+        } else {
+            ASSERT_EQ(UCS_ERR_NO_RESOURCE, status);
+        }
+        EXPECT_EQ(UCS_OK, flush_ep(all(), holder));
+        EXPECT_EQ(UCS_OK, flush_ep(all(), first));
+        uct_ep_destroy(holder);
+        uct_ep_destroy(first);
+    }
+
+    bool m_stream_dci = false; /* dcs_hybrid: it has one */
 
     void TearDown() override
     {
@@ -168,8 +209,9 @@ TEST_P(uct_ops, capabilities)
 
     EXPECT_EQ(need, attr.cap.flags & need);
     /* A shared DCI fails every endpoint using it: no peer failure handling
-     * for rand and hw_dcs. */
-    EXPECT_EQ((GetParam() != "rand") && (GetParam() != "hw_dcs"),
+     * for rand, hw_dcs, and dcs_hybrid with its stream DCI. */
+    EXPECT_EQ((GetParam() != "rand") && (GetParam() != "hw_dcs") &&
+                      !m_stream_dci,
               !!(attr.cap.flags & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE));
     EXPECT_FALSE(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_EP);
     EXPECT_GE(attr.cap.am.max_short, 64u);
@@ -1056,11 +1098,14 @@ TEST_P(uct_ops_fc, all_am_kinds_counted)
 }
 
 INSTANTIATE_TEST_SUITE_P(policy, uct_ops,
-                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs"));
+                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs",
+                                         "dcs_hybrid"));
 INSTANTIATE_TEST_SUITE_P(policy, uct_ops_one_dci,
-                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs"));
+                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs",
+                                         "dcs_hybrid"));
 INSTANTIATE_TEST_SUITE_P(policy, uct_ops_fc,
-                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs"));
+                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs",
+                                         "dcs_hybrid"));
 
 namespace {
 

@@ -428,7 +428,8 @@ TEST_P(uct_sgl_merge, without_umr_one_write_each)
 }
 
 INSTANTIATE_TEST_SUITE_P(policy, uct_sgl_merge,
-                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs"));
+                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs",
+                                         "dcs_hybrid"));
 
 /* A peer process exposes a zeroed buffer and, when told, sends it back
  * whole, so the parent checks every byte: written ones and untouched ones. */
@@ -611,7 +612,8 @@ TEST_P(uct_sgl, pending_until_the_batch_fits)
 }
 
 INSTANTIATE_TEST_SUITE_P(policy, uct_sgl,
-                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs"));
+                         testing::Values("dcs", "dcs_quota", "rand", "hw_dcs",
+                                         "dcs_hybrid"));
 
 #else
 

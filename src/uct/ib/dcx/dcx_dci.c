@@ -173,9 +173,10 @@ uct_dcx_iface_dci_request_completion(uct_dcx_iface_t *iface, uint16_t dci_index)
 /* Every DCI with an unsignaled tail: the pool or a flush waits for them. */
 void uct_dcx_iface_dcis_request_completions(uct_dcx_iface_t *iface)
 {
-    unsigned i;
+    uint16_t i;
 
-    for (i = 0; i < iface->tx.pool.num_created; ++i) {
+    UCT_DCX_IFACE_FOREACH_DCI(iface, i)
+    {
         if (iface->tx.dcis[i].unsignaled > 0) {
             (void)uct_dcx_iface_dci_request_completion(iface, i);
         }
@@ -235,11 +236,11 @@ void uct_dcx_iface_flushes_to_tail(uct_dcx_dci_t *dci)
 }
 
 /* A DCI whose endpoint was destroyed while it had work outstanding (dcs
- * policies; shared DCIs under rand have no holder). */
+ * policies; shared DCIs have no holder). */
 static UCS_F_ALWAYS_INLINE int
 uct_dcx_iface_dci_orphan(const uct_dcx_iface_t *iface, const uct_dcx_dci_t *dci)
 {
-    return (dci->ep == NULL) && !uct_dcx_iface_dci_shared(iface);
+    return (dci->ep == NULL) && !dci->shared;
 }
 
 /* An unsignaled tail that someone waits for: endpoints waiting for a DCI,
@@ -379,8 +380,8 @@ uct_dcx_iface_tx_completion(uct_dcx_iface_t *iface, const uct_dcx_wc_t *wc)
     }
 
     /* The endpoints that the slot may serve: the DCI's holder unless it
-     * yields the DCI (dcs_quota), or under rand any endpoint sharing it. */
-    if (uct_dcx_iface_dci_shared(iface) ||
+     * yields the DCI (dcs_quota), or any endpoint sharing a shared one. */
+    if (dci->shared ||
         ((dci->ep != NULL) && !(dci->ep->flags & UCT_DCX_EP_FLAG_TX_WAIT) &&
          !ucs_arbiter_group_is_empty(&dci->ep->arb_group))) {
         dispatch = 1;
@@ -488,7 +489,7 @@ static void uct_dcx_iface_fail(uct_dcx_iface_t *iface, ucs_status_t status)
     uct_dcx_fc_pending_grant_t *grant;
     uct_dcx_wc_t wc = {};
     uct_dcx_dci_t *dci;
-    unsigned i;
+    uint16_t i;
 
     if (iface->tx.fatal != UCS_OK) {
         return;
@@ -506,7 +507,8 @@ static void uct_dcx_iface_fail(uct_dcx_iface_t *iface, ucs_status_t status)
     /* One error completion per request, signaled or not, in order (as a
      * QP in error flushes them), each with the device's failure. */
     wc.status = IBV_WC_FATAL_ERR; /* UCS_ERR_IO_ERROR */
-    for (i = 0; i < iface->tx.pool.num_created; ++i) {
+    UCT_DCX_IFACE_FOREACH_DCI(iface, i)
+    {
         dci = &iface->tx.dcis[i];
         if (dci->posted != dci->completed) {
             do {
@@ -575,10 +577,11 @@ in_progress:
 ucs_status_t uct_dcx_iface_fence(uct_iface_h tl_iface, unsigned flags)
 {
     uct_dcx_iface_t *iface = ucs_derived_of(tl_iface, uct_dcx_iface_t);
-    unsigned i;
+    uint16_t i;
 
     /* Idle DCIs have nothing to order against. */
-    for (i = 0; i < iface->tx.pool.num_created; ++i) {
+    UCT_DCX_IFACE_FOREACH_DCI(iface, i)
+    {
         if (iface->tx.dcis[i].posted != iface->tx.dcis[i].completed) {
             iface->tx.dcis[i].fence = 1;
         }
@@ -586,13 +589,35 @@ ucs_status_t uct_dcx_iface_fence(uct_iface_h tl_iface, unsigned flags)
     return UCS_OK;
 }
 
+/* dcs_hybrid: the DCI with streams past the pool's, created with DCI 0.
+ * A device that refuses it leaves the policy without one: endpoints wait
+ * for a pool DCI as under dcs_quota. */
+static void uct_dcx_iface_stream_dci_create(uct_dcx_iface_t *iface)
+{
+    uct_dcx_dci_t *dci = &iface->tx.dcis[iface->tx.stream_dci];
+    ucs_status_t status;
+
+    dci->shared = 1;
+    status      = uct_dcx_iface_dci_create(iface, dci);
+    if (status != UCS_OK) {
+        ucs_diag("dcx: %s: no stream dci (%s): dcs_hybrid waits for a DCI "
+                 "as dcs_quota",
+                 iface->md->device->name, ucs_status_string(status));
+        dci->shared           = 0;
+        iface->tx.stream_dci  = UCT_DCX_NO_STREAM_DCI;
+        iface->tx.num_streams = 1;
+    }
+}
+
 /* The pool: every DCI's state, the free stack and the rings of user
  * completions. DCI 0 tells what the device grants; the others come when
- * the pool needs them, except under rand, where endpoints pick any. */
+ * the pool needs them, except under rand, where endpoints pick any, and
+ * dcs_hybrid's stream DCI, which exists from the start. */
 ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
                                          const uct_dcx_iface_config_t *config)
 {
     unsigned num_dci = uct_dcx_iface_config_num_dci(config);
+    unsigned num_qps = uct_dcx_iface_num_dci_qps(iface, config);
     ucs_status_t status;
     unsigned i;
 
@@ -601,7 +626,7 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
         return status;
     }
 
-    iface->tx.dcis = ucs_calloc(num_dci, sizeof(*iface->tx.dcis), "dcx dcis");
+    iface->tx.dcis = ucs_calloc(num_qps, sizeof(*iface->tx.dcis), "dcx dcis");
     if (iface->tx.dcis == NULL) {
         status = UCS_ERR_NO_MEMORY;
         goto err_free_dcis;
@@ -609,11 +634,14 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
 
     iface->tx.req_queue_len  = config->tx_queue_len;
     iface->tx.req_max_inline = config->tx_max_inline;
-    for (i = 0; i < num_dci; ++i) {
+    for (i = 0; i < num_qps; ++i) {
         ucs_queue_head_init(&iface->tx.dcis[i].outstanding);
+    }
+    for (i = 0; i < num_dci; ++i) {
         if ((i > 0) && !uct_dcx_iface_dci_shared(iface)) {
             continue;
         }
+        iface->tx.dcis[i].shared = uct_dcx_iface_dci_shared(iface);
         status = uct_dcx_iface_dci_create(iface, &iface->tx.dcis[i]);
         if (status != UCS_OK) {
             uct_dcx_iface_dcis_destroy(iface, i);
@@ -621,11 +649,14 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
         }
         uct_dcx_dci_pool_created(&iface->tx.pool);
     }
+    if (iface->tx.stream_dci != UCT_DCX_NO_STREAM_DCI) {
+        uct_dcx_iface_stream_dci_create(iface);
+    }
 
     /* Every DCI's ring of user completions; its requests in flight never
      * exceed the send queue, so their sequence numbers never share a slot. */
     iface->tx.comp_mask  = ucs_roundup_pow2(iface->tx.queue_len) - 1;
-    iface->tx.comp_rings = ucs_calloc((size_t)num_dci *
+    iface->tx.comp_rings = ucs_calloc((size_t)num_qps *
                                               (iface->tx.comp_mask + 1),
                                       sizeof(*iface->tx.comp_rings),
                                       "dcx comp rings");
@@ -633,12 +664,12 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
         status = UCS_ERR_NO_MEMORY;
         goto err_destroy_dcis;
     }
-    for (i = 0; i < num_dci; ++i) {
+    for (i = 0; i < num_qps; ++i) {
         iface->tx.dcis[i].comps = iface->tx.comp_rings +
                                   ((size_t)i * (iface->tx.comp_mask + 1));
     }
 
-    iface->tx.cq_available = num_dci * config->tx_queue_len;
+    iface->tx.cq_available = num_qps * config->tx_queue_len;
     /* A quarter of the queue at most, so a full send queue always holds
      * signaled requests that free its slots. */
     iface->tx.moderation = ucs_max(ucs_min(config->tx_cq_moderation,
@@ -654,7 +685,7 @@ ucs_status_t uct_dcx_iface_dci_pool_init(uct_dcx_iface_t *iface,
     return UCS_OK;
 
 err_destroy_dcis:
-    uct_dcx_iface_dcis_destroy(iface, num_dci);
+    uct_dcx_iface_dcis_destroy(iface, num_qps);
 err_free_dcis:
     uct_dcx_iface_direct_cleanup(iface);
     ucs_free(iface->tx.dcis);
@@ -670,11 +701,16 @@ void uct_dcx_iface_dci_pool_cleanup(uct_dcx_iface_t *iface)
 {
     uct_completion_t *comp;
     uct_dcx_op_t *op;
-    unsigned i;
+    uint16_t i;
 
-    uct_dcx_iface_dcis_destroy(iface, iface->tx.pool.num_created);
+    /* Those never created have no QP. */
+    uct_dcx_iface_dcis_destroy(iface,
+                               (iface->tx.stream_dci != UCT_DCX_NO_STREAM_DCI) ?
+                                       iface->tx.stream_dci + 1u :
+                                       iface->tx.pool.num_created);
     uct_dcx_iface_direct_cleanup(iface);
-    for (i = 0; i < iface->tx.pool.num_created; ++i) {
+    UCT_DCX_IFACE_FOREACH_DCI(iface, i)
+    {
         ucs_queue_for_each_extract(op, &iface->tx.dcis[i].outstanding, queue,
                                    1) {
             comp     = op->comp;

@@ -14,6 +14,10 @@
  *              picked when they were created, and never give it back
  *   hw_dcs     rand with a pool of one DCI, endpoints on its DCI streams in
  *              turn (uct_dcx_iface_streams_init)
+ *   dcs_hybrid dcs_quota, and one more DCI with streams (tx.stream_dci):
+ *              an endpoint that finds the pool empty moves to its next
+ *              stream and stays there, as under hw_dcs
+ *              (uct_dcx_ep_stream_join); that DCI is handled as rand's
  */
 #include "dcx_iface_int.h"
 
@@ -145,6 +149,85 @@ static int uct_dcx_dci_rand_is_idle(const uct_dcx_iface_t *iface)
     return 1;
 }
 
+/* dcs_hybrid: the pool's DCIs as dcs_quota's, the stream DCI as rand's. */
+static UCS_F_ALWAYS_INLINE int
+uct_dcx_dci_is_stream(const uct_dcx_iface_t *iface, const uct_dcx_dci_t *dci)
+{
+    return (dci - iface->tx.dcis) == iface->tx.stream_dci;
+}
+
+/* A grant waits for no DCI while the stream DCI has room. */
+static ucs_status_t
+uct_dcx_dci_hybrid_grant_get(uct_dcx_iface_t *iface, uint16_t *index_p)
+{
+    uint16_t index = iface->tx.stream_dci;
+
+    if (uct_dcx_dci_dcs_grant_get(iface, index_p) == UCS_OK) {
+        return UCS_OK;
+    }
+    if ((index == UCT_DCX_NO_STREAM_DCI) ||
+        (iface->tx.dcis[index].available == 0) || iface->tx.dcis[index].error) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    *index_p = index;
+    return UCS_OK;
+}
+
+static void
+uct_dcx_dci_hybrid_grant_posted(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
+{
+    if (!uct_dcx_dci_is_stream(iface, dci)) {
+        uct_dcx_dci_dcs_grant_posted(iface, dci);
+    }
+}
+
+static void
+uct_dcx_dci_hybrid_grant_abort(uct_dcx_iface_t *iface, uint16_t index)
+{
+    if (index != iface->tx.stream_dci) {
+        uct_dcx_dci_dcs_grant_abort(iface, index);
+    }
+}
+
+static void uct_dcx_dci_hybrid_error(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci,
+                                     ucs_status_t status)
+{
+    if (uct_dcx_dci_is_stream(iface, dci)) {
+        uct_dcx_dci_rand_error(iface, dci, status);
+    }
+}
+
+static void uct_dcx_dci_hybrid_idle_fail(uct_dcx_iface_t *iface,
+                                         uct_dcx_dci_t *dci,
+                                         ucs_status_t status)
+{
+    if (uct_dcx_dci_is_stream(iface, dci)) {
+        uct_dcx_dci_rand_idle_fail(iface, dci, status);
+    }
+}
+
+static int uct_dcx_dci_hybrid_drained(uct_dcx_iface_t *iface, uint16_t index)
+{
+    if (index == iface->tx.stream_dci) {
+        return uct_dcx_dci_rand_drained(iface, index);
+    }
+    return uct_dcx_dci_dcs_drained(iface, index);
+}
+
+static int uct_dcx_dci_hybrid_is_idle(const uct_dcx_iface_t *iface)
+{
+    const uct_dcx_dci_t *dci;
+
+    if (!uct_dcx_dci_dcs_is_idle(iface)) {
+        return 0;
+    }
+    if (iface->tx.stream_dci == UCT_DCX_NO_STREAM_DCI) {
+        return 1;
+    }
+    dci = &iface->tx.dcis[iface->tx.stream_dci];
+    return dci->posted == dci->completed;
+}
+
 /* dcs and dcs_quota differ only in the quota, which the data path checks. */
 #define UCT_DCX_DCI_POLICY_DCS(_flags)                             \
     {                                                              \
@@ -171,13 +254,21 @@ static int uct_dcx_dci_rand_is_idle(const uct_dcx_iface_t *iface)
     }
 
 /* By UCX_DCX_TX_POLICY (uct_dcx_tx_policy_t); see the enum for why each. */
-static const uct_dcx_dci_policy_ops_t uct_dcx_dci_policies[] = {
-    [UCT_DCX_TX_POLICY_DCS]       = UCT_DCX_DCI_POLICY_DCS(0),
-    [UCT_DCX_TX_POLICY_DCS_QUOTA] = UCT_DCX_DCI_POLICY_DCS(
-            UCT_DCX_DCI_POLICY_FLAG_QUOTA),
-    [UCT_DCX_TX_POLICY_RAND]   = UCT_DCX_DCI_POLICY_SHARED,
-    [UCT_DCX_TX_POLICY_HW_DCS] = UCT_DCX_DCI_POLICY_SHARED
-};
+static const uct_dcx_dci_policy_ops_t uct_dcx_dci_policies
+        [] = { [UCT_DCX_TX_POLICY_DCS]       = UCT_DCX_DCI_POLICY_DCS(0),
+               [UCT_DCX_TX_POLICY_DCS_QUOTA] = UCT_DCX_DCI_POLICY_DCS(
+                       UCT_DCX_DCI_POLICY_FLAG_QUOTA),
+               [UCT_DCX_TX_POLICY_RAND]       = UCT_DCX_DCI_POLICY_SHARED,
+               [UCT_DCX_TX_POLICY_HW_DCS]     = UCT_DCX_DCI_POLICY_SHARED,
+               [UCT_DCX_TX_POLICY_DCS_HYBRID] = {
+                       .flags         = UCT_DCX_DCI_POLICY_FLAG_QUOTA,
+                       .grant_get     = uct_dcx_dci_hybrid_grant_get,
+                       .grant_posted  = uct_dcx_dci_hybrid_grant_posted,
+                       .grant_abort   = uct_dcx_dci_hybrid_grant_abort,
+                       .dci_error     = uct_dcx_dci_hybrid_error,
+                       .dci_idle_fail = uct_dcx_dci_hybrid_idle_fail,
+                       .dci_drained   = uct_dcx_dci_hybrid_drained,
+                       .is_idle       = uct_dcx_dci_hybrid_is_idle } };
 
 void uct_dcx_iface_dci_policy_select(uct_dcx_iface_t *iface,
                                      uct_dcx_tx_policy_t policy)

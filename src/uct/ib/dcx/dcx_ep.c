@@ -27,9 +27,39 @@ void uct_dcx_ep_tx_abort(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
     uct_dcx_dci_t *dci = &iface->tx.dcis[ep->dci];
 
-    if (!uct_dcx_iface_dci_shared(iface) && (dci->posted == dci->completed)) {
+    if (!uct_dcx_iface_dci_index_shared(iface, ep->dci) &&
+        (dci->posted == dci->completed)) {
         uct_dcx_iface_dci_put(iface, ep);
     }
+}
+
+/* dcs_hybrid: the pool has no DCI for the endpoint, which moves to the next
+ * stream of the stream DCI instead of waiting, and stays there, as under
+ * hw_dcs (its work there completes in no order known per endpoint).
+ * UCS_ERR_NO_RESOURCE without a stream DCI: the endpoint waits. */
+ucs_status_t uct_dcx_ep_stream_join(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
+{
+    uct_dcx_dci_t *dci;
+
+    if (iface->tx.stream_dci == UCT_DCX_NO_STREAM_DCI) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if (ucs_unlikely(iface->tx.fatal != UCS_OK)) {
+        uct_dcx_ep_handle_failure(ep, iface->tx.fatal);
+        return iface->tx.fatal;
+    }
+
+    if (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
+        ep->flags &= ~UCT_DCX_EP_FLAG_WAIT_DCI;
+        uct_dcx_dci_pool_waiter_remove(&iface->tx.pool);
+    }
+    dci                = &iface->tx.dcis[iface->tx.stream_dci];
+    ep->dci            = iface->tx.stream_dci;
+    ep->dci_generation = dci->generation;
+    ep->stream         = iface->tx.next_stream++ & (iface->tx.num_streams - 1);
+    ucs_debug("dcx: ep %p: pool empty, on stream %u of dci 0x%x", ep,
+              ep->stream, dci->qp->qp_num);
+    return UCS_OK;
 }
 
 /* --- operation completions -------------------------------------------- */
@@ -129,8 +159,12 @@ static UCS_CLASS_INIT_FUNC(uct_dcx_ep_t, const uct_ep_params_t *params)
         self->dci = rand_r(&iface->tx.rand_seed) % iface->tx.pool.size;
         self->dci_generation = iface->tx.dcis[self->dci].generation;
     }
-    /* hw_dcs: the streams in turn (a power of two of them; 1 elsewhere) */
-    self->stream = iface->tx.next_stream++ & (iface->tx.num_streams - 1);
+    /* hw_dcs: the streams in turn (a power of two of them; 1 elsewhere);
+     * dcs_hybrid: stream 0 of a pool DCI, until it joins the stream DCI */
+    self->stream = uct_dcx_iface_dci_shared(iface) ?
+                           (iface->tx.next_stream++ &
+                            (iface->tx.num_streams - 1)) :
+                           0;
     ucs_arbiter_group_init(&self->arb_group);
 
     self->fc_wnd  = iface->fc.wnd_size;
@@ -254,7 +288,8 @@ static UCS_CLASS_CLEANUP_FUNC(uct_dcx_ep_t)
     /* Outstanding work requests complete without the endpoint (their
      * operations were cancelled above); the DCI returns to the pool when it
      * drains. Shared DCIs (rand) are not owned. */
-    if ((self->dci != UCT_DCX_EP_NO_DCI) && !uct_dcx_iface_dci_shared(iface)) {
+    if ((self->dci != UCT_DCX_EP_NO_DCI) &&
+        !uct_dcx_iface_dci_index_shared(iface, self->dci)) {
         iface->tx.dcis[self->dci].ep = NULL;
         if (iface->tx.dcis[self->dci].posted ==
             iface->tx.dcis[self->dci].completed) {
@@ -378,7 +413,7 @@ uct_dcx_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
     }
 
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
-        if (uct_dcx_iface_dci_shared(iface)) {
+        if (uct_dcx_iface_dci_index_shared(iface, ep->dci)) {
             /* A shared DCI is not the endpoint's to stop: its operations
              * complete as cancelled now, their work requests run on. */
             uct_dcx_ep_cancel_ops(iface, ep);

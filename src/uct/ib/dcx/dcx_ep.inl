@@ -32,6 +32,7 @@
 
 void uct_dcx_ep_check_shared_dci(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
 void uct_dcx_ep_tx_abort(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
+ucs_status_t uct_dcx_ep_stream_join(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep);
 
 /* Completion handlers used by more than one file (dcx_ep.c). */
 void uct_dcx_op_release(uct_dcx_op_t *op, ucs_status_t status);
@@ -41,13 +42,15 @@ void uct_dcx_op_umr_release(uct_dcx_op_t *op, ucs_status_t status);
 void uct_dcx_op_amo_cas_loop(uct_dcx_op_t *op, ucs_status_t status);
 
 /* Whether the endpoint may take a DCI from the pool now: waiting endpoints
- * are served first, in turn. */
+ * are served first, in turn; under dcs_hybrid it may always move to the
+ * stream DCI instead (uct_dcx_ep_stream_join). */
 static UCS_F_ALWAYS_INLINE int
 uct_dcx_ep_may_take_dci(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
-    return uct_dcx_dci_pool_has_free(&iface->tx.pool) &&
-           (!uct_dcx_dci_pool_has_waiters(&iface->tx.pool) ||
-            (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI));
+    return (uct_dcx_dci_pool_has_free(&iface->tx.pool) &&
+            (!uct_dcx_dci_pool_has_waiters(&iface->tx.pool) ||
+             (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI))) ||
+           (iface->tx.stream_dci != UCT_DCX_NO_STREAM_DCI);
 }
 
 /* Whether the endpoint's DCI takes its next work request now: one slot, or
@@ -61,7 +64,9 @@ static UCS_F_ALWAYS_INLINE int uct_dcx_ep_dci_has_room(uct_dcx_iface_t *iface,
         return 0;
     }
 
-    if (!uct_dcx_iface_dci_quota(iface)) {
+    /* The stream DCI of dcs_hybrid is shared: nobody yields it. */
+    if (!uct_dcx_iface_dci_quota(iface) ||
+        ucs_unlikely(ep->dci == iface->tx.stream_dci)) {
         return 1;
     }
 
@@ -82,8 +87,8 @@ static UCS_F_ALWAYS_INLINE int uct_dcx_ep_dci_has_room(uct_dcx_iface_t *iface,
     return 0;
 }
 
-/* Give the endpoint a DCI from the pool (dcs policies); it stops waiting
- * for one. */
+/* Give the endpoint a DCI from the pool (dcs policies), or, when it is
+ * empty, a stream of dcs_hybrid's stream DCI; it stops waiting for one. */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_dcx_ep_dci_take(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
@@ -92,10 +97,11 @@ uct_dcx_ep_dci_take(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 
     status = uct_dcx_iface_dci_take(iface, &index);
     if (ucs_unlikely(status != UCS_OK)) {
-        if (status != UCS_ERR_NO_RESOURCE) {
-            /* The device failed: the endpoint fails with it. */
-            uct_dcx_ep_handle_failure(ep, status);
+        if (status == UCS_ERR_NO_RESOURCE) {
+            return uct_dcx_ep_stream_join(iface, ep);
         }
+        /* The device failed: the endpoint fails with it. */
+        uct_dcx_ep_handle_failure(ep, status);
         return status;
     }
     if (ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI) {
@@ -108,11 +114,11 @@ uct_dcx_ep_dci_take(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 }
 
 /* Whether the endpoint may send at all: not failed, nor its shared DCI
- * (rand) since it last used it. */
+ * (rand, hw_dcs, dcs_hybrid's stream DCI) since it last used it. */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_dcx_ep_tx_check(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
 {
-    if (ucs_unlikely(uct_dcx_iface_dci_shared(iface))) {
+    if (ucs_unlikely(uct_dcx_iface_dci_index_shared(iface, ep->dci))) {
         uct_dcx_ep_check_shared_dci(iface, ep);
     }
 
@@ -136,17 +142,23 @@ static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_tx_get(
     }
 
     if (ep->dci == UCT_DCX_EP_NO_DCI) {
-        /* Waiting endpoints first; an empty pool asks its holders for
-         * completions (uct_dcx_iface_dci_take). */
+        /* Waiting endpoints first (dcs_hybrid: to the stream DCI); an
+         * empty pool asks its holders for completions
+         * (uct_dcx_iface_dci_take). */
         if (ucs_unlikely(uct_dcx_dci_pool_has_waiters(&iface->tx.pool) &&
                          !(ep->flags & UCT_DCX_EP_FLAG_WAIT_DCI))) {
-            return UCS_ERR_NO_RESOURCE;
+            status = uct_dcx_ep_stream_join(iface, ep);
+        } else {
+            status = uct_dcx_ep_dci_take(iface, ep);
         }
-        status = uct_dcx_ep_dci_take(iface, ep);
         if (ucs_unlikely(status != UCS_OK)) {
             return status;
         }
         dci = &iface->tx.dcis[ep->dci];
+        /* A pool DCI comes empty; the stream DCI may be full. */
+        if (ucs_unlikely(dci->available < dci->room)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
     } else {
         dci = &iface->tx.dcis[ep->dci];
         if (ucs_unlikely(!uct_dcx_ep_dci_has_room(iface, ep, dci))) {

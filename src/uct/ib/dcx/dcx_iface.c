@@ -102,8 +102,10 @@ uct_dcx_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
                             UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD;
 
     attr->cap.flags = 0;
-    if (!uct_dcx_iface_dci_shared(iface)) {
-        /* A failure fails only the endpoint that owns the DCI. */
+    if (!uct_dcx_iface_dci_shared(iface) &&
+        (iface->tx.stream_dci == UCT_DCX_NO_STREAM_DCI)) {
+        /* A failure fails only the endpoint that owns the DCI (not so on
+         * dcs_hybrid's stream DCI, shared as under hw_dcs). */
         attr->cap.flags |= UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
                            UCT_IFACE_FLAG_ERRHANDLE_ZCOPY_BUF |
                            UCT_IFACE_FLAG_ERRHANDLE_REMOTE_MEM |
@@ -231,8 +233,9 @@ void uct_dcx_iface_perf_get(uct_iface_h tl_iface, uct_dcx_perf_op_t op,
         break;
     }
     /* Under dcs and dcs_quota an endpoint with work in flight holds a DCI;
-     * under rand any number share them. */
-    perf->max_inflight_eps = uct_dcx_iface_dci_shared(iface) ?
+     * under rand, hw_dcs and dcs_hybrid any number share them. */
+    perf->max_inflight_eps = (uct_dcx_iface_dci_shared(iface) ||
+                              (iface->tx.stream_dci != UCT_DCX_NO_STREAM_DCI)) ?
                                      SIZE_MAX :
                                      iface->tx.pool.size;
 }

@@ -75,6 +75,8 @@
 #define UCT_DCX_RX_POST_BATCH 64
 
 #define UCT_DCX_EP_NO_DCI UINT16_MAX
+/* tx.stream_dci of an interface that has none (never a DCI index). */
+#define UCT_DCX_NO_STREAM_DCI (UCT_DCX_EP_NO_DCI - 1)
 
 /* Work request ids: the DCI index below, its sequence number above. */
 #define UCT_DCX_WR_ID_DCI_BITS 16
@@ -114,6 +116,10 @@ typedef enum {
      * back only the endpoints on its stream; as rand, an error on the DCI
      * fails every endpoint that uses it. */
     UCT_DCX_TX_POLICY_HW_DCS,
+    /* As dcs_quota, but an endpoint that finds the pool empty moves to a
+     * DCI stream of one more DCI, shared as under hw_dcs, instead of
+     * waiting (where the device has streams; else it waits as dcs_quota). */
+    UCT_DCX_TX_POLICY_DCS_HYBRID,
     UCT_DCX_TX_POLICY_LAST
 } uct_dcx_tx_policy_t;
 
@@ -393,8 +399,10 @@ typedef struct uct_dcx_dci {
     uint8_t completing; /* its completion's callbacks run:
                                           the DCI is returned after them */
     uint8_t grant; /* dcs: taken for a credit grant */
-    uint8_t generation; /* rand: bumped by every error */
-    ucs_status_t last_error; /* rand: what failed the DCI */
+    uint8_t generation; /* shared: bumped by every error */
+    uint8_t shared; /* endpoints share it (rand, hw_dcs,
+                                          dcs_hybrid's stream DCI) */
+    ucs_status_t last_error; /* shared: what failed the DCI */
 } uct_dcx_dci_t;
 
 
@@ -467,6 +475,10 @@ struct uct_dcx_iface {
         uint16_t num_streams;
         uint8_t log_streams_errored; /* of a stream DCI */
         uint8_t next_stream; /* the next endpoint's, in turn */
+        /* dcs_hybrid: the DCI with streams, past the pool's, that
+         * endpoints finding the pool empty move to; else
+         * UCT_DCX_NO_STREAM_DCI */
+        uint16_t stream_dci;
         uint16_t queue_len; /* send WRs per DCI */
         uint16_t moderation; /* signal every this many WRs */
         uint32_t comp_mask; /* ring of a DCI's comps: a power

@@ -97,6 +97,36 @@ uct_dcx_iface_dci_quota(const uct_dcx_iface_t *iface)
     return iface->tx.policy_flags & UCT_DCX_DCI_POLICY_FLAG_QUOTA;
 }
 
+/* Whether the DCI at @a dci_index (never UCT_DCX_EP_NO_DCI) is shared by
+ * endpoints: every DCI of rand and hw_dcs, the stream DCI of dcs_hybrid.
+ * The endpoints' check: no load of the DCI. */
+static UCS_F_ALWAYS_INLINE int
+uct_dcx_iface_dci_index_shared(const uct_dcx_iface_t *iface, uint16_t dci_index)
+{
+    return uct_dcx_iface_dci_shared(iface) ||
+           ucs_unlikely(dci_index == iface->tx.stream_dci);
+}
+
+/* The DCIs that exist, in index order: the pool's created ones, then the
+ * stream DCI of dcs_hybrid (past the pool's). UCT_DCX_EP_NO_DCI ends. */
+static UCS_F_ALWAYS_INLINE uint16_t
+uct_dcx_iface_dci_next(const uct_dcx_iface_t *iface, unsigned index)
+{
+    if (index + 1 < iface->tx.pool.num_created) {
+        return index + 1;
+    }
+    if ((iface->tx.stream_dci != UCT_DCX_NO_STREAM_DCI) &&
+        (index < iface->tx.stream_dci)) {
+        return iface->tx.stream_dci;
+    }
+    return UCT_DCX_EP_NO_DCI;
+}
+
+#define UCT_DCX_IFACE_FOREACH_DCI(_iface, _index)                 \
+    for ((_index) = uct_dcx_iface_dci_next(_iface, (unsigned)-1); \
+         (_index) != UCT_DCX_EP_NO_DCI;                           \
+         (_index) = uct_dcx_iface_dci_next(_iface, _index))
+
 /* Take a DCI from the pool (dcs policies), creating it at its first use
  * (dcx_dci_pool.h). */
 static UCS_F_ALWAYS_INLINE ucs_status_t
@@ -107,8 +137,11 @@ uct_dcx_iface_dci_take(uct_dcx_iface_t *iface, uint16_t *index_p)
     }
     if (ucs_unlikely(!uct_dcx_dci_pool_has_free(&iface->tx.pool))) {
         /* Held DCIs come back only once their last work request completes:
-         * make sure it will. */
-        uct_dcx_iface_dcis_request_completions(iface);
+         * make sure it will (dcs_hybrid: nobody waits, the stream DCI
+         * serves). */
+        if (iface->tx.stream_dci == UCT_DCX_NO_STREAM_DCI) {
+            uct_dcx_iface_dcis_request_completions(iface);
+        }
         return UCS_ERR_NO_RESOURCE;
     }
 

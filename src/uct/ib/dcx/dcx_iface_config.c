@@ -12,11 +12,12 @@
 
 
 const char *uct_dcx_tx_policy_names[] = {
-    [UCT_DCX_TX_POLICY_DCS]       = "dcs",
-    [UCT_DCX_TX_POLICY_DCS_QUOTA] = "dcs_quota",
-    [UCT_DCX_TX_POLICY_RAND]      = "rand",
-    [UCT_DCX_TX_POLICY_HW_DCS]    = "hw_dcs",
-    [UCT_DCX_TX_POLICY_LAST]      = NULL
+    [UCT_DCX_TX_POLICY_DCS]        = "dcs",
+    [UCT_DCX_TX_POLICY_DCS_QUOTA]  = "dcs_quota",
+    [UCT_DCX_TX_POLICY_RAND]       = "rand",
+    [UCT_DCX_TX_POLICY_HW_DCS]     = "hw_dcs",
+    [UCT_DCX_TX_POLICY_DCS_HYBRID] = "dcs_hybrid",
+    [UCT_DCX_TX_POLICY_LAST]       = NULL
 };
 
 const char *uct_dcx_post_names[] = { [UCT_DCX_POST_AUTO]   = "auto",
@@ -57,20 +58,27 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
      "             stalled peer holds back only the endpoints on its stream.\n"
      "             NUM_DCI does not apply. Without streams, one shared DCI.\n"
      "             As with rand, an error fails every endpoint on the DCI and\n"
+     "             peer failure handling is not offered.\n"
+     " dcs_hybrid - as dcs_quota, but an endpoint that finds the pool empty\n"
+     "             moves to the next DCI stream of one more DCI, shared as\n"
+     "             with hw_dcs, instead of waiting, and stays there. Without\n"
+     "             DCI streams (device, rdma-core before 37, NUM_DCI_CHANNELS\n"
+     "             1) endpoints wait as with dcs_quota. With the stream DCI,\n"
      "             peer failure handling is not offered.",
      ucs_offsetof(uct_dcx_iface_config_t, tx_policy),
      UCS_CONFIG_TYPE_ENUM(uct_dcx_tx_policy_names)},
 
     {"NUM_DCI_CHANNELS", "32",
-     "With the hw_dcs policy: the DCI streams asked for (1 to 256, rounded up\n"
-     "to a power of two; the device's maximum at most). 1: no streams.",
+     "With the hw_dcs and dcs_hybrid policies: the DCI streams of the shared\n"
+     "DCI asked for (1 to 256, rounded up to a power of two; the device's\n"
+     "maximum at most). 1: no streams.",
      ucs_offsetof(uct_dcx_iface_config_t, num_dci_channels),
      UCS_CONFIG_TYPE_UINT},
 
     {"QUOTA", "32",
-     "With the dcs_quota policy: the outstanding operations after which an\n"
-     "endpoint yields its DCI to endpoints that wait for one (at most half\n"
-     "of TX_QUEUE_LEN).",
+     "With the dcs_quota and dcs_hybrid policies: the outstanding operations\n"
+     "after which an endpoint yields its DCI to endpoints that wait for one\n"
+     "(at most half of TX_QUEUE_LEN).",
      ucs_offsetof(uct_dcx_iface_config_t, quota), UCS_CONFIG_TYPE_UINT},
 
     {"TX_QUEUE_LEN", "256",

@@ -55,6 +55,8 @@ uct_dcx_iface_dci_connect(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci);
 void uct_dcx_iface_dcis_destroy(uct_dcx_iface_t *iface, unsigned count);
 void uct_dcx_iface_direct_cleanup(uct_dcx_iface_t *iface);
 unsigned uct_dcx_iface_config_num_dci(const uct_dcx_iface_config_t *config);
+unsigned uct_dcx_iface_num_dci_qps(const uct_dcx_iface_t *iface,
+                                   const uct_dcx_iface_config_t *config);
 void uct_dcx_iface_streams_init(uct_dcx_iface_t *iface,
                                 const uct_dcx_iface_config_t *config);
 

@@ -158,13 +158,26 @@ unsigned uct_dcx_iface_config_num_dci(const uct_dcx_iface_config_t *config)
                                                              config->num_dci;
 }
 
-/* hw_dcs: the DCI's streams, NUM_DCI_CHANNELS rounded up to a power of two
- * and cut to what mlx5dv_query_device says the device has (rdma-core
- * before v37 and devices without streams say nothing: one stream), with as
- * many streams in error before the DCI fails as the device allows. */
+/* DCIs the interface may create: the pool's, and dcs_hybrid's stream DCI
+ * past them (uct_dcx_iface_streams_init decides whether it exists). */
+unsigned uct_dcx_iface_num_dci_qps(const uct_dcx_iface_t *iface,
+                                   const uct_dcx_iface_config_t *config)
+{
+    return (iface->tx.stream_dci != UCT_DCX_NO_STREAM_DCI) ?
+                   iface->tx.stream_dci + 1u :
+                   uct_dcx_iface_config_num_dci(config);
+}
+
+/* hw_dcs and dcs_hybrid: the streams of their shared DCI, NUM_DCI_CHANNELS
+ * rounded up to a power of two and cut to what mlx5dv_query_device says
+ * the device has (rdma-core before v37 and devices without streams say
+ * nothing: one stream), with as many streams in error before the DCI
+ * fails as the device allows. dcs_hybrid has a stream DCI only with
+ * streams: without, endpoints finding the pool empty wait as dcs_quota. */
 void uct_dcx_iface_streams_init(uct_dcx_iface_t *iface,
                                 const uct_dcx_iface_config_t *config)
 {
+    const char *policy       = uct_dcx_tx_policy_names[config->tx_policy];
     unsigned channels        = config->num_dci_channels;
     struct mlx5dv_context dv = {};
     unsigned log_streams;
@@ -172,7 +185,10 @@ void uct_dcx_iface_streams_init(uct_dcx_iface_t *iface,
     iface->tx.num_streams         = 1;
     iface->tx.log_streams_errored = 0;
     iface->tx.next_stream         = 0;
-    if ((config->tx_policy != UCT_DCX_TX_POLICY_HW_DCS) || (channels == 1)) {
+    iface->tx.stream_dci          = UCT_DCX_NO_STREAM_DCI;
+    if (((config->tx_policy != UCT_DCX_TX_POLICY_HW_DCS) &&
+         (config->tx_policy != UCT_DCX_TX_POLICY_DCS_HYBRID)) ||
+        (channels == 1)) {
         return;
     }
 
@@ -180,9 +196,11 @@ void uct_dcx_iface_streams_init(uct_dcx_iface_t *iface,
     if ((iface->ops->mlx5dv_query_device(iface->md->ctx, &dv) != 0) ||
         !(dv.comp_mask & MLX5DV_CONTEXT_MASK_DCI_STREAMS) ||
         (dv.dci_streams_caps.max_log_num_concurent == 0)) {
-        ucs_diag("dcx: %s: the device has no DCI streams: hw_dcs shares one "
-                 "DCI in one stream",
-                 iface->md->device->name);
+        ucs_diag("dcx: %s: the device has no DCI streams: %s",
+                 iface->md->device->name,
+                 (config->tx_policy == UCT_DCX_TX_POLICY_HW_DCS) ?
+                         "hw_dcs shares one DCI in one stream" :
+                         "dcs_hybrid waits for a DCI as dcs_quota");
         return;
     }
 
@@ -191,13 +209,17 @@ void uct_dcx_iface_streams_init(uct_dcx_iface_t *iface,
     iface->tx.num_streams = 1u << log_streams;
     iface->tx.log_streams_errored =
             ucs_min(dv.dci_streams_caps.max_log_num_errored, log_streams);
-    ucs_debug("dcx: %s: hw_dcs: %u DCI streams, up to %u in error",
-              iface->md->device->name, iface->tx.num_streams,
+    if (config->tx_policy == UCT_DCX_TX_POLICY_DCS_HYBRID) {
+        iface->tx.stream_dci = config->num_dci;
+    }
+    ucs_debug("dcx: %s: %s: %u DCI streams, up to %u in error",
+              iface->md->device->name, policy, iface->tx.num_streams,
               1u << iface->tx.log_streams_errored);
 }
 
 /* What a DCI is created with: its CQ and the operations it posts. */
 static void uct_dcx_iface_dci_attr(const uct_dcx_iface_t *iface,
+                                   const uct_dcx_dci_t *dci,
                                    struct ibv_qp_init_attr_ex *attr_p,
                                    struct mlx5dv_qp_init_attr *dv_attr_p)
 {
@@ -225,7 +247,9 @@ static void uct_dcx_iface_dci_attr(const uct_dcx_iface_t *iface,
         dv_attr.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
         dv_attr.send_ops_flags = MLX5DV_QP_EX_WITH_RAW_WQE;
     }
-    if (iface->tx.num_streams > 1) {
+    /* Streams on the shared DCI only: an endpoint holding a pool DCI of
+     * dcs_hybrid posts on stream 0. */
+    if (dci->shared && (iface->tx.num_streams > 1)) {
         dv_attr.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
         dv_attr.dc_init_attr.dci_streams.log_num_concurent = ucs_ilog2(
                 iface->tx.num_streams);
@@ -370,7 +394,7 @@ uct_dcx_iface_dci_create(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
     ucs_status_t status;
 
     dci->room = 1;
-    uct_dcx_iface_dci_attr(iface, &attr, &dv_attr);
+    uct_dcx_iface_dci_attr(iface, dci, &attr, &dv_attr);
     status = uct_dcx_iface_dci_qp_create(iface, dci, &attr, &dv_attr);
     if (status != UCS_OK) {
         return status;
@@ -560,8 +584,8 @@ uct_dcx_iface_cqs_create(uct_dcx_iface_t *iface,
                          const uct_dcx_iface_config_t *config)
 {
     iface->tx.cq = uct_dcx_iface_cq_create(
-            iface, uct_dcx_iface_config_num_dci(config) * config->tx_queue_len,
-            0);
+            iface,
+            uct_dcx_iface_num_dci_qps(iface, config) * config->tx_queue_len, 0);
     if (iface->tx.cq == NULL) {
         return UCS_ERR_IO_ERROR;
     }

@@ -57,6 +57,8 @@ void uct_dcx_iface_direct_cleanup(uct_dcx_iface_t *iface);
 unsigned uct_dcx_iface_config_num_dci(const uct_dcx_iface_config_t *config);
 void uct_dcx_iface_streams_init(uct_dcx_iface_t *iface,
                                 const uct_dcx_iface_config_t *config);
+ucs_status_t uct_dcx_iface_ddp_init(uct_dcx_iface_t *iface,
+                                    const uct_dcx_iface_config_t *config);
 
 /* dcx_rx.c */
 ucs_status_t

@@ -241,22 +241,24 @@ rdma_core_wrap() {
         libs+=":$dir/root/lib/x86_64-linux-gnu"
     fi
     echo "provider directory $compiled; loader ${ldso:-the host loader}; LD_LIBRARY_PATH $libs" >&2
-    for prog in "${RDMA_CORE_CLIENTS[@]}" ucx_perftest dcx_uct_gtest; do
+    for prog in "${RDMA_CORE_CLIENTS[@]}" ucx_perftest dcx_uct_gtest dcxemu_mlx5face_gtest; do
         case "$prog" in
         dcx_uct_gtest) real="$DCX_BUILD/test/gtest/uct/dcx_uct_gtest" ;;
+        # libtool's program itself (the build tree's is a shell script)
+        dcxemu_mlx5face_gtest) real="$DCX_BUILD/test/gtest/mlx5face/.libs/dcxemu_mlx5face_gtest" ;;
         ucx_perftest)  real=$(command -v ucx_perftest) ;;
         *)             real="$dir/root/usr/bin/$prog" ;;
         esac
         # A client that does not start on the release (a library missing)
         # is the host's, and the log says so.
-        if [ -x "$real" ] && [ "$real" != "$DCX_BUILD/test/gtest/uct/dcx_uct_gtest" ]; then
+        if [ -x "$real" ] && [ "${real#"$DCX_BUILD"/test/gtest/}" = "$real" ]; then
             miss=$(env LD_LIBRARY_PATH="$libs" ${ldso:+"$ldso"} ${ldso:+--list} ${ldso:-ldd} "$real" 2>&1 |
                    grep 'not found' || true)
             if [ -n "$miss" ]; then
                 echo "$prog of rdma-core $version does not start here ($miss): the host's runs" >&2
                 real=$(command -v "$prog")
             fi
-        elif [ ! -x "$real" ] && [ "$prog" != dcx_uct_gtest ]; then
+        elif [ ! -x "$real" ] && [ "${prog%_gtest}" = "$prog" ]; then
             echo "rdma-core $version has no $prog: the host's runs" >&2
             real=$(command -v "$prog")
         fi
@@ -338,6 +340,18 @@ rdma_core_gtest() {
     return $rc
 }
 
+# The face's out-of-order data placement under the release's libmlx5: the
+# caps and the flag where it is rdma-core 55 or later, neither before
+# (mlx5face_ooo.* tells them apart by DCX_RDMA_CORE, which the wrapper sets).
+rdma_core_mlx5face_ooo() {
+    mlx5_face_env
+    env -u DCXEMU_MLX5_TRACE "${MLX5_ENV[@]}" \
+        dcxemu_mlx5face_gtest --gtest_filter='mlx5face_ooo.*'
+    local rc=$?
+    "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$MLX5_FABRIC" >/dev/null || true
+    return $rc
+}
+
 # rdma_core_retry CMD...: CMD, run again (twice at most) when its client came
 # before its server listened (perftest and ucx_perftest say so).
 rdma_core_retry() {
@@ -373,7 +387,7 @@ rdma_core_check() {
     fi
 }
 RDMA_CORE_ROWS=(provider ibv_devinfo rc_pingpong perftest-dc-write_lat perftest-dc-send_lat
-                ucx-dc_mlx5-put_lat dcx-put_lat dcx-am_lat dcx_uct_gtest)
+                ucx-dc_mlx5-put_lat dcx-put_lat dcx-am_lat mlx5face-ooo dcx_uct_gtest)
 
 # The gtest's row: its report's counts.
 rdma_core_gtest_row() {
@@ -416,6 +430,7 @@ rdma_core_release() {
     rdma_core_check "$release" ucx-dc_mlx5-put_lat mlx5_ucx_perftest write $n dc_mlx5 -t put_lat -n $n -w 100
     rdma_core_check "$release" dcx-put_lat rdma_core_dcx "$dir" write $n -t put_lat -n $n -w 100
     rdma_core_check "$release" dcx-am_lat rdma_core_dcx "$dir" recv_cqes 1000 -t am_lat -n 500 -w 50
+    rdma_core_check "$release" mlx5face-ooo rdma_core_mlx5face_ooo
     rdma_core_gtest_row "$release"
 }
 

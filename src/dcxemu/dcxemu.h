@@ -42,6 +42,12 @@
  *   DCXEMU_RAW_WQE        1                0: a provider without the raw-WQE builder (rdma-core
  *                                          before v36): a QP created with the dv send op
  *                                          MLX5DV_QP_EX_WITH_RAW_WQE fails EOPNOTSUPP.
+ *   DCXEMU_OOO_DP         1                0: the device offers no out-of-order data placement
+ *                                          (query device reports none; a DC QP asking for
+ *                                          MLX5DV_QP_CREATE_OOO_DP fails EOPNOTSUPP).  1: DCIs and
+ *                                          DCTs take the flag; a DCI and a DCT that both have it
+ *                                          place WRITE / SEND data in shuffled chunks and take
+ *                                          SRQ WQEs out of order (seed=N of DCXEMU_FAULTS).
  *   DCXEMU_LINK_LAYER     infiniband       ethernet: RoCE ports (link layer Ethernet, LID 0; GID
  *                                          table 0 fe80:: RoCE v1, 1 the same RoCE v2, 2
  *                                          ::ffff:198.51.100.<dev+1> RoCE v1, 3 the same RoCE v2);
@@ -107,6 +113,32 @@ extern "C" {
 #endif
 
 #define DCXEMU_API __attribute__((visibility("default")))
+
+/* Out-of-order data placement (rdma-core 55, mlx5dv_create_qp(3),
+   mlx5dv_query_device(3)).  The model and its callers build against older
+   headers too: these are rdma-core's values, and the context with the caps
+   appended is laid out as rdma-core 55's struct mlx5dv_context (every field
+   after crypto_caps is 8-byte aligned, so it starts where the older struct
+   ends).  Callers pass it, cast, with DCXEMU_MLX5DV_CONTEXT_MASK_OOO_RECV_WRS
+   in comp_mask. */
+#define DCXEMU_MLX5DV_QP_CREATE_OOO_DP          (1u << 7)
+#define DCXEMU_MLX5DV_CONTEXT_MASK_OOO_RECV_WRS (1ull << 16)
+struct dcxemu_mlx5dv_ooo_recv_wrs_caps {
+    uint32_t max_rc;
+    uint32_t max_xrc;
+    uint32_t max_dct;
+    uint32_t max_ud;
+    uint32_t max_uc;
+};
+struct dcxemu_mlx5dv_context_ooo {
+    struct mlx5dv_context base; /* up to crypto_caps (rdma-core 37) */
+    uint64_t max_dc_rd_atom; /* rdma-core 50 */
+    uint64_t max_dc_init_rd_atom;
+    struct {
+        uint32_t value, mask;
+    } reg_c0; /* rdma-core 51 */
+    struct dcxemu_mlx5dv_ooo_recv_wrs_caps ooo_recv_wrs_caps; /* 55 */
+};
 
 DCXEMU_API struct ibv_device **dcxemu_ibv_get_device_list(int *num_devices);
 DCXEMU_API void dcxemu_ibv_free_device_list(struct ibv_device **list);
@@ -333,11 +365,15 @@ DCXEMU_API int dcxemu_device_fatal(int device_index);
    copy len bytes of a WQE's data, with no fabric lock held (called in the
    executing thread: a test may block there). DCXEMU_TEST_COPY_WAIT: a
    deregistration or destroy in this process waits for a copy that QP qpn (of
-   any process) began before it (called once per wait, len 0).  fn NULL removes
+   any process) began before it (called once per wait, len 0).
+   DCXEMU_TEST_OOO_CHUNK: an executor of DCI qpn placing a WQE's data out of
+   order is about to place the chunk that starts at byte len of it (no lock
+   held; the chunks come in a shuffled order).  fn NULL removes
    the hook. Process-wide; set it before the work it observes is posted. */
 enum dcxemu_test_event {
     DCXEMU_TEST_COPY_START = 0,
-    DCXEMU_TEST_COPY_WAIT  = 1
+    DCXEMU_TEST_COPY_WAIT  = 1,
+    DCXEMU_TEST_OOO_CHUNK  = 2
 };
 typedef void (*dcxemu_test_hook_fn)(enum dcxemu_test_event ev, uint32_t qpn,
                                     uint64_t len, void *arg);
@@ -390,6 +426,11 @@ DCXEMU_API int dcxemu_port_describe(int dev, struct dcxemu_port_desc *d);
 DCXEMU_API int dcxemu_cq_wake_owner(struct ibv_cq *cq);
 DCXEMU_API int dcxemu_srq_wake_owner(struct ibv_srq *srq);
 DCXEMU_API int dcxemu_qp_wake_owner(struct ibv_qp *qp); /* its own RQ */
+/* The kernel's MLX5_IB_MODIFY_QP_OOO_DP (modify-QP udata of RESET->INIT, as
+   libmlx5 55 sends it for a QP created with MLX5DV_QP_CREATE_OOO_DP): the DC
+   QP places data out of order from now on.  0, EOPNOTSUPP (not a DCI or DCT,
+   or the device offers none), EINVAL (the QP is not in RESET). */
+DCXEMU_API int dcxemu_qp_set_ooo_dp(struct ibv_qp *qp);
 
 /* ibv_poll_cq, and each completion's solicited event bit (struct ibv_wc has
  * none; a CQ armed for solicited events fires on it). */

@@ -150,7 +150,7 @@ struct dcxemu_shm_qp {
      * request whose own P_Key does not match it is dropped */
     uint16_t pkey;
     uint8_t atomic_mode; /* DCT or RC responder: DCXEMU_ATOMIC_MODE_* */
-    uint8_t pad_pkey;
+    uint8_t ooo_dp; /* DCI or DCT created with MLX5DV_QP_CREATE_OOO_DP */
     uint32_t pad_pkey2;
 };
 
@@ -397,6 +397,7 @@ struct dcxemu_qp {
     int idx;
     int is_dct;
     int is_rc; /* RC QP (also the loopback one hosting UMR / LOCAL_INV) */
+    int ooo_dp; /* DCI or DCT with MLX5DV_QP_CREATE_OOO_DP (ooo.c) */
     int has_qpx; /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
     int sq_sig_all;
     int been_rts; /* wr_complete accepted only after RTS since last RESET */
@@ -461,6 +462,7 @@ struct dcxemu_settings {
                            caps) */
     int no_raw_wqe; /* DCXEMU_RAW_WQE=0: a provider without the raw-WQE
                        builder (rdma-core before v36) */
+    int ooo_dp; /* DCXEMU_OOO_DP: DC out-of-order data placement offered */
     int roce; /* DCXEMU_LINK_LAYER=ethernet: RoCE port, GID routing */
     uint16_t pkeys[DCXEMU_MAX_PKEYS]; /* DCXEMU_PKEY_TABLE: the port's P_Key
                                          table, 0 = an empty entry */
@@ -708,6 +710,13 @@ void dcxemu_test_cq_destroy_wait(
 void dcxemu_copy_begin(int qp_idx);
 void dcxemu_copy_end(int qp_idx);
 void dcxemu_copy_wait(void); /* no fabric lock held */
+/* ooo.c: out-of-order data placement.  The caps query device reports; 0 or
+ * EOPNOTSUPP for a DC QP asking for the flag; mark a new DCI or DCT (before
+ * anyone reaches it). */
+void dcxemu_ooo_caps(struct dcxemu_mlx5dv_ooo_recv_wrs_caps *caps);
+int dcxemu_ooo_create_ok(void);
+void dcxemu_ooo_mark(struct dcxemu_qp *qp);
+
 void dcxemu_test_hook_call(enum dcxemu_test_event ev, uint32_t qpn,
                            uint64_t len);
 

@@ -363,13 +363,21 @@ DCXEMU_API int dcxemu_mlx5dv_query_device(struct ibv_context *ctx_in,
         attrs_out->max_wr_memcpy_length = 0;
         attrs_out->comp_mask |= MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH;
     }
+    /* as libmlx5: reported only where the device has it (the caller asking
+     * for it passes rdma-core 55's longer struct) */
+    if ((want & DCXEMU_MLX5DV_CONTEXT_MASK_OOO_RECV_WRS) && dcxemu_cfg.ooo_dp) {
+        dcxemu_ooo_caps(&((struct dcxemu_mlx5dv_context_ooo *)attrs_out)
+                                 ->ooo_recv_wrs_caps);
+        attrs_out->comp_mask |= DCXEMU_MLX5DV_CONTEXT_MASK_OOO_RECV_WRS;
+    }
     return 0;
 }
 
 /* DEVX general commands (PRM mailboxes, big-endian, MSB-first bit offsets).
  * Only QUERY_HCA_CAP of the general device capabilities is answered, and in it
  * only the fields a DC transport reads: log_max_ra_req_dc, log_max_ra_res_dc,
- * log_max_ra_req_qp, log_max_ra_res_qp (every other field reads 0).
+ * log_max_ra_req_qp, log_max_ra_res_qp, dp_ordering_ooo_all_dc (every other
+ * field reads 0).
  * QUERY_HCA_CAP is on the kernel's whitelist (devx.c:devx_is_whitelist_cmd),
  * so, as on a DEVX-capable mlx5, it works on a context opened without DEVX too;
  * any other command needs a DEVX context (kernel devx_get_uid: EINVAL) and is
@@ -397,9 +405,12 @@ devx_set_field(uint8_t *base, unsigned bit_off, unsigned bits, uint32_t value)
     memcpy(base + (bit_off / 32) * 4, &dw, 4);
 }
 
-/* The general capability page: only the read/atomic depths are filled. */
+/* The general capability page: only the read/atomic depths and the
+ * out-of-order data placement of DC (dp_ordering_ooo_all_dc, which libmlx5
+ * 55 reads into ooo_recv_wrs_caps.max_dct) are filled. */
 static void devx_cap_general(uint8_t *cap)
 {
+    devx_set_field(cap, 0x333, 1, (uint32_t)dcxemu_cfg.ooo_dp);
     devx_set_field(cap, 0x12a, 6,
                    (uint32_t)dcxemu_cfg.log_max_ra_dc); /* log_max_ra_req_dc */
     devx_set_field(cap, 0x13a, 6,

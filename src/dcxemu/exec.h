@@ -66,10 +66,20 @@ struct exec_plan {
     uint64_t ttoken;
     int32_t cq_idx, srq_idx;
     uint32_t tlid;
+    int ooo; /* DCI and DCT both place data out of order (ooo.c) */
     /* an RC target: its slot and number, for a responder error */
     int trc;
     uint32_t tidx, tqpn;
 };
+
+/* ooo.c: whether DCI qp and target t both have the flag (then WRITE and
+ * SEND data is placed out of order, and receives take any of the SRQ's first
+ * WQEs); a receive's pick (SRQ lock held, not empty: the chosen WQE is moved
+ * to the head); the data copy of such a plan, chunks in shuffled order (no
+ * lock held; 0 or errno as dcxemu_vm_copy). */
+int dcxemu_ooo_pair(const struct dcxemu_qp *qp, const struct dcxemu_shm_qp *t);
+void dcxemu_ooo_recv_pick(struct dcxemu_shm_srq *srq);
+int dcxemu_ooo_copy(const struct exec_plan *p, uint32_t qpn);
 
 static inline uint32_t atomic_size(const struct dcxemu_wqe *w)
 {

@@ -246,8 +246,13 @@ static int check_rc_dv(const struct mlx5dv_qp_init_attr *dv, uint64_t *dv_ops)
     if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) &&
         (dv->create_flags &
          ~(uint32_t)(MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE |
-                     MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE))) {
+                     MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE |
+                     DCXEMU_MLX5DV_QP_CREATE_OOO_DP))) {
         return EINVAL;
+    }
+    if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) &&
+        (dv->create_flags & DCXEMU_MLX5DV_QP_CREATE_OOO_DP)) {
+        return EOPNOTSUPP; /* ooo_recv_wrs_caps.max_rc is 0 */
     }
     if (dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) {
         *dv_ops = dv->send_ops_flags;
@@ -461,6 +466,13 @@ static int check_dc_attr(struct ibv_context *context,
     return 0;
 }
 
+/* A DCI or DCT asking for out-of-order data placement. */
+static int dc_ooo_wanted(const struct mlx5dv_qp_init_attr *dv)
+{
+    return (dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) &&
+           (dv->create_flags & DCXEMU_MLX5DV_QP_CREATE_OOO_DP);
+}
+
 static int check_dct_attr(const struct ibv_qp_init_attr_ex *attr,
                           const struct mlx5dv_qp_init_attr *dv)
 {
@@ -470,11 +482,12 @@ static int check_dct_attr(const struct ibv_qp_init_attr_ex *attr,
                      MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS)) ||
         ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) &&
          (dv->create_flags &
-          ~(uint32_t)MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE)) ||
+          ~(uint32_t)(MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE |
+                      DCXEMU_MLX5DV_QP_CREATE_OOO_DP))) ||
         attr->srq == NULL || attr->recv_cq == NULL || attr->send_cq == NULL) {
         return EINVAL;
     }
-    return 0;
+    return dc_ooo_wanted(dv) ? dcxemu_ooo_create_ok() : 0;
 }
 
 static struct ibv_qp *create_dct(struct ibv_context *context,
@@ -500,6 +513,9 @@ static struct ibv_qp *create_dct(struct ibv_context *context,
     err        = alloc_qp_slot(qp, 1, 0);
     if (err != 0) {
         goto err_free;
+    }
+    if (dc_ooo_wanted(dv)) {
+        dcxemu_ooo_mark(qp);
     }
     init_qp_common(qp, context, attr, IBV_QPT_DRIVER);
     publish_qp(qp);
@@ -559,8 +575,12 @@ static int check_dci_attr(const struct ibv_qp_init_attr_ex *attr,
     if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) &&
         (dv->create_flags &
          ~(uint32_t)(MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE |
-                     MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE))) {
+                     MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE |
+                     DCXEMU_MLX5DV_QP_CREATE_OOO_DP))) {
         return EINVAL;
+    }
+    if (dc_ooo_wanted(dv) && dcxemu_ooo_create_ok() != 0) {
+        return EOPNOTSUPP; /* libmlx5: is_qpt_ooo_sup */
     }
     if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS) &&
         (dv->dc_init_attr.dci_streams.log_num_concurent >
@@ -578,6 +598,7 @@ static struct ibv_qp *create_dci(struct ibv_context *context,
 {
     uint64_t ops = DEFAULT_SEND_OPS;
     struct ibv_qp_cap cap;
+    struct ibv_qp *qp;
     size_t wqe = 0;
     int err, raw_wqe = 0;
 
@@ -590,11 +611,14 @@ static struct ibv_qp *create_dci(struct ibv_context *context,
     if (err != 0) {
         goto err;
     }
-    return create_send_qp(context, attr, ops, &cap, IBV_QPT_DRIVER, 0, raw_wqe,
-                          (dv->comp_mask &
-                           MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS) ?
-                                  &dv->dc_init_attr.dci_streams :
-                                  NULL);
+    qp = create_send_qp(context, attr, ops, &cap, IBV_QPT_DRIVER, 0, raw_wqe,
+                        (dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS) ?
+                                &dv->dc_init_attr.dci_streams :
+                                NULL);
+    if (qp != NULL && dc_ooo_wanted(dv)) {
+        dcxemu_ooo_mark((struct dcxemu_qp *)qp);
+    }
+    return qp;
 
 err:
     errno = err;

@@ -110,6 +110,7 @@ static void plan_init(struct exec_plan *p, const struct dcxemu_wqe *w)
     p->gk        = NULL;
     p->ngk       = 0;
     p->trc       = 0;
+    p->ooo       = 0;
     dcxemu_iovbuf_init(&p->liov);
     dcxemu_iovbuf_init(&p->riov);
 }
@@ -153,6 +154,7 @@ static enum exec_result exec_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
         return r;
     }
     plan_target(p, t);
+    p->ooo = dcxemu_ooo_pair(qp, t);
     switch (p->op->exec) {
     case DCXEMU_EXEC_RECV:
         return dcxemu_resp_recv(qp, w, t, p, o, wake);
@@ -166,9 +168,15 @@ static enum exec_result exec_resolve(struct dcxemu_qp *qp, struct dcxemu_wqe *w,
     }
 }
 
-/* The data copy of a plan (no lock held).  0 or errno as dcxemu_vm_copy. */
-static int plan_copy(const struct exec_plan *p, struct dcxemu_wqe *w)
+/* The data copy of a plan (no lock held).  0 or errno as dcxemu_vm_copy. A
+ * WRITE or SEND between two out-of-order QPs is placed out of order; READ
+ * responses and gathered WRITEs are not. */
+static int
+plan_copy(const struct exec_plan *p, struct dcxemu_wqe *w, uint32_t qpn)
 {
+    if (p->ooo && p->to_remote && p->gk == NULL) {
+        return dcxemu_ooo_copy(p, qpn);
+    }
     if (p->gk != NULL) {
         return dcxemu_gather_write(p->pid, wqe_sges(w), p->gk, w->num_sge,
                                    p->riov.v, p->riov.n);
@@ -241,7 +249,7 @@ execute(struct dcxemu_qp *qp, struct dcxemu_wqe *w, struct exec_out *o)
         int cerr;
         dcxemu_test_hook_call(DCXEMU_TEST_COPY_START, qp->qpx.qp_base.qp_num,
                               p.total);
-        cerr = plan_copy(&p, w);
+        cerr = plan_copy(&p, w, qp->qpx.qp_base.qp_num);
         wake = -1;
         r    = exec_finish(qp, &p, cerr, o, &wake);
         wake_target(wake);

@@ -195,6 +195,9 @@ static void recv_take_now(const struct dcxemu_wqe *w,
                           struct exec_out *o, int *wake)
 {
     uint32_t st = IBV_WC_SUCCESS, synd = 0;
+    if (p->ooo) {
+        dcxemu_ooo_recv_pick(srq);
+    }
     if (w->opcode != DCXEMU_OP_WRITE_IMM) {
         st = recv_scatter(srq, srq_head(srq), p, &p->riov, &synd);
     }
@@ -293,6 +296,9 @@ enum exec_result dcxemu_resp_recv_finish(struct exec_plan *p, int cerr,
         srq_found_empty(srq, p->towner, wake);
         pthread_mutex_unlock(&srq->lock);
         return EXEC_RNR;
+    }
+    if (p->ooo) {
+        dcxemu_ooo_recv_pick(srq);
     }
     p->rcqe.wr_id = srq_take(srq, p->towner, wake);
     pthread_mutex_unlock(&srq->lock);

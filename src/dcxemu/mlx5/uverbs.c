@@ -25,8 +25,10 @@
 #include <string.h>
 #include <unistd.h>
 
-/* MLX5_IB_QUERY_DEV_RESP_FLAGS_SCAT2CQE_DCT (mlx5-abi.h) */
+/* MLX5_IB_QUERY_DEV_RESP_FLAGS_SCAT2CQE_DCT, _OOO_DP (mlx5-abi.h; the latter
+ * in rdma-core 55's) */
 #define QUERY_DEV_RESP_FLAGS_SCAT2CQE_DCT (1u << 3)
+#define QUERY_DEV_RESP_FLAGS_OOO_DP       (1u << 4)
 
 /* ---- the object table */
 
@@ -250,6 +252,7 @@ static int cmd_ex_query_device(struct face_file *f, const struct face_cmd *c)
 {
     struct ib_uverbs_ex_query_device_resp resp;
     struct mlx5_ib_query_device_resp uresp;
+    struct dcxemu_mlx5dv_context_ooo dvx;
     struct mlx5dv_context dv;
     struct ibv_device_attr a;
     int err;
@@ -276,6 +279,14 @@ static int cmd_ex_query_device(struct face_file *f, const struct face_cmd *c)
                 dv.dci_streams_caps.max_log_num_concurent;
         uresp.dci_streams_caps.max_log_num_errored =
                 dv.dci_streams_caps.max_log_num_errored;
+    }
+    /* out-of-order data placement: libmlx5 55 reads which QP types have it
+     * from DEVX QUERY_HCA_CAP (dp_ordering_ooo_all_*), only with this flag */
+    memset(&dvx, 0, sizeof(dvx));
+    dvx.base.comp_mask = DCXEMU_MLX5DV_CONTEXT_MASK_OOO_RECV_WRS;
+    if (dcxemu_mlx5dv_query_device(f->ctx, &dvx.base) == 0 &&
+        (dvx.base.comp_mask & DCXEMU_MLX5DV_CONTEXT_MASK_OOO_RECV_WRS)) {
+        uresp.flags |= QUERY_DEV_RESP_FLAGS_OOO_DP;
     }
     uresp.response_length = (uint32_t)(c->uresp_len < sizeof(uresp) ?
                                                c->uresp_len :

@@ -524,6 +524,27 @@ static void ah_attr_of(const struct ib_uverbs_qp_dest *d, struct ibv_ah_attr *a)
     a->port_num          = d->port_num;
 }
 
+/* MLX5_IB_MODIFY_QP_OOO_DP (rdma-core 55's mlx5-abi.h): libmlx5 sends it
+ * with RESET->INIT of a QP created with MLX5DV_QP_CREATE_OOO_DP.  As the
+ * kernel: an unknown bit is EOPNOTSUPP, the bit on another transition
+ * EINVAL, on a QP type the device does not offer it for EOPNOTSUPP. */
+#define MODIFY_QP_OOO_DP (1u << 0)
+static int modify_qp_ooo(struct face_qp *qp,
+                         const struct ib_uverbs_modify_qp *m,
+                         const struct mlx5_ib_modify_qp *ureq)
+{
+    if (ureq->comp_mask & ~MODIFY_QP_OOO_DP) {
+        return EOPNOTSUPP;
+    }
+    if (!(ureq->comp_mask & MODIFY_QP_OOO_DP)) {
+        return 0;
+    }
+    if (!(m->attr_mask & IBV_QP_STATE) || m->qp_state != IBV_QPS_INIT) {
+        return EINVAL;
+    }
+    return dcxemu_qp_set_ooo_dp(qp->qp);
+}
+
 int face_cmd_modify_qp(struct face_file *f, const struct face_cmd *c)
 {
     const int ex = c->ex;
@@ -531,13 +552,18 @@ int face_cmd_modify_qp(struct face_file *f, const struct face_cmd *c)
     struct ib_uverbs_ex_modify_qp_resp resp;
     struct mlx5_ib_modify_qp_resp uresp;
     const struct ib_uverbs_modify_qp *m = &req.base;
+    struct mlx5_ib_modify_qp ureq;
     struct ibv_qp_attr a;
     struct face_qp *qp;
     int err;
     face_udata_in(&req, sizeof(req), c->in, c->in_len);
+    face_udata_in(&ureq, sizeof(ureq), c->udata, c->udata_len);
     qp = face_obj_get(f, m->qp_handle, FACE_OBJ_QP);
     if (qp == NULL) {
         return EINVAL;
+    }
+    if ((err = modify_qp_ooo(qp, m, &ureq)) != 0) {
+        return err;
     }
     memset(&a, 0, sizeof(a));
     a.qp_state            = m->qp_state;

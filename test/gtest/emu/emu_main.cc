@@ -197,7 +197,9 @@ ibv_qp *create_dci(dev &d, uint32_t max_send_wr, uint32_t sge, uint32_t inl,
     if (mlx5 != nullptr) {
         dv.comp_mask |= mlx5->comp_mask &
                         (MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS |
-                         MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS);
+                         MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS |
+                         MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS);
+        dv.create_flags             = mlx5->create_flags;
         dv.send_ops_flags           = mlx5->send_ops_flags;
         dv.dc_init_attr.dci_streams = mlx5->dc_init_attr.dci_streams;
     }

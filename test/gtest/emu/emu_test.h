@@ -90,8 +90,9 @@ struct dci {
     ibv_ah *ah       = nullptr;
 };
 
-/* mlx5: mlx5 send ops (MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) and DCI streams
- * (MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS) to add, as its comp_mask says. */
+/* mlx5: mlx5 send ops (MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS), DCI streams
+ * (MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS) and create flags
+ * (MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) to add, as its comp_mask says. */
 ibv_qp *create_dci(dev &d, uint32_t max_send_wr = 64, uint32_t sge = 2,
                    uint32_t inl = 64, bool send_ops = true,
                    ibv_cq *cq = nullptr, int sig_all = 0,

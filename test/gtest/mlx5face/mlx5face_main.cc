@@ -173,7 +173,8 @@ static ibv_cq_ex *create_cq_ex(device &d, int cqe, ibv_comp_channel *ch)
 }
 
 ibv_qp *create_dci(device &d, ibv_cq *cq, uint32_t max_send_wr, bool raw,
-                   int sig_all, const mlx5dv_dci_streams *streams)
+                   int sig_all, const mlx5dv_dci_streams *streams,
+                   uint32_t create_flags)
 {
     ibv_qp_init_attr_ex a;
     mlx5dv_qp_init_attr dv;
@@ -202,6 +203,10 @@ ibv_qp *create_dci(device &d, ibv_cq *cq, uint32_t max_send_wr, bool raw,
     if (streams != nullptr) {
         dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
         dv.dc_init_attr.dci_streams = *streams;
+    }
+    if (create_flags != 0) {
+        dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
+        dv.create_flags = create_flags;
     }
     return d.v->create_qp(d.ctx, &a, &dv);
 }
@@ -239,7 +244,8 @@ int dci_to_rts(device &d, ibv_qp *qp, uint8_t timeout, uint8_t retry)
                                   IBV_QP_SQ_PSN);
 }
 
-ibv_qp *create_dct(device &d, ibv_cq *cq, ibv_srq *srq, uint64_t key)
+ibv_qp *create_dct(device &d, ibv_cq *cq, ibv_srq *srq, uint64_t key,
+                   uint32_t create_flags)
 {
     ibv_qp_init_attr_ex a;
     mlx5dv_qp_init_attr dv;
@@ -255,6 +261,10 @@ ibv_qp *create_dct(device &d, ibv_cq *cq, ibv_srq *srq, uint64_t key)
     dv.comp_mask                   = MLX5DV_QP_INIT_ATTR_MASK_DC;
     dv.dc_init_attr.dc_type        = MLX5DV_DCTYPE_DCT;
     dv.dc_init_attr.dct_access_key = key;
+    if (create_flags != 0) {
+        dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
+        dv.create_flags = create_flags;
+    }
     return d.v->create_qp(d.ctx, &a, &dv);
 }
 
@@ -283,7 +293,8 @@ int dct_to_rtr(device &d, ibv_qp *qp)
                                   IBV_QP_PATH_MTU);
 }
 
-bool target::create(device &dev, size_t len, uint64_t key, ibv_comp_channel *ch)
+bool target::create(device &dev, size_t len, uint64_t key, ibv_comp_channel *ch,
+                    uint32_t create_flags)
 {
     ibv_srq_init_attr sa;
 
@@ -300,7 +311,7 @@ bool target::create(device &dev, size_t len, uint64_t key, ibv_comp_channel *ch)
     if ((srq == nullptr) || !mem.reg(dev, len)) {
         return false;
     }
-    dct = create_dct(dev, cq, srq, key);
+    dct = create_dct(dev, cq, srq, key, create_flags);
     return (dct != nullptr) && (dct_to_rtr(dev, dct) == 0);
 }
 
@@ -336,7 +347,7 @@ int target::post_recv(uint64_t wr_id, size_t off, uint32_t len)
 
 bool initiator::create(device &dev, uint16_t dlid, uint32_t max_send_wr,
                        uint8_t timeout, uint8_t retry, bool raw,
-                       ibv_comp_channel *ch, size_t len)
+                       ibv_comp_channel *ch, size_t len, uint32_t create_flags)
 {
     ibv_ah_attr aa;
 
@@ -346,7 +357,7 @@ bool initiator::create(device &dev, uint16_t dlid, uint32_t max_send_wr,
         return false;
     }
     cq = ibv_cq_ex_to_cq(cqx);
-    qp = create_dci(dev, cq, max_send_wr, raw);
+    qp = create_dci(dev, cq, max_send_wr, raw, 0, nullptr, create_flags);
     if ((qp == nullptr) || (dci_to_rts(dev, qp, timeout, retry) != 0)) {
         return false;
     }

@@ -112,7 +112,7 @@ struct target {
     ibv_qp *dct    = nullptr;
     memory mem;
     bool create(device &dev, size_t len = 65536, uint64_t key = DC_KEY,
-                ibv_comp_channel *ch = nullptr);
+                ibv_comp_channel *ch = nullptr, uint32_t create_flags = 0);
     void destroy();
     uint32_t dctn() const
     {
@@ -135,7 +135,8 @@ struct initiator {
     uint64_t key  = DC_KEY;
     bool create(device &dev, uint16_t dlid, uint32_t max_send_wr = 64,
                 uint8_t timeout = 10, uint8_t retry = 3, bool raw = false,
-                ibv_comp_channel *ch = nullptr, size_t len = 65536);
+                ibv_comp_channel *ch = nullptr, size_t len = 65536,
+                uint32_t create_flags = 0);
     void destroy();
     /* One WR; wr_flags as ibv_qp_ex takes them.  ibv_wr_complete's errno. */
     int write(uint64_t wr_id, size_t loff, uint32_t len, uint32_t rkey,
@@ -158,12 +159,14 @@ struct initiator {
 };
 
 /* The DCI QP's create attributes, as the tests make them; streams: a DCI
- * with these streams (mlx5dv_create_qp(3)). */
+ * with these streams, create_flags: these mlx5dv create flags
+ * (mlx5dv_create_qp(3)). */
 ibv_qp *create_dci(device &d, ibv_cq *cq, uint32_t max_send_wr, bool raw,
-                   int sig_all                       = 0,
-                   const mlx5dv_dci_streams *streams = nullptr);
+                   int sig_all = 0, const mlx5dv_dci_streams *streams = nullptr,
+                   uint32_t create_flags = 0);
 int dci_to_rts(device &d, ibv_qp *qp, uint8_t timeout = 10, uint8_t retry = 3);
-ibv_qp *create_dct(device &d, ibv_cq *cq, ibv_srq *srq, uint64_t key);
+ibv_qp *create_dct(device &d, ibv_cq *cq, ibv_srq *srq, uint64_t key,
+                   uint32_t create_flags = 0);
 int dct_to_rtr(device &d, ibv_qp *qp);
 
 /* A completion as both poll APIs give it. */

@@ -201,6 +201,55 @@ void entity::init(const config_t &config, uct_error_handler_t err_handler,
     uct_iface_progress_enable(m_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
 }
 
+ucs_status_t iface_open_status(const config_t &config)
+{
+    uct_iface_config_t *iface_config = nullptr;
+    uct_iface_params_t params        = {};
+    ucs_async_context_t *async       = nullptr;
+    uct_worker_h worker              = nullptr;
+    uct_iface_h iface                = nullptr;
+    ucs_status_t status;
+    uct_md_h md;
+
+    EXPECT_EQ(UCS_OK,
+              ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async));
+    EXPECT_EQ(UCS_OK,
+              uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &worker));
+    md = open_md();
+    if (md == nullptr) {
+        status = UCS_ERR_NO_DEVICE;
+        goto out;
+    }
+    EXPECT_EQ(UCS_OK,
+              uct_md_iface_config_read(md, "dcx", NULL, NULL, &iface_config));
+    for (const auto &kv : config) {
+        EXPECT_EQ(UCS_OK, config_by_name(kv.first,
+                                         [&](const char *name) {
+                                             return uct_config_modify(
+                                                     iface_config, name,
+                                                     kv.second.c_str());
+                                         }))
+                << kv.first;
+    }
+    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                        UCT_IFACE_PARAM_FIELD_DEVICE |
+                        UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = "dcx";
+    params.mode.device.dev_name = emu_dev_name;
+    params.rx_headroom          = rx_headroom;
+    status = uct_iface_open(md, worker, &params, iface_config, &iface);
+    uct_config_release(iface_config);
+    if (iface != nullptr) {
+        uct_iface_close(iface);
+    }
+    uct_md_close(md);
+out:
+    uct_worker_destroy(worker);
+    ucs_async_context_destroy(async);
+    return status;
+}
+
 entity::~entity()
 {
     if (m_iface != nullptr) {

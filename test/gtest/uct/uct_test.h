@@ -51,6 +51,10 @@ const size_t rx_headroom = 16;
  * milliseconds. */
 config_t quick_timeout(unsigned retry_count, config_t extra = config_t());
 
+/* What uct_iface_open says for an interface of this configuration (opened
+ * and closed again at once). */
+ucs_status_t iface_open_status(const config_t &config);
+
 /* One UCT worker + interface on the model device. */
 class entity {
 public:

@@ -511,7 +511,10 @@ static int uct_dcx_ep_can_send(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
     }
     return (ep->dci == UCT_DCX_EP_NO_DCI) ?
                    uct_dcx_ep_may_take_dci(iface, ep) :
-                   uct_dcx_ep_dci_has_room(iface, ep, &iface->tx.dcis[ep->dci]);
+                   (uct_dcx_ep_dci_has_room(iface, ep,
+                                            &iface->tx.dcis[ep->dci]) &&
+                    !uct_dcx_ep_ddp_fence_wait(iface,
+                                               &iface->tx.dcis[ep->dci]));
 }
 
 ucs_status_t

@@ -128,6 +128,23 @@ uct_dcx_ep_tx_check(uct_dcx_iface_t *iface, uct_dcx_ep_t *ep)
     return UCS_OK;
 }
 
+/* With out-of-order data placement the device keeps no order between the
+ * data of a DCI's requests, and IBTA's fence (IBV_SEND_FENCE) waits only
+ * for earlier READs and atomics: a fenced request waits until everything
+ * posted before it on the DCI has completed, as UCX's rc/dc_mlx5 fence puts
+ * with strong ordering under DDP. The DCI is asked for the completion that
+ * ends the wait. 1 while the request must wait. */
+static UCS_F_ALWAYS_INLINE int
+uct_dcx_ep_ddp_fence_wait(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
+{
+    if (ucs_likely(!dci->fence) || !iface->config.ddp ||
+        (dci->posted == dci->completed)) {
+        return 0;
+    }
+    (void)uct_dcx_iface_dci_request_completion(iface, dci - iface->tx.dcis);
+    return 1;
+}
+
 /* Make sure the endpoint holds a DCI with a free send queue slot. */
 static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_tx_get(
         uct_dcx_iface_t *iface, uct_dcx_ep_t *ep, uct_dcx_dci_t **dci_p)
@@ -161,7 +178,8 @@ static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_tx_get(
         }
     } else {
         dci = &iface->tx.dcis[ep->dci];
-        if (ucs_unlikely(!uct_dcx_ep_dci_has_room(iface, ep, dci))) {
+        if (ucs_unlikely(!uct_dcx_ep_dci_has_room(iface, ep, dci) ||
+                         uct_dcx_ep_ddp_fence_wait(iface, dci))) {
             return UCS_ERR_NO_RESOURCE;
         }
     }
@@ -192,7 +210,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t uct_dcx_ep_ctrl_dci_get(
     }
 
     dci = &iface->tx.dcis[ep->dci];
-    if (dci->available == 0) {
+    if ((dci->available == 0) || uct_dcx_ep_ddp_fence_wait(iface, dci)) {
         return UCS_ERR_NO_RESOURCE;
     }
 

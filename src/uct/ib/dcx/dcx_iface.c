@@ -599,6 +599,10 @@ uct_dcx_iface_init_caps(uct_dcx_iface_t *iface,
     iface->tx.seg_size = config->seg_size;
     uct_dcx_iface_dci_policy_select(iface, config->tx_policy);
     uct_dcx_iface_streams_init(iface, config);
+    status = uct_dcx_iface_ddp_init(iface, config);
+    if (status != UCS_OK) {
+        return status;
+    }
     /* A quota as long as the queue would never yield: cap it at half. */
     iface->tx.quota     = ucs_min(config->quota,
                                   ucs_max(config->tx_queue_len / 2, 1));

@@ -285,6 +285,7 @@ typedef struct uct_dcx_iface_config {
     unsigned num_dci;
     int tx_policy; /* uct_dcx_tx_policy_t */
     unsigned num_dci_channels; /* hw_dcs: DCI streams asked for */
+    ucs_ternary_auto_value_t ddp; /* out-of-order data placement */
     unsigned quota;
     unsigned tx_queue_len;
     unsigned tx_cq_moderation;
@@ -581,6 +582,7 @@ struct uct_dcx_iface {
         uint8_t ext_atomics32; /* masked 32-bit atomics (raw WQE) */
         uint8_t ext_atomics64; /* masked 64-bit atomics (raw WQE) */
         uint8_t ext_atomics64_be; /* their response is big-endian */
+        uint8_t ddp; /* DCIs and DCT place data out of order */
         enum ibv_mtu path_mtu;
     } config;
 };

@@ -68,6 +68,17 @@ ucs_config_field_t uct_dcx_iface_config_table[] = {
      ucs_offsetof(uct_dcx_iface_config_t, tx_policy),
      UCS_CONFIG_TYPE_ENUM(uct_dcx_tx_policy_names)},
 
+    {"DDP", "try",
+     "Out-of-order data placement between the interface's DCIs and the DCTs\n"
+     "of peers that have it too (mlx5dv_create_qp MLX5DV_QP_CREATE_OOO_DP,\n"
+     "rdma-core 55 and later, on a device whose ooo_recv_wrs_caps list DC):\n"
+     "the device may place the data of puts and active messages in any order\n"
+     "and consume receive buffers out of order; completions stay in order.\n"
+     "A fenced operation then waits until everything posted before it on its\n"
+     "DCI has completed. yes - fail the interface where the device or\n"
+     "rdma-core does not offer it; try - use it where offered; no - never.",
+     ucs_offsetof(uct_dcx_iface_config_t, ddp), UCS_CONFIG_TYPE_TERNARY},
+
     {"NUM_DCI_CHANNELS", "32",
      "With the hw_dcs and dcs_hybrid policies: the DCI streams of the shared\n"
      "DCI asked for (1 to 256, rounded up to a power of two; the device's\n"

@@ -59,6 +59,8 @@ unsigned uct_dcx_iface_num_dci_qps(const uct_dcx_iface_t *iface,
                                    const uct_dcx_iface_config_t *config);
 void uct_dcx_iface_streams_init(uct_dcx_iface_t *iface,
                                 const uct_dcx_iface_config_t *config);
+ucs_status_t uct_dcx_iface_ddp_init(uct_dcx_iface_t *iface,
+                                    const uct_dcx_iface_config_t *config);
 
 /* dcx_rx.c */
 ucs_status_t

@@ -217,6 +217,63 @@ void uct_dcx_iface_streams_init(uct_dcx_iface_t *iface,
               1u << iface->tx.log_streams_errored);
 }
 
+/* Out-of-order data placement (mlx5dv_create_qp(3), mlx5dv_query_device(3)),
+ * rdma-core 55: its values, and rdma-core 55's struct mlx5dv_context, whose
+ * fields after crypto_caps (rdma-core 37, the end of older headers' struct)
+ * are 8-byte aligned, so they start where the older struct ends. An older
+ * libmlx5 knows neither: it clears the mask bit (no caps) and refuses the
+ * create flag. */
+#define UCT_DCX_MLX5DV_QP_CREATE_OOO_DP          (1u << 7)
+#define UCT_DCX_MLX5DV_CONTEXT_MASK_OOO_RECV_WRS (1ull << 16)
+typedef struct {
+    struct mlx5dv_context base;
+    uint64_t max_dc_rd_atom;
+    uint64_t max_dc_init_rd_atom;
+    struct {
+        uint32_t value, mask;
+    } reg_c0;
+    struct {
+        uint32_t max_rc, max_xrc, max_dct, max_ud, max_uc;
+    } ooo_recv_wrs_caps;
+} uct_dcx_mlx5dv_context_t;
+
+/* UCX_DCX_DDP: DCIs and the DCT with out-of-order data placement where the
+ * device takes it on DC (ooo_recv_wrs_caps.max_dct, which covers DCIs too:
+ * libmlx5 checks DRIVER QPs against it). */
+ucs_status_t uct_dcx_iface_ddp_init(uct_dcx_iface_t *iface,
+                                    const uct_dcx_iface_config_t *config)
+{
+    uct_dcx_mlx5dv_context_t dv = {};
+
+    iface->config.ddp = 0;
+    if (config->ddp == UCS_NO) {
+        return UCS_OK;
+    }
+
+    dv.base.comp_mask = UCT_DCX_MLX5DV_CONTEXT_MASK_OOO_RECV_WRS;
+    if ((iface->ops->mlx5dv_query_device(iface->md->ctx, &dv.base) == 0) &&
+        (dv.base.comp_mask & UCT_DCX_MLX5DV_CONTEXT_MASK_OOO_RECV_WRS) &&
+        (dv.ooo_recv_wrs_caps.max_dct != 0)) {
+        iface->config.ddp = 1;
+        ucs_debug("dcx: %s: out-of-order data placement on (up to %u "
+                  "receives)",
+                  iface->md->device->name, dv.ooo_recv_wrs_caps.max_dct);
+        return UCS_OK;
+    }
+
+    if (config->ddp == UCS_YES) {
+        ucs_error("dcx: %s: UCX_DCX_DDP=yes, but the device offers no "
+                  "out-of-order data placement on DC (mlx5dv_query_device "
+                  "reports no ooo_recv_wrs_caps.max_dct; it needs rdma-core "
+                  "55 or later and a device that has it)",
+                  iface->md->device->name);
+        return UCS_ERR_UNSUPPORTED;
+    }
+    ucs_debug("dcx: %s: no out-of-order data placement on DC",
+              iface->md->device->name);
+    return UCS_OK;
+}
+
 /* What a DCI is created with: its CQ and the operations it posts. */
 static void uct_dcx_iface_dci_attr(const uct_dcx_iface_t *iface,
                                    const uct_dcx_dci_t *dci,
@@ -246,6 +303,10 @@ static void uct_dcx_iface_dci_attr(const uct_dcx_iface_t *iface,
     if (iface->config.ext_atomics32 || iface->config.ext_atomics64) {
         dv_attr.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
         dv_attr.send_ops_flags = MLX5DV_QP_EX_WITH_RAW_WQE;
+    }
+    if (iface->config.ddp) {
+        dv_attr.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
+        dv_attr.create_flags |= UCT_DCX_MLX5DV_QP_CREATE_OOO_DP;
     }
     /* Streams on the shared DCI only: an endpoint holding a pool DCI of
      * dcs_hybrid posts on stream 0. */
@@ -482,6 +543,10 @@ static ucs_status_t uct_dcx_iface_dct_create(uct_dcx_iface_t *iface)
     dv_attr.comp_mask                   = MLX5DV_QP_INIT_ATTR_MASK_DC;
     dv_attr.dc_init_attr.dc_type        = MLX5DV_DCTYPE_DCT;
     dv_attr.dc_init_attr.dct_access_key = iface->rx.dc_key;
+    if (iface->config.ddp) {
+        dv_attr.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
+        dv_attr.create_flags = UCT_DCX_MLX5DV_QP_CREATE_OOO_DP;
+    }
 
     iface->rx.dct = iface->ops->mlx5dv_create_qp(iface->md->ctx, &attr,
                                                  &dv_attr);

@@ -32,6 +32,8 @@
  * of the measured loop, those refused with NO_RESOURCE included); exit status 0 only if every operation completed with its data in
  * place.
  */
+#include "bench_uct.h"
+
 #include <uct/api/uct.h>
 #include <ucp/api/ucp.h>
 #include <ucs/async/async_fwd.h>
@@ -77,18 +79,13 @@ static const char *cost_op_names[] = { "put_short", "am_short", "put_zcopy",
 
 /* One side: a UCT interface or a UCP worker. */
 typedef struct {
-    ucs_async_context_t *async;
-    uct_worker_h worker;
-    uct_md_h md;
-    uct_iface_h iface;
+    bench_uct_side_t uct;
     ucp_worker_h ucp_worker;
 } cost_side_t;
 
 typedef struct {
     cost_op_t op;
-    uct_component_h component;
-    const char *tl_name, *dev_name;
-    char md_name[UCT_MD_NAME_MAX];
+    bench_uct_resource_t res;
     cost_side_t tx, rx;
     uct_ep_h ep, rx_ep; /* rx_ep: a peer-to-peer transport's */
     size_t zcopy_size; /* <= COST_ZCOPY_SIZE */
@@ -140,92 +137,6 @@ static void cost_comp_cb(uct_completion_t *self)
     COST_CHECK(self->status == UCS_OK, "an operation's completion");
 }
 
-/* Finds the component and memory domain that offer the transport on the
- * device. */
-static void cost_find_resource(cost_t *c)
-{
-    uct_component_h *components;
-    uct_component_attr_t attr;
-    uct_md_resource_desc_t *mds;
-    uct_tl_resource_desc_t *tls;
-    uct_md_config_t *md_config;
-    unsigned i, j, k, num, num_tls;
-    uct_md_h md;
-
-    COST_OK(uct_query_components(&components, &num));
-    for (i = 0; (i < num) && (c->component == NULL); ++i) {
-        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
-        COST_OK(uct_component_query(components[i], &attr));
-        mds = calloc(attr.md_resource_count + 1, sizeof(*mds));
-        COST_CHECK(mds != NULL, "calloc");
-        attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
-        attr.md_resources = mds;
-        COST_OK(uct_component_query(components[i], &attr));
-        for (j = 0; (j < attr.md_resource_count) && (c->component == NULL);
-             ++j) {
-            COST_OK(uct_md_config_read(components[i], NULL, NULL, &md_config));
-            if (uct_md_open(components[i], mds[j].md_name, md_config, &md) !=
-                UCS_OK) {
-                uct_config_release(md_config);
-                continue;
-            }
-            uct_config_release(md_config);
-            if (uct_md_query_tl_resources(md, &tls, &num_tls) == UCS_OK) {
-                for (k = 0; k < num_tls; ++k) {
-                    if (!strcmp(tls[k].tl_name, c->tl_name) &&
-                        !strcmp(tls[k].dev_name, c->dev_name)) {
-                        c->component = components[i];
-                        snprintf(c->md_name, sizeof(c->md_name), "%s",
-                                 mds[j].md_name);
-                    }
-                }
-                uct_release_tl_resource_list(tls);
-            }
-            uct_md_close(md);
-        }
-        free(mds);
-    }
-    uct_release_component_list(components);
-    if (c->component == NULL) {
-        fprintf(stderr,
-                "dcx_cost: no transport %s on device %s (dcx needs "
-                "dcx-run; the mlx5 face its library preloaded)\n",
-                c->tl_name, c->dev_name);
-        exit(1);
-    }
-}
-
-static void cost_uct_side_open(cost_t *c, cost_side_t *s)
-{
-    uct_iface_params_t params = {};
-    uct_iface_config_t *iface_config;
-    uct_md_config_t *md_config;
-
-    COST_OK(ucs_async_context_create(UCS_ASYNC_MODE_POLL, &s->async));
-    COST_OK(uct_worker_create(s->async, UCS_THREAD_MODE_SINGLE, &s->worker));
-    COST_OK(uct_md_config_read(c->component, NULL, NULL, &md_config));
-    COST_OK(uct_md_open(c->component, c->md_name, md_config, &s->md));
-    uct_config_release(md_config);
-    COST_OK(uct_md_iface_config_read(s->md, c->tl_name, NULL, NULL,
-                                     &iface_config));
-    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                        UCT_IFACE_PARAM_FIELD_DEVICE;
-    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = c->tl_name;
-    params.mode.device.dev_name = c->dev_name;
-    COST_OK(uct_iface_open(s->md, s->worker, &params, iface_config, &s->iface));
-    uct_config_release(iface_config);
-    uct_iface_progress_enable(s->iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-}
-
-static void cost_uct_side_close(cost_side_t *s)
-{
-    uct_iface_close(s->iface);
-    uct_md_close(s->md);
-    uct_worker_destroy(s->worker);
-    ucs_async_context_destroy(s->async);
-}
-
 /* The capability an operation needs, NULL when the transport has it. */
 static const char *cost_uct_missing(cost_t *c, const uct_iface_attr_t *attr)
 {
@@ -261,16 +172,16 @@ static void cost_uct_connect(cost_t *c, const uct_iface_attr_t *attr)
     rx_dev = malloc(attr->device_addr_len);
     tx_dev = malloc(attr->device_addr_len);
     COST_CHECK((rx_dev != NULL) && (tx_dev != NULL), "malloc");
-    COST_OK(uct_iface_get_device_address(c->rx.iface, rx_dev));
-    COST_OK(uct_iface_get_device_address(c->tx.iface, tx_dev));
+    COST_OK(uct_iface_get_device_address(c->rx.uct.iface, rx_dev));
+    COST_OK(uct_iface_get_device_address(c->tx.uct.iface, tx_dev));
     if (attr->cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) {
         iface_addr = malloc(attr->iface_addr_len);
         COST_CHECK(iface_addr != NULL, "malloc");
-        COST_OK(uct_iface_get_address(c->rx.iface, iface_addr));
+        COST_OK(uct_iface_get_address(c->rx.uct.iface, iface_addr));
         ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
                                UCT_EP_PARAM_FIELD_DEV_ADDR |
                                UCT_EP_PARAM_FIELD_IFACE_ADDR;
-        ep_params.iface      = c->tx.iface;
+        ep_params.iface      = c->tx.uct.iface;
         ep_params.dev_addr   = rx_dev;
         ep_params.iface_addr = iface_addr;
         COST_OK(uct_ep_create(&ep_params, &c->ep));
@@ -279,9 +190,9 @@ static void cost_uct_connect(cost_t *c, const uct_iface_attr_t *attr)
         COST_CHECK(attr->cap.flags & UCT_IFACE_FLAG_CONNECT_TO_EP,
                    "a transport that connects to an interface or an endpoint");
         ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
-        ep_params.iface      = c->tx.iface;
+        ep_params.iface      = c->tx.uct.iface;
         COST_OK(uct_ep_create(&ep_params, &c->ep));
-        ep_params.iface = c->rx.iface;
+        ep_params.iface = c->rx.uct.iface;
         COST_OK(uct_ep_create(&ep_params, &c->rx_ep));
         tx_ep_addr = malloc(attr->ep_addr_len);
         rx_ep_addr = malloc(attr->ep_addr_len);
@@ -305,45 +216,46 @@ static void cost_uct_init(cost_t *c)
     uct_md_attr_t md_attr;
     size_t max_zcopy;
 
-    cost_find_resource(c);
-    cost_uct_side_open(c, &c->tx);
-    cost_uct_side_open(c, &c->rx);
-    COST_OK(uct_iface_query(c->tx.iface, &attr));
+    bench_uct_find_resource(&c->res, "dcx needs dcx-run; the mlx5 face "
+                                     "its library preloaded");
+    bench_uct_side_open(&c->res, &c->tx.uct);
+    bench_uct_side_open(&c->res, &c->rx.uct);
+    COST_OK(uct_iface_query(c->tx.uct.iface, &attr));
     missing = cost_uct_missing(c, &attr);
     if (missing != NULL) {
-        printf("op=%s tl=%s unsupported=%s\n", cost_op_names[c->op], c->tl_name,
-               missing);
+        printf("op=%s tl=%s unsupported=%s\n", cost_op_names[c->op],
+               c->res.tl_name, missing);
         exit(0);
     }
     max_zcopy     = (c->op == COST_GET_ZCOPY) ? attr.cap.get.max_zcopy :
                                                 attr.cap.put.max_zcopy;
     c->zcopy_size = (max_zcopy < COST_ZCOPY_SIZE) ? max_zcopy : COST_ZCOPY_SIZE;
     if (attr.cap.flags & UCT_IFACE_FLAG_AM_SHORT) {
-        COST_OK(uct_iface_set_am_handler(c->rx.iface, COST_AM_ID,
+        COST_OK(uct_iface_set_am_handler(c->rx.uct.iface, COST_AM_ID,
                                          cost_am_handler, c, 0));
     }
 
-    COST_OK(uct_iface_query(c->rx.iface, &attr));
+    COST_OK(uct_iface_query(c->rx.uct.iface, &attr));
     cost_uct_connect(c, &attr);
 
-    COST_OK(uct_md_query(c->rx.md, &md_attr));
+    COST_OK(uct_md_query(c->rx.uct.md, &md_attr));
     if (!(md_attr.cap.flags & UCT_MD_FLAG_REG)) {
         /* e.g. shared memory transports: no registered remote memory */
         if (c->op != COST_AM_SHORT) {
             printf("op=%s tl=%s unsupported=memory registration\n",
-                   cost_op_names[c->op], c->tl_name);
+                   cost_op_names[c->op], c->res.tl_name);
             exit(0);
         }
         return;
     }
-    COST_OK(uct_md_mem_reg(c->tx.md, c->local, COST_ZCOPY_SIZE,
+    COST_OK(uct_md_mem_reg(c->tx.uct.md, c->local, COST_ZCOPY_SIZE,
                            UCT_MD_MEM_ACCESS_ALL, &c->local_memh));
-    COST_OK(uct_md_mem_reg(c->rx.md, c->remote, COST_ZCOPY_SIZE,
+    COST_OK(uct_md_mem_reg(c->rx.uct.md, c->remote, COST_ZCOPY_SIZE,
                            UCT_MD_MEM_ACCESS_ALL, &c->remote_memh));
     packed = malloc(md_attr.rkey_packed_size);
     COST_CHECK(packed != NULL, "malloc");
-    COST_OK(uct_md_mkey_pack(c->rx.md, c->remote_memh, packed));
-    COST_OK(uct_rkey_unpack(c->component, packed, &c->rkey));
+    COST_OK(uct_md_mkey_pack(c->rx.uct.md, c->remote_memh, packed));
+    COST_OK(uct_rkey_unpack(c->res.component, packed, &c->rkey));
     free(packed);
 }
 
@@ -352,9 +264,9 @@ static void cost_uct_flush(cost_t *c)
     ucs_status_t status;
 
     do {
-        uct_worker_progress(c->tx.worker);
-        uct_worker_progress(c->rx.worker);
-        status = uct_iface_flush(c->tx.iface, 0, NULL);
+        uct_worker_progress(c->tx.uct.worker);
+        uct_worker_progress(c->rx.uct.worker);
+        status = uct_iface_flush(c->tx.uct.iface, 0, NULL);
     } while (status == UCS_INPROGRESS);
     COST_OK(status);
 }
@@ -367,12 +279,12 @@ static void cost_uct_cleanup(cost_t *c)
         uct_ep_destroy(c->rx_ep);
     }
     if (c->local_memh != NULL) {
-        uct_rkey_release(c->component, &c->rkey);
-        uct_md_mem_dereg(c->tx.md, c->local_memh);
-        uct_md_mem_dereg(c->rx.md, c->remote_memh);
+        uct_rkey_release(c->res.component, &c->rkey);
+        uct_md_mem_dereg(c->tx.uct.md, c->local_memh);
+        uct_md_mem_dereg(c->rx.uct.md, c->remote_memh);
     }
-    cost_uct_side_close(&c->tx);
-    cost_uct_side_close(&c->rx);
+    bench_uct_side_close(&c->tx.uct);
+    bench_uct_side_close(&c->rx.uct);
 }
 
 
@@ -413,7 +325,7 @@ static void cost_ucp_init(cost_t *c)
         /* e.g. a peer-to-peer transport without an auxiliary one to wire
          * it up: UCP does not offer the operation on this transport */
         printf("op=%s tl=%s unsupported=ucp_ep_create:%s\n",
-               cost_op_names[c->op], c->tl_name, ucs_status_string(status));
+               cost_op_names[c->op], c->res.tl_name, ucs_status_string(status));
         exit(0);
     }
 
@@ -575,13 +487,13 @@ static __attribute__((noipa)) ucs_status_t cost_post(cost_t *c, uint64_t i)
 static __attribute__((noipa)) unsigned cost_progress_tx(cost_t *c)
 {
     return (c->op >= COST_UCP_PUT) ? ucp_worker_progress(c->tx.ucp_worker) :
-                                     uct_worker_progress(c->tx.worker);
+                                     uct_worker_progress(c->tx.uct.worker);
 }
 
 static __attribute__((noipa)) unsigned cost_progress_rx(cost_t *c)
 {
     return (c->op >= COST_UCP_PUT) ? ucp_worker_progress(c->rx.ucp_worker) :
-                                     uct_worker_progress(c->rx.worker);
+                                     uct_worker_progress(c->rx.uct.worker);
 }
 
 /* A zero-copy operation with an unused completion counter would fail its
@@ -716,18 +628,19 @@ int main(int argc, char **argv)
         }
     }
     COST_CHECK(op < COST_LAST, "recognising the operation");
-    c.op       = op;
-    count      = strtoull(argv[2], NULL, 0);
-    env        = getenv("DCX_COST_WARMUP");
-    warmup     = (env != NULL) ? strtoull(env, NULL, 0) : COST_WARMUP;
-    total      = warmup + count;
-    env        = getenv("DCX_COST_TL");
-    c.tl_name  = (env != NULL) ? env : "dcx";
-    env        = getenv("DCX_COST_DEV");
-    c.dev_name = (env != NULL) ? env : "dcxemu0:1";
+    c.op           = op;
+    count          = strtoull(argv[2], NULL, 0);
+    env            = getenv("DCX_COST_WARMUP");
+    warmup         = (env != NULL) ? strtoull(env, NULL, 0) : COST_WARMUP;
+    total          = warmup + count;
+    env            = getenv("DCX_COST_TL");
+    c.res.prog     = "dcx_cost";
+    c.res.tl_name  = (env != NULL) ? env : "dcx";
+    env            = getenv("DCX_COST_DEV");
+    c.res.dev_name = (env != NULL) ? env : "dcxemu0:1";
     if (c.op >= COST_UCP_PUT) {
-        env       = getenv("UCX_TLS");
-        c.tl_name = (env != NULL) ? env : "ucp";
+        env           = getenv("UCX_TLS");
+        c.res.tl_name = (env != NULL) ? env : "ucp";
     }
     c.zcopy_size = COST_ZCOPY_SIZE;
     c.local      = aligned_alloc(4096, COST_ZCOPY_SIZE);
@@ -785,7 +698,7 @@ int main(int argc, char **argv)
     } else {
         cost_uct_flush(&c);
         while ((c.op == COST_AM_SHORT) && (c.am_received < total)) {
-            uct_worker_progress(c.rx.worker);
+            uct_worker_progress(c.rx.uct.worker);
         }
         COST_CHECK(c.comp.count == 1, "every completion");
         switch (c.op) {
@@ -807,7 +720,7 @@ int main(int argc, char **argv)
 
     printf("op=%s tl=%s count=%" PRIu64 " send_cqes=%" PRId64 " wrs=%" PRId64
            " tries=%" PRIu64 "\n",
-           cost_op_names[c.op], c.tl_name, count, send_cqes, wrs, tries);
+           cost_op_names[c.op], c.res.tl_name, count, send_cqes, wrs, tries);
     free(c.local);
     free(c.remote);
     return 0;

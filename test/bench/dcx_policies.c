@@ -21,6 +21,8 @@
  * status 0 only if every peer's memory holds the last value put to each of
  * its slots.
  */
+#include "bench_uct.h"
+
 #include <uct/api/uct.h>
 #include <ucs/async/async_fwd.h>
 
@@ -45,14 +47,7 @@
 #define POL_OK(_call) POL_CHECK((_call) == UCS_OK, #_call)
 
 typedef struct {
-    ucs_async_context_t *async;
-    uct_worker_h worker;
-    uct_md_h md;
-    uct_iface_h iface;
-} pol_side_t;
-
-typedef struct {
-    pol_side_t side;
+    bench_uct_side_t side;
     uint64_t *region;
     uct_mem_h memh;
     uct_rkey_bundle_t rkey;
@@ -61,10 +56,8 @@ typedef struct {
 } pol_peer_t;
 
 typedef struct {
-    const char *tl_name, *dev_name;
-    uct_component_h component;
-    char md_name[UCT_MD_NAME_MAX];
-    pol_side_t tx;
+    bench_uct_resource_t res;
+    bench_uct_side_t tx;
     pol_peer_t *peers;
     unsigned num_peers, burst;
     uint64_t nores;
@@ -78,90 +71,6 @@ static double pol_now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* The component and memory domain that offer the transport on the device. */
-static void pol_find_resource(pol_t *p)
-{
-    uct_component_h *components;
-    uct_component_attr_t attr;
-    uct_md_resource_desc_t *mds;
-    uct_tl_resource_desc_t *tls;
-    uct_md_config_t *md_config;
-    unsigned i, j, k, num, num_tls;
-    uct_md_h md;
-
-    POL_OK(uct_query_components(&components, &num));
-    for (i = 0; (i < num) && (p->component == NULL); ++i) {
-        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
-        POL_OK(uct_component_query(components[i], &attr));
-        mds = calloc(attr.md_resource_count + 1, sizeof(*mds));
-        POL_CHECK(mds != NULL, "calloc");
-        attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
-        attr.md_resources = mds;
-        POL_OK(uct_component_query(components[i], &attr));
-        for (j = 0; (j < attr.md_resource_count) && (p->component == NULL);
-             ++j) {
-            POL_OK(uct_md_config_read(components[i], NULL, NULL, &md_config));
-            if (uct_md_open(components[i], mds[j].md_name, md_config, &md) !=
-                UCS_OK) {
-                uct_config_release(md_config);
-                continue;
-            }
-            uct_config_release(md_config);
-            if (uct_md_query_tl_resources(md, &tls, &num_tls) == UCS_OK) {
-                for (k = 0; k < num_tls; ++k) {
-                    if (!strcmp(tls[k].tl_name, p->tl_name) &&
-                        !strcmp(tls[k].dev_name, p->dev_name)) {
-                        p->component = components[i];
-                        snprintf(p->md_name, sizeof(p->md_name), "%s",
-                                 mds[j].md_name);
-                    }
-                }
-                uct_release_tl_resource_list(tls);
-            }
-            uct_md_close(md);
-        }
-        free(mds);
-    }
-    uct_release_component_list(components);
-    if (p->component == NULL) {
-        fprintf(stderr,
-                "dcx_policies: no transport %s on device %s (dcx "
-                "needs dcx-run)\n",
-                p->tl_name, p->dev_name);
-        exit(1);
-    }
-}
-
-static void pol_side_open(pol_t *p, pol_side_t *s)
-{
-    uct_iface_params_t params = {};
-    uct_iface_config_t *iface_config;
-    uct_md_config_t *md_config;
-
-    POL_OK(ucs_async_context_create(UCS_ASYNC_MODE_POLL, &s->async));
-    POL_OK(uct_worker_create(s->async, UCS_THREAD_MODE_SINGLE, &s->worker));
-    POL_OK(uct_md_config_read(p->component, NULL, NULL, &md_config));
-    POL_OK(uct_md_open(p->component, p->md_name, md_config, &s->md));
-    uct_config_release(md_config);
-    POL_OK(uct_md_iface_config_read(s->md, p->tl_name, NULL, NULL,
-                                    &iface_config));
-    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                        UCT_IFACE_PARAM_FIELD_DEVICE;
-    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = p->tl_name;
-    params.mode.device.dev_name = p->dev_name;
-    POL_OK(uct_iface_open(s->md, s->worker, &params, iface_config, &s->iface));
-    uct_config_release(iface_config);
-    uct_iface_progress_enable(s->iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-}
-
-static void pol_side_close(pol_side_t *s)
-{
-    uct_iface_close(s->iface);
-    uct_md_close(s->md);
-    uct_worker_destroy(s->worker);
-    ucs_async_context_destroy(s->async);
-}
 
 /* A peer: its interface, its registered region, the sender's endpoint. */
 static void pol_peer_open(pol_t *p, pol_peer_t *peer)
@@ -171,7 +80,7 @@ static void pol_peer_open(pol_t *p, pol_peer_t *peer)
     uct_md_attr_t md_attr;
     void *dev_addr, *iface_addr, *packed;
 
-    pol_side_open(p, &peer->side);
+    bench_uct_side_open(&p->res, &peer->side);
     peer->region = calloc(POL_SLOTS, sizeof(*peer->region));
     POL_CHECK(peer->region != NULL, "calloc");
     POL_OK(uct_md_mem_reg(peer->side.md, peer->region,
@@ -181,7 +90,7 @@ static void pol_peer_open(pol_t *p, pol_peer_t *peer)
     packed = malloc(md_attr.rkey_packed_size);
     POL_CHECK(packed != NULL, "malloc");
     POL_OK(uct_md_mkey_pack(peer->side.md, peer->memh, packed));
-    POL_OK(uct_rkey_unpack(p->component, packed, &peer->rkey));
+    POL_OK(uct_rkey_unpack(p->res.component, packed, &peer->rkey));
     free(packed);
 
     POL_OK(uct_iface_query(peer->side.iface, &attr));
@@ -206,9 +115,9 @@ static void pol_peer_open(pol_t *p, pol_peer_t *peer)
 static void pol_peer_close(pol_t *p, pol_peer_t *peer)
 {
     uct_ep_destroy(peer->ep);
-    uct_rkey_release(p->component, &peer->rkey);
+    uct_rkey_release(p->res.component, &peer->rkey);
     uct_md_mem_dereg(peer->side.md, peer->memh);
-    pol_side_close(&peer->side);
+    bench_uct_side_close(&peer->side);
     free(peer->region);
 }
 
@@ -263,11 +172,13 @@ int main(int argc, char **argv)
                 POL_MAX_PEERS);
         return 2;
     }
-    p.tl_name  = getenv("DCX_COST_TL") ? getenv("DCX_COST_TL") : "dcx";
-    p.dev_name = getenv("DCX_COST_DEV") ? getenv("DCX_COST_DEV") : "dcxemu0:1";
+    p.res.prog     = "dcx_policies";
+    p.res.tl_name  = getenv("DCX_COST_TL") ? getenv("DCX_COST_TL") : "dcx";
+    p.res.dev_name = getenv("DCX_COST_DEV") ? getenv("DCX_COST_DEV") :
+                                              "dcxemu0:1";
 
-    pol_find_resource(&p);
-    pol_side_open(&p, &p.tx);
+    bench_uct_find_resource(&p.res, "dcx needs dcx-run");
+    bench_uct_side_open(&p.res, &p.tx);
     p.peers = calloc(p.num_peers, sizeof(*p.peers));
     POL_CHECK(p.peers != NULL, "calloc");
     for (j = 0; j < p.num_peers; ++j) {
@@ -308,6 +219,6 @@ int main(int argc, char **argv)
         pol_peer_close(&p, &p.peers[j]);
     }
     free(p.peers);
-    pol_side_close(&p.tx);
+    bench_uct_side_close(&p.tx);
     return 0;
 }

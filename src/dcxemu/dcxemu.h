@@ -415,6 +415,7 @@ struct dcxemu_port_desc {
     int tclass; /* a RoCE port's configured traffic class, -1: none */
     uint32_t max_wqe_size; /* DCXEMU_MAX_WQE_SIZE */
     int mkey_update_tag; /* DCXEMU_MKEY_UPDATE_TAG: a UMR may set a tag */
+    int compact_av; /* DCXEMU_COMPACT_AV: DC WQEs may carry compact AVs */
 };
 DCXEMU_API int dcxemu_port_describe(int dev, struct dcxemu_port_desc *d);
 

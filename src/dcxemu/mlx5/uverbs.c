@@ -133,7 +133,7 @@ static int cmd_get_context(struct face_file *f, const struct face_cmd *c)
         return ENODEV;
     }
     f->compact_av = desc.compact_av;
-    list = dcxemu_ibv_get_device_list(&n);
+    list          = dcxemu_ibv_get_device_list(&n);
     if (list == NULL) {
         return errno ? errno : ENODEV;
     }

@@ -87,9 +87,8 @@ protected:
         memset(m_regs, 0, sizeof(m_regs));
         m_sqs.reserve(8); /* add_sq hands out references into it */
         m_ops.mlx5dv_init_obj = fake_init_obj;
-        ASSERT_EQ(UCS_OK,
-                  uct_dcx_direct_create(&m_ops, &m_objs.cq, 1, &m_direct,
-                                        &reason))
+        ASSERT_EQ(UCS_OK, uct_dcx_direct_create(&m_ops, &m_objs.cq, 1,
+                                                &m_direct, &reason))
                 << reason;
 
         /* libmlx5's address vectors: no GRH, and a global one */
@@ -244,8 +243,8 @@ TEST_F(uct_direct, extended_av_when_device_lacks_compact_av)
 
     uct_dcx_direct_destroy(m_direct);
     m_direct = nullptr;
-    ASSERT_EQ(UCS_OK, uct_dcx_direct_create(&m_ops, &m_objs.cq, 0, &m_direct,
-                                            &reason))
+    ASSERT_EQ(UCS_OK,
+              uct_dcx_direct_create(&m_ops, &m_objs.cq, 0, &m_direct, &reason))
             << reason;
 
     for (bool av_first : { false, true }) {

@@ -132,10 +132,11 @@ DCX_CHILD_ROLE(direct_extended_av)
     }
 
     uint64_t value = 0x5eed;
-    if ((retry(all, [&] {
-             return uct_ep_put_short(ep, &value, sizeof(value), target.addr(),
-                                     rk.get());
-         }) != UCS_OK) ||
+    if ((retry(all,
+               [&] {
+                   return uct_ep_put_short(ep, &value, sizeof(value),
+                                           target.addr(), rk.get());
+               }) != UCS_OK) ||
         (flush_ep(all, ep, 0, 30) != UCS_OK) || (target.word(0) != value)) {
         return 3;
     }

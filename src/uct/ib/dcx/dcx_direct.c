@@ -855,10 +855,10 @@ struct ibv_cq_ex *uct_dcx_direct_poll_cq(uct_dcx_direct_t *direct)
     return &direct->cq.cqx;
 }
 
-ucs_status_t
-uct_dcx_direct_create(const uct_dcx_verbs_ops_t *ops, struct ibv_cq *cq,
-                      int compact_av, uct_dcx_direct_t **direct_p,
-                      const char **reason_p)
+ucs_status_t uct_dcx_direct_create(const uct_dcx_verbs_ops_t *ops,
+                                   struct ibv_cq *cq, int compact_av,
+                                   uct_dcx_direct_t **direct_p,
+                                   const char **reason_p)
 {
     uct_dcx_direct_t *direct;
     ucs_status_t status;

@@ -42,10 +42,10 @@ typedef struct uct_dcx_direct_sq uct_dcx_direct_sq_t;
  * @return UCS_OK, or UCS_ERR_UNSUPPORTED (no direct objects, or a CQ layout
  *         dcx does not parse), UCS_ERR_NO_MEMORY.
  */
-ucs_status_t
-uct_dcx_direct_create(const uct_dcx_verbs_ops_t *ops, struct ibv_cq *cq,
-                      int compact_av, uct_dcx_direct_t **direct_p,
-                      const char **reason_p);
+ucs_status_t uct_dcx_direct_create(const uct_dcx_verbs_ops_t *ops,
+                                   struct ibv_cq *cq, int compact_av,
+                                   uct_dcx_direct_t **direct_p,
+                                   const char **reason_p);
 
 void uct_dcx_direct_destroy(uct_dcx_direct_t *direct);
 

@@ -39,6 +39,10 @@
  *                                          and REMOTE_ATOMIC at DCT/RC modify fail EOPNOTSUPP.
  *   DCXEMU_EXT_ATOMICS    1                0: the HCA atomic caps (DEVX QUERY_HCA_CAP) list no
  *                                          masked atomics; masked raw WQEs fail LOC_QP_OP_ERR.
+ *   DCXEMU_COMPACT_AV     1                0: the HCA cap compact_address_vector (DEVX
+ *                                          QUERY_HCA_CAP) reads 0, and a DC WQE carrying the
+ *                                          compact 16-byte AV fails LOC_QP_OP_ERR (mlx5 face,
+ *                                          raw WQEs).
  *   DCXEMU_RAW_WQE        1                0: a provider without the raw-WQE builder (rdma-core
  *                                          before v36): a QP created with the dv send op
  *                                          MLX5DV_QP_EX_WITH_RAW_WQE fails EOPNOTSUPP.
@@ -415,6 +419,7 @@ struct dcxemu_port_desc {
     int tclass; /* a RoCE port's configured traffic class, -1: none */
     uint32_t max_wqe_size; /* DCXEMU_MAX_WQE_SIZE */
     int mkey_update_tag; /* DCXEMU_MKEY_UPDATE_TAG: a UMR may set a tag */
+    int compact_av; /* DCXEMU_COMPACT_AV: DC WQEs may carry compact AVs */
 };
 DCXEMU_API int dcxemu_port_describe(int dev, struct dcxemu_port_desc *d);
 

@@ -463,6 +463,8 @@ struct dcxemu_settings {
     int no_raw_wqe; /* DCXEMU_RAW_WQE=0: a provider without the raw-WQE
                        builder (rdma-core before v36) */
     int ooo_dp; /* DCXEMU_OOO_DP: DC out-of-order data placement offered */
+    int compact_av; /* DCXEMU_COMPACT_AV: HCA cap compact_address_vector;
+                       0: a DC WQE with a compact AV is malformed */
     int roce; /* DCXEMU_LINK_LAYER=ethernet: RoCE port, GID routing */
     uint16_t pkeys[DCXEMU_MAX_PKEYS]; /* DCXEMU_PKEY_TABLE: the port's P_Key
                                          table, 0 = an empty entry */

@@ -376,8 +376,8 @@ DCXEMU_API int dcxemu_mlx5dv_query_device(struct ibv_context *ctx_in,
 /* DEVX general commands (PRM mailboxes, big-endian, MSB-first bit offsets).
  * Only QUERY_HCA_CAP of the general device capabilities is answered, and in it
  * only the fields a DC transport reads: log_max_ra_req_dc, log_max_ra_res_dc,
- * log_max_ra_req_qp, log_max_ra_res_qp, dp_ordering_ooo_all_dc (every other
- * field reads 0).
+ * log_max_ra_req_qp, log_max_ra_res_qp, compact_address_vector,
+ * dp_ordering_ooo_all_dc (every other field reads 0).
  * QUERY_HCA_CAP is on the kernel's whitelist (devx.c:devx_is_whitelist_cmd),
  * so, as on a DEVX-capable mlx5, it works on a context opened without DEVX too;
  * any other command needs a DEVX context (kernel devx_get_uid: EINVAL) and is
@@ -405,12 +405,14 @@ devx_set_field(uint8_t *base, unsigned bit_off, unsigned bits, uint32_t value)
     memcpy(base + (bit_off / 32) * 4, &dw, 4);
 }
 
-/* The general capability page: only the read/atomic depths and the
- * out-of-order data placement of DC (dp_ordering_ooo_all_dc, which libmlx5
- * 55 reads into ooo_recv_wrs_caps.max_dct) are filled. */
+/* The general capability page: only the read/atomic depths, whether a DC WQE
+ * may carry the compact address vector (compact_address_vector, as UCX reads
+ * it) and the out-of-order data placement of DC (dp_ordering_ooo_all_dc,
+ * which libmlx5 55 reads into ooo_recv_wrs_caps.max_dct) are filled. */
 static void devx_cap_general(uint8_t *cap)
 {
     devx_set_field(cap, 0x333, 1, (uint32_t)dcxemu_cfg.ooo_dp);
+    devx_set_field(cap, 0x200, 1, (uint32_t)dcxemu_cfg.compact_av);
     devx_set_field(cap, 0x12a, 6,
                    (uint32_t)dcxemu_cfg.log_max_ra_dc); /* log_max_ra_req_dc */
     devx_set_field(cap, 0x13a, 6,

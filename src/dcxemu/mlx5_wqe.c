@@ -408,6 +408,15 @@ int dcxemu_mlx5_wqe_decode(const void *sq_buf, uint32_t wqebb_cnt,
     return 0;
 }
 
+int dcxemu_mlx5_wqe_check_av(const struct dcxemu_mlx5_wqe *w,
+                             enum dcxemu_mlx5_qp_kind kind, int compact_av)
+{
+    if (kind == DCXEMU_MLX5_QP_DCI && w->has_av && !w->av.ext && !compact_av) {
+        return BAD;
+    }
+    return 0;
+}
+
 /* A list of data segments: up to n, ended early by MLX5_INVALID_LKEY */
 static int read_data_list(const uint8_t *p, uint32_t n, uint32_t max_sge,
                           struct dcxemu_mlx5_sge *sge, uint32_t *num_sge)

@@ -116,6 +116,13 @@ int dcxemu_mlx5_wqe_decode(const void *sq_buf, uint32_t wqebb_cnt,
                            uint32_t wqebb, enum dcxemu_mlx5_qp_kind kind,
                            uint32_t max_wqe_bytes, struct dcxemu_mlx5_wqe *w);
 
+/* A decoded DC WQE against the device's compact_address_vector capability:
+ * 0, or MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR for a DCI's WQE whose address
+ * vector is the compact 16-byte form on a device without the capability (an
+ * HCA that cannot parse it).  Other kinds and WQEs without an AV pass. */
+int dcxemu_mlx5_wqe_check_av(const struct dcxemu_mlx5_wqe *w,
+                             enum dcxemu_mlx5_qp_kind kind, int compact_av);
+
 /* Receive WQEs at `index` (already wrapped to the ring / SRQ size): the RQ
  * ring (stride bytes each: data segments; an lkey of MLX5_INVALID_LKEY ends a
  * list shorter than the stride) and the SRQ (a next segment, then data

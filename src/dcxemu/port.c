@@ -220,6 +220,7 @@ DCXEMU_API int dcxemu_port_describe(int dev, struct dcxemu_port_desc *d)
     d->tclass          = dcxemu_cfg.roce ? dcxemu_cfg.roce_tclass : -1;
     d->max_wqe_size    = dcxemu_cfg.max_wqe;
     d->mkey_update_tag = dcxemu_cfg.mkey_update_tag;
+    d->compact_av      = dcxemu_cfg.compact_av;
     _Static_assert(DCXEMU_DESC_PKEYS >= DCXEMU_MAX_PKEYS,
                    "the description holds the whole P_Key table");
     memcpy(d->pkey, dcxemu_cfg.pkeys, sizeof(dcxemu_cfg.pkeys));

@@ -277,6 +277,7 @@ static void read_settings(void)
     dcxemu_cfg.no_ext_atomics = !env_long("DCXEMU_EXT_ATOMICS", 1, 0, 1);
     dcxemu_cfg.no_raw_wqe     = !env_long("DCXEMU_RAW_WQE", 1, 0, 1);
     dcxemu_cfg.ooo_dp         = (int)env_long("DCXEMU_OOO_DP", 1, 0, 1);
+    dcxemu_cfg.compact_av     = (int)env_long("DCXEMU_COMPACT_AV", 1, 0, 1);
     dcxemu_cfg.no_atomics     = 0;
     if (ac != NULL && strcmp(ac, "none") == 0) {
         dcxemu_cfg.no_atomics = 1;

@@ -438,6 +438,12 @@ raw_decode(struct dcxemu_qp *qp, struct dcxemu_wqe *w, const uint8_t *b)
                                  qp->is_rc ? DCXEMU_MLX5_QP_RC :
                                              DCXEMU_MLX5_QP_DCI,
                                  RAW_MAX_BYTES, &m);
+    if (ret == 0) {
+        ret = dcxemu_mlx5_wqe_check_av(&m,
+                                       qp->is_rc ? DCXEMU_MLX5_QP_RC :
+                                                   DCXEMU_MLX5_QP_DCI,
+                                       dcxemu_cfg.compact_av);
+    }
     if (m.ds == 0 || m.ds * 16u > RAW_MAX_BYTES ||
         m.qpn != qp->qpx.qp_base.qp_num) {
         return -1; /* no WQE, or one of another QP */

@@ -203,6 +203,7 @@ struct face_file {
     uint32_t nobjs;
     uint32_t cap;
     int devx; /* the context was asked with DEVX (MLX5_IB_ALLOC_UCTX_DEVX) */
+    int compact_av; /* the device parses compact DC address vectors */
     pthread_mutex_t mkey_lock; /* the mkey list; taken after lock */
     struct face_mkey *mkeys;
 };

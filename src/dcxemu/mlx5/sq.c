@@ -265,6 +265,13 @@ static unsigned sq_take(struct face_qp *qp, uint16_t pi)
                                                     DCXEMU_MLX5_QP_RC,
                                             qp->max_wqe_bytes, w);
         uint32_t n = synd == 0 && w->num_wqebb != 0 ? w->num_wqebb : 1;
+        if (synd == 0) { /* an AV the device cannot parse: still n long */
+            synd = dcxemu_mlx5_wqe_check_av(w,
+                                            qp->kind == FACE_QP_DCI ?
+                                                    DCXEMU_MLX5_QP_DCI :
+                                                    DCXEMU_MLX5_QP_RC,
+                                            qp->obj.file->compact_av);
+        }
         qp->wqe[wqebb].opcode = w->opcode;
         if (synd != 0) {
             wqe_bad(qp, (uint16_t)qp->sq_pi, w->opcode);

@@ -132,7 +132,8 @@ static int cmd_get_context(struct face_file *f, const struct face_cmd *c)
     if (dcxemu_port_describe(f->dev_index, &desc) != 0) {
         return ENODEV;
     }
-    list = dcxemu_ibv_get_device_list(&n);
+    f->compact_av = desc.compact_av;
+    list          = dcxemu_ibv_get_device_list(&n);
     if (list == NULL) {
         return errno ? errno : ENODEV;
     }

@@ -569,6 +569,93 @@ EMU_CHILD(extatomics)
     return ret;
 }
 
+/* compactav: the general capability compact_address_vector (bit 0x200) and a DCI's raw WQEs with
+ * the extended, then the compact address vector, in a process with the caller's settings. Exit 0
+ * if the capability is set and both execute, 10 if it is clear, the extended one executes and
+ * the compact one completes with LOC_QP_OP_ERR, touching nothing; other values: a check failed. */
+EMU_CHILD(compactav)
+{
+    ibv_context *ctx = open_devx();
+    if (ctx == nullptr)
+        return 2;
+    uint8_t in[16] = {}, out[16 + 4096] = {};
+    in[0] = 0x01; /* QUERY_HCA_CAP 0x100, the general page, current */
+    in[7] = 1;
+    if (dcxemu_mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)) !=
+        0)
+        return 3;
+    dcxemu_ibv_close_device(ctx);
+    bool cap = (out[16 + 0x200 / 8] & 0x80) != 0;
+    dev d;
+    if (!d.open())
+        return 4;
+    ibv_srq *srq = create_srq(d);
+    ibv_qp *dct  = create_dct(d, srq, 3);
+    if (dct == nullptr || dct_to_rtr(dct) != 0)
+        return 5;
+    dci c;
+    c.qp = create_raw_dci(d, MLX5DV_QP_EX_WITH_RAW_WQE);
+    if (c.qp == nullptr || dci_to_rts(c.qp) != 0)
+        return 6;
+    c.qpx = dcxemu_ibv_qp_to_qp_ex(c.qp);
+    c.dv  = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(c.qpx);
+    static uint64_t buf[2];
+    ibv_mr *mr = dcxemu_ibv_reg_mr(d.pd, buf, sizeof(buf),
+                                   IBV_ACCESS_LOCAL_WRITE |
+                                           IBV_ACCESS_REMOTE_ATOMIC |
+                                           IBV_ACCESS_REMOTE_WRITE);
+    if (mr == nullptr)
+        return 7;
+    raw_args r;
+    r.opcode     = MLX5_OPCODE_ATOMIC_FA;
+    r.opmod      = 0;
+    r.qpn        = c.qp->qp_num;
+    r.dc_key     = 3;
+    r.dctn       = dct->qp_num;
+    r.lid        = d.lid;
+    r.raddr      = (uintptr_t)&buf[0];
+    r.rkey       = mr->rkey;
+    r.a[0]       = 1;
+    r.lkey       = mr->lkey;
+    r.laddr      = (uintptr_t)&buf[1];
+    r.byte_count = 8;
+    int ret      = 0;
+    for (bool ext : { true, false }) {
+        r.ext_av  = ext;
+        raw_wqe w = build(r);
+        ibv_wr_start(c.qpx);
+        mlx5dv_wr_raw_wqe(c.dv, w.b);
+        if (ibv_wr_complete(c.qpx) != 0)
+            return 8;
+        ibv_wc wc;
+        if (!poll_one(d.cq, &wc))
+            return 9;
+        if (ext || cap) {
+            ret = (wc.status == IBV_WC_SUCCESS) ? ret : 12;
+        } else {
+            ret = (wc.status == IBV_WC_LOC_QP_OP_ERR && buf[0] == 1) ? 10 : 13;
+        }
+    }
+    if (ret == 0 && buf[0] != 2)
+        ret = 14;
+    dcxemu_ibv_dereg_mr(mr);
+    dcxemu_ibv_destroy_qp(c.qp);
+    dcxemu_ibv_destroy_qp(dct);
+    dcxemu_ibv_destroy_srq(srq);
+    d.close();
+    return ret;
+}
+
+TEST(emu_devx, compact_av_mode)
+{
+    pid_t p = spawn(fresh_fabric(), { "compactav" }, {});
+    int st  = wait_child(p, 20000);
+    EXPECT_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : 1000, 0);
+    p  = spawn(fresh_fabric(), { "compactav" }, { "DCXEMU_COMPACT_AV=0" });
+    st = wait_child(p, 20000);
+    EXPECT_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : 1000, 10);
+}
+
 int run_child(const std::vector<std::string> &env)
 {
     pid_t p = spawn(fresh_fabric(), { "extatomics" }, env);

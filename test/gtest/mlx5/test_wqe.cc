@@ -477,6 +477,49 @@ TEST_F(wqe_test, compact_av)
     EXPECT_EQ(w->sge[0].length, 512u);
 }
 
+/* A device without compact_address_vector (DCXEMU_COMPACT_AV=0) cannot parse
+ * the compact form: LOC_QP_OP_ERR for a DCI's WQE carrying it; the extended
+ * form, RC WQEs and WQEs without an AV pass either way. */
+TEST_F(wqe_test, compact_av_refused_without_the_capability)
+{
+    const int ERR = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+
+    {
+        sq s(4);
+        s.start(0);
+        set_compact_av(s, 0x77, 9);
+        set_raddr(s, RADDR, RKEY);
+        s.data(512, 6, 0x9000);
+        s.finish(7, MLX5_OPCODE_RDMA_WRITE, 0, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+        ASSERT_EQ(decode(s, 0, DCXEMU_MLX5_QP_DCI), 0);
+        EXPECT_EQ(dcxemu_mlx5_wqe_check_av(w.get(), DCXEMU_MLX5_QP_DCI, 1), 0);
+        EXPECT_EQ(dcxemu_mlx5_wqe_check_av(w.get(), DCXEMU_MLX5_QP_DCI, 0),
+                  ERR);
+    }
+    {
+        ah_attr a;
+        sq s(4);
+        s.start(0);
+        set_dc_av(s, a);
+        set_raddr(s, RADDR, RKEY);
+        s.data(512, 6, 0x9000);
+        s.finish(7, MLX5_OPCODE_RDMA_WRITE, 0, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+        ASSERT_EQ(decode(s, 0, DCXEMU_MLX5_QP_DCI), 0);
+        EXPECT_EQ(w->av.ext, 1);
+        EXPECT_EQ(dcxemu_mlx5_wqe_check_av(w.get(), DCXEMU_MLX5_QP_DCI, 0), 0);
+    }
+    {
+        sq s(4);
+        s.start(0);
+        set_raddr(s, RADDR, RKEY);
+        s.data(512, 6, 0x9000);
+        s.finish(7, MLX5_OPCODE_RDMA_WRITE, 0, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+        ASSERT_EQ(decode(s, 0, DCXEMU_MLX5_QP_RC), 0);
+        EXPECT_FALSE(w->has_av);
+        EXPECT_EQ(dcxemu_mlx5_wqe_check_av(w.get(), DCXEMU_MLX5_QP_RC, 0), 0);
+    }
+}
+
 /* ---- wrapping at the queue end */
 
 /* libmlx5's set_data_inl_seg: the inline data runs past the queue end and goes on at its start */

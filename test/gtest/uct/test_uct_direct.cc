@@ -4,7 +4,8 @@
  * The direct WQE writer (dcx_direct.c) white-box, over send queues, a
  * doorbell register and address handles in plain memory that a fake
  * mlx5dv_init_obj describes: the DC address vector in its compact and
- * extended forms (before and after the data, wrapping the queue's end),
+ * extended forms (before and after the data, wrapping the queue's end, the
+ * extended one always on a device without compact address vectors),
  * and the BlueFlame halves alternating per register, not per DCI.
  */
 #include "uct_test.h"
@@ -86,8 +87,8 @@ protected:
         memset(m_regs, 0, sizeof(m_regs));
         m_sqs.reserve(8); /* add_sq hands out references into it */
         m_ops.mlx5dv_init_obj = fake_init_obj;
-        ASSERT_EQ(UCS_OK,
-                  uct_dcx_direct_create(&m_ops, &m_objs.cq, &m_direct, &reason))
+        ASSERT_EQ(UCS_OK, uct_dcx_direct_create(&m_ops, &m_objs.cq, 1,
+                                                &m_direct, &reason))
                 << reason;
 
         /* libmlx5's address vectors: no GRH, and a global one */
@@ -111,7 +112,9 @@ protected:
         for (auto &sq : m_sqs) {
             uct_dcx_direct_sq_destroy(sq.sq);
         }
-        uct_dcx_direct_destroy(m_direct);
+        if (m_direct != nullptr) {
+            uct_dcx_direct_destroy(m_direct);
+        }
         fake = nullptr;
     }
 
@@ -228,6 +231,40 @@ TEST_F(uct_direct, compact_av_without_grh)
         EXPECT_EQ(0x77, be16toh(av.rlid));
         EXPECT_EQ(9, av.stat_rate_sl);
         check_data(s, idx, 32, 0x1000);
+    }
+}
+
+/* A device without compact_address_vector: the address vector of an
+ * address handle without GRH goes out extended, whole, after the data
+ * segments are moved up; the device said so once, no WQE asks again. */
+TEST_F(uct_direct, extended_av_when_device_lacks_compact_av)
+{
+    const char *reason = nullptr;
+
+    uct_dcx_direct_destroy(m_direct);
+    m_direct = nullptr;
+    ASSERT_EQ(UCS_OK,
+              uct_dcx_direct_create(&m_ops, &m_objs.cq, 0, &m_direct, &reason))
+            << reason;
+
+    for (bool av_first : { false, true }) {
+        sq &s = add_sq(0, 0x180 + av_first);
+
+        for (unsigned i = 0; i < 2; ++i) {
+            uint64_t raddr = 0x1000 + s.pi;
+            unsigned idx   = put_short(s, &m_ah_compact, av_first);
+            struct mlx5_wqe_av av;
+
+            /* control, extended AV, raddr, inline header and 8 bytes */
+            EXPECT_EQ(6u, ds(s, idx));
+            memcpy(&av, wqe(s, idx, 16, sizeof(av)).data(), sizeof(av));
+            EXPECT_EQ(dctn | MLX5_EXTENDED_UD_AV, be32toh(av.dqp_dct));
+            EXPECT_EQ(dc_key, be64toh(av.key.dc_key));
+            EXPECT_EQ(0x77, be16toh(av.rlid));
+            EXPECT_EQ(9, av.stat_rate_sl);
+            EXPECT_EQ(0u, av.grh_gid_fl);
+            check_data(s, idx, 64, raddr);
+        }
     }
 }
 

@@ -105,6 +105,86 @@ TEST(uct_post, direct_refused_where_unavailable)
     }
 }
 
+namespace {
+
+/* Direct posting on a device without compact DC address vectors (the
+ * model's DCXEMU_COMPACT_AV=0: the HCA cap compact_address_vector is 0, and
+ * a DC WQE carrying the compact form completes in error): every WQE dcx
+ * writes carries the extended address vector, so puts of every size, a get
+ * and an active message reach the peer on a GRH-less port. */
+DCX_CHILD_ROLE(direct_extended_av)
+{
+    config_t config = { { "POST", "direct" }, { "NUM_DCI", "2" } };
+    entity sender(config), receiver(config);
+    if ((sender.iface() == nullptr) || (receiver.iface() == nullptr)) {
+        return 1;
+    }
+
+    std::vector<entity *> all = { &sender, &receiver };
+    buffer target(receiver, 8192, 0), local(sender, 8192, 'l');
+    rkey rk(target.packed_rkey());
+    uct_ep_h ep = sender.connect(receiver);
+    am_count am;
+    if ((ep == nullptr) ||
+        (uct_iface_set_am_handler(receiver.iface(), 7, am_handler, &am, 0) !=
+         UCS_OK)) {
+        return 2;
+    }
+
+    uint64_t value = 0x5eed;
+    if ((retry(all,
+               [&] {
+                   return uct_ep_put_short(ep, &value, sizeof(value),
+                                           target.addr(), rk.get());
+               }) != UCS_OK) ||
+        (flush_ep(all, ep, 0, 30) != UCS_OK) || (target.word(0) != value)) {
+        return 3;
+    }
+
+    /* a gather entry: the extended AV moves the data segments up */
+    test_comp zcomp;
+    uct_iov_t iov       = { local.ptr(), 4096, local.memh(), 0, 1 };
+    ucs_status_t status = retry(all, [&] {
+        return uct_ep_put_zcopy(ep, &iov, 1, target.addr() + 64, rk.get(),
+                                &zcomp.uct);
+    });
+    if ((wait_comp(all, status, zcomp, 30) != UCS_OK) ||
+        (memcmp(target.ptr() + 64, local.ptr(), 4096) != 0)) {
+        return 4;
+    }
+
+    test_comp gcomp;
+    uct_iov_t giov = { local.ptr() + 4096, 8, local.memh(), 0, 1 };
+    status         = retry(all, [&] {
+        return uct_ep_get_zcopy(ep, &giov, 1, target.addr(), rk.get(),
+                                        &gcomp.uct);
+    });
+    if ((wait_comp(all, status, gcomp, 30) != UCS_OK) ||
+        (memcmp(local.ptr() + 4096, &value, sizeof(value)) != 0)) {
+        return 5;
+    }
+
+    if ((retry(all, [&] { return uct_ep_am_short(ep, 7, 1, &value, 8); }) !=
+         UCS_OK) ||
+        !wait_for(
+                all, [&] { return am.count == 1; }, 30)) {
+        return 6;
+    }
+    uct_ep_destroy(ep);
+    return 0;
+}
+
+} // namespace
+
+TEST(uct_post, direct_extended_av_without_compact_av_cap)
+{
+    if (!on_mlx5_face()) {
+        GTEST_SKIP() << "direct posting needs the mlx5 face";
+    }
+    child c("direct_extended_av", {}, { { "DCXEMU_COMPACT_AV", "0" } });
+    EXPECT_EQ(0, c.wait(90));
+}
+
 /* One DCI with a short send queue, so that it wraps many times. */
 class uct_post_wrap : public testing::Test, protected entity_pair {
 protected:

@@ -117,6 +117,7 @@ struct uct_dcx_direct {
     struct ibv_ah *av_ah; /* the last address handle used ... */
     const struct mlx5_wqe_av *av; /* ... its address vector */
     int av_compact; /* ... and whether its base form carries it all */
+    int compact_av; /* the device takes compact address vectors */
 };
 
 
@@ -487,8 +488,9 @@ static void uct_dcx_direct_wr_set_sge_list(struct ibv_qp_ex *qpx,
 }
 
 /* The address vector of an address handle, as libmlx5 keeps it, and
- * whether its base form carries all of it: not marked extended, nothing in
- * the extended part (no GRH, no RoCE addresses). */
+ * whether its base form carries all of it: the device takes compact ones,
+ * and it is not marked extended, with nothing in the extended part (no GRH,
+ * no RoCE addresses). */
 static UCS_F_NOINLINE const struct mlx5_wqe_av *
 uct_dcx_direct_av_lookup(uct_dcx_direct_t *direct, struct ibv_ah *ah)
 {
@@ -504,6 +506,7 @@ uct_dcx_direct_av_lookup(uct_dcx_direct_t *direct, struct ibv_ah *ah)
     direct->av_ah = ah;
     direct->av    = dv_ah.av;
     direct->av_compact =
+            direct->compact_av &&
             !(dv_ah.av->dqp_dct & htobe32(MLX5_EXTENDED_UD_AV)) &&
             !memcmp(UCS_PTR_BYTE_OFFSET(dv_ah.av, UCT_DCX_DIRECT_AV_BASE_SIZE),
                     zero_ext, sizeof(zero_ext));
@@ -852,9 +855,10 @@ struct ibv_cq_ex *uct_dcx_direct_poll_cq(uct_dcx_direct_t *direct)
     return &direct->cq.cqx;
 }
 
-ucs_status_t
-uct_dcx_direct_create(const uct_dcx_verbs_ops_t *ops, struct ibv_cq *cq,
-                      uct_dcx_direct_t **direct_p, const char **reason_p)
+ucs_status_t uct_dcx_direct_create(const uct_dcx_verbs_ops_t *ops,
+                                   struct ibv_cq *cq, int compact_av,
+                                   uct_dcx_direct_t **direct_p,
+                                   const char **reason_p)
 {
     uct_dcx_direct_t *direct;
     ucs_status_t status;
@@ -871,7 +875,8 @@ uct_dcx_direct_create(const uct_dcx_verbs_ops_t *ops, struct ibv_cq *cq,
         return status;
     }
 
-    direct->ops = ops;
+    direct->ops        = ops;
+    direct->compact_av = compact_av;
     kh_init_inplace(uct_dcx_direct_sq, &direct->sqs);
 
     direct->cq.cqx.start_poll      = uct_dcx_direct_start_poll;

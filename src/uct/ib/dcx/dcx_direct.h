@@ -34,14 +34,18 @@ typedef struct uct_dcx_direct_sq uct_dcx_direct_sq_t;
 /**
  * Take over polling and arming of @a cq, the interface's send CQ.
  *
+ * @param [in]  compact_av  the device takes compact DC address vectors
+ *                          (HCA cap compact_address_vector): 0, every DC
+ *                          WQE carries the extended one.
  * @param [out] reason_p  why direct posting is unavailable, on failure.
  *
  * @return UCS_OK, or UCS_ERR_UNSUPPORTED (no direct objects, or a CQ layout
  *         dcx does not parse), UCS_ERR_NO_MEMORY.
  */
-ucs_status_t
-uct_dcx_direct_create(const uct_dcx_verbs_ops_t *ops, struct ibv_cq *cq,
-                      uct_dcx_direct_t **direct_p, const char **reason_p);
+ucs_status_t uct_dcx_direct_create(const uct_dcx_verbs_ops_t *ops,
+                                   struct ibv_cq *cq, int compact_av,
+                                   uct_dcx_direct_t **direct_p,
+                                   const char **reason_p);
 
 void uct_dcx_direct_destroy(uct_dcx_direct_t *direct);
 

@@ -373,26 +373,38 @@ int uct_dcx_md_query_hca_cap(uct_dcx_md_t *md, unsigned type, uint8_t *page,
     return 0;
 }
 
-/* The read/atomic depth of a DCI: the kernel refuses RTR->RTS with
- * max_rd_atomic above 1 << log_max_ra_res_dc (mlx5_ib validate_rd_atomic),
- * UCX's dc_mlx5 uses 1 << log_max_ra_req_dc; both bound it here. Read
- * with DEVX where the device was opened with it; else it stays unknown and
- * the DCIs find it (uct_dcx_iface_dci_connect). */
-static void uct_dcx_md_query_dc_rd_atomic(uct_dcx_md_t *md)
+/* What dcx reads of the general capability page, with DEVX where the device
+ * was opened with it:
+ * - the read/atomic depth of a DCI: the kernel refuses RTR->RTS with
+ *   max_rd_atomic above 1 << log_max_ra_res_dc (mlx5_ib validate_rd_atomic),
+ *   UCX's dc_mlx5 uses 1 << log_max_ra_req_dc; both bound it here. Without
+ *   the page it stays unknown and the DCIs find it
+ *   (uct_dcx_iface_dci_connect).
+ * - compact_address_vector: whether a DC WQE may carry the 16-byte base
+ *   address vector, as UCX's ib_mlx5dv_md.c reads it (UCT_IB_DEVICE_FLAG_AV).
+ *   Without the page, as UCX without DEVX: the address vector libmlx5 built
+ *   for an address handle alone decides (compact when not extended). */
+static void uct_dcx_md_query_hca_general(uct_dcx_md_t *md)
 {
-    uint8_t cap[0x160 / 8] = {}; /* up to log_max_ra_res_qp */
+    uint8_t cap[0x220 / 8] = {}; /* up to compact_address_vector */
     unsigned req, res;
 
+    md->compact_av = 1;
     if (!md->devx || (uct_dcx_md_query_hca_cap(md, UCT_DCX_PRM_HCA_CAP_GENERAL,
                                                cap, sizeof(cap)) != 0)) {
-        return; /* found when a DCI connects */
+        ucs_debug("dcx: %s: compact address vectors as the address handles "
+                  "allow (no DEVX capability page)",
+                  md->device->name);
+        return; /* depth found when a DCI connects */
     }
 
     req                  = uct_dcx_prm_field(cap, 0x12a, 6);
     res                  = uct_dcx_prm_field(cap, 0x13a, 6);
     md->dc_max_rd_atomic = 1u << ucs_min(ucs_min(req, res), 7);
-    ucs_debug("dcx: %s: log_max_ra_req_dc %u log_max_ra_res_dc %u",
-              md->device->name, req, res);
+    md->compact_av       = uct_dcx_prm_field(cap, 0x200, 1);
+    ucs_debug("dcx: %s: log_max_ra_req_dc %u log_max_ra_res_dc %u "
+              "compact_address_vector %d",
+              md->device->name, req, res, md->compact_av);
 }
 
 /* The DC device named @a md_name (the last one of that name), or NULL;
@@ -428,7 +440,7 @@ uct_dcx_md_device_init(uct_dcx_md_t *md, const uct_dcx_md_config_t *config)
     if (status != UCS_OK) {
         goto err_close_device;
     }
-    uct_dcx_md_query_dc_rd_atomic(md);
+    uct_dcx_md_query_hca_general(md);
 
     md->pd = md->ops->alloc_pd(md->ctx);
     if (md->pd == NULL) {

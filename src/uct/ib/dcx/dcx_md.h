@@ -120,6 +120,8 @@ typedef struct uct_dcx_md {
     unsigned dc_max_rd_atomic; /* DCI read/atomic depth the
                                                    device allows (QUERY_HCA_CAP);
                                                    0: unknown */
+    int compact_av; /* DC WQEs may carry compact address vectors
+                       (HCA cap compact_address_vector; 1 without DEVX) */
     ucs_spinlock_t fatal_lock; /* fatal, fatal_listeners */
     int fatal; /* IBV_EVENT_DEVICE_FATAL seen */
     ucs_list_link_t fatal_listeners; /* uct_dcx_md_fatal_listener_t */

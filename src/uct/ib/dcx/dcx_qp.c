@@ -417,7 +417,8 @@ uct_dcx_iface_dci_direct(uct_dcx_iface_t *iface, uct_dcx_dci_t *dci)
         ucs_assert(iface->tx.pool.num_created == 0);
         status = uct_dcx_direct_create(iface->ops,
                                        ibv_cq_ex_to_cq(iface->tx.cq),
-                                       &iface->tx.direct, &reason);
+                                       iface->md->compact_av, &iface->tx.direct,
+                                       &reason);
         if (status != UCS_OK) {
             return uct_dcx_iface_direct_unavailable(iface, status, reason);
         }

@@ -493,6 +493,70 @@ TEST(emu_devx, query_atomic_caps)
     EXPECT_EQ(dcxemu_ibv_close_device(ctx), 0);
 }
 
+/* What the DEVX capability children post on: a device, a DCT (key 3) at RTR,
+ * a DCI taking raw WQEs at RTS and a registered buffer, freed in reverse. */
+struct raw_pair {
+    dev d;
+    ibv_srq *srq = nullptr;
+    ibv_qp *dct  = nullptr;
+    dci c;
+    ibv_mr *mr = nullptr;
+
+    /* 0, or the child's exit code for the step that failed: 4 the device,
+     * 5 the DCT, 6 the DCI, 7 the registration, 14 no raw-WQE builder. */
+    int setup(void *buf, size_t len)
+    {
+        if (!d.open())
+            return 4;
+        srq = create_srq(d);
+        dct = create_dct(d, srq, 3);
+        if (dct == nullptr || dct_to_rtr(dct) != 0)
+            return 5;
+        c.qp = create_raw_dci(d, MLX5DV_QP_EX_WITH_RAW_WQE);
+        if (c.qp == nullptr && errno == EOPNOTSUPP)
+            return 14;
+        if (c.qp == nullptr || dci_to_rts(c.qp) != 0)
+            return 6;
+        c.qpx = dcxemu_ibv_qp_to_qp_ex(c.qp);
+        c.dv  = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(c.qpx);
+        mr    = dcxemu_ibv_reg_mr(d.pd, buf, len,
+                                  IBV_ACCESS_LOCAL_WRITE |
+                                          IBV_ACCESS_REMOTE_ATOMIC |
+                                          IBV_ACCESS_REMOTE_WRITE);
+        return (mr == nullptr) ? 7 : 0;
+    }
+
+    /* A raw atomic WQE to @a target in the buffer, its response into the
+     * buffer too (the caller sets laddr and byte_count). */
+    raw_args args(uint8_t opcode, uint8_t opmod, void *target) const
+    {
+        raw_args r;
+        r.opcode = opcode;
+        r.opmod  = opmod;
+        r.qpn    = c.qp->qp_num;
+        r.dc_key = 3;
+        r.dctn   = dct->qp_num;
+        r.lid    = d.lid;
+        r.raddr  = (uintptr_t)target;
+        r.rkey   = mr->rkey;
+        r.lkey   = mr->lkey;
+        return r;
+    }
+
+    ~raw_pair()
+    {
+        if (mr != nullptr)
+            dcxemu_ibv_dereg_mr(mr);
+        if (c.qp != nullptr)
+            dcxemu_ibv_destroy_qp(c.qp);
+        if (dct != nullptr)
+            dcxemu_ibv_destroy_qp(dct);
+        if (srq != nullptr)
+            dcxemu_ibv_destroy_srq(srq);
+        d.close();
+    }
+};
+
 /* extatomics: the device's answer to the atomic-caps query and to a masked raw WQE, in a
  * process with the caller's settings. Exit 0 if masked atomics are offered and work, 10 if they
  * are neither offered nor executed (LOC_QP_OP_ERR), 11 if atomics are off altogether; other
@@ -511,40 +575,15 @@ EMU_CHILD(extatomics)
         return 11;
     }
     bool offered = (ops & 0xc) == 0xc;
-    dev d;
-    if (!d.open())
-        return 4;
-    ibv_srq *srq = create_srq(d);
-    ibv_qp *dct  = create_dct(d, srq, 3);
-    if (dct == nullptr || dct_to_rtr(dct) != 0)
-        return 5;
-    dci c;
-    c.qp = create_raw_dci(d, MLX5DV_QP_EX_WITH_RAW_WQE);
-    if (c.qp == nullptr && errno == EOPNOTSUPP)
-        return 14; /* no builder */
-    if (c.qp == nullptr || dci_to_rts(c.qp) != 0)
-        return 6;
-    c.qpx = dcxemu_ibv_qp_to_qp_ex(c.qp);
-    c.dv  = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(c.qpx);
     static uint32_t buf[4];
-    ibv_mr *mr = dcxemu_ibv_reg_mr(d.pd, buf, sizeof(buf),
-                                   IBV_ACCESS_LOCAL_WRITE |
-                                           IBV_ACCESS_REMOTE_ATOMIC |
-                                           IBV_ACCESS_REMOTE_WRITE);
-    if (mr == nullptr)
-        return 7;
-    raw_args r;
-    r.opcode     = MLX5_OPCODE_ATOMIC_MASKED_FA;
-    r.opmod      = OPMOD_EXT32;
-    r.qpn        = c.qp->qp_num;
-    r.dc_key     = 3;
-    r.dctn       = dct->qp_num;
-    r.lid        = d.lid;
-    r.raddr      = (uintptr_t)&buf[0];
-    r.rkey       = mr->rkey;
+    raw_pair p;
+    int err = p.setup(buf, sizeof(buf));
+    if (err != 0)
+        return err;
+    dci &c       = p.c;
+    raw_args r   = p.args(MLX5_OPCODE_ATOMIC_MASKED_FA, OPMOD_EXT32, &buf[0]);
     r.a[0]       = 1;
     r.asize      = 4;
-    r.lkey       = mr->lkey;
     r.laddr      = (uintptr_t)&buf[2];
     r.byte_count = 4;
     raw_wqe w    = build(r);
@@ -553,20 +592,12 @@ EMU_CHILD(extatomics)
     if (ibv_wr_complete(c.qpx) != 0)
         return 8;
     ibv_wc wc;
-    if (!poll_one(d.cq, &wc))
+    if (!poll_one(p.d.cq, &wc))
         return 9;
-    int ret;
     if (offered) {
-        ret = (wc.status == IBV_WC_SUCCESS && buf[0] == 1) ? 0 : 12;
-    } else {
-        ret = (wc.status == IBV_WC_LOC_QP_OP_ERR && buf[0] == 0) ? 10 : 13;
+        return (wc.status == IBV_WC_SUCCESS && buf[0] == 1) ? 0 : 12;
     }
-    dcxemu_ibv_dereg_mr(mr);
-    dcxemu_ibv_destroy_qp(c.qp);
-    dcxemu_ibv_destroy_qp(dct);
-    dcxemu_ibv_destroy_srq(srq);
-    d.close();
-    return ret;
+    return (wc.status == IBV_WC_LOC_QP_OP_ERR && buf[0] == 0) ? 10 : 13;
 }
 
 /* compactav: the general capability compact_address_vector (bit 0x200) and a DCI's raw WQEs with
@@ -586,37 +617,14 @@ EMU_CHILD(compactav)
         return 3;
     dcxemu_ibv_close_device(ctx);
     bool cap = (out[16 + 0x200 / 8] & 0x80) != 0;
-    dev d;
-    if (!d.open())
-        return 4;
-    ibv_srq *srq = create_srq(d);
-    ibv_qp *dct  = create_dct(d, srq, 3);
-    if (dct == nullptr || dct_to_rtr(dct) != 0)
-        return 5;
-    dci c;
-    c.qp = create_raw_dci(d, MLX5DV_QP_EX_WITH_RAW_WQE);
-    if (c.qp == nullptr || dci_to_rts(c.qp) != 0)
-        return 6;
-    c.qpx = dcxemu_ibv_qp_to_qp_ex(c.qp);
-    c.dv  = dcxemu_mlx5dv_qp_ex_from_ibv_qp_ex(c.qpx);
     static uint64_t buf[2];
-    ibv_mr *mr = dcxemu_ibv_reg_mr(d.pd, buf, sizeof(buf),
-                                   IBV_ACCESS_LOCAL_WRITE |
-                                           IBV_ACCESS_REMOTE_ATOMIC |
-                                           IBV_ACCESS_REMOTE_WRITE);
-    if (mr == nullptr)
-        return 7;
-    raw_args r;
-    r.opcode     = MLX5_OPCODE_ATOMIC_FA;
-    r.opmod      = 0;
-    r.qpn        = c.qp->qp_num;
-    r.dc_key     = 3;
-    r.dctn       = dct->qp_num;
-    r.lid        = d.lid;
-    r.raddr      = (uintptr_t)&buf[0];
-    r.rkey       = mr->rkey;
+    raw_pair p;
+    int err = p.setup(buf, sizeof(buf));
+    if (err != 0)
+        return err;
+    dci &c       = p.c;
+    raw_args r   = p.args(MLX5_OPCODE_ATOMIC_FA, 0, &buf[0]);
     r.a[0]       = 1;
-    r.lkey       = mr->lkey;
     r.laddr      = (uintptr_t)&buf[1];
     r.byte_count = 8;
     int ret      = 0;
@@ -628,7 +636,7 @@ EMU_CHILD(compactav)
         if (ibv_wr_complete(c.qpx) != 0)
             return 8;
         ibv_wc wc;
-        if (!poll_one(d.cq, &wc))
+        if (!poll_one(p.d.cq, &wc))
             return 9;
         if (ext || cap) {
             ret = (wc.status == IBV_WC_SUCCESS) ? ret : 12;
@@ -637,12 +645,7 @@ EMU_CHILD(compactav)
         }
     }
     if (ret == 0 && buf[0] != 2)
-        ret = 14;
-    dcxemu_ibv_dereg_mr(mr);
-    dcxemu_ibv_destroy_qp(c.qp);
-    dcxemu_ibv_destroy_qp(dct);
-    dcxemu_ibv_destroy_srq(srq);
-    d.close();
+        ret = 15;
     return ret;
 }
 

@@ -18,7 +18,7 @@ bench_perftest() {
     DCXEMU_FABRIC="$BENCH_FABRIC" "${run[@]}" \
         ucx_perftest -x "$tl" -d "$dev" -p $port >/dev/null 2>&1 &
     spid=$!
-    wait_listening $port $spid >/dev/null || true # the client reports it
+    wait_listening $port $spid >/dev/null || { kill $spid 2>/dev/null; wait $spid 2>/dev/null; echo nan; return 1; }
     line=$(DCXEMU_FABRIC="$BENCH_FABRIC" timeout 300 "${run[@]}" \
            ucx_perftest -x "$tl" -d "$dev" -p $port "$@" localhost 2>/dev/null |
            grep '^Final:')
@@ -240,7 +240,7 @@ bench_face_perftest() {
                   "LD_PRELOAD=$DCX_PREFIX/lib/libdcxemu_mlx5.so.0")
     env "${env[@]}" timeout 300 "$test" -d dcxemu_mlx5_0 -p $port "$@" >/dev/null 2>&1 &
     spid=$!
-    wait_listening $port $spid >/dev/null || true # the client reports it
+    wait_listening $port $spid >/dev/null || { kill $spid 2>/dev/null; wait $spid 2>/dev/null; echo nan; return 1; }
     line=$(env "${env[@]}" timeout 300 "$test" -d dcxemu_mlx5_0 -p $port "$@" localhost 2>/dev/null |
            awk '$1 ~ /^[0-9]+$/ && NF >= 4 { l = $0 } END { print l }')
     wait $spid 2>/dev/null
@@ -266,7 +266,7 @@ bench_face_ucx() {
     env "${env[@]}" ucx_perftest $BENCH_PERFTEST_OPTS -x "$tl" -d dcxemu_mlx5_0:1 -p $port \
         >/dev/null 2>&1 &
     spid=$!
-    wait_listening $port $spid >/dev/null || true # the client reports it
+    wait_listening $port $spid >/dev/null || { kill $spid 2>/dev/null; wait $spid 2>/dev/null; echo nan; return 1; }
     line=$(env "${env[@]}" timeout 300 ucx_perftest $BENCH_PERFTEST_OPTS -x "$tl" \
            -d dcxemu_mlx5_0:1 -p $port "$@" localhost 2>/dev/null | grep '^Final:')
     wait $spid 2>/dev/null
@@ -330,7 +330,7 @@ bench_proto_one() {
     DCXEMU_FABRIC="$BENCH_FABRIC" UCX_TLS=dcx "$DCX_PREFIX/bin/dcx-run" --emu \
         ucx_perftest $BENCH_PERFTEST_OPTS -p $port >/dev/null 2>&1 &
     spid=$!
-    wait_listening $port $spid >/dev/null || true # the client reports it
+    wait_listening $port $spid >&2 || { kill $spid 2>/dev/null; wait $spid 2>/dev/null; return 1; }
     out=$(DCXEMU_FABRIC="$BENCH_FABRIC" UCX_TLS=dcx UCX_PROTO_INFO=y timeout 120 \
           "$DCX_PREFIX/bin/dcx-run" --emu ucx_perftest $BENCH_PERFTEST_OPTS -p $port \
           "$@" -n 20 -w 2 localhost 2>&1) || rc=$?

@@ -79,8 +79,8 @@ ucp_perftest_pair() {
             timeout -k 5 "$E2E_TIMEOUT" "$DCX_PREFIX/bin/dcx-run" $FACE_RUN \
             ucx_perftest "${PERFTEST_OPTS[@]}" -p $port > "$log.server" 2>&1 &
         spid=$!
-        wait_listening $port $spid >/dev/null || true # the client reports it
-        if DCXEMU_FABRIC="$fabric" DCXEMU_KEEP_FABRIC=1 UCX_TLS=dcx UCX_LOG_LEVEL=debug \
+        if wait_listening $port $spid > "$log.client" &&
+           DCXEMU_FABRIC="$fabric" DCXEMU_KEEP_FABRIC=1 UCX_TLS=dcx UCX_LOG_LEVEL=debug \
                timeout -k 5 "$E2E_TIMEOUT" "$DCX_PREFIX/bin/dcx-run" $FACE_RUN \
                ucx_perftest "${PERFTEST_OPTS[@]}" -p $port "$@" localhost > "$log.client" 2>&1; then
             wait $spid || { cat "$log.server"; "$DCX_PREFIX/bin/dcxemu-stat" -r -f "$fabric" >/dev/null; return 1; }
@@ -261,8 +261,8 @@ plugin_path_perftest() {
         UCX_LOG_LEVEL=info timeout -k 5 "$E2E_TIMEOUT" ucx_perftest "${PERFTEST_OPTS[@]}"
     "$@" -p $port > "$log.server" 2>&1 &
     spid=$!
-    wait_listening $port $spid >/dev/null || true # the client reports it
-    "$@" -p $port -t tag_bw -s 65536 -n 500 -w 50 localhost > "$log.client" 2>&1 || rc=$?
+    wait_listening $port $spid > "$log.client" &&
+        "$@" -p $port -t tag_bw -s 65536 -n 500 -w 50 localhost > "$log.client" 2>&1 || rc=$?
     wait $spid || src=$?
     cat "$log.server" "$log.client" > "$log.both"
     [ $rc -eq 0 ] && [ $src -eq 0 ] ||

@@ -127,17 +127,24 @@ unsigned long iface_config_ulong(const std::string &name)
 entity::entity(const config_t &config, uct_error_handler_t err_handler,
                void *err_arg)
 {
-    init(config, err_handler, err_arg, UCS_OK);
+    static const ucs_status_t ok = UCS_OK;
+
+    init(config, err_handler, err_arg, &ok);
 }
 
 entity::entity(const config_t &config, open_fails expected)
 {
     EXPECT_NE(UCS_OK, expected.status);
-    init(config, nullptr, nullptr, expected.status);
+    init(config, nullptr, nullptr, &expected.status);
+}
+
+entity::entity(const config_t &config, open_any)
+{
+    init(config, nullptr, nullptr, nullptr);
 }
 
 void entity::init(const config_t &config, uct_error_handler_t err_handler,
-                  void *err_arg, ucs_status_t expected_open_status)
+                  void *err_arg, const ucs_status_t *expected_open_status)
 {
     uct_iface_config_t *iface_config;
     uct_iface_params_t params = {};
@@ -179,13 +186,17 @@ void entity::init(const config_t &config, uct_error_handler_t err_handler,
         params.err_handler_flags = UCT_CB_FLAG_ASYNC;
     }
 
-    EXPECT_EQ(expected_open_status,
-              uct_iface_open(m_md, m_worker, &params, iface_config, &m_iface));
+    m_open_status = uct_iface_open(m_md, m_worker, &params, iface_config,
+                                   &m_iface);
+    if (expected_open_status != nullptr) {
+        EXPECT_EQ(*expected_open_status, m_open_status);
+    }
     uct_config_release(iface_config);
     if (m_iface == nullptr) {
         return;
     }
-    if (expected_open_status != UCS_OK) {
+    if ((expected_open_status == nullptr) ||
+        (*expected_open_status != UCS_OK)) {
         close_iface();
         return;
     }
@@ -203,51 +214,8 @@ void entity::init(const config_t &config, uct_error_handler_t err_handler,
 
 ucs_status_t iface_open_status(const config_t &config)
 {
-    uct_iface_config_t *iface_config = nullptr;
-    uct_iface_params_t params        = {};
-    ucs_async_context_t *async       = nullptr;
-    uct_worker_h worker              = nullptr;
-    uct_iface_h iface                = nullptr;
-    ucs_status_t status;
-    uct_md_h md;
-
-    EXPECT_EQ(UCS_OK,
-              ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async));
-    EXPECT_EQ(UCS_OK,
-              uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &worker));
-    md = open_md();
-    if (md == nullptr) {
-        status = UCS_ERR_NO_DEVICE;
-        goto out;
-    }
-    EXPECT_EQ(UCS_OK,
-              uct_md_iface_config_read(md, "dcx", NULL, NULL, &iface_config));
-    for (const auto &kv : config) {
-        EXPECT_EQ(UCS_OK, config_by_name(kv.first,
-                                         [&](const char *name) {
-                                             return uct_config_modify(
-                                                     iface_config, name,
-                                                     kv.second.c_str());
-                                         }))
-                << kv.first;
-    }
-    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                        UCT_IFACE_PARAM_FIELD_DEVICE |
-                        UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
-    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = "dcx";
-    params.mode.device.dev_name = emu_dev_name;
-    params.rx_headroom          = rx_headroom;
-    status = uct_iface_open(md, worker, &params, iface_config, &iface);
-    uct_config_release(iface_config);
-    if (iface != nullptr) {
-        uct_iface_close(iface);
-    }
-    uct_md_close(md);
-out:
-    uct_worker_destroy(worker);
-    ucs_async_context_destroy(async);
-    return status;
+    entity e(config, entity::open_any());
+    return e.open_status();
 }
 
 entity::~entity()

@@ -68,7 +68,17 @@ public:
                     uct_error_handler_t err_handler = nullptr,
                     void *err_arg                   = nullptr);
     entity(const config_t &config, open_fails expected);
+
+    /* The interface is opened only to learn what uct_iface_open says
+     * (open_status), and closed again at once. */
+    struct open_any {};
+    entity(const config_t &config, open_any);
     ~entity();
+
+    ucs_status_t open_status() const
+    {
+        return m_open_status;
+    }
 
     uct_iface_h iface() const
     {
@@ -104,13 +114,15 @@ public:
     void close_iface();
 
 private:
+    /* expected_open_status: what uct_iface_open must return, NULL: any */
     void init(const config_t &config, uct_error_handler_t err_handler,
-              void *err_arg, ucs_status_t expected_open_status);
+              void *err_arg, const ucs_status_t *expected_open_status);
 
     ucs_async_context_t *m_async = nullptr;
     uct_worker_h m_worker        = nullptr;
     uct_md_h m_md                = nullptr;
     uct_iface_h m_iface          = nullptr;
+    ucs_status_t m_open_status   = UCS_ERR_NO_DEVICE; /* no memory domain */
     uct_iface_attr_t m_attr;
     std::vector<char> m_dev_addr, m_iface_addr;
 };
